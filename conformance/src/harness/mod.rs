@@ -1,0 +1,408 @@
+//! A real Temporal dev server for tests.
+//!
+//! The connector's behaviour depends on server features (standalone Nexus operations, activity
+//! completion callbacks) that no mock reproduces faithfully, so integration tests run against the
+//! real `temporal server start-dev`, found or installed by [`find_cli`].
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), durable_mcp_conformance::harness::HarnessError> {
+//! use durable_mcp_conformance::harness::{shared, unique_name};
+//! let server = shared().await?;                 // one server per test binary
+//! let queue = unique_name("tq");                // per-test isolation
+//! let endpoint = unique_name("ep");
+//! server.create_nexus_endpoint(&endpoint, server.namespace(), &queue).await?;
+//! let connection = server.connect().await?;     // on this test's runtime
+//! # Ok(()) }
+//! ```
+//!
+//! Backends: [`Backend::Process`] (default) runs the CLI as a child process that cannot outlive
+//! the test binary (see `process.rs`); [`Backend::Container`] runs the official image through
+//! testcontainers and reports [`HarnessError::BackendUnavailable`] when no Docker engine answers.
+
+mod cli;
+mod container;
+mod error;
+mod ports;
+mod process;
+mod provision;
+
+use std::{
+    fmt,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use tokio::sync::OnceCell;
+use url::Url;
+
+pub use cli::{MIN_CLI_VERSION, ServerVersion, cache_dir, compare_versions, find_cli};
+pub use error::HarnessError;
+pub use process::process_alive;
+
+use container::ContainerServer;
+use process::ProcessServer;
+
+/// Environment variable selecting the backend: `process` (default) or `container`.
+pub const BACKEND_ENV: &str = "DURABLE_MCP_TEMPORAL";
+/// Environment variable overriding the container image.
+pub const IMAGE_ENV: &str = "DURABLE_MCP_TEMPORAL_IMAGE";
+/// The image used by the container backend unless [`IMAGE_ENV`] says otherwise: the official
+/// CLI image at the same version the process backend installs.
+pub const DEFAULT_IMAGE: &str = "temporalio/temporal:1.9.1";
+
+/// How the dev server is run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// The Temporal CLI as a child process of the test binary.
+    #[default]
+    Process,
+    /// The `temporalio/temporal` image via testcontainers (needs a Docker engine).
+    Container,
+}
+
+impl Backend {
+    /// Parses a backend name; `None` or blank means the default. Case-insensitive.
+    pub fn parse(value: Option<&str>) -> Result<Self, HarnessError> {
+        match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+            None | Some("") | Some("process") => Ok(Self::Process),
+            Some("container") | Some("docker") => Ok(Self::Container),
+            Some(_) => Err(HarnessError::InvalidSetting {
+                name: BACKEND_ENV,
+                value: value.unwrap_or_default().to_owned(),
+                hint: "use `process` (the default) or `container`".to_owned(),
+            }),
+        }
+    }
+
+    /// Reads [`BACKEND_ENV`]. An unknown value is an error, not a silent fallback: a CI job that
+    /// asked for containers must not quietly test processes.
+    pub fn from_env() -> Result<Self, HarnessError> {
+        let value = std::env::var(BACKEND_ENV).ok();
+        Self::parse(value.as_deref())
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Process => "process",
+            Self::Container => "container",
+        })
+    }
+}
+
+/// How to start a [`DevServer`].
+#[derive(Debug, Clone)]
+pub struct DevServerOptions {
+    /// Process or container.
+    pub backend: Backend,
+    /// SQLite file for the server's state; with it, state survives [`DevServer::restart`].
+    /// `None` keeps state in memory.
+    pub db_file: Option<PathBuf>,
+    /// Namespace created at startup and used by the readiness check.
+    pub namespace: String,
+    /// Image for the container backend.
+    pub container_image: String,
+    /// How long to wait for the server to answer after launch.
+    pub startup_timeout: Duration,
+}
+
+impl Default for DevServerOptions {
+    /// Process backend, in-memory state, namespace `default`, 60 s startup timeout. The image
+    /// honours [`IMAGE_ENV`]; the backend does not (see [`DevServerOptions::from_env`]).
+    fn default() -> Self {
+        Self {
+            backend: Backend::Process,
+            db_file: None,
+            namespace: "default".to_owned(),
+            container_image: std::env::var(IMAGE_ENV)
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .unwrap_or_else(|| DEFAULT_IMAGE.to_owned()),
+            startup_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl DevServerOptions {
+    /// The defaults with the backend taken from [`BACKEND_ENV`]. This is what [`shared`] uses,
+    /// so a CI job can run the whole suite against the container backend.
+    pub fn from_env() -> Result<Self, HarnessError> {
+        Ok(Self {
+            backend: Backend::from_env()?,
+            ..Self::default()
+        })
+    }
+}
+
+// A handful of these exist per test binary: their size does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Running {
+    Process(ProcessServer),
+    Container(ContainerServer),
+}
+
+/// A running Temporal dev server.
+///
+/// Holds no tokio resources: clients are created per call on the caller's runtime, so one
+/// server can serve tests that each run their own runtime (see [`shared`]). Dropping it kills the
+/// server synchronously.
+pub struct DevServer {
+    running: Running,
+    namespace: String,
+    db_file: Option<PathBuf>,
+}
+
+impl fmt::Debug for DevServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DevServer")
+            .field("backend", &self.backend())
+            .field("address", &self.address())
+            .field("namespace", &self.namespace)
+            .field("pid", &self.pid())
+            .field("db_file", &self.db_file)
+            .finish()
+    }
+}
+
+impl DevServer {
+    /// Starts a server and waits until it answers gRPC and knows `opts.namespace`.
+    pub async fn start(opts: DevServerOptions) -> Result<DevServer, HarnessError> {
+        let running = match opts.backend {
+            Backend::Process => Running::Process(ProcessServer::start(&opts).await?),
+            Backend::Container => Running::Container(ContainerServer::start(&opts).await?),
+        };
+        let server = DevServer {
+            running,
+            namespace: opts.namespace,
+            db_file: opts.db_file,
+        };
+        server.announce("started");
+        Ok(server)
+    }
+
+    /// Logs (and prints, so it shows under `cargo test` without a subscriber) which server the
+    /// tests are talking to: CI logs must prove they ran against the real thing.
+    fn announce(&self, what: &str) {
+        let version = match self.version() {
+            Some(v) => format!("{} (CLI {})", v.server, v.cli),
+            None => "(unknown version)".to_owned(),
+        };
+        let detail = match &self.running {
+            Running::Process(p) => format!(
+                "process backend, pid {}, log {}",
+                p.pid().map_or("-".into(), |p| p.to_string()),
+                p.log_path().display()
+            ),
+            Running::Container(c) => format!(
+                "container backend, image {}, container {}",
+                c.image(),
+                c.container_id().unwrap_or("-")
+            ),
+        };
+        let line = format!(
+            "temporal dev server {version} listening on {} ({what}; {detail})",
+            self.address()
+        );
+        tracing::info!(address = %self.address(), %version, "{line}");
+        eprintln!("{line}");
+    }
+
+    /// Which backend runs this server.
+    pub fn backend(&self) -> Backend {
+        match self.running {
+            Running::Process(_) => Backend::Process,
+            Running::Container(_) => Backend::Container,
+        }
+    }
+
+    fn port(&self) -> u16 {
+        match &self.running {
+            Running::Process(p) => p.grpc_port(),
+            Running::Container(c) => c.host_port(),
+        }
+    }
+
+    /// The frontend gRPC address, `127.0.0.1:PORT`.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port())
+    }
+
+    /// The frontend as a URL for [`temporalio_client::ConnectionOptions`].
+    pub fn target_url(&self) -> Url {
+        Url::parse(&format!("http://{}", self.address())).expect("an IP and port form a valid URL")
+    }
+
+    /// The namespace created at startup.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// CLI and server versions, when known (always for the process backend).
+    pub fn version(&self) -> Option<&ServerVersion> {
+        match &self.running {
+            Running::Process(p) => Some(p.version()),
+            Running::Container(c) => c.version(),
+        }
+    }
+
+    /// The server's pid (process backend, while running).
+    pub fn pid(&self) -> Option<u32> {
+        match &self.running {
+            Running::Process(p) => p.pid(),
+            Running::Container(_) => None,
+        }
+    }
+
+    /// The database file, if state is persisted.
+    pub fn db_file(&self) -> Option<&Path> {
+        self.db_file.as_deref()
+    }
+
+    /// A new connection on the caller's runtime.
+    pub async fn connect(&self) -> Result<temporalio_client::Connection, HarnessError> {
+        provision::connect(&self.target_url()).await
+    }
+
+    /// Registers a namespace (one-day retention); an existing one is fine. Returns once
+    /// `DescribeNamespace` finds it.
+    pub async fn create_namespace(&self, name: &str) -> Result<(), HarnessError> {
+        provision::create_namespace(&self.target_url(), name).await
+    }
+
+    /// Creates a Nexus endpoint routing to `task_queue` in `namespace`. Creating the same
+    /// endpoint again is fine; the same name with another target is a
+    /// [`HarnessError::Conflict`]. Endpoint names must match `^[a-zA-Z][a-zA-Z0-9\-]*[a-zA-Z0-9]$`
+    /// (the server's rule; [`unique_name`] produces such names).
+    pub async fn create_nexus_endpoint(
+        &self,
+        name: &str,
+        namespace: &str,
+        task_queue: &str,
+    ) -> Result<(), HarnessError> {
+        provision::create_nexus_endpoint(&self.target_url(), name, namespace, task_queue).await
+    }
+
+    /// Stops the server: SIGTERM, up to 5 s grace, then SIGKILL, and reaps it. Idempotent.
+    pub async fn stop(&mut self) -> Result<(), HarnessError> {
+        match &mut self.running {
+            Running::Process(p) => p.stop().await,
+            Running::Container(c) => c.stop().await,
+        }
+    }
+
+    /// Stops and starts the server again on the same address and database file, and waits until
+    /// it is ready. Needs [`DevServerOptions::db_file`].
+    pub async fn restart(&mut self) -> Result<(), HarnessError> {
+        match &mut self.running {
+            Running::Process(p) => p.restart().await?,
+            Running::Container(c) => c.restart().await?,
+        }
+        self.announce("restarted");
+        Ok(())
+    }
+}
+
+impl Drop for DevServer {
+    /// Kills the server synchronously (SIGKILL + waitpid) if it is still running, so a panicking
+    /// test leaves nothing behind. The backends' own `Drop`s do the same for a start that is
+    /// cancelled before a `DevServer` exists; the container backend removes its container there.
+    fn drop(&mut self) {
+        if let Running::Process(p) = &mut self.running {
+            p.kill_now();
+        }
+    }
+}
+
+static SHARED: OnceCell<DevServer> = OnceCell::const_new();
+
+/// One server per test binary, started on first use with [`DevServerOptions::from_env`].
+///
+/// Safe to call from many `#[tokio::test]`s, each on its own runtime: the server is a plain
+/// child process spawned from a dedicated thread and the handle keeps no runtime-bound state.
+/// It is never dropped; it dies with the test binary (PDEATHSIG, or the container reaper).
+/// If a start fails, the next caller tries again.
+pub async fn shared() -> Result<&'static DevServer, HarnessError> {
+    SHARED
+        .get_or_try_init(|| async { DevServer::start(DevServerOptions::from_env()?).await })
+        .await
+}
+
+/// `prefix` plus `-` and a short random suffix, e.g. `tq-3f9a0c1be2`: unique names keep tests
+/// that share a server apart.
+///
+/// With a prefix of ASCII letters and digits that starts with a letter, the result is valid as a
+/// task queue, a namespace and a Nexus endpoint name. Mind the endpoint rule: the server enforces
+/// `^[a-zA-Z][a-zA-Z0-9\-]*[a-zA-Z0-9]$` (hyphens, no underscores, although the proto comment
+/// says `[a-zA-Z_][a-zA-Z0-9_]*`).
+pub fn unique_name(prefix: &str) -> String {
+    let suffix = &uuid::Uuid::new_v4().simple().to_string()[..10];
+    if prefix.is_empty() {
+        format!("u{suffix}")
+    } else {
+        format!("{prefix}-{suffix}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_parsing() {
+        assert_eq!(Backend::parse(None).unwrap(), Backend::Process);
+        assert_eq!(Backend::parse(Some("")).unwrap(), Backend::Process);
+        assert_eq!(Backend::parse(Some("process")).unwrap(), Backend::Process);
+        assert_eq!(
+            Backend::parse(Some(" Container ")).unwrap(),
+            Backend::Container
+        );
+        let err = Backend::parse(Some("k8s")).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("DURABLE_MCP_TEMPORAL") && msg.contains("k8s"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("process") && msg.contains("container"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn unique_names_have_prefix_and_differ() {
+        let a = unique_name("tq");
+        let b = unique_name("tq");
+        assert_ne!(a, b);
+        assert!(a.starts_with("tq-"));
+        assert_eq!(a.len(), "tq-".len() + 10);
+        // The server's Nexus endpoint name rule: ^[a-zA-Z][a-zA-Z0-9\-]*[a-zA-Z0-9]$
+        let valid = |s: &str| {
+            s.starts_with(|c: char| c.is_ascii_alphabetic())
+                && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+                && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        };
+        assert!(valid(&a), "{a}");
+        assert!(valid(&unique_name("")));
+    }
+
+    #[test]
+    fn default_options() {
+        let o = DevServerOptions::default();
+        assert_eq!(o.backend, Backend::Process);
+        assert_eq!(o.namespace, "default");
+        assert_eq!(o.startup_timeout, Duration::from_secs(60));
+        assert!(o.db_file.is_none());
+        assert!(!o.container_image.is_empty());
+    }
+
+    #[test]
+    fn skip_reason_only_for_unavailable_backends() {
+        let e = HarnessError::BackendUnavailable {
+            backend: Backend::Container,
+            reason: "no Docker engine answers".into(),
+        };
+        assert!(e.skip_reason().unwrap().contains("no Docker engine"));
+        assert!(HarnessError::RestartWithoutDbFile.skip_reason().is_none());
+    }
+}

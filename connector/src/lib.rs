@@ -1,0 +1,12 @@
+//! # durable-mcp
+//!
+//! Durable Model Context Protocol tool calls on Temporal Nexus.
+//!
+//! - [`nexus`]: the Nexus handler runtime (on `temporalio-sdk-core`) and the standalone Nexus
+//!   operation client, sharing one set of handler and failure types.
+//! - [`payload`]: the one place where JSON values and MCP results become Temporal payloads.
+//! - [`temporal`]: connection settings from the environment and small proto conversions.
+
+pub mod nexus;
+pub mod payload;
+pub mod temporal;

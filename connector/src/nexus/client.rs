@@ -1,0 +1,401 @@
+//! The caller side: start, await, describe and cancel *standalone* Nexus operations
+//! (operations that belong to no Workflow) through the WorkflowService API.
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use temporalio_client::{Connection, grpc::WorkflowService};
+use temporalio_protos::temporal::api::{
+    common::v1::Payload,
+    enums::v1::{
+        NexusOperationExecutionStatus, NexusOperationIdConflictPolicy, NexusOperationIdReusePolicy,
+        NexusOperationWaitStage,
+    },
+    failure::v1::Failure,
+    sdk::v1::UserMetadata,
+    workflowservice::v1::{
+        DescribeNexusOperationExecutionRequest, PollNexusOperationExecutionRequest,
+        RequestCancelNexusOperationExecutionRequest, StartNexusOperationExecutionRequest,
+        TerminateNexusOperationExecutionRequest, describe_nexus_operation_execution_response,
+        poll_nexus_operation_execution_response,
+    },
+};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    failure::{FailureSummary, summarize},
+    handler::HandlerErrorKind,
+};
+use crate::{
+    payload::{self, IdentityCodec, PayloadCodec, PayloadError},
+    temporal::proto_duration,
+};
+
+/// What to do when an operation with the same id is already running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ConflictPolicy {
+    /// Reject the start (the server's default).
+    #[default]
+    Fail,
+    /// Return the running operation.
+    UseExisting,
+}
+
+/// Whether an operation id may be used again after an operation with it closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReusePolicy {
+    #[default]
+    AllowDuplicate,
+    AllowDuplicateFailedOnly,
+    /// The id names one execution forever (idempotency keys need this).
+    RejectDuplicate,
+}
+
+/// A request to start a standalone Nexus operation.
+#[derive(Debug, Clone)]
+pub struct StartOperation {
+    pub operation_id: String,
+    /// Same id and request id is idempotent on the server, even after the operation closed.
+    pub request_id: String,
+    pub endpoint: String,
+    pub service: String,
+    pub operation: String,
+    pub input: Payload,
+    pub schedule_to_close: Option<Duration>,
+    pub conflict_policy: ConflictPolicy,
+    pub reuse_policy: ReusePolicy,
+    /// Nexus headers delivered to the handler.
+    pub headers: HashMap<String, String>,
+    /// A one-line summary shown in the Temporal UI. Never put secrets here.
+    pub summary: Option<String>,
+}
+
+impl StartOperation {
+    /// A start with a fresh request id and default policies.
+    pub fn new(
+        operation_id: impl Into<String>,
+        endpoint: impl Into<String>,
+        service: impl Into<String>,
+        operation: impl Into<String>,
+        input: Payload,
+    ) -> Self {
+        Self {
+            operation_id: operation_id.into(),
+            request_id: uuid::Uuid::new_v4().to_string(),
+            endpoint: endpoint.into(),
+            service: service.into(),
+            operation: operation.into(),
+            input,
+            schedule_to_close: None,
+            conflict_policy: ConflictPolicy::default(),
+            reuse_policy: ReusePolicy::default(),
+            headers: HashMap::new(),
+            summary: None,
+        }
+    }
+}
+
+/// Names one run of a standalone operation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OperationRef {
+    pub operation_id: String,
+    pub run_id: String,
+}
+
+/// How an operation ended, as its caller sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OperationOutcome {
+    Succeeded(Payload),
+    Failed {
+        message: String,
+        error_type: Option<String>,
+        /// Set when the handler failed the request rather than the operation failing.
+        handler_error: Option<HandlerErrorKind>,
+    },
+    Canceled { message: String },
+    TimedOut { message: String },
+    Terminated { message: String },
+}
+
+impl OperationOutcome {
+    /// Classifies a failure outcome by its chain; `status` (from describe) wins when known.
+    pub fn from_failure(failure: &Failure, status: Option<OperationStatus>) -> Self {
+        let FailureSummary { message, error_type, handler_error, canceled, timed_out, terminated } =
+            summarize(failure);
+        match status {
+            Some(OperationStatus::Canceled) => Self::Canceled { message },
+            Some(OperationStatus::TimedOut) => Self::TimedOut { message },
+            Some(OperationStatus::Terminated) => Self::Terminated { message },
+            _ if terminated => Self::Terminated { message },
+            _ if timed_out => Self::TimedOut { message },
+            _ if canceled => Self::Canceled { message },
+            _ => Self::Failed { message, error_type, handler_error },
+        }
+    }
+}
+
+/// An operation's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperationStatus {
+    Running,
+    Completed,
+    Failed,
+    Canceled,
+    Terminated,
+    TimedOut,
+    Unknown,
+}
+
+impl From<NexusOperationExecutionStatus> for OperationStatus {
+    fn from(s: NexusOperationExecutionStatus) -> Self {
+        match s {
+            NexusOperationExecutionStatus::Running => Self::Running,
+            NexusOperationExecutionStatus::Completed => Self::Completed,
+            NexusOperationExecutionStatus::Failed => Self::Failed,
+            NexusOperationExecutionStatus::Canceled => Self::Canceled,
+            NexusOperationExecutionStatus::Terminated => Self::Terminated,
+            NexusOperationExecutionStatus::TimedOut => Self::TimedOut,
+            _ => Self::Unknown,
+        }
+    }
+}
+
+/// What describe tells about an operation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperationDescription {
+    pub reference: OperationRef,
+    pub status: OperationStatus,
+    pub service: String,
+    pub operation: String,
+    /// Attempts made to deliver the start request to the handler.
+    pub attempt: i32,
+    pub last_attempt_failure: Option<String>,
+    /// Present once the operation closed.
+    pub outcome: Option<OperationOutcome>,
+}
+
+/// Why a client call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OperationClientError {
+    #[error("operation {operation_id:?} already exists (started by another request)")]
+    AlreadyExists { operation_id: String },
+    #[error("operation {operation_id:?} was not found")]
+    NotFound { operation_id: String },
+    #[error("waiting for operation {operation_id:?} was cancelled by the caller")]
+    WaitCancelled { operation_id: String },
+    #[error("Temporal rejected {call}: {status}")]
+    Rpc { call: &'static str, status: Box<tonic::Status> },
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
+    #[error("invalid request: {0}")]
+    Invalid(String),
+}
+
+impl OperationClientError {
+    fn rpc(call: &'static str, status: tonic::Status, operation_id: &str) -> Self {
+        match status.code() {
+            tonic::Code::AlreadyExists => Self::AlreadyExists { operation_id: operation_id.into() },
+            tonic::Code::NotFound => Self::NotFound { operation_id: operation_id.into() },
+            _ => Self::Rpc { call, status: Box::new(status) },
+        }
+    }
+}
+
+/// How long one poll waits on the server; it answers empty after about 29 s by itself.
+const POLL_RPC_TIMEOUT: Duration = Duration::from_secs(70);
+
+/// A client for standalone Nexus operations in one namespace.
+#[derive(Clone)]
+pub struct OperationClient {
+    connection: Connection,
+    namespace: String,
+    identity: String,
+    codec: Arc<dyn PayloadCodec>,
+}
+
+impl OperationClient {
+    pub fn new(connection: Connection, namespace: impl Into<String>) -> Self {
+        let identity = connection.identity().to_owned();
+        Self { connection, namespace: namespace.into(), identity, codec: Arc::new(IdentityCodec) }
+    }
+
+    /// Sends every input and result payload through `codec`.
+    pub fn with_codec(mut self, codec: Arc<dyn PayloadCodec>) -> Self {
+        self.codec = codec;
+        self
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    fn service(&self) -> Box<dyn WorkflowService> {
+        self.connection.workflow_service()
+    }
+
+    /// Starts an operation. `started` in the answer is false when the server attached the
+    /// request to an existing run (same request id, or `UseExisting`).
+    pub async fn start(&self, req: StartOperation) -> Result<(OperationRef, bool), OperationClientError> {
+        if req.operation_id.is_empty() {
+            return Err(OperationClientError::Invalid("operation_id must not be empty".into()));
+        }
+        let input = payload::encode_one(self.codec.as_ref(), req.input).await?;
+        let request = StartNexusOperationExecutionRequest {
+            namespace: self.namespace.clone(),
+            identity: self.identity.clone(),
+            request_id: req.request_id,
+            operation_id: req.operation_id.clone(),
+            endpoint: req.endpoint,
+            service: req.service,
+            operation: req.operation,
+            schedule_to_close_timeout: req.schedule_to_close.map(proto_duration),
+            input: Some(input),
+            id_reuse_policy: match req.reuse_policy {
+                ReusePolicy::AllowDuplicate => NexusOperationIdReusePolicy::AllowDuplicate,
+                ReusePolicy::AllowDuplicateFailedOnly => NexusOperationIdReusePolicy::AllowDuplicateFailedOnly,
+                ReusePolicy::RejectDuplicate => NexusOperationIdReusePolicy::RejectDuplicate,
+            }
+            .into(),
+            id_conflict_policy: match req.conflict_policy {
+                ConflictPolicy::Fail => NexusOperationIdConflictPolicy::Fail,
+                ConflictPolicy::UseExisting => NexusOperationIdConflictPolicy::UseExisting,
+            }
+            .into(),
+            nexus_header: req.headers,
+            user_metadata: req.summary.map(|s| UserMetadata {
+                summary: payload::to_payload(&s).ok(),
+                details: None,
+            }),
+            ..Default::default()
+        };
+        let resp = self
+            .service()
+            .start_nexus_operation_execution(tonic::Request::new(request))
+            .await
+            .map_err(|s| OperationClientError::rpc("StartNexusOperationExecution", s, &req.operation_id))?
+            .into_inner();
+        Ok((OperationRef { operation_id: req.operation_id, run_id: resp.run_id }, resp.started))
+    }
+
+    /// One long poll for the outcome: `None` when the server's poll window passed first.
+    pub async fn poll_outcome(&self, op: &OperationRef) -> Result<Option<OperationOutcome>, OperationClientError> {
+        let mut request = tonic::Request::new(PollNexusOperationExecutionRequest {
+            namespace: self.namespace.clone(),
+            operation_id: op.operation_id.clone(),
+            run_id: op.run_id.clone(),
+            wait_stage: NexusOperationWaitStage::Closed.into(),
+        });
+        request.set_timeout(POLL_RPC_TIMEOUT);
+        let resp = match self.service().poll_nexus_operation_execution(request).await {
+            Ok(r) => r.into_inner(),
+            // The server (or a proxy) ended the long poll: treat like an empty answer.
+            Err(s) if s.code() == tonic::Code::DeadlineExceeded => return Ok(None),
+            Err(s) => return Err(OperationClientError::rpc("PollNexusOperationExecution", s, &op.operation_id)),
+        };
+        use poll_nexus_operation_execution_response::Outcome;
+        match resp.outcome {
+            None => Ok(None),
+            Some(Outcome::Result(p)) => {
+                Ok(Some(OperationOutcome::Succeeded(payload::decode_one(self.codec.as_ref(), p).await?)))
+            }
+            Some(Outcome::Failure(f)) => {
+                // The failure chain alone can be ambiguous (a cancel wraps its cause): ask for
+                // the status, which is authoritative.
+                let status = self.describe(op).await.ok().map(|d| d.status);
+                Ok(Some(OperationOutcome::from_failure(&f, status)))
+            }
+        }
+    }
+
+    /// Waits until the operation closes. Survives the server's empty long-poll answers;
+    /// returns [`OperationClientError::WaitCancelled`] as soon as `cancel` fires.
+    pub async fn wait(
+        &self,
+        op: &OperationRef,
+        cancel: &CancellationToken,
+    ) -> Result<OperationOutcome, OperationClientError> {
+        loop {
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => {
+                    return Err(OperationClientError::WaitCancelled { operation_id: op.operation_id.clone() });
+                }
+                polled = self.poll_outcome(op) => {
+                    if let Some(outcome) = polled? {
+                        return Ok(outcome);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Describes an operation (with its outcome once closed).
+    pub async fn describe(&self, op: &OperationRef) -> Result<OperationDescription, OperationClientError> {
+        let resp = self
+            .service()
+            .describe_nexus_operation_execution(tonic::Request::new(DescribeNexusOperationExecutionRequest {
+                namespace: self.namespace.clone(),
+                operation_id: op.operation_id.clone(),
+                run_id: op.run_id.clone(),
+                include_input: false,
+                include_outcome: true,
+                long_poll_token: vec![],
+            }))
+            .await
+            .map_err(|s| OperationClientError::rpc("DescribeNexusOperationExecution", s, &op.operation_id))?
+            .into_inner();
+        let info = resp.info.unwrap_or_default();
+        let status = OperationStatus::from(info.status());
+        use describe_nexus_operation_execution_response::Outcome;
+        let outcome = match resp.outcome {
+            Some(Outcome::Result(p)) => {
+                Some(OperationOutcome::Succeeded(payload::decode_one(self.codec.as_ref(), p).await?))
+            }
+            Some(Outcome::Failure(f)) => Some(OperationOutcome::from_failure(&f, Some(status))),
+            None => None,
+        };
+        Ok(OperationDescription {
+            reference: OperationRef { operation_id: op.operation_id.clone(), run_id: resp.run_id },
+            status,
+            service: info.service,
+            operation: info.operation,
+            attempt: info.attempt,
+            last_attempt_failure: info.last_attempt_failure.map(|f| summarize(&f).message),
+            outcome,
+        })
+    }
+
+    /// Asks the handler to cancel the operation. The operation ends Canceled only when the
+    /// handler's work actually stops; [`OperationClient::wait`] tells when.
+    pub async fn cancel(&self, op: &OperationRef, reason: &str) -> Result<(), OperationClientError> {
+        self.service()
+            .request_cancel_nexus_operation_execution(tonic::Request::new(
+                RequestCancelNexusOperationExecutionRequest {
+                    namespace: self.namespace.clone(),
+                    operation_id: op.operation_id.clone(),
+                    run_id: op.run_id.clone(),
+                    identity: self.identity.clone(),
+                    request_id: uuid::Uuid::new_v4().to_string(),
+                    reason: reason.to_owned(),
+                },
+            ))
+            .await
+            .map_err(|s| OperationClientError::rpc("RequestCancelNexusOperationExecution", s, &op.operation_id))?;
+        Ok(())
+    }
+
+    /// Ends the operation record at once. The handler is NOT told: backing work keeps running.
+    pub async fn terminate(&self, op: &OperationRef, reason: &str) -> Result<(), OperationClientError> {
+        self.service()
+            .terminate_nexus_operation_execution(tonic::Request::new(TerminateNexusOperationExecutionRequest {
+                namespace: self.namespace.clone(),
+                operation_id: op.operation_id.clone(),
+                run_id: op.run_id.clone(),
+                identity: self.identity.clone(),
+                request_id: uuid::Uuid::new_v4().to_string(),
+                reason: reason.to_owned(),
+            }))
+            .await
+            .map_err(|s| OperationClientError::rpc("TerminateNexusOperationExecution", s, &op.operation_id))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,17 @@
+//! Temporal Nexus: the handler runtime (worker side) and the standalone-operation client
+//! (caller side), sharing one set of handler and failure types.
+
+pub mod client;
+pub mod failure;
+pub mod handler;
+pub mod worker;
+
+pub use client::{
+    ConflictPolicy, OperationClient, OperationClientError, OperationDescription, OperationOutcome,
+    OperationRef, OperationStatus, ReusePolicy, StartOperation,
+};
+pub use handler::{
+    CancelContext, HandlerError, HandlerErrorKind, NexusLink, OperationError, OperationHandler,
+    RetryBehavior, Service, StartContext, StartError, StartOutcome, start_fn,
+};
+pub use worker::{NexusWorker, NexusWorkerError, NexusWorkerOptions, ShutdownHandle};

@@ -1,0 +1,116 @@
+//! Standalone Activities started through the raw `StartActivityExecution` RPC.
+//!
+//! The SDK's `start_activity` cannot attach completion callbacks, and callbacks are how an
+//! activity's result reaches a Nexus operation: so the proxy (and tests) start activities here.
+
+use std::{collections::HashMap, time::Duration};
+
+use temporalio_client::Connection;
+use temporalio_protos::temporal::api::{
+    common::v1::{ActivityType, Callback, OnConflictOptions, Payload, Payloads, Priority, RetryPolicy, callback},
+    enums::v1::{ActivityIdConflictPolicy, ActivityIdReusePolicy},
+    sdk::v1::UserMetadata,
+    taskqueue::v1::TaskQueue,
+    workflowservice::v1::{RequestCancelActivityExecutionRequest, StartActivityExecutionRequest},
+};
+
+use super::proto_duration;
+use crate::payload;
+
+/// A request to start (or reattach to) a standalone Activity.
+#[derive(Debug, Clone, Default)]
+pub struct ActivityStart {
+    pub activity_id: String,
+    /// Makes a repeated start with the same id a no-op that returns the same run.
+    pub request_id: String,
+    pub activity_type: String,
+    pub task_queue: String,
+    pub input: Vec<Payload>,
+    pub schedule_to_close: Option<Duration>,
+    pub start_to_close: Option<Duration>,
+    pub heartbeat: Option<Duration>,
+    pub retry_policy: Option<RetryPolicy>,
+    /// Attach to a running activity with the same id instead of failing; with it, this
+    /// request's id and callbacks are attached too, so several callers can await one run.
+    pub use_existing: bool,
+    pub reuse_policy: Option<ActivityIdReusePolicy>,
+    /// A Nexus completion callback: where the activity's outcome is delivered.
+    pub completion_callback: Option<(String, HashMap<String, String>)>,
+    pub priority: Option<Priority>,
+    /// A one-line summary for the Temporal UI. Never put secrets here.
+    pub summary: Option<String>,
+}
+
+/// Starts the activity; answers `(run_id, started)` where `started` is false when the request
+/// attached to an existing run.
+pub async fn start_activity(
+    connection: &Connection,
+    namespace: &str,
+    start: ActivityStart,
+) -> Result<(String, bool), tonic::Status> {
+    let request = StartActivityExecutionRequest {
+        namespace: namespace.to_owned(),
+        identity: connection.identity().to_owned(),
+        request_id: start.request_id,
+        activity_id: start.activity_id,
+        activity_type: Some(ActivityType { name: start.activity_type }),
+        task_queue: Some(TaskQueue { name: start.task_queue, ..Default::default() }),
+        schedule_to_close_timeout: start.schedule_to_close.map(proto_duration),
+        start_to_close_timeout: start.start_to_close.map(proto_duration),
+        heartbeat_timeout: start.heartbeat.map(proto_duration),
+        retry_policy: start.retry_policy,
+        input: Some(Payloads { payloads: start.input }),
+        id_conflict_policy: if start.use_existing {
+            ActivityIdConflictPolicy::UseExisting
+        } else {
+            ActivityIdConflictPolicy::Fail
+        }
+        .into(),
+        id_reuse_policy: start.reuse_policy.unwrap_or(ActivityIdReusePolicy::Unspecified).into(),
+        on_conflict_options: start.use_existing.then_some(OnConflictOptions {
+            attach_request_id: true,
+            attach_completion_callbacks: true,
+            attach_links: true,
+        }),
+        completion_callbacks: start
+            .completion_callback
+            .map(|(url, header)| Callback {
+                variant: Some(callback::Variant::Nexus(callback::Nexus { url, header })),
+                ..Default::default()
+            })
+            .into_iter()
+            .collect(),
+        priority: start.priority,
+        user_metadata: start.summary.map(|s| UserMetadata { summary: payload::to_payload(&s).ok(), details: None }),
+        ..Default::default()
+    };
+    let resp = connection
+        .workflow_service()
+        .start_activity_execution(tonic::Request::new(request))
+        .await?
+        .into_inner();
+    Ok((resp.run_id, resp.started))
+}
+
+/// Requests cancellation of a standalone activity. The activity learns it on its next
+/// heartbeat, so only heartbeating activities can be cancelled while running.
+pub async fn cancel_activity(
+    connection: &Connection,
+    namespace: &str,
+    activity_id: &str,
+    run_id: &str,
+    reason: &str,
+) -> Result<(), tonic::Status> {
+    connection
+        .workflow_service()
+        .request_cancel_activity_execution(tonic::Request::new(RequestCancelActivityExecutionRequest {
+            namespace: namespace.to_owned(),
+            activity_id: activity_id.to_owned(),
+            run_id: run_id.to_owned(),
+            identity: connection.identity().to_owned(),
+            request_id: uuid::Uuid::new_v4().to_string(),
+            reason: reason.to_owned(),
+        }))
+        .await?;
+    Ok(())
+}

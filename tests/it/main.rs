@@ -1,0 +1,11 @@
+//! Integration tests against the real Temporal dev server (started by the conformance harness).
+//!
+//! One test binary on purpose: each binary costs a link on a 2-core machine. Tests share one
+//! dev server per process and isolate themselves with their own task queues and endpoints.
+
+mod support;
+
+mod nexus_cancel;
+mod nexus_errors;
+mod nexus_roundtrip;
+mod server_restart;

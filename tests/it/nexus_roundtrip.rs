@@ -1,0 +1,136 @@
+//! R-RT-1..4: sync and async round trips, catch-all dispatch, idempotent retried starts.
+
+use std::time::Duration;
+
+use durable_mcp::{
+    nexus::{OperationOutcome, Service, StartOperation, StartOutcome, start_fn},
+    payload,
+};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::support::*;
+
+fn op_id(test: &str) -> String {
+    format!("{test}-{}", uuid::Uuid::new_v4())
+}
+
+#[tokio::test]
+async fn sync_operation_round_trip() {
+    let env = TestEnv::shared("sync").await;
+    let service = Service::new("echo").operation(
+        "echo",
+        start_fn(|ctx, input| async move {
+            // The handler sees the request's identity and headers.
+            assert!(!ctx.request_id.is_empty());
+            assert_eq!(ctx.headers.get("x-test").map(String::as_str), Some("yes"));
+            Ok(StartOutcome::Sync(input))
+        }),
+    );
+    let worker = env.nexus_worker(vec![service]).await;
+
+    let input = json!({"text": "hello", "n": [1, 2, 3], "nested": {"ok": true}});
+    let mut start = StartOperation::new(op_id("sync"), &env.endpoint, "echo", "echo", payload::to_payload(&input).unwrap());
+    start.headers.insert("x-test".into(), "yes".into());
+    start.schedule_to_close = Some(Duration::from_secs(30));
+    let (op, started) = env.client.start(start).await.unwrap();
+    assert!(started);
+    let outcome = env.client.wait(&op, &CancellationToken::new()).await.unwrap();
+    let OperationOutcome::Succeeded(result) = outcome else { panic!("{outcome:?}") };
+    assert_eq!(payload::to_json(&result).unwrap(), input);
+
+    let described = env.client.describe(&op).await.unwrap();
+    assert_eq!(described.status, durable_mcp::nexus::OperationStatus::Completed);
+    assert_eq!(described.operation, "echo");
+    worker.stop().await;
+}
+
+#[tokio::test]
+async fn catch_all_receives_unregistered_operation_names() {
+    let env = TestEnv::shared("catchall").await;
+    let service = Service::new("tools")
+        .operation("list_tools", start_fn(|_, _| async move {
+            Ok(StartOutcome::Sync(payload::to_payload(&json!(["named"])).unwrap()))
+        }))
+        .catch_all(start_fn(|ctx, _| async move {
+            Ok(StartOutcome::Sync(payload::to_payload(&json!({"caught": ctx.operation})).unwrap()))
+        }));
+    let worker = env.nexus_worker(vec![service]).await;
+    for (operation, expected) in [("list_tools", json!(["named"])), ("any-tool.name", json!({"caught": "any-tool.name"}))] {
+        let start = StartOperation::new(op_id("catchall"), &env.endpoint, "tools", operation, payload::to_payload(&json!({})).unwrap());
+        let (op, _) = env.client.start(start).await.unwrap();
+        let OperationOutcome::Succeeded(result) = env.client.wait(&op, &CancellationToken::new()).await.unwrap() else {
+            panic!("operation {operation} did not succeed")
+        };
+        assert_eq!(payload::to_json(&result).unwrap(), expected);
+    }
+    worker.stop().await;
+}
+
+#[tokio::test]
+async fn async_operation_completes_through_activity_callback() {
+    let env = TestEnv::shared("async").await;
+    let _activities = env.activity_worker();
+    let worker = env.nexus_worker(vec![activity_service(&env, "jobs", false)]).await;
+
+    let key = op_id("async");
+    let input = SlowEcho { key: key.clone(), sleep_ms: 300, value: json!({"answer": 42, "text": "done"}) };
+    let start = StartOperation::new(&key, &env.endpoint, "jobs", "run", payload::to_payload(&input).unwrap());
+    let (op, _) = env.client.start(start).await.unwrap();
+    let outcome = env.client.wait(&op, &CancellationToken::new()).await.unwrap();
+    let OperationOutcome::Succeeded(result) = outcome else { panic!("{outcome:?}") };
+    assert_eq!(payload::to_json(&result).unwrap(), input.value);
+    assert_eq!(count(&key, "activity-started"), 1);
+    assert_eq!(count(&key, "activity-completed"), 1);
+    worker.stop().await;
+}
+
+#[tokio::test]
+async fn retried_start_with_same_request_id_reattaches_to_one_activity() {
+    let env = TestEnv::shared("reattach").await;
+    let _activities = env.activity_worker();
+    // The first start attempt starts the activity, then fails retryably; the server re-sends
+    // the start with the same request id, which must attach to the same activity.
+    let worker = env.nexus_worker(vec![activity_service(&env, "jobs", true)]).await;
+
+    let key = op_id("reattach");
+    let input = SlowEcho { key: key.clone(), sleep_ms: 1500, value: json!("once") };
+    let mut start = StartOperation::new(&key, &env.endpoint, "jobs", "run", payload::to_payload(&input).unwrap());
+    start.schedule_to_close = Some(Duration::from_secs(60));
+    let (op, _) = env.client.start(start).await.unwrap();
+    let outcome = env.client.wait(&op, &CancellationToken::new()).await.unwrap();
+    let OperationOutcome::Succeeded(result) = outcome else { panic!("{outcome:?}") };
+    assert_eq!(payload::to_json(&result).unwrap(), json!("once"));
+
+    let events = events(&key);
+    assert_eq!(count(&key, "start-handler"), 2, "{events:?}");
+    assert_eq!(count(&key, "activity-start:new"), 1, "{events:?}");
+    assert_eq!(count(&key, "activity-start:attached"), 1, "{events:?}");
+    assert_eq!(count(&key, "activity-started"), 1, "the tool ran once: {events:?}");
+    worker.stop().await;
+}
+
+#[tokio::test]
+async fn same_operation_and_request_id_is_idempotent_at_the_caller() {
+    let env = TestEnv::shared("idem").await;
+    let worker = env.nexus_worker(vec![Service::new("echo").operation(
+        "echo",
+        start_fn(|_, input| async move { Ok(StartOutcome::Sync(input)) }),
+    )]).await;
+    let start = StartOperation::new(op_id("idem"), &env.endpoint, "echo", "echo", payload::to_payload(&json!(1)).unwrap());
+    let (first, started) = env.client.start(start.clone()).await.unwrap();
+    assert!(started);
+    env.client.wait(&first, &CancellationToken::new()).await.unwrap();
+    // Same id and request id, even after close: the same run, not a new one.
+    let (again, started_again) = env.client.start(start.clone()).await.unwrap();
+    assert_eq!(again, first);
+    assert!(!started_again);
+    // A different request id under the default conflict policy: AlreadyExists? No: the first
+    // closed, and the default reuse policy allows a new run.
+    let mut other = start.clone();
+    other.request_id = uuid::Uuid::new_v4().to_string();
+    other.reuse_policy = durable_mcp::nexus::ReusePolicy::RejectDuplicate;
+    let err = env.client.start(other).await.unwrap_err();
+    assert!(matches!(err, durable_mcp::nexus::OperationClientError::AlreadyExists { .. }), "{err:?}");
+    worker.stop().await;
+}

@@ -1,0 +1,325 @@
+//! Shared fixtures: a per-test environment on the shared dev server, a Nexus worker guard, and
+//! a minimal activity worker (temporalio-sdk) whose activities record what happened.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, LazyLock, Mutex},
+    time::Duration,
+};
+
+use durable_mcp::{
+    nexus::{
+        CancelContext, HandlerError, NexusWorker, NexusWorkerOptions, OperationClient,
+        OperationHandler, Service, ShutdownHandle, StartContext, StartError, StartOutcome,
+    },
+    payload,
+    temporal::activity::{ActivityStart, cancel_activity, start_activity},
+};
+use durable_mcp_conformance::harness::{self, DevServer};
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use temporalio_client::{Client, ClientOptions, Connection};
+use temporalio_macros::activities;
+use temporalio_protos::temporal::api::common::v1::{Payload, RetryPolicy};
+use temporalio_sdk::{
+    Runtime, Worker, WorkerOptions,
+    activities::{ActivityContext, ActivityError},
+};
+
+/// Logs to the test output (once per process); `RUST_LOG` selects what.
+pub fn init_tracing() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "warn,durable_mcp=info".into()),
+            )
+            .with_test_writer()
+            .try_init();
+    });
+}
+
+/// One test's slice of a dev server: its own task queue and Nexus endpoint.
+pub struct TestEnv {
+    pub address: String,
+    pub namespace: String,
+    pub task_queue: String,
+    pub endpoint: String,
+    pub connection: Connection,
+    pub client: OperationClient,
+}
+
+impl TestEnv {
+    /// A fresh slice of the process-wide shared server.
+    pub async fn shared(test: &str) -> TestEnv {
+        init_tracing();
+        let server = harness::shared().await.expect("shared Temporal dev server");
+        Self::on(server, test).await
+    }
+
+    /// A fresh slice of a given server.
+    pub async fn on(server: &DevServer, test: &str) -> TestEnv {
+        let task_queue = harness::unique_name(&format!("tq-{test}"));
+        let endpoint = harness::unique_name(&format!("ep-{test}"));
+        server
+            .create_nexus_endpoint(&endpoint, server.namespace(), &task_queue)
+            .await
+            .expect("create Nexus endpoint");
+        let connection = connect(&server.address()).await;
+        let client = OperationClient::new(connection.clone(), server.namespace());
+        TestEnv {
+            address: server.address(),
+            namespace: server.namespace().to_owned(),
+            task_queue,
+            endpoint,
+            connection,
+            client,
+        }
+    }
+
+    /// Starts a Nexus worker on this env's task queue.
+    pub async fn nexus_worker(&self, services: Vec<Service>) -> WorkerGuard {
+        let mut options = NexusWorkerOptions::new(&self.namespace, &self.task_queue);
+        options.graceful_shutdown = Duration::from_secs(2);
+        let worker = NexusWorker::new(self.connection.clone(), options, services)
+            .await
+            .expect("Nexus worker starts");
+        let shutdown = worker.shutdown_handle();
+        let join = tokio::spawn(worker.run());
+        WorkerGuard { shutdown, join: Some(join) }
+    }
+
+    /// Starts an activity worker (the `TestActivities`) on this env's task queue.
+    pub fn activity_worker(&self) -> ActivityWorkerGuard {
+        ActivityWorkerGuard::start(&self.address, &self.namespace, &self.task_queue)
+    }
+}
+
+pub async fn connect(address: &str) -> Connection {
+    durable_mcp::temporal::connect_to(address, "durable-mcp-tests")
+        .await
+        .expect("connect to the dev server")
+}
+
+/// Stops its Nexus worker when dropped or [`WorkerGuard::stop`]ped.
+pub struct WorkerGuard {
+    shutdown: ShutdownHandle,
+    join: Option<tokio::task::JoinHandle<Result<(), durable_mcp::nexus::NexusWorkerError>>>,
+}
+
+impl WorkerGuard {
+    /// Shuts the worker down and checks that it stopped cleanly.
+    pub async fn stop(mut self) {
+        self.shutdown.shutdown();
+        let join = self.join.take().unwrap();
+        let result = tokio::time::timeout(Duration::from_secs(30), join)
+            .await
+            .expect("Nexus worker stops within 30 s")
+            .expect("worker task did not panic");
+        result.expect("worker ran without error");
+    }
+}
+
+impl Drop for WorkerGuard {
+    fn drop(&mut self) {
+        self.shutdown.shutdown();
+    }
+}
+
+// ---- activity worker -------------------------------------------------------------------------
+
+/// What the test activities record, keyed by the `key` in their input.
+static EVENTS: LazyLock<Mutex<HashMap<String, Vec<String>>>> = LazyLock::new(Default::default);
+
+pub fn record(key: &str, event: impl Into<String>) {
+    EVENTS.lock().unwrap().entry(key.to_owned()).or_default().push(event.into());
+}
+
+pub fn events(key: &str) -> Vec<String> {
+    EVENTS.lock().unwrap().get(key).cloned().unwrap_or_default()
+}
+
+pub fn count(key: &str, event: &str) -> usize {
+    events(key).iter().filter(|e| *e == event).count()
+}
+
+/// Polls until `cond` holds or `timeout` passes.
+pub async fn eventually(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !cond() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Input of the `slow-echo` activity.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SlowEcho {
+    pub key: String,
+    pub sleep_ms: u64,
+    pub value: serde_json::Value,
+}
+
+#[allow(dead_code)]
+pub struct TestActivities;
+
+#[activities]
+impl TestActivities {
+    /// Sleeps (heartbeating, so cancellation reaches it), then returns `value`.
+    #[activity(name = "slow-echo")]
+    async fn slow_echo(_ctx: ActivityContext, input: SlowEcho) -> Result<serde_json::Value, ActivityError> {
+        record(&input.key, "activity-started");
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(input.sleep_ms);
+        while tokio::time::Instant::now() < deadline {
+            if _ctx.is_cancelled() {
+                record(&input.key, "activity-cancelled");
+                return Err(ActivityError::cancelled());
+            }
+            let _ = _ctx.record_heartbeat(()).await;
+            tokio::select! {
+                _ = _ctx.cancelled() => {}
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+        }
+        record(&input.key, "activity-completed");
+        Ok(input.value)
+    }
+}
+
+/// Runs the SDK activity worker on a thread of its own: its `run()` future is not `Send`.
+///
+/// Shutdown is triggered from inside that thread's runtime: core spawns its `ShutdownWorker`
+/// RPC on the calling runtime, which must not be a test runtime blocked in `join`.
+pub struct ActivityWorkerGuard {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ActivityWorkerGuard {
+    fn start(address: &str, namespace: &str, task_queue: &str) -> Self {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let (address, namespace, task_queue) = (address.to_owned(), namespace.to_owned(), task_queue.to_owned());
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let runtime = Runtime::from_current_tokio(Default::default()).expect("sdk runtime");
+                let connection = connect(&address).await;
+                let client = Client::new(connection, ClientOptions::new(namespace).build()).unwrap();
+                let options = WorkerOptions::new(task_queue)
+                    .deployment_options(temporalio_common::worker::WorkerDeploymentOptions::from_build_id(
+                        "durable-mcp-tests".to_owned(),
+                    ))
+                    .register_activities(TestActivities)
+                    .build();
+                let mut worker = Worker::new(&runtime, client, options).expect("activity worker");
+                let shutdown = worker.shutdown_handle();
+                ready_tx.send(()).unwrap();
+                let (run, ()) = futures::join!(worker.run(), async move {
+                    let _ = stop_rx.await;
+                    shutdown();
+                });
+                run.expect("activity worker ran without error");
+            });
+        });
+        ready_rx.recv_timeout(Duration::from_secs(30)).expect("activity worker started");
+        Self { stop: Some(stop_tx), thread: Some(thread) }
+    }
+}
+
+impl Drop for ActivityWorkerGuard {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+// ---- an activity-backed async Nexus operation ------------------------------------------------
+
+/// The operation token: enough to find the activity again on cancel.
+#[derive(Serialize, Deserialize)]
+struct ActivityToken {
+    activity_id: String,
+    run_id: String,
+    /// The test's event key, so the cancel handler can record under it.
+    key: String,
+}
+
+/// A Nexus operation backed by the `slow-echo` standalone activity, completed through the
+/// activity's completion callback: the shape of the proxy's tool calls.
+#[derive(Clone)]
+pub struct ActivityBackedOp {
+    pub connection: Connection,
+    pub namespace: String,
+    pub task_queue: String,
+    /// When true, the first start attempt starts the activity and then fails with a retryable
+    /// handler error, as a handler that crashed after starting would.
+    pub fail_first_attempt: bool,
+}
+
+impl OperationHandler for ActivityBackedOp {
+    fn start(&self, ctx: StartContext, input: Payload) -> BoxFuture<'static, Result<StartOutcome, StartError>> {
+        let this = self.clone();
+        Box::pin(async move {
+            let echo: SlowEcho = payload::from_payload(&input)
+                .map_err(|e| HandlerError::bad_request(format!("bad input: {e}")))?;
+            record(&echo.key, "start-handler");
+            let activity_id = format!("op-{}", ctx.request_id);
+            let (run_id, started) = start_activity(
+                &this.connection,
+                &this.namespace,
+                ActivityStart {
+                    activity_id: activity_id.clone(),
+                    request_id: ctx.request_id.clone(),
+                    activity_type: "slow-echo".into(),
+                    task_queue: this.task_queue.clone(),
+                    input: vec![input],
+                    start_to_close: Some(Duration::from_secs(60)),
+                    heartbeat: Some(Duration::from_secs(2)),
+                    retry_policy: Some(RetryPolicy { maximum_attempts: 1, ..Default::default() }),
+                    use_existing: true,
+                    completion_callback: Some((ctx.callback.clone(), ctx.callback_headers.clone())),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|s| HandlerError::internal(format!("start activity: {s}")))?;
+            record(&echo.key, if started { "activity-start:new" } else { "activity-start:attached" });
+            if this.fail_first_attempt && count(&echo.key, "start-handler") == 1 {
+                return Err(HandlerError::internal("simulated crash after starting the activity").into());
+            }
+            let token = serde_json::to_string(&ActivityToken { activity_id, run_id, key: echo.key.clone() }).unwrap();
+            Ok(StartOutcome::Async { token })
+        })
+    }
+
+    fn cancel(&self, ctx: CancelContext) -> BoxFuture<'static, Result<(), HandlerError>> {
+        let this = self.clone();
+        Box::pin(async move {
+            let token: ActivityToken = serde_json::from_str(&ctx.token)
+                .map_err(|e| HandlerError::bad_request(format!("bad operation token: {e}")))?;
+            record(&token.key, "cancel-handler");
+            cancel_activity(&this.connection, &this.namespace, &token.activity_id, &token.run_id, "Nexus cancel")
+                .await
+                .map_err(|s| HandlerError::internal(format!("cancel activity: {s}")))
+        })
+    }
+}
+
+/// A service with `run` backed by [`ActivityBackedOp`].
+pub fn activity_service(env: &TestEnv, name: &str, fail_first_attempt: bool) -> Service {
+    Service::new(name).operation(
+        "run",
+        Arc::new(ActivityBackedOp {
+            connection: env.connection.clone(),
+            namespace: env.namespace.clone(),
+            task_queue: env.task_queue.clone(),
+            fail_first_attempt,
+        }),
+    )
+}
