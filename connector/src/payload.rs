@@ -81,7 +81,9 @@ pub fn encoding(payload: &Payload) -> Option<&str> {
 /// Decodes a payload into a JSON value. `binary/null` and an empty payload decode to `null`.
 pub fn to_json(payload: &Payload) -> Result<serde_json::Value, PayloadError> {
     match encoding(payload) {
-        Some(JSON_ENCODING) => serde_json::from_slice(&payload.data).map_err(PayloadError::InvalidJson),
+        Some(JSON_ENCODING) => {
+            serde_json::from_slice(&payload.data).map_err(PayloadError::InvalidJson)
+        }
         Some(NULL_ENCODING) => Ok(serde_json::Value::Null),
         None if payload.data.is_empty() => Ok(serde_json::Value::Null),
         other => Err(PayloadError::UnsupportedEncoding {
@@ -119,12 +121,18 @@ impl PayloadCodec for IdentityCodec {
 }
 
 /// Encodes one payload through a codec.
-pub async fn encode_one(codec: &dyn PayloadCodec, payload: Payload) -> Result<Payload, PayloadError> {
+pub async fn encode_one(
+    codec: &dyn PayloadCodec,
+    payload: Payload,
+) -> Result<Payload, PayloadError> {
     single(codec.encode(vec![payload]).await?)
 }
 
 /// Decodes one payload through a codec.
-pub async fn decode_one(codec: &dyn PayloadCodec, payload: Payload) -> Result<Payload, PayloadError> {
+pub async fn decode_one(
+    codec: &dyn PayloadCodec,
+    payload: Payload,
+) -> Result<Payload, PayloadError> {
     single(codec.decode(vec![payload]).await?)
 }
 
@@ -167,7 +175,10 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(to_json(&null).unwrap(), serde_json::Value::Null);
-        assert_eq!(to_json(&Payload::default()).unwrap(), serde_json::Value::Null);
+        assert_eq!(
+            to_json(&Payload::default()).unwrap(),
+            serde_json::Value::Null
+        );
     }
 
     #[test]

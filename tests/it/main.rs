@@ -9,3 +9,4 @@ mod nexus_cancel;
 mod nexus_errors;
 mod nexus_roundtrip;
 mod server_restart;
+mod spec_rules;

@@ -32,17 +32,29 @@ fn failing_service() -> Service {
                     details: None,
                 }
                 .into()),
-                "operation-canceled" => Err(OperationError::Canceled { message: "gave up".into() }.into()),
+                "operation-canceled" => Err(OperationError::Canceled {
+                    message: "gave up".into(),
+                }
+                .into()),
                 "panic" => panic!("handler bug"),
-                name => Err(HandlerError::new(HandlerErrorKind::parse(name).unwrap(), format!("{name} happened"))
-                    .with_retry(retry)
-                    .into()),
+                name => Err(HandlerError::new(
+                    HandlerErrorKind::parse(name).unwrap(),
+                    format!("{name} happened"),
+                )
+                .with_retry(retry)
+                .into()),
             }
         }),
     )
 }
 
-async fn run(env: &TestEnv, service: &str, operation: &str, input: serde_json::Value, timeout: Duration) -> OperationOutcome {
+async fn run(
+    env: &TestEnv,
+    service: &str,
+    operation: &str,
+    input: serde_json::Value,
+    timeout: Duration,
+) -> OperationOutcome {
     let mut start = StartOperation::new(
         format!("err-{}", uuid::Uuid::new_v4()),
         &env.endpoint,
@@ -52,20 +64,35 @@ async fn run(env: &TestEnv, service: &str, operation: &str, input: serde_json::V
     );
     start.schedule_to_close = Some(timeout);
     let (op, _) = env.client.start(start).await.unwrap();
-    env.client.wait(&op, &CancellationToken::new()).await.unwrap()
+    env.client
+        .wait(&op, &CancellationToken::new())
+        .await
+        .unwrap()
 }
-
 
 /// Describes the operation until its last failed attempt mentions `needle` (while it is still
 /// retrying: once it times out, the last failure becomes the timeout).
-async fn await_attempt_failure(env: &TestEnv, op: &durable_mcp::nexus::OperationRef, needle: &str) -> durable_mcp::nexus::OperationDescription {
+async fn await_attempt_failure(
+    env: &TestEnv,
+    op: &durable_mcp::nexus::OperationRef,
+    needle: &str,
+) -> durable_mcp::nexus::OperationDescription {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         let described = env.client.describe(op).await.unwrap();
-        if described.attempt >= 2 && described.last_attempt_failure.as_deref().unwrap_or_default().contains(needle) {
+        if described.attempt >= 2
+            && described
+                .last_attempt_failure
+                .as_deref()
+                .unwrap_or_default()
+                .contains(needle)
+        {
             return described;
         }
-        assert!(tokio::time::Instant::now() < deadline, "no retried attempt failing with {needle:?}: {described:?}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no retried attempt failing with {needle:?}: {described:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -75,9 +102,20 @@ async fn non_retryable_handler_errors_fail_the_operation_with_their_kind() {
     let env = TestEnv::shared("herr").await;
     let worker = env.nexus_worker(vec![failing_service()]).await;
     for kind in HandlerErrorKind::ALL {
-        let outcome = run(&env, "fail", "fail", json!({"kind": kind.as_str(), "retry": "no"}), Duration::from_secs(30)).await;
+        let outcome = run(
+            &env,
+            "fail",
+            "fail",
+            json!({"kind": kind.as_str(), "retry": "no"}),
+            Duration::from_secs(30),
+        )
+        .await;
         match outcome {
-            OperationOutcome::Failed { handler_error, ref message, .. } => {
+            OperationOutcome::Failed {
+                handler_error,
+                ref message,
+                ..
+            } => {
                 assert_eq!(handler_error, Some(kind), "{outcome:?}");
                 assert!(message.contains(kind.as_str()), "{outcome:?}");
             }
@@ -85,8 +123,24 @@ async fn non_retryable_handler_errors_fail_the_operation_with_their_kind() {
         }
     }
     // BAD_REQUEST is non-retryable without being told.
-    let outcome = run(&env, "fail", "fail", json!({"kind": "BAD_REQUEST"}), Duration::from_secs(30)).await;
-    assert!(matches!(outcome, OperationOutcome::Failed { handler_error: Some(HandlerErrorKind::BadRequest), .. }), "{outcome:?}");
+    let outcome = run(
+        &env,
+        "fail",
+        "fail",
+        json!({"kind": "BAD_REQUEST"}),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(
+        matches!(
+            outcome,
+            OperationOutcome::Failed {
+                handler_error: Some(HandlerErrorKind::BadRequest),
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
     worker.stop().await;
 }
 
@@ -104,8 +158,15 @@ async fn retryable_handler_errors_are_retried_until_the_deadline() {
     start.schedule_to_close = Some(Duration::from_secs(8));
     let (op, _) = env.client.start(start).await.unwrap();
     await_attempt_failure(&env, &op, "UNAVAILABLE happened").await;
-    let outcome = env.client.wait(&op, &CancellationToken::new()).await.unwrap();
-    assert!(matches!(outcome, OperationOutcome::TimedOut { .. }), "{outcome:?}");
+    let outcome = env
+        .client
+        .wait(&op, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, OperationOutcome::TimedOut { .. }),
+        "{outcome:?}"
+    );
     worker.stop().await;
 }
 
@@ -118,24 +179,68 @@ async fn operation_errors_and_unknown_targets() {
     let outcome = run(&env, "fail", "fail", json!({"kind": "operation-failed"}), t).await;
     assert_eq!(
         outcome,
-        OperationOutcome::Failed { message: "the tool said no".into(), error_type: Some("ToolRefused".into()), handler_error: None }
+        OperationOutcome::Failed {
+            message: "the tool said no".into(),
+            error_type: Some("ToolRefused".into()),
+            handler_error: None
+        }
     );
-    let outcome = run(&env, "fail", "fail", json!({"kind": "operation-canceled"}), t).await;
-    assert!(matches!(outcome, OperationOutcome::Canceled { .. }), "{outcome:?}");
+    let outcome = run(
+        &env,
+        "fail",
+        "fail",
+        json!({"kind": "operation-canceled"}),
+        t,
+    )
+    .await;
+    assert!(
+        matches!(outcome, OperationOutcome::Canceled { .. }),
+        "{outcome:?}"
+    );
 
     let outcome = run(&env, "no-such-service", "x", json!({}), t).await;
-    assert!(matches!(outcome, OperationOutcome::Failed { handler_error: Some(HandlerErrorKind::NotFound), .. }), "{outcome:?}");
+    assert!(
+        matches!(
+            outcome,
+            OperationOutcome::Failed {
+                handler_error: Some(HandlerErrorKind::NotFound),
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
     let outcome = run(&env, "fail", "no-such-op", json!({}), t).await;
-    assert!(matches!(outcome, OperationOutcome::Failed { handler_error: Some(HandlerErrorKind::NotFound), .. }), "{outcome:?}");
+    assert!(
+        matches!(
+            outcome,
+            OperationOutcome::Failed {
+                handler_error: Some(HandlerErrorKind::NotFound),
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
 
     // A panicking handler becomes a retryable INTERNAL error: retried, never a crash.
-    let mut start = StartOperation::new(format!("panic-{}", uuid::Uuid::new_v4()), &env.endpoint, "fail", "fail",
-        payload::to_payload(&json!({"kind": "panic"})).unwrap());
+    let mut start = StartOperation::new(
+        format!("panic-{}", uuid::Uuid::new_v4()),
+        &env.endpoint,
+        "fail",
+        "fail",
+        payload::to_payload(&json!({"kind": "panic"})).unwrap(),
+    );
     start.schedule_to_close = Some(Duration::from_secs(8));
     let (op, _) = env.client.start(start).await.unwrap();
     await_attempt_failure(&env, &op, "panicked").await;
-    let outcome = env.client.wait(&op, &CancellationToken::new()).await.unwrap();
-    assert!(matches!(outcome, OperationOutcome::TimedOut { .. }), "{outcome:?}");
+    let outcome = env
+        .client
+        .wait(&op, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, OperationOutcome::TimedOut { .. }),
+        "{outcome:?}"
+    );
     worker.stop().await;
 }
 
@@ -163,12 +268,28 @@ async fn sync_handler_overrunning_its_deadline_is_cancelled_and_retried() {
         }),
     );
     let worker = env.nexus_worker(vec![service]).await;
-    let mut start = StartOperation::new(&key, &env.endpoint, "slow", "slow", payload::to_payload(&json!("fresh")).unwrap());
+    let mut start = StartOperation::new(
+        &key,
+        &env.endpoint,
+        "slow",
+        "slow",
+        payload::to_payload(&json!("fresh")).unwrap(),
+    );
     start.schedule_to_close = Some(Duration::from_secs(60));
     let (op, _) = env.client.start(start).await.unwrap();
-    let outcome = env.client.wait(&op, &CancellationToken::new()).await.unwrap();
-    let OperationOutcome::Succeeded(result) = outcome else { panic!("{outcome:?}") };
-    assert_eq!(payload::to_json(&result).unwrap(), json!("fresh"), "the late answer was discarded");
+    let outcome = env
+        .client
+        .wait(&op, &CancellationToken::new())
+        .await
+        .unwrap();
+    let OperationOutcome::Succeeded(result) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(
+        payload::to_json(&result).unwrap(),
+        json!("fresh"),
+        "the late answer was discarded"
+    );
     assert_eq!(count(&key, "cancelled-by-runtime"), 1, "{:?}", events(&key));
     assert_eq!(count(&key, "not-cancelled"), 0);
     worker.stop().await;

@@ -17,25 +17,49 @@ use crate::support::*;
 async fn async_operation_in_flight_completes_after_server_restart() {
     init_tracing();
     let dir = tempfile_dir();
-    let mut server = DevServer::start(DevServerOptions { db_file: Some(dir.join("temporal.db")), ..Default::default() })
-        .await
-        .expect("dedicated dev server with a db file");
+    let mut server = DevServer::start(DevServerOptions {
+        db_file: Some(dir.join("temporal.db")),
+        ..Default::default()
+    })
+    .await
+    .expect("dedicated dev server with a db file");
     let env = TestEnv::on(&server, "restart").await;
     let _activities = env.activity_worker();
-    let worker = env.nexus_worker(vec![activity_service(&env, "jobs", false)]).await;
+    let worker = env
+        .nexus_worker(vec![activity_service(&env, "jobs", false)])
+        .await;
 
     let key = format!("restart-{}", uuid::Uuid::new_v4());
-    let input = SlowEcho { key: key.clone(), sleep_ms: 6_000, value: json!({"survived": true}) };
-    let mut start = StartOperation::new(&key, &env.endpoint, "jobs", "run", payload::to_payload(&input).unwrap());
+    let input = SlowEcho {
+        key: key.clone(),
+        sleep_ms: 6_000,
+        value: json!({"survived": true}),
+    };
+    let mut start = StartOperation::new(
+        &key,
+        &env.endpoint,
+        "jobs",
+        "run",
+        payload::to_payload(&input).unwrap(),
+    );
     start.schedule_to_close = Some(Duration::from_secs(120));
     let (op, _) = env.client.start(start).await.unwrap();
-    eventually(Duration::from_secs(20), "the activity starts", || count(&key, "activity-started") == 1).await;
+    eventually(Duration::from_secs(20), "the activity starts", || {
+        count(&key, "activity-started") == 1
+    })
+    .await;
 
-    server.restart().await.expect("server restarts on its db file");
+    server
+        .restart()
+        .await
+        .expect("server restarts on its db file");
 
     let outcome = tokio::time::timeout(Duration::from_secs(90), async {
         // The old connection reconnects by itself; a fresh client proves the state is on disk.
-        let client = durable_mcp::nexus::OperationClient::new(connect(&server.address()).await, server.namespace());
+        let client = durable_mcp::nexus::OperationClient::new(
+            connect(&server.address()).await,
+            server.namespace(),
+        );
         loop {
             match client.wait(&op, &CancellationToken::new()).await {
                 Ok(outcome) => break outcome,
@@ -48,8 +72,13 @@ async fn async_operation_in_flight_completes_after_server_restart() {
     })
     .await
     .expect("completes within 90 s of the restart");
-    let OperationOutcome::Succeeded(result) = outcome else { panic!("{outcome:?}") };
-    assert_eq!(payload::to_json(&result).unwrap(), json!({"survived": true}));
+    let OperationOutcome::Succeeded(result) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(
+        payload::to_json(&result).unwrap(),
+        json!({"survived": true})
+    );
     worker.stop().await;
     drop(_activities);
     server.stop().await.unwrap();

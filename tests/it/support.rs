@@ -87,7 +87,10 @@ impl TestEnv {
             .expect("Nexus worker starts");
         let shutdown = worker.shutdown_handle();
         let join = tokio::spawn(worker.run());
-        WorkerGuard { shutdown, join: Some(join) }
+        WorkerGuard {
+            shutdown,
+            join: Some(join),
+        }
     }
 
     /// Starts an activity worker (the `TestActivities`) on this env's task queue.
@@ -133,7 +136,12 @@ impl Drop for WorkerGuard {
 static EVENTS: LazyLock<Mutex<HashMap<String, Vec<String>>>> = LazyLock::new(Default::default);
 
 pub fn record(key: &str, event: impl Into<String>) {
-    EVENTS.lock().unwrap().entry(key.to_owned()).or_default().push(event.into());
+    EVENTS
+        .lock()
+        .unwrap()
+        .entry(key.to_owned())
+        .or_default()
+        .push(event.into());
 }
 
 pub fn events(key: &str) -> Vec<String> {
@@ -148,7 +156,10 @@ pub fn count(key: &str, event: &str) -> usize {
 pub async fn eventually(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + timeout;
     while !cond() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for: {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -168,7 +179,10 @@ pub struct TestActivities;
 impl TestActivities {
     /// Sleeps (heartbeating, so cancellation reaches it), then returns `value`.
     #[activity(name = "slow-echo")]
-    async fn slow_echo(_ctx: ActivityContext, input: SlowEcho) -> Result<serde_json::Value, ActivityError> {
+    async fn slow_echo(
+        _ctx: ActivityContext,
+        input: SlowEcho,
+    ) -> Result<serde_json::Value, ActivityError> {
         record(&input.key, "activity-started");
         let deadline = tokio::time::Instant::now() + Duration::from_millis(input.sleep_ms);
         while tokio::time::Instant::now() < deadline {
@@ -200,17 +214,27 @@ impl ActivityWorkerGuard {
     fn start(address: &str, namespace: &str, task_queue: &str) -> Self {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let (address, namespace, task_queue) = (address.to_owned(), namespace.to_owned(), task_queue.to_owned());
+        let (address, namespace, task_queue) = (
+            address.to_owned(),
+            namespace.to_owned(),
+            task_queue.to_owned(),
+        );
         let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
             rt.block_on(async move {
                 let runtime = Runtime::from_current_tokio(Default::default()).expect("sdk runtime");
                 let connection = connect(&address).await;
-                let client = Client::new(connection, ClientOptions::new(namespace).build()).unwrap();
+                let client =
+                    Client::new(connection, ClientOptions::new(namespace).build()).unwrap();
                 let options = WorkerOptions::new(task_queue)
-                    .deployment_options(temporalio_common::worker::WorkerDeploymentOptions::from_build_id(
-                        "durable-mcp-tests".to_owned(),
-                    ))
+                    .deployment_options(
+                        temporalio_common::worker::WorkerDeploymentOptions::from_build_id(
+                            "durable-mcp-tests".to_owned(),
+                        ),
+                    )
                     .register_activities(TestActivities)
                     .build();
                 let mut worker = Worker::new(&runtime, client, options).expect("activity worker");
@@ -223,8 +247,13 @@ impl ActivityWorkerGuard {
                 run.expect("activity worker ran without error");
             });
         });
-        ready_rx.recv_timeout(Duration::from_secs(30)).expect("activity worker started");
-        Self { stop: Some(stop_tx), thread: Some(thread) }
+        ready_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("activity worker started");
+        Self {
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
     }
 }
 
@@ -263,7 +292,11 @@ pub struct ActivityBackedOp {
 }
 
 impl OperationHandler for ActivityBackedOp {
-    fn start(&self, ctx: StartContext, input: Payload) -> BoxFuture<'static, Result<StartOutcome, StartError>> {
+    fn start(
+        &self,
+        ctx: StartContext,
+        input: Payload,
+    ) -> BoxFuture<'static, Result<StartOutcome, StartError>> {
         let this = self.clone();
         Box::pin(async move {
             let echo: SlowEcho = payload::from_payload(&input)
@@ -281,7 +314,10 @@ impl OperationHandler for ActivityBackedOp {
                     input: vec![input],
                     start_to_close: Some(Duration::from_secs(60)),
                     heartbeat: Some(Duration::from_secs(2)),
-                    retry_policy: Some(RetryPolicy { maximum_attempts: 1, ..Default::default() }),
+                    retry_policy: Some(RetryPolicy {
+                        maximum_attempts: 1,
+                        ..Default::default()
+                    }),
                     use_existing: true,
                     completion_callback: Some((ctx.callback.clone(), ctx.callback_headers.clone())),
                     ..Default::default()
@@ -289,11 +325,25 @@ impl OperationHandler for ActivityBackedOp {
             )
             .await
             .map_err(|s| HandlerError::internal(format!("start activity: {s}")))?;
-            record(&echo.key, if started { "activity-start:new" } else { "activity-start:attached" });
+            record(
+                &echo.key,
+                if started {
+                    "activity-start:new"
+                } else {
+                    "activity-start:attached"
+                },
+            );
             if this.fail_first_attempt && count(&echo.key, "start-handler") == 1 {
-                return Err(HandlerError::internal("simulated crash after starting the activity").into());
+                return Err(
+                    HandlerError::internal("simulated crash after starting the activity").into(),
+                );
             }
-            let token = serde_json::to_string(&ActivityToken { activity_id, run_id, key: echo.key.clone() }).unwrap();
+            let token = serde_json::to_string(&ActivityToken {
+                activity_id,
+                run_id,
+                key: echo.key.clone(),
+            })
+            .unwrap();
             Ok(StartOutcome::Async { token })
         })
     }
@@ -304,9 +354,15 @@ impl OperationHandler for ActivityBackedOp {
             let token: ActivityToken = serde_json::from_str(&ctx.token)
                 .map_err(|e| HandlerError::bad_request(format!("bad operation token: {e}")))?;
             record(&token.key, "cancel-handler");
-            cancel_activity(&this.connection, &this.namespace, &token.activity_id, &token.run_id, "Nexus cancel")
-                .await
-                .map_err(|s| HandlerError::internal(format!("cancel activity: {s}")))
+            cancel_activity(
+                &this.connection,
+                &this.namespace,
+                &token.activity_id,
+                &token.run_id,
+                "Nexus cancel",
+            )
+            .await
+            .map_err(|s| HandlerError::internal(format!("cancel activity: {s}")))
         })
     }
 }

@@ -111,16 +111,28 @@ pub enum OperationOutcome {
         /// Set when the handler failed the request rather than the operation failing.
         handler_error: Option<HandlerErrorKind>,
     },
-    Canceled { message: String },
-    TimedOut { message: String },
-    Terminated { message: String },
+    Canceled {
+        message: String,
+    },
+    TimedOut {
+        message: String,
+    },
+    Terminated {
+        message: String,
+    },
 }
 
 impl OperationOutcome {
     /// Classifies a failure outcome by its chain; `status` (from describe) wins when known.
     pub fn from_failure(failure: &Failure, status: Option<OperationStatus>) -> Self {
-        let FailureSummary { message, error_type, handler_error, canceled, timed_out, terminated } =
-            summarize(failure);
+        let FailureSummary {
+            message,
+            error_type,
+            handler_error,
+            canceled,
+            timed_out,
+            terminated,
+        } = summarize(failure);
         match status {
             Some(OperationStatus::Canceled) => Self::Canceled { message },
             Some(OperationStatus::TimedOut) => Self::TimedOut { message },
@@ -128,7 +140,11 @@ impl OperationOutcome {
             _ if terminated => Self::Terminated { message },
             _ if timed_out => Self::TimedOut { message },
             _ if canceled => Self::Canceled { message },
-            _ => Self::Failed { message, error_type, handler_error },
+            _ => Self::Failed {
+                message,
+                error_type,
+                handler_error,
+            },
         }
     }
 }
@@ -183,7 +199,10 @@ pub enum OperationClientError {
     #[error("waiting for operation {operation_id:?} was cancelled by the caller")]
     WaitCancelled { operation_id: String },
     #[error("Temporal rejected {call}: {status}")]
-    Rpc { call: &'static str, status: Box<tonic::Status> },
+    Rpc {
+        call: &'static str,
+        status: Box<tonic::Status>,
+    },
     #[error(transparent)]
     Payload(#[from] PayloadError),
     #[error("invalid request: {0}")]
@@ -193,9 +212,16 @@ pub enum OperationClientError {
 impl OperationClientError {
     fn rpc(call: &'static str, status: tonic::Status, operation_id: &str) -> Self {
         match status.code() {
-            tonic::Code::AlreadyExists => Self::AlreadyExists { operation_id: operation_id.into() },
-            tonic::Code::NotFound => Self::NotFound { operation_id: operation_id.into() },
-            _ => Self::Rpc { call, status: Box::new(status) },
+            tonic::Code::AlreadyExists => Self::AlreadyExists {
+                operation_id: operation_id.into(),
+            },
+            tonic::Code::NotFound => Self::NotFound {
+                operation_id: operation_id.into(),
+            },
+            _ => Self::Rpc {
+                call,
+                status: Box::new(status),
+            },
         }
     }
 }
@@ -215,7 +241,12 @@ pub struct OperationClient {
 impl OperationClient {
     pub fn new(connection: Connection, namespace: impl Into<String>) -> Self {
         let identity = connection.identity().to_owned();
-        Self { connection, namespace: namespace.into(), identity, codec: Arc::new(IdentityCodec) }
+        Self {
+            connection,
+            namespace: namespace.into(),
+            identity,
+            codec: Arc::new(IdentityCodec),
+        }
     }
 
     /// Sends every input and result payload through `codec`.
@@ -234,9 +265,14 @@ impl OperationClient {
 
     /// Starts an operation. `started` in the answer is false when the server attached the
     /// request to an existing run (same request id, or `UseExisting`).
-    pub async fn start(&self, req: StartOperation) -> Result<(OperationRef, bool), OperationClientError> {
+    pub async fn start(
+        &self,
+        req: StartOperation,
+    ) -> Result<(OperationRef, bool), OperationClientError> {
         if req.operation_id.is_empty() {
-            return Err(OperationClientError::Invalid("operation_id must not be empty".into()));
+            return Err(OperationClientError::Invalid(
+                "operation_id must not be empty".into(),
+            ));
         }
         let input = payload::encode_one(self.codec.as_ref(), req.input).await?;
         let request = StartNexusOperationExecutionRequest {
@@ -251,7 +287,9 @@ impl OperationClient {
             input: Some(input),
             id_reuse_policy: match req.reuse_policy {
                 ReusePolicy::AllowDuplicate => NexusOperationIdReusePolicy::AllowDuplicate,
-                ReusePolicy::AllowDuplicateFailedOnly => NexusOperationIdReusePolicy::AllowDuplicateFailedOnly,
+                ReusePolicy::AllowDuplicateFailedOnly => {
+                    NexusOperationIdReusePolicy::AllowDuplicateFailedOnly
+                }
                 ReusePolicy::RejectDuplicate => NexusOperationIdReusePolicy::RejectDuplicate,
             }
             .into(),
@@ -271,13 +309,24 @@ impl OperationClient {
             .service()
             .start_nexus_operation_execution(tonic::Request::new(request))
             .await
-            .map_err(|s| OperationClientError::rpc("StartNexusOperationExecution", s, &req.operation_id))?
+            .map_err(|s| {
+                OperationClientError::rpc("StartNexusOperationExecution", s, &req.operation_id)
+            })?
             .into_inner();
-        Ok((OperationRef { operation_id: req.operation_id, run_id: resp.run_id }, resp.started))
+        Ok((
+            OperationRef {
+                operation_id: req.operation_id,
+                run_id: resp.run_id,
+            },
+            resp.started,
+        ))
     }
 
     /// One long poll for the outcome: `None` when the server's poll window passed first.
-    pub async fn poll_outcome(&self, op: &OperationRef) -> Result<Option<OperationOutcome>, OperationClientError> {
+    pub async fn poll_outcome(
+        &self,
+        op: &OperationRef,
+    ) -> Result<Option<OperationOutcome>, OperationClientError> {
         let mut request = tonic::Request::new(PollNexusOperationExecutionRequest {
             namespace: self.namespace.clone(),
             operation_id: op.operation_id.clone(),
@@ -289,14 +338,20 @@ impl OperationClient {
             Ok(r) => r.into_inner(),
             // The server (or a proxy) ended the long poll: treat like an empty answer.
             Err(s) if s.code() == tonic::Code::DeadlineExceeded => return Ok(None),
-            Err(s) => return Err(OperationClientError::rpc("PollNexusOperationExecution", s, &op.operation_id)),
+            Err(s) => {
+                return Err(OperationClientError::rpc(
+                    "PollNexusOperationExecution",
+                    s,
+                    &op.operation_id,
+                ));
+            }
         };
         use poll_nexus_operation_execution_response::Outcome;
         match resp.outcome {
             None => Ok(None),
-            Some(Outcome::Result(p)) => {
-                Ok(Some(OperationOutcome::Succeeded(payload::decode_one(self.codec.as_ref(), p).await?)))
-            }
+            Some(Outcome::Result(p)) => Ok(Some(OperationOutcome::Succeeded(
+                payload::decode_one(self.codec.as_ref(), p).await?,
+            ))),
             Some(Outcome::Failure(f)) => {
                 // The failure chain alone can be ambiguous (a cancel wraps its cause): ask for
                 // the status, which is authoritative.
@@ -329,32 +384,42 @@ impl OperationClient {
     }
 
     /// Describes an operation (with its outcome once closed).
-    pub async fn describe(&self, op: &OperationRef) -> Result<OperationDescription, OperationClientError> {
+    pub async fn describe(
+        &self,
+        op: &OperationRef,
+    ) -> Result<OperationDescription, OperationClientError> {
         let resp = self
             .service()
-            .describe_nexus_operation_execution(tonic::Request::new(DescribeNexusOperationExecutionRequest {
-                namespace: self.namespace.clone(),
-                operation_id: op.operation_id.clone(),
-                run_id: op.run_id.clone(),
-                include_input: false,
-                include_outcome: true,
-                long_poll_token: vec![],
-            }))
+            .describe_nexus_operation_execution(tonic::Request::new(
+                DescribeNexusOperationExecutionRequest {
+                    namespace: self.namespace.clone(),
+                    operation_id: op.operation_id.clone(),
+                    run_id: op.run_id.clone(),
+                    include_input: false,
+                    include_outcome: true,
+                    long_poll_token: vec![],
+                },
+            ))
             .await
-            .map_err(|s| OperationClientError::rpc("DescribeNexusOperationExecution", s, &op.operation_id))?
+            .map_err(|s| {
+                OperationClientError::rpc("DescribeNexusOperationExecution", s, &op.operation_id)
+            })?
             .into_inner();
         let info = resp.info.unwrap_or_default();
         let status = OperationStatus::from(info.status());
         use describe_nexus_operation_execution_response::Outcome;
         let outcome = match resp.outcome {
-            Some(Outcome::Result(p)) => {
-                Some(OperationOutcome::Succeeded(payload::decode_one(self.codec.as_ref(), p).await?))
-            }
+            Some(Outcome::Result(p)) => Some(OperationOutcome::Succeeded(
+                payload::decode_one(self.codec.as_ref(), p).await?,
+            )),
             Some(Outcome::Failure(f)) => Some(OperationOutcome::from_failure(&f, Some(status))),
             None => None,
         };
         Ok(OperationDescription {
-            reference: OperationRef { operation_id: op.operation_id.clone(), run_id: resp.run_id },
+            reference: OperationRef {
+                operation_id: op.operation_id.clone(),
+                run_id: resp.run_id,
+            },
             status,
             service: info.service,
             operation: info.operation,
@@ -366,7 +431,11 @@ impl OperationClient {
 
     /// Asks the handler to cancel the operation. The operation ends Canceled only when the
     /// handler's work actually stops; [`OperationClient::wait`] tells when.
-    pub async fn cancel(&self, op: &OperationRef, reason: &str) -> Result<(), OperationClientError> {
+    pub async fn cancel(
+        &self,
+        op: &OperationRef,
+        reason: &str,
+    ) -> Result<(), OperationClientError> {
         self.service()
             .request_cancel_nexus_operation_execution(tonic::Request::new(
                 RequestCancelNexusOperationExecutionRequest {
@@ -379,23 +448,37 @@ impl OperationClient {
                 },
             ))
             .await
-            .map_err(|s| OperationClientError::rpc("RequestCancelNexusOperationExecution", s, &op.operation_id))?;
+            .map_err(|s| {
+                OperationClientError::rpc(
+                    "RequestCancelNexusOperationExecution",
+                    s,
+                    &op.operation_id,
+                )
+            })?;
         Ok(())
     }
 
     /// Ends the operation record at once. The handler is NOT told: backing work keeps running.
-    pub async fn terminate(&self, op: &OperationRef, reason: &str) -> Result<(), OperationClientError> {
+    pub async fn terminate(
+        &self,
+        op: &OperationRef,
+        reason: &str,
+    ) -> Result<(), OperationClientError> {
         self.service()
-            .terminate_nexus_operation_execution(tonic::Request::new(TerminateNexusOperationExecutionRequest {
-                namespace: self.namespace.clone(),
-                operation_id: op.operation_id.clone(),
-                run_id: op.run_id.clone(),
-                identity: self.identity.clone(),
-                request_id: uuid::Uuid::new_v4().to_string(),
-                reason: reason.to_owned(),
-            }))
+            .terminate_nexus_operation_execution(tonic::Request::new(
+                TerminateNexusOperationExecutionRequest {
+                    namespace: self.namespace.clone(),
+                    operation_id: op.operation_id.clone(),
+                    run_id: op.run_id.clone(),
+                    identity: self.identity.clone(),
+                    request_id: uuid::Uuid::new_v4().to_string(),
+                    reason: reason.to_owned(),
+                },
+            ))
             .await
-            .map_err(|s| OperationClientError::rpc("TerminateNexusOperationExecution", s, &op.operation_id))?;
+            .map_err(|s| {
+                OperationClientError::rpc("TerminateNexusOperationExecution", s, &op.operation_id)
+            })?;
         Ok(())
     }
 }

@@ -17,21 +17,29 @@ pub const FAILURE_SOURCE: &str = "durable-mcp";
 /// The failure a start answers with when the operation failed or was canceled.
 pub fn operation_error_to_failure(err: &OperationError) -> Failure {
     match err {
-        OperationError::Failed { message, error_type, details } => Failure {
+        OperationError::Failed {
+            message,
+            error_type,
+            details,
+        } => Failure {
             message: message.clone(),
             source: FAILURE_SOURCE.into(),
-            failure_info: Some(FailureInfo::ApplicationFailureInfo(ApplicationFailureInfo {
-                r#type: error_type.clone(),
-                non_retryable: true,
-                details: details.clone().map(|p| Payloads { payloads: vec![p] }),
-                ..Default::default()
-            })),
+            failure_info: Some(FailureInfo::ApplicationFailureInfo(
+                ApplicationFailureInfo {
+                    r#type: error_type.clone(),
+                    non_retryable: true,
+                    details: details.clone().map(|p| Payloads { payloads: vec![p] }),
+                    ..Default::default()
+                },
+            )),
             ..Default::default()
         },
         OperationError::Canceled { message } => Failure {
             message: message.clone(),
             source: FAILURE_SOURCE.into(),
-            failure_info: Some(FailureInfo::CanceledFailureInfo(CanceledFailureInfo::default())),
+            failure_info: Some(FailureInfo::CanceledFailureInfo(
+                CanceledFailureInfo::default(),
+            )),
             ..Default::default()
         },
     }
@@ -47,10 +55,12 @@ pub fn handler_error_to_failure(err: &HandlerError) -> Failure {
     Failure {
         message: err.message.clone(),
         source: FAILURE_SOURCE.into(),
-        failure_info: Some(FailureInfo::NexusHandlerFailureInfo(NexusHandlerFailureInfo {
-            r#type: err.kind.as_str().to_owned(),
-            retry_behavior: retry_behavior.into(),
-        })),
+        failure_info: Some(FailureInfo::NexusHandlerFailureInfo(
+            NexusHandlerFailureInfo {
+                r#type: err.kind.as_str().to_owned(),
+                retry_behavior: retry_behavior.into(),
+            },
+        )),
         ..Default::default()
     }
 }
@@ -133,8 +143,14 @@ mod tests {
             panic!("{f:?}")
         };
         assert_eq!(info.r#type, "NOT_FOUND");
-        assert_eq!(info.retry_behavior(), NexusHandlerErrorRetryBehavior::NonRetryable);
-        assert_eq!(summarize(&f).handler_error, Some(HandlerErrorKind::NotFound));
+        assert_eq!(
+            info.retry_behavior(),
+            NexusHandlerErrorRetryBehavior::NonRetryable
+        );
+        assert_eq!(
+            summarize(&f).handler_error,
+            Some(HandlerErrorKind::NotFound)
+        );
     }
 
     #[test]
@@ -143,7 +159,9 @@ mod tests {
             message: "nexus operation failed".into(),
             cause: Some(Box::new(Failure {
                 message: "deadline".into(),
-                failure_info: Some(FailureInfo::TimeoutFailureInfo(TimeoutFailureInfo::default())),
+                failure_info: Some(FailureInfo::TimeoutFailureInfo(
+                    TimeoutFailureInfo::default(),
+                )),
                 ..Default::default()
             })),
             ..Default::default()

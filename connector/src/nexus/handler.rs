@@ -164,7 +164,11 @@ pub struct HandlerError {
 
 impl HandlerError {
     pub fn new(kind: HandlerErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into(), retry: RetryBehavior::Default }
+        Self {
+            kind,
+            message: message.into(),
+            retry: RetryBehavior::Default,
+        }
     }
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(HandlerErrorKind::BadRequest, message)
@@ -265,13 +269,21 @@ impl std::fmt::Debug for Service {
 
 impl Service {
     pub fn new(name: impl Into<String>) -> Self {
-        Self { name: name.into(), operations: HashMap::new(), catch_all: None }
+        Self {
+            name: name.into(),
+            operations: HashMap::new(),
+            catch_all: None,
+        }
     }
     pub fn name(&self) -> &str {
         &self.name
     }
     /// Registers a named operation (replacing one of the same name).
-    pub fn operation(mut self, name: impl Into<String>, handler: Arc<dyn OperationHandler>) -> Self {
+    pub fn operation(
+        mut self,
+        name: impl Into<String>,
+        handler: Arc<dyn OperationHandler>,
+    ) -> Self {
         self.operations.insert(name.into(), handler);
         self
     }
@@ -302,7 +314,11 @@ mod tests {
     fn explicit_retry_behaviour_overrides_the_kind_default() {
         let e = HandlerError::bad_request("x");
         assert!(!e.is_retryable());
-        assert!(e.clone().with_retry(RetryBehavior::Retryable).is_retryable());
+        assert!(
+            e.clone()
+                .with_retry(RetryBehavior::Retryable)
+                .is_retryable()
+        );
         let e = HandlerError::internal("x");
         assert!(e.is_retryable());
         assert!(!e.with_retry(RetryBehavior::NonRetryable).is_retryable());
@@ -312,7 +328,9 @@ mod tests {
     fn named_operations_win_over_the_catch_all() {
         let named = start_fn(|_, p| async move { Ok(StartOutcome::Sync(p)) });
         let any = start_fn(|_, _| async move { Ok(StartOutcome::Async { token: "t".into() }) });
-        let svc = Service::new("s").operation("list_tools", named.clone()).catch_all(any.clone());
+        let svc = Service::new("s")
+            .operation("list_tools", named.clone())
+            .catch_all(any.clone());
         assert!(Arc::ptr_eq(svc.handler("list_tools").unwrap(), &named));
         assert!(Arc::ptr_eq(svc.handler("other").unwrap(), &any));
         assert!(Service::new("s").handler("x").is_none());

@@ -14,7 +14,9 @@ use std::{
 use temporalio_client::Connection;
 use temporalio_common::worker::WorkerTaskTypes;
 use temporalio_protos::{
-    coresdk::nexus::{NexusTask, NexusTaskCancelReason, NexusTaskCompletion, nexus_task, nexus_task_completion},
+    coresdk::nexus::{
+        NexusTask, NexusTaskCancelReason, NexusTaskCompletion, nexus_task, nexus_task_completion,
+    },
     temporal::api::nexus::v1::{
         CancelOperationResponse, Response, StartOperationResponse, request, response,
         start_operation_response,
@@ -132,7 +134,9 @@ impl NexusWorker {
             .task_queue(options.task_queue.clone())
             .client_identity_override(identity)
             .task_types(WorkerTaskTypes::nexus_only())
-            .versioning_strategy(WorkerVersioningStrategy::None { build_id: String::new() })
+            .versioning_strategy(WorkerVersioningStrategy::None {
+                build_id: String::new(),
+            })
             .nexus_task_poller_behavior(PollerBehavior::SimpleMaximum(options.pollers))
             .max_outstanding_nexus_tasks(options.max_concurrent_tasks)
             .graceful_shutdown_period(options.graceful_shutdown)
@@ -140,10 +144,12 @@ impl NexusWorker {
             .map_err(NexusWorkerError::InvalidOptions)?;
         let core = init_worker(&runtime, config, connection)
             .map_err(|e| NexusWorkerError::Init(e.to_string()))?;
-        core.validate().await.map_err(|e| NexusWorkerError::Validation {
-            namespace: options.namespace.clone(),
-            reason: e.to_string(),
-        })?;
+        core.validate()
+            .await
+            .map_err(|e| NexusWorkerError::Validation {
+                namespace: options.namespace.clone(),
+                reason: e.to_string(),
+            })?;
         Ok(Self {
             core: Arc::new(core),
             services: Arc::new(by_name),
@@ -153,7 +159,9 @@ impl NexusWorker {
     }
 
     pub fn shutdown_handle(&self) -> ShutdownHandle {
-        ShutdownHandle { core: self.core.clone() }
+        ShutdownHandle {
+            core: self.core.clone(),
+        }
     }
 
     /// Polls and dispatches until [`ShutdownHandle::shutdown`] is called, then waits for
@@ -167,10 +175,17 @@ impl NexusWorker {
             // Reap finished dispatches so the set does not grow without bound.
             while tasks.try_join_next().is_some() {}
             match self.core.poll_nexus_task().await {
-                Ok(NexusTask { variant: Some(nexus_task::Variant::Task(task)), request_deadline, endpoint }) => {
+                Ok(NexusTask {
+                    variant: Some(nexus_task::Variant::Task(task)),
+                    request_deadline,
+                    endpoint,
+                }) => {
                     let deadline = request_deadline.and_then(timestamp_to_system_time);
                     let token = CancellationToken::new();
-                    in_flight.lock().unwrap().insert(task.task_token.clone(), token.clone());
+                    in_flight
+                        .lock()
+                        .unwrap()
+                        .insert(task.task_token.clone(), token.clone());
                     let dispatch = Dispatch {
                         core: self.core.clone(),
                         services: self.services.clone(),
@@ -178,7 +193,10 @@ impl NexusWorker {
                     };
                     tasks.spawn(dispatch.run(task, endpoint, deadline, token));
                 }
-                Ok(NexusTask { variant: Some(nexus_task::Variant::CancelTask(cancel)), .. }) => {
+                Ok(NexusTask {
+                    variant: Some(nexus_task::Variant::CancelTask(cancel)),
+                    ..
+                }) => {
                     let reason = cancel.reason();
                     let entry = in_flight.lock().unwrap().remove(&cancel.task_token);
                     if let Some(token) = entry {
@@ -195,7 +213,12 @@ impl NexusWorker {
                                 "a Nexus handler was cancelled by worker shutdown"
                             ),
                         }
-                        complete(&self.core, cancel.task_token, nexus_task_completion::Status::AckCancel(true)).await;
+                        complete(
+                            &self.core,
+                            cancel.task_token,
+                            nexus_task_completion::Status::AckCancel(true),
+                        )
+                        .await;
                     }
                 }
                 Ok(NexusTask { variant: None, .. }) => {}
@@ -264,7 +287,14 @@ impl Dispatch {
                     callback: start.callback,
                     callback_headers: start.callback_header,
                     headers,
-                    links: start.links.into_iter().map(|l| NexusLink { url: l.url, r#type: l.r#type }).collect(),
+                    links: start
+                        .links
+                        .into_iter()
+                        .map(|l| NexusLink {
+                            url: l.url,
+                            r#type: l.r#type,
+                        })
+                        .collect(),
                     deadline,
                     cancelled,
                 };
@@ -272,18 +302,31 @@ impl Dispatch {
                 // Run the handler in its own task so a panic becomes an INTERNAL error.
                 let outcome = tokio::spawn(handler.start(ctx, input).instrument(span)).await;
                 match outcome {
-                    Ok(Ok(StartOutcome::Sync(payload))) => start_response(start_operation_response::Variant::SyncSuccess(
-                        start_operation_response::Sync { payload: Some(payload), links: vec![] },
-                    )),
-                    Ok(Ok(StartOutcome::Async { token })) => start_response(start_operation_response::Variant::AsyncSuccess(
-                        #[allow(deprecated)]
-                        start_operation_response::Async { operation_id: String::new(), links: vec![], operation_token: token },
-                    )),
-                    Ok(Err(StartError::Operation(e))) => {
-                        start_response(start_operation_response::Variant::Failure(operation_error_to_failure(&e)))
+                    Ok(Ok(StartOutcome::Sync(payload))) => {
+                        start_response(start_operation_response::Variant::SyncSuccess(
+                            start_operation_response::Sync {
+                                payload: Some(payload),
+                                links: vec![],
+                            },
+                        ))
                     }
+                    Ok(Ok(StartOutcome::Async { token })) => {
+                        start_response(start_operation_response::Variant::AsyncSuccess(
+                            #[allow(deprecated)]
+                            start_operation_response::Async {
+                                operation_id: String::new(),
+                                links: vec![],
+                                operation_token: token,
+                            },
+                        ))
+                    }
+                    Ok(Err(StartError::Operation(e))) => start_response(
+                        start_operation_response::Variant::Failure(operation_error_to_failure(&e)),
+                    ),
                     Ok(Err(StartError::Handler(e))) => handler_failure(e),
-                    Err(join) => handler_failure(HandlerError::internal(format!("handler panicked: {join}"))),
+                    Err(join) => {
+                        handler_failure(HandlerError::internal(format!("handler panicked: {join}")))
+                    }
                 }
             }
             Some(request::Variant::CancelOperation(cancel)) => {
@@ -302,39 +345,60 @@ impl Dispatch {
                 };
                 match tokio::spawn(handler.cancel(ctx)).await {
                     Ok(Ok(())) => nexus_task_completion::Status::Completed(Response {
-                        variant: Some(response::Variant::CancelOperation(CancelOperationResponse {})),
+                        variant: Some(response::Variant::CancelOperation(
+                            CancelOperationResponse {},
+                        )),
                     }),
                     Ok(Err(e)) => handler_failure(e),
-                    Err(join) => handler_failure(HandlerError::internal(format!("cancel handler panicked: {join}"))),
+                    Err(join) => handler_failure(HandlerError::internal(format!(
+                        "cancel handler panicked: {join}"
+                    ))),
                 }
             }
             None => handler_failure(HandlerError::bad_request("Nexus request has no operation")),
         }
     }
 
-    fn lookup(&self, service: &str, operation: &str) -> Result<&Arc<dyn super::handler::OperationHandler>, HandlerError> {
+    fn lookup(
+        &self,
+        service: &str,
+        operation: &str,
+    ) -> Result<&Arc<dyn super::handler::OperationHandler>, HandlerError> {
         let svc = self.services.get(service).ok_or_else(|| {
-            HandlerError::not_found(format!("no Nexus service {service:?} is registered on this worker"))
+            HandlerError::not_found(format!(
+                "no Nexus service {service:?} is registered on this worker"
+            ))
         })?;
         svc.handler(operation).ok_or_else(|| {
-            HandlerError::not_found(format!("service {service:?} has no operation {operation:?}"))
+            HandlerError::not_found(format!(
+                "service {service:?} has no operation {operation:?}"
+            ))
         })
     }
 }
 
 fn start_response(variant: start_operation_response::Variant) -> nexus_task_completion::Status {
     nexus_task_completion::Status::Completed(Response {
-        variant: Some(response::Variant::StartOperation(StartOperationResponse { variant: Some(variant) })),
+        variant: Some(response::Variant::StartOperation(StartOperationResponse {
+            variant: Some(variant),
+        })),
     })
 }
 
 fn handler_failure(err: HandlerError) -> nexus_task_completion::Status {
-    debug!(kind = err.kind.as_str(), retryable = err.is_retryable(), "Nexus handler error");
+    debug!(
+        kind = err.kind.as_str(),
+        retryable = err.is_retryable(),
+        "Nexus handler error"
+    );
     nexus_task_completion::Status::Failure(handler_error_to_failure(&err))
 }
 
 async fn complete(core: &CoreWorker, task_token: Vec<u8>, status: nexus_task_completion::Status) {
-    let completion = NexusTaskCompletion { task_token, status: Some(status) };
+    let completion = NexusTaskCompletion {
+        task_token,
+        status: Some(status),
+    };
     if let Err(e) = core.complete_nexus_task(completion).await {
         warn!(error = %e, "could not complete a Nexus task");
     }

@@ -7,7 +7,10 @@ use std::{collections::HashMap, time::Duration};
 
 use temporalio_client::Connection;
 use temporalio_protos::temporal::api::{
-    common::v1::{ActivityType, Callback, OnConflictOptions, Payload, Payloads, Priority, RetryPolicy, callback},
+    common::v1::{
+        ActivityType, Callback, OnConflictOptions, Payload, Payloads, Priority, RetryPolicy,
+        callback,
+    },
     enums::v1::{ActivityIdConflictPolicy, ActivityIdReusePolicy},
     sdk::v1::UserMetadata,
     taskqueue::v1::TaskQueue,
@@ -53,20 +56,30 @@ pub async fn start_activity(
         identity: connection.identity().to_owned(),
         request_id: start.request_id,
         activity_id: start.activity_id,
-        activity_type: Some(ActivityType { name: start.activity_type }),
-        task_queue: Some(TaskQueue { name: start.task_queue, ..Default::default() }),
+        activity_type: Some(ActivityType {
+            name: start.activity_type,
+        }),
+        task_queue: Some(TaskQueue {
+            name: start.task_queue,
+            ..Default::default()
+        }),
         schedule_to_close_timeout: start.schedule_to_close.map(proto_duration),
         start_to_close_timeout: start.start_to_close.map(proto_duration),
         heartbeat_timeout: start.heartbeat.map(proto_duration),
         retry_policy: start.retry_policy,
-        input: Some(Payloads { payloads: start.input }),
+        input: Some(Payloads {
+            payloads: start.input,
+        }),
         id_conflict_policy: if start.use_existing {
             ActivityIdConflictPolicy::UseExisting
         } else {
             ActivityIdConflictPolicy::Fail
         }
         .into(),
-        id_reuse_policy: start.reuse_policy.unwrap_or(ActivityIdReusePolicy::Unspecified).into(),
+        id_reuse_policy: start
+            .reuse_policy
+            .unwrap_or(ActivityIdReusePolicy::Unspecified)
+            .into(),
         on_conflict_options: start.use_existing.then_some(OnConflictOptions {
             attach_request_id: true,
             attach_completion_callbacks: true,
@@ -81,7 +94,10 @@ pub async fn start_activity(
             .into_iter()
             .collect(),
         priority: start.priority,
-        user_metadata: start.summary.map(|s| UserMetadata { summary: payload::to_payload(&s).ok(), details: None }),
+        user_metadata: start.summary.map(|s| UserMetadata {
+            summary: payload::to_payload(&s).ok(),
+            details: None,
+        }),
         ..Default::default()
     };
     let resp = connection
@@ -103,14 +119,16 @@ pub async fn cancel_activity(
 ) -> Result<(), tonic::Status> {
     connection
         .workflow_service()
-        .request_cancel_activity_execution(tonic::Request::new(RequestCancelActivityExecutionRequest {
-            namespace: namespace.to_owned(),
-            activity_id: activity_id.to_owned(),
-            run_id: run_id.to_owned(),
-            identity: connection.identity().to_owned(),
-            request_id: uuid::Uuid::new_v4().to_string(),
-            reason: reason.to_owned(),
-        }))
+        .request_cancel_activity_execution(tonic::Request::new(
+            RequestCancelActivityExecutionRequest {
+                namespace: namespace.to_owned(),
+                activity_id: activity_id.to_owned(),
+                run_id: run_id.to_owned(),
+                identity: connection.identity().to_owned(),
+                request_id: uuid::Uuid::new_v4().to_string(),
+                reason: reason.to_owned(),
+            },
+        ))
         .await?;
     Ok(())
 }

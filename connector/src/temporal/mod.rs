@@ -5,10 +5,7 @@ pub mod activity;
 
 use std::time::Duration;
 
-use temporalio_client::{
-    ClientOptions, Connection,
-    envconfig::{LoadClientConfigProfileOptions},
-};
+use temporalio_client::{ClientOptions, Connection, envconfig::LoadClientConfigProfileOptions};
 
 /// A Temporal connection and the namespace it was configured for.
 #[derive(Clone)]
@@ -20,9 +17,13 @@ pub struct TemporalConnection {
 /// Why connecting failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    #[error("invalid Temporal connection settings: {0} (check TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_PROFILE and TEMPORAL_CONFIG_FILE)")]
+    #[error(
+        "invalid Temporal connection settings: {0} (check TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_PROFILE and TEMPORAL_CONFIG_FILE)"
+    )]
     Config(String),
-    #[error("could not connect to Temporal at {target}: {reason} (is the server running? `just temporal` starts a dev server)")]
+    #[error(
+        "could not connect to Temporal at {target}: {reason} (is the server running? `just temporal` starts a dev server)"
+    )]
     Connect { target: String, reason: String },
 }
 
@@ -37,18 +38,34 @@ pub async fn connect_from_env(identity: &str) -> Result<TemporalConnection, Conn
     let target = conn_opts.target.to_string();
     let connection = Connection::connect(conn_opts)
         .await
-        .map_err(|e| ConnectError::Connect { target, reason: e.to_string() })?;
-    Ok(TemporalConnection { connection, namespace: client_opts.namespace.clone() })
+        .map_err(|e| ConnectError::Connect {
+            target,
+            reason: e.to_string(),
+        })?;
+    Ok(TemporalConnection {
+        connection,
+        namespace: client_opts.namespace.clone(),
+    })
 }
 
 /// Connects to an explicit address (`host:port` or a URL) without TLS; for tests and tools.
 pub async fn connect_to(address: &str, identity: &str) -> Result<Connection, ConnectError> {
-    let target = if address.contains("://") { address.to_owned() } else { format!("http://{address}") };
-    let url = url::Url::parse(&target).map_err(|e| ConnectError::Config(format!("address {address:?}: {e}")))?;
-    let options = temporalio_client::ConnectionOptions::new(url).identity(identity.to_owned()).build();
+    let target = if address.contains("://") {
+        address.to_owned()
+    } else {
+        format!("http://{address}")
+    };
+    let url = url::Url::parse(&target)
+        .map_err(|e| ConnectError::Config(format!("address {address:?}: {e}")))?;
+    let options = temporalio_client::ConnectionOptions::new(url)
+        .identity(identity.to_owned())
+        .build();
     Connection::connect(options)
         .await
-        .map_err(|e| ConnectError::Connect { target, reason: e.to_string() })
+        .map_err(|e| ConnectError::Connect {
+            target,
+            reason: e.to_string(),
+        })
 }
 
 /// A std duration as a protobuf duration (saturating at i64 seconds).
@@ -73,9 +90,19 @@ mod tests {
 
     #[test]
     fn durations_round_trip() {
-        for d in [Duration::ZERO, Duration::from_millis(1500), Duration::from_secs(3600)] {
+        for d in [
+            Duration::ZERO,
+            Duration::from_millis(1500),
+            Duration::from_secs(3600),
+        ] {
             assert_eq!(std_duration(&proto_duration(d)), d);
         }
-        assert_eq!(std_duration(&prost_wkt_types::Duration { seconds: -1, nanos: 0 }), Duration::ZERO);
+        assert_eq!(
+            std_duration(&prost_wkt_types::Duration {
+                seconds: -1,
+                nanos: 0
+            }),
+            Duration::ZERO
+        );
     }
 }

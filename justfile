@@ -1,0 +1,30 @@
+# durable-mcp tasks. Every recipe is a thin wrapper: README shows the plain commands too.
+
+# List recipes.
+default:
+    @just --list
+
+# The whole test suite against a real Temporal dev server (installs the CLI when missing).
+test *ARGS:
+    ./scripts/test {{ARGS}}
+
+# The main job: the conformance run on the bundled fixtures, with an embedded dev server.
+conformance *ARGS:
+    ./scripts/conformance {{ARGS}}
+
+# A dev server with the flags durable-mcp needs, for manual use (Ctrl-C stops it).
+temporal *ARGS:
+    cargo run -q -p durable-mcp-conformance --bin durable-mcp-conformance -- temporal {{ARGS}}
+
+# Format all Rust code.
+fmt:
+    cargo fmt --all
+
+# Formatting check and clippy with warnings denied.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets --locked -- -D warnings
+
+# Criterion benchmarks (release build).
+bench *ARGS:
+    cargo bench -p durable-mcp-benches {{ARGS}}
