@@ -8,5 +8,6 @@ mod support;
 mod nexus_cancel;
 mod nexus_errors;
 mod nexus_roundtrip;
+mod proxy;
 mod server_restart;
 mod spec_rules;

@@ -132,3 +132,22 @@ pub async fn cancel_activity(
         .await?;
     Ok(())
 }
+
+/// The run id of the latest run of an activity, or `None` when no activity has that id.
+pub async fn find_activity(
+    connection: &Connection,
+    namespace: &str,
+    activity_id: &str,
+) -> Result<Option<String>, tonic::Status> {
+    use temporalio_protos::temporal::api::workflowservice::v1::DescribeActivityExecutionRequest;
+    let request = DescribeActivityExecutionRequest {
+        namespace: namespace.to_owned(),
+        activity_id: activity_id.to_owned(),
+        ..Default::default()
+    };
+    match connection.workflow_service().describe_activity_execution(tonic::Request::new(request)).await {
+        Ok(resp) => Ok(Some(resp.into_inner().run_id)),
+        Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
+        Err(status) => Err(status),
+    }
+}

@@ -1,0 +1,99 @@
+//! `durable-mcp-mock-upstream`: a spec-driven MCP server for testing the durable-mcp proxy.
+//!
+//! stdio mode: stdout is the MCP channel, logs go to stderr. HTTP mode: prints
+//! `LISTENING http://127.0.0.1:PORT/mcp` on stdout once it accepts connections, then serves until
+//! Ctrl-C or SIGTERM.
+
+use std::net::SocketAddr;
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+use durable_mcp_conformance::fixtures::{SpecSource, UpstreamSpec, serve_http, serve_stdio};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Transport {
+    Stdio,
+    Http,
+}
+
+/// A mock upstream MCP server whose tools echo, fail N times, return isError, sleep, crash,
+/// return every content type or send progress, as a spec file says, and which appends every
+/// invocation to a ledger file.
+#[derive(Debug, Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    /// Spec file (JSON or TOML), re-read whenever it changes. Default: the built-in standard
+    /// spec (echo, flaky, refuse, slow, crash, everything, write_once, progress, large).
+    #[arg(long, value_name = "FILE")]
+    spec: Option<PathBuf>,
+    /// How to serve MCP.
+    #[arg(long, value_enum, default_value_t = Transport::Stdio)]
+    transport: Transport,
+    /// Address to listen on in http mode (port 0: any free port).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    addr: SocketAddr,
+    /// Append one JSON line per invocation event to this file.
+    #[arg(long, value_name = "FILE")]
+    ledger: Option<PathBuf>,
+    /// Print the standard spec as JSON and exit (a starting point for spec files).
+    #[arg(long)]
+    print_standard_spec: bool,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+    let cli = Cli::parse();
+    if cli.print_standard_spec {
+        println!("{}", serde_json::to_string_pretty(&UpstreamSpec::standard())?);
+        return Ok(());
+    }
+    let spec = match cli.spec {
+        Some(path) => SpecSource::File(path),
+        None => SpecSource::Inline(UpstreamSpec::standard()),
+    };
+    match cli.transport {
+        Transport::Stdio => serve_stdio(spec, cli.ledger).await,
+        Transport::Http => {
+            let server = serve_http(spec, cli.ledger, cli.addr).await?;
+            {
+                let mut stdout = std::io::stdout().lock();
+                writeln!(stdout, "LISTENING {}", server.url)?;
+                stdout.flush()?;
+            }
+            wait_for_shutdown().await;
+            tracing::info!("shutting down");
+            server.shutdown().await;
+            Ok(())
+        }
+    }
+}
+
+async fn wait_for_shutdown() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

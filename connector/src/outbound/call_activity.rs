@@ -1,0 +1,135 @@
+//! The tool-call Activity: one upstream `tools/call`, heartbeating while it is in flight.
+//!
+//! Cancellation (a Nexus cancel, or the attempt's timeout) reaches the activity on its next
+//! heartbeat; dropping the in-flight call then sends `notifications/cancelled` upstream, so a
+//! timed-out attempt never runs beside its own retry.
+
+// `#[activities]` emits a per-activity constant that only typed (workflow) callers use.
+#![allow(dead_code)]
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use serde::{Deserialize, Serialize};
+use temporalio_common::data_converters::RawValue;
+use temporalio_macros::activities;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use temporalio_sdk::ApplicationFailure;
+use tracing::{debug, warn};
+
+use super::{
+    errors::{Backoff, FailureAction, ToolCallErrorType, on_jsonrpc_error, on_transport_failure},
+    upstream::{UpstreamClient, UpstreamError},
+};
+use crate::payload;
+
+/// The activity type name.
+pub const CALL_TOOL_ACTIVITY: &str = "durable-mcp.call-tool";
+/// How often a running call heartbeats; well under the heartbeat timeout.
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
+/// Temporal rejects payloads over 2 MiB; stay under it with room for metadata.
+pub const MAX_RESULT_BYTES: usize = 2 * 1024 * 1024 - 4 * 1024;
+
+/// The activity's recorded input: a retried attempt uses exactly this, whatever discovery says
+/// since. Never holds credentials.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ToolCallInput {
+    pub service: String,
+    pub tool: String,
+    pub arguments: serde_json::Map<String, serde_json::Value>,
+    /// The tool gets one attempt: a failure after which it may have run is final.
+    pub one_attempt: bool,
+}
+
+/// The proxy's activities, over the worker's upstream connections.
+pub struct ProxyActivities {
+    pub upstreams: Arc<HashMap<String, Arc<UpstreamClient>>>,
+}
+
+fn failure(kind: ToolCallErrorType, retryable: bool, message: String) -> ActivityError {
+    let source: Box<dyn std::error::Error + Send + Sync> = message.into();
+    ActivityError::application(
+        ApplicationFailure::builder(source).type_name(kind.as_str().to_owned()).non_retryable(!retryable).build(),
+    )
+}
+
+#[activities]
+impl ProxyActivities {
+    #[activity(name = "durable-mcp.call-tool")]
+    async fn call_tool(self: Arc<Self>, ctx: ActivityContext, input: ToolCallInput) -> Result<RawValue, ActivityError> {
+        let Some(client) = self.upstreams.get(&input.service).cloned() else {
+            return Err(failure(
+                ToolCallErrorType::UnknownTool,
+                false,
+                format!("this worker fronts no upstream named {:?}", input.service),
+            ));
+        };
+        let backoff = Backoff::within_attempt();
+        let mut tries = 0u32;
+        loop {
+            let call = client.call_tool(&input.tool, input.arguments.clone());
+            tokio::pin!(call);
+            let outcome = loop {
+                tokio::select! {
+                    result = &mut call => break Some(result),
+                    _ = ctx.cancelled() => break None,
+                    _ = tokio::time::sleep(HEARTBEAT_EVERY) => { let _ = ctx.record_heartbeat(()).await; }
+                }
+            };
+            let Some(result) = outcome else {
+                // Dropping `call` sends notifications/cancelled for the in-flight request.
+                debug!(tool = %input.tool, "tool call cancelled; cancelling it upstream");
+                return Err(ActivityError::cancelled());
+            };
+            let error = match result {
+                Ok(result) => {
+                    let payload = payload::to_marked_payload(&result, payload::CALL_TOOL_RESULT)
+                        .map_err(|e| failure(ToolCallErrorType::UpstreamProtocolError, false, e.to_string()))?;
+                    if payload.data.len() > MAX_RESULT_BYTES {
+                        return Err(failure(
+                            ToolCallErrorType::ResultTooLarge,
+                            false,
+                            format!(
+                                "tool {:?} returned {} bytes; Temporal payloads are limited to about 2 MiB",
+                                input.tool,
+                                payload.data.len()
+                            ),
+                        ));
+                    }
+                    return Ok(RawValue::new(vec![payload]));
+                }
+                Err(e) => e,
+            };
+            let action = match &error {
+                UpstreamError::JsonRpc { code, .. } => {
+                    let (kind, retryable) = on_jsonrpc_error(*code);
+                    return Err(failure(kind, retryable, error.to_string()));
+                }
+                UpstreamError::Protocol { .. } => {
+                    return Err(failure(ToolCallErrorType::UpstreamProtocolError, false, error.to_string()));
+                }
+                UpstreamError::Connect { .. } | UpstreamError::Transport { .. } => {
+                    on_transport_failure(error.phase(), input.one_attempt, false)
+                }
+            };
+            match action {
+                FailureAction::RetryWithinAttempt => {
+                    tries += 1;
+                    let delay = backoff.delay(tries);
+                    warn!(tool = %input.tool, error = %error, retry_in = ?delay,
+                          "the call never reached the tool; retrying within this attempt");
+                    let wait_until = tokio::time::Instant::now() + delay;
+                    while tokio::time::Instant::now() < wait_until {
+                        tokio::select! {
+                            _ = ctx.cancelled() => return Err(ActivityError::cancelled()),
+                            _ = tokio::time::sleep_until(wait_until.min(tokio::time::Instant::now() + HEARTBEAT_EVERY)) => {
+                                let _ = ctx.record_heartbeat(()).await;
+                            }
+                        }
+                    }
+                }
+                FailureAction::FailRetryable(kind) => return Err(failure(kind, true, error.to_string())),
+                FailureAction::FailNonRetryable(kind) => return Err(failure(kind, false, error.to_string())),
+            }
+        }
+    }
+}

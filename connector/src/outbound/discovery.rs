@@ -1,0 +1,91 @@
+//! Tool discovery, outside Activities: the upstream's `tools/list` at startup and on every
+//! `list_tools` operation. Success replaces the catalog; failure keeps the last good list and
+//! backs off (capped exponential), so a dead upstream is not hammered.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use tracing::warn;
+
+use super::{errors::Backoff, upstream::UpstreamClient};
+
+/// How long one discovery may take: it runs inside a sync Nexus handler (~8 s deadline).
+pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why no tool list can be given.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("upstream {service:?} has not answered tools/list yet: {reason}")]
+pub struct DiscoveryError {
+    pub service: String,
+    pub reason: String,
+}
+
+#[derive(Default)]
+struct State {
+    tools: Option<Arc<Vec<serde_json::Value>>>,
+    failures: u32,
+    retry_at: Option<Instant>,
+    last_error: Option<String>,
+}
+
+/// The tool catalog of one upstream.
+pub struct Discovery {
+    client: Arc<UpstreamClient>,
+    backoff: Backoff,
+    state: Mutex<State>,
+}
+
+impl Discovery {
+    pub fn new(client: Arc<UpstreamClient>) -> Self {
+        Self { client, backoff: Backoff::discovery(), state: Mutex::default() }
+    }
+
+    /// The last good list, if any.
+    pub fn current(&self) -> Option<Arc<Vec<serde_json::Value>>> {
+        self.state.lock().unwrap().tools.clone()
+    }
+
+    /// The last good definition of one tool.
+    pub fn tool(&self, name: &str) -> Option<serde_json::Value> {
+        self.current()?.iter().find(|t| t["name"] == name).cloned()
+    }
+
+    /// Asks the upstream again unless it is backing off; answers the freshest good list.
+    pub async fn refresh(&self) -> Result<Arc<Vec<serde_json::Value>>, DiscoveryError> {
+        {
+            let state = self.state.lock().unwrap();
+            if let Some(at) = state.retry_at
+                && Instant::now() < at
+            {
+                return state.tools.clone().ok_or_else(|| self.error(&state));
+            }
+        }
+        match self.client.list_tools(DISCOVERY_TIMEOUT).await {
+            Ok(tools) => {
+                let tools = Arc::new(tools);
+                let mut state = self.state.lock().unwrap();
+                *state = State { tools: Some(tools.clone()), ..State::default() };
+                Ok(tools)
+            }
+            Err(e) => {
+                let mut state = self.state.lock().unwrap();
+                state.failures += 1;
+                let delay = self.backoff.delay(state.failures);
+                state.retry_at = Some(Instant::now() + delay);
+                state.last_error = Some(e.to_string());
+                warn!(service = %self.client.service(), error = %e, retry_in = ?delay,
+                      keeping_last_list = state.tools.is_some(), "tool discovery failed");
+                state.tools.clone().ok_or_else(|| self.error(&state))
+            }
+        }
+    }
+
+    fn error(&self, state: &State) -> DiscoveryError {
+        DiscoveryError {
+            service: self.client.service().to_owned(),
+            reason: state.last_error.clone().unwrap_or_else(|| "no attempt yet".into()),
+        }
+    }
+}

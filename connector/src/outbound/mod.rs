@@ -1,0 +1,26 @@
+//! Outbound proxy: unchanged upstream MCP servers (HTTP or stdio) fronted as Nexus services,
+//! every tool call a standalone Activity.
+//!
+//! The pure rules (no I/O beyond reading the config file):
+//!
+//! - [`options`]: per-call Activity options, layered so that only supplied keys change.
+//! - [`retry`]: the retry policy inferred from a tool's MCP annotations.
+//! - [`errors`]: stable error types, and which transport and JSON-RPC failures are safe to retry.
+//! - [`config`]: the `proxy.toml` file, with `${VAR}` expansion for secrets.
+//!
+//! The I/O around them: [`upstream`] (rmcp connections to upstream servers), [`discovery`]
+//! (`tools/list` outside activities), [`service`] (the Nexus service per upstream),
+//! [`call_activity`] (the tool-call activity) and [`proxy`] (both workers in one process).
+
+pub mod call_activity;
+pub mod config;
+pub mod discovery;
+pub mod errors;
+pub mod options;
+pub mod proxy;
+pub mod retry;
+pub mod service;
+pub mod upstream;
+
+pub use config::{ProxyConfig, TransportConfig, UpstreamConfig};
+pub use proxy::{ProxyError, ProxyOptions, run_proxy};

@@ -1,0 +1,225 @@
+//! The Nexus service that fronts one upstream: `list_tools` (sync) and a catch-all that runs
+//! every other operation name as that tool, in a standalone Activity (async).
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use temporalio_client::Connection;
+use temporalio_protos::temporal::api::{common::v1::Payload, enums::v1::ActivityIdReusePolicy};
+use tracing::info;
+
+use super::{
+    call_activity::{CALL_TOOL_ACTIVITY, ToolCallInput},
+    discovery::Discovery,
+    errors::ToolCallErrorType,
+    options::{ActivityOptions, ResolvedCallOptions, resolve},
+    retry::ToolHints,
+};
+use crate::{
+    nexus::{
+        CancelContext, HandlerError, HandlerErrorKind, OperationError, OperationHandler, RetryBehavior,
+        Service, StartContext, StartError, StartOutcome, start_fn,
+    },
+    payload,
+    temporal::activity::{ActivityStart, cancel_activity, find_activity, start_activity},
+};
+
+/// The reserved operation that lists the upstream's tools.
+pub const LIST_TOOLS: &str = "list_tools";
+/// Key in each listed tool's `_meta`: the per-call timeout in milliseconds, which callers use
+/// as the Nexus operation's schedule-to-close timeout.
+pub const TIMEOUT_META_KEY: &str = "io.durable-mcp/timeoutMs";
+
+/// The overall time budget of one call: the configured schedule-to-close, else one attempt
+/// (plus slack) for one-attempt tools, else five attempts' worth.
+pub fn call_timeout(options: &ResolvedCallOptions) -> Duration {
+    options.schedule_to_close.unwrap_or_else(|| {
+        if options.one_attempt {
+            options.start_to_close + Duration::from_secs(10)
+        } else {
+            options.start_to_close * 5
+        }
+    })
+}
+
+/// Where a call's activity runs and how it is configured.
+#[derive(Clone)]
+pub struct ServiceContext {
+    pub service: String,
+    pub connection: Connection,
+    pub namespace: String,
+    pub task_queue: String,
+    pub activity_options: ActivityOptions,
+    pub overrides: BTreeMap<String, ActivityOptions>,
+    pub discovery: Arc<Discovery>,
+}
+
+impl ServiceContext {
+    fn resolve(&self, tool: &serde_json::Value) -> ResolvedCallOptions {
+        let name = tool["name"].as_str().unwrap_or_default();
+        resolve(&self.activity_options, self.overrides.get(name), &ToolHints::from_tool_json(tool))
+    }
+
+    /// The activity id of one call: a function of (service, tool, Nexus request id), so a
+    /// retried start finds the activity its first attempt started.
+    pub fn activity_id(&self, tool: &str, request_id: &str) -> String {
+        format!("mcp/{}/{}/{}", self.service, tool, request_id)
+    }
+}
+
+/// Builds the Nexus service for one upstream.
+pub fn proxy_service(ctx: ServiceContext) -> Service {
+    let ctx = Arc::new(ctx);
+    let list_ctx = ctx.clone();
+    Service::new(ctx.service.clone())
+        .operation(
+            LIST_TOOLS,
+            start_fn(move |_, _| {
+                let ctx = list_ctx.clone();
+                async move {
+                    let tools = ctx.discovery.refresh().await.map_err(|e| {
+                        HandlerError::new(HandlerErrorKind::Unavailable, e.to_string()).with_retry(RetryBehavior::Retryable)
+                    })?;
+                    let listed: Vec<serde_json::Value> = tools
+                        .iter()
+                        .map(|tool| {
+                            let mut tool = tool.clone();
+                            let timeout = call_timeout(&ctx.resolve(&tool));
+                            if let Some(obj) = tool.as_object_mut() {
+                                let meta = obj.entry("_meta").or_insert_with(|| serde_json::json!({}));
+                                if let Some(meta) = meta.as_object_mut() {
+                                    meta.insert(TIMEOUT_META_KEY.into(), (timeout.as_millis() as u64).into());
+                                }
+                            }
+                            tool
+                        })
+                        .collect();
+                    let payload = payload::to_marked_payload(&listed, payload::TOOL_LIST)
+                        .map_err(|e| HandlerError::internal(e.to_string()))?;
+                    Ok(StartOutcome::Sync(payload))
+                }
+            }),
+        )
+        .catch_all(Arc::new(ToolCall { ctx }))
+}
+
+/// The async operation token: finds the activity again on cancel.
+#[derive(Serialize, Deserialize)]
+struct CallToken {
+    activity_id: String,
+    run_id: String,
+}
+
+struct ToolCall {
+    ctx: Arc<ServiceContext>,
+}
+
+impl OperationHandler for ToolCall {
+    fn start(&self, start: StartContext, input: Payload) -> BoxFuture<'static, Result<StartOutcome, StartError>> {
+        let ctx = self.ctx.clone();
+        Box::pin(async move {
+            let tool = start.operation.clone();
+            let activity_id = ctx.activity_id(&tool, &start.request_id);
+            let token = |run_id: String| {
+                let token = serde_json::to_string(&CallToken { activity_id: activity_id.clone(), run_id }).unwrap();
+                Ok(StartOutcome::Async { token })
+            };
+            let rpc_error = |what: &str, s: tonic::Status| -> StartError {
+                HandlerError::new(HandlerErrorKind::Unavailable, format!("{what}: {}", s.message()))
+                    .with_retry(RetryBehavior::Retryable)
+                    .into()
+            };
+            // Reattach first: a retried start must not depend on discovery, which may have
+            // changed (or failed) since the first attempt recorded its input and options.
+            if let Some(run_id) = find_activity(&ctx.connection, &ctx.namespace, &activity_id)
+                .await
+                .map_err(|s| rpc_error("looking up the call's activity", s))?
+            {
+                info!(%activity_id, "reattaching a retried start to its activity");
+                return token(run_id);
+            }
+            let arguments = match payload::to_json(&input) {
+                Ok(serde_json::Value::Object(map)) => map,
+                Ok(serde_json::Value::Null) => serde_json::Map::new(),
+                Ok(other) => {
+                    return Err(HandlerError::bad_request(format!(
+                        "tool arguments must be a JSON object, got {}",
+                        json_kind(&other)
+                    ))
+                    .into());
+                }
+                Err(e) => return Err(HandlerError::bad_request(e.to_string()).into()),
+            };
+            let definition = match ctx.discovery.tool(&tool) {
+                Some(t) => t,
+                None => {
+                    // Maybe the tool is new: ask once more before calling it unknown.
+                    let tools = ctx.discovery.refresh().await.map_err(|e| {
+                        HandlerError::new(HandlerErrorKind::Unavailable, e.to_string()).with_retry(RetryBehavior::Retryable)
+                    })?;
+                    tools.iter().find(|t| t["name"] == tool.as_str()).cloned().ok_or_else(|| {
+                        OperationError::Failed {
+                            message: format!("upstream {:?} has no tool {tool:?}", ctx.service),
+                            error_type: ToolCallErrorType::UnknownTool.as_str().into(),
+                            details: None,
+                        }
+                    })?
+                }
+            };
+            let options = ctx.resolve(&definition);
+            let recorded = ToolCallInput {
+                service: ctx.service.clone(),
+                tool: tool.clone(),
+                arguments,
+                one_attempt: options.one_attempt,
+            };
+            let (run_id, started) = start_activity(
+                &ctx.connection,
+                &ctx.namespace,
+                ActivityStart {
+                    activity_id: activity_id.clone(),
+                    request_id: start.request_id.clone(),
+                    activity_type: CALL_TOOL_ACTIVITY.into(),
+                    task_queue: ctx.task_queue.clone(),
+                    input: vec![payload::to_payload(&recorded).map_err(|e| HandlerError::bad_request(e.to_string()))?],
+                    schedule_to_close: Some(call_timeout(&options)),
+                    start_to_close: Some(options.start_to_close),
+                    heartbeat: Some(options.heartbeat),
+                    retry_policy: Some(options.retry_policy.to_proto()),
+                    use_existing: true,
+                    reuse_policy: Some(ActivityIdReusePolicy::RejectDuplicate),
+                    completion_callback: Some((start.callback.clone(), start.callback_headers.clone())),
+                    priority: options.priority.as_ref().map(|p| p.to_proto()),
+                    summary: options.summary.clone().or_else(|| Some(format!("{}: {tool}", ctx.service))),
+                },
+            )
+            .await
+            .map_err(|s| rpc_error("starting the call's activity", s))?;
+            info!(%activity_id, started, retry = %options.retry_reason, "tool call activity");
+            token(run_id)
+        })
+    }
+
+    fn cancel(&self, cancel: CancelContext) -> BoxFuture<'static, Result<(), HandlerError>> {
+        let ctx = self.ctx.clone();
+        Box::pin(async move {
+            let token: CallToken = serde_json::from_str(&cancel.token)
+                .map_err(|e| HandlerError::bad_request(format!("malformed operation token: {e}")))?;
+            cancel_activity(&ctx.connection, &ctx.namespace, &token.activity_id, &token.run_id, "Nexus operation cancelled")
+                .await
+                .map_err(|s| HandlerError::new(HandlerErrorKind::Unavailable, s.message().to_owned()))
+        })
+    }
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}

@@ -1,0 +1,214 @@
+//! Connections to upstream MCP servers (stdio children or Streamable HTTP), through rmcp.
+//!
+//! One [`UpstreamClient`] per upstream and process: the connection is made lazily, reused by
+//! every call, and dropped after a transport failure so the next use reconnects (a dead stdio
+//! child is restarted). Errors say whether the request can have reached the tool
+//! ([`Phase`]), which decides whether retrying is safe.
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use rmcp::{
+    RoleClient, ServiceExt,
+    model::CallToolRequestParams,
+    service::{RunningService, ServiceError},
+    transport::{
+        StreamableHttpClientTransport, TokioChildProcess,
+        streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+};
+use tokio::sync::Mutex;
+use tracing::{info, warn};
+
+use super::{config::TransportConfig, errors::Phase};
+
+/// Why an upstream request failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum UpstreamError {
+    /// No connection could be made: the request never reached the tool.
+    #[error("could not connect to upstream {service:?}: {reason}")]
+    Connect { service: String, reason: String },
+    /// The connection failed while the request was in flight: the tool may have run.
+    #[error("upstream {service:?} failed during the request: {reason}")]
+    Transport { service: String, reason: String, phase: Phase },
+    /// The upstream answered with a JSON-RPC error.
+    #[error("upstream {service:?} answered JSON-RPC error {code}: {message}")]
+    JsonRpc { service: String, code: i32, message: String },
+    /// The upstream answered something that is not valid MCP.
+    #[error("upstream {service:?} broke the protocol: {reason}")]
+    Protocol { service: String, reason: String },
+}
+
+impl UpstreamError {
+    /// Whether the request provably never reached the tool.
+    pub fn phase(&self) -> Phase {
+        match self {
+            Self::Connect { .. } => Phase::NotDelivered,
+            Self::Transport { phase, .. } => *phase,
+            Self::JsonRpc { .. } | Self::Protocol { .. } => Phase::MayHaveRun,
+        }
+    }
+}
+
+type Connection = Arc<RunningService<RoleClient, ()>>;
+
+/// A reusable, self-healing client for one upstream MCP server.
+pub struct UpstreamClient {
+    service: String,
+    transport: TransportConfig,
+    connection: Mutex<Option<Connection>>,
+}
+
+impl std::fmt::Debug for UpstreamClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamClient").field("service", &self.service).field("transport", &self.transport).finish()
+    }
+}
+
+impl UpstreamClient {
+    pub fn new(service: impl Into<String>, transport: TransportConfig) -> Self {
+        Self { service: service.into(), transport, connection: Mutex::new(None) }
+    }
+
+    pub fn service(&self) -> &str {
+        &self.service
+    }
+
+    async fn connect(&self) -> Result<Connection, UpstreamError> {
+        let mut slot = self.connection.lock().await;
+        if let Some(conn) = slot.as_ref()
+            && !conn.is_closed()
+        {
+            return Ok(conn.clone());
+        }
+        let connect_error = |reason: String| UpstreamError::Connect { service: self.service.clone(), reason };
+        let running = match &self.transport {
+            TransportConfig::Stdio { command, args, env, cwd } => {
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(args).envs(env).kill_on_drop(true);
+                if let Some(dir) = cwd {
+                    cmd.current_dir(dir);
+                }
+                let (transport, stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|e| connect_error(format!("cannot start {command:?}: {e}")))?;
+                if let Some(stderr) = stderr {
+                    forward_stderr(self.service.clone(), stderr);
+                }
+                ().serve(transport).await.map_err(|e| connect_error(e.to_string()))?
+            }
+            TransportConfig::Http { url, headers } => {
+                let mut custom = HashMap::new();
+                for (name, value) in headers {
+                    let name = http::HeaderName::try_from(name.as_str())
+                        .map_err(|e| connect_error(format!("header name {name:?}: {e}")))?;
+                    // The value is a secret: never echo it in errors.
+                    let value = http::HeaderValue::try_from(value.as_str())
+                        .map_err(|_| connect_error(format!("header {name} has an invalid value")))?;
+                    custom.insert(name, value);
+                }
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+                let transport = StreamableHttpClientTransport::from_config(config);
+                ().serve(transport).await.map_err(|e| connect_error(e.to_string()))?
+            }
+        };
+        info!(service = %self.service, "connected to upstream MCP server");
+        let conn = Arc::new(running);
+        *slot = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Drops the connection if it is still `conn`, so the next use reconnects.
+    async fn invalidate(&self, conn: &Connection) {
+        let mut slot = self.connection.lock().await;
+        if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
+            warn!(service = %self.service, "dropping the upstream connection after a failure");
+            *slot = None;
+        }
+    }
+
+    fn map_error(&self, e: ServiceError) -> UpstreamError {
+        let service = self.service.clone();
+        match e {
+            ServiceError::McpError(err) => UpstreamError::JsonRpc { service, code: err.code.0, message: err.message.to_string() },
+            ServiceError::TransportSend(err) => {
+                UpstreamError::Transport { service, reason: err.to_string(), phase: Phase::NotDelivered }
+            }
+            ServiceError::TransportClosed => {
+                UpstreamError::Transport { service, reason: "connection closed".into(), phase: Phase::MayHaveRun }
+            }
+            ServiceError::Timeout { timeout } => UpstreamError::Transport {
+                service,
+                reason: format!("no answer within {timeout:?}"),
+                phase: Phase::MayHaveRun,
+            },
+            other => UpstreamError::Protocol { service, reason: other.to_string() },
+        }
+    }
+
+    /// `tools/list`, all pages, as raw MCP Tool JSON objects.
+    pub async fn list_tools(&self, timeout: Duration) -> Result<Vec<serde_json::Value>, UpstreamError> {
+        let conn = self.connect().await?;
+        let listed = tokio::time::timeout(timeout, conn.peer().list_all_tools()).await;
+        match listed {
+            Ok(Ok(tools)) => tools
+                .into_iter()
+                .map(|t| serde_json::to_value(t).map_err(|e| UpstreamError::Protocol { service: self.service.clone(), reason: e.to_string() }))
+                .collect(),
+            Ok(Err(e)) => {
+                let err = self.map_error(e);
+                if matches!(err, UpstreamError::Transport { .. }) {
+                    self.invalidate(&conn).await;
+                }
+                Err(err)
+            }
+            Err(_) => Err(UpstreamError::Transport {
+                service: self.service.clone(),
+                reason: format!("tools/list got no answer within {timeout:?}"),
+                phase: Phase::MayHaveRun,
+            }),
+        }
+    }
+
+    /// `tools/call`. Dropping the returned future cancels the request upstream
+    /// (`notifications/cancelled`).
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<serde_json::Value, UpstreamError> {
+        let conn = self.connect().await?;
+        let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
+        match conn.peer().call_tool(params).await {
+            Ok(result) => serde_json::to_value(result)
+                .map_err(|e| UpstreamError::Protocol { service: self.service.clone(), reason: e.to_string() }),
+            Err(e) => {
+                let err = self.map_error(e);
+                if matches!(err, UpstreamError::Transport { .. }) {
+                    self.invalidate(&conn).await;
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// Closes the connection (ends a stdio child).
+    pub async fn close(&self) {
+        if let Some(conn) = self.connection.lock().await.take()
+            && let Ok(running) = Arc::try_unwrap(conn)
+        {
+            let _ = running.cancel().await;
+        }
+    }
+}
+
+/// A stdio child's stderr goes to our log, line by line.
+fn forward_stderr(service: String, stderr: tokio::process::ChildStderr) {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            info!(target: "durable_mcp::upstream_stderr", service = %service, "{line}");
+        }
+    });
+}
