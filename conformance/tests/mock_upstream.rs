@@ -17,7 +17,11 @@ use rmcp::{
         ProgressNotificationParam, ProtocolVersion, Request, ResourceContents,
     },
     service::{NotificationContext, PeerRequestOptions, RunningService},
-    transport::{StreamableHttpClientTransport, TokioChildProcess},
+    transport::{
+        StreamableHttpClientTransport, TokioChildProcess,
+        common::client_side_sse::ExponentialBackoff,
+        streamable_http_client::StreamableHttpClientTransportConfig,
+    },
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -133,7 +137,11 @@ async fn check_list_tools(client: &Client) {
     assert_eq!(write_once.idempotent_hint, Some(false));
     assert_eq!(write_once.read_only_hint, None);
     assert_eq!(
-        by_name("flaky").annotations.clone().unwrap().idempotent_hint,
+        by_name("flaky")
+            .annotations
+            .clone()
+            .unwrap()
+            .idempotent_hint,
         Some(true)
     );
     assert!(by_name("everything").output_schema.is_some());
@@ -151,7 +159,10 @@ async fn check_echo(client: &Client, ledger: &Ledger) {
     let echoed: Value = serde_json::from_str(text_of(&result)).unwrap();
     assert_eq!(echoed, arguments);
     assert_eq!(ledger.count_key("echo", LedgerEvent::Called, "echo-1"), 1);
-    assert_eq!(ledger.count_key("echo", LedgerEvent::Completed, "echo-1"), 1);
+    assert_eq!(
+        ledger.count_key("echo", LedgerEvent::Completed, "echo-1"),
+        1
+    );
     // Only the key reaches the ledger, never other arguments.
     let raw = std::fs::read_to_string(ledger.path()).unwrap();
     assert!(!raw.contains("nested"), "{raw}");
@@ -397,15 +408,20 @@ async fn stdio_crash_exit_status() {
     let send = |v: Value| format!("{v}\n");
     stdin
         .write_all(
-            send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            send(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
                 "protocolVersion": "2025-06-18", "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "0"}}}))
+                "clientInfo": {"name": "raw", "version": "0"}}}),
+            )
             .as_bytes(),
         )
         .await
         .unwrap();
     let init: Value = serde_json::from_str(&stdout.next_line().await.unwrap().unwrap()).unwrap();
-    assert_eq!(init["result"]["serverInfo"]["name"], "durable-mcp-mock-upstream");
+    assert_eq!(
+        init["result"]["serverInfo"]["name"],
+        "durable-mcp-mock-upstream"
+    );
     for message in [
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
@@ -418,7 +434,11 @@ async fn stdio_crash_exit_status() {
         .unwrap()
         .unwrap();
     assert_eq!(status.code(), Some(CRASH_EXIT_CODE));
-    assert_eq!(stdout.next_line().await.unwrap(), None, "no response after a crash");
+    assert_eq!(
+        stdout.next_line().await.unwrap(),
+        None,
+        "no response after a crash"
+    );
     assert_eq!(fx.ledger.count("crash", LedgerEvent::Crashed), 1);
 }
 
@@ -439,7 +459,10 @@ async fn check_reload(client: &Client, spec: &mut UpstreamSpec, spec_path: &Path
         serde_json::to_value(tool.annotations.as_ref().unwrap()).unwrap()
     };
     let before = client.list_all_tools().await.unwrap();
-    assert_eq!(annotations(&before, "echo"), json!({"title": "Echo", "readOnlyHint": true}));
+    assert_eq!(
+        annotations(&before, "echo"),
+        json!({"title": "Echo", "readOnlyHint": true})
+    );
 
     let changed = json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false});
     spec.tool_mut("echo").unwrap().annotations = Some(changed.clone());
@@ -450,7 +473,10 @@ async fn check_reload(client: &Client, spec: &mut UpstreamSpec, spec_path: &Path
     assert_eq!(annotations(&after, "echo"), changed);
     assert!(after.iter().all(|t| t.name != "refuse"));
     // tools/call sees the new spec too.
-    let error = client.call_tool(call("refuse", json!({}))).await.unwrap_err();
+    let error = client
+        .call_tool(call("refuse", json!({})))
+        .await
+        .unwrap_err();
     assert_eq!(mcp_code(&error), ErrorCode::INVALID_PARAMS.0);
 
     // A torn write keeps the last good spec.
@@ -477,11 +503,21 @@ async fn standard_http(fx: &Fixture) -> durable_mcp_conformance::fixtures::HttpU
 async fn http_standard_tools() {
     let fx = Fixture::new();
     let server = standard_http(&fx).await;
-    assert!(server.url.starts_with("http://127.0.0.1:"), "{}", server.url);
+    assert!(
+        server.url.starts_with("http://127.0.0.1:"),
+        "{}",
+        server.url
+    );
     assert!(server.url.ends_with("/mcp"));
     let client = http_client(&server.url).await;
     assert_eq!(
-        client.peer_info().unwrap().server_info.as_ref().unwrap().name,
+        client
+            .peer_info()
+            .unwrap()
+            .server_info
+            .as_ref()
+            .unwrap()
+            .name,
         "durable-mcp-mock-upstream"
     );
     check_list_tools(&client).await;
@@ -521,7 +557,20 @@ async fn http_cancel_reaches_the_tool() {
 async fn http_crash_aborts_the_response() {
     let fx = Fixture::new();
     let server = standard_http(&fx).await;
-    let client = http_client(&server.url).await;
+    // rmcp trap: the POST's SSE stream had a priming event id, so after the abort the client
+    // resumes with GET + Last-Event-ID, and its default retry policy (ExponentialBackoff,
+    // max_times None) retries forever, 404 included: the call would hang until the caller's own
+    // timeout. Bound the retries to see the failure.
+    let mut backoff = ExponentialBackoff::default();
+    backoff.max_times = Some(1);
+    backoff.base_duration = Duration::from_millis(100);
+    backoff.max_delay = Some(Duration::from_millis(500));
+    let mut config = StreamableHttpClientTransportConfig::with_uri(server.url.clone());
+    config.retry_config = Arc::new(backoff);
+    let client = Recorder::default()
+        .serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .unwrap();
     let outcome = tokio::time::timeout(
         Duration::from_secs(20),
         client.call_tool(call("crash", json!({"key": "h1"}))),
@@ -534,7 +583,10 @@ async fn http_crash_aborts_the_response() {
         "a crash is a transport failure, not a JSON-RPC error: {error:?}"
     );
     assert_eq!(fx.ledger.count_key("crash", LedgerEvent::Crashed, "h1"), 1);
-    assert_eq!(fx.ledger.count_key("crash", LedgerEvent::Completed, "h1"), 0);
+    assert_eq!(
+        fx.ledger.count_key("crash", LedgerEvent::Completed, "h1"),
+        0
+    );
     drop(client);
     // The server itself lives on: a new session works.
     let fresh = http_client(&server.url).await;
@@ -600,6 +652,20 @@ async fn http_modern_client() {
         .unwrap_err();
     assert_eq!(mcp_code(&error), -32603);
     check_cancel_by_drop(&client, &fx.ledger, "modern-drop").await;
+    // crash over a stateless request: the response is cut, the client gets a transport error.
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(20),
+        client.call_tool(call("crash", json!({"key": "modern-crash"}))),
+    )
+    .await
+    .expect("the client notices the aborted response");
+    let error = outcome.unwrap_err();
+    assert!(!matches!(error, ServiceError::McpError(_)), "{error:?}");
+    assert_eq!(
+        fx.ledger
+            .count_key("crash", LedgerEvent::Crashed, "modern-crash"),
+        1
+    );
     client.cancel().await.unwrap();
 }
 
@@ -626,7 +692,10 @@ async fn binary_http_mode_prints_its_url() {
         .unwrap()
         .unwrap();
     let url = line.strip_prefix("LISTENING ").expect(&line).to_owned();
-    assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"), "{url}");
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
+        "{url}"
+    );
     let client = http_client(&url).await;
     check_echo(&client, &fx.ledger).await;
     let entry = &fx.ledger.read()[0];
@@ -677,9 +746,10 @@ async fn fault_unknown_session_is_rejected() {
     assert_ne!(error, "timed out");
     let requests = server.received_requests().await.unwrap();
     assert!(
-        requests
-            .iter()
-            .any(|r| r.headers.get("mcp-session-id").is_some_and(|v| v == faults::LOST_SESSION_ID)),
+        requests.iter().any(|r| r
+            .headers
+            .get("mcp-session-id")
+            .is_some_and(|v| v == faults::LOST_SESSION_ID)),
         "no request carried the session"
     );
 }
@@ -689,22 +759,26 @@ async fn fault_slow_times_out_after_sending() {
     let server = faults::slow(Duration::from_secs(3)).await;
     let client = connect(&faults::mcp_url(&server)).await.unwrap();
     let started = Instant::now();
-    let outcome =
-        tokio::time::timeout(Duration::from_millis(300), client.call_tool(call("x", json!({}))))
-            .await;
+    let outcome = tokio::time::timeout(
+        Duration::from_millis(300),
+        client.call_tool(call("x", json!({}))),
+    )
+    .await;
     assert!(outcome.is_err(), "answered early: {outcome:?}");
     assert!(started.elapsed() < Duration::from_secs(2));
     // The request did reach the server.
     let requests = server.received_requests().await.unwrap();
     assert!(requests.iter().any(|r| {
-        serde_json::from_slice::<Value>(&r.body)
-            .is_ok_and(|v| v["method"] == "tools/call")
+        serde_json::from_slice::<Value>(&r.body).is_ok_and(|v| v["method"] == "tools/call")
     }));
     // Patient callers get the answer.
-    let result = tokio::time::timeout(Duration::from_secs(10), client.call_tool(call("x", json!({}))))
-        .await
-        .unwrap()
-        .unwrap();
+    let result = tokio::time::timeout(
+        Duration::from_secs(10),
+        client.call_tool(call("x", json!({}))),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     assert_eq!(text_of(&result), "slow answer");
 }
 

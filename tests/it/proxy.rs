@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use durable_mcp::{
     nexus::{OperationOutcome, StartOperation},
-    outbound::{ProxyOptions, TransportConfig, UpstreamConfig, run_proxy, service::TIMEOUT_META_KEY},
+    outbound::{TransportConfig, UpstreamConfig, service::TIMEOUT_META_KEY},
     payload,
 };
 use durable_mcp_conformance::fixtures::{
@@ -33,40 +33,6 @@ fn spec() -> UpstreamSpec {
     spec.tools.push(flaky("ro_flaky", json!({"readOnlyHint": true})));
     spec.tools.push(flaky("destructive_flaky", json!({"destructiveHint": true, "idempotentHint": false})));
     spec
-}
-
-/// Runs the proxy on a thread of its own (its future is not `Send`); stops it on drop.
-struct ProxyGuard {
-    shutdown: CancellationToken,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl ProxyGuard {
-    fn start(env: &TestEnv, upstreams: Vec<UpstreamConfig>) -> Self {
-        let shutdown = CancellationToken::new();
-        let token = shutdown.clone();
-        let (address, options) = (
-            env.address.clone(),
-            ProxyOptions { namespace: env.namespace.clone(), task_queue: env.task_queue.clone(), max_concurrent_calls: 50 },
-        );
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-            rt.block_on(async move {
-                let connection = connect(&address).await;
-                run_proxy(connection, options, upstreams, token).await.expect("proxy ran without error");
-            });
-        });
-        Self { shutdown, thread: Some(thread) }
-    }
-}
-
-impl Drop for ProxyGuard {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
 }
 
 fn temp_path(name: &str) -> PathBuf {
@@ -218,4 +184,231 @@ async fn proxy_fronts_an_http_upstream_with_identical_results() {
     assert_eq!(ledger.count_key("echo", LedgerEvent::Called, "h1"), 1);
     drop(_proxy);
     upstream.shutdown().await;
+}
+
+/// Writes `spec` where a stdio mock reads it (re-read on every request).
+fn write_spec(path: &PathBuf, spec: &UpstreamSpec) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec(spec).unwrap()).unwrap();
+    std::fs::rename(tmp, path).unwrap();
+}
+
+#[tokio::test]
+async fn whole_results_match_the_recorded_snapshot_and_oversized_results_fail_clearly() {
+    let env = TestEnv::shared("proxy-fidelity").await;
+    let spec_file = temp_path("spec.json");
+    write_spec(&spec_file, &spec());
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = ProxyGuard::start(&env, vec![stdio_upstream("mock", &spec_file, &ledger)]);
+
+    let everything = tool_result(call(&env, "mock", "everything", json!({})).await);
+    insta::with_settings!({ snapshot_path => "../../fixtures/snapshots", prepend_module_to_snapshot => false }, {
+        insta::assert_json_snapshot!("proxy_everything_result", everything);
+    });
+    let refused = tool_result(call(&env, "mock", "refuse", json!({})).await);
+    insta::with_settings!({ snapshot_path => "../../fixtures/snapshots", prepend_module_to_snapshot => false }, {
+        insta::assert_json_snapshot!("proxy_is_error_result", refused);
+    });
+
+    let large = call(&env, "mock", "large", json!({})).await;
+    let OperationOutcome::Failed { error_type, message, .. } = &large else { panic!("{large:?}") };
+    assert_eq!(error_type.as_deref(), Some("ResultTooLarge"), "{message}");
+    assert!(message.contains("2 MiB"), "the error says what the limit is: {message}");
+}
+
+#[tokio::test]
+async fn crash_mid_call_is_an_unknown_outcome_for_one_attempt_tools_and_the_child_restarts() {
+    let env = TestEnv::shared("proxy-crash").await;
+    let spec_file = temp_path("spec.json");
+    write_spec(&spec_file, &spec());
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = ProxyGuard::start(&env, vec![stdio_upstream("mock", &spec_file, &ledger)]);
+
+    // `crash` is destructive and not idempotent: the tool may have run, so never again.
+    let crashed = call(&env, "mock", "crash", json!({"key": "boom"})).await;
+    let OperationOutcome::Failed { error_type, .. } = &crashed else { panic!("{crashed:?}") };
+    assert_eq!(error_type.as_deref(), Some("ToolCallOutcomeUnknown"), "{crashed:?}");
+    assert_eq!(ledger.count_key("crash", LedgerEvent::Called, "boom"), 1, "{:?}", ledger.read());
+
+    // The dead child is replaced on the next call.
+    let result = tool_result(call(&env, "mock", "echo", json!({"key": "after"})).await);
+    assert_eq!(result["structuredContent"]["key"], json!("after"));
+}
+
+#[tokio::test]
+async fn timed_out_attempts_are_cancelled_upstream_before_their_retry() {
+    let env = TestEnv::shared("proxy-timeout").await;
+    let spec_file = temp_path("spec.json");
+    write_spec(&spec_file, &spec());
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let mut upstream = stdio_upstream("mock", &spec_file, &ledger);
+    upstream.overrides.insert(
+        "slow".into(),
+        toml::from_str("start_to_close_timeout = \"2s\"\nheartbeat_timeout = \"1s\"\nretry_policy = { maximum_attempts = 2, initial_interval = \"100ms\" }").unwrap(),
+    );
+    let _proxy = ProxyGuard::start(&env, vec![upstream]);
+
+    let outcome = call(&env, "mock", "slow", json!({"key": "t"})).await;
+    assert!(matches!(outcome, OperationOutcome::Failed { .. } | OperationOutcome::TimedOut { .. }), "{outcome:?}");
+    assert_eq!(ledger.count_key("slow", LedgerEvent::Called, "t"), 2, "{:?}", ledger.read());
+    // Each timed-out attempt was cancelled upstream: none kept running beside its retry.
+    assert_eq!(
+        ledger.wait_for_count("slow", LedgerEvent::Cancelled, 2, Duration::from_secs(20)).await,
+        2,
+        "{:?}",
+        ledger.read()
+    );
+    let entries = ledger.read();
+    let first_cancel = entries.iter().find(|e| e.tool == "slow" && e.event == LedgerEvent::Cancelled).unwrap().at_ms;
+    let second_call = entries.iter().filter(|e| e.tool == "slow" && e.event == LedgerEvent::Called).nth(1).unwrap().at_ms;
+    assert!(first_cancel <= second_call, "attempt 1 was cancelled before attempt 2 started: {entries:?}");
+}
+
+#[tokio::test]
+async fn a_retried_start_reattaches_before_reading_discovery() {
+    use durable_mcp::{
+        nexus::StartContext,
+        outbound::{discovery::Discovery, service::{ServiceContext, proxy_service}, upstream::UpstreamClient},
+    };
+    let env = TestEnv::shared("proxy-reattach").await;
+    let spec_file = temp_path("spec.json");
+    write_spec(&spec_file, &spec());
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let upstream = stdio_upstream("mock", &spec_file, &ledger);
+    // The proxy's activity worker runs the calls; the handler is driven directly below, as the
+    // server would on a retried start (same request id).
+    let _proxy = ProxyGuard::start(&env, vec![upstream]);
+    // The handler's discovery reads its own copy of the spec, so the test can change what
+    // discovery sees without changing what the upstream executes.
+    let discovery_spec = temp_path("discovery-spec.json");
+    write_spec(&discovery_spec, &spec());
+    let client = std::sync::Arc::new(UpstreamClient::new(
+        "mock",
+        stdio_upstream("mock", &discovery_spec, &Ledger::new(temp_path("discovery-ledger.jsonl"))).transport,
+    ));
+    let discovery = std::sync::Arc::new(Discovery::new(client.clone()));
+    discovery.refresh().await.unwrap();
+    let service = proxy_service(ServiceContext {
+        service: "mock".into(),
+        connection: env.connection.clone(),
+        namespace: env.namespace.clone(),
+        task_queue: env.task_queue.clone(),
+        activity_options: Default::default(),
+        overrides: BTreeMap::new(),
+        discovery: discovery.clone(),
+    });
+    let handler = service.handler("write_once").unwrap().clone();
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let ctx = StartContext {
+        endpoint: env.endpoint.clone(),
+        service: "mock".into(),
+        operation: "write_once".into(),
+        request_id: request_id.clone(),
+        callback: String::new(),
+        callback_headers: Default::default(),
+        headers: Default::default(),
+        links: vec![],
+        deadline: None,
+        cancelled: CancellationToken::new(),
+    };
+    let input = payload::to_payload(&json!({"key": "w1"})).unwrap();
+    let first = handler.start(ctx.clone(), input.clone()).await.unwrap();
+
+    // Between the attempts discovery stops listing the tool.
+    let mut changed = spec();
+    changed.tools.retain(|t| t.name != "write_once");
+    write_spec(&discovery_spec, &changed);
+    let tools = discovery.refresh().await.unwrap();
+    assert!(!tools.iter().any(|t| t["name"] == "write_once"));
+
+    let second = handler.start(ctx, input).await.expect("the retried start reattaches, it does not re-read discovery");
+    assert_eq!(first, second, "same activity run");
+    assert_eq!(ledger.wait_for_count("write_once", LedgerEvent::Completed, 1, Duration::from_secs(20)).await, 1);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(ledger.count_key("write_once", LedgerEvent::Called, "w1"), 1, "the tool ran once: {:?}", ledger.read());
+    client.close().await;
+}
+
+#[tokio::test]
+async fn discovery_failure_keeps_the_last_good_list() {
+    use durable_mcp::outbound::{discovery::Discovery, upstream::UpstreamClient};
+    init_tracing();
+    let upstream = serve_http(SpecSource::Inline(spec()), None, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let transport = TransportConfig::Http { url: upstream.url.parse().unwrap(), headers: BTreeMap::new() };
+    let discovery = Discovery::new(std::sync::Arc::new(UpstreamClient::new("web", transport.clone())));
+    let first = discovery.refresh().await.unwrap();
+    upstream.shutdown().await;
+    let kept = discovery.refresh().await.expect("the last good list is kept");
+    assert_eq!(kept, first);
+    assert!(discovery.tool("echo").is_some());
+
+    // An upstream that never answered has no list to keep: a clear error naming it.
+    let dead = Discovery::new(std::sync::Arc::new(UpstreamClient::new(
+        "nowhere",
+        TransportConfig::Http { url: "http://127.0.0.1:9/mcp".parse().unwrap(), headers: BTreeMap::new() },
+    )));
+    let err = dead.refresh().await.unwrap_err();
+    assert!(err.to_string().contains("nowhere"), "{err}");
+}
+
+#[tokio::test]
+async fn connection_refused_is_retried_within_the_attempt_even_for_one_attempt_tools() {
+    let env = TestEnv::shared("proxy-refused").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let upstream = serve_http(SpecSource::Inline(spec()), Some(ledger.path().to_owned()), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let addr = upstream.addr;
+    let config = UpstreamConfig {
+        service: "web".into(),
+        transport: TransportConfig::Http { url: upstream.url.parse().unwrap(), headers: BTreeMap::new() },
+        activity_options: Default::default(),
+        overrides: BTreeMap::new(),
+    };
+    let _proxy = ProxyGuard::start(&env, vec![config]);
+    // Discovery succeeded at startup; now the upstream goes away.
+    let _ = tool_result(call(&env, "web", "echo", json!({"key": "warm"})).await);
+    upstream.shutdown().await;
+
+    let mut start = StartOperation::new(
+        format!("refused-{}", uuid::Uuid::new_v4()),
+        &env.endpoint,
+        "web",
+        "write_once",
+        payload::to_payload(&json!({"key": "nd"})).unwrap(),
+    );
+    start.schedule_to_close = Some(Duration::from_secs(90));
+    let (op, _) = env.client.start(start).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The upstream comes back on the same address: the pending call goes through, once.
+    let _back = serve_http(SpecSource::Inline(spec()), Some(ledger.path().to_owned()), addr).await.unwrap();
+    let outcome = env.client.wait(&op, &CancellationToken::new()).await.unwrap();
+    let result = tool_result(outcome);
+    assert_eq!(result["structuredContent"]["key"], json!("nd"));
+    assert_eq!(ledger.count_key("write_once", LedgerEvent::Called, "nd"), 1, "{:?}", ledger.read());
+}
+
+#[tokio::test]
+async fn http_upstream_dying_mid_response_is_an_unknown_outcome_not_a_hang() {
+    let env = TestEnv::shared("proxy-http-crash").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let upstream = serve_http(SpecSource::Inline(spec()), Some(ledger.path().to_owned()), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let config = UpstreamConfig {
+        service: "web".into(),
+        transport: TransportConfig::Http { url: upstream.url.parse().unwrap(), headers: BTreeMap::new() },
+        activity_options: Default::default(),
+        overrides: BTreeMap::new(),
+    };
+    let _proxy = ProxyGuard::start(&env, vec![config]);
+    let outcome = tokio::time::timeout(Duration::from_secs(60), call(&env, "web", "crash", json!({"key": "mid"})))
+        .await
+        .expect("a response cut mid-way ends the call; it must not hang");
+    let OperationOutcome::Failed { error_type, .. } = &outcome else { panic!("{outcome:?}") };
+    assert_eq!(error_type.as_deref(), Some("ToolCallOutcomeUnknown"), "{outcome:?}");
+    assert_eq!(ledger.count_key("crash", LedgerEvent::Called, "mid"), 1, "{:?}", ledger.read());
+    // The upstream is still up: the next call reconnects and succeeds.
+    let result = tool_result(call(&env, "web", "echo", json!({"key": "next"})).await);
+    assert_eq!(result["structuredContent"]["key"], json!("next"));
 }

@@ -17,6 +17,7 @@ use durable_mcp::{
 };
 use durable_mcp_conformance::harness::{self, DevServer};
 use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
 use serde::{Deserialize, Serialize};
 use temporalio_client::{Client, ClientOptions, Connection};
 use temporalio_macros::activities;
@@ -379,3 +380,40 @@ pub fn activity_service(env: &TestEnv, name: &str, fail_first_attempt: bool) -> 
         }),
     )
 }
+
+// ---- the outbound proxy ------------------------------------------------------------------
+
+/// Runs the proxy on a thread of its own (its future is not `Send`); stops it on drop.
+pub struct ProxyGuard {
+    shutdown: CancellationToken,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ProxyGuard {
+    pub fn start(env: &TestEnv, upstreams: Vec<durable_mcp::outbound::UpstreamConfig>) -> Self {
+        let shutdown = CancellationToken::new();
+        let token = shutdown.clone();
+        let (address, options) = (
+            env.address.clone(),
+            durable_mcp::outbound::ProxyOptions { namespace: env.namespace.clone(), task_queue: env.task_queue.clone(), max_concurrent_calls: 50 },
+        );
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            rt.block_on(async move {
+                let connection = connect(&address).await;
+                durable_mcp::outbound::run_proxy(connection, options, upstreams, token).await.expect("proxy ran without error");
+            });
+        });
+        Self { shutdown, thread: Some(thread) }
+    }
+}
+
+impl Drop for ProxyGuard {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+

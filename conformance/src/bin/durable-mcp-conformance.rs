@@ -65,7 +65,7 @@ async fn main() -> anyhow::Result<()> {
             })
             .await?;
             println!(
-                "Temporal dev server {} is up.",
+                "Temporal dev server ({}) is up.",
                 server.version().map(|v| v.to_string()).unwrap_or_default()
             );
             println!("  export TEMPORAL_ADDRESS={}", server.address());

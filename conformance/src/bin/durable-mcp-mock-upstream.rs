@@ -4,8 +4,8 @@
 //! `LISTENING http://127.0.0.1:PORT/mcp` on stdout once it accepts connections, then serves until
 //! Ctrl-C or SIGTERM.
 
-use std::net::SocketAddr;
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
@@ -52,7 +52,10 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let cli = Cli::parse();
     if cli.print_standard_spec {
-        println!("{}", serde_json::to_string_pretty(&UpstreamSpec::standard())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&UpstreamSpec::standard())?
+        );
         return Ok(());
     }
     let spec = match cli.spec {

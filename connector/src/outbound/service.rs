@@ -189,7 +189,8 @@ impl OperationHandler for ToolCall {
                     retry_policy: Some(options.retry_policy.to_proto()),
                     use_existing: true,
                     reuse_policy: Some(ActivityIdReusePolicy::RejectDuplicate),
-                    completion_callback: Some((start.callback.clone(), start.callback_headers.clone())),
+                    completion_callback: (!start.callback.is_empty())
+                        .then(|| (start.callback.clone(), start.callback_headers.clone())),
                     priority: options.priority.as_ref().map(|p| p.to_proto()),
                     summary: options.summary.clone().or_else(|| Some(format!("{}: {tool}", ctx.service))),
                 },

@@ -51,6 +51,9 @@ impl UpstreamError {
 
 type Connection = Arc<RunningService<RoleClient, ()>>;
 
+/// How often a broken Streamable HTTP response stream is resumed before the call fails.
+const SSE_RESUME_ATTEMPTS: usize = 3;
+
 /// A reusable, self-healing client for one upstream MCP server.
 pub struct UpstreamClient {
     service: String,
@@ -107,7 +110,14 @@ impl UpstreamClient {
                         .map_err(|_| connect_error(format!("header {name} has an invalid value")))?;
                     custom.insert(name, value);
                 }
-                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+                // rmcp's default resumes an aborted response stream forever, so a call whose
+                // upstream died mid-response would hang: bound it, and let the failure surface.
+                let mut backoff = rmcp::transport::common::client_side_sse::ExponentialBackoff::default();
+                backoff.max_times = Some(SSE_RESUME_ATTEMPTS);
+                backoff.base_duration = Duration::from_millis(200);
+                backoff.max_delay = Some(Duration::from_secs(2));
+                config.retry_config = Arc::new(backoff);
                 let transport = StreamableHttpClientTransport::from_config(config);
                 ().serve(transport).await.map_err(|e| connect_error(e.to_string()))?
             }

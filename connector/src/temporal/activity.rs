@@ -80,7 +80,8 @@ pub async fn start_activity(
             .reuse_policy
             .unwrap_or(ActivityIdReusePolicy::Unspecified)
             .into(),
-        on_conflict_options: start.use_existing.then_some(OnConflictOptions {
+        // The server accepts attach options only when there is something to attach.
+        on_conflict_options: (start.use_existing && start.completion_callback.is_some()).then_some(OnConflictOptions {
             attach_request_id: true,
             attach_completion_callbacks: true,
             attach_links: true,
