@@ -9,6 +9,7 @@
 //! - [`outbound`]: the proxy that fronts upstream MCP servers as Nexus services.
 
 pub mod nexus;
+pub mod inbound;
 pub mod outbound;
 pub mod payload;
 pub mod temporal;

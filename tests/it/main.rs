@@ -7,7 +7,9 @@ mod support;
 
 mod nexus_cancel;
 mod nexus_errors;
+mod connector;
 mod nexus_roundtrip;
 mod proxy;
+mod proxy_everything;
 mod server_restart;
 mod spec_rules;

@@ -412,3 +412,43 @@ async fn http_upstream_dying_mid_response_is_an_unknown_outcome_not_a_hang() {
     let result = tool_result(call(&env, "web", "echo", json!({"key": "next"})).await);
     assert_eq!(result["structuredContent"]["key"], json!("next"));
 }
+
+/// R-PRX-5/8 at the connection level: each HTTP fault ends in a clear error, none hangs, and
+/// failures before the request was sent are classified as never delivered.
+#[tokio::test]
+async fn http_faults_end_in_clear_errors_with_the_right_phase() {
+    use durable_mcp::outbound::{errors::Phase, upstream::UpstreamClient};
+    use durable_mcp_conformance::fixtures::faults;
+    init_tracing();
+    let client_for = |url: &str| UpstreamClient::new("faulty", TransportConfig::Http { url: url.parse().unwrap(), headers: BTreeMap::new() });
+    let within = Duration::from_secs(20);
+
+    let server = faults::http_500().await;
+    let err = tokio::time::timeout(within, client_for(&faults::mcp_url(&server)).list_tools(Duration::from_secs(5)))
+        .await
+        .expect("HTTP 500 does not hang")
+        .unwrap_err();
+    assert_eq!(err.phase(), Phase::NotDelivered, "{err}");
+    assert!(err.to_string().contains("faulty"), "the error names the upstream: {err}");
+
+    let reset = faults::reset().await;
+    let err = tokio::time::timeout(within, client_for(&reset.url).list_tools(Duration::from_secs(5)))
+        .await
+        .expect("a reset does not hang")
+        .unwrap_err();
+    assert_eq!(err.phase(), Phase::NotDelivered, "{err}");
+
+    let server = faults::unknown_session().await;
+    let err = tokio::time::timeout(within, client_for(&faults::mcp_url(&server)).list_tools(Duration::from_secs(5)))
+        .await
+        .expect("a lost session does not hang")
+        .unwrap_err();
+    assert!(!err.to_string().is_empty());
+
+    let server = faults::slow(Duration::from_secs(30)).await;
+    let err = tokio::time::timeout(within, client_for(&faults::mcp_url(&server)).list_tools(Duration::from_secs(2)))
+        .await
+        .expect("a stalled upstream is timed out")
+        .unwrap_err();
+    assert_eq!(err.phase(), Phase::MayHaveRun, "a read timeout after sending: {err}");
+}

@@ -163,7 +163,7 @@ impl UpstreamClient {
         match listed {
             Ok(Ok(tools)) => tools
                 .into_iter()
-                .map(|t| serde_json::to_value(t).map_err(|e| UpstreamError::Protocol { service: self.service.clone(), reason: e.to_string() }))
+                .map(|t| to_json(&t).map_err(|reason| UpstreamError::Protocol { service: self.service.clone(), reason }))
                 .collect(),
             Ok(Err(e)) => {
                 let err = self.map_error(e);
@@ -190,8 +190,7 @@ impl UpstreamClient {
         let conn = self.connect().await?;
         let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
         match conn.peer().call_tool(params).await {
-            Ok(result) => serde_json::to_value(result)
-                .map_err(|e| UpstreamError::Protocol { service: self.service.clone(), reason: e.to_string() }),
+            Ok(result) => to_json(&result).map_err(|reason| UpstreamError::Protocol { service: self.service.clone(), reason }),
             Err(e) => {
                 let err = self.map_error(e);
                 if matches!(err, UpstreamError::Transport { .. }) {
@@ -210,6 +209,14 @@ impl UpstreamClient {
             let _ = running.cancel().await;
         }
     }
+}
+
+/// rmcp's model as JSON, through text: `serde_json::to_value` widens `f32` fields (annotation
+/// `priority`) to imprecise `f64`s (0.7 becomes 0.699999988079071); printing then parsing
+/// keeps the number the upstream sent.
+fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, String> {
+    let text = serde_json::to_string(value).map_err(|e| e.to_string())?;
+    serde_json::from_str(&text).map_err(|e| e.to_string())
 }
 
 /// A stdio child's stderr goes to our log, line by line.

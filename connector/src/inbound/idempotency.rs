@@ -1,0 +1,461 @@
+//! Idempotency keys: the same caller, tool and key are the same execution.
+//!
+//! A client puts a key in the `tools/call` request's `_meta` (`idempotencyKey`, or
+//! `idempotency_key` as other SDKs spell it). The connector then derives the Nexus operation ID
+//! from (caller scope, tool, key) instead of the request ID ([`operation_id`]), so a retry, from
+//! a reconnected client or after a connector restart, reaches the same operation: Temporal
+//! attaches to it whether it is running or finished.
+//!
+//! Temporal attaches silently, even when the arguments differ. The connector therefore stores
+//! [`arguments_fingerprint`] with the first call and compares it on every reattach; a mismatch
+//! is an `IdempotencyConflict` tool error and the first execution is left alone.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde_json::{Map, Value};
+use sha2::{Digest as _, Sha256};
+
+/// The `_meta` field clients should send.
+pub const META_FIELD: &str = "idempotencyKey";
+/// The snake_case spelling, also accepted.
+pub const META_FIELD_SNAKE: &str = "idempotency_key";
+/// Longest key, in characters (Unicode scalar values, not bytes).
+pub const MAX_KEY_CHARS: usize = 256;
+
+/// A validated key: 1 to [`MAX_KEY_CHARS`] characters, no control characters.
+///
+/// Keys may carry meaning a client would rather not log (an order number, an email), so
+/// `Debug` hides the text; [`IdempotencyKey::as_str`] gives it to code that needs it.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct IdempotencyKey(String);
+
+impl std::fmt::Debug for IdempotencyKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IdempotencyKey(***)")
+    }
+}
+
+impl IdempotencyKey {
+    /// Validates a key as if it came in `_meta.idempotencyKey`.
+    pub fn new(key: impl Into<String>) -> Result<Self, IdempotencyError> {
+        let key = key.into();
+        validate(META_FIELD, &key)?;
+        Ok(Self(key))
+    }
+
+    /// The key's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Why a request's idempotency key was refused. Messages never repeat the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdempotencyError {
+    #[error("`_meta.{field}` must be a string of 1 to {MAX_KEY_CHARS} characters; got {found}")]
+    NotAString {
+        field: &'static str,
+        found: &'static str,
+    },
+    #[error("`_meta.{field}` must be 1 to {MAX_KEY_CHARS} characters long; got {chars} characters")]
+    Length { field: &'static str, chars: usize },
+    #[error("`_meta.{field}` must not contain control characters; found one at character {index}")]
+    ControlCharacter { field: &'static str, index: usize },
+    #[error(
+        "`_meta.{META_FIELD}` and `_meta.{META_FIELD_SNAKE}` are both set and differ; send one key"
+    )]
+    Conflicting,
+}
+
+fn validate(field: &'static str, key: &str) -> Result<(), IdempotencyError> {
+    let chars = key.chars().count();
+    if !(1..=MAX_KEY_CHARS).contains(&chars) {
+        return Err(IdempotencyError::Length { field, chars });
+    }
+    if let Some(index) = key.chars().position(char::is_control) {
+        return Err(IdempotencyError::ControlCharacter { field, index });
+    }
+    Ok(())
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The idempotency key of a request's `_meta`, if it has one.
+///
+/// `idempotencyKey` wins over `idempotency_key`; both present with different values is an
+/// error rather than a guess. A present key that is not a valid string (null included) is an
+/// error, never "no key": silently running the call again is what the client sent a key to avoid.
+pub fn key_from_meta(
+    meta: &Map<String, Value>,
+) -> Result<Option<IdempotencyKey>, IdempotencyError> {
+    let (field, value) = match (meta.get(META_FIELD), meta.get(META_FIELD_SNAKE)) {
+        (None, None) => return Ok(None),
+        (Some(a), Some(b)) if a != b => return Err(IdempotencyError::Conflicting),
+        (Some(a), _) => (META_FIELD, a),
+        (None, Some(b)) => (META_FIELD_SNAKE, b),
+    };
+    let Value::String(key) = value else {
+        return Err(IdempotencyError::NotAString {
+            field,
+            found: json_type(value),
+        });
+    };
+    validate(field, key)?;
+    Ok(Some(IdempotencyKey(key.clone())))
+}
+
+/// The operation ID for a keyed call: `<connector>-idem-<base64url(sha256(owner \0 tool \0 key))>`.
+///
+/// Same caller, tool and key give the same ID on every replica and after restarts; the raw key
+/// never appears in it (operation IDs are visible in Temporal). The encoding is unambiguous:
+/// the owner hash is base64url and a key has no control characters, so neither contains `\0`.
+pub fn operation_id(
+    connector_name: &str,
+    owner_hash: &str,
+    tool: &str,
+    key: &IdempotencyKey,
+) -> String {
+    let mut h = Sha256::new();
+    h.update(owner_hash.as_bytes());
+    h.update([0]);
+    h.update(tool.as_bytes());
+    h.update([0]);
+    h.update(key.0.as_bytes());
+    format!(
+        "{connector_name}-idem-{}",
+        URL_SAFE_NO_PAD.encode(h.finalize())
+    )
+}
+
+/// base64url(sha256(canonical JSON of `args`)): equal for equal arguments whatever their key
+/// order.
+///
+/// Numbers are compared as serde_json prints them, so `1` and `1.0` differ. Callers should
+/// fingerprint absent arguments as `{}` so that omitting them and sending `{}` agree.
+pub fn arguments_fingerprint(args: &Value) -> String {
+    URL_SAFE_NO_PAD.encode(Sha256::digest(canonical_json(args).as_bytes()))
+}
+
+/// Compact JSON with object keys sorted (by UTF-8 bytes) at every level.
+///
+/// Sorted explicitly rather than relying on `serde_json::Map` iteration order, which follows
+/// insertion order when any crate in the build enables serde_json's `preserve_order`.
+pub fn canonical_json(v: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(v, &mut out);
+    out
+}
+
+fn write_canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (k, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(item, out);
+            }
+            out.push('}');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn meta(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    fn key(s: &str) -> IdempotencyKey {
+        IdempotencyKey::new(s).unwrap()
+    }
+
+    #[test]
+    fn both_spellings_are_read() {
+        assert_eq!(
+            key_from_meta(&meta(json!({"idempotencyKey": "k1"}))),
+            Ok(Some(key("k1")))
+        );
+        assert_eq!(
+            key_from_meta(&meta(json!({"idempotency_key": "k2"}))),
+            Ok(Some(key("k2")))
+        );
+        assert_eq!(
+            key_from_meta(&meta(
+                json!({"idempotencyKey": "k", "idempotency_key": "k"})
+            )),
+            Ok(Some(key("k")))
+        );
+        assert_eq!(key_from_meta(&meta(json!({"progressToken": 3}))), Ok(None));
+    }
+
+    #[test]
+    fn conflicting_spellings_are_an_error() {
+        let err = key_from_meta(&meta(
+            json!({"idempotencyKey": "a", "idempotency_key": "b"}),
+        ))
+        .unwrap_err();
+        assert_eq!(err, IdempotencyError::Conflicting);
+        assert!(
+            err.to_string().contains("idempotencyKey")
+                && err.to_string().contains("idempotency_key")
+        );
+        let err =
+            key_from_meta(&meta(json!({"idempotencyKey": "a", "idempotency_key": 1}))).unwrap_err();
+        assert_eq!(err, IdempotencyError::Conflicting);
+    }
+
+    #[test]
+    fn non_strings_are_errors_naming_the_field() {
+        for (v, found) in [
+            (json!(null), "null"),
+            (json!(5), "a number"),
+            (json!(["k"]), "an array"),
+            (json!({}), "an object"),
+            (json!(true), "a boolean"),
+        ] {
+            let err = key_from_meta(&meta(json!({"idempotency_key": v}))).unwrap_err();
+            assert_eq!(
+                err,
+                IdempotencyError::NotAString {
+                    field: "idempotency_key",
+                    found
+                }
+            );
+            assert!(err.to_string().starts_with(
+                "`_meta.idempotency_key` must be a string of 1 to 256 characters; got "
+            ));
+        }
+    }
+
+    #[test]
+    fn length_is_counted_in_characters() {
+        let get = |s: String| key_from_meta(&meta(json!({"idempotencyKey": s})));
+        assert_eq!(
+            get(String::new()),
+            Err(IdempotencyError::Length {
+                field: "idempotencyKey",
+                chars: 0
+            })
+        );
+        assert!(get("x".into()).unwrap().is_some());
+        assert!(get("x".repeat(256)).unwrap().is_some());
+        assert_eq!(
+            get("x".repeat(257)),
+            Err(IdempotencyError::Length {
+                field: "idempotencyKey",
+                chars: 257
+            })
+        );
+        // 256 three-byte characters are 768 bytes and still a valid key; 257 are not.
+        assert!(get("€".repeat(256)).unwrap().is_some());
+        assert_eq!(
+            get("€".repeat(257)),
+            Err(IdempotencyError::Length {
+                field: "idempotencyKey",
+                chars: 257
+            })
+        );
+        assert!(get("🦀".repeat(256)).unwrap().is_some());
+        assert_eq!(
+            get(String::new()).unwrap_err().to_string(),
+            "`_meta.idempotencyKey` must be 1 to 256 characters long; got 0 characters"
+        );
+    }
+
+    #[test]
+    fn control_characters_are_rejected() {
+        for (s, index) in [("a\nb", 1), ("\0", 0), ("ab\u{7f}", 2), ("é\u{85}", 1)] {
+            assert_eq!(
+                IdempotencyKey::new(s),
+                Err(IdempotencyError::ControlCharacter {
+                    field: "idempotencyKey",
+                    index
+                })
+            );
+        }
+        assert!(IdempotencyKey::new("spaces and ünïcode are fine").is_ok());
+    }
+
+    #[test]
+    fn errors_and_debug_never_show_the_key() {
+        assert_eq!(
+            format!("{:?}", key("secret-order-17")),
+            "IdempotencyKey(***)"
+        );
+        let err = IdempotencyKey::new(format!("secret{}", "x".repeat(300))).unwrap_err();
+        assert!(!err.to_string().contains("secret"));
+    }
+
+    #[test]
+    fn operation_ids_are_scoped_and_hide_the_key() {
+        let id = operation_id("conn", "ownerA", "refund", &key("order-17"));
+        assert_eq!(
+            id,
+            operation_id("conn", "ownerA", "refund", &key("order-17")),
+            "deterministic"
+        );
+        assert!(id.starts_with("conn-idem-"));
+        assert_eq!(id.len(), "conn-idem-".len() + 43);
+        assert!(!id.contains("order-17"));
+        assert_ne!(
+            id,
+            operation_id("conn", "ownerB", "refund", &key("order-17"))
+        );
+        assert_ne!(
+            id,
+            operation_id("conn", "ownerA", "lookup", &key("order-17"))
+        );
+        assert_ne!(
+            id,
+            operation_id("conn", "ownerA", "refund", &key("order-18"))
+        );
+        assert_ne!(
+            id,
+            operation_id("other", "ownerA", "refund", &key("order-17"))
+        );
+        // Field boundaries cannot be shifted.
+        assert_ne!(
+            operation_id("c", "o", "ab", &key("c")),
+            operation_id("c", "o", "a", &key("bc"))
+        );
+    }
+
+    #[test]
+    fn fingerprint_ignores_key_order_only() {
+        let a = serde_json::from_str::<Value>(r#"{"a":1,"b":{"y":[1,{"q":2,"p":3}],"x":null}}"#)
+            .unwrap();
+        let b = serde_json::from_str::<Value>(
+            r#"{ "b": {"x": null, "y": [1, {"p": 3, "q": 2}]}, "a": 1 }"#,
+        )
+        .unwrap();
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":1,"b":{"x":null,"y":[1,{"p":3,"q":2}]}}"#
+        );
+        assert_eq!(arguments_fingerprint(&a), arguments_fingerprint(&b));
+        assert_ne!(
+            arguments_fingerprint(&json!({"a": 1})),
+            arguments_fingerprint(&json!({"a": 1.0}))
+        );
+        assert_ne!(
+            arguments_fingerprint(&json!([1, 2])),
+            arguments_fingerprint(&json!([2, 1]))
+        );
+        assert_ne!(
+            arguments_fingerprint(&json!({"a": "1"})),
+            arguments_fingerprint(&json!({"a": 1}))
+        );
+        assert_eq!(
+            canonical_json(&json!({"k\"\n": "é"})),
+            "{\"k\\\"\\n\":\"é\"}"
+        );
+    }
+
+    /// JSON values whose numbers survive a text round trip exactly.
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            (-1_000_000i32..1_000_000).prop_map(|n| Value::from(f64::from(n) / 8.0)),
+            "\\PC{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map("[a-c\"é]{0,3}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Writes `v` as JSON text with object keys in a seed-dependent, unsorted order.
+    fn shuffled_text(v: &Value, seed: u64) -> String {
+        match v {
+            Value::Array(items) => {
+                let parts: Vec<_> = items.iter().map(|i| shuffled_text(i, seed)).collect();
+                format!("[ {} ]", parts.join(" , "))
+            }
+            Value::Object(map) => {
+                let mut entries: Vec<_> = map.iter().collect();
+                if !entries.is_empty() {
+                    let n = entries.len();
+                    entries.rotate_left((seed as usize) % n);
+                    if seed & 1 == 1 {
+                        entries.reverse();
+                    }
+                }
+                let parts: Vec<_> = entries
+                    .into_iter()
+                    .map(|(k, i)| {
+                        format!(
+                            "{} : {}",
+                            Value::String(k.clone()),
+                            shuffled_text(i, seed.rotate_left(7))
+                        )
+                    })
+                    .collect();
+                format!("{{ {} }}", parts.join(" , "))
+            }
+            scalar => scalar.to_string(),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn fingerprint_is_invariant_under_key_reordering(v in json_value(), seed in any::<u64>()) {
+            let reparsed: Value = serde_json::from_str(&shuffled_text(&v, seed)).unwrap();
+            prop_assert_eq!(arguments_fingerprint(&reparsed), arguments_fingerprint(&v));
+        }
+
+        #[test]
+        fn different_values_have_different_fingerprints(a in json_value(), b in json_value()) {
+            prop_assume!(a != b);
+            prop_assert_ne!(arguments_fingerprint(&a), arguments_fingerprint(&b));
+        }
+
+        #[test]
+        fn canonical_json_parses_back_to_the_same_value(v in json_value()) {
+            prop_assert_eq!(serde_json::from_str::<Value>(&canonical_json(&v)).unwrap(), v);
+        }
+
+        #[test]
+        fn valid_keys_are_accepted_and_scoped(k in "[^\\p{Cc}]{1,256}", owner in "[A-Za-z0-9_-]{22}", tool in "[a-z_]{1,12}") {
+            let key = IdempotencyKey::new(k.clone()).unwrap();
+            prop_assert_eq!(key.as_str(), k.as_str());
+            let id = operation_id("c", &owner, &tool, &key);
+            prop_assert_ne!(id, operation_id("c", &owner, &format!("{tool}x"), &key));
+        }
+    }
+}

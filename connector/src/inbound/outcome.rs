@@ -1,0 +1,262 @@
+//! How a Nexus operation's outcome becomes the MCP `CallToolResult` the caller sees.
+//!
+//! | Outcome | `CallToolResult` |
+//! |---|---|
+//! | Result, payload marked `CallToolResult` | passed through unchanged (content, `structuredContent`, `_meta` and `isError` as the tool gave them) |
+//! | Result, plain string | `{"content": [{"type": "text", "text": <the string>}], "isError": false}` |
+//! | Result, plain object | text content with the compact JSON text, `"isError": false`, and `"structuredContent": <the object>` |
+//! | Result, any other plain value | text content with the compact JSON text, `"isError": false` |
+//! | Failed | `isError: true`, text: the failure message (`The tool call failed.` when empty); `_meta["io.durable-mcp/errorType"]` = the failure's type when known |
+//! | Canceled | `isError: true`, text: `The tool call was canceled: <message>` |
+//! | TimedOut | `isError: true`, text: `The tool call timed out: <message>` |
+//! | Terminated | `isError: true`, text: `The tool call was terminated: <message>` |
+//!
+//! The message is the one Temporal reports; an empty message drops the `: <message>` tail.
+//! Failures are tool errors (`isError`), not JSON-RPC errors: the call reached the tool's
+//! execution, and MCP tells models to read tool errors and react to them. The three fixed
+//! prefixes let a caller tell "stopped" apart from "the tool said no" without parsing Temporal
+//! messages. Only a plain *object* becomes `structuredContent`, because MCP requires it to be
+//! one.
+
+use serde_json::{Map, Value, json};
+
+/// `_meta` key carrying a failed operation's error type (for example an application error type
+/// such as `IdempotencyConflict`).
+pub const ERROR_TYPE_META: &str = "io.durable-mcp/errorType";
+
+/// How a Nexus operation ended, as the connector sees it after decoding payloads.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Completed with a value; `marked_call_tool_result` says the payload was marked as a whole
+    /// MCP `CallToolResult` (see [`crate::payload::CALL_TOOL_RESULT`]).
+    Result {
+        payload_json: Value,
+        marked_call_tool_result: bool,
+    },
+    /// The operation failed; `error_type` is the failure's type when Temporal reports one.
+    Failed {
+        message: String,
+        error_type: Option<String>,
+    },
+    Canceled {
+        message: String,
+    },
+    TimedOut {
+        message: String,
+    },
+    Terminated {
+        message: String,
+    },
+}
+
+/// The `CallToolResult` JSON for an outcome (see the module doc's table).
+pub fn to_call_tool_result(o: &Outcome) -> Value {
+    match o {
+        Outcome::Result {
+            payload_json,
+            marked_call_tool_result: true,
+        } => payload_json.clone(),
+        Outcome::Result {
+            payload_json,
+            marked_call_tool_result: false,
+        } => {
+            let text = match payload_json {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let mut result = text_result(text, false);
+            if payload_json.is_object() {
+                result.insert("structuredContent".into(), payload_json.clone());
+            }
+            Value::Object(result)
+        }
+        Outcome::Failed {
+            message,
+            error_type,
+        } => {
+            let text = if message.is_empty() {
+                "The tool call failed.".to_owned()
+            } else {
+                message.clone()
+            };
+            let mut result = text_result(text, true);
+            if let Some(t) = error_type {
+                result.insert("_meta".into(), json!({ ERROR_TYPE_META: t }));
+            }
+            Value::Object(result)
+        }
+        Outcome::Canceled { message } => Value::Object(text_result(
+            prefixed("The tool call was canceled", message),
+            true,
+        )),
+        Outcome::TimedOut { message } => Value::Object(text_result(
+            prefixed("The tool call timed out", message),
+            true,
+        )),
+        Outcome::Terminated { message } => Value::Object(text_result(
+            prefixed("The tool call was terminated", message),
+            true,
+        )),
+    }
+}
+
+fn prefixed(prefix: &str, message: &str) -> String {
+    if message.is_empty() {
+        format!("{prefix}.")
+    } else {
+        format!("{prefix}: {message}")
+    }
+}
+
+fn text_result(text: String, is_error: bool) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("content".into(), json!([{ "type": "text", "text": text }]));
+    m.insert("isError".into(), Value::Bool(is_error));
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plain(v: Value) -> Value {
+        to_call_tool_result(&Outcome::Result {
+            payload_json: v,
+            marked_call_tool_result: false,
+        })
+    }
+
+    #[test]
+    fn marked_results_pass_unchanged() {
+        let r = json!({
+            "content": [{"type": "image", "data": "AAAA", "mimeType": "image/png"}],
+            "structuredContent": {"a": 1},
+            "isError": true,
+            "_meta": {"x": 1}
+        });
+        assert_eq!(
+            to_call_tool_result(&Outcome::Result {
+                payload_json: r.clone(),
+                marked_call_tool_result: true
+            }),
+            r
+        );
+    }
+
+    #[test]
+    fn plain_strings_become_their_text() {
+        assert_eq!(
+            plain(json!("hello")),
+            json!({"content": [{"type": "text", "text": "hello"}], "isError": false})
+        );
+    }
+
+    #[test]
+    fn plain_objects_also_become_structured_content() {
+        let value = json!({"b": [1, 2], "a": "x"});
+        let r = plain(value.clone());
+        assert_eq!(r["isError"], false);
+        assert_eq!(r["structuredContent"], value);
+        assert_eq!(r["content"].as_array().unwrap().len(), 1);
+        assert_eq!(r["content"][0]["type"], "text");
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert!(!text.contains(' '), "compact JSON: {text}");
+        assert_eq!(serde_json::from_str::<Value>(text).unwrap(), value);
+        assert_eq!(r.as_object().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn other_plain_values_become_json_text_only() {
+        for (v, text) in [
+            (json!(42), "42"),
+            (json!([1, "a"]), r#"[1,"a"]"#),
+            (json!(null), "null"),
+            (json!(true), "true"),
+        ] {
+            assert_eq!(
+                plain(v),
+                json!({"content": [{"type": "text", "text": text}], "isError": false})
+            );
+        }
+    }
+
+    #[test]
+    fn failures_carry_message_and_type() {
+        let typed = Outcome::Failed {
+            message: "arguments differ".into(),
+            error_type: Some("IdempotencyConflict".into()),
+        };
+        assert_eq!(
+            to_call_tool_result(&typed),
+            json!({
+                "content": [{"type": "text", "text": "arguments differ"}],
+                "isError": true,
+                "_meta": {"io.durable-mcp/errorType": "IdempotencyConflict"}
+            })
+        );
+        let untyped = Outcome::Failed {
+            message: "boom".into(),
+            error_type: None,
+        };
+        assert_eq!(
+            to_call_tool_result(&untyped),
+            json!({"content": [{"type": "text", "text": "boom"}], "isError": true})
+        );
+        let empty = Outcome::Failed {
+            message: String::new(),
+            error_type: None,
+        };
+        assert_eq!(
+            to_call_tool_result(&empty)["content"][0]["text"],
+            "The tool call failed."
+        );
+    }
+
+    #[test]
+    fn stops_have_distinct_prefixes() {
+        let cases = [
+            (
+                Outcome::Canceled {
+                    message: "by caller".into(),
+                },
+                "The tool call was canceled: by caller",
+            ),
+            (
+                Outcome::TimedOut {
+                    message: "after 30s".into(),
+                },
+                "The tool call timed out: after 30s",
+            ),
+            (
+                Outcome::Terminated {
+                    message: "by admin".into(),
+                },
+                "The tool call was terminated: by admin",
+            ),
+            (
+                Outcome::Canceled {
+                    message: String::new(),
+                },
+                "The tool call was canceled.",
+            ),
+            (
+                Outcome::TimedOut {
+                    message: String::new(),
+                },
+                "The tool call timed out.",
+            ),
+            (
+                Outcome::Terminated {
+                    message: String::new(),
+                },
+                "The tool call was terminated.",
+            ),
+        ];
+        for (o, text) in cases {
+            assert_eq!(
+                to_call_tool_result(&o),
+                json!({"content": [{"type": "text", "text": text}], "isError": true})
+            );
+        }
+    }
+}

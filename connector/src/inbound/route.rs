@@ -1,0 +1,333 @@
+//! `--route` values and the merged tool list of all routes.
+//!
+//! A route names one Nexus service on one endpoint: `{service: my-tools, endpoint:
+//! my-tools-endpoint}` (a YAML flow map, easy to type in a shell) or the same as JSON. Both are
+//! read by one YAML parser, JSON being YAML's flow style.
+//!
+//! Tool names must be unique across routes: a `tools/call` names only the tool, so a name
+//! exposed twice could not be routed. The connector refuses such a list rather than picking.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+use serde_json::Value;
+
+/// What a route looks like, for error messages.
+pub const EXPECTED: &str = "expected {service: NAME, endpoint: ENDPOINT}";
+
+/// One Nexus service on one Nexus endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Route {
+    pub service: String,
+    pub endpoint: String,
+}
+
+impl fmt::Display for Route {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{{service: {}, endpoint: {}}}",
+            self.service, self.endpoint
+        )
+    }
+}
+
+/// Why a route, or a set of routes, was refused. Parse errors quote the input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    #[error("invalid route `{input}`: {reason}; {EXPECTED}")]
+    Syntax { input: String, reason: String },
+    #[error("invalid route `{input}`: not a map; {EXPECTED}")]
+    NotAMap { input: String },
+    #[error("invalid route `{input}`: unknown key `{key}`{hint}; {EXPECTED}")]
+    UnknownKey {
+        input: String,
+        key: String,
+        hint: &'static str,
+    },
+    #[error("invalid route `{input}`: missing `{key}`; {EXPECTED}")]
+    MissingKey { input: String, key: &'static str },
+    #[error("invalid route `{input}`: `{key}` must be a string (quote it); {EXPECTED}")]
+    NotAString { input: String, key: &'static str },
+    #[error("invalid route `{input}`: `{key}` is empty; {EXPECTED}")]
+    Empty { input: String, key: &'static str },
+    #[error("no route given: pass at least one --route '{{service: NAME, endpoint: ENDPOINT}}'")]
+    NoRoutes,
+    #[error("route {route} is given twice")]
+    Duplicate { route: Route },
+}
+
+/// Parses one `--route` value (YAML flow map or JSON object with exactly `service` and
+/// `endpoint`, both non-empty strings).
+pub fn parse_route(s: &str) -> Result<Route, RouteError> {
+    let input = || s.to_owned();
+    let value: serde_yaml::Value = serde_yaml::from_str(s).map_err(|e| RouteError::Syntax {
+        input: input(),
+        reason: e.to_string(),
+    })?;
+    let serde_yaml::Value::Mapping(map) = value else {
+        return Err(RouteError::NotAMap { input: input() });
+    };
+    let (mut service, mut endpoint) = (None, None);
+    for (k, v) in map {
+        let slot = match k.as_str() {
+            Some("service") => &mut service,
+            Some("endpoint") => &mut endpoint,
+            _ => {
+                let key = match &k {
+                    serde_yaml::Value::String(k) => k.clone(),
+                    other => serde_yaml::to_string(other)
+                        .unwrap_or_default()
+                        .trim()
+                        .to_owned(),
+                };
+                // `{service:a}` is one plain scalar in YAML; the usual cause is a missing space.
+                let hint = if key.contains(':') {
+                    " (put a space after each colon)"
+                } else {
+                    ""
+                };
+                return Err(RouteError::UnknownKey {
+                    input: input(),
+                    key,
+                    hint,
+                });
+            }
+        };
+        *slot = Some(v);
+    }
+    let field = |v: Option<serde_yaml::Value>, key: &'static str| match v {
+        None => Err(RouteError::MissingKey {
+            input: input(),
+            key,
+        }),
+        Some(serde_yaml::Value::Null) => Err(RouteError::Empty {
+            input: input(),
+            key,
+        }),
+        Some(serde_yaml::Value::String(s)) if s.trim().is_empty() => Err(RouteError::Empty {
+            input: input(),
+            key,
+        }),
+        Some(serde_yaml::Value::String(s)) => Ok(s),
+        Some(_) => Err(RouteError::NotAString {
+            input: input(),
+            key,
+        }),
+    };
+    Ok(Route {
+        service: field(service, "service")?,
+        endpoint: field(endpoint, "endpoint")?,
+    })
+}
+
+/// Checks the whole set: at least one route, none given twice.
+pub fn check_routes(routes: &[Route]) -> Result<(), RouteError> {
+    if routes.is_empty() {
+        return Err(RouteError::NoRoutes);
+    }
+    let mut seen = HashSet::new();
+    for r in routes {
+        if !seen.insert(r) {
+            return Err(RouteError::Duplicate { route: r.clone() });
+        }
+    }
+    Ok(())
+}
+
+/// Two routes (or one route twice) expose the same tool name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "tool `{tool}` is exposed by service `{}` (endpoint `{}`) and by service `{}` (endpoint `{}`); tool names must be unique across routes",
+    first.service, first.endpoint, second.service, second.endpoint
+)]
+pub struct DuplicateTool {
+    pub tool: String,
+    pub first: Route,
+    pub second: Route,
+}
+
+/// Merges each route's `list_tools` answer into one list of (route, MCP Tool object), in route
+/// order, failing on the first tool name seen twice.
+///
+/// A tool without a string `name` cannot be called through MCP; it is left out with a warning
+/// naming its route rather than failing the whole list.
+pub fn merge_tool_lists(
+    lists: Vec<(Route, Vec<Value>)>,
+) -> Result<Vec<(Route, Value)>, DuplicateTool> {
+    let mut owner_of: HashMap<String, Route> = HashMap::new();
+    let mut merged = Vec::new();
+    for (route, tools) in lists {
+        for tool in tools {
+            let Some(name) = tool.get("name").and_then(Value::as_str) else {
+                tracing::warn!(route = %route, "route listed a tool without a name; leaving it out");
+                continue;
+            };
+            if let Some(first) = owner_of.get(name) {
+                return Err(DuplicateTool {
+                    tool: name.to_owned(),
+                    first: first.clone(),
+                    second: route,
+                });
+            }
+            owner_of.insert(name.to_owned(), route.clone());
+            merged.push((route.clone(), tool));
+        }
+    }
+    Ok(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn route(s: &str, e: &str) -> Route {
+        Route {
+            service: s.into(),
+            endpoint: e.into(),
+        }
+    }
+
+    #[test]
+    fn yaml_flow_maps_and_json_parse() {
+        let want = route("my-tools", "my-tools-endpoint");
+        for s in [
+            "{service: my-tools, endpoint: my-tools-endpoint}",
+            "{endpoint: my-tools-endpoint, service: my-tools}",
+            "  { service : 'my-tools' , endpoint: \"my-tools-endpoint\" }  ",
+            r#"{"service":"my-tools","endpoint":"my-tools-endpoint"}"#,
+            "service: my-tools\nendpoint: my-tools-endpoint",
+        ] {
+            assert_eq!(parse_route(s), Ok(want.clone()), "{s}");
+        }
+        assert_eq!(
+            parse_route("{service: 'a b', endpoint: e}"),
+            Ok(route("a b", "e"))
+        );
+    }
+
+    fn err(s: &str) -> String {
+        let e = parse_route(s).unwrap_err().to_string();
+        assert!(e.contains(&format!("`{s}`")), "quotes the input: {e}");
+        assert!(e.ends_with(EXPECTED), "says what is expected: {e}");
+        e
+    }
+
+    #[test]
+    fn bad_routes_are_explained() {
+        assert!(err("{service: a}").contains("missing `endpoint`"));
+        assert!(err("{endpoint: e}").contains("missing `service`"));
+        assert!(err("{service: a, endpoint: e, region: x}").contains("unknown key `region`"));
+        assert!(err("{Service: a, endpoint: e}").contains("unknown key `Service`"));
+        assert!(err("{service:a, endpoint: e}").contains("put a space after each colon"));
+        assert!(err("{service: '', endpoint: e}").contains("`service` is empty"));
+        assert!(err("{service: a, endpoint: }").contains("`endpoint` is empty"));
+        assert!(err("{service: a, endpoint: ' '}").contains("`endpoint` is empty"));
+        assert!(err(r#"{"service":"","endpoint":"e"}"#).contains("`service` is empty"));
+        assert!(err("{service: 12, endpoint: e}").contains("`service` must be a string"));
+        assert!(err("{service: [a], endpoint: e}").contains("`service` must be a string"));
+        assert!(err("{service: null, endpoint: e}").contains("`service` is empty"));
+        assert!(
+            err("{service: a, endpoint: true}").contains("`endpoint` must be a string (quote it)")
+        );
+        assert_eq!(
+            parse_route("{service: 'true', endpoint: 'null'}"),
+            Ok(route("true", "null"))
+        );
+        assert!(err("my-tools").contains("not a map"));
+        assert!(err("[a, b]").contains("not a map"));
+        assert!(err("").contains("not a map"));
+        assert!(err("{service: a, endpoint: e").starts_with("invalid route"));
+        assert!(err("{service: a, service: b, endpoint: e}").starts_with("invalid route"));
+    }
+
+    #[test]
+    fn route_sets_are_checked() {
+        assert_eq!(check_routes(&[]), Err(RouteError::NoRoutes));
+        assert!(
+            RouteError::NoRoutes
+                .to_string()
+                .contains("at least one --route")
+        );
+        assert_eq!(
+            check_routes(&[route("a", "e"), route("a", "f"), route("b", "e")]),
+            Ok(())
+        );
+        let dup = check_routes(&[route("a", "e"), route("b", "e"), route("a", "e")]).unwrap_err();
+        assert_eq!(
+            dup,
+            RouteError::Duplicate {
+                route: route("a", "e")
+            }
+        );
+        assert_eq!(
+            dup.to_string(),
+            "route {service: a, endpoint: e} is given twice"
+        );
+    }
+
+    #[test]
+    fn tool_lists_merge_in_order() {
+        let merged = merge_tool_lists(vec![
+            (
+                route("a", "e"),
+                vec![json!({"name": "t1"}), json!({"name": "t2"})],
+            ),
+            (
+                route("b", "e"),
+                vec![json!({"name": "t3"}), json!({"description": "nameless"})],
+            ),
+        ])
+        .unwrap();
+        let names: Vec<_> = merged
+            .iter()
+            .map(|(r, t)| (r.service.as_str(), t["name"].as_str().unwrap()))
+            .collect();
+        assert_eq!(names, [("a", "t1"), ("a", "t2"), ("b", "t3")]);
+    }
+
+    #[test]
+    fn duplicate_tools_name_both_routes() {
+        let err = merge_tool_lists(vec![
+            (route("alpha", "e1"), vec![json!({"name": "lookup"})]),
+            (
+                route("beta", "e2"),
+                vec![json!({"name": "other"}), json!({"name": "lookup"})],
+            ),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            err,
+            DuplicateTool {
+                tool: "lookup".into(),
+                first: route("alpha", "e1"),
+                second: route("beta", "e2")
+            }
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.contains("`lookup`") && msg.contains("`alpha`") && msg.contains("`beta`"),
+            "{msg}"
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn printed_routes_parse_back(service in "[A-Za-z][A-Za-z0-9_-]{0,20}", endpoint in "[A-Za-z][A-Za-z0-9-]{0,20}") {
+            // Plain YAML scalars that are not strings; quoting them works (see the unit tests).
+            let reserved = |s: &str| ["null", "true", "false"].contains(&s.to_ascii_lowercase().as_str());
+            prop_assume!(!reserved(&service) && !reserved(&endpoint));
+            let r = Route { service, endpoint };
+            prop_assert_eq!(parse_route(&r.to_string()), Ok(r.clone()));
+            let json = json!({"service": r.service, "endpoint": r.endpoint}).to_string();
+            prop_assert_eq!(parse_route(&json), Ok(r));
+        }
+
+        #[test]
+        fn parse_never_panics(s in "\\PC{0,80}") {
+            let _ = parse_route(&s);
+        }
+    }
+}

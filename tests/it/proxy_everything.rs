@@ -1,0 +1,390 @@
+//! R-PRX with a real third-party upstream: `@modelcontextprotocol/server-everything@2026.8.31`
+//! (Node) fronted by the outbound proxy over stdio and over Streamable HTTP (stateful
+//! sessions), on the real dev server. Every result that comes back through the durable path
+//! (Nexus operation -> proxy -> Activity -> upstream) must equal, as JSON and `isError`
+//! included, the result of the same call made straight to the server with an rmcp client; the
+//! listed tools must keep their annotations.
+//!
+//! Where Node (>= 18) is missing each test prints `skipped: <reason>` and returns.
+//! Never called: `gzip-file-as-resource` (reaches the internet) and `get-env` (returns the
+//! server's whole environment); the fixture refuses both.
+
+use std::{collections::BTreeMap, path::PathBuf, time::Duration};
+
+use durable_mcp::{
+    nexus::{OperationOutcome, StartOperation},
+    outbound::{TransportConfig, UpstreamConfig, service::TIMEOUT_META_KEY},
+    payload,
+};
+use durable_mcp_conformance::fixtures::everything::{
+    self, DirectClient, RawStdioClient, mask_timestamps, numbers_as_f64,
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::*;
+
+const SERVICE: &str = "everything";
+
+/// The tools compared, all read-only and deterministic apart from resource timestamps.
+const TOOLS: [&str; 7] = [
+    "echo",
+    "get-sum",
+    "get-tiny-image",
+    "get-structured-content",
+    "get-annotated-message",
+    "get-resource-links",
+    "get-resource-reference",
+];
+
+/// The calls compared: every content type server-everything has (text, image, resource_link,
+/// embedded text and blob resources, content annotations, structuredContent) and two `isError`
+/// results (one from the tool, one from the SDK's argument validation).
+fn cases() -> Vec<(&'static str, Value)> {
+    vec![
+        ("echo", json!({"message": "hello through Temporal ✓"})),
+        ("get-sum", json!({"a": 2, "b": 40})),
+        ("get-sum", json!({"a": 0.1, "b": 0.2})),
+        ("get-tiny-image", json!({})),
+        ("get-structured-content", json!({"location": "Chicago"})),
+        (
+            "get-annotated-message",
+            json!({"messageType": "error", "includeImage": true}),
+        ),
+        ("get-annotated-message", json!({"messageType": "success"})),
+        ("get-annotated-message", json!({"messageType": "debug"})),
+        ("get-resource-links", json!({"count": 4})),
+        (
+            "get-resource-reference",
+            json!({"resourceType": "Text", "resourceId": 2}),
+        ),
+        (
+            "get-resource-reference",
+            json!({"resourceType": "Blob", "resourceId": 3}),
+        ),
+        // The tool throws, which the TS SDK turns into an isError result.
+        ("get-resource-reference", json!({"resourceId": -1})),
+        // Missing required `message`: the SDK's input validation answers isError too.
+        ("echo", json!({})),
+    ]
+}
+
+/// Prints `skipped: <reason>` and returns from the test when Node is missing. Written straight
+/// to stderr, which the test harness does not capture, so a skip shows in every run.
+macro_rules! require_node {
+    () => {
+        if let Err(reason) = everything::node_available() {
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "skipped: {reason}");
+            return;
+        }
+    };
+}
+
+async fn install() -> PathBuf {
+    let started = std::time::Instant::now();
+    let entry = tokio::task::spawn_blocking(everything::install)
+        .await
+        .unwrap()
+        .expect("install @modelcontextprotocol/server-everything");
+    eprintln!(
+        "server-everything ready at {} in {:.1?}",
+        entry.display(),
+        started.elapsed()
+    );
+    entry
+}
+
+fn stdio_upstream(entry: &PathBuf) -> UpstreamConfig {
+    UpstreamConfig {
+        service: SERVICE.into(),
+        transport: TransportConfig::Stdio {
+            command: "node".into(),
+            args: vec![entry.to_string_lossy().into_owned(), "stdio".into()],
+            env: BTreeMap::new(),
+            cwd: None,
+        },
+        activity_options: Default::default(),
+        overrides: BTreeMap::new(),
+    }
+}
+
+fn http_upstream(url: &str) -> UpstreamConfig {
+    UpstreamConfig {
+        service: SERVICE.into(),
+        transport: TransportConfig::Http {
+            url: url.parse().unwrap(),
+            headers: BTreeMap::new(),
+        },
+        activity_options: Default::default(),
+        overrides: BTreeMap::new(),
+    }
+}
+
+async fn operation(env: &TestEnv, operation: &str, input: &Value) -> OperationOutcome {
+    let mut start = StartOperation::new(
+        format!("everything-{operation}-{}", uuid::Uuid::new_v4()),
+        &env.endpoint,
+        SERVICE,
+        operation,
+        payload::to_payload(input).unwrap(),
+    );
+    start.schedule_to_close = Some(Duration::from_secs(60));
+    let (op, _) = env.client.start(start).await.unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(90),
+        env.client.wait(&op, &CancellationToken::new()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{operation} did not finish within 90 s"))
+    .unwrap()
+}
+
+/// A tool call through the durable path; the whole CallToolResult, checked to be marked.
+async fn call_via_proxy(env: &TestEnv, tool: &str, args: &Value) -> Value {
+    let outcome = operation(env, tool, args).await;
+    let OperationOutcome::Succeeded(p) = outcome else {
+        panic!("{tool} {args}: expected a result through the proxy, got {outcome:?}")
+    };
+    assert_eq!(
+        payload::mcp_type(&p),
+        Some(payload::CALL_TOOL_RESULT),
+        "{tool}: result is marked"
+    );
+    payload::to_json(&p).unwrap()
+}
+
+/// `list_tools` through the proxy: the listed tools, each with the proxy's timeout in `_meta`.
+async fn list_via_proxy(env: &TestEnv) -> Vec<Value> {
+    let outcome = operation(env, "list_tools", &json!({})).await;
+    let OperationOutcome::Succeeded(p) = outcome else {
+        panic!("list_tools: {outcome:?}")
+    };
+    assert_eq!(payload::mcp_type(&p), Some(payload::TOOL_LIST));
+    payload::to_json(&p)
+        .unwrap()
+        .as_array()
+        .cloned()
+        .expect("list_tools returns an array")
+}
+
+fn find<'a>(tools: &'a [Value], name: &str) -> &'a Value {
+    tools.iter().find(|t| t["name"] == name).unwrap_or_else(|| {
+        let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+        panic!("{name} missing from {names:?}")
+    })
+}
+
+/// The proxy's listed tool minus what the proxy adds (its timeout in `_meta`, and `_meta`
+/// itself when that was all there was); checks the timeout is there.
+fn without_proxy_meta(tool: &Value) -> Value {
+    let mut tool = tool.clone();
+    let name = tool["name"].clone();
+    let meta = tool["_meta"]
+        .as_object_mut()
+        .unwrap_or_else(|| panic!("{name}: no _meta"));
+    let timeout = meta.remove(TIMEOUT_META_KEY);
+    assert!(
+        timeout
+            .as_ref()
+            .and_then(Value::as_u64)
+            .is_some_and(|ms| ms > 0),
+        "{name}: timeout {timeout:?}"
+    );
+    if meta.is_empty() {
+        tool.as_object_mut().unwrap().remove("_meta");
+    }
+    tool
+}
+
+/// Every argument a case passes is a property of the listed tool's inputSchema (so a renamed
+/// argument upstream fails here, not as a confusing isError later).
+fn check_argument_names(listed: &[Value]) {
+    for (tool, args) in cases() {
+        let schema = &find(listed, tool)["inputSchema"];
+        let properties = schema["properties"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{tool}: {schema}"));
+        for name in args.as_object().unwrap().keys() {
+            assert!(
+                properties.contains_key(name),
+                "{tool} has no argument {name:?}: {schema}"
+            );
+        }
+    }
+}
+
+/// The stdio and HTTP tests: list and call through the proxy, and straight to the server.
+async fn compare_with_direct(env: &TestEnv, direct: &DirectClient) {
+    let direct_tools = direct
+        .list_tools()
+        .await
+        .expect("tools/list straight to the server");
+    check_argument_names(&direct_tools);
+
+    // list_tools through the proxy: the tools, annotations intact, and otherwise equal to
+    // what the server lists (the proxy adds only its timeout in _meta).
+    let proxied_tools = list_via_proxy(env).await;
+    for name in TOOLS {
+        let (proxied, direct) = (find(&proxied_tools, name), find(&direct_tools, name));
+        assert_eq!(
+            proxied["annotations"], direct["annotations"],
+            "{name}: annotations"
+        );
+        assert_eq!(
+            proxied["annotations"],
+            json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}),
+            "{name}: server-everything's annotations"
+        );
+        assert_eq!(without_proxy_meta(proxied), *direct, "{name}: listed tool");
+    }
+    let structured = find(&proxied_tools, "get-structured-content");
+    assert!(
+        structured["outputSchema"]["properties"]["temperature"].is_object(),
+        "{structured}"
+    );
+
+    for (tool, args) in cases() {
+        let via_proxy = call_via_proxy(env, tool, &args).await;
+        let straight = direct
+            .call(tool, args.clone())
+            .await
+            .unwrap_or_else(|e| panic!("{tool} {args}: {e:#}"));
+        // get-resource-reference embeds the time the resource was made (toLocaleTimeString,
+        // to the second) in its text and, base64-encoded, in its blob: the two calls are made
+        // at different times, so that time is masked; everything else is compared as is.
+        assert_eq!(
+            mask_timestamps(&via_proxy),
+            mask_timestamps(&straight),
+            "{tool} {args}"
+        );
+    }
+
+    // The isError results are results, flag included, not failures.
+    let refused = call_via_proxy(env, "get-resource-reference", &json!({"resourceId": -1})).await;
+    assert_eq!(refused["isError"], json!(true), "{refused}");
+    assert_eq!(
+        refused["content"][0]["text"],
+        "Invalid resourceId: -1. Must be a finite positive integer."
+    );
+    let invalid = call_via_proxy(env, "echo", &json!({})).await;
+    assert_eq!(invalid["isError"], json!(true), "{invalid}");
+    // Successful ones carry no isError at all (the server sends none).
+    let ok = call_via_proxy(env, "echo", &json!({"message": "x"})).await;
+    assert_eq!(
+        ok,
+        json!({"content": [{"type": "text", "text": "Echo: x"}]})
+    );
+}
+
+#[tokio::test]
+async fn proxy_everything_over_stdio_matches_direct_calls() {
+    require_node!();
+    let started = std::time::Instant::now();
+    let entry = install().await;
+    let env = TestEnv::shared("everything-stdio").await;
+    let _proxy = ProxyGuard::start(&env, vec![stdio_upstream(&entry)]);
+    let direct = DirectClient::stdio(&entry)
+        .await
+        .expect("rmcp client over stdio");
+    compare_with_direct(&env, &direct).await;
+    direct.close().await;
+    eprintln!("stdio comparison took {:.1?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn proxy_everything_over_http_matches_direct_calls() {
+    require_node!();
+    let started = std::time::Instant::now();
+    let _ = install().await;
+    let (_server, url) = everything::serve_http(0)
+        .await
+        .expect("server-everything over HTTP");
+    let env = TestEnv::shared("everything-http").await;
+    let _proxy = ProxyGuard::start(&env, vec![http_upstream(&url)]);
+    // A session of its own (server-everything makes a server per session; these tools keep
+    // no per-session state).
+    let direct = DirectClient::http(&url)
+        .await
+        .expect("rmcp client over HTTP");
+    compare_with_direct(&env, &direct).await;
+    direct.close().await;
+    eprintln!("HTTP comparison took {:.1?}", started.elapsed());
+}
+
+/// The comparison above is between two rmcp clients, so anything rmcp's typed model changes
+/// on the way in changes both sides alike. This one compares the proxy's results with the
+/// bytes server-everything writes (newline-delimited JSON-RPC over stdio, no SDK in between),
+/// numbers compared by value (JavaScript's `1` and a Rust float's `1.0` are the same JSON
+/// number).
+#[tokio::test]
+async fn proxy_everything_matches_the_wire() {
+    require_node!();
+    let entry = install().await;
+    let env = TestEnv::shared("everything-wire").await;
+    let _proxy = ProxyGuard::start(&env, vec![stdio_upstream(&entry)]);
+    let mut raw = RawStdioClient::start(&entry)
+        .await
+        .expect("raw stdio client");
+    assert_eq!(
+        raw.initialize["protocolVersion"], "2025-11-25",
+        "{}",
+        raw.initialize
+    );
+
+    let wire_tools = raw.list_tools().await.unwrap();
+    let proxied_tools = list_via_proxy(&env).await;
+    for name in TOOLS {
+        let (proxied, wire) = (
+            without_proxy_meta(find(&proxied_tools, name)),
+            find(&wire_tools, name).clone(),
+        );
+        // The fields the Nexus contract promises (SPEC: name, title, description, input and
+        // output schema, annotations, _meta).
+        for field in [
+            "name",
+            "title",
+            "description",
+            "inputSchema",
+            "outputSchema",
+            "annotations",
+            "_meta",
+        ] {
+            assert_eq!(
+                numbers_as_f64(&proxied[field]),
+                numbers_as_f64(&wire[field]),
+                "{name}.{field}"
+            );
+        }
+        // Anything else the server lists is lost only if rmcp's `Tool` has no field for it:
+        // in rmcp 3.11 that is `execution` (`{"taskSupport": "forbidden"|"required"}`, which
+        // server-everything sends on every tool). Not in the contract, but a caller of
+        // `list_tools` cannot tell that `simulate-research-query` needs task augmentation.
+        let dropped: Vec<&String> = wire
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| proxied.get(k.as_str()).is_none())
+            .collect();
+        assert!(
+            dropped.iter().all(|k| *k == "execution"),
+            "{name}: list_tools dropped {dropped:?}"
+        );
+    }
+
+    let mut mismatches = Vec::new();
+    for (tool, args) in cases() {
+        let via_proxy = mask_timestamps(&call_via_proxy(&env, tool, &args).await);
+        let wire = mask_timestamps(&raw.call(tool, args.clone()).await.unwrap());
+        if numbers_as_f64(&via_proxy) != numbers_as_f64(&wire) {
+            mismatches.push(format!(
+                "{tool} {args}:\n  wire:  {wire}\n  proxy: {via_proxy}"
+            ));
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "results changed on the way through:\n{}",
+        mismatches.join("\n")
+    );
+}
