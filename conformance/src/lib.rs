@@ -2,6 +2,9 @@
 
 pub mod fixtures;
 pub mod harness;
+pub mod report;
+pub mod run;
+pub mod scenario;
 pub mod smoke;
 
 pub use harness::{

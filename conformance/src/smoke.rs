@@ -130,9 +130,14 @@ mod tests {
     #[tokio::test]
     async fn smoke_run_completes_a_round_trip() {
         let mut seen = Vec::new();
-        let report = super::run(Default::default(), |step, _| seen.push(step.to_owned())).await.unwrap();
+        let report = super::run(Default::default(), |step, _| seen.push(step.to_owned()))
+            .await
+            .unwrap();
         assert_eq!(report.result, serde_json::json!({"hello": "durable world"}));
         assert_eq!(seen.len(), report.steps.len());
-        assert!(seen[0].contains("CLI 1."), "the server version is reported: {seen:?}");
+        assert!(
+            seen[0].contains("CLI 1."),
+            "the server version is reported: {seen:?}"
+        );
     }
 }

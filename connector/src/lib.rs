@@ -8,8 +8,8 @@
 //! - [`temporal`]: connection settings from the environment and small proto conversions.
 //! - [`outbound`]: the proxy that fronts upstream MCP servers as Nexus services.
 
-pub mod nexus;
 pub mod inbound;
+pub mod nexus;
 pub mod outbound;
 pub mod payload;
 pub mod temporal;

@@ -5,9 +5,10 @@
 
 mod support;
 
+mod connector;
+mod connector_http;
 mod nexus_cancel;
 mod nexus_errors;
-mod connector;
 mod nexus_roundtrip;
 mod proxy;
 mod proxy_everything;

@@ -250,22 +250,41 @@ async fn concurrency_is_bounded_by_max_concurrent_tasks() {
     let mut options = durable_mcp::nexus::NexusWorkerOptions::new(&env.namespace, &env.task_queue);
     options.max_concurrent_tasks = 1;
     options.pollers = 1;
-    let worker = durable_mcp::nexus::NexusWorker::new(env.connection.clone(), options, [service]).await.unwrap();
+    let worker = durable_mcp::nexus::NexusWorker::new(env.connection.clone(), options, [service])
+        .await
+        .unwrap();
     let shutdown = worker.shutdown_handle();
     let running = tokio::spawn(worker.run());
 
     let mut ops = Vec::new();
     for i in 0..3 {
-        let start = StartOperation::new(format!("{key}-{i}"), &env.endpoint, "busy", "hold", payload::to_payload(&json!(i)).unwrap());
+        let start = StartOperation::new(
+            format!("{key}-{i}"),
+            &env.endpoint,
+            "busy",
+            "hold",
+            payload::to_payload(&json!(i)).unwrap(),
+        );
         ops.push(env.client.start(start).await.unwrap().0);
     }
     for op in &ops {
-        let outcome = env.client.wait(op, &CancellationToken::new()).await.unwrap();
-        assert!(matches!(outcome, OperationOutcome::Succeeded(_)), "{outcome:?}");
+        let outcome = env
+            .client
+            .wait(op, &CancellationToken::new())
+            .await
+            .unwrap();
+        assert!(
+            matches!(outcome, OperationOutcome::Succeeded(_)),
+            "{outcome:?}"
+        );
     }
     let events = events(&key);
     assert_eq!(count(&key, "enter"), 3, "{events:?}");
-    assert_eq!(count(&key, "inside:1"), 3, "never two handlers at once: {events:?}");
+    assert_eq!(
+        count(&key, "inside:1"),
+        3,
+        "never two handlers at once: {events:?}"
+    );
     shutdown.shutdown();
     running.await.unwrap().unwrap();
 }
@@ -274,8 +293,13 @@ async fn concurrency_is_bounded_by_max_concurrent_tasks() {
 struct XorCodec;
 
 impl durable_mcp::payload::PayloadCodec for XorCodec {
-    fn encode(&self, payloads: Vec<temporalio_protos::temporal::api::common::v1::Payload>)
-        -> futures::future::BoxFuture<'_, Result<Vec<temporalio_protos::temporal::api::common::v1::Payload>, payload::PayloadError>> {
+    fn encode(
+        &self,
+        payloads: Vec<temporalio_protos::temporal::api::common::v1::Payload>,
+    ) -> futures::future::BoxFuture<
+        '_,
+        Result<Vec<temporalio_protos::temporal::api::common::v1::Payload>, payload::PayloadError>,
+    > {
         Box::pin(async move {
             Ok(payloads
                 .into_iter()
@@ -290,15 +314,25 @@ impl durable_mcp::payload::PayloadCodec for XorCodec {
                 .collect())
         })
     }
-    fn decode(&self, payloads: Vec<temporalio_protos::temporal::api::common::v1::Payload>)
-        -> futures::future::BoxFuture<'_, Result<Vec<temporalio_protos::temporal::api::common::v1::Payload>, payload::PayloadError>> {
+    fn decode(
+        &self,
+        payloads: Vec<temporalio_protos::temporal::api::common::v1::Payload>,
+    ) -> futures::future::BoxFuture<
+        '_,
+        Result<Vec<temporalio_protos::temporal::api::common::v1::Payload>, payload::PayloadError>,
+    > {
         Box::pin(async move {
             payloads
                 .into_iter()
                 .map(|p| {
                     let plain: Vec<u8> = p.data.into_iter().map(|b| b ^ 0x5a).collect();
-                    let (metadata, data) = serde_json::from_slice(&plain).map_err(|e| payload::PayloadError::Codec(e.to_string()))?;
-                    Ok(temporalio_protos::temporal::api::common::v1::Payload { metadata, data, ..Default::default() })
+                    let (metadata, data) = serde_json::from_slice(&plain)
+                        .map_err(|e| payload::PayloadError::Codec(e.to_string()))?;
+                    Ok(temporalio_protos::temporal::api::common::v1::Payload {
+                        metadata,
+                        data,
+                        ..Default::default()
+                    })
                 })
                 .collect()
         })
@@ -316,7 +350,10 @@ async fn codec_hook_encodes_inputs_and_decodes_results() {
             let key = k.clone();
             async move {
                 // The handler side sees only the encoded form.
-                record(&key, payload::encoding(&input).unwrap_or_default().to_owned());
+                record(
+                    &key,
+                    payload::encoding(&input).unwrap_or_default().to_owned(),
+                );
                 Ok(StartOutcome::Sync(input))
             }
         }),
@@ -324,9 +361,19 @@ async fn codec_hook_encodes_inputs_and_decodes_results() {
     let worker = env.nexus_worker(vec![service]).await;
     let client = env.client.clone().with_codec(std::sync::Arc::new(XorCodec));
     let input = json!({"secret": "plans"});
-    let start = StartOperation::new(&key, &env.endpoint, "echo", "echo", payload::to_payload(&input).unwrap());
+    let start = StartOperation::new(
+        &key,
+        &env.endpoint,
+        "echo",
+        "echo",
+        payload::to_payload(&input).unwrap(),
+    );
     let (op, _) = client.start(start).await.unwrap();
-    let OperationOutcome::Succeeded(result) = client.wait(&op, &CancellationToken::new()).await.unwrap() else { panic!() };
+    let OperationOutcome::Succeeded(result) =
+        client.wait(&op, &CancellationToken::new()).await.unwrap()
+    else {
+        panic!()
+    };
     assert_eq!(payload::to_json(&result).unwrap(), input);
     assert_eq!(events(&key), vec!["binary/xor".to_owned()]);
     worker.stop().await;

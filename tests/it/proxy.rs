@@ -28,10 +28,20 @@ fn spec() -> UpstreamSpec {
         input_schema: None,
         output_schema: None,
         meta: None,
-        behavior: Behavior::FailTimes { times: 1, error: FailKind::JsonRpc { code: -32603, message: "transient".into() } },
+        behavior: Behavior::FailTimes {
+            times: 1,
+            error: FailKind::JsonRpc {
+                code: -32603,
+                message: "transient".into(),
+            },
+        },
     };
-    spec.tools.push(flaky("ro_flaky", json!({"readOnlyHint": true})));
-    spec.tools.push(flaky("destructive_flaky", json!({"destructiveHint": true, "idempotentHint": false})));
+    spec.tools
+        .push(flaky("ro_flaky", json!({"readOnlyHint": true})));
+    spec.tools.push(flaky(
+        "destructive_flaky",
+        json!({"destructiveHint": true, "idempotentHint": false}),
+    ));
     spec
 }
 
@@ -46,7 +56,10 @@ fn stdio_upstream(service: &str, spec_file: &PathBuf, ledger: &Ledger) -> Upstre
     UpstreamConfig {
         service: service.into(),
         transport: TransportConfig::Stdio {
-            command: fixtures::mock_upstream_bin().unwrap().to_string_lossy().into_owned(),
+            command: fixtures::mock_upstream_bin()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned(),
             args: vec![
                 "--spec".into(),
                 spec_file.to_string_lossy().into_owned(),
@@ -71,12 +84,21 @@ async fn call(env: &TestEnv, service: &str, tool: &str, args: Value) -> Operatio
     );
     start.schedule_to_close = Some(Duration::from_secs(60));
     let (op, _) = env.client.start(start).await.unwrap();
-    env.client.wait(&op, &CancellationToken::new()).await.unwrap()
+    env.client
+        .wait(&op, &CancellationToken::new())
+        .await
+        .unwrap()
 }
 
 fn tool_result(outcome: OperationOutcome) -> Value {
-    let OperationOutcome::Succeeded(p) = outcome else { panic!("expected a result, got {outcome:?}") };
-    assert_eq!(payload::mcp_type(&p), Some(payload::CALL_TOOL_RESULT), "whole CallToolResults are marked");
+    let OperationOutcome::Succeeded(p) = outcome else {
+        panic!("expected a result, got {outcome:?}")
+    };
+    assert_eq!(
+        payload::mcp_type(&p),
+        Some(payload::CALL_TOOL_RESULT),
+        "whole CallToolResults are marked"
+    );
     payload::to_json(&p).unwrap()
 }
 
@@ -90,20 +112,47 @@ async fn proxy_fronts_a_stdio_upstream() {
 
     // list_tools: every tool, annotations verbatim, the per-call timeout in _meta.
     let listed = call(&env, "mock", "list_tools", json!({})).await;
-    let OperationOutcome::Succeeded(p) = listed else { panic!("{listed:?}") };
+    let OperationOutcome::Succeeded(p) = listed else {
+        panic!("{listed:?}")
+    };
     assert_eq!(payload::mcp_type(&p), Some(payload::TOOL_LIST));
     let tools = payload::to_json(&p).unwrap();
-    let names: Vec<&str> = tools.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    for expected in ["echo", "flaky", "refuse", "slow", "everything", "write_once", "ro_flaky", "destructive_flaky"] {
-        assert!(names.contains(&expected), "{expected} missing from {names:?}");
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    for expected in [
+        "echo",
+        "flaky",
+        "refuse",
+        "slow",
+        "everything",
+        "write_once",
+        "ro_flaky",
+        "destructive_flaky",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
     }
-    let ro = tools.as_array().unwrap().iter().find(|t| t["name"] == "ro_flaky").unwrap();
+    let ro = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "ro_flaky")
+        .unwrap();
     assert_eq!(ro["annotations"]["readOnlyHint"], json!(true));
     assert!(ro["_meta"][TIMEOUT_META_KEY].as_u64().unwrap() > 0, "{ro}");
 
     // A call returns the upstream's whole result.
     let result = tool_result(call(&env, "mock", "echo", json!({"key": "k1", "text": "hi"})).await);
-    assert_eq!(result["structuredContent"], json!({"key": "k1", "text": "hi"}));
+    assert_eq!(
+        result["structuredContent"],
+        json!({"key": "k1", "text": "hi"})
+    );
     assert_eq!(result["isError"], json!(false));
 
     // isError results are results: returned intact, never retried.
@@ -119,14 +168,26 @@ async fn proxy_fronts_a_stdio_upstream() {
     // non-idempotent one runs exactly once.
     let retried = tool_result(call(&env, "mock", "ro_flaky", json!({"key": "ro"})).await);
     assert_eq!(retried["isError"], json!(false));
-    assert_eq!(ledger.count_key("ro_flaky", LedgerEvent::Called, "ro"), 2, "{:?}", ledger.read());
+    assert_eq!(
+        ledger.count_key("ro_flaky", LedgerEvent::Called, "ro"),
+        2,
+        "{:?}",
+        ledger.read()
+    );
     let once = call(&env, "mock", "destructive_flaky", json!({"key": "once"})).await;
     assert!(matches!(once, OperationOutcome::Failed { .. }), "{once:?}");
-    assert_eq!(ledger.count_key("destructive_flaky", LedgerEvent::Called, "once"), 1, "{:?}", ledger.read());
+    assert_eq!(
+        ledger.count_key("destructive_flaky", LedgerEvent::Called, "once"),
+        1,
+        "{:?}",
+        ledger.read()
+    );
 
     // Unknown tools fail with a stable error type before any activity starts.
     let unknown = call(&env, "mock", "no_such_tool", json!({})).await;
-    let OperationOutcome::Failed { error_type, .. } = &unknown else { panic!("{unknown:?}") };
+    let OperationOutcome::Failed { error_type, .. } = &unknown else {
+        panic!("{unknown:?}")
+    };
     assert_eq!(error_type.as_deref(), Some("UnknownTool"));
 }
 
@@ -147,15 +208,28 @@ async fn proxy_cancel_reaches_the_upstream() {
     );
     start.schedule_to_close = Some(Duration::from_secs(120));
     let (op, _) = env.client.start(start).await.unwrap();
-    assert_eq!(ledger.wait_for_count("slow", LedgerEvent::Called, 1, Duration::from_secs(30)).await, 1);
-    env.client.cancel(&op, "test").await.unwrap();
-    let outcome = tokio::time::timeout(Duration::from_secs(30), env.client.wait(&op, &CancellationToken::new()))
-        .await
-        .expect("the cancel lands within 30 s")
-        .unwrap();
-    assert!(matches!(outcome, OperationOutcome::Canceled { .. }), "{outcome:?}");
     assert_eq!(
-        ledger.wait_for_count("slow", LedgerEvent::Cancelled, 1, Duration::from_secs(10)).await,
+        ledger
+            .wait_for_count("slow", LedgerEvent::Called, 1, Duration::from_secs(30))
+            .await,
+        1
+    );
+    env.client.cancel(&op, "test").await.unwrap();
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(30),
+        env.client.wait(&op, &CancellationToken::new()),
+    )
+    .await
+    .expect("the cancel lands within 30 s")
+    .unwrap();
+    assert!(
+        matches!(outcome, OperationOutcome::Canceled { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        ledger
+            .wait_for_count("slow", LedgerEvent::Cancelled, 1, Duration::from_secs(10))
+            .await,
         1,
         "the upstream saw notifications/cancelled: {:?}",
         ledger.read()
@@ -167,12 +241,19 @@ async fn proxy_cancel_reaches_the_upstream() {
 async fn proxy_fronts_an_http_upstream_with_identical_results() {
     let env = TestEnv::shared("proxy-http").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let upstream = serve_http(SpecSource::Inline(spec()), Some(ledger.path().to_owned()), "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let upstream = serve_http(
+        SpecSource::Inline(spec()),
+        Some(ledger.path().to_owned()),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
     let config = UpstreamConfig {
         service: "web".into(),
-        transport: TransportConfig::Http { url: upstream.url.parse().unwrap(), headers: BTreeMap::new() },
+        transport: TransportConfig::Http {
+            url: upstream.url.parse().unwrap(),
+            headers: BTreeMap::new(),
+        },
         activity_options: Default::default(),
         overrides: BTreeMap::new(),
     };
@@ -211,9 +292,19 @@ async fn whole_results_match_the_recorded_snapshot_and_oversized_results_fail_cl
     });
 
     let large = call(&env, "mock", "large", json!({})).await;
-    let OperationOutcome::Failed { error_type, message, .. } = &large else { panic!("{large:?}") };
+    let OperationOutcome::Failed {
+        error_type,
+        message,
+        ..
+    } = &large
+    else {
+        panic!("{large:?}")
+    };
     assert_eq!(error_type.as_deref(), Some("ResultTooLarge"), "{message}");
-    assert!(message.contains("2 MiB"), "the error says what the limit is: {message}");
+    assert!(
+        message.contains("2 MiB"),
+        "the error says what the limit is: {message}"
+    );
 }
 
 #[tokio::test]
@@ -226,9 +317,20 @@ async fn crash_mid_call_is_an_unknown_outcome_for_one_attempt_tools_and_the_chil
 
     // `crash` is destructive and not idempotent: the tool may have run, so never again.
     let crashed = call(&env, "mock", "crash", json!({"key": "boom"})).await;
-    let OperationOutcome::Failed { error_type, .. } = &crashed else { panic!("{crashed:?}") };
-    assert_eq!(error_type.as_deref(), Some("ToolCallOutcomeUnknown"), "{crashed:?}");
-    assert_eq!(ledger.count_key("crash", LedgerEvent::Called, "boom"), 1, "{:?}", ledger.read());
+    let OperationOutcome::Failed { error_type, .. } = &crashed else {
+        panic!("{crashed:?}")
+    };
+    assert_eq!(
+        error_type.as_deref(),
+        Some("ToolCallOutcomeUnknown"),
+        "{crashed:?}"
+    );
+    assert_eq!(
+        ledger.count_key("crash", LedgerEvent::Called, "boom"),
+        1,
+        "{:?}",
+        ledger.read()
+    );
 
     // The dead child is replaced on the next call.
     let result = tool_result(call(&env, "mock", "echo", json!({"key": "after"})).await);
@@ -249,26 +351,55 @@ async fn timed_out_attempts_are_cancelled_upstream_before_their_retry() {
     let _proxy = ProxyGuard::start(&env, vec![upstream]);
 
     let outcome = call(&env, "mock", "slow", json!({"key": "t"})).await;
-    assert!(matches!(outcome, OperationOutcome::Failed { .. } | OperationOutcome::TimedOut { .. }), "{outcome:?}");
-    assert_eq!(ledger.count_key("slow", LedgerEvent::Called, "t"), 2, "{:?}", ledger.read());
+    assert!(
+        matches!(
+            outcome,
+            OperationOutcome::Failed { .. } | OperationOutcome::TimedOut { .. }
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        ledger.count_key("slow", LedgerEvent::Called, "t"),
+        2,
+        "{:?}",
+        ledger.read()
+    );
     // Each timed-out attempt was cancelled upstream: none kept running beside its retry.
     assert_eq!(
-        ledger.wait_for_count("slow", LedgerEvent::Cancelled, 2, Duration::from_secs(20)).await,
+        ledger
+            .wait_for_count("slow", LedgerEvent::Cancelled, 2, Duration::from_secs(20))
+            .await,
         2,
         "{:?}",
         ledger.read()
     );
     let entries = ledger.read();
-    let first_cancel = entries.iter().find(|e| e.tool == "slow" && e.event == LedgerEvent::Cancelled).unwrap().at_ms;
-    let second_call = entries.iter().filter(|e| e.tool == "slow" && e.event == LedgerEvent::Called).nth(1).unwrap().at_ms;
-    assert!(first_cancel <= second_call, "attempt 1 was cancelled before attempt 2 started: {entries:?}");
+    let first_cancel = entries
+        .iter()
+        .find(|e| e.tool == "slow" && e.event == LedgerEvent::Cancelled)
+        .unwrap()
+        .at_ms;
+    let second_call = entries
+        .iter()
+        .filter(|e| e.tool == "slow" && e.event == LedgerEvent::Called)
+        .nth(1)
+        .unwrap()
+        .at_ms;
+    assert!(
+        first_cancel <= second_call,
+        "attempt 1 was cancelled before attempt 2 started: {entries:?}"
+    );
 }
 
 #[tokio::test]
 async fn a_retried_start_reattaches_before_reading_discovery() {
     use durable_mcp::{
         nexus::StartContext,
-        outbound::{discovery::Discovery, service::{ServiceContext, proxy_service}, upstream::UpstreamClient},
+        outbound::{
+            discovery::Discovery,
+            service::{ServiceContext, proxy_service},
+            upstream::UpstreamClient,
+        },
     };
     let env = TestEnv::shared("proxy-reattach").await;
     let spec_file = temp_path("spec.json");
@@ -284,7 +415,12 @@ async fn a_retried_start_reattaches_before_reading_discovery() {
     write_spec(&discovery_spec, &spec());
     let client = std::sync::Arc::new(UpstreamClient::new(
         "mock",
-        stdio_upstream("mock", &discovery_spec, &Ledger::new(temp_path("discovery-ledger.jsonl"))).transport,
+        stdio_upstream(
+            "mock",
+            &discovery_spec,
+            &Ledger::new(temp_path("discovery-ledger.jsonl")),
+        )
+        .transport,
     ));
     let discovery = std::sync::Arc::new(Discovery::new(client.clone()));
     discovery.refresh().await.unwrap();
@@ -321,11 +457,29 @@ async fn a_retried_start_reattaches_before_reading_discovery() {
     let tools = discovery.refresh().await.unwrap();
     assert!(!tools.iter().any(|t| t["name"] == "write_once"));
 
-    let second = handler.start(ctx, input).await.expect("the retried start reattaches, it does not re-read discovery");
+    let second = handler
+        .start(ctx, input)
+        .await
+        .expect("the retried start reattaches, it does not re-read discovery");
     assert_eq!(first, second, "same activity run");
-    assert_eq!(ledger.wait_for_count("write_once", LedgerEvent::Completed, 1, Duration::from_secs(20)).await, 1);
+    assert_eq!(
+        ledger
+            .wait_for_count(
+                "write_once",
+                LedgerEvent::Completed,
+                1,
+                Duration::from_secs(20)
+            )
+            .await,
+        1
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(ledger.count_key("write_once", LedgerEvent::Called, "w1"), 1, "the tool ran once: {:?}", ledger.read());
+    assert_eq!(
+        ledger.count_key("write_once", LedgerEvent::Called, "w1"),
+        1,
+        "the tool ran once: {:?}",
+        ledger.read()
+    );
     client.close().await;
 }
 
@@ -333,19 +487,37 @@ async fn a_retried_start_reattaches_before_reading_discovery() {
 async fn discovery_failure_keeps_the_last_good_list() {
     use durable_mcp::outbound::{discovery::Discovery, upstream::UpstreamClient};
     init_tracing();
-    let upstream = serve_http(SpecSource::Inline(spec()), None, "127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let transport = TransportConfig::Http { url: upstream.url.parse().unwrap(), headers: BTreeMap::new() };
-    let discovery = Discovery::new(std::sync::Arc::new(UpstreamClient::new("web", transport.clone())));
+    let upstream = serve_http(
+        SpecSource::Inline(spec()),
+        None,
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let transport = TransportConfig::Http {
+        url: upstream.url.parse().unwrap(),
+        headers: BTreeMap::new(),
+    };
+    let discovery = Discovery::new(std::sync::Arc::new(UpstreamClient::new(
+        "web",
+        transport.clone(),
+    )));
     let first = discovery.refresh().await.unwrap();
     upstream.shutdown().await;
-    let kept = discovery.refresh().await.expect("the last good list is kept");
+    let kept = discovery
+        .refresh()
+        .await
+        .expect("the last good list is kept");
     assert_eq!(kept, first);
     assert!(discovery.tool("echo").is_some());
 
     // An upstream that never answered has no list to keep: a clear error naming it.
     let dead = Discovery::new(std::sync::Arc::new(UpstreamClient::new(
         "nowhere",
-        TransportConfig::Http { url: "http://127.0.0.1:9/mcp".parse().unwrap(), headers: BTreeMap::new() },
+        TransportConfig::Http {
+            url: "http://127.0.0.1:9/mcp".parse().unwrap(),
+            headers: BTreeMap::new(),
+        },
     )));
     let err = dead.refresh().await.unwrap_err();
     assert!(err.to_string().contains("nowhere"), "{err}");
@@ -355,13 +527,20 @@ async fn discovery_failure_keeps_the_last_good_list() {
 async fn connection_refused_is_retried_within_the_attempt_even_for_one_attempt_tools() {
     let env = TestEnv::shared("proxy-refused").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let upstream = serve_http(SpecSource::Inline(spec()), Some(ledger.path().to_owned()), "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let upstream = serve_http(
+        SpecSource::Inline(spec()),
+        Some(ledger.path().to_owned()),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
     let addr = upstream.addr;
     let config = UpstreamConfig {
         service: "web".into(),
-        transport: TransportConfig::Http { url: upstream.url.parse().unwrap(), headers: BTreeMap::new() },
+        transport: TransportConfig::Http {
+            url: upstream.url.parse().unwrap(),
+            headers: BTreeMap::new(),
+        },
         activity_options: Default::default(),
         overrides: BTreeMap::new(),
     };
@@ -381,33 +560,69 @@ async fn connection_refused_is_retried_within_the_attempt_even_for_one_attempt_t
     let (op, _) = env.client.start(start).await.unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
     // The upstream comes back on the same address: the pending call goes through, once.
-    let _back = serve_http(SpecSource::Inline(spec()), Some(ledger.path().to_owned()), addr).await.unwrap();
-    let outcome = env.client.wait(&op, &CancellationToken::new()).await.unwrap();
+    let _back = serve_http(
+        SpecSource::Inline(spec()),
+        Some(ledger.path().to_owned()),
+        addr,
+    )
+    .await
+    .unwrap();
+    let outcome = env
+        .client
+        .wait(&op, &CancellationToken::new())
+        .await
+        .unwrap();
     let result = tool_result(outcome);
     assert_eq!(result["structuredContent"]["key"], json!("nd"));
-    assert_eq!(ledger.count_key("write_once", LedgerEvent::Called, "nd"), 1, "{:?}", ledger.read());
+    assert_eq!(
+        ledger.count_key("write_once", LedgerEvent::Called, "nd"),
+        1,
+        "{:?}",
+        ledger.read()
+    );
 }
 
 #[tokio::test]
 async fn http_upstream_dying_mid_response_is_an_unknown_outcome_not_a_hang() {
     let env = TestEnv::shared("proxy-http-crash").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let upstream = serve_http(SpecSource::Inline(spec()), Some(ledger.path().to_owned()), "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let upstream = serve_http(
+        SpecSource::Inline(spec()),
+        Some(ledger.path().to_owned()),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
     let config = UpstreamConfig {
         service: "web".into(),
-        transport: TransportConfig::Http { url: upstream.url.parse().unwrap(), headers: BTreeMap::new() },
+        transport: TransportConfig::Http {
+            url: upstream.url.parse().unwrap(),
+            headers: BTreeMap::new(),
+        },
         activity_options: Default::default(),
         overrides: BTreeMap::new(),
     };
     let _proxy = ProxyGuard::start(&env, vec![config]);
-    let outcome = tokio::time::timeout(Duration::from_secs(60), call(&env, "web", "crash", json!({"key": "mid"})))
-        .await
-        .expect("a response cut mid-way ends the call; it must not hang");
-    let OperationOutcome::Failed { error_type, .. } = &outcome else { panic!("{outcome:?}") };
-    assert_eq!(error_type.as_deref(), Some("ToolCallOutcomeUnknown"), "{outcome:?}");
-    assert_eq!(ledger.count_key("crash", LedgerEvent::Called, "mid"), 1, "{:?}", ledger.read());
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(60),
+        call(&env, "web", "crash", json!({"key": "mid"})),
+    )
+    .await
+    .expect("a response cut mid-way ends the call; it must not hang");
+    let OperationOutcome::Failed { error_type, .. } = &outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(
+        error_type.as_deref(),
+        Some("ToolCallOutcomeUnknown"),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        ledger.count_key("crash", LedgerEvent::Called, "mid"),
+        1,
+        "{:?}",
+        ledger.read()
+    );
     // The upstream is still up: the next call reconnects and succeeds.
     let result = tool_result(call(&env, "web", "echo", json!({"key": "next"})).await);
     assert_eq!(result["structuredContent"]["key"], json!("next"));
@@ -420,35 +635,62 @@ async fn http_faults_end_in_clear_errors_with_the_right_phase() {
     use durable_mcp::outbound::{errors::Phase, upstream::UpstreamClient};
     use durable_mcp_conformance::fixtures::faults;
     init_tracing();
-    let client_for = |url: &str| UpstreamClient::new("faulty", TransportConfig::Http { url: url.parse().unwrap(), headers: BTreeMap::new() });
+    let client_for = |url: &str| {
+        UpstreamClient::new(
+            "faulty",
+            TransportConfig::Http {
+                url: url.parse().unwrap(),
+                headers: BTreeMap::new(),
+            },
+        )
+    };
     let within = Duration::from_secs(20);
 
     let server = faults::http_500().await;
-    let err = tokio::time::timeout(within, client_for(&faults::mcp_url(&server)).list_tools(Duration::from_secs(5)))
-        .await
-        .expect("HTTP 500 does not hang")
-        .unwrap_err();
+    let err = tokio::time::timeout(
+        within,
+        client_for(&faults::mcp_url(&server)).list_tools(Duration::from_secs(5)),
+    )
+    .await
+    .expect("HTTP 500 does not hang")
+    .unwrap_err();
     assert_eq!(err.phase(), Phase::NotDelivered, "{err}");
-    assert!(err.to_string().contains("faulty"), "the error names the upstream: {err}");
+    assert!(
+        err.to_string().contains("faulty"),
+        "the error names the upstream: {err}"
+    );
 
     let reset = faults::reset().await;
-    let err = tokio::time::timeout(within, client_for(&reset.url).list_tools(Duration::from_secs(5)))
-        .await
-        .expect("a reset does not hang")
-        .unwrap_err();
+    let err = tokio::time::timeout(
+        within,
+        client_for(&reset.url).list_tools(Duration::from_secs(5)),
+    )
+    .await
+    .expect("a reset does not hang")
+    .unwrap_err();
     assert_eq!(err.phase(), Phase::NotDelivered, "{err}");
 
     let server = faults::unknown_session().await;
-    let err = tokio::time::timeout(within, client_for(&faults::mcp_url(&server)).list_tools(Duration::from_secs(5)))
-        .await
-        .expect("a lost session does not hang")
-        .unwrap_err();
+    let err = tokio::time::timeout(
+        within,
+        client_for(&faults::mcp_url(&server)).list_tools(Duration::from_secs(5)),
+    )
+    .await
+    .expect("a lost session does not hang")
+    .unwrap_err();
     assert!(!err.to_string().is_empty());
 
     let server = faults::slow(Duration::from_secs(30)).await;
-    let err = tokio::time::timeout(within, client_for(&faults::mcp_url(&server)).list_tools(Duration::from_secs(2)))
-        .await
-        .expect("a stalled upstream is timed out")
-        .unwrap_err();
-    assert_eq!(err.phase(), Phase::MayHaveRun, "a read timeout after sending: {err}");
+    let err = tokio::time::timeout(
+        within,
+        client_for(&faults::mcp_url(&server)).list_tools(Duration::from_secs(2)),
+    )
+    .await
+    .expect("a stalled upstream is timed out")
+    .unwrap_err();
+    assert_eq!(
+        err.phase(),
+        Phase::MayHaveRun,
+        "a read timeout after sending: {err}"
+    );
 }

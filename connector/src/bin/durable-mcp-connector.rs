@@ -1,10 +1,11 @@
 //! `durable-mcp-connector`: an MCP server whose tools are Temporal Nexus operations.
 
-use std::time::Duration;
+use std::{net::SocketAddr, time::Duration};
 
 use clap::{Parser, ValueEnum};
 use durable_mcp::{
     inbound::{
+        http::{HttpOptions, serve_http},
         route::{Route, check_routes, parse_route},
         server::{Connector, ConnectorOptions},
     },
@@ -38,12 +39,29 @@ struct Cli {
     /// Timeout for tools whose listing carries none, e.g. "5m".
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     default_timeout: Duration,
+    /// With `--transport http`: the address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    addr: SocketAddr,
+    /// With `--transport http`: a `Host` header value to accept beyond loopback (`name` or
+    /// `name:port`), for deployments behind a real hostname. Repeatable. Browser `Origin`s
+    /// naming these hosts are accepted too.
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    allowed_hosts: Vec<String>,
+    /// With `--transport http`: the MCP endpoint's path.
+    #[arg(long, default_value = "/mcp")]
+    http_path: String,
+    /// With `--transport http`: how long a shutdown (SIGINT/SIGTERM) waits for in-flight
+    /// requests; operations still running afterwards keep running in Temporal.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    shutdown_grace: Duration,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Transport {
     /// MCP over stdin/stdout (for an MCP host's `mcpServers` entry).
     Stdio,
+    /// MCP over Streamable HTTP at `--addr` (sessions for older clients, stateless 2026-07-28).
+    Http,
 }
 
 fn parse_route_arg(s: &str) -> Result<Route, String> {
@@ -62,19 +80,69 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     check_routes(&cli.routes)?;
     let identity = durable_mcp::nexus::worker::default_identity();
-    let temporal::TemporalConnection { connection, namespace } = temporal::connect_from_env(&identity).await?;
+    let temporal::TemporalConnection {
+        connection,
+        namespace,
+    } = temporal::connect_from_env(&identity).await?;
     let mut options = ConnectorOptions::new(cli.routes);
     options.connector_name = cli.connector_name;
     if let Some(prefix) = cli.operation_id_prefix {
         options.operation_id_prefix = prefix;
     }
     options.default_timeout = cli.default_timeout;
+    // Task IDs are signed with MCP_TASK_SIGNING_KEY. HTTP needs it (replicas and restarts must
+    // verify each other's task IDs); stdio without it gets a process-local key.
+    match (
+        durable_mcp::inbound::task_ref::SigningKey::from_env()?,
+        cli.transport,
+    ) {
+        (Some(key), _) => options.signing_key = key,
+        (None, Transport::Http) => anyhow::bail!(
+            "--transport http needs {}: at least 32 random bytes, base64 (for example `openssl rand -base64 32`)",
+            durable_mcp::inbound::task_ref::SIGNING_KEY_ENV
+        ),
+        (None, Transport::Stdio) => {}
+    }
     let connector = Connector::new(OperationClient::new(connection, namespace), options);
     match cli.transport {
         Transport::Stdio => {
             let running = connector.serve(rmcp::transport::stdio()).await?;
             running.waiting().await?;
         }
+        Transport::Http => {
+            tracing::warn!(
+                "the HTTP transport has no authentication: all HTTP callers share one task scope \
+                 (any caller can see and cancel any other caller's tasks)"
+            );
+            let shutdown = tokio_util::sync::CancellationToken::new();
+            let mut options = HttpOptions::new(cli.addr);
+            options.allowed_hosts = cli.allowed_hosts;
+            options.path = cli.http_path;
+            options.shutdown_grace = cli.shutdown_grace;
+            let server = serve_http(connector, options, shutdown.clone()).await?;
+            // One line on stderr that scripts (and tests) can read the bound address from.
+            eprintln!("durable-mcp-connector listening on {}", server.url);
+            shutdown_signal().await?;
+            tracing::info!("shutting down");
+            shutdown.cancel();
+            server.wait().await?;
+        }
     }
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r?,
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c().await?;
     Ok(())
 }

@@ -40,9 +40,14 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let config = config::load(&cli.config).map_err(|e| anyhow::anyhow!("{}: {e}", cli.config.display()))?;
+    let config =
+        config::load(&cli.config).map_err(|e| anyhow::anyhow!("{}: {e}", cli.config.display()))?;
     if cli.check {
-        println!("{}: ok ({} upstreams)", cli.config.display(), config.upstreams.len());
+        println!(
+            "{}: ok ({} upstreams)",
+            cli.config.display(),
+            config.upstreams.len()
+        );
         return Ok(());
     }
     if let Some(section) = &config.temporal {
@@ -56,13 +61,19 @@ fn main() -> anyhow::Result<()> {
             }
         }
     }
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(config))
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(serve(config))
 }
 
 /// Connects and runs the proxy until SIGINT or SIGTERM.
 async fn serve(config: config::ProxyConfig) -> anyhow::Result<()> {
     let identity = durable_mcp::nexus::worker::default_identity();
-    let temporal::TemporalConnection { connection, namespace } = temporal::connect_from_env(&identity).await?;
+    let temporal::TemporalConnection {
+        connection,
+        namespace,
+    } = temporal::connect_from_env(&identity).await?;
     let options = ProxyOptions {
         namespace,
         task_queue: config.worker.task_queue.clone(),
@@ -71,7 +82,8 @@ async fn serve(config: config::ProxyConfig) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();
     tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}

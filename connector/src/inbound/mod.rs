@@ -7,8 +7,9 @@
 //! - [`route`]: `--route` values and the merged tool list of all routes.
 //! - [`outcome`]: a Nexus operation's outcome as an MCP `CallToolResult`.
 
+pub mod http;
 pub mod idempotency;
 pub mod outcome;
 pub mod route;
-pub mod task_ref;
 pub mod server;
+pub mod task_ref;

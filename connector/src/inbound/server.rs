@@ -11,8 +11,10 @@ use futures::future::join_all;
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-        PaginatedRequestParams, ResultType, ServerCapabilities, ServerConfig, Tool,
+        CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+        CreateTaskResult, DetailedTask, ErrorCode, GetTaskParams, GetTaskResult, Implementation,
+        ListToolsResult, PaginatedRequestParams, ResultType, ServerCapabilities, ServerConfig,
+        TASKS_EXTENSION_ID, Task, TaskPayload, TaskStatus, Tool,
     },
     service::RequestContext,
 };
@@ -22,11 +24,20 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::{
+    idempotency::{
+        IdempotencyKey, arguments_fingerprint, key_from_meta,
+        operation_id as idempotent_operation_id,
+    },
+    outcome::ERROR_TYPE_META,
     outcome::{Outcome, to_call_tool_result},
     route::{Route, merge_tool_lists},
+    task_ref::{CallerScope, SigningKey, TaskRef, caller_hash, sign, verify},
 };
 use crate::{
-    nexus::{OperationClient, OperationClientError, OperationOutcome, StartOperation},
+    nexus::{
+        ConflictPolicy, OperationClient, OperationClientError, OperationOutcome, OperationRef,
+        OperationStatus, ReusePolicy, StartOperation,
+    },
     outbound::service::{LIST_TOOLS, TIMEOUT_META_KEY},
     payload,
 };
@@ -43,6 +54,12 @@ pub struct ConnectorOptions {
     pub default_timeout: Duration,
     /// How long `list_tools` on one route may take.
     pub list_timeout: Duration,
+    /// How long a task-capable caller waits before the call becomes a task.
+    pub task_after: Duration,
+    /// Signs task IDs. Replicas that serve each other's tasks share it.
+    pub signing_key: SigningKey,
+    /// Whose tasks these are: one stdio client, or (HTTP without authentication) everyone.
+    pub caller_scope: CallerScope,
 }
 
 impl ConnectorOptions {
@@ -53,6 +70,11 @@ impl ConnectorOptions {
             operation_id_prefix: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),
             default_timeout: Duration::from_secs(300),
             list_timeout: Duration::from_secs(30),
+            task_after: Duration::from_secs(2),
+            signing_key: SigningKey::generate(),
+            // One stdio client, or everyone on an unauthenticated HTTP connector: a stable scope,
+            // so idempotency keys and tasks survive a restart with the same signing key.
+            caller_scope: CallerScope::Anonymous,
         }
     }
 }
@@ -72,26 +94,55 @@ struct Inner {
 
 impl Connector {
     pub fn new(client: OperationClient, options: ConnectorOptions) -> Self {
-        Self { inner: Arc::new(Inner { client, options, tools: RwLock::default() }) }
+        Self {
+            inner: Arc::new(Inner {
+                client,
+                options,
+                tools: RwLock::default(),
+            }),
+        }
     }
 
     fn operation_id(&self, what: &str) -> String {
         let o = &self.inner.options;
-        format!("{}-{}-{what}{}", o.connector_name, o.operation_id_prefix, uuid::Uuid::new_v4())
+        format!(
+            "{}-{}-{what}{}",
+            o.connector_name,
+            o.operation_id_prefix,
+            uuid::Uuid::new_v4()
+        )
     }
 
     async fn list_route(&self, route: &Route) -> Result<Vec<Value>, String> {
         let o = &self.inner.options;
         let input = payload::to_payload(&json!({})).map_err(|e| e.to_string())?;
-        let mut start =
-            StartOperation::new(self.operation_id("list-"), &route.endpoint, &route.service, LIST_TOOLS, input);
+        let mut start = StartOperation::new(
+            self.operation_id("list-"),
+            &route.endpoint,
+            &route.service,
+            LIST_TOOLS,
+            input,
+        );
         start.schedule_to_close = Some(o.list_timeout);
-        let (op, _) = self.inner.client.start(start).await.map_err(|e| e.to_string())?;
-        match self.inner.client.wait(&op, &CancellationToken::new()).await.map_err(|e| e.to_string())? {
-            OperationOutcome::Succeeded(p) => match payload::to_json(&p).map_err(|e| e.to_string())? {
-                Value::Array(tools) => Ok(tools),
-                other => Err(format!("list_tools answered {other}, not a list of tools")),
-            },
+        let (op, _) = self
+            .inner
+            .client
+            .start(start)
+            .await
+            .map_err(|e| e.to_string())?;
+        match self
+            .inner
+            .client
+            .wait(&op, &CancellationToken::new())
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            OperationOutcome::Succeeded(p) => {
+                match payload::to_json(&p).map_err(|e| e.to_string())? {
+                    Value::Array(tools) => Ok(tools),
+                    other => Err(format!("list_tools answered {other}, not a list of tools")),
+                }
+            }
             other => Err(format!("list_tools did not succeed: {other:?}")),
         }
     }
@@ -107,15 +158,27 @@ impl Connector {
                 Ok(tools) => ok.push((route.clone(), tools)),
                 Err(e) => {
                     return Err(McpError::internal_error(
-                        format!("listing the tools of service {:?} (endpoint {:?}) failed: {e}", route.service, route.endpoint),
+                        format!(
+                            "listing the tools of service {:?} (endpoint {:?}) failed: {e}",
+                            route.service, route.endpoint
+                        ),
                         None,
                     ));
                 }
             }
         }
-        let merged = merge_tool_lists(ok).map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let merged =
+            merge_tool_lists(ok).map_err(|e| McpError::internal_error(e.to_string(), None))?;
         let mut catalog = self.inner.tools.write().await;
-        *catalog = merged.iter().map(|(r, t)| (t["name"].as_str().unwrap_or_default().to_owned(), (r.clone(), t.clone()))).collect();
+        *catalog = merged
+            .iter()
+            .map(|(r, t)| {
+                (
+                    t["name"].as_str().unwrap_or_default().to_owned(),
+                    (r.clone(), t.clone()),
+                )
+            })
+            .collect();
         Ok(merged)
     }
 
@@ -130,7 +193,113 @@ impl Connector {
             .await
             .get(tool)
             .cloned()
-            .ok_or_else(|| McpError::invalid_params(format!("unknown tool: {tool}"), Some(json!({"tool": tool}))))
+            .ok_or_else(|| {
+                McpError::invalid_params(
+                    format!("unknown tool: {tool}"),
+                    Some(json!({"tool": tool})),
+                )
+            })
+    }
+
+    /// Starts the tool's operation on its route. With an idempotency key the operation id is a
+    /// function of (caller scope, tool, key), so a repeated call reattaches to the same
+    /// execution, running or finished; different arguments under the same key are a conflict.
+    async fn start_call(
+        &self,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+        key: Option<IdempotencyKey>,
+    ) -> Result<Started, McpError> {
+        let (route, definition) = self.lookup(tool).await?;
+        let timeout = definition["_meta"][TIMEOUT_META_KEY]
+            .as_u64()
+            .map(Duration::from_millis)
+            .unwrap_or(self.inner.options.default_timeout);
+        let arguments = Value::Object(arguments);
+        let input = payload::to_payload(&arguments)
+            .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+        let client = &self.inner.client;
+        let Some(key) = key else {
+            let mut start = StartOperation::new(
+                self.operation_id(""),
+                &route.endpoint,
+                &route.service,
+                tool,
+                input,
+            );
+            start.schedule_to_close = Some(timeout);
+            let (op, _) = client
+                .start(start)
+                .await
+                .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+            info!(operation_id = %op.operation_id, tool, service = %route.service, "tool call started");
+            return Ok(Started::Op(op));
+        };
+        let operation_id = idempotent_operation_id(
+            &self.inner.options.connector_name,
+            &self.owner(),
+            tool,
+            &key,
+        );
+        let fingerprint = arguments_fingerprint(&arguments);
+        let mut start =
+            StartOperation::new(&operation_id, &route.endpoint, &route.service, tool, input);
+        // Same key and same arguments => same request id: the server answers with the same
+        // run, even after it closed. Temporal attaches silently on a conflict, so the
+        // arguments' fingerprint travels in a header and is compared here.
+        start.request_id = format!("{operation_id}-{fingerprint}");
+        start.schedule_to_close = Some(timeout);
+        start.conflict_policy = ConflictPolicy::UseExisting;
+        start.reuse_policy = ReusePolicy::RejectDuplicate;
+        start
+            .headers
+            .insert(FINGERPRINT_HEADER.into(), fingerprint.clone());
+        let op = match client.start(start).await {
+            Ok((op, true)) => {
+                info!(operation_id = %op.operation_id, tool, "idempotent tool call started");
+                return Ok(Started::Op(op));
+            }
+            Ok((op, false)) => op,
+            // Closed, and started by a request with other arguments.
+            Err(OperationClientError::AlreadyExists { .. }) => OperationRef {
+                operation_id,
+                run_id: String::new(),
+            },
+            Err(e) => return Err(McpError::internal_error(e.to_string(), None)),
+        };
+        let existing = client
+            .describe(&op)
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        if existing.headers.get(FINGERPRINT_HEADER) != Some(&fingerprint) {
+            return Ok(Started::Conflict);
+        }
+        info!(operation_id = %op.operation_id, tool, "reattached to an idempotent tool call");
+        Ok(Started::Op(existing.reference))
+    }
+
+    /// Waits for the operation; `cancel` (the MCP request's cancellation) cancels it.
+    async fn finish_call(
+        &self,
+        op: &OperationRef,
+        cancel: &CancellationToken,
+    ) -> Result<Value, McpError> {
+        let client = &self.inner.client;
+        let outcome = match client.wait(op, cancel).await {
+            Ok(outcome) => outcome,
+            Err(OperationClientError::WaitCancelled { .. }) => {
+                // The caller cancelled: cancel the operation, and report truthfully.
+                if let Err(e) = client.cancel(op, "MCP request cancelled").await {
+                    warn!(operation_id = %op.operation_id, error = %e, "could not cancel the operation");
+                }
+                return Err(McpError::internal_error(
+                    "the tool call was cancelled by the client",
+                    None,
+                ));
+            }
+            Err(e) => return Err(McpError::internal_error(e.to_string(), None)),
+        };
+        Ok(to_call_tool_result(&to_outcome(outcome)))
     }
 
     /// Calls a tool through its route and waits for the outcome. `cancel` (the MCP request's
@@ -141,30 +310,145 @@ impl Connector {
         arguments: serde_json::Map<String, Value>,
         cancel: CancellationToken,
     ) -> Result<Value, McpError> {
-        let (route, definition) = self.lookup(tool).await?;
-        let timeout = definition["_meta"][TIMEOUT_META_KEY]
-            .as_u64()
-            .map(Duration::from_millis)
-            .unwrap_or(self.inner.options.default_timeout);
-        let input = payload::to_payload(&Value::Object(arguments)).map_err(|e| McpError::invalid_params(e.to_string(), None))?;
-        let mut start = StartOperation::new(self.operation_id(""), &route.endpoint, &route.service, tool, input);
-        start.schedule_to_close = Some(timeout);
-        let client = &self.inner.client;
-        let (op, _) = client.start(start).await.map_err(|e| McpError::internal_error(e.to_string(), None))?;
-        info!(operation_id = %op.operation_id, tool, service = %route.service, "tool call started");
-        let outcome = match client.wait(&op, &cancel).await {
-            Ok(outcome) => outcome,
-            Err(OperationClientError::WaitCancelled { .. }) => {
-                // The caller cancelled: cancel the operation, and report truthfully.
-                if let Err(e) = client.cancel(&op, "MCP request cancelled").await {
-                    warn!(operation_id = %op.operation_id, error = %e, "could not cancel the operation");
-                }
-                return Err(McpError::internal_error("the tool call was cancelled by the client", None));
-            }
-            Err(e) => return Err(McpError::internal_error(e.to_string(), None)),
-        };
-        Ok(to_call_tool_result(&to_outcome(outcome)))
+        match self.start_call(tool, arguments, None).await? {
+            Started::Op(op) => self.finish_call(&op, &cancel).await,
+            Started::Conflict => Ok(conflict_result()),
+        }
     }
+
+    fn owner(&self) -> String {
+        caller_hash(
+            &self.inner.options.signing_key,
+            &self.inner.options.caller_scope,
+        )
+    }
+
+    /// The signed task ID for an operation, scoped to this connector's caller.
+    pub fn task_id(&self, op: &OperationRef) -> String {
+        let r = TaskRef::new(
+            self.inner.client.namespace(),
+            &op.operation_id,
+            &op.run_id,
+            self.owner(),
+        );
+        sign(&self.inner.options.signing_key, &r)
+    }
+
+    /// Verifies a task ID (signature, then owner, then namespace) before any Temporal call.
+    /// Every kind of bad ID gets the same answer.
+    fn task_op(&self, task_id: &str) -> Result<OperationRef, McpError> {
+        let unknown = || McpError::invalid_params("unknown task", None);
+        let r = verify(&self.inner.options.signing_key, task_id, &self.owner())
+            .map_err(|_| unknown())?;
+        if r.ns != self.inner.client.namespace() {
+            return Err(unknown());
+        }
+        Ok(OperationRef {
+            operation_id: r.op,
+            run_id: r.run,
+        })
+    }
+
+    /// The task's state: working while the operation runs, then its result.
+    pub async fn task_state(&self, task_id: &str) -> Result<DetailedTask, McpError> {
+        let op = self.task_op(task_id)?;
+        let described =
+            self.inner.client.describe(&op).await.map_err(|e| {
+                McpError::internal_error(format!("could not read the task: {e}"), None)
+            })?;
+        let now = now_rfc3339();
+        let task =
+            Task::new(task_id, TaskStatus::Working, now.clone(), now).with_poll_interval_ms(1000);
+        let payload = match (described.status, described.outcome) {
+            (OperationStatus::Running | OperationStatus::Unknown, _) | (_, None) => {
+                TaskPayload::Working
+            }
+            (_, Some(OperationOutcome::Canceled { .. })) => TaskPayload::Cancelled,
+            (_, Some(outcome)) => match to_call_tool_result(&to_outcome(outcome)) {
+                Value::Object(result) => TaskPayload::Completed { result },
+                _ => TaskPayload::Working,
+            },
+        };
+        Ok(DetailedTask::new(task, payload))
+    }
+
+    /// Requests cancellation of the task's operation.
+    pub async fn cancel_task_op(&self, task_id: &str) -> Result<(), McpError> {
+        let op = self.task_op(task_id)?;
+        self.inner
+            .client
+            .cancel(&op, "MCP tasks/cancel")
+            .await
+            .map_err(|e| McpError::internal_error(format!("could not cancel the task: {e}"), None))
+    }
+}
+
+/// Nexus header carrying the arguments' fingerprint of an idempotent call.
+const FINGERPRINT_HEADER: &str = "x-durable-mcp-arguments";
+
+/// How a start went.
+enum Started {
+    Op(OperationRef),
+    /// The idempotency key names an execution with other arguments; it was not touched.
+    Conflict,
+}
+
+/// The tool error for a reused idempotency key with different arguments.
+fn conflict_result() -> Value {
+    json!({
+        "content": [{"type": "text", "text": "IdempotencyConflict: this idempotency key was already used with different arguments; the first call is unchanged. Use a new key for new arguments."}],
+        "isError": true,
+        "_meta": {ERROR_TYPE_META: "IdempotencyConflict"},
+    })
+}
+
+/// The request's idempotency key, from `_meta` (the params' or the context's).
+fn idempotency_key(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Result<Option<IdempotencyKey>, McpError> {
+    let metas = [
+        request
+            .meta
+            .as_ref()
+            .and_then(|m| serde_json::to_value(m).ok()),
+        serde_json::to_value(&context.meta).ok(),
+    ];
+    for meta in metas.into_iter().flatten() {
+        if let Value::Object(map) = meta
+            && let Some(key) =
+                key_from_meta(&map).map_err(|e| McpError::invalid_params(e.to_string(), None))?
+        {
+            return Ok(Some(key));
+        }
+    }
+    Ok(None)
+}
+
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// Whether the request's caller declared the tasks extension (per request for stateless
+/// 2026-07-28 clients, at initialize for session clients).
+fn supports_tasks(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .meta
+        .client_capabilities()
+        .is_some_and(|c| c.supports_tasks())
+        || context
+            .peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.supports_tasks())
+}
+
+/// The answer to a task method from a caller without the tasks extension.
+fn tasks_extension_required() -> McpError {
+    McpError::new(
+        ErrorCode(-32021),
+        "this method needs the io.modelcontextprotocol/tasks extension",
+        Some(json!({"requiredCapabilities": {"extensions": {TASKS_EXTENSION_ID: {}}}})),
+    )
 }
 
 /// The Nexus outcome in the shape the outcome table maps.
@@ -173,11 +457,21 @@ fn to_outcome(outcome: OperationOutcome) -> Outcome {
         OperationOutcome::Succeeded(p) => {
             let marked = payload::mcp_type(&p) == Some(payload::CALL_TOOL_RESULT);
             match payload::to_json(&p) {
-                Ok(payload_json) => Outcome::Result { payload_json, marked_call_tool_result: marked },
-                Err(e) => Outcome::Failed { message: e.to_string(), error_type: None },
+                Ok(payload_json) => Outcome::Result {
+                    payload_json,
+                    marked_call_tool_result: marked,
+                },
+                Err(e) => Outcome::Failed {
+                    message: e.to_string(),
+                    error_type: None,
+                },
             }
         }
-        OperationOutcome::Failed { message, error_type, handler_error } => Outcome::Failed {
+        OperationOutcome::Failed {
+            message,
+            error_type,
+            handler_error,
+        } => Outcome::Failed {
             message,
             error_type: error_type.or_else(|| handler_error.map(|k| k.as_str().to_owned())),
         },
@@ -189,7 +483,12 @@ fn to_outcome(outcome: OperationOutcome) -> Outcome {
 
 impl ServerHandler for Connector {
     fn get_info(&self) -> ServerConfig {
-        let mut info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
+        let mut info = ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        );
         info.server_info = Implementation::new("durable-mcp-connector", env!("CARGO_PKG_VERSION"));
         info
     }
@@ -203,7 +502,11 @@ impl ServerHandler for Connector {
             .refresh_tools()
             .await?
             .into_iter()
-            .map(|(_, t)| serde_json::from_value::<Tool>(t).map_err(|e| McpError::internal_error(format!("a listed tool is not valid MCP: {e}"), None)))
+            .map(|(_, t)| {
+                serde_json::from_value::<Tool>(t).map_err(|e| {
+                    McpError::internal_error(format!("a listed tool is not valid MCP: {e}"), None)
+                })
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -218,11 +521,62 @@ impl ServerHandler for Connector {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let arguments = request.arguments.unwrap_or_default();
-        let json = self.call(&request.name, arguments, context.ct.clone()).await?;
-        let mut result: CallToolResult = serde_json::from_value(json)
-            .map_err(|e| McpError::internal_error(format!("the tool returned an invalid CallToolResult: {e}"), None))?;
+        let key = idempotency_key(&request, &context)?;
+        let arguments = request.arguments.clone().unwrap_or_default();
+        let op = match self.start_call(&request.name, arguments, key).await? {
+            Started::Op(op) => op,
+            Started::Conflict => {
+                let mut result: CallToolResult = serde_json::from_value(conflict_result())
+                    .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                result.result_type = Some(ResultType::COMPLETE);
+                return Ok(result.into());
+            }
+        };
+        let json = if supports_tasks(&context) {
+            // A task-capable caller waits `task_after`, then gets a task it can poll from any
+            // replica; after that only tasks/cancel cancels the call.
+            tokio::select! {
+                finished = self.finish_call(&op, &context.ct) => finished?,
+                _ = tokio::time::sleep(self.inner.options.task_after) => {
+                    let now = now_rfc3339();
+                    let task = Task::new(self.task_id(&op), TaskStatus::Working, now.clone(), now)
+                        .with_poll_interval_ms(1000);
+                    info!(operation_id = %op.operation_id, "tool call continues as a task");
+                    return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
+                }
+            }
+        } else {
+            self.finish_call(&op, &context.ct).await?
+        };
+        let mut result: CallToolResult = serde_json::from_value(json).map_err(|e| {
+            McpError::internal_error(
+                format!("the tool returned an invalid CallToolResult: {e}"),
+                None,
+            )
+        })?;
         result.result_type = Some(ResultType::COMPLETE);
         Ok(result.into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        if !supports_tasks(&context) {
+            return Err(tasks_extension_required());
+        }
+        Ok(GetTaskResult::new(self.task_state(&request.task_id).await?))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if !supports_tasks(&context) {
+            return Err(tasks_extension_required());
+        }
+        self.cancel_task_op(&request.task_id).await
     }
 }

@@ -185,6 +185,8 @@ pub struct OperationDescription {
     /// Attempts made to deliver the start request to the handler.
     pub attempt: i32,
     pub last_attempt_failure: Option<String>,
+    /// The Nexus headers the operation was started with.
+    pub headers: HashMap<String, String>,
     /// Present once the operation closed.
     pub outcome: Option<OperationOutcome>,
 }
@@ -425,6 +427,7 @@ impl OperationClient {
             operation: info.operation,
             attempt: info.attempt,
             last_attempt_failure: info.last_attempt_failure.map(|f| summarize(&f).message),
+            headers: info.nexus_header,
             outcome,
         })
     }

@@ -12,8 +12,8 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use serde::{Deserialize, Serialize};
 use temporalio_common::data_converters::RawValue;
 use temporalio_macros::activities;
-use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use temporalio_sdk::ApplicationFailure;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use tracing::{debug, warn};
 
 use super::{
@@ -48,14 +48,21 @@ pub struct ProxyActivities {
 fn failure(kind: ToolCallErrorType, retryable: bool, message: String) -> ActivityError {
     let source: Box<dyn std::error::Error + Send + Sync> = message.into();
     ActivityError::application(
-        ApplicationFailure::builder(source).type_name(kind.as_str().to_owned()).non_retryable(!retryable).build(),
+        ApplicationFailure::builder(source)
+            .type_name(kind.as_str().to_owned())
+            .non_retryable(!retryable)
+            .build(),
     )
 }
 
 #[activities]
 impl ProxyActivities {
     #[activity(name = "durable-mcp.call-tool")]
-    async fn call_tool(self: Arc<Self>, ctx: ActivityContext, input: ToolCallInput) -> Result<RawValue, ActivityError> {
+    async fn call_tool(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: ToolCallInput,
+    ) -> Result<RawValue, ActivityError> {
         let Some(client) = self.upstreams.get(&input.service).cloned() else {
             return Err(failure(
                 ToolCallErrorType::UnknownTool,
@@ -83,7 +90,13 @@ impl ProxyActivities {
             let error = match result {
                 Ok(result) => {
                     let payload = payload::to_marked_payload(&result, payload::CALL_TOOL_RESULT)
-                        .map_err(|e| failure(ToolCallErrorType::UpstreamProtocolError, false, e.to_string()))?;
+                        .map_err(|e| {
+                            failure(
+                                ToolCallErrorType::UpstreamProtocolError,
+                                false,
+                                e.to_string(),
+                            )
+                        })?;
                     if payload.data.len() > MAX_RESULT_BYTES {
                         return Err(failure(
                             ToolCallErrorType::ResultTooLarge,
@@ -105,7 +118,11 @@ impl ProxyActivities {
                     return Err(failure(kind, retryable, error.to_string()));
                 }
                 UpstreamError::Protocol { .. } => {
-                    return Err(failure(ToolCallErrorType::UpstreamProtocolError, false, error.to_string()));
+                    return Err(failure(
+                        ToolCallErrorType::UpstreamProtocolError,
+                        false,
+                        error.to_string(),
+                    ));
                 }
                 UpstreamError::Connect { .. } | UpstreamError::Transport { .. } => {
                     on_transport_failure(error.phase(), input.one_attempt, false)
@@ -127,8 +144,12 @@ impl ProxyActivities {
                         }
                     }
                 }
-                FailureAction::FailRetryable(kind) => return Err(failure(kind, true, error.to_string())),
-                FailureAction::FailNonRetryable(kind) => return Err(failure(kind, false, error.to_string())),
+                FailureAction::FailRetryable(kind) => {
+                    return Err(failure(kind, true, error.to_string()));
+                }
+                FailureAction::FailNonRetryable(kind) => {
+                    return Err(failure(kind, false, error.to_string()));
+                }
             }
         }
     }

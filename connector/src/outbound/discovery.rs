@@ -39,7 +39,11 @@ pub struct Discovery {
 
 impl Discovery {
     pub fn new(client: Arc<UpstreamClient>) -> Self {
-        Self { client, backoff: Backoff::discovery(), state: Mutex::default() }
+        Self {
+            client,
+            backoff: Backoff::discovery(),
+            state: Mutex::default(),
+        }
     }
 
     /// The last good list, if any.
@@ -66,7 +70,10 @@ impl Discovery {
             Ok(tools) => {
                 let tools = Arc::new(tools);
                 let mut state = self.state.lock().unwrap();
-                *state = State { tools: Some(tools.clone()), ..State::default() };
+                *state = State {
+                    tools: Some(tools.clone()),
+                    ..State::default()
+                };
                 Ok(tools)
             }
             Err(e) => {
@@ -85,7 +92,10 @@ impl Discovery {
     fn error(&self, state: &State) -> DiscoveryError {
         DiscoveryError {
             service: self.client.service().to_owned(),
-            reason: state.last_error.clone().unwrap_or_else(|| "no attempt yet".into()),
+            reason: state
+                .last_error
+                .clone()
+                .unwrap_or_else(|| "no attempt yet".into()),
         }
     }
 }

@@ -49,7 +49,10 @@ pub async fn run_proxy(
 ) -> Result<(), ProxyError> {
     let mut clients = HashMap::new();
     for upstream in &upstreams {
-        let client = Arc::new(UpstreamClient::new(upstream.service.clone(), upstream.transport.clone()));
+        let client = Arc::new(UpstreamClient::new(
+            upstream.service.clone(),
+            upstream.transport.clone(),
+        ));
         if clients.insert(upstream.service.clone(), client).is_some() {
             return Err(ProxyError::DuplicateService(upstream.service.clone()));
         }
@@ -61,8 +64,12 @@ pub async fn run_proxy(
     for upstream in upstreams {
         let discovery = Arc::new(Discovery::new(clients[&upstream.service].clone()));
         match discovery.refresh().await {
-            Ok(tools) => info!(service = %upstream.service, tools = tools.len(), "discovered upstream tools"),
-            Err(e) => warn!(service = %upstream.service, error = %e, "upstream unavailable at startup; will retry"),
+            Ok(tools) => {
+                info!(service = %upstream.service, tools = tools.len(), "discovered upstream tools")
+            }
+            Err(e) => {
+                warn!(service = %upstream.service, error = %e, "upstream unavailable at startup; will retry")
+            }
         }
         services.push(proxy_service(ServiceContext {
             service: upstream.service,
@@ -80,25 +87,35 @@ pub async fn run_proxy(
     let nexus = NexusWorker::new(connection.clone(), nexus_options, services).await?;
     let nexus_shutdown = nexus.shutdown_handle();
 
-    let runtime = Runtime::from_current_tokio(Default::default()).map_err(|e| ProxyError::Activity(e.to_string()))?;
-    let client = Client::new(connection, ClientOptions::new(options.namespace.clone()).build())
+    let runtime = Runtime::from_current_tokio(Default::default())
         .map_err(|e| ProxyError::Activity(e.to_string()))?;
+    let client = Client::new(
+        connection,
+        ClientOptions::new(options.namespace.clone()).build(),
+    )
+    .map_err(|e| ProxyError::Activity(e.to_string()))?;
     let worker_options = WorkerOptions::new(options.task_queue.clone())
-        .deployment_options(temporalio_common::worker::WorkerDeploymentOptions::from_build_id(
-            concat!("durable-mcp-", env!("CARGO_PKG_VERSION")).to_owned(),
-        ))
-        .register_activities(ProxyActivities { upstreams: clients.clone() })
+        .deployment_options(
+            temporalio_common::worker::WorkerDeploymentOptions::from_build_id(
+                concat!("durable-mcp-", env!("CARGO_PKG_VERSION")).to_owned(),
+            ),
+        )
+        .register_activities(ProxyActivities {
+            upstreams: clients.clone(),
+        })
         .build();
-    let mut activities = Worker::new(&runtime, client, worker_options).map_err(|e| ProxyError::Activity(e.to_string()))?;
+    let mut activities = Worker::new(&runtime, client, worker_options)
+        .map_err(|e| ProxyError::Activity(e.to_string()))?;
     let activity_shutdown = activities.shutdown_handle();
 
     info!(task_queue = %options.task_queue, upstreams = clients.len(), "proxy worker running");
-    let (nexus_result, activity_result, ()) = tokio::join!(nexus.run(), activities.run(), async move {
-        shutdown.cancelled().await;
-        info!("proxy shutting down");
-        nexus_shutdown.shutdown();
-        activity_shutdown();
-    });
+    let (nexus_result, activity_result, ()) =
+        tokio::join!(nexus.run(), activities.run(), async move {
+            shutdown.cancelled().await;
+            info!("proxy shutting down");
+            nexus_shutdown.shutdown();
+            activity_shutdown();
+        });
     for client in clients.values() {
         client.close().await;
     }

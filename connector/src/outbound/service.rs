@@ -18,8 +18,8 @@ use super::{
 };
 use crate::{
     nexus::{
-        CancelContext, HandlerError, HandlerErrorKind, OperationError, OperationHandler, RetryBehavior,
-        Service, StartContext, StartError, StartOutcome, start_fn,
+        CancelContext, HandlerError, HandlerErrorKind, OperationError, OperationHandler,
+        RetryBehavior, Service, StartContext, StartError, StartOutcome, start_fn,
     },
     payload,
     temporal::activity::{ActivityStart, cancel_activity, find_activity, start_activity},
@@ -58,7 +58,11 @@ pub struct ServiceContext {
 impl ServiceContext {
     fn resolve(&self, tool: &serde_json::Value) -> ResolvedCallOptions {
         let name = tool["name"].as_str().unwrap_or_default();
-        resolve(&self.activity_options, self.overrides.get(name), &ToolHints::from_tool_json(tool))
+        resolve(
+            &self.activity_options,
+            self.overrides.get(name),
+            &ToolHints::from_tool_json(tool),
+        )
     }
 
     /// The activity id of one call: a function of (service, tool, Nexus request id), so a
@@ -79,7 +83,8 @@ pub fn proxy_service(ctx: ServiceContext) -> Service {
                 let ctx = list_ctx.clone();
                 async move {
                     let tools = ctx.discovery.refresh().await.map_err(|e| {
-                        HandlerError::new(HandlerErrorKind::Unavailable, e.to_string()).with_retry(RetryBehavior::Retryable)
+                        HandlerError::new(HandlerErrorKind::Unavailable, e.to_string())
+                            .with_retry(RetryBehavior::Retryable)
                     })?;
                     let listed: Vec<serde_json::Value> = tools
                         .iter()
@@ -87,9 +92,13 @@ pub fn proxy_service(ctx: ServiceContext) -> Service {
                             let mut tool = tool.clone();
                             let timeout = call_timeout(&ctx.resolve(&tool));
                             if let Some(obj) = tool.as_object_mut() {
-                                let meta = obj.entry("_meta").or_insert_with(|| serde_json::json!({}));
+                                let meta =
+                                    obj.entry("_meta").or_insert_with(|| serde_json::json!({}));
                                 if let Some(meta) = meta.as_object_mut() {
-                                    meta.insert(TIMEOUT_META_KEY.into(), (timeout.as_millis() as u64).into());
+                                    meta.insert(
+                                        TIMEOUT_META_KEY.into(),
+                                        (timeout.as_millis() as u64).into(),
+                                    );
                                 }
                             }
                             tool
@@ -116,19 +125,30 @@ struct ToolCall {
 }
 
 impl OperationHandler for ToolCall {
-    fn start(&self, start: StartContext, input: Payload) -> BoxFuture<'static, Result<StartOutcome, StartError>> {
+    fn start(
+        &self,
+        start: StartContext,
+        input: Payload,
+    ) -> BoxFuture<'static, Result<StartOutcome, StartError>> {
         let ctx = self.ctx.clone();
         Box::pin(async move {
             let tool = start.operation.clone();
             let activity_id = ctx.activity_id(&tool, &start.request_id);
             let token = |run_id: String| {
-                let token = serde_json::to_string(&CallToken { activity_id: activity_id.clone(), run_id }).unwrap();
+                let token = serde_json::to_string(&CallToken {
+                    activity_id: activity_id.clone(),
+                    run_id,
+                })
+                .unwrap();
                 Ok(StartOutcome::Async { token })
             };
             let rpc_error = |what: &str, s: tonic::Status| -> StartError {
-                HandlerError::new(HandlerErrorKind::Unavailable, format!("{what}: {}", s.message()))
-                    .with_retry(RetryBehavior::Retryable)
-                    .into()
+                HandlerError::new(
+                    HandlerErrorKind::Unavailable,
+                    format!("{what}: {}", s.message()),
+                )
+                .with_retry(RetryBehavior::Retryable)
+                .into()
             };
             // Reattach first: a retried start must not depend on discovery, which may have
             // changed (or failed) since the first attempt recorded its input and options.
@@ -156,15 +176,18 @@ impl OperationHandler for ToolCall {
                 None => {
                     // Maybe the tool is new: ask once more before calling it unknown.
                     let tools = ctx.discovery.refresh().await.map_err(|e| {
-                        HandlerError::new(HandlerErrorKind::Unavailable, e.to_string()).with_retry(RetryBehavior::Retryable)
+                        HandlerError::new(HandlerErrorKind::Unavailable, e.to_string())
+                            .with_retry(RetryBehavior::Retryable)
                     })?;
-                    tools.iter().find(|t| t["name"] == tool.as_str()).cloned().ok_or_else(|| {
-                        OperationError::Failed {
+                    tools
+                        .iter()
+                        .find(|t| t["name"] == tool.as_str())
+                        .cloned()
+                        .ok_or_else(|| OperationError::Failed {
                             message: format!("upstream {:?} has no tool {tool:?}", ctx.service),
                             error_type: ToolCallErrorType::UnknownTool.as_str().into(),
                             details: None,
-                        }
-                    })?
+                        })?
                 }
             };
             let options = ctx.resolve(&definition);
@@ -182,7 +205,10 @@ impl OperationHandler for ToolCall {
                     request_id: start.request_id.clone(),
                     activity_type: CALL_TOOL_ACTIVITY.into(),
                     task_queue: ctx.task_queue.clone(),
-                    input: vec![payload::to_payload(&recorded).map_err(|e| HandlerError::bad_request(e.to_string()))?],
+                    input: vec![
+                        payload::to_payload(&recorded)
+                            .map_err(|e| HandlerError::bad_request(e.to_string()))?,
+                    ],
                     schedule_to_close: Some(call_timeout(&options)),
                     start_to_close: Some(options.start_to_close),
                     heartbeat: Some(options.heartbeat),
@@ -192,7 +218,10 @@ impl OperationHandler for ToolCall {
                     completion_callback: (!start.callback.is_empty())
                         .then(|| (start.callback.clone(), start.callback_headers.clone())),
                     priority: options.priority.as_ref().map(|p| p.to_proto()),
-                    summary: options.summary.clone().or_else(|| Some(format!("{}: {tool}", ctx.service))),
+                    summary: options
+                        .summary
+                        .clone()
+                        .or_else(|| Some(format!("{}: {tool}", ctx.service))),
                 },
             )
             .await
@@ -205,11 +234,18 @@ impl OperationHandler for ToolCall {
     fn cancel(&self, cancel: CancelContext) -> BoxFuture<'static, Result<(), HandlerError>> {
         let ctx = self.ctx.clone();
         Box::pin(async move {
-            let token: CallToken = serde_json::from_str(&cancel.token)
-                .map_err(|e| HandlerError::bad_request(format!("malformed operation token: {e}")))?;
-            cancel_activity(&ctx.connection, &ctx.namespace, &token.activity_id, &token.run_id, "Nexus operation cancelled")
-                .await
-                .map_err(|s| HandlerError::new(HandlerErrorKind::Unavailable, s.message().to_owned()))
+            let token: CallToken = serde_json::from_str(&cancel.token).map_err(|e| {
+                HandlerError::bad_request(format!("malformed operation token: {e}"))
+            })?;
+            cancel_activity(
+                &ctx.connection,
+                &ctx.namespace,
+                &token.activity_id,
+                &token.run_id,
+                "Nexus operation cancelled",
+            )
+            .await
+            .map_err(|s| HandlerError::new(HandlerErrorKind::Unavailable, s.message().to_owned()))
         })
     }
 }

@@ -29,10 +29,18 @@ pub enum UpstreamError {
     Connect { service: String, reason: String },
     /// The connection failed while the request was in flight: the tool may have run.
     #[error("upstream {service:?} failed during the request: {reason}")]
-    Transport { service: String, reason: String, phase: Phase },
+    Transport {
+        service: String,
+        reason: String,
+        phase: Phase,
+    },
     /// The upstream answered with a JSON-RPC error.
     #[error("upstream {service:?} answered JSON-RPC error {code}: {message}")]
-    JsonRpc { service: String, code: i32, message: String },
+    JsonRpc {
+        service: String,
+        code: i32,
+        message: String,
+    },
     /// The upstream answered something that is not valid MCP.
     #[error("upstream {service:?} broke the protocol: {reason}")]
     Protocol { service: String, reason: String },
@@ -63,13 +71,20 @@ pub struct UpstreamClient {
 
 impl std::fmt::Debug for UpstreamClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UpstreamClient").field("service", &self.service).field("transport", &self.transport).finish()
+        f.debug_struct("UpstreamClient")
+            .field("service", &self.service)
+            .field("transport", &self.transport)
+            .finish()
     }
 }
 
 impl UpstreamClient {
     pub fn new(service: impl Into<String>, transport: TransportConfig) -> Self {
-        Self { service: service.into(), transport, connection: Mutex::new(None) }
+        Self {
+            service: service.into(),
+            transport,
+            connection: Mutex::new(None),
+        }
     }
 
     pub fn service(&self) -> &str {
@@ -83,9 +98,17 @@ impl UpstreamClient {
         {
             return Ok(conn.clone());
         }
-        let connect_error = |reason: String| UpstreamError::Connect { service: self.service.clone(), reason };
+        let connect_error = |reason: String| UpstreamError::Connect {
+            service: self.service.clone(),
+            reason,
+        };
         let running = match &self.transport {
-            TransportConfig::Stdio { command, args, env, cwd } => {
+            TransportConfig::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
                 let mut cmd = tokio::process::Command::new(command);
                 cmd.args(args).envs(env).kill_on_drop(true);
                 if let Some(dir) = cwd {
@@ -98,7 +121,9 @@ impl UpstreamClient {
                 if let Some(stderr) = stderr {
                     forward_stderr(self.service.clone(), stderr);
                 }
-                ().serve(transport).await.map_err(|e| connect_error(e.to_string()))?
+                ().serve(transport)
+                    .await
+                    .map_err(|e| connect_error(e.to_string()))?
             }
             TransportConfig::Http { url, headers } => {
                 let mut custom = HashMap::new();
@@ -106,20 +131,25 @@ impl UpstreamClient {
                     let name = http::HeaderName::try_from(name.as_str())
                         .map_err(|e| connect_error(format!("header name {name:?}: {e}")))?;
                     // The value is a secret: never echo it in errors.
-                    let value = http::HeaderValue::try_from(value.as_str())
-                        .map_err(|_| connect_error(format!("header {name} has an invalid value")))?;
+                    let value = http::HeaderValue::try_from(value.as_str()).map_err(|_| {
+                        connect_error(format!("header {name} has an invalid value"))
+                    })?;
                     custom.insert(name, value);
                 }
-                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(custom);
                 // rmcp's default resumes an aborted response stream forever, so a call whose
                 // upstream died mid-response would hang: bound it, and let the failure surface.
-                let mut backoff = rmcp::transport::common::client_side_sse::ExponentialBackoff::default();
+                let mut backoff =
+                    rmcp::transport::common::client_side_sse::ExponentialBackoff::default();
                 backoff.max_times = Some(SSE_RESUME_ATTEMPTS);
                 backoff.base_duration = Duration::from_millis(200);
                 backoff.max_delay = Some(Duration::from_secs(2));
                 config.retry_config = Arc::new(backoff);
                 let transport = StreamableHttpClientTransport::from_config(config);
-                ().serve(transport).await.map_err(|e| connect_error(e.to_string()))?
+                ().serve(transport)
+                    .await
+                    .map_err(|e| connect_error(e.to_string()))?
             }
         };
         info!(service = %self.service, "connected to upstream MCP server");
@@ -140,30 +170,49 @@ impl UpstreamClient {
     fn map_error(&self, e: ServiceError) -> UpstreamError {
         let service = self.service.clone();
         match e {
-            ServiceError::McpError(err) => UpstreamError::JsonRpc { service, code: err.code.0, message: err.message.to_string() },
-            ServiceError::TransportSend(err) => {
-                UpstreamError::Transport { service, reason: err.to_string(), phase: Phase::NotDelivered }
-            }
-            ServiceError::TransportClosed => {
-                UpstreamError::Transport { service, reason: "connection closed".into(), phase: Phase::MayHaveRun }
-            }
+            ServiceError::McpError(err) => UpstreamError::JsonRpc {
+                service,
+                code: err.code.0,
+                message: err.message.to_string(),
+            },
+            ServiceError::TransportSend(err) => UpstreamError::Transport {
+                service,
+                reason: err.to_string(),
+                phase: Phase::NotDelivered,
+            },
+            ServiceError::TransportClosed => UpstreamError::Transport {
+                service,
+                reason: "connection closed".into(),
+                phase: Phase::MayHaveRun,
+            },
             ServiceError::Timeout { timeout } => UpstreamError::Transport {
                 service,
                 reason: format!("no answer within {timeout:?}"),
                 phase: Phase::MayHaveRun,
             },
-            other => UpstreamError::Protocol { service, reason: other.to_string() },
+            other => UpstreamError::Protocol {
+                service,
+                reason: other.to_string(),
+            },
         }
     }
 
     /// `tools/list`, all pages, as raw MCP Tool JSON objects.
-    pub async fn list_tools(&self, timeout: Duration) -> Result<Vec<serde_json::Value>, UpstreamError> {
+    pub async fn list_tools(
+        &self,
+        timeout: Duration,
+    ) -> Result<Vec<serde_json::Value>, UpstreamError> {
         let conn = self.connect().await?;
         let listed = tokio::time::timeout(timeout, conn.peer().list_all_tools()).await;
         match listed {
             Ok(Ok(tools)) => tools
                 .into_iter()
-                .map(|t| to_json(&t).map_err(|reason| UpstreamError::Protocol { service: self.service.clone(), reason }))
+                .map(|t| {
+                    to_json(&t).map_err(|reason| UpstreamError::Protocol {
+                        service: self.service.clone(),
+                        reason,
+                    })
+                })
                 .collect(),
             Ok(Err(e)) => {
                 let err = self.map_error(e);
@@ -190,7 +239,10 @@ impl UpstreamClient {
         let conn = self.connect().await?;
         let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
         match conn.peer().call_tool(params).await {
-            Ok(result) => to_json(&result).map_err(|reason| UpstreamError::Protocol { service: self.service.clone(), reason }),
+            Ok(result) => to_json(&result).map_err(|reason| UpstreamError::Protocol {
+                service: self.service.clone(),
+                reason,
+            }),
             Err(e) => {
                 let err = self.map_error(e);
                 if matches!(err, UpstreamError::Transport { .. }) {

@@ -81,11 +81,13 @@ pub async fn start_activity(
             .unwrap_or(ActivityIdReusePolicy::Unspecified)
             .into(),
         // The server accepts attach options only when there is something to attach.
-        on_conflict_options: (start.use_existing && start.completion_callback.is_some()).then_some(OnConflictOptions {
-            attach_request_id: true,
-            attach_completion_callbacks: true,
-            attach_links: true,
-        }),
+        on_conflict_options: (start.use_existing && start.completion_callback.is_some()).then_some(
+            OnConflictOptions {
+                attach_request_id: true,
+                attach_completion_callbacks: true,
+                attach_links: true,
+            },
+        ),
         completion_callbacks: start
             .completion_callback
             .map(|(url, header)| Callback {
@@ -146,7 +148,11 @@ pub async fn find_activity(
         activity_id: activity_id.to_owned(),
         ..Default::default()
     };
-    match connection.workflow_service().describe_activity_execution(tonic::Request::new(request)).await {
+    match connection
+        .workflow_service()
+        .describe_activity_execution(tonic::Request::new(request))
+        .await
+    {
         Ok(resp) => Ok(Some(resp.into_inner().run_id)),
         Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
         Err(status) => Err(status),

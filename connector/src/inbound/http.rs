@@ -1,0 +1,315 @@
+//! The connector over Streamable HTTP, mounted in axum.
+//!
+//! One rmcp [`StreamableHttpService`] with a [`LocalSessionManager`] and legacy session mode on
+//! serves both kinds of MCP clients at one path:
+//!
+//! - older clients (protocol up to 2025-11-25) do the `initialize` handshake and get an
+//!   `Mcp-Session-Id`; `notifications/cancelled` on the session cancels the call;
+//! - current clients (2026-07-28, `server/discover` and per-request `_meta`) are routed by rmcp
+//!   to its stateless path whatever the session manager is; closing the response stream cancels
+//!   the call.
+//!
+//! `NeverSessionManager` with `with_legacy_session_mode(false)` would serve only the second kind,
+//! so it is not used.
+//!
+//! DNS-rebinding protection stays on: rmcp checks the `Host` header against an allow-list that
+//! defaults to loopback (`localhost`, `127.0.0.1`, `::1`); [`HttpOptions::allowed_hosts`] adds to
+//! it, never replaces it (an empty list would make rmcp accept every host). A browser `Origin`
+//! header, when present, must name one of the same hosts (any port); requests without `Origin`
+//! (non-browser clients) pass.
+//!
+//! `GET /healthz` answers `200 ok` without any Host check, for load balancers and probes.
+//!
+//! Shutdown: cancelling the `shutdown` token stops accepting connections, then waits up to
+//! [`HttpOptions::shutdown_grace`] for in-flight MCP requests (POSTs whose response has not
+//! ended) to finish. When none are left, rmcp's own token closes the sessions and their idle
+//! event streams. When some are still running after the grace period, nothing is cancelled: the
+//! server stops waiting and the process is expected to exit, so their Nexus operations keep
+//! running in Temporal (cancelling rmcp's token or dropping stateless response streams would
+//! cancel the handlers, and the connector turns a cancelled request into a cancelled operation).
+
+use std::{
+    future::IntoFuture as _,
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use anyhow::Context as _;
+use futures::StreamExt as _;
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::server::Connector;
+
+/// Where and how the connector listens for MCP over HTTP.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// The address to bind; port 0 picks a free port.
+    pub addr: SocketAddr,
+    /// `Host` values accepted beyond loopback (`name` for any port, `name:port` for one port).
+    pub allowed_hosts: Vec<String>,
+    /// The MCP endpoint's path, `/mcp` by default.
+    pub path: String,
+    /// How long a shutdown waits for in-flight MCP requests.
+    pub shutdown_grace: Duration,
+}
+
+impl HttpOptions {
+    pub fn new(addr: SocketAddr) -> Self {
+        Self {
+            addr,
+            allowed_hosts: Vec::new(),
+            path: "/mcp".into(),
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self::new(SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)))
+    }
+}
+
+/// Counts MCP requests whose response has not ended yet.
+#[derive(Default)]
+struct InFlight {
+    count: AtomicUsize,
+    idle: Notify,
+}
+
+struct InFlightGuard(Arc<InFlight>);
+
+impl InFlightGuard {
+    fn new(in_flight: Arc<InFlight>) -> Self {
+        in_flight.count.fetch_add(1, Ordering::SeqCst);
+        Self(in_flight)
+    }
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+impl InFlight {
+    fn current(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    async fn wait_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.current() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// The rmcp configuration: loopback plus the named hosts, Origin checked against the same hosts.
+fn mcp_config(
+    options: &HttpOptions,
+    bound: SocketAddr,
+    ct: CancellationToken,
+) -> StreamableHttpServerConfig {
+    let mut config = StreamableHttpServerConfig::default().with_cancellation_token(ct);
+    // Defaults are loopback only; add, never replace (an empty list disables the check).
+    let mut hosts = config.allowed_hosts.clone();
+    let ip = bound.ip();
+    if !ip.is_loopback() && !ip.is_unspecified() {
+        // A literal IP cannot be rebound by DNS.
+        hosts.push(ip.to_string());
+    }
+    hosts.extend(
+        options
+            .allowed_hosts
+            .iter()
+            .map(|h| h.trim().to_owned())
+            .filter(|h| !h.is_empty()),
+    );
+    let mut origins = Vec::new();
+    for host in &hosts {
+        let authority = match host.parse::<Ipv6Addr>() {
+            Ok(v6) => format!("[{v6}]"),
+            Err(_) => host.clone(),
+        };
+        let has_port = authority
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+            && !authority.ends_with(']');
+        for scheme in ["http", "https"] {
+            origins.push(if has_port {
+                format!("{scheme}://{authority}")
+            } else {
+                format!("{scheme}://{authority}:*")
+            });
+        }
+    }
+    config.allowed_hosts = hosts;
+    config.with_allowed_origins(origins)
+}
+
+/// The axum router: the MCP endpoint at `options.path` and `GET /healthz`.
+pub fn router(
+    connector: Connector,
+    options: &HttpOptions,
+    bound: SocketAddr,
+    mcp_ct: CancellationToken,
+) -> axum::Router {
+    router_counting(connector, options, bound, mcp_ct, Arc::default())
+}
+
+fn router_counting(
+    connector: Connector,
+    options: &HttpOptions,
+    bound: SocketAddr,
+    mcp_ct: CancellationToken,
+    in_flight: Arc<InFlight>,
+) -> axum::Router {
+    let service: StreamableHttpService<Connector, LocalSessionManager> = StreamableHttpService::new(
+        move || Ok(connector.clone()),
+        Arc::new(LocalSessionManager::default()),
+        mcp_config(options, bound, mcp_ct),
+    );
+    let mcp = axum::Router::new()
+        .fallback_service(service)
+        .layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let in_flight = in_flight.clone();
+                async move { count_in_flight(in_flight, request, next).await }
+            },
+        ));
+    axum::Router::new()
+        .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .nest_service(&options.path, mcp)
+}
+
+/// Counts POSTs (MCP requests) until their response body ends or is dropped. GETs are the
+/// long-lived session event streams and do not hold a shutdown back.
+async fn count_in_flight(
+    in_flight: Arc<InFlight>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if request.method() != axum::http::Method::POST {
+        return next.run(request).await;
+    }
+    let guard = InFlightGuard::new(in_flight);
+    let response = next.run(request).await;
+    let (parts, body) = response.into_parts();
+    let stream = body.into_data_stream().map(move |item| {
+        let _ = &guard;
+        item
+    });
+    axum::response::Response::from_parts(parts, axum::body::Body::from_stream(stream))
+}
+
+/// A running HTTP connector.
+#[derive(Debug)]
+pub struct HttpServerHandle {
+    /// The bound address (the real port when port 0 was asked for).
+    pub local_addr: SocketAddr,
+    /// `http://<loopback or bound ip>:<port><path>`.
+    pub url: String,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl HttpServerHandle {
+    /// Waits until the server has shut down (after the `shutdown` token was cancelled).
+    pub async fn wait(self) -> anyhow::Result<()> {
+        self.task.await.context("the HTTP server task failed")?
+    }
+}
+
+/// Binds `options.addr` and serves `connector` until `shutdown` is cancelled (see the module
+/// documentation for what a shutdown does).
+pub async fn serve_http(
+    connector: Connector,
+    options: HttpOptions,
+    shutdown: CancellationToken,
+) -> anyhow::Result<HttpServerHandle> {
+    if !options.path.starts_with('/') || options.path == "/" {
+        anyhow::bail!(
+            "the MCP path must start with '/' and not be '/': {:?}",
+            options.path
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .with_context(|| format!("binding {}", options.addr))?;
+    let local_addr = listener.local_addr()?;
+    let mcp_ct = CancellationToken::new();
+    let in_flight = Arc::new(InFlight::default());
+    let app = router_counting(
+        connector,
+        &options,
+        local_addr,
+        mcp_ct.clone(),
+        in_flight.clone(),
+    );
+    let url_ip = match local_addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    let url = format!(
+        "http://{}{}",
+        SocketAddr::new(url_ip, local_addr.port()),
+        options.path
+    );
+    let grace = options.shutdown_grace;
+    let task = tokio::spawn(async move {
+        let stop_accepting = shutdown.clone();
+        let server = axum::serve(listener, app)
+            .with_graceful_shutdown(stop_accepting.cancelled_owned())
+            .into_future();
+        tokio::pin!(server);
+        tokio::select! {
+            result = &mut server => return result.context("the HTTP server failed"),
+            _ = shutdown.cancelled() => {}
+        }
+        tracing::info!(
+            in_flight = in_flight.current(),
+            "HTTP connector shutting down: no new connections"
+        );
+        let drained = tokio::select! {
+            _ = in_flight.wait_idle() => true,
+            _ = tokio::time::sleep(grace) => false,
+            result = &mut server => return result.context("the HTTP server failed"),
+        };
+        if !drained {
+            tracing::warn!(
+                in_flight = in_flight.current(),
+                "shutdown grace period over with MCP requests in flight; their Nexus operations keep running in Temporal"
+            );
+            return Ok(());
+        }
+        // Nothing in flight: close the sessions (and their idle event streams).
+        mcp_ct.cancel();
+        match tokio::time::timeout(Duration::from_secs(2), &mut server).await {
+            Ok(result) => result.context("the HTTP server failed"),
+            Err(_) => {
+                tracing::warn!("HTTP connections still open after shutdown; leaving them");
+                Ok(())
+            }
+        }
+    });
+    tracing::info!(%url, "HTTP connector listening");
+    Ok(HttpServerHandle {
+        local_addr,
+        url,
+        task,
+    })
+}

@@ -1,0 +1,387 @@
+//! R-CON HTTP: the connector over Streamable HTTP in front of the proxy, driven by real rmcp
+//! clients: a session (pre-2026) client and a stateless 2026-07-28 client on one endpoint, the
+//! Host/Origin DNS-rebinding protection with an allowed extra host, `/healthz`, graceful
+//! shutdown, and the binary's `--transport http`.
+
+use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf, process::Stdio, time::Duration};
+
+use durable_mcp::{
+    inbound::{
+        http::{HttpOptions, serve_http},
+        route::Route,
+        server::{Connector, ConnectorOptions},
+    },
+    outbound::{TransportConfig, UpstreamConfig},
+};
+use durable_mcp_conformance::fixtures::{self, Ledger, LedgerEvent};
+use rmcp::{
+    ClientLifecycleMode, ClientServiceExt, ServiceExt,
+    model::{CallToolRequestParams, ProtocolVersion},
+    transport::StreamableHttpClientTransport,
+};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::*;
+
+fn temp_path(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "durable-mcp-connector-http-{}",
+        uuid::Uuid::new_v4()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn upstream(service: &str, ledger: &Ledger) -> UpstreamConfig {
+    UpstreamConfig {
+        service: service.into(),
+        transport: TransportConfig::Stdio {
+            command: fixtures::mock_upstream_bin()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned(),
+            args: vec![
+                "--ledger".into(),
+                ledger.path().to_string_lossy().into_owned(),
+            ],
+            env: BTreeMap::new(),
+            cwd: None,
+        },
+        activity_options: Default::default(),
+        overrides: BTreeMap::new(),
+    }
+}
+
+fn echo(key: &str) -> CallToolRequestParams {
+    CallToolRequestParams::new("echo")
+        .with_arguments(json!({"key": key}).as_object().unwrap().clone())
+}
+
+/// A raw HTTP/1.1 request (so the test controls `Host` and `Origin`): the status code and body.
+async fn raw_http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut request = format!("{method} {path} HTTP/1.1\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ));
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    // An SSE answer may stay open: read what arrives within a moment.
+    let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut response)).await;
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+
+async fn post_initialize(addr: SocketAddr, host: &str, origin: Option<&str>) -> (u16, String) {
+    let mut headers = vec![
+        ("Host", host),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    if let Some(origin) = origin {
+        headers.push(("Origin", origin));
+    }
+    raw_http(addr, "POST", "/mcp", &headers, INITIALIZE).await
+}
+
+#[tokio::test]
+async fn http_clients_old_and_new_list_and_call_tools_and_foreign_hosts_are_refused() {
+    let env = TestEnv::shared("connector-http").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = ProxyGuard::start(&env, vec![upstream("mock", &ledger)]);
+    let connector = Connector::new(
+        env.client.clone(),
+        ConnectorOptions::new(vec![Route {
+            service: "mock".into(),
+            endpoint: env.endpoint.clone(),
+        }]),
+    );
+    let mut options = HttpOptions::new("127.0.0.1:0".parse().unwrap());
+    options.allowed_hosts = vec!["mcp.example.test".into()];
+    let shutdown = CancellationToken::new();
+    let server = serve_http(connector, options, shutdown.clone())
+        .await
+        .unwrap();
+    let addr = server.local_addr;
+    assert_ne!(addr.port(), 0);
+    assert_eq!(server.url, format!("http://127.0.0.1:{}/mcp", addr.port()));
+
+    // Health.
+    let (status, body) = raw_http(addr, "GET", "/healthz", &[("Host", "127.0.0.1")], "").await;
+    assert_eq!((status, body.as_str()), (200, "ok"));
+
+    // An older (session) client: the initialize handshake and an Mcp-Session-Id.
+    let session =
+        ().serve(StreamableHttpClientTransport::from_uri(server.url.clone()))
+            .await
+            .expect("session handshake");
+    let tools = session.peer().list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "echo"), "{tools:?}");
+    let result = session
+        .peer()
+        .call_tool(echo("http-session"))
+        .await
+        .unwrap();
+    assert_eq!(
+        result.structured_content,
+        Some(json!({"key": "http-session"}))
+    );
+
+    // A current (stateless 2026-07-28) client on the same endpoint.
+    let modern = ()
+        .serve_with_lifecycle(
+            StreamableHttpClientTransport::from_uri(server.url.clone()),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("server/discover with the connector");
+    let tools = modern.peer().list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "echo"), "{tools:?}");
+    let result = modern
+        .peer()
+        .call_tool(echo("http-stateless"))
+        .await
+        .unwrap();
+    assert_eq!(
+        result.structured_content,
+        Some(json!({"key": "http-stateless"}))
+    );
+    assert_eq!(
+        ledger.count_key("echo", LedgerEvent::Called, "http-session"),
+        1
+    );
+    assert_eq!(
+        ledger.count_key("echo", LedgerEvent::Called, "http-stateless"),
+        1
+    );
+
+    // DNS-rebinding protection: foreign Host refused, loopback and the allowed host pass.
+    let (status, body) = post_initialize(addr, "evil.example", None).await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) =
+        post_initialize(addr, &format!("evil.example:{}", addr.port()), None).await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = post_initialize(addr, &format!("localhost:{}", addr.port()), None).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = post_initialize(addr, "mcp.example.test", None).await;
+    assert_eq!(status, 200, "{body}");
+    // A browser Origin must name an allowed host too.
+    let (status, body) = post_initialize(addr, "127.0.0.1", Some("http://evil.example")).await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = post_initialize(addr, "127.0.0.1", Some("https://mcp.example.test")).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = post_initialize(
+        addr,
+        "127.0.0.1",
+        Some(&format!("http://localhost:{}", addr.port())),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    // Graceful shutdown: nothing in flight, so it ends promptly (sessions closed) and the port
+    // stops accepting.
+    session.cancel().await.unwrap();
+    modern.cancel().await.unwrap();
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(10), server.wait())
+        .await
+        .expect("shutdown within the grace")
+        .unwrap();
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "still accepting after shutdown"
+    );
+}
+
+#[tokio::test]
+async fn shutdown_leaves_an_in_flight_operation_running() {
+    let env = TestEnv::shared("connector-http-shutdown").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = ProxyGuard::start(&env, vec![upstream("mock", &ledger)]);
+    let connector = Connector::new(
+        env.client.clone(),
+        ConnectorOptions::new(vec![Route {
+            service: "mock".into(),
+            endpoint: env.endpoint.clone(),
+        }]),
+    );
+    let mut options = HttpOptions::new("127.0.0.1:0".parse().unwrap());
+    options.shutdown_grace = Duration::from_millis(500);
+    let shutdown = CancellationToken::new();
+    let server = serve_http(connector, options, shutdown.clone())
+        .await
+        .unwrap();
+    let client =
+        ().serve(StreamableHttpClientTransport::from_uri(server.url.clone()))
+            .await
+            .unwrap();
+    let peer = client.peer().clone();
+    let slow = tokio::spawn(async move {
+        peer.call_tool(
+            CallToolRequestParams::new("slow").with_arguments(
+                json!({"key": "sd1", "sleep_ms": 8000})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            ),
+        )
+        .await
+    });
+    assert_eq!(
+        ledger
+            .wait_for_count("slow", LedgerEvent::Called, 1, Duration::from_secs(20))
+            .await,
+        1
+    );
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(5), server.wait())
+        .await
+        .expect("shutdown after the grace")
+        .unwrap();
+    // The connector cancelled nothing: the upstream call is not cancelled.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        ledger.count_key("slow", LedgerEvent::Cancelled, "sd1"),
+        0,
+        "{:?}",
+        ledger.read()
+    );
+    slow.abort();
+    drop(client);
+}
+
+/// A binary built by this workspace, next to the test executable's target directory.
+fn workspace_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let path = dir.join(name);
+    assert!(
+        path.is_file(),
+        "{} is not built: run `cargo build -p durable-mcp --bins`",
+        path.display()
+    );
+    path
+}
+
+#[tokio::test]
+async fn the_connector_binary_serves_http_and_stops_on_sigterm() {
+    let env = TestEnv::shared("connector-http-bin").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = ProxyGuard::start(&env, vec![upstream("mock", &ledger)]);
+    // HTTP refuses to start without a task signing key.
+    let refused = tokio::process::Command::new(workspace_bin("durable-mcp-connector"))
+        .arg("--route")
+        .arg(format!("{{service: mock, endpoint: {}}}", env.endpoint))
+        .args(["--transport", "http", "--addr", "127.0.0.1:0"])
+        .env("TEMPORAL_ADDRESS", &env.address)
+        .env("TEMPORAL_NAMESPACE", &env.namespace)
+        .env_remove("MCP_TASK_SIGNING_KEY")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("MCP_TASK_SIGNING_KEY"),
+        "{refused:?}"
+    );
+
+    let mut child = tokio::process::Command::new(workspace_bin("durable-mcp-connector"))
+        .arg("--route")
+        .arg(format!("{{service: mock, endpoint: {}}}", env.endpoint))
+        .args([
+            "--transport",
+            "http",
+            "--addr",
+            "127.0.0.1:0",
+            "--allowed-host",
+            "mcp.example.test",
+        ])
+        .env("TEMPORAL_ADDRESS", &env.address)
+        .env("TEMPORAL_NAMESPACE", &env.namespace)
+        .env("RUST_LOG", "warn")
+        // "0123456789abcdef0123456789abcdef", base64: 32 bytes.
+        .env(
+            "MCP_TASK_SIGNING_KEY",
+            "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let url = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            seen.push(line.clone());
+            if let Some(url) = line.strip_prefix("durable-mcp-connector listening on ") {
+                return url.to_owned();
+            }
+        }
+        panic!("the connector exited: {seen:?}")
+    })
+    .await
+    .expect("the connector announces its address");
+    // Keep draining stderr so the child never blocks on it.
+    let warned = seen.iter().any(|l| l.contains("share one task scope"));
+    tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
+    assert!(warned, "the shared-scope warning is logged at startup");
+    let addr: SocketAddr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .parse()
+        .unwrap();
+
+    let (status, body) = raw_http(addr, "GET", "/healthz", &[("Host", "localhost")], "").await;
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    assert_eq!(post_initialize(addr, "evil.example", None).await.0, 403);
+    assert_eq!(post_initialize(addr, "mcp.example.test", None).await.0, 200);
+
+    let client =
+        ().serve(StreamableHttpClientTransport::from_uri(url))
+            .await
+            .expect("session handshake with the binary");
+    let result = client.peer().call_tool(echo("http-bin")).await.unwrap();
+    assert_eq!(result.structured_content, Some(json!({"key": "http-bin"})));
+    client.cancel().await.unwrap();
+
+    let pid = child.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
+        .await
+        .expect("exits on SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}
