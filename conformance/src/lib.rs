@@ -6,6 +6,7 @@ pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod smoke;
+pub mod third_party;
 
 pub use harness::{
     Backend, DevServer, DevServerOptions, HarnessError, ServerVersion, shared, unique_name,

@@ -224,14 +224,14 @@ async fn the_connector_binary_serves_stdio_like_an_mcp_host_would_start_it() {
 
 use durable_mcp::inbound::task_ref::{CallerScope, SigningKey};
 use rmcp::model::{
-    CallToolResponse, CancelTaskParams, ClientCapabilities, ClientInfo, GetTaskParams,
+    CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig, GetTaskParams,
     Implementation, TaskStatus,
 };
 
 /// An rmcp client that declares the tasks extension, over an in-memory pipe.
 async fn task_client_for(
     connector: Connector,
-) -> rmcp::service::RunningService<rmcp::RoleClient, ClientInfo> {
+) -> rmcp::service::RunningService<rmcp::RoleClient, ClientConfig> {
     let (server_side, client_side) = tokio::io::duplex(1 << 20);
     tokio::spawn(async move {
         let running = connector
@@ -240,7 +240,7 @@ async fn task_client_for(
             .expect("connector serves");
         let _ = running.waiting().await;
     });
-    let info = ClientInfo::new(
+    let info = ClientConfig::new(
         ClientCapabilities::builder().enable_tasks().build(),
         Implementation::new("durable-mcp-tests", "0"),
     );
@@ -261,7 +261,7 @@ fn task_options(env: &TestEnv, key: &SigningKey, scope: &str) -> ConnectorOption
 }
 
 async fn poll_until_done(
-    client: &rmcp::service::RunningService<rmcp::RoleClient, ClientInfo>,
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>,
     task_id: &str,
 ) -> serde_json::Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);

@@ -378,3 +378,101 @@ async fn codec_hook_encodes_inputs_and_decodes_results() {
     assert_eq!(events(&key), vec!["binary/xor".to_owned()]);
     worker.stop().await;
 }
+
+/// A codec server speaking Temporal's codec JSON: XORs `data` and stores the original
+/// encoding in `encoding` = "binary/xor-remote".
+async fn serve_xor_codec() -> (
+    String,
+    tokio::task::JoinHandle<()>,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
+    use axum::{Json, Router, http::HeaderMap, routing::post};
+    use base64::{Engine, engine::general_purpose::STANDARD};
+    let namespaces = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = namespaces.clone();
+    let xor = |v: &serde_json::Value| -> String {
+        let bytes = STANDARD.decode(v.as_str().unwrap_or_default()).unwrap();
+        STANDARD.encode(bytes.into_iter().map(|b| b ^ 0x5a).collect::<Vec<_>>())
+    };
+    let app = Router::new()
+        .route(
+            "/encode",
+            post(move |headers: HeaderMap, Json(body): Json<serde_json::Value>| {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().unwrap().push(headers["x-namespace"].to_str().unwrap().to_owned());
+                    let payloads: Vec<_> = body["payloads"].as_array().unwrap().iter().map(|p| json!({
+                        "metadata": {"encoding": STANDARD.encode("binary/xor-remote"), "inner": p["metadata"]["encoding"]},
+                        "data": xor(&p["data"]),
+                    })).collect();
+                    Json(json!({"payloads": payloads}))
+                }
+            }),
+        )
+        .route(
+            "/decode",
+            post(move |Json(body): Json<serde_json::Value>| async move {
+                let payloads: Vec<_> = body["payloads"].as_array().unwrap().iter().map(|p| json!({
+                    "metadata": {"encoding": p["metadata"]["inner"]},
+                    "data": xor(&p["data"]),
+                })).collect();
+                Json(json!({"payloads": payloads}))
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/codec", listener.local_addr().unwrap());
+    let app = Router::new().nest("/codec", app);
+    let task = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, task, namespaces)
+}
+
+#[tokio::test]
+async fn remote_codec_server_encodes_inputs_and_decodes_results() {
+    let env = TestEnv::shared("rcodec").await;
+    let key = op_id("rcodec");
+    let k = key.clone();
+    let service = Service::new("echo").operation(
+        "echo",
+        start_fn(move |_, input| {
+            let key = k.clone();
+            async move {
+                record(
+                    &key,
+                    payload::encoding(&input).unwrap_or_default().to_owned(),
+                );
+                Ok(StartOutcome::Sync(input))
+            }
+        }),
+    );
+    let worker = env.nexus_worker(vec![service]).await;
+    let (url, server, namespaces) = serve_xor_codec().await;
+    let codec = durable_mcp::temporal::codec::RemoteCodec::new(&url, &env.namespace).unwrap();
+    let client = env.client.clone().with_codec(std::sync::Arc::new(codec));
+    let input = json!({"secret": "remote plans"});
+    let start = StartOperation::new(
+        &key,
+        &env.endpoint,
+        "echo",
+        "echo",
+        payload::to_payload(&input).unwrap(),
+    );
+    let (op, _) = client.start(start).await.unwrap();
+    let OperationOutcome::Succeeded(result) =
+        client.wait(&op, &CancellationToken::new()).await.unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(payload::to_json(&result).unwrap(), input);
+    assert_eq!(
+        events(&key),
+        vec!["binary/xor-remote".to_owned()],
+        "the handler saw only the encoded form"
+    );
+    assert_eq!(
+        namespaces.lock().unwrap().first(),
+        Some(&env.namespace),
+        "X-Namespace is sent"
+    );
+    worker.stop().await;
+    server.abort();
+}

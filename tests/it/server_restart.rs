@@ -26,7 +26,7 @@ async fn async_operation_in_flight_completes_after_server_restart() {
     let env = TestEnv::on(&server, "restart").await;
     let _activities = env.activity_worker();
     let worker = env
-        .nexus_worker(vec![activity_service(&env, "jobs", false)])
+        .nexus_worker(vec![restart_tolerant_activity_service(&env, "jobs")])
         .await;
 
     let key = format!("restart-{}", uuid::Uuid::new_v4());

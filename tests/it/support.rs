@@ -290,6 +290,9 @@ pub struct ActivityBackedOp {
     /// When true, the first start attempt starts the activity and then fails with a retryable
     /// handler error, as a handler that crashed after starting would.
     pub fail_first_attempt: bool,
+    /// The activity's heartbeat timeout: short so cancels land fast; long where the server
+    /// is restarted under the activity (heartbeats cannot be delivered meanwhile).
+    pub heartbeat: Duration,
 }
 
 impl OperationHandler for ActivityBackedOp {
@@ -377,6 +380,21 @@ pub fn activity_service(env: &TestEnv, name: &str, fail_first_attempt: bool) -> 
             namespace: env.namespace.clone(),
             task_queue: env.task_queue.clone(),
             fail_first_attempt,
+            heartbeat: Duration::from_secs(2),
+        }),
+    )
+}
+
+/// Like [`activity_service`], with a heartbeat timeout that outlasts a server restart.
+pub fn restart_tolerant_activity_service(env: &TestEnv, name: &str) -> Service {
+    Service::new(name).operation(
+        "run",
+        Arc::new(ActivityBackedOp {
+            connection: env.connection.clone(),
+            namespace: env.namespace.clone(),
+            task_queue: env.task_queue.clone(),
+            fail_first_attempt: false,
+            heartbeat: Duration::from_secs(30),
         }),
     )
 }

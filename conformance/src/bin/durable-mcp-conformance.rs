@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use durable_mcp_conformance::{DevServerOptions, harness::DevServer, report, run, scenario, smoke};
+use durable_mcp_conformance::{
+    DevServerOptions, harness::DevServer, report, run, scenario, smoke, third_party,
+};
 
 /// Conformance runner for durable-mcp: starts a real Temporal dev server (installing the
 /// Temporal CLI with pip when none is found) and checks the durable MCP path against it.
@@ -28,6 +30,12 @@ enum Command {
     ///   durable-mcp-conformance run --family retry-inference --junit target/conformance.xml
     ///   durable-mcp-conformance run --rule R-PRX-7
     ///   durable-mcp-conformance run --scenario fidelity/everything-matches-snapshot --update-snapshots
+    ///
+    /// Third-party mode (--upstream-stdio or --upstream-http; the bundled scenarios are then not
+    /// run): discovers the server's tools, prints the retry policy inferred for each and why,
+    /// and compares each allowed tool's result called directly and through the durable path.
+    ///   durable-mcp-conformance run --upstream-stdio "npx -y @modelcontextprotocol/server-everything"
+    ///   durable-mcp-conformance run --upstream-http http://127.0.0.1:3000/mcp --header "Authorization: Bearer T" --allow-tool add --args args.json
     #[command(verbatim_doc_comment)]
     Run {
         #[command(flatten)]
@@ -42,6 +50,8 @@ enum Command {
         /// this run observes, after a deliberate change, instead of comparing against them.
         #[arg(long)]
         update_snapshots: bool,
+        #[command(flatten)]
+        third_party: ThirdParty,
     },
     /// Lists the bundled scenarios (id, rules, description) without running anything.
     List {
@@ -62,6 +72,49 @@ enum Command {
         #[arg(long)]
         db_filename: Option<std::path::PathBuf>,
     },
+}
+
+/// Third-party mode: check someone else's MCP server instead of the bundled scenarios.
+#[derive(clap::Args)]
+struct ThirdParty {
+    /// Check this stdio MCP server: "CMD ARGS", split on whitespace (no shell quoting).
+    #[arg(long, value_name = "CMD ARGS", conflicts_with = "upstream_http")]
+    upstream_stdio: Option<String>,
+    /// Check this Streamable HTTP MCP server.
+    #[arg(long, value_name = "URL")]
+    upstream_http: Option<String>,
+    /// A header for --upstream-http, NAME:VALUE (repeatable).
+    #[arg(long, value_name = "K:V", requires = "upstream_http")]
+    header: Vec<String>,
+    /// Also call this tool in the fidelity check (by default only readOnlyHint tools are called).
+    #[arg(long, value_name = "NAME")]
+    allow_tool: Vec<String>,
+    /// JSON object: tool name -> arguments. Tools absent from it are called with {} when their
+    /// input schema requires nothing, else skipped.
+    #[arg(long, value_name = "FILE")]
+    args: Option<std::path::PathBuf>,
+}
+
+impl ThirdParty {
+    fn options(&self) -> anyhow::Result<Option<third_party::ThirdPartyOptions>> {
+        let upstream = match (&self.upstream_stdio, &self.upstream_http) {
+            (Some(cmd), _) => third_party::Upstream::stdio(cmd)?,
+            (None, Some(url)) => third_party::Upstream::http(url, &self.header)?,
+            (None, None) => {
+                anyhow::ensure!(
+                    self.allow_tool.is_empty() && self.args.is_none(),
+                    "--allow-tool and --args need --upstream-stdio or --upstream-http"
+                );
+                return Ok(None);
+            }
+        };
+        let mut options = third_party::ThirdPartyOptions::new(upstream);
+        options.allow_tools = self.allow_tool.clone();
+        if let Some(path) = &self.args {
+            options.arguments = third_party::load_arguments(path)?;
+        }
+        Ok(Some(options))
+    }
 }
 
 /// Which scenarios to use.
@@ -147,7 +200,35 @@ async fn main() -> anyhow::Result<()> {
             junit,
             json,
             update_snapshots,
+            third_party,
         } => {
+            if let Some(tp) = third_party.options()? {
+                anyhow::ensure!(
+                    junit.is_none() && !update_snapshots,
+                    "--junit and --update-snapshots are not supported in third-party mode (--json is)"
+                );
+                println!("durable-mcp conformance: third-party mode");
+                let mut server = DevServer::start(options).await?;
+                println!(
+                    "Temporal {} at {}",
+                    server
+                        .version()
+                        .map(|v| v.to_string())
+                        .unwrap_or_else(|| "unknown".into()),
+                    server.address()
+                );
+                let report = third_party::run(&server, &tp).await;
+                let _ = server.stop().await;
+                println!("{}", report.render());
+                if let Some(path) = &json {
+                    std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
+                    println!("JSON report: {}", path.display());
+                }
+                if !report.all_passed() {
+                    std::process::exit(1);
+                }
+                return Ok(());
+            }
             let (root, scenarios) = select.load()?;
             let mut run_options = run::RunOptions::new(&root);
             run_options.update_snapshots = update_snapshots;

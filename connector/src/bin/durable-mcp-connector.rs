@@ -39,6 +39,17 @@ struct Cli {
     /// Timeout for tools whose listing carries none, e.g. "5m".
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     default_timeout: Duration,
+    /// URL of a remote codec server (`/encode`, `/decode`, `X-Namespace`), when the Nexus
+    /// handlers encode payloads (for example to encrypt them). Must match their codec.
+    #[arg(long, value_name = "URL")]
+    codec_endpoint: Option<String>,
+    /// YAML file with inbound OAuth resource-server settings (needs --transport http).
+    #[arg(long, value_name = "FILE")]
+    auth_config: Option<std::path::PathBuf>,
+    /// How long a task-capable client waits before a call becomes an MCP task, e.g. "2s".
+    /// Clients without the tasks extension wait until the call completes.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    task_after: Duration,
     /// With `--transport http`: the address to listen on (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:8080")]
     addr: SocketAddr,
@@ -78,6 +89,13 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if let Some(path) = &cli.auth_config {
+        check_auth_config(path, matches!(cli.transport, Transport::Http))?;
+    }
+    if let Some(endpoint) = &cli.codec_endpoint {
+        // Fail on a bad URL before connecting to anything.
+        durable_mcp::temporal::codec::RemoteCodec::new(endpoint, "")?;
+    }
     check_routes(&cli.routes)?;
     let identity = durable_mcp::nexus::worker::default_identity();
     let temporal::TemporalConnection {
@@ -90,6 +108,7 @@ async fn main() -> anyhow::Result<()> {
         options.operation_id_prefix = prefix;
     }
     options.default_timeout = cli.default_timeout;
+    options.task_after = cli.task_after;
     // Task IDs are signed with MCP_TASK_SIGNING_KEY. HTTP needs it (replicas and restarts must
     // verify each other's task IDs); stdio without it gets a process-local key.
     match (
@@ -103,7 +122,12 @@ async fn main() -> anyhow::Result<()> {
         ),
         (None, Transport::Stdio) => {}
     }
-    let connector = Connector::new(OperationClient::new(connection, namespace), options);
+    let mut client = OperationClient::new(connection, namespace.clone());
+    if let Some(endpoint) = &cli.codec_endpoint {
+        let codec = durable_mcp::temporal::codec::RemoteCodec::new(endpoint, namespace)?;
+        client = client.with_codec(std::sync::Arc::new(codec));
+    }
+    let connector = Connector::new(client, options);
     match cli.transport {
         Transport::Stdio => {
             let running = connector.serve(rmcp::transport::stdio()).await?;
@@ -145,4 +169,28 @@ async fn shutdown_signal() -> anyhow::Result<()> {
     #[cfg(not(unix))]
     tokio::signal::ctrl_c().await?;
     Ok(())
+}
+
+/// `--auth-config` is validated, and then refused: serving without the authentication the
+/// operator asked for would expose every task to every caller.
+fn check_auth_config(path: &std::path::Path, http: bool) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        http,
+        "--auth-config needs --transport http (stdio has no inbound authentication)"
+    );
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("--auth-config {}: {e}", path.display()))?;
+    let parsed: serde_yaml::Value = serde_yaml::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("--auth-config {}: not valid YAML: {e}", path.display()))?;
+    anyhow::ensure!(
+        parsed.is_mapping(),
+        "--auth-config {}: expected a YAML mapping",
+        path.display()
+    );
+    anyhow::bail!(
+        "--auth-config {}: inbound OAuth is not in this build yet; refusing to serve without the \
+         authentication you asked for (put the connector behind your own authenticating proxy, \
+         or run without --auth-config)",
+        path.display()
+    )
 }

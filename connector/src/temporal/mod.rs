@@ -2,6 +2,7 @@
 //! small conversions to Temporal's protobuf types.
 
 pub mod activity;
+pub mod codec;
 
 use std::time::Duration;
 
