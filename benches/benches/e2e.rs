@@ -34,9 +34,10 @@ use std::{collections::BTreeMap, time::Duration};
 use criterion::{Criterion, SamplingMode, Throughput};
 use durable_mcp::{
     nexus::{OperationClient, OperationOutcome, StartOperation},
-    outbound::{ProxyOptions, TransportConfig, UpstreamConfig, run_proxy},
+    outbound::{ProxyOptions, TransportConfig, UpstreamConfig},
     payload,
 };
+use durable_mcp_conformance::proxy_thread::ProxyThread;
 use durable_mcp_conformance::{
     fixtures::{HttpUpstream, SpecSource, UpstreamSpec, everything::DirectClient, serve_http},
     harness::{DevServer, unique_name},
@@ -50,55 +51,12 @@ const SERVICE: &str = "bench";
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 const BATCH: usize = 20;
 
-/// Runs the proxy on a thread of its own (its future is not `Send`); stops it when dropped.
-/// A copy of `ProxyGuard` in tests/it/support.rs.
-struct ProxyGuard {
-    shutdown: CancellationToken,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl ProxyGuard {
-    fn start(address: String, options: ProxyOptions, upstreams: Vec<UpstreamConfig>) -> Self {
-        let shutdown = CancellationToken::new();
-        let token = shutdown.clone();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let connection =
-                    durable_mcp::temporal::connect_to(&address, "durable-mcp-bench-proxy")
-                        .await
-                        .expect("proxy connects to the dev server");
-                run_proxy(connection, options, upstreams, token)
-                    .await
-                    .expect("proxy ran without error");
-            });
-        });
-        Self {
-            shutdown,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for ProxyGuard {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// Everything the benches share: started once per process.
 struct Env {
     rt: Runtime,
     server: DevServer,
     upstream: HttpUpstream,
-    proxy: ProxyGuard,
+    proxy: ProxyThread,
     direct: DirectClient,
     client: OperationClient,
     endpoint: String,
@@ -138,7 +96,7 @@ impl Env {
                 .expect("direct rmcp client connects");
             (server, upstream, direct, client, endpoint, task_queue)
         });
-        let proxy = ProxyGuard::start(
+        let proxy = ProxyThread::start(
             server.address(),
             ProxyOptions {
                 namespace: server.namespace().to_owned(),

@@ -26,7 +26,6 @@ use durable_mcp::{
     outbound::{
         ProxyOptions, TransportConfig, UpstreamConfig,
         retry::{ToolHints, infer},
-        run_proxy,
     },
     payload,
 };
@@ -466,7 +465,7 @@ async fn durable_calls(
             headers: headers.clone(),
         },
     };
-    let proxy = ProxyThread::start(
+    let proxy = crate::proxy_thread::ProxyThread::start(
         server.address(),
         ProxyOptions {
             namespace: server.namespace().to_owned(),
@@ -584,69 +583,6 @@ fn short(s: &str) -> String {
         s.to_owned()
     } else {
         format!("{}…", s.chars().take(MAX).collect::<String>())
-    }
-}
-
-/// The proxy on a thread of its own (its future is not `Send`), as the scenario runner does.
-struct ProxyThread {
-    shutdown: CancellationToken,
-    error: std::sync::Arc<std::sync::Mutex<Option<String>>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl ProxyThread {
-    fn start(address: String, options: ProxyOptions, upstreams: Vec<UpstreamConfig>) -> Self {
-        let shutdown = CancellationToken::new();
-        let token = shutdown.clone();
-        let error = std::sync::Arc::new(std::sync::Mutex::new(None));
-        let error_out = error.clone();
-        let thread = std::thread::spawn(move || {
-            let rt = match tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    *error_out.lock().unwrap() = Some(format!("runtime: {e}"));
-                    return;
-                }
-            };
-            let outcome: anyhow::Result<()> = rt.block_on(async move {
-                let connection =
-                    durable_mcp::temporal::connect_to(&address, "durable-mcp-conformance").await?;
-                run_proxy(connection, options, upstreams, token).await?;
-                Ok(())
-            });
-            if let Err(e) = outcome {
-                *error_out.lock().unwrap() = Some(format!("{e:#}"));
-            }
-        });
-        Self {
-            shutdown,
-            error,
-            thread: Some(thread),
-        }
-    }
-
-    async fn stop(mut self) {
-        self.shutdown.cancel();
-        if let Some(t) = self.thread.take() {
-            let _ = tokio::task::spawn_blocking(move || t.join()).await;
-        }
-    }
-
-    fn error(&self) -> Option<String> {
-        self.error.lock().unwrap().clone()
-    }
-}
-
-impl Drop for ProxyThread {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

@@ -62,7 +62,7 @@ async fn client_for(connector: Connector) -> rmcp::service::RunningService<rmcp:
 async fn mcp_client_lists_and_calls_tools_through_the_connector() {
     let env = TestEnv::shared("connector").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = ProxyGuard::start(&env, vec![upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger)]);
     let connector = Connector::new(
         env.client.clone(),
         ConnectorOptions::new(vec![Route {
@@ -151,7 +151,7 @@ async fn mcp_client_lists_and_calls_tools_through_the_connector() {
 async fn two_routes_exposing_one_tool_name_is_an_error_naming_both() {
     let env = TestEnv::shared("connector-dup").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = ProxyGuard::start(
+    let _proxy = start_proxy(
         &env,
         vec![upstream("first", &ledger), upstream("second", &ledger)],
     );
@@ -196,7 +196,7 @@ fn workspace_bin(name: &str) -> PathBuf {
 async fn the_connector_binary_serves_stdio_like_an_mcp_host_would_start_it() {
     let env = TestEnv::shared("connector-bin").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = ProxyGuard::start(&env, vec![upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger)]);
     // Exactly what an `mcpServers` entry does: command, --route args, TEMPORAL_* env.
     let mut command = tokio::process::Command::new(workspace_bin("durable-mcp-connector"));
     command
@@ -286,7 +286,7 @@ async fn poll_until_done(
 async fn slow_calls_become_tasks_that_only_their_owner_can_read_from_any_replica() {
     let env = TestEnv::shared("connector-tasks").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = ProxyGuard::start(&env, vec![upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger)]);
     let key = SigningKey::generate();
     // Two replicas sharing the key and the caller scope; a third caller with another scope.
     let replica_a = task_client_for(Connector::new(
@@ -420,7 +420,7 @@ async fn slow_calls_become_tasks_that_only_their_owner_can_read_from_any_replica
 async fn callers_without_the_tasks_extension_get_the_required_capability_error() {
     let env = TestEnv::shared("connector-notasks").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = ProxyGuard::start(&env, vec![upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger)]);
     let client = client_for(Connector::new(
         env.client.clone(),
         task_options(&env, &SigningKey::generate(), "p"),
@@ -469,7 +469,7 @@ fn with_key(tool: &str, args: serde_json::Value, key: &str) -> CallToolRequestPa
 async fn idempotency_keys_reattach_across_restarts_and_conflict_on_other_arguments() {
     let env = TestEnv::shared("connector-idem").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = ProxyGuard::start(&env, vec![upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger)]);
     let key = SigningKey::generate();
     let idem = format!("order-{}", uuid::Uuid::new_v4());
 

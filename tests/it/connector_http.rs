@@ -111,7 +111,7 @@ async fn post_initialize(addr: SocketAddr, host: &str, origin: Option<&str>) -> 
 async fn http_clients_old_and_new_list_and_call_tools_and_foreign_hosts_are_refused() {
     let env = TestEnv::shared("connector-http").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = ProxyGuard::start(&env, vec![upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger)]);
     let connector = Connector::new(
         env.client.clone(),
         ConnectorOptions::new(vec![Route {
@@ -222,7 +222,7 @@ async fn http_clients_old_and_new_list_and_call_tools_and_foreign_hosts_are_refu
 async fn shutdown_leaves_an_in_flight_operation_running() {
     let env = TestEnv::shared("connector-http-shutdown").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = ProxyGuard::start(&env, vec![upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger)]);
     let connector = Connector::new(
         env.client.clone(),
         ConnectorOptions::new(vec![Route {
@@ -292,7 +292,7 @@ fn workspace_bin(name: &str) -> PathBuf {
 async fn the_connector_binary_serves_http_and_stops_on_sigterm() {
     let env = TestEnv::shared("connector-http-bin").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = ProxyGuard::start(&env, vec![upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger)]);
     // HTTP refuses to start without a task signing key.
     let refused = tokio::process::Command::new(workspace_bin("durable-mcp-connector"))
         .arg("--route")

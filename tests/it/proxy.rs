@@ -108,7 +108,7 @@ async fn proxy_fronts_a_stdio_upstream() {
     let spec_file = temp_path("spec.json");
     std::fs::write(&spec_file, serde_json::to_vec(&spec()).unwrap()).unwrap();
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = ProxyGuard::start(&env, vec![stdio_upstream("mock", &spec_file, &ledger)]);
+    let _proxy = start_proxy(&env, vec![stdio_upstream("mock", &spec_file, &ledger)]);
 
     // list_tools: every tool, annotations verbatim, the per-call timeout in _meta.
     let listed = call(&env, "mock", "list_tools", json!({})).await;
@@ -197,7 +197,7 @@ async fn proxy_cancel_reaches_the_upstream() {
     let spec_file = temp_path("spec.json");
     std::fs::write(&spec_file, serde_json::to_vec(&spec()).unwrap()).unwrap();
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = ProxyGuard::start(&env, vec![stdio_upstream("mock", &spec_file, &ledger)]);
+    let _proxy = start_proxy(&env, vec![stdio_upstream("mock", &spec_file, &ledger)]);
 
     let mut start = StartOperation::new(
         format!("slow-{}", uuid::Uuid::new_v4()),
@@ -257,7 +257,7 @@ async fn proxy_fronts_an_http_upstream_with_identical_results() {
         activity_options: Default::default(),
         overrides: BTreeMap::new(),
     };
-    let _proxy = ProxyGuard::start(&env, vec![config]);
+    let _proxy = start_proxy(&env, vec![config]);
     let result = tool_result(call(&env, "web", "everything", json!({})).await);
     assert_eq!(result, fixtures::all_content_json());
     let result = tool_result(call(&env, "web", "echo", json!({"key": "h1"})).await);
@@ -280,7 +280,7 @@ async fn whole_results_match_the_recorded_snapshot_and_oversized_results_fail_cl
     let spec_file = temp_path("spec.json");
     write_spec(&spec_file, &spec());
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = ProxyGuard::start(&env, vec![stdio_upstream("mock", &spec_file, &ledger)]);
+    let _proxy = start_proxy(&env, vec![stdio_upstream("mock", &spec_file, &ledger)]);
 
     let everything = tool_result(call(&env, "mock", "everything", json!({})).await);
     insta::with_settings!({ snapshot_path => "../../fixtures/snapshots", prepend_module_to_snapshot => false }, {
@@ -313,7 +313,7 @@ async fn crash_mid_call_is_an_unknown_outcome_for_one_attempt_tools_and_the_chil
     let spec_file = temp_path("spec.json");
     write_spec(&spec_file, &spec());
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = ProxyGuard::start(&env, vec![stdio_upstream("mock", &spec_file, &ledger)]);
+    let _proxy = start_proxy(&env, vec![stdio_upstream("mock", &spec_file, &ledger)]);
 
     // `crash` is destructive and not idempotent: the tool may have run, so never again.
     let crashed = call(&env, "mock", "crash", json!({"key": "boom"})).await;
@@ -348,7 +348,7 @@ async fn timed_out_attempts_are_cancelled_upstream_before_their_retry() {
         "slow".into(),
         toml::from_str("start_to_close_timeout = \"2s\"\nheartbeat_timeout = \"1s\"\nretry_policy = { maximum_attempts = 2, initial_interval = \"100ms\" }").unwrap(),
     );
-    let _proxy = ProxyGuard::start(&env, vec![upstream]);
+    let _proxy = start_proxy(&env, vec![upstream]);
 
     let outcome = call(&env, "mock", "slow", json!({"key": "t"})).await;
     assert!(
@@ -408,7 +408,7 @@ async fn a_retried_start_reattaches_before_reading_discovery() {
     let upstream = stdio_upstream("mock", &spec_file, &ledger);
     // The proxy's activity worker runs the calls; the handler is driven directly below, as the
     // server would on a retried start (same request id).
-    let _proxy = ProxyGuard::start(&env, vec![upstream]);
+    let _proxy = start_proxy(&env, vec![upstream]);
     // The handler's discovery reads its own copy of the spec, so the test can change what
     // discovery sees without changing what the upstream executes.
     let discovery_spec = temp_path("discovery-spec.json");
@@ -544,7 +544,7 @@ async fn connection_refused_is_retried_within_the_attempt_even_for_one_attempt_t
         activity_options: Default::default(),
         overrides: BTreeMap::new(),
     };
-    let _proxy = ProxyGuard::start(&env, vec![config]);
+    let _proxy = start_proxy(&env, vec![config]);
     // Discovery succeeded at startup; now the upstream goes away.
     let _ = tool_result(call(&env, "web", "echo", json!({"key": "warm"})).await);
     upstream.shutdown().await;
@@ -602,7 +602,7 @@ async fn http_upstream_dying_mid_response_is_an_unknown_outcome_not_a_hang() {
         activity_options: Default::default(),
         overrides: BTreeMap::new(),
     };
-    let _proxy = ProxyGuard::start(&env, vec![config]);
+    let _proxy = start_proxy(&env, vec![config]);
     let outcome = tokio::time::timeout(
         Duration::from_secs(60),
         call(&env, "web", "crash", json!({"key": "mid"})),

@@ -283,7 +283,7 @@ async fn proxy_everything_over_stdio_matches_direct_calls() {
     let started = std::time::Instant::now();
     let entry = install().await;
     let env = TestEnv::shared("everything-stdio").await;
-    let _proxy = ProxyGuard::start(&env, vec![stdio_upstream(&entry)]);
+    let _proxy = start_proxy(&env, vec![stdio_upstream(&entry)]);
     let direct = DirectClient::stdio(&entry)
         .await
         .expect("rmcp client over stdio");
@@ -301,7 +301,7 @@ async fn proxy_everything_over_http_matches_direct_calls() {
         .await
         .expect("server-everything over HTTP");
     let env = TestEnv::shared("everything-http").await;
-    let _proxy = ProxyGuard::start(&env, vec![http_upstream(&url)]);
+    let _proxy = start_proxy(&env, vec![http_upstream(&url)]);
     // A session of its own (server-everything makes a server per session; these tools keep
     // no per-session state).
     let direct = DirectClient::http(&url)
@@ -322,7 +322,7 @@ async fn proxy_everything_matches_the_wire() {
     require_node!();
     let entry = install().await;
     let env = TestEnv::shared("everything-wire").await;
-    let _proxy = ProxyGuard::start(&env, vec![stdio_upstream(&entry)]);
+    let _proxy = start_proxy(&env, vec![stdio_upstream(&entry)]);
     let mut raw = RawStdioClient::start(&entry)
         .await
         .expect("raw stdio client");

@@ -16,6 +16,7 @@ use durable_mcp::{
     temporal::activity::{ActivityStart, cancel_activity, start_activity},
 };
 use durable_mcp_conformance::harness::{self, DevServer};
+use durable_mcp_conformance::proxy_thread::ProxyThread;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use temporalio_client::{Client, ClientOptions, Connection};
@@ -25,7 +26,6 @@ use temporalio_sdk::{
     Runtime, Worker, WorkerOptions,
     activities::{ActivityContext, ActivityError},
 };
-use tokio_util::sync::CancellationToken;
 
 /// Logs to the test output (once per process); `RUST_LOG` selects what.
 pub fn init_tracing() {
@@ -317,7 +317,7 @@ impl OperationHandler for ActivityBackedOp {
                     task_queue: this.task_queue.clone(),
                     input: vec![input],
                     start_to_close: Some(Duration::from_secs(60)),
-                    heartbeat: Some(Duration::from_secs(2)),
+                    heartbeat: Some(this.heartbeat),
                     retry_policy: Some(RetryPolicy {
                         maximum_attempts: 1,
                         ..Default::default()
@@ -401,49 +401,16 @@ pub fn restart_tolerant_activity_service(env: &TestEnv, name: &str) -> Service {
 
 // ---- the outbound proxy ------------------------------------------------------------------
 
-/// Runs the proxy on a thread of its own (its future is not `Send`); stops it on drop.
-pub struct ProxyGuard {
-    shutdown: CancellationToken,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl ProxyGuard {
-    pub fn start(env: &TestEnv, upstreams: Vec<durable_mcp::outbound::UpstreamConfig>) -> Self {
-        let shutdown = CancellationToken::new();
-        let token = shutdown.clone();
-        let (address, options) = (
-            env.address.clone(),
-            durable_mcp::outbound::ProxyOptions {
-                namespace: env.namespace.clone(),
-                task_queue: env.task_queue.clone(),
-                max_concurrent_calls: 50,
-            },
-        );
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let connection = connect(&address).await;
-                durable_mcp::outbound::run_proxy(connection, options, upstreams, token)
-                    .await
-                    .expect("proxy ran without error");
-            });
-        });
-        Self {
-            shutdown,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for ProxyGuard {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+/// Starts the proxy on this env's task queue (on a thread of its own: see
+/// `durable_mcp_conformance::proxy_thread`); it stops when the returned value is dropped.
+pub fn start_proxy(
+    env: &TestEnv,
+    upstreams: Vec<durable_mcp::outbound::UpstreamConfig>,
+) -> ProxyThread {
+    let options = durable_mcp::outbound::ProxyOptions {
+        namespace: env.namespace.clone(),
+        task_queue: env.task_queue.clone(),
+        max_concurrent_calls: 50,
+    };
+    ProxyThread::start(env.address.clone(), options, upstreams)
 }

@@ -11,7 +11,7 @@ use std::{
 use anyhow::Context;
 use durable_mcp::{
     nexus::{OperationClient, OperationOutcome, StartOperation},
-    outbound::{ProxyOptions, TransportConfig, UpstreamConfig, run_proxy},
+    outbound::{ProxyOptions, TransportConfig, UpstreamConfig},
     payload,
 };
 use serde::Serialize;
@@ -205,7 +205,7 @@ async fn execute(
     };
 
     // The proxy.
-    let proxy = ProxyGuard::start(
+    let proxy = crate::proxy_thread::ProxyThread::start(
         server.address(),
         ProxyOptions {
             namespace: server.namespace().to_owned(),
@@ -546,69 +546,5 @@ async fn wait_count(
             return c;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Runs the proxy on a thread of its own (its future is not `Send`); stops it on drop.
-struct ProxyGuard {
-    shutdown: CancellationToken,
-    error: std::sync::Arc<std::sync::Mutex<Option<String>>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl ProxyGuard {
-    fn start(address: String, options: ProxyOptions, upstreams: Vec<UpstreamConfig>) -> Self {
-        let shutdown = CancellationToken::new();
-        let token = shutdown.clone();
-        let error = std::sync::Arc::new(std::sync::Mutex::new(None));
-        let error_out = error.clone();
-        let thread = std::thread::spawn(move || {
-            let rt = match tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    *error_out.lock().unwrap() = Some(format!("runtime: {e}"));
-                    return;
-                }
-            };
-            let outcome: anyhow::Result<()> = rt.block_on(async move {
-                let connection =
-                    durable_mcp::temporal::connect_to(&address, "durable-mcp-conformance").await?;
-                run_proxy(connection, options, upstreams, token).await?;
-                Ok(())
-            });
-            if let Err(e) = outcome {
-                *error_out.lock().unwrap() = Some(format!("{e:#}"));
-            }
-        });
-        Self {
-            shutdown,
-            error,
-            thread: Some(thread),
-        }
-    }
-
-    /// Stops the proxy without blocking this runtime (an in-process HTTP upstream runs on it).
-    async fn stop(mut self) {
-        self.shutdown.cancel();
-        if let Some(t) = self.thread.take() {
-            let _ = tokio::task::spawn_blocking(move || t.join()).await;
-        }
-    }
-
-    fn error(&self) -> Option<String> {
-        self.error.lock().unwrap().clone()
-    }
-}
-
-impl Drop for ProxyGuard {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
