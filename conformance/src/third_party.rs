@@ -390,7 +390,7 @@ pub async fn run(server: &DevServer, options: &ThirdPartyOptions) -> ThirdPartyR
                 (Ok(a), Ok(b)) => (
                     Status::Fail(format!(
                         "results differ at {}: direct {} vs durable {}",
-                        first_difference(a, b, String::new()),
+                        crate::run::first_difference(a, b, String::new()),
                         short(&at(a, b).0),
                         short(&at(a, b).1)
                     )),
@@ -535,7 +535,7 @@ async fn durable_call(
 
 /// The two values at the first difference, as compact JSON.
 fn at(a: &Value, b: &Value) -> (String, String) {
-    let ptr = first_difference(a, b, String::new());
+    let ptr = crate::run::first_difference(a, b, String::new());
     let ptr = ptr.split(' ').next().unwrap_or("");
     let ptr = if ptr == "/" { "" } else { ptr };
     let show = |v: &Value| {
@@ -544,37 +544,6 @@ fn at(a: &Value, b: &Value) -> (String, String) {
             .unwrap_or_else(|| "(absent)".into())
     };
     (show(a), show(b))
-}
-
-/// A JSON pointer to the first place `a` and `b` differ.
-fn first_difference(a: &Value, b: &Value, at: String) -> String {
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            for k in x.keys().chain(y.keys()) {
-                match (x.get(k), y.get(k)) {
-                    (Some(p), Some(q)) if p == q => {}
-                    (Some(p), Some(q)) => return first_difference(p, q, format!("{at}/{k}")),
-                    _ => return format!("{at}/{k}"),
-                }
-            }
-            at
-        }
-        (Value::Array(x), Value::Array(y)) => {
-            for (i, (p, q)) in x.iter().zip(y).enumerate() {
-                if p != q {
-                    return first_difference(p, q, format!("{at}/{i}"));
-                }
-            }
-            format!("{at} (length {} vs {})", x.len(), y.len())
-        }
-        _ => {
-            if at.is_empty() {
-                "/".into()
-            } else {
-                at
-            }
-        }
-    }
 }
 
 fn short(s: &str) -> String {

@@ -483,8 +483,8 @@ fn check_snapshot(options: &RunOptions, name: &str, result: &Value) -> Result<()
     Ok(())
 }
 
-/// A JSON pointer to the first place `a` and `b` differ.
-fn first_difference(a: &Value, b: &Value, at: String) -> String {
+/// A JSON pointer to the first place `a` and `b` differ (also used by third-party mode).
+pub(crate) fn first_difference(a: &Value, b: &Value, at: String) -> String {
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
             for k in x.keys().chain(y.keys()) {
