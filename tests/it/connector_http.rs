@@ -67,6 +67,18 @@ async fn raw_http(
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, String) {
+    let (status, _, body) = raw_http_with_headers(addr, method, path, headers, body).await;
+    (status, body)
+}
+
+/// Like [`raw_http`], also returning the response's header block.
+async fn raw_http_with_headers(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, String) {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let mut request = format!("{method} {path} HTTP/1.1\r\n");
     for (name, value) in headers {
@@ -86,11 +98,8 @@ async fn raw_http(
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    (status, head.to_owned(), body.to_owned())
 }
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
@@ -384,4 +393,285 @@ async fn the_connector_binary_serves_http_and_stops_on_sigterm() {
         .expect("exits on SIGTERM")
         .unwrap();
     assert!(status.success(), "{status:?}");
+}
+
+// ---- cancellation over HTTP ----------------------------------------------------------------
+
+/// A connector over HTTP (library) in front of the proxy and a stdio mock upstream.
+async fn http_connector(
+    env: &TestEnv,
+) -> (
+    durable_mcp::inbound::http::HttpServerHandle,
+    CancellationToken,
+) {
+    let connector = Connector::new(
+        env.client.clone(),
+        ConnectorOptions::new(vec![Route {
+            service: "mock".into(),
+            endpoint: env.endpoint.clone(),
+        }]),
+    );
+    let shutdown = CancellationToken::new();
+    let server = serve_http(
+        connector,
+        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
+        shutdown.clone(),
+    )
+    .await
+    .unwrap();
+    (server, shutdown)
+}
+
+/// Opens a connection and sends one POST to `/mcp`, leaving the response unread.
+async fn open_post(
+    addr: SocketAddr,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> tokio::net::TcpStream {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut request = format!("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n", addr.port());
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    stream.write_all(request.as_bytes()).await.unwrap();
+    stream
+}
+
+/// A stateless (2026-07-28) `tools/call` request: the protocol version and client capabilities
+/// travel in the request's `_meta`, the method and tool name in the SEP-2243 headers.
+fn stateless_call(id: u64, tool: &str, arguments: serde_json::Value) -> String {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "tools/call",
+        "params": {
+            "name": tool,
+            "arguments": arguments,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+            },
+        },
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn closing_a_stateless_response_stream_cancels_the_operation_upstream() {
+    let env = TestEnv::shared("connector-http-close").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger)]);
+    let (server, shutdown) = http_connector(&env).await;
+    let addr = server.local_addr;
+
+    // A raw 2026-07-28 call: no session, nothing but this one response stream.
+    let stream = open_post(
+        addr,
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "slow"),
+        ],
+        &stateless_call(7, "slow", json!({"key": "close-1"})),
+    )
+    .await;
+    assert_eq!(
+        ledger
+            .wait_for_count("slow", LedgerEvent::Called, 1, Duration::from_secs(30))
+            .await,
+        1,
+        "{:?}",
+        ledger.read()
+    );
+    // The client goes away: the connection closes with the call in flight.
+    drop(stream);
+    assert_eq!(
+        ledger
+            .wait_for_count("slow", LedgerEvent::Cancelled, 1, Duration::from_secs(30))
+            .await,
+        1,
+        "closing the stream reached the upstream as a cancel: {:?}",
+        ledger.read()
+    );
+    assert_eq!(ledger.count("slow", LedgerEvent::Completed), 0);
+
+    // The same through a real stateless client: dropping its call closes the stream.
+    let modern = ()
+        .serve_with_lifecycle(
+            StreamableHttpClientTransport::from_uri(server.url.clone()),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("server/discover with the connector");
+    let slow = modern.peer().call_tool(
+        CallToolRequestParams::new("slow")
+            .with_arguments(json!({"key": "close-2"}).as_object().unwrap().clone()),
+    );
+    let called = async {
+        ledger
+            .wait_for_count("slow", LedgerEvent::Called, 2, Duration::from_secs(30))
+            .await
+    };
+    tokio::select! {
+        result = slow => panic!("the slow call ended early: {result:?}"),
+        n = called => assert_eq!(n, 2, "{:?}", ledger.read()),
+    }
+    assert_eq!(
+        ledger
+            .wait_for_count("slow", LedgerEvent::Cancelled, 2, Duration::from_secs(30))
+            .await,
+        2,
+        "the stateless client's dropped call reached the upstream as a cancel: {:?}",
+        ledger.read()
+    );
+    assert_eq!(
+        ledger.count_key("slow", LedgerEvent::Cancelled, "close-2"),
+        1
+    );
+    modern.cancel().await.unwrap();
+    shutdown.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
+}
+
+#[tokio::test]
+async fn a_session_clients_cancel_notification_cancels_the_operation_upstream() {
+    use rmcp::model::{CallToolRequest, ClientRequest};
+    let env = TestEnv::shared("connector-http-session-cancel").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger)]);
+    let (server, shutdown) = http_connector(&env).await;
+
+    // An older client: initialize, an Mcp-Session-Id, then notifications/cancelled on the
+    // session while the call's response stream stays open.
+    let session =
+        ().serve(StreamableHttpClientTransport::from_uri(server.url.clone()))
+            .await
+            .expect("session handshake");
+    let handle = session
+        .peer()
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(
+                CallToolRequestParams::new("slow")
+                    .with_arguments(json!({"key": "sc-1"}).as_object().unwrap().clone()),
+            )),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        ledger
+            .wait_for_count("slow", LedgerEvent::Called, 1, Duration::from_secs(30))
+            .await,
+        1,
+        "{:?}",
+        ledger.read()
+    );
+    handle
+        .cancel(Some("the user changed their mind".into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        ledger
+            .wait_for_count("slow", LedgerEvent::Cancelled, 1, Duration::from_secs(30))
+            .await,
+        1,
+        "notifications/cancelled reached the upstream: {:?}",
+        ledger.read()
+    );
+    assert_eq!(ledger.count("slow", LedgerEvent::Completed), 0);
+    // The session is still usable.
+    let result = session
+        .peer()
+        .call_tool(echo("after-cancel"))
+        .await
+        .unwrap();
+    assert_eq!(
+        result.structured_content,
+        Some(json!({"key": "after-cancel"}))
+    );
+    session.cancel().await.unwrap();
+
+    // The same on the wire, so nothing but the notification can be what cancels: the call's
+    // response stream stays open on its own connection while notifications/cancelled arrives
+    // on another.
+    let addr = server.local_addr;
+    let host = format!("127.0.0.1:{}", addr.port());
+    let base = [
+        ("Host", host.as_str()),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let (status, head, body) = raw_http_with_headers(addr, "POST", "/mcp", &base, INITIALIZE).await;
+    assert_eq!(status, 200, "{head}\n{body}");
+    let session_id = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no Mcp-Session-Id in {head}"));
+    let with_session = [
+        base[0],
+        base[1],
+        base[2],
+        ("Mcp-Session-Id", session_id.as_str()),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ];
+    let (status, body) = raw_http(
+        addr,
+        "POST",
+        "/mcp",
+        &with_session,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let mut call = open_post(
+        addr,
+        &with_session[1..],
+        &json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                "params": {"name": "slow", "arguments": {"key": "sc-2"}}})
+        .to_string(),
+    )
+    .await;
+    assert_eq!(
+        ledger
+            .wait_for_count("slow", LedgerEvent::Called, 2, Duration::from_secs(30))
+            .await,
+        2,
+        "{:?}",
+        ledger.read()
+    );
+    let (status, body) = raw_http(
+        addr,
+        "POST",
+        "/mcp",
+        &with_session,
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9,"reason":"raw"}}"#,
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(
+        ledger
+            .wait_for_count("slow", LedgerEvent::Cancelled, 2, Duration::from_secs(30))
+            .await,
+        2,
+        "notifications/cancelled alone reached the upstream: {:?}",
+        ledger.read()
+    );
+    assert_eq!(ledger.count_key("slow", LedgerEvent::Cancelled, "sc-2"), 1);
+    // The client is never told a result: its stream carries no response to request 9.
+    let mut seen = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), call.read_to_end(&mut seen)).await;
+    let seen = String::from_utf8_lossy(&seen);
+    assert!(!seen.contains("\"result\""), "{seen}");
+    shutdown.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
 }
