@@ -5,6 +5,7 @@ use std::{net::SocketAddr, time::Duration};
 use clap::{Parser, ValueEnum};
 use durable_mcp::{
     inbound::{
+        auth::{AuthConfig, Authenticator},
         http::{HttpOptions, serve_http},
         route::{Route, check_routes, parse_route},
         server::{Connector, ConnectorOptions},
@@ -43,7 +44,10 @@ struct Cli {
     /// handlers encode payloads (for example to encrypt them). Must match their codec.
     #[arg(long, value_name = "URL")]
     codec_endpoint: Option<String>,
-    /// YAML file with inbound OAuth resource-server settings (needs --transport http).
+    /// YAML file with inbound OAuth resource-server settings (needs --transport http): the
+    /// public resource URL (its path is the MCP path), the trusted issuer, the audience and
+    /// required scopes. Every MCP request then needs a bearer token from that issuer, and
+    /// tasks are scoped to the token's issuer and subject. See examples/inbound_auth.yaml.
     #[arg(long, value_name = "FILE")]
     auth_config: Option<std::path::PathBuf>,
     /// How long a task-capable client waits before a call becomes an MCP task, e.g. "2s".
@@ -58,9 +62,10 @@ struct Cli {
     /// naming these hosts are accepted too.
     #[arg(long = "allowed-host", value_name = "HOST")]
     allowed_hosts: Vec<String>,
-    /// With `--transport http`: the MCP endpoint's path.
-    #[arg(long, default_value = "/mcp")]
-    http_path: String,
+    /// With `--transport http`: the MCP endpoint's path [default: /mcp, or with --auth-config
+    /// the path of auth.resource].
+    #[arg(long)]
+    http_path: Option<String>,
     /// With `--transport http`: how long a shutdown (SIGINT/SIGTERM) waits for in-flight
     /// requests; operations still running afterwards keep running in Temporal.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
@@ -89,9 +94,23 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    if let Some(path) = &cli.auth_config {
-        check_auth_config(path, matches!(cli.transport, Transport::Http))?;
-    }
+    let auth = match &cli.auth_config {
+        Some(path) => Some(load_auth_config(
+            path,
+            matches!(cli.transport, Transport::Http),
+        )?),
+        None => None,
+    };
+    let http_path = match (&auth, &cli.http_path) {
+        (Some(a), Some(p)) if p != a.mcp_path() => anyhow::bail!(
+            "--http-path {p:?} differs from the path of auth.resource ({:?}); drop --http-path \
+             or make them agree",
+            a.mcp_path()
+        ),
+        (Some(a), _) => a.mcp_path().to_owned(),
+        (None, Some(p)) => p.clone(),
+        (None, None) => "/mcp".to_owned(),
+    };
     if let Some(endpoint) = &cli.codec_endpoint {
         // Fail on a bad URL before connecting to anything.
         durable_mcp::temporal::codec::RemoteCodec::new(endpoint, "")?;
@@ -109,6 +128,7 @@ async fn main() -> anyhow::Result<()> {
     }
     options.default_timeout = cli.default_timeout;
     options.task_after = cli.task_after;
+    options.require_verified_caller = auth.is_some();
     // Task IDs are signed with MCP_TASK_SIGNING_KEY. HTTP needs it (replicas and restarts must
     // verify each other's task IDs); stdio without it gets a process-local key.
     match (
@@ -134,15 +154,34 @@ async fn main() -> anyhow::Result<()> {
             running.waiting().await?;
         }
         Transport::Http => {
-            tracing::warn!(
-                "the HTTP transport has no authentication: all HTTP callers share one task scope \
-                 (any caller can see and cancel any other caller's tasks)"
-            );
             let shutdown = tokio_util::sync::CancellationToken::new();
             let mut options = HttpOptions::new(cli.addr);
             options.allowed_hosts = cli.allowed_hosts;
-            options.path = cli.http_path;
+            options.path = http_path;
             options.shutdown_grace = cli.shutdown_grace;
+            match auth {
+                Some(config) => {
+                    // The public host reaches us through a reverse proxy under its own name.
+                    if let Some(host) = config.resource.host_str() {
+                        options.allowed_hosts.push(match config.resource.port() {
+                            Some(port) => format!("{host}:{port}"),
+                            None => host.to_owned(),
+                        });
+                    }
+                    let authenticator = Authenticator::new(config);
+                    if let Err(e) = authenticator.preload().await {
+                        tracing::warn!(
+                            error = %e,
+                            "could not fetch the issuer's signing keys yet; requests get 503 until they can be fetched"
+                        );
+                    }
+                    options.auth = Some(std::sync::Arc::new(authenticator));
+                }
+                None => tracing::warn!(
+                    "the HTTP transport has no authentication: all HTTP callers share one task scope \
+                     (any caller can see and cancel any other caller's tasks); use --auth-config"
+                ),
+            }
             let server = serve_http(connector, options, shutdown.clone()).await?;
             // One line on stderr that scripts (and tests) can read the bound address from.
             eprintln!("durable-mcp-connector listening on {}", server.url);
@@ -171,26 +210,11 @@ async fn shutdown_signal() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--auth-config` is validated, and then refused: serving without the authentication the
-/// operator asked for would expose every task to every caller.
-fn check_auth_config(path: &std::path::Path, http: bool) -> anyhow::Result<()> {
+/// Reads `--auth-config`; inbound auth exists only for HTTP.
+fn load_auth_config(path: &std::path::Path, http: bool) -> anyhow::Result<AuthConfig> {
     anyhow::ensure!(
         http,
         "--auth-config needs --transport http (stdio has no inbound authentication)"
     );
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("--auth-config {}: {e}", path.display()))?;
-    let parsed: serde_yaml::Value = serde_yaml::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("--auth-config {}: not valid YAML: {e}", path.display()))?;
-    anyhow::ensure!(
-        parsed.is_mapping(),
-        "--auth-config {}: expected a YAML mapping",
-        path.display()
-    );
-    anyhow::bail!(
-        "--auth-config {}: inbound OAuth is not in this build yet; refusing to serve without the \
-         authentication you asked for (put the connector behind your own authenticating proxy, \
-         or run without --auth-config)",
-        path.display()
-    )
+    Ok(AuthConfig::load(path)?)
 }

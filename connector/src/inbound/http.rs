@@ -20,6 +20,10 @@
 //!
 //! `GET /healthz` answers `200 ok` without any Host check, for load balancers and probes.
 //!
+//! With [`HttpOptions::auth`], every request to the MCP path needs a bearer token (checked
+//! before rmcp sees the request), and the RFC 9728 metadata is served, publicly, at
+//! `/.well-known/oauth-protected-resource<path>` and `/.well-known/oauth-protected-resource`.
+//!
 //! Shutdown: cancelling the `shutdown` token stops accepting connections, then waits up to
 //! [`HttpOptions::shutdown_grace`] for in-flight MCP requests (POSTs whose response has not
 //! ended) to finish. When none are left, rmcp's own token closes the sessions and their idle
@@ -46,7 +50,7 @@ use rmcp::transport::streamable_http_server::{
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::server::Connector;
+use super::{auth::Authenticator, server::Connector};
 
 /// Where and how the connector listens for MCP over HTTP.
 #[derive(Debug, Clone)]
@@ -59,6 +63,9 @@ pub struct HttpOptions {
     pub path: String,
     /// How long a shutdown waits for in-flight MCP requests.
     pub shutdown_grace: Duration,
+    /// Inbound OAuth: when set, every MCP request needs a valid bearer token, and its caller
+    /// scope comes from the token (see [`super::auth`]); the RFC 9728 metadata is served.
+    pub auth: Option<Arc<Authenticator>>,
 }
 
 impl HttpOptions {
@@ -68,6 +75,7 @@ impl HttpOptions {
             allowed_hosts: Vec::new(),
             path: "/mcp".into(),
             shutdown_grace: Duration::from_secs(5),
+            auth: None,
         }
     }
 }
@@ -183,17 +191,40 @@ fn router_counting(
         Arc::new(LocalSessionManager::default()),
         mcp_config(options, bound, mcp_ct),
     );
-    let mcp = axum::Router::new()
-        .fallback_service(service)
-        .layer(axum::middleware::from_fn(
+    let mut mcp = axum::Router::new().fallback_service(service);
+    if let Some(auth) = &options.auth {
+        let auth = auth.clone();
+        mcp = mcp.layer(axum::middleware::from_fn(
             move |request: axum::extract::Request, next: axum::middleware::Next| {
-                let in_flight = in_flight.clone();
-                async move { count_in_flight(in_flight, request, next).await }
+                let auth = auth.clone();
+                async move { super::auth::require_bearer(auth, request, next).await }
             },
         ));
-    axum::Router::new()
-        .route("/healthz", axum::routing::get(|| async { "ok" }))
-        .nest_service(&options.path, mcp)
+    }
+    let mcp = mcp.layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let in_flight = in_flight.clone();
+            async move { count_in_flight(in_flight, request, next).await }
+        },
+    ));
+    let mut router = axum::Router::new().route("/healthz", axum::routing::get(|| async { "ok" }));
+    if let Some(auth) = &options.auth {
+        // Public: clients read it to find the authorization server. RFC 9728 puts it under the
+        // resource's path; many clients also try the bare well-known path.
+        let paths: std::collections::BTreeSet<String> = [
+            auth.config().metadata_path(),
+            super::auth::WELL_KNOWN_RESOURCE.to_owned(),
+        ]
+        .into();
+        for route in &paths {
+            let auth = auth.clone();
+            router = router.route(
+                route,
+                axum::routing::get(move || super::auth::metadata(auth.clone())),
+            );
+        }
+    }
+    router.nest_service(&options.path, mcp)
 }
 
 /// Counts POSTs (MCP requests) until their response body ends or is dropped. GETs are the

@@ -1,12 +1,16 @@
-//! The inbound connector's pure rules: MCP callers in, standalone Nexus operations out.
+//! The inbound connector: MCP callers in, standalone Nexus operations out.
 //!
-//! Everything here is plain data and functions, without I/O, so each rule is tested on its own:
+//! The rules are plain data and functions, without I/O, so each is tested on its own:
 //!
 //! - [`task_ref`]: signed, caller-scoped task IDs (no task table anywhere).
 //! - [`idempotency`]: `_meta` idempotency keys, the operation IDs they give, argument fingerprints.
 //! - [`route`]: `--route` values and the merged tool list of all routes.
 //! - [`outcome`]: a Nexus operation's outcome as an MCP `CallToolResult`.
+//!
+//! The I/O around them: [`server`] (the rmcp `ServerHandler`), [`http`] (Streamable HTTP in
+//! axum) and [`auth`] (inbound OAuth: bearer tokens to caller scopes).
 
+pub mod auth;
 pub mod http;
 pub mod idempotency;
 pub mod outcome;

@@ -58,8 +58,12 @@ pub struct ConnectorOptions {
     pub task_after: Duration,
     /// Signs task IDs. Replicas that serve each other's tasks share it.
     pub signing_key: SigningKey,
-    /// Whose tasks these are: one stdio client, or (HTTP without authentication) everyone.
+    /// Whose tasks these are when the request names no verified caller: one stdio client, or
+    /// (HTTP without authentication) everyone.
     pub caller_scope: CallerScope,
+    /// Refuse requests that carry no verified [`CallerScope`] in their HTTP extensions (set
+    /// with inbound auth, so a missing middleware can never mean a shared scope).
+    pub require_verified_caller: bool,
 }
 
 impl ConnectorOptions {
@@ -75,6 +79,7 @@ impl ConnectorOptions {
             // One stdio client, or everyone on an unauthenticated HTTP connector: a stable scope,
             // so idempotency keys and tasks survive a restart with the same signing key.
             caller_scope: CallerScope::Anonymous,
+            require_verified_caller: false,
         }
     }
 }
@@ -208,7 +213,7 @@ impl Connector {
         &self,
         tool: &str,
         arguments: serde_json::Map<String, Value>,
-        key: Option<IdempotencyKey>,
+        key: Option<(IdempotencyKey, &CallerScope)>,
     ) -> Result<Started, McpError> {
         let (route, definition) = self.lookup(tool).await?;
         let timeout = definition["_meta"][TIMEOUT_META_KEY]
@@ -219,7 +224,7 @@ impl Connector {
         let input = payload::to_payload(&arguments)
             .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
         let client = &self.inner.client;
-        let Some(key) = key else {
+        let Some((key, scope)) = key else {
             let mut start = StartOperation::new(
                 self.operation_id(""),
                 &route.endpoint,
@@ -237,7 +242,7 @@ impl Connector {
         };
         let operation_id = idempotent_operation_id(
             &self.inner.options.connector_name,
-            &self.owner(),
+            &self.owner(scope),
             tool,
             &key,
         );
@@ -316,29 +321,47 @@ impl Connector {
         }
     }
 
-    fn owner(&self) -> String {
-        caller_hash(
-            &self.inner.options.signing_key,
-            &self.inner.options.caller_scope,
-        )
+    fn owner(&self, scope: &CallerScope) -> String {
+        caller_hash(&self.inner.options.signing_key, scope)
     }
 
-    /// The signed task ID for an operation, scoped to this connector's caller.
-    pub fn task_id(&self, op: &OperationRef) -> String {
+    /// Whose request this is: the verified caller an HTTP middleware put in the request's
+    /// extensions (see [`super::auth`]), else the connector's configured scope. A connector
+    /// that requires verified callers refuses requests without one rather than fall back.
+    pub fn request_scope(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallerScope, McpError> {
+        let verified = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<CallerScope>());
+        match verified {
+            Some(scope) => Ok(scope.clone()),
+            None if self.inner.options.require_verified_caller => Err(McpError::invalid_request(
+                "this connector requires an authenticated caller",
+                None,
+            )),
+            None => Ok(self.inner.options.caller_scope.clone()),
+        }
+    }
+
+    /// The signed task ID for an operation, owned by `scope`.
+    pub fn task_id(&self, op: &OperationRef, scope: &CallerScope) -> String {
         let r = TaskRef::new(
             self.inner.client.namespace(),
             &op.operation_id,
             &op.run_id,
-            self.owner(),
+            self.owner(scope),
         );
         sign(&self.inner.options.signing_key, &r)
     }
 
     /// Verifies a task ID (signature, then owner, then namespace) before any Temporal call.
     /// Every kind of bad ID gets the same answer.
-    fn task_op(&self, task_id: &str) -> Result<OperationRef, McpError> {
+    fn task_op(&self, task_id: &str, scope: &CallerScope) -> Result<OperationRef, McpError> {
         let unknown = || McpError::invalid_params("unknown task", None);
-        let r = verify(&self.inner.options.signing_key, task_id, &self.owner())
+        let r = verify(&self.inner.options.signing_key, task_id, &self.owner(scope))
             .map_err(|_| unknown())?;
         if r.ns != self.inner.client.namespace() {
             return Err(unknown());
@@ -350,8 +373,12 @@ impl Connector {
     }
 
     /// The task's state: working while the operation runs, then its result.
-    pub async fn task_state(&self, task_id: &str) -> Result<DetailedTask, McpError> {
-        let op = self.task_op(task_id)?;
+    pub async fn task_state(
+        &self,
+        task_id: &str,
+        scope: &CallerScope,
+    ) -> Result<DetailedTask, McpError> {
+        let op = self.task_op(task_id, scope)?;
         let described =
             self.inner.client.describe(&op).await.map_err(|e| {
                 McpError::internal_error(format!("could not read the task: {e}"), None)
@@ -373,8 +400,8 @@ impl Connector {
     }
 
     /// Requests cancellation of the task's operation.
-    pub async fn cancel_task_op(&self, task_id: &str) -> Result<(), McpError> {
-        let op = self.task_op(task_id)?;
+    pub async fn cancel_task_op(&self, task_id: &str, scope: &CallerScope) -> Result<(), McpError> {
+        let op = self.task_op(task_id, scope)?;
         self.inner
             .client
             .cancel(&op, "MCP tasks/cancel")
@@ -521,9 +548,13 @@ impl ServerHandler for Connector {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let scope = self.request_scope(&context)?;
         let key = idempotency_key(&request, &context)?;
         let arguments = request.arguments.clone().unwrap_or_default();
-        let op = match self.start_call(&request.name, arguments, key).await? {
+        let op = match self
+            .start_call(&request.name, arguments, key.map(|k| (k, &scope)))
+            .await?
+        {
             Started::Op(op) => op,
             Started::Conflict => {
                 let mut result: CallToolResult = serde_json::from_value(conflict_result())
@@ -539,7 +570,7 @@ impl ServerHandler for Connector {
                 finished = self.finish_call(&op, &context.ct) => finished?,
                 _ = tokio::time::sleep(self.inner.options.task_after) => {
                     let now = now_rfc3339();
-                    let task = Task::new(self.task_id(&op), TaskStatus::Working, now.clone(), now)
+                    let task = Task::new(self.task_id(&op, &scope), TaskStatus::Working, now.clone(), now)
                         .with_poll_interval_ms(1000);
                     info!(operation_id = %op.operation_id, "tool call continues as a task");
                     return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
@@ -566,7 +597,10 @@ impl ServerHandler for Connector {
         if !supports_tasks(&context) {
             return Err(tasks_extension_required());
         }
-        Ok(GetTaskResult::new(self.task_state(&request.task_id).await?))
+        let scope = self.request_scope(&context)?;
+        Ok(GetTaskResult::new(
+            self.task_state(&request.task_id, &scope).await?,
+        ))
     }
 
     async fn cancel_task(
@@ -577,6 +611,7 @@ impl ServerHandler for Connector {
         if !supports_tasks(&context) {
             return Err(tasks_extension_required());
         }
-        self.cancel_task_op(&request.task_id).await
+        let scope = self.request_scope(&context)?;
+        self.cancel_task_op(&request.task_id, &scope).await
     }
 }
