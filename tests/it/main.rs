@@ -12,5 +12,6 @@ mod nexus_errors;
 mod nexus_roundtrip;
 mod proxy;
 mod proxy_everything;
+mod python_client;
 mod server_restart;
 mod spec_rules;

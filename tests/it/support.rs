@@ -414,3 +414,132 @@ pub fn start_proxy(
     };
     ProxyThread::start(env.address.clone(), options, upstreams)
 }
+
+// ---- files, the mock upstream, workspace binaries ----------------------------------------
+
+/// A fresh file path `name` in a directory of its own under the system temp dir.
+pub fn temp_path(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("durable-mcp-test-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// The mock upstream (standard tools) as a stdio child of the proxy, recording into `ledger`.
+pub fn mock_stdio_upstream(
+    service: &str,
+    ledger: &durable_mcp_conformance::fixtures::Ledger,
+) -> durable_mcp::outbound::UpstreamConfig {
+    mock_stdio_upstream_with_args(service, vec![], ledger)
+}
+
+/// Like [`mock_stdio_upstream`], with extra arguments for the mock (e.g. `--spec FILE`).
+pub fn mock_stdio_upstream_with_args(
+    service: &str,
+    mut args: Vec<String>,
+    ledger: &durable_mcp_conformance::fixtures::Ledger,
+) -> durable_mcp::outbound::UpstreamConfig {
+    args.extend([
+        "--ledger".into(),
+        ledger.path().to_string_lossy().into_owned(),
+    ]);
+    durable_mcp::outbound::UpstreamConfig {
+        service: service.into(),
+        transport: durable_mcp::outbound::TransportConfig::Stdio {
+            command: durable_mcp_conformance::fixtures::mock_upstream_bin()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned(),
+            args,
+            env: Default::default(),
+            cwd: None,
+        },
+        activity_options: Default::default(),
+        overrides: Default::default(),
+    }
+}
+
+/// A binary built by this workspace, next to the test executable's target directory.
+pub fn workspace_bin(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap(); // target/<profile>/deps/..
+    let path = dir.join(name);
+    assert!(
+        path.is_file(),
+        "{} is not built: run `cargo build --workspace --bins` (cargo test --workspace builds it)",
+        path.display()
+    );
+    path
+}
+
+/// `durable-mcp-connector` with one `--route` to `service` on this env's endpoint and the
+/// Temporal connection in its environment: exactly what an `mcpServers` entry runs.
+pub fn connector_command(env: &TestEnv, service: &str) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(workspace_bin("durable-mcp-connector"));
+    command
+        .arg("--route")
+        .arg(format!(
+            "{{service: {service}, endpoint: {}}}",
+            env.endpoint
+        ))
+        .env("TEMPORAL_ADDRESS", &env.address)
+        .env("TEMPORAL_NAMESPACE", &env.namespace);
+    command
+}
+
+/// A 32-byte task signing key, base64 ("0123456789abcdef0123456789abcdef").
+pub const TEST_SIGNING_KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+
+/// A `durable-mcp-connector --transport http` process, killed when dropped.
+pub struct HttpConnectorProcess {
+    pub child: tokio::process::Child,
+    /// The MCP endpoint it announced.
+    pub url: String,
+    pub addr: std::net::SocketAddr,
+    /// Its stderr lines up to and including the announcement.
+    pub startup_log: Vec<String>,
+}
+
+impl HttpConnectorProcess {
+    /// Starts the binary on a free loopback port with `extra_args` and waits for it to
+    /// announce its address (it keeps draining stderr afterwards).
+    pub async fn start(env: &TestEnv, service: &str, extra_args: &[&str]) -> Self {
+        use tokio::io::AsyncBufReadExt as _;
+        let mut child = connector_command(env, service)
+            .args(["--transport", "http", "--addr", "127.0.0.1:0"])
+            .args(extra_args)
+            .env("RUST_LOG", "warn")
+            .env("MCP_TASK_SIGNING_KEY", TEST_SIGNING_KEY)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut seen = Vec::new();
+        let url = tokio::time::timeout(Duration::from_secs(30), async {
+            while let Some(line) = stderr.next_line().await.unwrap() {
+                seen.push(line.clone());
+                if let Some(url) = line.strip_prefix("durable-mcp-connector listening on ") {
+                    return url.to_owned();
+                }
+            }
+            panic!("the connector exited: {seen:?}")
+        })
+        .await
+        .expect("the connector announces its address");
+        // Keep draining stderr so the child never blocks on it.
+        tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
+        let addr = url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .parse()
+            .unwrap();
+        Self {
+            child,
+            url,
+            addr,
+            startup_log: seen,
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! R-CON with a real third-party MCP client: the Python SDK, `mcp==2.3.0` (PyPI), drives the
+//! `durable-mcp-connector` binary over stdio (as an `mcpServers` entry would start it) and over
+//! Streamable HTTP (the current stateless protocol and the older session protocol), in front of
+//! the proxy and the mock upstream on the real dev server. The script
+//! (`tests/python/mcp_client_check.py`) lists the tools and calls them, with and without an
+//! idempotency key in `_meta`; every value it saw is checked here.
+//!
+//! The SDK is installed once into a virtualenv under the cache dir
+//! (`~/.cache/durable-mcp/py-mcp-2.3.0`). Where Python or PyPI is unavailable each test prints
+//! `skipped: <reason>` and returns.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Stdio,
+    sync::OnceLock,
+    time::Duration,
+};
+
+use durable_mcp_conformance::{
+    fixtures::{self, Ledger, LedgerEvent, UpstreamSpec},
+    harness,
+};
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+const MCP_VERSION: &str = "2.3.0";
+
+/// Prints `skipped: <reason>` (straight to stderr, so it shows in every run) and returns from
+/// the test when the Python SDK cannot be installed here.
+macro_rules! require_python_mcp {
+    () => {
+        match python_mcp().await {
+            Ok(python) => python,
+            Err(reason) => {
+                use std::io::Write as _;
+                let _ = writeln!(std::io::stderr(), "skipped: {reason}");
+                return;
+            }
+        }
+    };
+}
+
+/// The virtualenv's python with `mcp==2.3.0`, installed on first use (once per process).
+async fn python_mcp() -> Result<PathBuf, String> {
+    static INSTALLED: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    tokio::task::spawn_blocking(|| INSTALLED.get_or_init(install_python_mcp).clone())
+        .await
+        .unwrap()
+}
+
+fn run(command: &mut std::process::Command, what: &str) -> Result<(), String> {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{what}: {e}"))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let tail: Vec<_> = stderr.lines().rev().take(5).collect();
+    Err(format!(
+        "{what} failed ({}): {}",
+        output.status,
+        tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+    ))
+}
+
+fn venv_python(dir: &Path) -> PathBuf {
+    dir.join("bin").join("python")
+}
+
+fn install_python_mcp() -> Result<PathBuf, String> {
+    let cache = harness::cache_dir();
+    let dir = cache.join(format!("py-mcp-{MCP_VERSION}"));
+    let marker = dir.join(".durable-mcp-installed");
+    let import_check = ["-c", "from mcp import Client, StdioServerParameters"];
+    if marker.is_file()
+        && run(
+            std::process::Command::new(venv_python(&dir)).args(import_check),
+            "importing mcp",
+        )
+        .is_ok()
+    {
+        return Ok(venv_python(&dir));
+    }
+    let started = std::time::Instant::now();
+    std::fs::create_dir_all(&cache).map_err(|e| format!("creating {}: {e}", cache.display()))?;
+    // Built beside the final place and renamed into it, so a half-done install is never used.
+    let building = cache.join(format!(
+        "py-mcp-{MCP_VERSION}.building-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&building);
+    run(
+        std::process::Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&building),
+        "python3 -m venv",
+    )?;
+    let result = run(
+        std::process::Command::new(venv_python(&building)).args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--retries",
+            "2",
+            "--timeout",
+            "30",
+            &format!("mcp=={MCP_VERSION}"),
+        ]),
+        &format!("pip install mcp=={MCP_VERSION}"),
+    )
+    .and_then(|()| {
+        run(
+            std::process::Command::new(venv_python(&building)).args(import_check),
+            "importing mcp",
+        )
+    });
+    if let Err(e) = result {
+        let _ = std::fs::remove_dir_all(&building);
+        return Err(e);
+    }
+    std::fs::write(building.join(".durable-mcp-installed"), MCP_VERSION)
+        .map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_dir_all(&dir);
+    if let Err(e) = std::fs::rename(&building, &dir) {
+        let _ = std::fs::remove_dir_all(&building);
+        // Another process may have finished first.
+        if !marker.is_file() {
+            return Err(format!("moving the virtualenv into {}: {e}", dir.display()));
+        }
+    }
+    eprintln!(
+        "mcp=={MCP_VERSION} installed into {} in {:.1?}",
+        dir.display(),
+        started.elapsed()
+    );
+    Ok(venv_python(&dir))
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("python/mcp_client_check.py")
+}
+
+/// Runs the script with `target` (`--url U` or `--stdio CMD ARGS...`) and returns its report.
+async fn run_script(
+    python: &Path,
+    env: &TestEnv,
+    mode: &str,
+    key: &str,
+    target: &[String],
+) -> Value {
+    let output = tokio::time::timeout(
+        Duration::from_secs(180),
+        tokio::process::Command::new(python)
+            .arg(script())
+            .args(["--mode", mode, "--key", key])
+            .args(target)
+            .env("TEMPORAL_ADDRESS", &env.address)
+            .env("TEMPORAL_NAMESPACE", &env.namespace)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the Python client finishes within 3 minutes")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the Python client failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("not a JSON report ({e}):\n{stdout}\n{stderr}"))
+}
+
+/// Checks everything the script saw, and the upstream's ledger behind it.
+fn check_report(report: &Value, key: &str, protocol_version: &str, ledger: &Ledger) {
+    assert_eq!(
+        report["protocol_version"],
+        json!(protocol_version),
+        "{report}"
+    );
+    assert_eq!(report["server_name"], json!("durable-mcp-connector"));
+
+    // tools/list: the upstream's tools, annotations intact.
+    let mut standard: Vec<_> = UpstreamSpec::standard()
+        .tools
+        .into_iter()
+        .map(|t| Value::String(t.name))
+        .collect();
+    standard.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+    assert_eq!(report["tools"], Value::Array(standard), "{report}");
+    assert_eq!(report["echo_annotations"]["readOnlyHint"], json!(true));
+
+    // A call through the proxy: text and structuredContent.
+    let echo = &report["echo"];
+    assert_eq!(echo["structuredContent"], json!({"key": key, "n": 5}));
+    assert_eq!(echo["isError"], json!(false));
+    assert_eq!(echo["content"][0]["type"], json!("text"));
+    let text: Value = serde_json::from_str(echo["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text, json!({"key": key, "n": 5}));
+    assert_eq!(ledger.count_key("echo", LedgerEvent::Called, key), 1);
+
+    // An isError result is a result, with its text, run once.
+    let refuse = &report["refuse"];
+    assert_eq!(refuse["isError"], json!(true), "{refuse}");
+    assert_eq!(
+        refuse["content"],
+        json!([{"type": "text", "text": "refused: this tool always fails"}])
+    );
+    assert_eq!(ledger.count_key("refuse", LedgerEvent::Called, key), 1);
+
+    // Every content kind reaches the Python client as the upstream sent it.
+    let mut everything = report["everything"].clone();
+    everything.as_object_mut().unwrap().remove("resultType");
+    assert_eq!(everything, fixtures::all_content_json());
+
+    // The same idempotency key (in _meta) twice is one execution; other arguments conflict.
+    let [first, second] = report["write_once"].as_array().unwrap().as_slice() else {
+        panic!("{report}")
+    };
+    assert_eq!(first["isError"], json!(false), "{first}");
+    assert_eq!(first["structuredContent"], json!({"key": key, "item": 1}));
+    assert_eq!(second, first);
+    assert_eq!(report["conflict"]["isError"], json!(true));
+    assert!(
+        report["conflict"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("IdempotencyConflict"),
+        "{report}"
+    );
+    assert_eq!(
+        ledger.count_key("write_once", LedgerEvent::Called, key),
+        1,
+        "{:?}",
+        ledger.read()
+    );
+
+    // An unknown tool: a JSON-RPC invalid-params error naming it.
+    assert_eq!(report["unknown"]["code"], json!(-32602), "{report}");
+    assert!(
+        report["unknown"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no_such_tool"),
+        "{report}"
+    );
+}
+
+#[tokio::test]
+async fn python_mcp_client_drives_the_connector_binary_over_stdio() {
+    let python = require_python_mcp!();
+    let env = TestEnv::shared("py-stdio").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let key = format!("py-stdio-{}", uuid::Uuid::new_v4());
+    let stdio = vec![
+        "--stdio".to_owned(),
+        workspace_bin("durable-mcp-connector")
+            .to_string_lossy()
+            .into_owned(),
+        "--route".to_owned(),
+        format!("{{service: mock, endpoint: {}}}", env.endpoint),
+    ];
+    let report = run_script(&python, &env, "auto", &key, &stdio).await;
+    check_report(&report, &key, "2026-07-28", &ledger);
+}
+
+#[tokio::test]
+async fn python_mcp_client_drives_the_connector_binary_over_http() {
+    let python = require_python_mcp!();
+    let env = TestEnv::shared("py-http").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let connector = HttpConnectorProcess::start(&env, "mock", &[]).await;
+    let url = vec!["--url".to_owned(), connector.url.clone()];
+    // The default: server/discover, then stateless 2026-07-28 requests.
+    let key = format!("py-http-{}", uuid::Uuid::new_v4());
+    let report = run_script(&python, &env, "auto", &key, &url).await;
+    check_report(&report, &key, "2026-07-28", &ledger);
+    // An older client: the initialize handshake and a session.
+    let key = format!("py-legacy-{}", uuid::Uuid::new_v4());
+    let report = run_script(&python, &env, "legacy", &key, &url).await;
+    check_report(&report, &key, "2025-11-25", &ledger);
+}
