@@ -6,6 +6,7 @@
 mod support;
 
 mod connector;
+mod connector_auth;
 mod connector_http;
 mod nexus_cancel;
 mod nexus_errors;

@@ -1,0 +1,372 @@
+//! Inbound OAuth on the HTTP connector, end to end: a test identity provider (RFC 8414
+//! metadata and a JWKS over HTTP, ES256 keys made per run), two `durable-mcp-connector`
+//! processes sharing one signing key and one auth config, the proxy and the mock upstream on
+//! the real dev server, and rmcp clients sending bearer tokens.
+
+use std::{sync::Arc, time::Duration};
+
+use aws_lc_rs::{
+    rand::SystemRandom,
+    signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair},
+};
+use durable_mcp_conformance::fixtures::{Ledger, LedgerEvent};
+use jsonwebtoken::{Algorithm, EncodingKey, Header, jwk::Jwk};
+use rmcp::{
+    ServiceExt,
+    model::{
+        CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities,
+        ClientConfig, GetTaskParams, Implementation, TaskStatus,
+    },
+    service::RunningService,
+    transport::{
+        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+};
+use serde_json::{Value, json};
+
+use crate::support::{HttpConnectorProcess, TestEnv, mock_stdio_upstream, start_proxy, temp_path};
+
+/// A minimal identity provider: RFC 8414 metadata naming a JWKS, and tokens signed with its key.
+struct TestIssuer {
+    url: String,
+    key: EncodingKey,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+const KID: &str = "test-key-1";
+const AUDIENCE: &str = "http://localhost/mcp";
+const SCOPE: &str = "mcp:tools";
+
+impl TestIssuer {
+    async fn start() -> Self {
+        let pkcs8 =
+            EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &SystemRandom::new())
+                .unwrap();
+        let key = EncodingKey::from_ec_der(pkcs8.as_ref());
+        let mut jwk = Jwk::from_encoding_key(&key, Algorithm::ES256).unwrap();
+        jwk.common.key_id = Some(KID.into());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let metadata = json!({"issuer": url, "jwks_uri": format!("{url}/jwks")});
+        let jwks = Arc::new(json!({"keys": [jwk]}));
+        let app = axum::Router::new()
+            .route(
+                "/.well-known/oauth-authorization-server",
+                axum::routing::get(move || {
+                    let m = metadata.clone();
+                    async move { axum::Json(m) }
+                }),
+            )
+            .route(
+                "/jwks",
+                axum::routing::get(move || {
+                    let k = jwks.clone();
+                    async move { axum::Json((*k).clone()) }
+                }),
+            );
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Self {
+            url,
+            key,
+            _server: server,
+        }
+    }
+
+    /// A token for `subject` with `scope`; `nonce` makes renewed tokens differ.
+    fn token(&self, subject: &str, scope: &str, nonce: u32) -> String {
+        let now = jsonwebtoken::get_current_timestamp();
+        let claims = json!({
+            "iss": self.url,
+            "sub": subject,
+            "aud": AUDIENCE,
+            "scope": scope,
+            "iat": now,
+            "exp": now + 600,
+            "jti": format!("{subject}-{nonce}"),
+        });
+        let mut header = Header::new(Algorithm::ES256);
+        header.kid = Some(KID.into());
+        jsonwebtoken::encode(&header, &claims, &self.key).unwrap()
+    }
+
+    fn auth_config(&self) -> std::path::PathBuf {
+        let path = temp_path("inbound_auth.yaml");
+        std::fs::write(
+            &path,
+            format!(
+                "auth:\n  resource: {AUDIENCE}\n  issuer: {}\n  required_scopes: [{SCOPE}]\n",
+                self.url
+            ),
+        )
+        .unwrap();
+        path
+    }
+}
+
+/// An rmcp HTTP client that declares the tasks extension and sends `token`.
+async fn client(url: &str, token: &str) -> RunningService<rmcp::RoleClient, ClientConfig> {
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token),
+    );
+    ClientConfig::new(
+        ClientCapabilities::builder().enable_tasks().build(),
+        Implementation::new("durable-mcp-tests", "0"),
+    )
+    .serve(transport)
+    .await
+    .expect("MCP handshake with a bearer token")
+}
+
+fn args(v: Value) -> serde_json::Map<String, Value> {
+    v.as_object().unwrap().clone()
+}
+
+async fn poll_until_done(
+    client: &RunningService<rmcp::RoleClient, ClientConfig>,
+    task_id: &str,
+) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = client
+            .peer()
+            .get_task(GetTaskParams::new(task_id))
+            .await
+            .unwrap();
+        if got.task.status() != TaskStatus::Working {
+            return serde_json::to_value(&got).unwrap();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the task never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn http_tasks_belong_to_the_token_subject_across_two_connector_processes() {
+    let env = TestEnv::shared("connector-auth").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let idp = TestIssuer::start().await;
+    let config = idp.auth_config();
+    let config = config.to_str().unwrap();
+    let extra = ["--auth-config", config, "--task-after", "500ms"];
+    let first = HttpConnectorProcess::start(&env, "mock", &extra).await;
+    let second = HttpConnectorProcess::start(&env, "mock", &extra).await;
+
+    // Alice starts a slow call on the first process and gets a task.
+    let alice = client(&first.url, &idp.token("alice", SCOPE, 1)).await;
+    let started = alice
+        .peer()
+        .call_tool_once(
+            CallToolRequestParams::new("slow")
+                .with_arguments(args(json!({"key": "auth-1", "sleep_ms": 2500}))),
+        )
+        .await
+        .unwrap();
+    let CallToolResponse::Task(created) = started else {
+        panic!("expected a task, got {started:?}")
+    };
+    let task_id = created.task.task_id.clone();
+
+    // Bob, with a valid token of his own, cannot read or cancel it on the second process: he
+    // gets the answer a forged ID gets.
+    let bob = client(&second.url, &idp.token("bob", SCOPE, 1)).await;
+    let foreign = bob
+        .peer()
+        .get_task(GetTaskParams::new(&task_id))
+        .await
+        .unwrap_err()
+        .to_string();
+    let forged = bob
+        .peer()
+        .get_task(GetTaskParams::new("forged"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_eq!(foreign, forged);
+    assert!(foreign.contains("unknown task"), "{foreign}");
+    let cancel = bob
+        .peer()
+        .cancel_task(CancelTaskParams::new(&task_id))
+        .await
+        .unwrap_err();
+    assert!(cancel.to_string().contains("unknown task"), "{cancel}");
+
+    // Alice, with a renewed token, on the second process: it answers, and the call completes
+    // (Bob's cancel did nothing).
+    let alice_again = client(&second.url, &idp.token("alice", SCOPE, 2)).await;
+    let done = poll_until_done(&alice_again, &task_id).await;
+    assert_eq!(done["status"], json!("completed"), "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"],
+        json!({"key": "auth-1", "sleep_ms": 2500}),
+        "{done}"
+    );
+    assert_eq!(
+        ledger.count("slow", LedgerEvent::Cancelled),
+        0,
+        "{:?}",
+        ledger.read()
+    );
+
+    // Idempotency keys are per subject too: one key, two subjects, two executions.
+    let mut results = Vec::new();
+    for (who, c) in [("alice", &alice), ("bob", &bob)] {
+        let mut request = CallToolRequestParams::new("echo")
+            .with_arguments(args(json!({"key": format!("idem-{who}")})));
+        request.meta =
+            Some(serde_json::from_value(json!({"idempotencyKey": "shared-key"})).unwrap());
+        let response = c.peer().call_tool_once(request).await.unwrap();
+        let CallToolResponse::Complete(result) = response else {
+            panic!("expected a result, got {response:?}")
+        };
+        results.push(serde_json::to_value(&result).unwrap());
+    }
+    assert_ne!(results[0]["isError"], json!(true), "{}", results[0]);
+    assert_ne!(
+        results[1]["isError"],
+        json!(true),
+        "bob's call is not alice's: {}",
+        results[1]
+    );
+    assert_eq!(
+        results[1]["structuredContent"]["key"],
+        json!("idem-bob"),
+        "{}",
+        results[1]
+    );
+
+    // The token never reaches Temporal: the operation's Nexus headers carry none of it.
+    let op_id = task_op_id(&task_id);
+    let described = env
+        .client
+        .describe(&durable_mcp::nexus::OperationRef {
+            operation_id: op_id.clone(),
+            run_id: String::new(),
+        })
+        .await
+        .unwrap();
+    let token = idp.token("alice", SCOPE, 1);
+    let header_text = format!("{:?}", described.headers);
+    assert!(!header_text.contains(&token[..40]), "{header_text}");
+    assert!(
+        !header_text.to_lowercase().contains("authorization"),
+        "{header_text}"
+    );
+
+    for c in [alice, bob, alice_again] {
+        c.cancel().await.unwrap();
+    }
+}
+
+/// The operation id inside a task ID (readable JSON before the signature).
+fn task_op_id(task_id: &str) -> String {
+    use base64::Engine as _;
+    let json = task_id.split('.').next().unwrap();
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(json)
+        .unwrap();
+    serde_json::from_slice::<Value>(&bytes).unwrap()["op"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn unauthenticated_requests_get_challenges_that_lead_to_the_metadata() {
+    let env = TestEnv::shared("connector-auth-challenges").await;
+    let idp = TestIssuer::start().await;
+    let config = idp.auth_config();
+    let connector =
+        HttpConnectorProcess::start(&env, "mock", &["--auth-config", config.to_str().unwrap()])
+            .await;
+    let base = format!("http://{}", connector.addr);
+    let http = reqwest::Client::new();
+
+    // The metadata is public, at the RFC 9728 path for the resource and at the bare path.
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let response = http.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        let doc: Value = response.json().await.unwrap();
+        assert_eq!(doc["resource"], json!(AUDIENCE), "{doc}");
+        assert_eq!(doc["authorization_servers"], json!([idp.url]), "{doc}");
+        assert_eq!(doc["scopes_supported"], json!([SCOPE]), "{doc}");
+    }
+
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "0"}},
+    });
+    let post = |token: Option<String>| {
+        let mut request = http
+            .post(format!("{base}/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize);
+        if let Some(t) = token {
+            request = request.bearer_auth(t);
+        }
+        request.send()
+    };
+    let metadata_param =
+        "resource_metadata=\"http://localhost/.well-known/oauth-protected-resource/mcp\"";
+
+    // No token: 401 pointing at the metadata, no error code (RFC 6750 3.1).
+    let response = post(None).await.unwrap();
+    assert_eq!(response.status(), 401);
+    let challenge = response.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(challenge.starts_with("Bearer "), "{challenge}");
+    assert!(challenge.contains(metadata_param), "{challenge}");
+    assert!(!challenge.contains("error="), "{challenge}");
+
+    // Tokens that are not good enough, each with its reason.
+    let other_idp = TestIssuer::start().await;
+    let expired = {
+        let now = jsonwebtoken::get_current_timestamp();
+        let claims = json!({"iss": idp.url, "sub": "alice", "aud": AUDIENCE, "scope": SCOPE,
+                            "exp": now - 3600});
+        let mut header = Header::new(Algorithm::ES256);
+        header.kid = Some(KID.into());
+        jsonwebtoken::encode(&header, &claims, &idp.key).unwrap()
+    };
+    let cases = [
+        ("garbage".to_owned(), 401, "invalid_token"),
+        (expired, 401, "invalid_token"),
+        // Signed by another issuer's key under the same kid.
+        (other_idp.token("alice", SCOPE, 1), 401, "invalid_token"),
+        (idp.token("alice", "other", 1), 403, "insufficient_scope"),
+    ];
+    for (token, status, error) in cases {
+        let response = post(Some(token)).await.unwrap();
+        assert_eq!(response.status(), status, "{error}");
+        let challenge = response.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            challenge.contains(&format!("error=\"{error}\"")),
+            "{challenge}"
+        );
+        assert!(challenge.contains(metadata_param), "{challenge}");
+        assert!(
+            challenge.contains(&format!("scope=\"{SCOPE}\"")),
+            "{challenge}"
+        );
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"], json!(error), "{body}");
+    }
+
+    // A good token gets through to MCP.
+    let response = post(Some(idp.token("alice", SCOPE, 1))).await.unwrap();
+    assert_eq!(response.status(), 200);
+}
