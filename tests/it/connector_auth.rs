@@ -370,3 +370,112 @@ async fn unauthenticated_requests_get_challenges_that_lead_to_the_metadata() {
     let response = post(Some(idp.token("alice", SCOPE, 1))).await.unwrap();
     assert_eq!(response.status(), 200);
 }
+
+/// What README's "Mount the connector in your own server" shows: a host authenticates in its
+/// own middleware and hands the connector a `CallerScope`; with `require_verified_caller`, a
+/// request the middleware did not vouch for is refused rather than served in a shared scope.
+#[tokio::test]
+async fn a_host_can_mount_the_connector_behind_its_own_identity_middleware() {
+    use durable_mcp::inbound::{
+        http::{HttpOptions, router},
+        route::Route,
+        server::{Connector, ConnectorOptions},
+        task_ref::CallerScope,
+    };
+    let env = TestEnv::shared("connector-host-middleware").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let mut options = ConnectorOptions::new(vec![Route {
+        service: "mock".into(),
+        endpoint: env.endpoint.clone(),
+    }]);
+    options.task_after = Duration::from_millis(300);
+    options.require_verified_caller = true;
+    let connector = Connector::new(env.client.clone(), options);
+
+    // The host's own identity check (here: a trusted header set by its gateway).
+    async fn identify(
+        mut request: axum::extract::Request,
+        next: axum::middleware::Next,
+    ) -> axum::response::Response {
+        let user = request
+            .headers()
+            .get("x-user")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        if let Some(user) = user {
+            request.extensions_mut().insert(CallerScope::Subject {
+                issuer: "https://gateway.example".into(),
+                subject: user,
+            });
+        }
+        next.run(request).await
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let app = router(connector, &HttpOptions::new(addr), addr, shutdown.clone())
+        .layer(axum::middleware::from_fn(identify));
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let url = format!("http://{addr}/mcp");
+
+    let as_user = |user: Option<&str>| {
+        let mut headers = std::collections::HashMap::new();
+        if let Some(user) = user {
+            headers.insert(
+                reqwest::header::HeaderName::from_static("x-user"),
+                reqwest::header::HeaderValue::from_str(user).unwrap(),
+            );
+        }
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(url.clone()).custom_headers(headers),
+        );
+        ClientConfig::new(
+            ClientCapabilities::builder().enable_tasks().build(),
+            Implementation::new("durable-mcp-tests", "0"),
+        )
+        .serve(transport)
+    };
+    let alice = as_user(Some("alice")).await.unwrap();
+    let bob = as_user(Some("bob")).await.unwrap();
+    let started = alice
+        .peer()
+        .call_tool_once(
+            CallToolRequestParams::new("slow")
+                .with_arguments(args(json!({"key": "host-1", "sleep_ms": 1500}))),
+        )
+        .await
+        .unwrap();
+    let CallToolResponse::Task(created) = started else {
+        panic!("expected a task, got {started:?}")
+    };
+    let foreign = bob
+        .peer()
+        .get_task(GetTaskParams::new(&created.task.task_id))
+        .await
+        .unwrap_err();
+    assert!(foreign.to_string().contains("unknown task"), "{foreign}");
+    let done = poll_until_done(&alice, &created.task.task_id).await;
+    assert_eq!(done["status"], json!("completed"), "{done}");
+
+    // Nobody vouched for this caller: refused, and nothing started upstream.
+    let anonymous = as_user(None).await.unwrap();
+    let refused = anonymous
+        .peer()
+        .call_tool_once(
+            CallToolRequestParams::new("echo").with_arguments(args(json!({"key": "anon"}))),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("authenticated caller"),
+        "{refused}"
+    );
+    assert_eq!(ledger.count_key("echo", LedgerEvent::Called, "anon"), 0);
+
+    for c in [alice, bob, anonymous] {
+        c.cancel().await.unwrap();
+    }
+    shutdown.cancel();
+    server.abort();
+}
