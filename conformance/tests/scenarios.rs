@@ -53,16 +53,35 @@ fn scenarios_parse_with_unique_ids_and_known_rules() {
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), scenarios.len());
-    // The families the runner covers today each have scenarios.
-    for family in [
-        Family::RetryInference,
-        Family::Fidelity,
-        Family::Cancellation,
-        Family::Faults,
-    ] {
+    // Every family has scenarios.
+    for family in Family::ALL {
         assert!(
             scenarios.iter().any(|s| s.family == family),
             "no {family} scenario"
+        );
+    }
+}
+
+/// SPEC.md names, for each rule, exactly the scenarios that cite it (after `; scenarios` on its
+/// `Checked by:` line), so a reader of a rule finds its scenarios and no list goes stale.
+#[test]
+fn spec_checked_by_lines_name_the_scenarios_that_cite_them() {
+    let scenarios = load();
+    let spec = std::fs::read_to_string(root().join("SPEC.md")).unwrap();
+    let listed = scenario::spec_rule_scenarios(&spec);
+    for (rule, names) in &listed {
+        let mut citing: Vec<_> = scenarios
+            .iter()
+            .filter(|s| s.rules.contains(rule))
+            .map(|s| s.id.clone())
+            .collect();
+        citing.sort();
+        let mut names = names.clone();
+        names.sort();
+        assert_eq!(
+            names, citing,
+            "SPEC.md {rule}: the `Checked by:` line must end with `; scenarios {}`",
+            citing.join(", ")
         );
     }
 }

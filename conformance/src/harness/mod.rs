@@ -38,6 +38,7 @@ use url::Url;
 pub use cli::{MIN_CLI_VERSION, ServerVersion, cache_dir, compare_versions, find_cli};
 pub use error::HarnessError;
 pub use process::process_alive;
+pub(crate) use process::ServerProcess;
 
 use container::ContainerServer;
 use process::ProcessServer;

@@ -150,6 +150,17 @@ pub(crate) struct ServerProcess {
 }
 
 impl ServerProcess {
+    /// Spawns `command` tethered to this process (PDEATHSIG, own process group), so killing
+    /// it kills everything it started. Also used for the runner's proxy child.
+    pub(crate) fn spawn(command: Command) -> io::Result<ServerProcess> {
+        let child = spawn(command, Tether::DieWithParent)?;
+        Ok(ServerProcess {
+            pid: child.id(),
+            child,
+            reaped: None,
+        })
+    }
+
     pub(crate) fn pid(&self) -> u32 {
         self.pid
     }

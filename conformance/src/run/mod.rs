@@ -2,27 +2,37 @@
 //! server, its own mock upstream (stdio child or in-process HTTP), and its own proxy; then its
 //! steps run through the durable path and their expectations are checked.
 
+mod checks;
+mod connector_driver;
+mod mcp_steps;
+mod nexus_call;
+mod proxy_process;
+
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
 
-use anyhow::Context;
 use durable_mcp::{
-    nexus::{OperationClient, OperationOutcome, StartOperation},
+    nexus::OperationClient,
     outbound::{ProxyOptions, TransportConfig, UpstreamConfig},
-    payload,
 };
 use serde::Serialize;
-use serde_json::Value;
-use tokio_util::sync::CancellationToken;
+
+pub(crate) use checks::first_difference;
+pub use checks::snapshot_path;
+pub use proxy_process::{PROXY_BIN, PROXY_BIN_ENV, proxy_bin};
 
 use crate::{
-    fixtures::{self, HttpUpstream, Ledger, LedgerEvent, SpecSource},
+    DevServerOptions,
+    fixtures::{self, HttpUpstream, Ledger, LedgerEvent, SpecSource, UpstreamSpec},
     harness::{DevServer, unique_name},
-    scenario::{ExpectedOutcome, Scenario, Step, UpstreamTransport},
+    scenario::{Action, ProxyMode, Scenario, SetAnnotations, UpstreamTransport},
 };
+use checks::{Saved, wait_count};
+use connector_driver::Replicas;
+use proxy_process::{Proxy, ProxyLauncher};
 
 /// The Nexus service name the scenario's upstream is registered under.
 const SERVICE: &str = "mock";
@@ -38,6 +48,8 @@ pub struct RunOptions {
     pub update_snapshots: bool,
     /// The mock upstream binary; `fixtures::mock_upstream_bin()` when `None`.
     pub mock_bin: Option<PathBuf>,
+    /// The `durable-mcp-proxy` binary for `[proxy] mode = "process"`; [`proxy_bin`] when `None`.
+    pub proxy_bin: Option<PathBuf>,
 }
 
 impl RunOptions {
@@ -46,6 +58,7 @@ impl RunOptions {
             snapshot_dir: root.join("fixtures").join("snapshots"),
             update_snapshots: false,
             mock_bin: None,
+            proxy_bin: None,
         }
     }
 }
@@ -124,13 +137,52 @@ pub async fn run_one(
 }
 
 /// A scenario that broke a rule, or one that could not be run at all.
-enum Failure {
+pub(crate) enum Failure {
     Violated(String),
     Setup(String),
 }
 
-fn setup(e: impl std::fmt::Display) -> Failure {
+pub(crate) fn setup(e: impl std::fmt::Display) -> Failure {
     Failure::Setup(e.to_string())
+}
+
+/// The server a scenario runs on: the run's, or (for `restart_server`) its own on a db file.
+enum ServerSlot<'a> {
+    Shared(&'a DevServer),
+    Own(DevServer),
+}
+
+impl ServerSlot<'_> {
+    fn get(&self) -> &DevServer {
+        match self {
+            ServerSlot::Shared(s) => s,
+            ServerSlot::Own(s) => s,
+        }
+    }
+}
+
+/// Everything a step may use or change.
+pub(crate) struct StepEnv<'a> {
+    client: OperationClient,
+    endpoint: &'a str,
+    ledger: &'a Ledger,
+    options: &'a RunOptions,
+    saved: Saved,
+    replicas: Option<Replicas>,
+    server: ServerSlot<'a>,
+    proxy: Proxy,
+    launcher: ProxyLauncher,
+    /// The upstream's spec and (stdio) the file the mock reads it from.
+    spec: UpstreamSpec,
+    spec_file: Option<PathBuf>,
+}
+
+impl StepEnv<'_> {
+    fn replicas(&self) -> Result<&Replicas, Failure> {
+        self.replicas
+            .as_ref()
+            .ok_or_else(|| Failure::Setup("the scenario has no connectors".into()))
+    }
 }
 
 async fn execute(
@@ -146,6 +198,18 @@ async fn execute(
     let spec = scenario.upstream.spec();
     let ledger = Ledger::new(dir.path().join("ledger.jsonl"));
 
+    let server = if scenario.restarts_server() {
+        let own = DevServer::start(DevServerOptions {
+            db_file: Some(dir.path().join("temporal.db")),
+            ..DevServerOptions::from_env().map_err(setup)?
+        })
+        .await
+        .map_err(|e| Failure::Setup(format!("starting a dev server on a db file: {e}")))?;
+        ServerSlot::Own(own)
+    } else {
+        ServerSlot::Shared(server)
+    };
+
     // A fresh slice of the server.
     let slug: String = scenario
         .id
@@ -155,37 +219,35 @@ async fn execute(
         .collect();
     let task_queue = unique_name(&format!("tq-{slug}"));
     let endpoint = unique_name(&format!("ep-{slug}"));
-    server
-        .create_nexus_endpoint(&endpoint, server.namespace(), &task_queue)
+    let s = server.get();
+    s.create_nexus_endpoint(&endpoint, s.namespace(), &task_queue)
         .await
         .map_err(|e| Failure::Setup(format!("creating the Nexus endpoint: {e}")))?;
-    let connection = server
+    let connection = s
         .connect()
         .await
         .map_err(|e| Failure::Setup(format!("connecting: {e}")))?;
-    let client = OperationClient::new(connection, server.namespace());
+    let client = OperationClient::new(connection, s.namespace());
 
     // The upstream.
     let mut http: Option<HttpUpstream> = None;
+    let mut spec_file = None;
     let transport = match scenario.upstream.transport {
         UpstreamTransport::Stdio => {
-            let spec_file = dir.path().join("spec.json");
-            spec.write_json(&spec_file).map_err(setup)?;
+            let file = dir.path().join("spec.json");
+            spec.write_json(&file).map_err(setup)?;
             let bin = match &options.mock_bin {
                 Some(b) => b.clone(),
                 None => fixtures::mock_upstream_bin().map_err(setup)?,
             };
-            TransportConfig::Stdio {
-                command: bin.to_string_lossy().into_owned(),
-                args: vec![
-                    "--spec".into(),
-                    spec_file.to_string_lossy().into_owned(),
-                    "--ledger".into(),
-                    ledger.path().to_string_lossy().into_owned(),
-                ],
-                env: BTreeMap::new(),
-                cwd: None,
-            }
+            let args = vec![
+                "--spec".into(),
+                file.to_string_lossy().into_owned(),
+                "--ledger".into(),
+                ledger.path().to_string_lossy().into_owned(),
+            ];
+            spec_file = Some(file);
+            proxy_process::stdio_transport(bin.to_string_lossy().into_owned(), args)
         }
         UpstreamTransport::Http => {
             let upstream = fixtures::serve_http(
@@ -205,25 +267,61 @@ async fn execute(
     };
 
     // The proxy.
-    let proxy = crate::proxy_thread::ProxyThread::start(
-        server.address(),
-        ProxyOptions {
-            namespace: server.namespace().to_owned(),
+    let bin = match scenario.proxy.mode {
+        ProxyMode::InProcess => None,
+        ProxyMode::Process => Some(match &options.proxy_bin {
+            Some(b) => b.clone(),
+            None => proxy_bin().map_err(setup)?,
+        }),
+    };
+    let launcher = ProxyLauncher {
+        address: s.address(),
+        options: ProxyOptions {
+            namespace: s.namespace().to_owned(),
             task_queue: task_queue.clone(),
             max_concurrent_calls: 50,
         },
-        vec![UpstreamConfig {
+        upstream: UpstreamConfig {
             service: SERVICE.into(),
             transport,
             activity_options: Default::default(),
             overrides: BTreeMap::new(),
-        }],
-    );
+        },
+        bin,
+        dir: dir.path().to_owned(),
+    };
+    let proxy = launcher
+        .start()
+        .map_err(|e| Failure::Setup(format!("starting the proxy: {e:#}")))?;
 
+    // The connectors.
+    let replicas = if scenario.connectors.is_empty() {
+        None
+    } else {
+        Some(
+            Replicas::start(&scenario.connectors, client.clone(), &endpoint)
+                .await
+                .map_err(|e| Failure::Setup(format!("starting the connectors: {e:#}")))?,
+        )
+    };
+
+    let mut env = StepEnv {
+        client,
+        endpoint: &endpoint,
+        ledger: &ledger,
+        options,
+        saved: Saved::default(),
+        replicas,
+        server,
+        proxy,
+        launcher,
+        spec,
+        spec_file,
+    };
     let mut result = Ok(());
     for (i, step) in scenario.steps.iter().enumerate() {
         let label = scenario.step_label(i);
-        match run_step(&client, &endpoint, &ledger, step, options).await {
+        match run_step(&mut env, step).await {
             Ok(summary) => log.push(format!("{label}: {summary}")),
             Err(e) => {
                 log.push(format!(
@@ -236,315 +334,112 @@ async fn execute(
                     Failure::Violated(m) => Failure::Violated(format!("{label}: {m}")),
                     Failure::Setup(m) => Failure::Setup(format!("{label}: {m}")),
                 };
-                if let Some(err) = proxy.error() {
-                    result = Err(Failure::Setup(format!("the proxy stopped: {err}")));
-                } else {
-                    result = Err(e);
-                }
+                result = match env.proxy.error() {
+                    Some(err) => Err(Failure::Setup(format!(
+                        "the proxy stopped: {err}\n{}",
+                        proxy_process::log_tail(dir.path())
+                    ))),
+                    None => Err(e),
+                };
                 break;
             }
         }
     }
-    proxy.stop().await;
+    if let Some(replicas) = env.replicas.take() {
+        replicas.stop().await;
+    }
+    env.proxy.stop().await;
     if let Some(upstream) = http {
         upstream.shutdown().await;
     }
     result
 }
 
-/// Runs one call step and checks its expectations; returns a one-line summary.
-async fn run_step(
-    client: &OperationClient,
-    endpoint: &str,
-    ledger: &Ledger,
-    step: &Step,
-    options: &RunOptions,
-) -> Result<String, Failure> {
-    let call = &step.call;
-    let expect = &step.expect;
-    let arguments = Value::Object(call.arguments.clone());
-    let mut start = StartOperation::new(
-        unique_name(&format!("call-{}", call.tool)),
-        endpoint,
-        SERVICE,
-        &call.tool,
-        payload::to_payload(&arguments).map_err(setup)?,
-    );
-    start.schedule_to_close = Some(Duration::from_millis(call.timeout_ms.unwrap_or(60_000)));
-    let (op, _) = client
-        .start(start)
-        .await
-        .map_err(|e| Failure::Setup(format!("starting the operation: {e}")))?;
-
-    let mut cancel_latency = None;
-    let outcome = if let Some(after) = call.cancel_after_ms {
-        // Wait until the upstream has the call, then give it `after` ms before cancelling.
-        wait_count(
-            ledger,
-            &call.tool,
-            LedgerEvent::Called,
-            call.key(),
-            1,
-            Duration::from_secs(30),
-        )
-        .await;
-        tokio::time::sleep(Duration::from_millis(after)).await;
-        let cancelled_at = Instant::now();
-        client
-            .cancel(&op, "conformance: cancel_after_ms")
-            .await
-            .map_err(|e| Failure::Setup(format!("cancelling: {e}")))?;
-        let outcome = client
-            .wait(&op, &CancellationToken::new())
-            .await
-            .map_err(|e| Failure::Setup(format!("waiting for the outcome: {e}")))?;
-        cancel_latency = Some(cancelled_at.elapsed());
-        outcome
-    } else {
-        client
-            .wait(&op, &CancellationToken::new())
-            .await
-            .map_err(|e| Failure::Setup(format!("waiting for the outcome: {e}")))?
-    };
-
-    // Outcome and error type.
-    let (kind, result, error_type, message) = match &outcome {
-        OperationOutcome::Succeeded(p) => {
-            let json = payload::to_json(p)
-                .map_err(|e| Failure::Violated(format!("the result is not readable JSON: {e}")))?;
-            (ExpectedOutcome::Result, Some(json), None, String::new())
+/// Runs one step; returns a one-line summary.
+async fn run_step(env: &mut StepEnv<'_>, step: &crate::scenario::Step) -> Result<String, Failure> {
+    let action = step.action().map_err(setup)?;
+    let expect = step.expect.as_ref();
+    let need = || Failure::Setup("this step needs an expectation".into());
+    match action {
+        Action::Call(call) => nexus_call::run_call(env, call, expect.ok_or_else(need)?).await,
+        Action::Mcp(call) => mcp_steps::run_mcp_call(env, call, expect.ok_or_else(need)?).await,
+        Action::TasksGet(t) => mcp_steps::run_tasks_get(env, t, expect.ok_or_else(need)?).await,
+        Action::TasksCancel(t) => {
+            mcp_steps::run_tasks_cancel(env, t, expect.ok_or_else(need)?).await
         }
-        OperationOutcome::Failed {
-            message,
-            error_type,
-            ..
-        } => (
-            ExpectedOutcome::Failed,
-            None,
-            error_type.clone(),
-            message.clone(),
-        ),
-        OperationOutcome::Canceled { message } => {
-            (ExpectedOutcome::Canceled, None, None, message.clone())
+        Action::RestartConnector(name) => {
+            let replicas = env
+                .replicas
+                .as_mut()
+                .ok_or_else(|| Failure::Setup("the scenario has no connectors".into()))?;
+            replicas
+                .restart(name)
+                .await
+                .map_err(|e| Failure::Setup(format!("restarting connector {name}: {e:#}")))?;
+            Ok(format!("connector {name} restarted"))
         }
-        OperationOutcome::TimedOut { message } => {
-            (ExpectedOutcome::TimedOut, None, None, message.clone())
+        Action::SetAnnotations(change) => set_annotations(env, change),
+        Action::KillProxy(kill) => {
+            if let Some(tool) = &kill.after_called {
+                let seen = wait_count(
+                    env.ledger,
+                    tool,
+                    LedgerEvent::Called,
+                    kill.after_key.as_deref(),
+                    1,
+                    Duration::from_secs(30),
+                )
+                .await;
+                if seen == 0 {
+                    return Err(Failure::Setup(format!(
+                        "the upstream never received a call of {tool}"
+                    )));
+                }
+            }
+            env.proxy.kill().map_err(setup)?;
+            Ok("proxy killed (SIGKILL)".into())
         }
-        OperationOutcome::Terminated { message } => {
-            (ExpectedOutcome::Terminated, None, None, message.clone())
+        Action::RestartProxy => {
+            if !matches!(env.proxy, Proxy::Stopped) {
+                return Err(Failure::Setup("restart_proxy: the proxy is running".into()));
+            }
+            env.proxy = env
+                .launcher
+                .start()
+                .map_err(|e| Failure::Setup(format!("restarting the proxy: {e:#}")))?;
+            Ok("proxy restarted".into())
         }
-    };
-    let described = match (&error_type, message.is_empty()) {
-        (Some(t), _) => format!("{kind} ({t}: {})", short(&message)),
-        (None, false) => format!("{kind} ({})", short(&message)),
-        (None, true) => kind.to_string(),
-    };
-    if kind != expect.outcome {
-        return Err(Failure::Violated(format!(
-            "expected outcome {}, saw {described}",
-            expect.outcome
-        )));
-    }
-    if let Some(want) = &expect.error_type
-        && error_type.as_deref() != Some(want.as_str())
-    {
-        return Err(Failure::Violated(format!(
-            "expected error type {want}, saw {}",
-            error_type.as_deref().unwrap_or("none")
-        )));
-    }
-    if let Some(want) = &expect.message_contains
-        && !message.contains(want.as_str())
-    {
-        return Err(Failure::Violated(format!(
-            "expected the message to contain {want:?}, saw {message:?}"
-        )));
-    }
-    if let (Some(want), Some(result)) = (expect.is_error, &result) {
-        let saw = result
-            .get("isError")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        if saw != want {
-            return Err(Failure::Violated(format!(
-                "expected isError {want}, saw {saw}"
-            )));
-        }
-    }
-    let mut summary = described;
-
-    // Invocation count, from the ledger: wait for the expected count, then a moment more to see
-    // any extra invocation that a wrong retry would add.
-    if let Some(inv) = &expect.invocations {
-        let tool = inv.tool.as_deref().unwrap_or(&call.tool);
-        let key = inv.key.as_deref().or(call.key());
-        wait_count(
-            ledger,
-            tool,
-            LedgerEvent::Called,
-            key,
-            inv.count,
-            Duration::from_secs(10),
-        )
-        .await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let saw = count(ledger, tool, LedgerEvent::Called, key);
-        if saw != inv.count {
-            let of = match key {
-                Some(k) => format!("{tool} (key {k:?})"),
-                None => tool.to_owned(),
+        Action::RestartServer => {
+            let ServerSlot::Own(server) = &mut env.server else {
+                return Err(Failure::Setup("restart_server needs a server of its own".into()));
             };
-            return Err(Failure::Violated(format!(
-                "expected {} invocation{} of {of}, saw {saw}",
-                inv.count,
-                if inv.count == 1 { "" } else { "s" }
-            )));
-        }
-        summary.push_str(&format!(
-            ", {saw} invocation{}",
-            if saw == 1 { "" } else { "s" }
-        ));
-    }
-
-    if let Some(want) = expect.cancelled_upstream {
-        let n = if want {
-            wait_count(
-                ledger,
-                &call.tool,
-                LedgerEvent::Cancelled,
-                call.key(),
-                1,
-                Duration::from_secs(10),
-            )
-            .await
-        } else {
-            count(ledger, &call.tool, LedgerEvent::Cancelled, call.key())
-        };
-        if (n > 0) != want {
-            return Err(Failure::Violated(if want {
-                format!(
-                    "expected the upstream to see notifications/cancelled for {}, it did not",
-                    call.tool
-                )
-            } else {
-                format!(
-                    "the upstream saw an unexpected cancellation of {}",
-                    call.tool
-                )
-            }));
-        }
-        if want {
-            summary.push_str(", cancelled upstream");
-        }
-    }
-    if let Some(latency) = cancel_latency {
-        summary.push_str(&format!(", cancel landed in {} ms", latency.as_millis()));
-    }
-
-    if let (Some(name), Some(result)) = (&expect.snapshot, &result) {
-        check_snapshot(options, name, result)?;
-        summary.push_str(&format!(", matches snapshot {name}"));
-    }
-    Ok(summary)
-}
-
-/// The file of snapshot `name`.
-pub fn snapshot_path(dir: &Path, name: &str) -> PathBuf {
-    dir.join(format!("conformance__{name}.snap.json"))
-}
-
-fn check_snapshot(options: &RunOptions, name: &str, result: &Value) -> Result<(), Failure> {
-    let path = snapshot_path(&options.snapshot_dir, name);
-    if options.update_snapshots {
-        let mut text = serde_json::to_string_pretty(result).map_err(setup)?;
-        text.push('\n');
-        std::fs::create_dir_all(&options.snapshot_dir).map_err(setup)?;
-        std::fs::write(&path, text)
-            .with_context(|| format!("writing {}", path.display()))
-            .map_err(|e| Failure::Setup(format!("{e:#}")))?;
-        return Ok(());
-    }
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        Failure::Setup(format!(
-            "snapshot {} unreadable ({e}); record it with `run --update-snapshots`",
-            path.display()
-        ))
-    })?;
-    let recorded: Value = serde_json::from_str(&text)
-        .map_err(|e| Failure::Setup(format!("snapshot {} is not JSON: {e}", path.display())))?;
-    if &recorded != result {
-        return Err(Failure::Violated(format!(
-            "the result differs from snapshot {} (first difference at {}); re-record with \
-             `run --update-snapshots` if the change is deliberate",
-            path.display(),
-            first_difference(&recorded, result, String::new())
-        )));
-    }
-    Ok(())
-}
-
-/// A JSON pointer to the first place `a` and `b` differ (also used by third-party mode).
-pub(crate) fn first_difference(a: &Value, b: &Value, at: String) -> String {
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            for k in x.keys().chain(y.keys()) {
-                match (x.get(k), y.get(k)) {
-                    (Some(p), Some(q)) if p == q => {}
-                    (Some(p), Some(q)) => return first_difference(p, q, format!("{at}/{k}")),
-                    _ => return format!("{at}/{k}"),
-                }
-            }
-            at
-        }
-        (Value::Array(x), Value::Array(y)) => {
-            for (i, (p, q)) in x.iter().zip(y).enumerate() {
-                if p != q {
-                    return first_difference(p, q, format!("{at}/{i}"));
-                }
-            }
-            format!("{at} (length {} vs {})", x.len(), y.len())
-        }
-        _ => {
-            if at.is_empty() {
-                "/".into()
-            } else {
-                at
-            }
+            let started = Instant::now();
+            server
+                .restart()
+                .await
+                .map_err(|e| Failure::Setup(format!("restarting the server: {e}")))?;
+            Ok(format!(
+                "Temporal server restarted on its db file in {} ms",
+                started.elapsed().as_millis()
+            ))
         }
     }
 }
 
-fn short(s: &str) -> String {
-    const MAX: usize = 160;
-    if s.chars().count() <= MAX {
-        s.to_owned()
-    } else {
-        format!("{}…", s.chars().take(MAX).collect::<String>())
-    }
-}
-
-fn count(ledger: &Ledger, tool: &str, event: LedgerEvent, key: Option<&str>) -> usize {
-    match key {
-        Some(k) => ledger.count_key(tool, event, k),
-        None => ledger.count(tool, event),
-    }
-}
-
-/// Polls until the count reaches `n` or `timeout` passes; returns the last count.
-async fn wait_count(
-    ledger: &Ledger,
-    tool: &str,
-    event: LedgerEvent,
-    key: Option<&str>,
-    n: usize,
-    timeout: Duration,
-) -> usize {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let c = count(ledger, tool, event, key);
-        if c >= n || tokio::time::Instant::now() >= deadline {
-            return c;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+/// Rewrites the stdio mock's spec file with the tool's new annotations.
+fn set_annotations(env: &mut StepEnv<'_>, change: &SetAnnotations) -> Result<String, Failure> {
+    let file = env
+        .spec_file
+        .as_ref()
+        .ok_or_else(|| Failure::Setup("set_annotations needs a stdio upstream".into()))?;
+    let tool = env
+        .spec
+        .tool_mut(&change.tool)
+        .ok_or_else(|| Failure::Setup(format!("no tool {:?}", change.tool)))?;
+    tool.annotations = Some(change.annotations.clone());
+    env.spec.write_json(file).map_err(setup)?;
+    Ok(format!(
+        "annotations of {} set to {}",
+        change.tool, change.annotations
+    ))
 }

@@ -3,29 +3,63 @@
 //! One scenario per file, `scenarios/<family>/<name>.toml`:
 //!
 //! ```toml
-//! id = "retry-inference/read-only-flaky-is-retried"
-//! family = "retry-inference"   # reattach | retry-inference | cancellation | fidelity | faults | owner-scope
-//! rules = ["R-PRX-4"]          # SPEC.md rules this scenario checks
-//! description = "A read-only tool failing twice is retried until it succeeds."
+//! id = "reattach/same-key-same-arguments-runs-once"   # <family>/<name>, unique
+//! family = "reattach"          # reattach | owner-scope | retry-inference | cancellation | fidelity | faults
+//! rules = ["R-CON-7"]          # SPEC.md `### R-...` headings; named in failure messages
+//! description = "..."
 //!
 //! [upstream]                   # the mock upstream (see `fixtures::UpstreamSpec`)
-//! transport = "stdio"          # stdio (the mock binary as the proxy's child) | http (in-process)
-//! standard = false             # true: start from the standard mock tools (echo, everything, ...)
+//! transport = "stdio"          # stdio: the mock binary as the proxy's child | http: in-process
+//! standard = false             # true: start from the standard mock tools (echo, slow, write_once, ...)
 //! [[upstream.tools]]           # a `fixtures::ToolSpec`; replaces a standard tool of that name
 //! name = "t"
 //! annotations = { readOnlyHint = true }
 //! behavior = { kind = "fail_times", times = 2, error = { kind = "json_rpc", code = -32603, message = "x" } }
 //!
+//! [proxy]                      # optional
+//! mode = "in_process"          # in_process (a thread of the runner) | process (durable-mcp-proxy child)
+//!
+//! [[connectors]]               # optional: in-process connector replicas, each with its own rmcp client;
+//! name = "a"                   # all share one signing key and route to the scenario's proxy
+//! caller = "alice"             # CallerScope::Process(caller); default "alice"
+//! task_after_ms = 300          # a task-capable call becomes a task after this long (default 300)
+//! tasks = true                 # the client declares the tasks extension (default true)
+//!
+//! # Each step has exactly one action and, for calls and task methods, an `[steps.expect]`.
 //! [[steps]]
-//! call = { tool = "t", arguments = { key = "k" } }   # optional: cancel_after_ms, timeout_ms
+//! call = { tool = "t", arguments = { key = "k" } }    # straight to the proxy's Nexus service;
+//!                              # optional: cancel_after_ms, timeout_ms, start_twice
+//! [[steps]]
+//! mcp = { connector = "a", tool = "t", arguments = { key = "k" }, idempotency_key = "order-1" }
+//! [[steps]]
+//! tasks_get = { connector = "b", task = "t1", until_done = true }   # or forged = "ID"; alter = true
+//! [[steps]]
+//! tasks_cancel = { connector = "b", task = "t1" }
+//! [[steps]]
+//! restart_connector = "a"      # a fresh replica with the same options
+//! [[steps]]
+//! set_annotations = { tool = "t", annotations = { destructiveHint = true } }  # stdio upstream
+//! [[steps]]
+//! kill_proxy = { after_called = "slow", after_key = "k" }   # SIGKILL (proxy mode = "process")
+//! [[steps]]
+//! restart_proxy = true
+//! [[steps]]
+//! restart_server = true        # the scenario then gets a dev server of its own on a db file
+//!
 //! [steps.expect]
-//! outcome = "result"           # result | failed | canceled | timed_out | terminated
-//! error_type = "..."           # optional: the failure's type (R-NXC-4)
-//! message_contains = "..."     # optional: a substring of the failure message
-//! is_error = false             # optional: the result's `isError`
-//! invocations = { tool = "t", key = "k", count = 3 }  # upstream `called` events (tool and key default to the call's)
+//! outcome = "result"           # call: result | failed | canceled | timed_out | terminated
+//!                              # mcp: result | task | error; tasks_get: task | error;
+//!                              # tasks_cancel: accepted | error
+//! error_type = "..."           # call: the failure's type (R-NXC-4); mcp: _meta["io.durable-mcp/errorType"]
+//! error_code = -32021          # optional: the JSON-RPC error code (outcome = "error")
+//! message_contains = "..."     # optional: failure, JSON-RPC error or result text
+//! is_error = false             # optional: the result's (or finished task's) `isError`
+//! task_status = "completed"    # optional (outcome = "task"): working | completed | cancelled | failed
+//! invocations = { tool = "t", key = "k", count = 3 }  # upstream `called` events (tool and key default to the step's)
 //! cancelled_upstream = true    # optional: the upstream saw `notifications/cancelled` for the call
 //! snapshot = "name"            # optional: result JSON == fixtures/snapshots/conformance__<name>.snap.json
+//! save = "first"               # remember this answer (and task ID) for later steps
+//! same_as = "first"            # this answer (result, task ID or error) equals the saved one
 //! ```
 //!
 //! Every table rejects unknown keys; errors name the file and the field.
@@ -38,9 +72,14 @@ use std::{
 
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
 use crate::fixtures::{ToolSpec, UpstreamSpec};
+
+mod step;
+pub use step::{
+    Action, CallStep, Expect, ExpectedOutcome, Invocations, KillProxy, McpCallStep,
+    SetAnnotations, Step, TaskStep,
+};
 
 /// A check family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -107,10 +146,63 @@ pub struct Scenario {
     #[serde(default)]
     pub description: String,
     pub upstream: UpstreamDef,
+    /// How the proxy runs.
+    #[serde(default)]
+    pub proxy: ProxyDef,
+    /// In-process connector replicas, for `mcp`, `tasks_get` and `tasks_cancel` steps. All
+    /// share one signing key and route to the scenario's proxy.
+    #[serde(default)]
+    pub connectors: Vec<ConnectorDef>,
     pub steps: Vec<Step>,
     /// The file it was loaded from.
     #[serde(skip)]
     pub path: PathBuf,
+}
+
+/// How the scenario's proxy runs.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyDef {
+    #[serde(default)]
+    pub mode: ProxyMode,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProxyMode {
+    /// On a thread of the runner (fast; cannot be killed).
+    #[default]
+    InProcess,
+    /// The `durable-mcp-proxy` binary as a child process with a generated config, so
+    /// `kill_proxy` can SIGKILL it.
+    Process,
+}
+
+/// One in-process connector replica and the MCP client that talks to it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectorDef {
+    pub name: String,
+    /// The caller scope (`CallerScope::Process`): replicas with the same caller share tasks
+    /// and idempotency keys.
+    #[serde(default = "default_caller")]
+    pub caller: String,
+    /// How long a task-capable call waits before it becomes a task.
+    #[serde(default = "default_task_after_ms")]
+    pub task_after_ms: u64,
+    /// The client declares the tasks extension.
+    #[serde(default = "yes")]
+    pub tasks: bool,
+}
+
+fn default_caller() -> String {
+    "alice".into()
+}
+fn default_task_after_ms() -> u64 {
+    300
+}
+fn yes() -> bool {
+    true
 }
 
 /// How the upstream is served.
@@ -159,91 +251,6 @@ impl UpstreamDef {
     }
 }
 
-/// One step: a tool call through the durable path and what must follow.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Step {
-    pub call: CallStep,
-    pub expect: Expect,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CallStep {
-    pub tool: String,
-    /// The tool's arguments (a JSON object); `{}` when absent.
-    #[serde(default)]
-    pub arguments: Map<String, Value>,
-    /// Cancel the operation this many ms after the upstream received the call (or after the
-    /// start, when the upstream has not seen it within 30 s).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cancel_after_ms: Option<u64>,
-    /// The operation's schedule-to-close timeout; 60 s by default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
-}
-
-impl CallStep {
-    /// The call's string argument `key` (the ledger records it).
-    pub fn key(&self) -> Option<&str> {
-        self.arguments.get("key").and_then(Value::as_str)
-    }
-}
-
-/// The operation's end state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ExpectedOutcome {
-    Result,
-    Failed,
-    Canceled,
-    TimedOut,
-    Terminated,
-}
-
-impl fmt::Display for ExpectedOutcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ExpectedOutcome::Result => "result",
-            ExpectedOutcome::Failed => "failed",
-            ExpectedOutcome::Canceled => "canceled",
-            ExpectedOutcome::TimedOut => "timed_out",
-            ExpectedOutcome::Terminated => "terminated",
-        })
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Expect {
-    pub outcome: ExpectedOutcome,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_type: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message_contains: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub is_error: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub invocations: Option<Invocations>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cancelled_upstream: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub snapshot: Option<String>,
-}
-
-/// How many times the upstream's tool was called (`called` ledger events).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Invocations {
-    /// Defaults to the step's tool.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool: Option<String>,
-    /// Defaults to the step's `key` argument; without either, every call of the tool counts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
-    pub count: usize,
-}
-
 impl Scenario {
     /// Parses one scenario; `path` is used in errors and recorded.
     pub fn parse(text: &str, path: &Path) -> anyhow::Result<Scenario> {
@@ -282,38 +289,54 @@ impl Scenario {
         }
         let spec = self.upstream.spec();
         spec.validate().context("upstream")?;
+        let mut names: Vec<String> = Vec::new();
+        for (i, c) in self.connectors.iter().enumerate() {
+            if c.name.is_empty() || names.contains(&c.name) {
+                bail!("connectors[{i}].name: {:?} is empty or used twice", c.name);
+            }
+            names.push(c.name.clone());
+        }
+        let mut saved = Vec::new();
         for (i, step) in self.steps.iter().enumerate() {
             let field = format!("steps[{i}]");
-            if step.call.tool != "list_tools" && spec.tool(&step.call.tool).is_none() {
-                bail!(
-                    "{field}.call.tool: {:?} is not a tool of the upstream",
-                    step.call.tool
-                );
-            }
-            let e = &step.expect;
-            if e.error_type.is_some() && e.outcome != ExpectedOutcome::Failed {
-                bail!("{field}.expect.error_type: only applies to outcome = \"failed\"");
-            }
-            if (e.snapshot.is_some() || e.is_error.is_some())
-                && e.outcome != ExpectedOutcome::Result
+            step::validate_step(step, &field, &names, &mut saved)?;
+            let action = step.action()?;
+            if let Some(tool) = action.tool()
+                && tool != "list_tools"
+                && spec.tool(tool).is_none()
             {
-                bail!("{field}.expect: snapshot and is_error only apply to outcome = \"result\"");
+                let key = action.label();
+                let key = key.split(' ').next().unwrap_or_default();
+                bail!("{field}.{key}.tool: {tool:?} is not a tool of the upstream");
             }
-            if let Some(name) = &e.snapshot
-                && (name.is_empty()
-                    || !name
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'))
-            {
-                bail!("{field}.expect.snapshot: {name:?} must be [A-Za-z0-9_-]+");
+            match action {
+                Action::KillProxy(_) | Action::RestartProxy
+                    if self.proxy.mode != ProxyMode::Process =>
+                {
+                    bail!("{field}: kill_proxy and restart_proxy need [proxy] mode = \"process\"")
+                }
+                Action::SetAnnotations(_) if self.upstream.transport != UpstreamTransport::Stdio => {
+                    bail!("{field}.set_annotations: needs upstream.transport = \"stdio\"")
+                }
+                _ => {}
             }
         }
         Ok(())
     }
 
+    /// Whether a step restarts the Temporal server (the scenario then needs a server of its
+    /// own, on a db file).
+    pub fn restarts_server(&self) -> bool {
+        self.steps.iter().any(|s| s.restart_server)
+    }
+
     /// The call's description for messages: `step 2 (call write_once)`.
     pub fn step_label(&self, index: usize) -> String {
-        format!("step {} (call {})", index + 1, self.steps[index].call.tool)
+        let what = self.steps[index]
+            .action()
+            .map(|a| a.label())
+            .unwrap_or_else(|_| "?".into());
+        format!("step {} ({what})", index + 1)
     }
 }
 
@@ -396,6 +419,29 @@ pub fn spec_rules(spec_md: &str) -> Vec<String> {
         .collect()
 }
 
+/// For every SPEC.md rule, the scenario ids its `Checked by:` line names after `; scenarios`
+/// (comma-separated, unquoted, so the workspace's test-name check ignores them).
+pub fn spec_rule_scenarios(spec_md: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut rule = None;
+    for line in spec_md.lines() {
+        if let Some(heading) = line.strip_prefix("### ")
+            && heading.starts_with("R-")
+        {
+            let id = heading.split([':', ' ']).next().unwrap_or_default().to_owned();
+            out.insert(id.clone(), Vec::new());
+            rule = Some(id);
+        } else if let (Some(checks), Some(id)) = (line.strip_prefix("Checked by:"), &rule) {
+            let names = checks
+                .split_once("; scenarios ")
+                .map(|(_, list)| list.split(',').map(|s| s.trim().to_owned()).collect())
+                .unwrap_or_default();
+            out.insert(id.clone(), names);
+        }
+    }
+    out
+}
+
 /// The workspace root (holding `scenarios/` and `fixtures/`): the current directory when it has
 /// `scenarios/`, else the directory this crate was built from.
 pub fn default_root() -> PathBuf {
@@ -435,7 +481,7 @@ mod tests {
     fn parses() {
         let s = Scenario::parse(OK, Path::new("x.toml")).unwrap();
         assert_eq!(s.family, Family::RetryInference);
-        assert_eq!(s.steps[0].call.key(), Some("k"));
+        assert_eq!(s.steps[0].call.as_ref().unwrap().key(), Some("k"));
         assert_eq!(s.upstream.spec().tools.len(), 1);
     }
 
@@ -456,6 +502,38 @@ mod tests {
             Scenario::parse(&bad, Path::new("b.toml")).unwrap_err()
         );
         assert!(err.contains("steps[0].call.tool"), "{err}");
+        let bad = OK.replace("[steps.expect]", "restart_proxy = true\n[steps.expect]");
+        let err = format!(
+            "{:#}",
+            Scenario::parse(&bad, Path::new("c.toml")).unwrap_err()
+        );
+        assert!(err.contains("steps[0]") && err.contains("several actions"), "{err}");
+    }
+
+    /// The format documented here and in `scenarios/README.md` is the same text.
+    #[test]
+    fn readme_and_module_doc_show_the_same_format() {
+        let readme = include_str!("../../../scenarios/README.md");
+        let ours = include_str!("mod.rs");
+        let block = |text: &str| -> String {
+            let start = text.find("```toml").expect("a toml block") + "```toml".len();
+            let end = start + text[start..].find("```").expect("a closed block");
+            text[start..end]
+                .lines()
+                .map(|l| l.trim_start_matches("//!").trim())
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(block(readme), block(ours));
+    }
+
+    #[test]
+    fn scenario_lists_are_read_from_checked_by_lines() {
+        let md = "### R-PRX-4: Retry\nChecked by: `t`; scenarios a/x, b/y\n### R-NXC-1: x\nChecked by: `u`";
+        let map = spec_rule_scenarios(md);
+        assert_eq!(map["R-PRX-4"], ["a/x", "b/y"]);
+        assert!(map["R-NXC-1"].is_empty());
     }
 
     #[test]

@@ -1,0 +1,279 @@
+//! Checks shared by every kind of step: upstream invocation counts (from the ledger), upstream
+//! cancellations, result snapshots and saved answers.
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use anyhow::Context;
+use serde_json::Value;
+
+use super::{Failure, RunOptions, setup};
+use crate::{
+    fixtures::{Ledger, LedgerEvent},
+    scenario::Expect,
+};
+
+/// Answers earlier steps saved (`expect.save`), by name.
+#[derive(Debug, Default)]
+pub(crate) struct Saved {
+    answers: HashMap<String, SavedAnswer>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct SavedAnswer {
+    /// The result JSON, or `{"error": {code, message}}`, or `{"status": ...}`.
+    pub answer: Value,
+    /// The task ID, when the step created or read a task.
+    pub task_id: Option<String>,
+}
+
+impl Saved {
+    pub fn get(&self, name: &str) -> Result<&SavedAnswer, Failure> {
+        self.answers
+            .get(name)
+            .ok_or_else(|| Failure::Setup(format!("nothing was saved as {name:?}")))
+    }
+
+    /// Applies `expect.same_as` and `expect.save` to a step's answer.
+    pub fn check_and_save(
+        &mut self,
+        expect: &Expect,
+        answer: Value,
+        task_id: Option<String>,
+        summary: &mut String,
+    ) -> Result<(), Failure> {
+        if let Some(name) = &expect.same_as {
+            let earlier = &self.get(name)?.answer;
+            if earlier != &answer {
+                return Err(Failure::Violated(format!(
+                    "expected the same answer as {name:?} (first difference at {}): saw {}, \
+                     {name:?} was {}",
+                    first_difference(earlier, &answer, String::new()),
+                    short(&answer.to_string()),
+                    short(&earlier.to_string())
+                )));
+            }
+            summary.push_str(&format!(", same as {name}"));
+        }
+        if let Some(name) = &expect.save {
+            self.answers
+                .insert(name.clone(), SavedAnswer { answer, task_id });
+        }
+        Ok(())
+    }
+}
+
+/// `expect.invocations`: wait for the expected count, then a moment more to see any extra
+/// invocation that a wrong retry would add.
+pub(crate) async fn check_invocations(
+    ledger: &Ledger,
+    expect: &Expect,
+    step_tool: Option<&str>,
+    step_key: Option<&str>,
+    summary: &mut String,
+) -> Result<(), Failure> {
+    let Some(inv) = &expect.invocations else {
+        return Ok(());
+    };
+    let tool = inv
+        .tool
+        .as_deref()
+        .or(step_tool)
+        .ok_or_else(|| Failure::Setup("invocations: no tool to count".into()))?;
+    let key = inv.key.as_deref().or(step_key);
+    wait_count(
+        ledger,
+        tool,
+        LedgerEvent::Called,
+        key,
+        inv.count,
+        Duration::from_secs(10),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let saw = count(ledger, tool, LedgerEvent::Called, key);
+    if saw != inv.count {
+        let of = match key {
+            Some(k) => format!("{tool} (key {k:?})"),
+            None => tool.to_owned(),
+        };
+        return Err(Failure::Violated(format!(
+            "expected {} invocation{} of {of}, saw {saw}",
+            inv.count,
+            plural(inv.count)
+        )));
+    }
+    summary.push_str(&format!(", {saw} invocation{}", plural(saw)));
+    Ok(())
+}
+
+/// `expect.cancelled_upstream`: whether the upstream saw `notifications/cancelled`.
+pub(crate) async fn check_cancelled_upstream(
+    ledger: &Ledger,
+    expect: &Expect,
+    tool: &str,
+    key: Option<&str>,
+    summary: &mut String,
+) -> Result<(), Failure> {
+    let Some(want) = expect.cancelled_upstream else {
+        return Ok(());
+    };
+    let n = if want {
+        wait_count(
+            ledger,
+            tool,
+            LedgerEvent::Cancelled,
+            key,
+            1,
+            Duration::from_secs(10),
+        )
+        .await
+    } else {
+        count(ledger, tool, LedgerEvent::Cancelled, key)
+    };
+    if (n > 0) != want {
+        return Err(Failure::Violated(if want {
+            format!("expected the upstream to see notifications/cancelled for {tool}, it did not")
+        } else {
+            format!("the upstream saw an unexpected cancellation of {tool}")
+        }));
+    }
+    if want {
+        summary.push_str(", cancelled upstream");
+    }
+    Ok(())
+}
+
+/// `expect.is_error` on a `CallToolResult`.
+pub(crate) fn check_is_error(expect: &Expect, result: &Value) -> Result<(), Failure> {
+    if let Some(want) = expect.is_error {
+        let saw = result
+            .get("isError")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if saw != want {
+            return Err(Failure::Violated(format!(
+                "expected isError {want}, saw {saw}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// The file of snapshot `name`.
+pub fn snapshot_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("conformance__{name}.snap.json"))
+}
+
+/// `expect.snapshot`: compares (or, with `--update-snapshots`, records) the result.
+pub(crate) fn check_snapshot(
+    options: &RunOptions,
+    expect: &Expect,
+    result: &Value,
+    summary: &mut String,
+) -> Result<(), Failure> {
+    let Some(name) = &expect.snapshot else {
+        return Ok(());
+    };
+    let path = snapshot_path(&options.snapshot_dir, name);
+    if options.update_snapshots {
+        let mut text = serde_json::to_string_pretty(result).map_err(setup)?;
+        text.push('\n');
+        std::fs::create_dir_all(&options.snapshot_dir).map_err(setup)?;
+        std::fs::write(&path, text)
+            .with_context(|| format!("writing {}", path.display()))
+            .map_err(|e| Failure::Setup(format!("{e:#}")))?;
+        return Ok(());
+    }
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        Failure::Setup(format!(
+            "snapshot {} unreadable ({e}); record it with `run --update-snapshots`",
+            path.display()
+        ))
+    })?;
+    let recorded: Value = serde_json::from_str(&text)
+        .map_err(|e| Failure::Setup(format!("snapshot {} is not JSON: {e}", path.display())))?;
+    if &recorded != result {
+        return Err(Failure::Violated(format!(
+            "the result differs from snapshot {} (first difference at {}); re-record with \
+             `run --update-snapshots` if the change is deliberate",
+            path.display(),
+            first_difference(&recorded, result, String::new())
+        )));
+    }
+    summary.push_str(&format!(", matches snapshot {name}"));
+    Ok(())
+}
+
+/// A JSON pointer to the first place `a` and `b` differ (also used by third-party mode).
+pub(crate) fn first_difference(a: &Value, b: &Value, at: String) -> String {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for k in x.keys().chain(y.keys()) {
+                match (x.get(k), y.get(k)) {
+                    (Some(p), Some(q)) if p == q => {}
+                    (Some(p), Some(q)) => return first_difference(p, q, format!("{at}/{k}")),
+                    _ => return format!("{at}/{k}"),
+                }
+            }
+            at
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                if p != q {
+                    return first_difference(p, q, format!("{at}/{i}"));
+                }
+            }
+            format!("{at} (length {} vs {})", x.len(), y.len())
+        }
+        _ => {
+            if at.is_empty() {
+                "/".into()
+            } else {
+                at
+            }
+        }
+    }
+}
+
+pub(crate) fn short(s: &str) -> String {
+    const MAX: usize = 160;
+    if s.chars().count() <= MAX {
+        s.to_owned()
+    } else {
+        format!("{}…", s.chars().take(MAX).collect::<String>())
+    }
+}
+
+pub(crate) fn count(ledger: &Ledger, tool: &str, event: LedgerEvent, key: Option<&str>) -> usize {
+    match key {
+        Some(k) => ledger.count_key(tool, event, k),
+        None => ledger.count(tool, event),
+    }
+}
+
+/// Polls until the count reaches `n` or `timeout` passes; returns the last count.
+pub(crate) async fn wait_count(
+    ledger: &Ledger,
+    tool: &str,
+    event: LedgerEvent,
+    key: Option<&str>,
+    n: usize,
+    timeout: Duration,
+) -> usize {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let c = count(ledger, tool, event, key);
+        if c >= n || tokio::time::Instant::now() >= deadline {
+            return c;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,308 @@
+//! Steps through a connector replica: `mcp` (`tools/call`, optionally with an idempotency key),
+//! `tasks_get` and `tasks_cancel`, and the checks on their answers.
+
+use std::time::Duration;
+
+use rmcp::{
+    model::{CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams},
+    service::ServiceError,
+};
+use serde_json::{Value, json};
+
+use super::{
+    Failure, StepEnv,
+    connector_driver::McpClient,
+    checks::{
+        check_cancelled_upstream, check_invocations, check_is_error, check_snapshot, short,
+    },
+    setup,
+};
+use crate::scenario::{Expect, ExpectedOutcome, McpCallStep, TaskStep};
+
+/// `_meta` key of the failure's type in a connector's error results (R-CON-4).
+const ERROR_TYPE_META: &str = "io.durable-mcp/errorType";
+/// How long `tasks_get` with `until_done` polls.
+const TASK_DEADLINE: Duration = Duration::from_secs(60);
+
+/// What a connector answered.
+#[derive(Debug)]
+enum Answer {
+    /// A `CallToolResult`.
+    Result(Value),
+    /// A task: created by `tools/call`, or read by `tasks/get` (with its result once done).
+    Task {
+        id: Option<String>,
+        status: String,
+        result: Option<Value>,
+    },
+    /// A JSON-RPC error (or the transport failing).
+    Error { code: Option<i32>, message: String },
+    /// `tasks/cancel` was acknowledged.
+    Accepted,
+}
+
+impl Answer {
+    fn outcome(&self) -> ExpectedOutcome {
+        match self {
+            Answer::Result(_) => ExpectedOutcome::Result,
+            Answer::Task { .. } => ExpectedOutcome::Task,
+            Answer::Error { .. } => ExpectedOutcome::Error,
+            Answer::Accepted => ExpectedOutcome::Accepted,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Answer::Result(r) => match r.get("isError").and_then(Value::as_bool) {
+                Some(true) => format!("result (isError: {})", short(&result_text(r))),
+                _ => "result".into(),
+            },
+            Answer::Task {
+                status,
+                result: Some(r),
+                ..
+            } if r.get("isError").and_then(Value::as_bool) == Some(true) => {
+                format!("task ({status}, isError: {})", short(&result_text(r)))
+            }
+            Answer::Task { status, .. } => format!("task ({status})"),
+            Answer::Error { code, message } => match code {
+                Some(c) => format!("error {c} ({})", short(message)),
+                None => format!("error ({})", short(message)),
+            },
+            Answer::Accepted => "accepted".into(),
+        }
+    }
+
+    /// The result a check looks at: the call's, or the finished task's.
+    fn result(&self) -> Option<&Value> {
+        match self {
+            Answer::Result(r) => Some(r),
+            Answer::Task { result, .. } => result.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// What `same_as` compares: the result, a created task's ID, a task's status, or the error.
+    fn comparable(&self) -> Value {
+        match self {
+            Answer::Result(r) => r.clone(),
+            Answer::Task {
+                result: Some(r), ..
+            } => r.clone(),
+            Answer::Task { id: Some(id), .. } => json!({"task": id}),
+            Answer::Task { status, .. } => json!({"status": status}),
+            Answer::Error { code, message } => json!({"error": {"code": code, "message": message}}),
+            Answer::Accepted => json!("accepted"),
+        }
+    }
+}
+
+fn result_text(r: &Value) -> String {
+    r["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+fn error_answer(e: ServiceError) -> Answer {
+    match e {
+        ServiceError::McpError(e) => Answer::Error {
+            code: Some(e.code.0),
+            message: e.message.to_string(),
+        },
+        other => Answer::Error {
+            code: None,
+            message: other.to_string(),
+        },
+    }
+}
+
+/// `mcp`: a `tools/call` through a replica.
+pub(crate) async fn run_mcp_call(
+    env: &mut StepEnv<'_>,
+    call: &McpCallStep,
+    expect: &Expect,
+) -> Result<String, Failure> {
+    let client = env
+        .replicas()?
+        .get(call.connector.as_deref())
+        .map_err(setup)?;
+    let mut params =
+        CallToolRequestParams::new(call.tool.clone()).with_arguments(call.arguments.clone());
+    if let Some(key) = &call.idempotency_key {
+        params.meta = Some(
+            serde_json::from_value(json!({ "idempotencyKey": key })).map_err(setup)?,
+        );
+    }
+    let answer = match client.peer().call_tool_once(params).await {
+        Ok(CallToolResponse::Complete(result)) => {
+            Answer::Result(serde_json::to_value(result).map_err(setup)?)
+        }
+        Ok(CallToolResponse::Task(created)) => Answer::Task {
+            id: Some(created.task.task_id.clone()),
+            status: status_name(&serde_json::to_value(&created.task).map_err(setup)?),
+            result: None,
+        },
+        Ok(other) => {
+            return Err(Failure::Violated(format!(
+                "expected a result or a task, got {other:?}"
+            )));
+        }
+        Err(e) => error_answer(e),
+    };
+    check_answer(env, expect, answer, Some(&call.tool), call.key()).await
+}
+
+fn status_name(task: &Value) -> String {
+    task["status"].as_str().unwrap_or("?").to_owned()
+}
+
+/// The task ID a step names: saved, altered, or forged.
+fn task_id(env: &StepEnv<'_>, step: &TaskStep) -> Result<String, Failure> {
+    if let Some(forged) = &step.forged {
+        return Ok(forged.clone());
+    }
+    let name = step.task.as_deref().unwrap_or_default();
+    let mut id = env.saved.get(name)?.task_id.clone().ok_or_else(|| {
+        Failure::Setup(format!("the step that saved {name:?} did not create a task"))
+    })?;
+    if step.alter {
+        // Flip one character of the payload part: the MAC no longer matches.
+        let at = id.len() / 3;
+        let flipped = if id.as_bytes()[at] == b'A' { "B" } else { "A" };
+        id.replace_range(at..at + 1, flipped);
+    }
+    Ok(id)
+}
+
+/// The task ID a task step sends and the replica it asks.
+fn task_target<'e>(
+    env: &'e StepEnv<'_>,
+    step: &TaskStep,
+) -> Result<(String, &'e McpClient), Failure> {
+    let id = task_id(env, step)?;
+    let client = env
+        .replicas()?
+        .get(step.connector.as_deref())
+        .map_err(setup)?;
+    Ok((id, client))
+}
+
+/// `tasks_get`: one `tasks/get`, or polls until the task is no longer working.
+pub(crate) async fn run_tasks_get(
+    env: &mut StepEnv<'_>,
+    step: &TaskStep,
+    expect: &Expect,
+) -> Result<String, Failure> {
+    let (id, client) = task_target(env, step)?;
+    let deadline = tokio::time::Instant::now() + TASK_DEADLINE;
+    let answer = loop {
+        match client.peer().get_task(GetTaskParams::new(&id)).await {
+            Ok(got) => {
+                let json = serde_json::to_value(&got).map_err(setup)?;
+                let status = status_name(&json);
+                if step.until_done && status == "working" && tokio::time::Instant::now() < deadline
+                {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+                break Answer::Task {
+                    id: None,
+                    result: json.get("result").cloned(),
+                    status,
+                };
+            }
+            Err(e) => break error_answer(e),
+        }
+    };
+    check_answer(env, expect, answer, None, None).await
+}
+
+/// `tasks_cancel`: one `tasks/cancel`.
+pub(crate) async fn run_tasks_cancel(
+    env: &mut StepEnv<'_>,
+    step: &TaskStep,
+    expect: &Expect,
+) -> Result<String, Failure> {
+    let (id, client) = task_target(env, step)?;
+    let answer = match client.peer().cancel_task(CancelTaskParams::new(&id)).await {
+        Ok(()) => Answer::Accepted,
+        Err(e) => error_answer(e),
+    };
+    check_answer(env, expect, answer, None, None).await
+}
+
+/// The expectations of a connector step against its answer.
+async fn check_answer(
+    env: &mut StepEnv<'_>,
+    expect: &Expect,
+    answer: Answer,
+    tool: Option<&str>,
+    key: Option<&str>,
+) -> Result<String, Failure> {
+    let described = answer.describe();
+    if answer.outcome() != expect.outcome {
+        return Err(Failure::Violated(format!(
+            "expected {}, saw {described}",
+            expect.outcome
+        )));
+    }
+    if let (Some(want), Answer::Task { status, .. }) = (&expect.task_status, &answer)
+        && want != status
+    {
+        return Err(Failure::Violated(format!(
+            "expected task status {want}, saw {status}"
+        )));
+    }
+    if let (Some(want), Answer::Error { code, .. }) = (expect.error_code, &answer)
+        && *code != Some(want)
+    {
+        return Err(Failure::Violated(format!(
+            "expected JSON-RPC error {want}, saw {described}"
+        )));
+    }
+    if let Some(want) = &expect.message_contains {
+        let message = match &answer {
+            Answer::Error { message, .. } => message.clone(),
+            other => other.result().map(result_text).unwrap_or_default(),
+        };
+        if !message.contains(want.as_str()) {
+            return Err(Failure::Violated(format!(
+                "expected the message to contain {want:?}, saw {message:?}"
+            )));
+        }
+    }
+    if let Some(result) = answer.result() {
+        check_is_error(expect, result)?;
+        if let Some(want) = &expect.error_type {
+            let saw = result["_meta"][ERROR_TYPE_META].as_str();
+            if saw != Some(want.as_str()) {
+                return Err(Failure::Violated(format!(
+                    "expected error type {want}, saw {}",
+                    saw.unwrap_or("none")
+                )));
+            }
+        }
+    } else if expect.error_type.is_some() || expect.is_error.is_some() {
+        return Err(Failure::Violated(format!(
+            "expected a result to check, saw {described}"
+        )));
+    }
+    let mut summary = described;
+    // Steps without a tool of their own (tasks_get, tasks_cancel) count the one named in
+    // `invocations`.
+    let counted = expect.invocations.as_ref();
+    let tool = tool.or(counted.and_then(|i| i.tool.as_deref()));
+    let key = key.or(counted.and_then(|i| i.key.as_deref()));
+    check_invocations(env.ledger, expect, tool, key, &mut summary).await?;
+    if let Some(tool) = tool {
+        check_cancelled_upstream(env.ledger, expect, tool, key, &mut summary).await?;
+    }
+    if let Some(result) = answer.result() {
+        check_snapshot(env.options, expect, result, &mut summary)?;
+    }
+    let task_id = match &answer {
+        Answer::Task { id, .. } => id.clone(),
+        _ => None,
+    };
+    env.saved
+        .check_and_save(expect, answer.comparable(), task_id, &mut summary)?;
+    Ok(summary)
+}

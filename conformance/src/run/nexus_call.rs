@@ -1,0 +1,158 @@
+//! The `call` step: a tool call straight to the proxy's Nexus service, as a Temporal caller
+//! (a Workflow or the connector) would make it.
+
+use std::time::{Duration, Instant};
+
+use durable_mcp::{
+    nexus::{OperationOutcome, StartOperation},
+    payload,
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    Failure, SERVICE, StepEnv,
+    checks::{
+        check_cancelled_upstream, check_invocations, check_is_error, check_snapshot, short,
+        wait_count,
+    },
+    setup,
+};
+use crate::{
+    fixtures::LedgerEvent,
+    harness::unique_name,
+    scenario::{CallStep, Expect, ExpectedOutcome},
+};
+
+/// Runs one call step and checks its expectations; returns a one-line summary.
+pub(crate) async fn run_call(
+    env: &mut StepEnv<'_>,
+    call: &CallStep,
+    expect: &Expect,
+) -> Result<String, Failure> {
+    let client = &env.client;
+    let arguments = Value::Object(call.arguments.clone());
+    let mut start = StartOperation::new(
+        unique_name(&format!("call-{}", call.tool)),
+        env.endpoint,
+        SERVICE,
+        &call.tool,
+        payload::to_payload(&arguments).map_err(setup)?,
+    );
+    start.schedule_to_close = Some(Duration::from_millis(call.timeout_ms.unwrap_or(60_000)));
+    let retry = call.start_twice.then(|| start.clone());
+    let (op, _) = client
+        .start(start)
+        .await
+        .map_err(|e| Failure::Setup(format!("starting the operation: {e}")))?;
+    let mut notes = String::new();
+    if let Some(retry) = retry {
+        // A retried start (same operation id and request id) must find the same run.
+        let (again, started) = client
+            .start(retry)
+            .await
+            .map_err(|e| Failure::Violated(format!("a retried start was refused: {e}")))?;
+        if again != op || started {
+            return Err(Failure::Violated(format!(
+                "a retried start gave run {} (started: {started}) instead of reattaching to {}",
+                again.run_id, op.run_id
+            )));
+        }
+        notes.push_str(", retried start reattached");
+    }
+
+    let mut cancel_latency = None;
+    if let Some(after) = call.cancel_after_ms {
+        // Wait until the upstream has the call, then give it `after` ms before cancelling.
+        wait_count(
+            env.ledger,
+            &call.tool,
+            LedgerEvent::Called,
+            call.key(),
+            1,
+            Duration::from_secs(30),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(after)).await;
+        cancel_latency = Some(Instant::now());
+        client
+            .cancel(&op, "conformance: cancel_after_ms")
+            .await
+            .map_err(|e| Failure::Setup(format!("cancelling: {e}")))?;
+    }
+    let outcome = client
+        .wait(&op, &CancellationToken::new())
+        .await
+        .map_err(|e| Failure::Setup(format!("waiting for the outcome: {e}")))?;
+    let cancel_latency = cancel_latency.map(|at| at.elapsed());
+
+    // Outcome and error type.
+    let (kind, result, error_type, message) = match &outcome {
+        OperationOutcome::Succeeded(p) => {
+            let json = payload::to_json(p)
+                .map_err(|e| Failure::Violated(format!("the result is not readable JSON: {e}")))?;
+            (ExpectedOutcome::Result, Some(json), None, String::new())
+        }
+        OperationOutcome::Failed {
+            message,
+            error_type,
+            ..
+        } => (
+            ExpectedOutcome::Failed,
+            None,
+            error_type.clone(),
+            message.clone(),
+        ),
+        OperationOutcome::Canceled { message } => {
+            (ExpectedOutcome::Canceled, None, None, message.clone())
+        }
+        OperationOutcome::TimedOut { message } => {
+            (ExpectedOutcome::TimedOut, None, None, message.clone())
+        }
+        OperationOutcome::Terminated { message } => {
+            (ExpectedOutcome::Terminated, None, None, message.clone())
+        }
+    };
+    let described = match (&error_type, message.is_empty()) {
+        (Some(t), _) => format!("{kind} ({t}: {})", short(&message)),
+        (None, false) => format!("{kind} ({})", short(&message)),
+        (None, true) => kind.to_string(),
+    };
+    if kind != expect.outcome {
+        return Err(Failure::Violated(format!(
+            "expected outcome {}, saw {described}",
+            expect.outcome
+        )));
+    }
+    if let Some(want) = &expect.error_type
+        && error_type.as_deref() != Some(want.as_str())
+    {
+        return Err(Failure::Violated(format!(
+            "expected error type {want}, saw {}",
+            error_type.as_deref().unwrap_or("none")
+        )));
+    }
+    if let Some(want) = &expect.message_contains
+        && !message.contains(want.as_str())
+    {
+        return Err(Failure::Violated(format!(
+            "expected the message to contain {want:?}, saw {message:?}"
+        )));
+    }
+    if let Some(result) = &result {
+        check_is_error(expect, result)?;
+    }
+    let mut summary = described + &notes;
+    check_invocations(env.ledger, expect, Some(&call.tool), call.key(), &mut summary).await?;
+    check_cancelled_upstream(env.ledger, expect, &call.tool, call.key(), &mut summary).await?;
+    if let Some(latency) = cancel_latency {
+        summary.push_str(&format!(", cancel landed in {} ms", latency.as_millis()));
+    }
+    if let Some(result) = &result {
+        check_snapshot(env.options, expect, result, &mut summary)?;
+    }
+    let answer = result.unwrap_or_else(|| json!({"outcome": kind.to_string(), "error_type": error_type}));
+    env.saved
+        .check_and_save(expect, answer, None, &mut summary)?;
+    Ok(summary)
+}

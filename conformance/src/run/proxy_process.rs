@@ -1,0 +1,156 @@
+//! The scenario's proxy: on a thread of the runner, or as a `durable-mcp-proxy` child process
+//! (with a generated `proxy.toml`) that `kill_proxy` can SIGKILL like a crashed machine.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+};
+
+use durable_mcp::outbound::{ProxyOptions, TransportConfig, UpstreamConfig};
+
+use super::SERVICE;
+use crate::{harness::ServerProcess, proxy_thread::ProxyThread};
+
+/// The proxy binary's name.
+pub const PROXY_BIN: &str = "durable-mcp-proxy";
+/// Environment variable that overrides where [`proxy_bin`] looks.
+pub const PROXY_BIN_ENV: &str = "DURABLE_MCP_PROXY";
+
+/// `$DURABLE_MCP_PROXY`, else `durable-mcp-proxy` next to the running executable.
+pub fn proxy_bin() -> anyhow::Result<PathBuf> {
+    crate::fixtures::workspace_bin(PROXY_BIN, PROXY_BIN_ENV, "-p durable-mcp")
+}
+
+/// A running proxy of either kind.
+pub(crate) enum Proxy {
+    Thread(ProxyThread),
+    Process(ServerProcess),
+    /// Killed by `kill_proxy`, not restarted yet.
+    Stopped,
+}
+
+/// What it takes to (re)start the scenario's proxy.
+pub(crate) struct ProxyLauncher {
+    pub address: String,
+    pub options: ProxyOptions,
+    pub upstream: UpstreamConfig,
+    /// `Some`: run this binary as a child with a config file in `dir`.
+    pub bin: Option<PathBuf>,
+    pub dir: PathBuf,
+}
+
+impl ProxyLauncher {
+    pub fn start(&self) -> anyhow::Result<Proxy> {
+        let Some(bin) = &self.bin else {
+            return Ok(Proxy::Thread(ProxyThread::start(
+                self.address.clone(),
+                self.options.clone(),
+                vec![self.upstream.clone()],
+            )));
+        };
+        let config = self.dir.join("proxy.toml");
+        std::fs::write(&config, self.config_toml()?)?;
+        let log = std::fs::File::create(self.dir.join("proxy.log"))?;
+        let mut command = Command::new(bin);
+        command
+            .arg("--config")
+            .arg(&config)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        Ok(Proxy::Process(ServerProcess::spawn(command)?))
+    }
+
+    /// The `proxy.toml` for the child: the scenario's task queue, server and upstream.
+    fn config_toml(&self) -> anyhow::Result<String> {
+        let mut upstream = toml::Table::new();
+        upstream.insert("service".into(), SERVICE.into());
+        match &self.upstream.transport {
+            TransportConfig::Stdio { command, args, .. } => {
+                upstream.insert("transport".into(), "stdio".into());
+                upstream.insert("command".into(), escape(command).into());
+                let args: Vec<toml::Value> = args.iter().map(|a| escape(a).into()).collect();
+                upstream.insert("args".into(), args.into());
+            }
+            TransportConfig::Http { url, .. } => {
+                upstream.insert("transport".into(), "http".into());
+                upstream.insert("url".into(), url.to_string().into());
+            }
+        }
+        let mut worker = toml::Table::new();
+        worker.insert("task_queue".into(), self.options.task_queue.clone().into());
+        let mut temporal = toml::Table::new();
+        temporal.insert("address".into(), self.address.clone().into());
+        temporal.insert("namespace".into(), self.options.namespace.clone().into());
+        let mut root = toml::Table::new();
+        root.insert("worker".into(), worker.into());
+        root.insert("temporal".into(), temporal.into());
+        root.insert(
+            "upstream".into(),
+            toml::Value::Array(vec![upstream.into()]),
+        );
+        Ok(toml::to_string(&root)?)
+    }
+}
+
+/// `$` is the config's expansion character; a literal one is `$$`.
+fn escape(s: &str) -> String {
+    s.replace('$', "$$")
+}
+
+impl Proxy {
+    /// SIGKILLs a child proxy (and its process group: the stdio upstream dies with it).
+    pub fn kill(&mut self) -> anyhow::Result<()> {
+        match std::mem::replace(self, Proxy::Stopped) {
+            Proxy::Process(mut p) => {
+                p.kill_now()?;
+                Ok(())
+            }
+            Proxy::Thread(t) => {
+                *self = Proxy::Thread(t);
+                anyhow::bail!("kill_proxy needs [proxy] mode = \"process\"")
+            }
+            Proxy::Stopped => anyhow::bail!("the proxy is not running"),
+        }
+    }
+
+    /// Why the proxy stopped on its own, if it did.
+    pub fn error(&mut self) -> Option<String> {
+        match self {
+            Proxy::Thread(t) => t.error(),
+            Proxy::Process(p) => p
+                .exited()
+                .map(|status| format!("the proxy process exited ({status})")),
+            Proxy::Stopped => None,
+        }
+    }
+
+    pub async fn stop(self) {
+        match self {
+            Proxy::Thread(t) => t.stop().await,
+            Proxy::Process(mut p) => {
+                let _ = p.terminate(std::time::Duration::from_secs(5)).await;
+            }
+            Proxy::Stopped => {}
+        }
+    }
+}
+
+/// The proxy's log, for setup errors.
+pub(crate) fn log_tail(dir: &Path) -> String {
+    let text = std::fs::read_to_string(dir.join("proxy.log")).unwrap_or_default();
+    let lines: Vec<_> = text.lines().rev().take(10).collect();
+    lines.into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
+/// Empty environment and no working directory: the child inherits the runner's.
+pub(crate) fn stdio_transport(command: String, args: Vec<String>) -> TransportConfig {
+    TransportConfig::Stdio {
+        command,
+        args,
+        env: BTreeMap::new(),
+        cwd: None,
+    }
+}

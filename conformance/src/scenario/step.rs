@@ -1,0 +1,456 @@
+//! Scenario steps: what each step does and what must follow. Plain data; the runner
+//! (`crate::run`) gives it meaning.
+
+use std::fmt;
+
+use anyhow::bail;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// One step. Exactly one action key is set: `call`, `mcp`, `tasks_get`, `tasks_cancel`,
+/// `restart_connector`, `set_annotations`, `kill_proxy`, `restart_proxy` or `restart_server`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    /// A tool call straight to the proxy's Nexus service (`OperationClient`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<CallStep>,
+    /// A `tools/call` from an MCP client through a connector replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpCallStep>,
+    /// `tasks/get` through a connector replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks_get: Option<TaskStep>,
+    /// `tasks/cancel` through a connector replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks_cancel: Option<TaskStep>,
+    /// Replace the named connector replica (and its client) with a fresh one, same options.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_connector: Option<String>,
+    /// Change a tool's annotations in the upstream's spec file (read by the stdio mock on its
+    /// next request); the proxy sees them on its next discovery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_annotations: Option<SetAnnotations>,
+    /// SIGKILL the proxy (`[proxy] mode = "process"` only), waiting first until the upstream
+    /// has the call of `after_called` when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kill_proxy: Option<KillProxy>,
+    /// Start the proxy again (after `kill_proxy`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restart_proxy: bool,
+    /// Restart the Temporal server on its db file (the scenario then gets a server of its own).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restart_server: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Expect>,
+}
+
+/// What a step does, borrowed from a [`Step`].
+#[derive(Debug, Clone, Copy)]
+pub enum Action<'a> {
+    Call(&'a CallStep),
+    Mcp(&'a McpCallStep),
+    TasksGet(&'a TaskStep),
+    TasksCancel(&'a TaskStep),
+    RestartConnector(&'a str),
+    SetAnnotations(&'a SetAnnotations),
+    KillProxy(&'a KillProxy),
+    RestartProxy,
+    RestartServer,
+}
+
+impl Step {
+    /// The step's one action; an error names the keys when there are none or several.
+    pub fn action(&self) -> anyhow::Result<Action<'_>> {
+        let mut found = Vec::new();
+        if let Some(c) = &self.call {
+            found.push(("call", Action::Call(c)));
+        }
+        if let Some(c) = &self.mcp {
+            found.push(("mcp", Action::Mcp(c)));
+        }
+        if let Some(t) = &self.tasks_get {
+            found.push(("tasks_get", Action::TasksGet(t)));
+        }
+        if let Some(t) = &self.tasks_cancel {
+            found.push(("tasks_cancel", Action::TasksCancel(t)));
+        }
+        if let Some(n) = &self.restart_connector {
+            found.push(("restart_connector", Action::RestartConnector(n)));
+        }
+        if let Some(a) = &self.set_annotations {
+            found.push(("set_annotations", Action::SetAnnotations(a)));
+        }
+        if let Some(k) = &self.kill_proxy {
+            found.push(("kill_proxy", Action::KillProxy(k)));
+        }
+        if self.restart_proxy {
+            found.push(("restart_proxy", Action::RestartProxy));
+        }
+        if self.restart_server {
+            found.push(("restart_server", Action::RestartServer));
+        }
+        match found.len() {
+            1 => Ok(found.remove(0).1),
+            0 => bail!(
+                "needs one action: call, mcp, tasks_get, tasks_cancel, restart_connector, \
+                 set_annotations, kill_proxy, restart_proxy or restart_server"
+            ),
+            _ => {
+                let names: Vec<_> = found.iter().map(|(n, _)| *n).collect();
+                bail!("has several actions ({}); use one per step", names.join(", "))
+            }
+        }
+    }
+}
+
+impl Action<'_> {
+    /// A short label for messages: `call write_once`, `tasks_get t1`.
+    pub fn label(&self) -> String {
+        match self {
+            Action::Call(c) => format!("call {}", c.tool),
+            Action::Mcp(c) => format!("mcp {}", c.tool),
+            Action::TasksGet(t) => format!("tasks_get {}", t.target()),
+            Action::TasksCancel(t) => format!("tasks_cancel {}", t.target()),
+            Action::RestartConnector(n) => format!("restart_connector {n}"),
+            Action::SetAnnotations(a) => format!("set_annotations {}", a.tool),
+            Action::KillProxy(_) => "kill_proxy".into(),
+            Action::RestartProxy => "restart_proxy".into(),
+            Action::RestartServer => "restart_server".into(),
+        }
+    }
+
+    /// The upstream tool the step calls, if any.
+    pub fn tool(&self) -> Option<&str> {
+        match self {
+            Action::Call(c) => Some(&c.tool),
+            Action::Mcp(c) => Some(&c.tool),
+            Action::SetAnnotations(a) => Some(&a.tool),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallStep {
+    pub tool: String,
+    /// The tool's arguments (a JSON object); `{}` when absent.
+    #[serde(default)]
+    pub arguments: Map<String, Value>,
+    /// Cancel the operation this many ms after the upstream received the call (or after the
+    /// start, when the upstream has not seen it within 30 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_after_ms: Option<u64>,
+    /// The operation's schedule-to-close timeout; 60 s by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Start the operation a second time with the same operation id and request id, as a
+    /// retried start does: the server must answer with the same run, not a new one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub start_twice: bool,
+}
+
+impl CallStep {
+    /// The call's string argument `key` (the ledger records it).
+    pub fn key(&self) -> Option<&str> {
+        key_of(&self.arguments)
+    }
+}
+
+fn key_of(arguments: &Map<String, Value>) -> Option<&str> {
+    arguments.get("key").and_then(Value::as_str)
+}
+
+/// A `tools/call` through a connector.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpCallStep {
+    /// The connector replica (`[[connectors]] name`); the first one when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connector: Option<String>,
+    pub tool: String,
+    #[serde(default)]
+    pub arguments: Map<String, Value>,
+    /// Sent as `_meta.idempotencyKey`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+}
+
+impl McpCallStep {
+    pub fn key(&self) -> Option<&str> {
+        key_of(&self.arguments)
+    }
+}
+
+/// Which task a `tasks_get`/`tasks_cancel` step names.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskStep {
+    /// The connector replica asked; the first one when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connector: Option<String>,
+    /// The task an earlier `mcp` step saved (`expect.save`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// A literal task ID instead (a forged one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forged: Option<String>,
+    /// Flip one character in the middle of the saved ID before sending it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub alter: bool,
+    /// `tasks_get` only: poll (every 200 ms, up to 60 s) until the task is no longer working.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub until_done: bool,
+}
+
+impl TaskStep {
+    fn target(&self) -> String {
+        match (&self.task, &self.forged) {
+            (Some(t), _) if self.alter => format!("{t} (altered)"),
+            (Some(t), _) => t.clone(),
+            (None, Some(_)) => "(forged)".into(),
+            (None, None) => "?".into(),
+        }
+    }
+}
+
+/// New annotations for one tool of the upstream.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetAnnotations {
+    pub tool: String,
+    /// MCP `ToolAnnotations` JSON; replaces the tool's annotations.
+    pub annotations: Value,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KillProxy {
+    /// Wait until the upstream recorded a call of this tool first (key: `after_key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_called: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_key: Option<String>,
+}
+
+/// What a step ended in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExpectedOutcome {
+    /// A result (Nexus: the operation succeeded; MCP: a `CallToolResult`).
+    Result,
+    /// The Nexus operation failed.
+    Failed,
+    Canceled,
+    TimedOut,
+    Terminated,
+    /// MCP: a task (`tools/call` answered with a task, or `tasks/get` answered).
+    Task,
+    /// MCP: a JSON-RPC error.
+    Error,
+    /// MCP: `tasks/cancel` was accepted.
+    Accepted,
+}
+
+impl ExpectedOutcome {
+    /// Whether a Nexus `call` step can end this way.
+    pub fn is_nexus(self) -> bool {
+        matches!(
+            self,
+            Self::Result | Self::Failed | Self::Canceled | Self::TimedOut | Self::Terminated
+        )
+    }
+}
+
+impl fmt::Display for ExpectedOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ExpectedOutcome::Result => "result",
+            ExpectedOutcome::Failed => "failed",
+            ExpectedOutcome::Canceled => "canceled",
+            ExpectedOutcome::TimedOut => "timed_out",
+            ExpectedOutcome::Terminated => "terminated",
+            ExpectedOutcome::Task => "task",
+            ExpectedOutcome::Error => "error",
+            ExpectedOutcome::Accepted => "accepted",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    pub outcome: ExpectedOutcome,
+    /// Nexus: the failure's type. MCP: the result's `_meta["io.durable-mcp/errorType"]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_type: Option<String>,
+    /// A substring of the failure message (Nexus) or the JSON-RPC error message (MCP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_contains: Option<String>,
+    /// MCP: the JSON-RPC error code (outcome = "error").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invocations: Option<Invocations>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled_upstream: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    /// `tasks_get`: the task's status (`working`, `completed`, `cancelled`, `failed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_status: Option<String>,
+    /// Remember this step's answer (and task ID) under a name for later steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub save: Option<String>,
+    /// This step's answer (result, or error code and message) equals the one saved under
+    /// this name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_as: Option<String>,
+}
+
+/// How many times the upstream's tool was called (`called` ledger events).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Invocations {
+    /// Defaults to the step's tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Defaults to the step's `key` argument; without either, every call of the tool counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    pub count: usize,
+}
+
+/// Checks one step against what serde cannot see; `field` is `steps[i]`, `connectors` the
+/// declared replica names, `saved` the names earlier steps saved (updated here).
+pub(crate) fn validate_step(
+    step: &Step,
+    field: &str,
+    connectors: &[String],
+    saved: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    let action = step.action().map_err(|e| anyhow::anyhow!("{field}: {e}"))?;
+    let connector = match action {
+        Action::Mcp(c) => Some(("mcp", c.connector.as_deref())),
+        Action::TasksGet(t) => Some(("tasks_get", t.connector.as_deref())),
+        Action::TasksCancel(t) => Some(("tasks_cancel", t.connector.as_deref())),
+        Action::RestartConnector(n) => Some(("restart_connector", Some(n))),
+        _ => None,
+    };
+    if let Some((key, name)) = connector {
+        if connectors.is_empty() {
+            bail!("{field}.{key}: needs a [[connectors]] entry");
+        }
+        if let Some(name) = name
+            && !connectors.iter().any(|c| c == name)
+        {
+            bail!("{field}.{key}: no connector named {name:?}");
+        }
+    }
+    if let Action::TasksGet(t) | Action::TasksCancel(t) = action {
+        let key = if matches!(action, Action::TasksGet(_)) {
+            "tasks_get"
+        } else {
+            "tasks_cancel"
+        };
+        match (&t.task, &t.forged) {
+            (Some(name), None) if saved.contains(name) => {}
+            (Some(name), None) => bail!("{field}.{key}.task: no earlier step saved {name:?}"),
+            (None, Some(_)) if !t.alter => {}
+            _ => bail!("{field}.{key}: give either task (optionally with alter) or forged"),
+        }
+        if t.until_done && key == "tasks_cancel" {
+            bail!("{field}.tasks_cancel.until_done: only for tasks_get");
+        }
+    }
+    let needs_expect = matches!(
+        action,
+        Action::Call(_) | Action::Mcp(_) | Action::TasksGet(_) | Action::TasksCancel(_)
+    );
+    let Some(e) = &step.expect else {
+        if needs_expect {
+            bail!("{field}.expect: {} needs an expectation", action.label());
+        }
+        return Ok(());
+    };
+    if !needs_expect {
+        bail!("{field}.expect: {} has nothing to expect", action.label());
+    }
+    let allowed: &[ExpectedOutcome] = match action {
+        Action::Call(_) => &[
+            ExpectedOutcome::Result,
+            ExpectedOutcome::Failed,
+            ExpectedOutcome::Canceled,
+            ExpectedOutcome::TimedOut,
+            ExpectedOutcome::Terminated,
+        ],
+        Action::Mcp(_) => &[
+            ExpectedOutcome::Result,
+            ExpectedOutcome::Task,
+            ExpectedOutcome::Error,
+        ],
+        Action::TasksGet(_) => &[ExpectedOutcome::Task, ExpectedOutcome::Error],
+        _ => &[ExpectedOutcome::Accepted, ExpectedOutcome::Error],
+    };
+    if !allowed.contains(&e.outcome) {
+        let names: Vec<_> = allowed.iter().map(|o| o.to_string()).collect();
+        bail!(
+            "{field}.expect.outcome: {} cannot end in {:?}; expected one of {}",
+            action.label(),
+            e.outcome.to_string(),
+            names.join(", ")
+        );
+    }
+    let is_call = matches!(action, Action::Call(_));
+    if e.error_type.is_some() && is_call && e.outcome != ExpectedOutcome::Failed {
+        bail!("{field}.expect.error_type: only applies to outcome = \"failed\"");
+    }
+    let has_result = matches!(e.outcome, ExpectedOutcome::Result | ExpectedOutcome::Task);
+    if (e.snapshot.is_some() || e.is_error.is_some()) && !has_result {
+        bail!("{field}.expect: snapshot and is_error only apply to a result or a finished task");
+    }
+    if e.error_code.is_some() && e.outcome != ExpectedOutcome::Error {
+        bail!("{field}.expect.error_code: only applies to outcome = \"error\"");
+    }
+    if e.task_status.is_some() && e.outcome != ExpectedOutcome::Task {
+        bail!("{field}.expect.task_status: only applies to outcome = \"task\"");
+    }
+    if let Some(status) = &e.task_status
+        && !["working", "completed", "cancelled", "failed"].contains(&status.as_str())
+    {
+        bail!("{field}.expect.task_status: {status:?} is not working, completed, cancelled or failed");
+    }
+    let counted_tool = e.invocations.as_ref().and_then(|i| i.tool.as_deref());
+    if (e.cancelled_upstream.is_some() || e.invocations.is_some())
+        && action.tool().is_none()
+        && counted_tool.is_none()
+    {
+        bail!(
+            "{field}.expect.invocations.tool: name the tool for a {}",
+            action.label()
+        );
+    }
+    if let Some(name) = &e.snapshot
+        && (name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+    {
+        bail!("{field}.expect.snapshot: {name:?} must be [A-Za-z0-9_-]+");
+    }
+    if let Some(name) = &e.same_as
+        && !saved.contains(name)
+    {
+        bail!("{field}.expect.same_as: no earlier step saved {name:?}");
+    }
+    if let Some(name) = &e.save {
+        if saved.contains(name) {
+            bail!("{field}.expect.save: {name:?} is already saved by an earlier step");
+        }
+        saved.push(name.clone());
+    }
+    Ok(())
+}
