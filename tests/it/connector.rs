@@ -2,75 +2,21 @@
 //! rmcp client: tools/list through Nexus, tools/call as standalone operations, unknown tools,
 //! duplicate tool names across routes, and client cancellation reaching the upstream.
 
-use std::{collections::BTreeMap, path::PathBuf, time::Duration};
+use std::time::Duration;
 
-use durable_mcp::{
-    inbound::{
-        route::Route,
-        server::{Connector, ConnectorOptions},
-    },
-    outbound::{TransportConfig, UpstreamConfig},
-};
+use durable_mcp::inbound::server::{Connector, ConnectorOptions};
 use durable_mcp_conformance::fixtures::{self, Ledger, LedgerEvent, UpstreamSpec};
 use rmcp::{ServiceExt, model::CallToolRequestParams};
 use serde_json::json;
 
 use crate::support::*;
 
-fn temp_path(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("durable-mcp-connector-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-fn upstream(service: &str, ledger: &Ledger) -> UpstreamConfig {
-    UpstreamConfig {
-        service: service.into(),
-        transport: TransportConfig::Stdio {
-            command: fixtures::mock_upstream_bin()
-                .unwrap()
-                .to_string_lossy()
-                .into_owned(),
-            args: vec![
-                "--ledger".into(),
-                ledger.path().to_string_lossy().into_owned(),
-            ],
-            env: BTreeMap::new(),
-            cwd: None,
-        },
-        activity_options: Default::default(),
-        overrides: BTreeMap::new(),
-    }
-}
-
-/// An rmcp client talking to `connector` over an in-memory pipe.
-async fn client_for(connector: Connector) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
-    let (server_side, client_side) = tokio::io::duplex(1 << 20);
-    tokio::spawn(async move {
-        let running = connector
-            .serve(tokio::io::split(server_side))
-            .await
-            .expect("connector serves");
-        let _ = running.waiting().await;
-    });
-    ().serve(tokio::io::split(client_side))
-        .await
-        .expect("MCP handshake with the connector")
-}
-
 #[tokio::test]
 async fn mcp_client_lists_and_calls_tools_through_the_connector() {
     let env = TestEnv::shared("connector").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger)]);
-    let connector = Connector::new(
-        env.client.clone(),
-        ConnectorOptions::new(vec![Route {
-            service: "mock".into(),
-            endpoint: env.endpoint.clone(),
-        }]),
-    );
-    let client = client_for(connector).await;
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let client = client_for(connector_for(&env, "mock")).await;
 
     let tools = client.peer().list_all_tools().await.unwrap();
     let names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
@@ -86,10 +32,7 @@ async fn mcp_client_lists_and_calls_tools_through_the_connector() {
 
     let echo = client
         .peer()
-        .call_tool(
-            CallToolRequestParams::new("echo")
-                .with_arguments(json!({"key": "c1", "n": 5}).as_object().unwrap().clone()),
-        )
+        .call_tool(tool_call("echo", json!({"key": "c1", "n": 5})))
         .await
         .unwrap();
     assert_eq!(echo.structured_content, Some(json!({"key": "c1", "n": 5})));
@@ -125,10 +68,9 @@ async fn mcp_client_lists_and_calls_tools_through_the_connector() {
     assert!(err.to_string().contains("no_such_tool"), "{err}");
 
     // Dropping the call (the client's cancel) cancels the operation, and the upstream sees it.
-    let slow = client.peer().call_tool(
-        CallToolRequestParams::new("slow")
-            .with_arguments(json!({"key": "s1"}).as_object().unwrap().clone()),
-    );
+    let slow = client
+        .peer()
+        .call_tool(tool_call("slow", json!({"key": "s1"})));
     let _ = tokio::time::timeout(Duration::from_millis(1500), slow).await;
     assert_eq!(
         ledger
@@ -153,20 +95,14 @@ async fn two_routes_exposing_one_tool_name_is_an_error_naming_both() {
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let _proxy = start_proxy(
         &env,
-        vec![upstream("first", &ledger), upstream("second", &ledger)],
+        vec![
+            mock_stdio_upstream("first", &ledger),
+            mock_stdio_upstream("second", &ledger),
+        ],
     );
     let connector = Connector::new(
         env.client.clone(),
-        ConnectorOptions::new(vec![
-            Route {
-                service: "first".into(),
-                endpoint: env.endpoint.clone(),
-            },
-            Route {
-                service: "second".into(),
-                endpoint: env.endpoint.clone(),
-            },
-        ]),
+        ConnectorOptions::new(vec![route(&env, "first"), route(&env, "second")]),
     );
     let client = client_for(connector).await;
     let err = client
@@ -179,41 +115,20 @@ async fn two_routes_exposing_one_tool_name_is_an_error_naming_both() {
     client.cancel().await.unwrap();
 }
 
-/// A binary built by this workspace, next to the test executable's target directory.
-fn workspace_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap(); // target/<profile>/deps/.. 
-    let path = dir.join(name);
-    assert!(
-        path.is_file(),
-        "{} is not built: run `cargo build -p durable-mcp --bins` (cargo test --workspace builds it)",
-        path.display()
-    );
-    path
-}
-
 #[tokio::test]
 async fn the_connector_binary_serves_stdio_like_an_mcp_host_would_start_it() {
     let env = TestEnv::shared("connector-bin").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
     // Exactly what an `mcpServers` entry does: command, --route args, TEMPORAL_* env.
-    let mut command = tokio::process::Command::new(workspace_bin("durable-mcp-connector"));
-    command
-        .arg("--route")
-        .arg(format!("{{service: mock, endpoint: {}}}", env.endpoint))
-        .env("TEMPORAL_ADDRESS", &env.address)
-        .env("TEMPORAL_NAMESPACE", &env.namespace);
-    let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
+    let transport =
+        rmcp::transport::TokioChildProcess::new(connector_command(&env, "mock")).unwrap();
     let client = ().serve(transport).await.expect("MCP handshake with durable-mcp-connector");
     let tools = client.peer().list_all_tools().await.unwrap();
     assert!(tools.iter().any(|t| t.name == "echo"));
     let echo = client
         .peer()
-        .call_tool(
-            CallToolRequestParams::new("echo")
-                .with_arguments(json!({"key": "bin"}).as_object().unwrap().clone()),
-        )
+        .call_tool(tool_call("echo", json!({"key": "bin"})))
         .await
         .unwrap();
     assert_eq!(echo.structured_content, Some(json!({"key": "bin"})));
@@ -223,37 +138,15 @@ async fn the_connector_binary_serves_stdio_like_an_mcp_host_would_start_it() {
 // ---- tasks ---------------------------------------------------------------------------------
 
 use durable_mcp::inbound::task_ref::{CallerScope, SigningKey};
-use rmcp::model::{
-    CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig, GetTaskParams,
-    Implementation, TaskStatus,
-};
+use rmcp::model::{CallToolResponse, CancelTaskParams, ClientConfig, GetTaskParams, TaskStatus};
 
-/// An rmcp client that declares the tasks extension, over an in-memory pipe.
-async fn task_client_for(
-    connector: Connector,
-) -> rmcp::service::RunningService<rmcp::RoleClient, ClientConfig> {
-    let (server_side, client_side) = tokio::io::duplex(1 << 20);
-    tokio::spawn(async move {
-        let running = connector
-            .serve(tokio::io::split(server_side))
-            .await
-            .expect("connector serves");
-        let _ = running.waiting().await;
-    });
-    let info = ClientConfig::new(
-        ClientCapabilities::builder().enable_tasks().build(),
-        Implementation::new("durable-mcp-tests", "0"),
-    );
-    info.serve(tokio::io::split(client_side))
-        .await
-        .expect("MCP handshake with the connector")
+/// A connector whose callers are `scope`, signing task IDs with `key` (replicas share both).
+fn scoped_connector(env: &TestEnv, key: &SigningKey, scope: &str) -> Connector {
+    Connector::new(env.client.clone(), task_options(env, key, scope))
 }
 
 fn task_options(env: &TestEnv, key: &SigningKey, scope: &str) -> ConnectorOptions {
-    let mut options = ConnectorOptions::new(vec![Route {
-        service: "mock".into(),
-        endpoint: env.endpoint.clone(),
-    }]);
+    let mut options = ConnectorOptions::new(vec![route(env, "mock")]);
     options.task_after = Duration::from_millis(300);
     options.signing_key = key.clone();
     options.caller_scope = CallerScope::Process(scope.into());
@@ -286,32 +179,17 @@ async fn poll_until_done(
 async fn slow_calls_become_tasks_that_only_their_owner_can_read_from_any_replica() {
     let env = TestEnv::shared("connector-tasks").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
     let key = SigningKey::generate();
     // Two replicas sharing the key and the caller scope; a third caller with another scope.
-    let replica_a = task_client_for(Connector::new(
-        env.client.clone(),
-        task_options(&env, &key, "alice"),
-    ))
-    .await;
-    let replica_b = task_client_for(Connector::new(
-        env.client.clone(),
-        task_options(&env, &key, "alice"),
-    ))
-    .await;
-    let stranger = task_client_for(Connector::new(
-        env.client.clone(),
-        task_options(&env, &key, "mallory"),
-    ))
-    .await;
+    let replica_a = task_client_for(scoped_connector(&env, &key, "alice")).await;
+    let replica_b = task_client_for(scoped_connector(&env, &key, "alice")).await;
+    let stranger = task_client_for(scoped_connector(&env, &key, "mallory")).await;
 
     // Fast calls complete inline, even for a task-capable caller.
     let fast = replica_a
         .peer()
-        .call_tool_once(
-            CallToolRequestParams::new("echo")
-                .with_arguments(json!({"key": "f"}).as_object().unwrap().clone()),
-        )
+        .call_tool_once(tool_call("echo", json!({"key": "f"})))
         .await
         .unwrap();
     assert!(matches!(fast, CallToolResponse::Complete(_)), "{fast:?}");
@@ -319,14 +197,7 @@ async fn slow_calls_become_tasks_that_only_their_owner_can_read_from_any_replica
     // A slow call becomes a task after task_after.
     let slow = replica_a
         .peer()
-        .call_tool_once(
-            CallToolRequestParams::new("slow").with_arguments(
-                json!({"key": "t1", "sleep_ms": 1500})
-                    .as_object()
-                    .unwrap()
-                    .clone(),
-            ),
-        )
+        .call_tool_once(tool_call("slow", json!({"key": "t1", "sleep_ms": 1500})))
         .await
         .unwrap();
     let CallToolResponse::Task(created) = slow else {
@@ -380,10 +251,7 @@ async fn slow_calls_become_tasks_that_only_their_owner_can_read_from_any_replica
     // tasks/cancel cancels, truthfully: the status becomes cancelled only when the work stopped.
     let slow = replica_a
         .peer()
-        .call_tool_once(
-            CallToolRequestParams::new("slow")
-                .with_arguments(json!({"key": "t2"}).as_object().unwrap().clone()),
-        )
+        .call_tool_once(tool_call("slow", json!({"key": "t2"})))
         .await
         .unwrap();
     let CallToolResponse::Task(created) = slow else {
@@ -420,23 +288,12 @@ async fn slow_calls_become_tasks_that_only_their_owner_can_read_from_any_replica
 async fn callers_without_the_tasks_extension_get_the_required_capability_error() {
     let env = TestEnv::shared("connector-notasks").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger)]);
-    let client = client_for(Connector::new(
-        env.client.clone(),
-        task_options(&env, &SigningKey::generate(), "p"),
-    ))
-    .await;
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let client = client_for(scoped_connector(&env, &SigningKey::generate(), "p")).await;
     // Without the extension a slow call simply waits to completion.
     let result = client
         .peer()
-        .call_tool(
-            CallToolRequestParams::new("slow").with_arguments(
-                json!({"key": "w", "sleep_ms": 800})
-                    .as_object()
-                    .unwrap()
-                    .clone(),
-            ),
-        )
+        .call_tool(tool_call("slow", json!({"key": "w", "sleep_ms": 800})))
         .await
         .unwrap();
     assert_eq!(result.is_error, Some(false));
@@ -459,8 +316,7 @@ async fn callers_without_the_tasks_extension_get_the_required_capability_error()
 // ---- idempotency keys --------------------------------------------------------------------
 
 fn with_key(tool: &str, args: serde_json::Value, key: &str) -> CallToolRequestParams {
-    let mut params = CallToolRequestParams::new(tool.to_owned())
-        .with_arguments(args.as_object().unwrap().clone());
+    let mut params = tool_call(tool, args);
     params.meta = Some(serde_json::from_value(json!({"idempotencyKey": key})).unwrap());
     params
 }
@@ -469,16 +325,12 @@ fn with_key(tool: &str, args: serde_json::Value, key: &str) -> CallToolRequestPa
 async fn idempotency_keys_reattach_across_restarts_and_conflict_on_other_arguments() {
     let env = TestEnv::shared("connector-idem").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
     let key = SigningKey::generate();
     let idem = format!("order-{}", uuid::Uuid::new_v4());
 
     // First call with the key: the destructive tool runs once.
-    let first_connector = client_for(Connector::new(
-        env.client.clone(),
-        task_options(&env, &key, "shop"),
-    ))
-    .await;
+    let first_connector = client_for(scoped_connector(&env, &key, "shop")).await;
     let first = first_connector
         .peer()
         .call_tool(with_key(
@@ -493,11 +345,7 @@ async fn idempotency_keys_reattach_across_restarts_and_conflict_on_other_argumen
 
     // A restarted connector (same key, same caller) answers the same call from the first
     // execution, without running the tool again.
-    let restarted = client_for(Connector::new(
-        env.client.clone(),
-        task_options(&env, &key, "shop"),
-    ))
-    .await;
+    let restarted = client_for(scoped_connector(&env, &key, "shop")).await;
     let again = restarted
         .peer()
         .call_tool(with_key(
@@ -535,11 +383,7 @@ async fn idempotency_keys_reattach_across_restarts_and_conflict_on_other_argumen
     assert_eq!(ledger.count_key("write_once", LedgerEvent::Called, "w"), 1);
 
     // Another caller scope with the same key is a different execution.
-    let other = client_for(Connector::new(
-        env.client.clone(),
-        task_options(&env, &key, "someone-else"),
-    ))
-    .await;
+    let other = client_for(scoped_connector(&env, &key, "someone-else")).await;
     let theirs = other
         .peer()
         .call_tool(with_key(

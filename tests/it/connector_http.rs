@@ -3,60 +3,17 @@
 //! Host/Origin DNS-rebinding protection with an allowed extra host, `/healthz`, graceful
 //! shutdown, and the binary's `--transport http`.
 
-use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf, process::Stdio, time::Duration};
+use std::{net::SocketAddr, process::Stdio, time::Duration};
 
-use durable_mcp::{
-    inbound::{
-        http::{HttpOptions, serve_http},
-        route::Route,
-        server::{Connector, ConnectorOptions},
-    },
-    outbound::{TransportConfig, UpstreamConfig},
-};
-use durable_mcp_conformance::fixtures::{self, Ledger, LedgerEvent};
-use rmcp::{
-    ClientLifecycleMode, ClientServiceExt, ServiceExt,
-    model::{CallToolRequestParams, ProtocolVersion},
-    transport::StreamableHttpClientTransport,
-};
+use durable_mcp_conformance::fixtures::{Ledger, LedgerEvent};
+use rmcp::model::CallToolRequestParams;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-use tokio_util::sync::CancellationToken;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::*;
 
-fn temp_path(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "durable-mcp-connector-http-{}",
-        uuid::Uuid::new_v4()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-fn upstream(service: &str, ledger: &Ledger) -> UpstreamConfig {
-    UpstreamConfig {
-        service: service.into(),
-        transport: TransportConfig::Stdio {
-            command: fixtures::mock_upstream_bin()
-                .unwrap()
-                .to_string_lossy()
-                .into_owned(),
-            args: vec![
-                "--ledger".into(),
-                ledger.path().to_string_lossy().into_owned(),
-            ],
-            env: BTreeMap::new(),
-            cwd: None,
-        },
-        activity_options: Default::default(),
-        overrides: BTreeMap::new(),
-    }
-}
-
 fn echo(key: &str) -> CallToolRequestParams {
-    CallToolRequestParams::new("echo")
-        .with_arguments(json!({"key": key}).as_object().unwrap().clone())
+    tool_call("echo", json!({"key": key}))
 }
 
 /// A raw HTTP/1.1 request (so the test controls `Host` and `Origin`): the status code and body.
@@ -120,20 +77,10 @@ async fn post_initialize(addr: SocketAddr, host: &str, origin: Option<&str>) -> 
 async fn http_clients_old_and_new_list_and_call_tools_and_foreign_hosts_are_refused() {
     let env = TestEnv::shared("connector-http").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger)]);
-    let connector = Connector::new(
-        env.client.clone(),
-        ConnectorOptions::new(vec![Route {
-            service: "mock".into(),
-            endpoint: env.endpoint.clone(),
-        }]),
-    );
-    let mut options = HttpOptions::new("127.0.0.1:0".parse().unwrap());
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let mut options = loopback_http_options();
     options.allowed_hosts = vec!["mcp.example.test".into()];
-    let shutdown = CancellationToken::new();
-    let server = serve_http(connector, options, shutdown.clone())
-        .await
-        .unwrap();
+    let (server, shutdown) = serve_connector_http(connector_for(&env, "mock"), options).await;
     let addr = server.local_addr;
     assert_ne!(addr.port(), 0);
     assert_eq!(server.url, format!("http://127.0.0.1:{}/mcp", addr.port()));
@@ -143,10 +90,7 @@ async fn http_clients_old_and_new_list_and_call_tools_and_foreign_hosts_are_refu
     assert_eq!((status, body.as_str()), (200, "ok"));
 
     // An older (session) client: the initialize handshake and an Mcp-Session-Id.
-    let session =
-        ().serve(StreamableHttpClientTransport::from_uri(server.url.clone()))
-            .await
-            .expect("session handshake");
+    let session = session_http_client(&server.url).await;
     let tools = session.peer().list_all_tools().await.unwrap();
     assert!(tools.iter().any(|t| t.name == "echo"), "{tools:?}");
     let result = session
@@ -160,15 +104,7 @@ async fn http_clients_old_and_new_list_and_call_tools_and_foreign_hosts_are_refu
     );
 
     // A current (stateless 2026-07-28) client on the same endpoint.
-    let modern = ()
-        .serve_with_lifecycle(
-            StreamableHttpClientTransport::from_uri(server.url.clone()),
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            },
-        )
-        .await
-        .expect("server/discover with the connector");
+    let modern = stateless_http_client(&server.url).await;
     let tools = modern.peer().list_all_tools().await.unwrap();
     assert!(tools.iter().any(|t| t.name == "echo"), "{tools:?}");
     let result = modern
@@ -231,35 +167,15 @@ async fn http_clients_old_and_new_list_and_call_tools_and_foreign_hosts_are_refu
 async fn shutdown_leaves_an_in_flight_operation_running() {
     let env = TestEnv::shared("connector-http-shutdown").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger)]);
-    let connector = Connector::new(
-        env.client.clone(),
-        ConnectorOptions::new(vec![Route {
-            service: "mock".into(),
-            endpoint: env.endpoint.clone(),
-        }]),
-    );
-    let mut options = HttpOptions::new("127.0.0.1:0".parse().unwrap());
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let mut options = loopback_http_options();
     options.shutdown_grace = Duration::from_millis(500);
-    let shutdown = CancellationToken::new();
-    let server = serve_http(connector, options, shutdown.clone())
-        .await
-        .unwrap();
-    let client =
-        ().serve(StreamableHttpClientTransport::from_uri(server.url.clone()))
-            .await
-            .unwrap();
+    let (server, shutdown) = serve_connector_http(connector_for(&env, "mock"), options).await;
+    let client = session_http_client(&server.url).await;
     let peer = client.peer().clone();
     let slow = tokio::spawn(async move {
-        peer.call_tool(
-            CallToolRequestParams::new("slow").with_arguments(
-                json!({"key": "sd1", "sleep_ms": 8000})
-                    .as_object()
-                    .unwrap()
-                    .clone(),
-            ),
-        )
-        .await
+        peer.call_tool(tool_call("slow", json!({"key": "sd1", "sleep_ms": 8000})))
+            .await
     });
     assert_eq!(
         ledger
@@ -284,31 +200,14 @@ async fn shutdown_leaves_an_in_flight_operation_running() {
     drop(client);
 }
 
-/// A binary built by this workspace, next to the test executable's target directory.
-fn workspace_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap();
-    let path = dir.join(name);
-    assert!(
-        path.is_file(),
-        "{} is not built: run `cargo build -p durable-mcp --bins`",
-        path.display()
-    );
-    path
-}
-
 #[tokio::test]
 async fn the_connector_binary_serves_http_and_stops_on_sigterm() {
     let env = TestEnv::shared("connector-http-bin").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
     // HTTP refuses to start without a task signing key.
-    let refused = tokio::process::Command::new(workspace_bin("durable-mcp-connector"))
-        .arg("--route")
-        .arg(format!("{{service: mock, endpoint: {}}}", env.endpoint))
+    let refused = connector_command(&env, "mock")
         .args(["--transport", "http", "--addr", "127.0.0.1:0"])
-        .env("TEMPORAL_ADDRESS", &env.address)
-        .env("TEMPORAL_NAMESPACE", &env.namespace)
         .env_remove("MCP_TASK_SIGNING_KEY")
         .stdin(Stdio::null())
         .output()
@@ -320,62 +219,25 @@ async fn the_connector_binary_serves_http_and_stops_on_sigterm() {
         "{refused:?}"
     );
 
-    let mut child = tokio::process::Command::new(workspace_bin("durable-mcp-connector"))
-        .arg("--route")
-        .arg(format!("{{service: mock, endpoint: {}}}", env.endpoint))
-        .args([
-            "--transport",
-            "http",
-            "--addr",
-            "127.0.0.1:0",
-            "--allowed-host",
-            "mcp.example.test",
-        ])
-        .env("TEMPORAL_ADDRESS", &env.address)
-        .env("TEMPORAL_NAMESPACE", &env.namespace)
-        .env("RUST_LOG", "warn")
-        // "0123456789abcdef0123456789abcdef", base64: 32 bytes.
-        .env(
-            "MCP_TASK_SIGNING_KEY",
-            "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut seen = Vec::new();
-    let url = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(line) = stderr.next_line().await.unwrap() {
-            seen.push(line.clone());
-            if let Some(url) = line.strip_prefix("durable-mcp-connector listening on ") {
-                return url.to_owned();
-            }
-        }
-        panic!("the connector exited: {seen:?}")
-    })
-    .await
-    .expect("the connector announces its address");
-    // Keep draining stderr so the child never blocks on it.
-    let warned = seen.iter().any(|l| l.contains("share one task scope"));
-    tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
-    assert!(warned, "the shared-scope warning is logged at startup");
-    let addr: SocketAddr = url
-        .trim_start_matches("http://")
-        .trim_end_matches("/mcp")
-        .parse()
-        .unwrap();
+    let HttpConnectorProcess {
+        mut child,
+        url,
+        addr,
+        startup_log,
+    } = HttpConnectorProcess::start(&env, "mock", &["--allowed-host", "mcp.example.test"]).await;
+    assert!(
+        startup_log
+            .iter()
+            .any(|l| l.contains("share one task scope")),
+        "the shared-scope warning is logged at startup: {startup_log:?}"
+    );
 
     let (status, body) = raw_http(addr, "GET", "/healthz", &[("Host", "localhost")], "").await;
     assert_eq!((status, body.as_str()), (200, "ok"));
     assert_eq!(post_initialize(addr, "evil.example", None).await.0, 403);
     assert_eq!(post_initialize(addr, "mcp.example.test", None).await.0, 200);
 
-    let client =
-        ().serve(StreamableHttpClientTransport::from_uri(url))
-            .await
-            .expect("session handshake with the binary");
+    let client = session_http_client(&url).await;
     let result = client.peer().call_tool(echo("http-bin")).await.unwrap();
     assert_eq!(result.structured_content, Some(json!({"key": "http-bin"})));
     client.cancel().await.unwrap();
@@ -396,31 +258,6 @@ async fn the_connector_binary_serves_http_and_stops_on_sigterm() {
 }
 
 // ---- cancellation over HTTP ----------------------------------------------------------------
-
-/// A connector over HTTP (library) in front of the proxy and a stdio mock upstream.
-async fn http_connector(
-    env: &TestEnv,
-) -> (
-    durable_mcp::inbound::http::HttpServerHandle,
-    CancellationToken,
-) {
-    let connector = Connector::new(
-        env.client.clone(),
-        ConnectorOptions::new(vec![Route {
-            service: "mock".into(),
-            endpoint: env.endpoint.clone(),
-        }]),
-    );
-    let shutdown = CancellationToken::new();
-    let server = serve_http(
-        connector,
-        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
-        shutdown.clone(),
-    )
-    .await
-    .unwrap();
-    (server, shutdown)
-}
 
 /// Opens a connection and sends one POST to `/mcp`, leaving the response unread.
 async fn open_post(
@@ -462,8 +299,9 @@ fn stateless_call(id: u64, tool: &str, arguments: serde_json::Value) -> String {
 async fn closing_a_stateless_response_stream_cancels_the_operation_upstream() {
     let env = TestEnv::shared("connector-http-close").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger)]);
-    let (server, shutdown) = http_connector(&env).await;
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let (server, shutdown) =
+        serve_connector_http(connector_for(&env, "mock"), loopback_http_options()).await;
     let addr = server.local_addr;
 
     // A raw 2026-07-28 call: no session, nothing but this one response stream.
@@ -500,19 +338,10 @@ async fn closing_a_stateless_response_stream_cancels_the_operation_upstream() {
     assert_eq!(ledger.count("slow", LedgerEvent::Completed), 0);
 
     // The same through a real stateless client: dropping its call closes the stream.
-    let modern = ()
-        .serve_with_lifecycle(
-            StreamableHttpClientTransport::from_uri(server.url.clone()),
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            },
-        )
-        .await
-        .expect("server/discover with the connector");
-    let slow = modern.peer().call_tool(
-        CallToolRequestParams::new("slow")
-            .with_arguments(json!({"key": "close-2"}).as_object().unwrap().clone()),
-    );
+    let modern = stateless_http_client(&server.url).await;
+    let slow = modern
+        .peer()
+        .call_tool(tool_call("slow", json!({"key": "close-2"})));
     let called = async {
         ledger
             .wait_for_count("slow", LedgerEvent::Called, 2, Duration::from_secs(30))
@@ -544,22 +373,20 @@ async fn a_session_clients_cancel_notification_cancels_the_operation_upstream() 
     use rmcp::model::{CallToolRequest, ClientRequest};
     let env = TestEnv::shared("connector-http-session-cancel").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger)]);
-    let (server, shutdown) = http_connector(&env).await;
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let (server, shutdown) =
+        serve_connector_http(connector_for(&env, "mock"), loopback_http_options()).await;
 
     // An older client: initialize, an Mcp-Session-Id, then notifications/cancelled on the
     // session while the call's response stream stays open.
-    let session =
-        ().serve(StreamableHttpClientTransport::from_uri(server.url.clone()))
-            .await
-            .expect("session handshake");
+    let session = session_http_client(&server.url).await;
     let handle = session
         .peer()
         .send_cancellable_request(
-            ClientRequest::CallToolRequest(CallToolRequest::new(
-                CallToolRequestParams::new("slow")
-                    .with_arguments(json!({"key": "sc-1"}).as_object().unwrap().clone()),
-            )),
+            ClientRequest::CallToolRequest(CallToolRequest::new(tool_call(
+                "slow",
+                json!({"key": "sc-1"}),
+            ))),
             Default::default(),
         )
         .await

@@ -2,11 +2,11 @@
 //! HTTP), on the real dev server: discovery, fidelity, retry inference observed through the
 //! upstream's invocation ledger, cancellation reaching the upstream, unknown tools.
 
-use std::{collections::BTreeMap, path::PathBuf, time::Duration};
+use std::{collections::BTreeMap, path::Path, time::Duration};
 
 use durable_mcp::{
     nexus::{OperationOutcome, StartOperation},
-    outbound::{TransportConfig, UpstreamConfig, service::TIMEOUT_META_KEY},
+    outbound::{UpstreamConfig, service::TIMEOUT_META_KEY},
     payload,
 };
 use durable_mcp_conformance::fixtures::{
@@ -45,33 +45,10 @@ fn spec() -> UpstreamSpec {
     spec
 }
 
-fn temp_path(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("durable-mcp-proxy-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
 /// A stdio upstream: the mock binary as a child of the proxy, serving `spec` from a file.
-fn stdio_upstream(service: &str, spec_file: &PathBuf, ledger: &Ledger) -> UpstreamConfig {
-    UpstreamConfig {
-        service: service.into(),
-        transport: TransportConfig::Stdio {
-            command: fixtures::mock_upstream_bin()
-                .unwrap()
-                .to_string_lossy()
-                .into_owned(),
-            args: vec![
-                "--spec".into(),
-                spec_file.to_string_lossy().into_owned(),
-                "--ledger".into(),
-                ledger.path().to_string_lossy().into_owned(),
-            ],
-            env: BTreeMap::new(),
-            cwd: None,
-        },
-        activity_options: Default::default(),
-        overrides: BTreeMap::new(),
-    }
+fn stdio_upstream(service: &str, spec_file: &Path, ledger: &Ledger) -> UpstreamConfig {
+    let spec_arg = vec!["--spec".into(), spec_file.to_string_lossy().into_owned()];
+    mock_stdio_upstream_with_args(service, spec_arg, ledger)
 }
 
 async fn call(env: &TestEnv, service: &str, tool: &str, args: Value) -> OperationOutcome {
@@ -248,15 +225,7 @@ async fn proxy_fronts_an_http_upstream_with_identical_results() {
     )
     .await
     .unwrap();
-    let config = UpstreamConfig {
-        service: "web".into(),
-        transport: TransportConfig::Http {
-            url: upstream.url.parse().unwrap(),
-            headers: BTreeMap::new(),
-        },
-        activity_options: Default::default(),
-        overrides: BTreeMap::new(),
-    };
+    let config = http_upstream("web", &upstream.url);
     let _proxy = start_proxy(&env, vec![config]);
     let result = tool_result(call(&env, "web", "everything", json!({})).await);
     assert_eq!(result, fixtures::all_content_json());
@@ -268,7 +237,7 @@ async fn proxy_fronts_an_http_upstream_with_identical_results() {
 }
 
 /// Writes `spec` where a stdio mock reads it (re-read on every request).
-fn write_spec(path: &PathBuf, spec: &UpstreamSpec) {
+fn write_spec(path: &Path, spec: &UpstreamSpec) {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, serde_json::to_vec(spec).unwrap()).unwrap();
     std::fs::rename(tmp, path).unwrap();
@@ -494,13 +463,9 @@ async fn discovery_failure_keeps_the_last_good_list() {
     )
     .await
     .unwrap();
-    let transport = TransportConfig::Http {
-        url: upstream.url.parse().unwrap(),
-        headers: BTreeMap::new(),
-    };
     let discovery = Discovery::new(std::sync::Arc::new(UpstreamClient::new(
         "web",
-        transport.clone(),
+        http_upstream("web", &upstream.url).transport,
     )));
     let first = discovery.refresh().await.unwrap();
     upstream.shutdown().await;
@@ -514,10 +479,7 @@ async fn discovery_failure_keeps_the_last_good_list() {
     // An upstream that never answered has no list to keep: a clear error naming it.
     let dead = Discovery::new(std::sync::Arc::new(UpstreamClient::new(
         "nowhere",
-        TransportConfig::Http {
-            url: "http://127.0.0.1:9/mcp".parse().unwrap(),
-            headers: BTreeMap::new(),
-        },
+        http_upstream("nowhere", "http://127.0.0.1:9/mcp").transport,
     )));
     let err = dead.refresh().await.unwrap_err();
     assert!(err.to_string().contains("nowhere"), "{err}");
@@ -535,15 +497,7 @@ async fn connection_refused_is_retried_within_the_attempt_even_for_one_attempt_t
     .await
     .unwrap();
     let addr = upstream.addr;
-    let config = UpstreamConfig {
-        service: "web".into(),
-        transport: TransportConfig::Http {
-            url: upstream.url.parse().unwrap(),
-            headers: BTreeMap::new(),
-        },
-        activity_options: Default::default(),
-        overrides: BTreeMap::new(),
-    };
+    let config = http_upstream("web", &upstream.url);
     let _proxy = start_proxy(&env, vec![config]);
     // Discovery succeeded at startup; now the upstream goes away.
     let _ = tool_result(call(&env, "web", "echo", json!({"key": "warm"})).await);
@@ -593,15 +547,7 @@ async fn http_upstream_dying_mid_response_is_an_unknown_outcome_not_a_hang() {
     )
     .await
     .unwrap();
-    let config = UpstreamConfig {
-        service: "web".into(),
-        transport: TransportConfig::Http {
-            url: upstream.url.parse().unwrap(),
-            headers: BTreeMap::new(),
-        },
-        activity_options: Default::default(),
-        overrides: BTreeMap::new(),
-    };
+    let config = http_upstream("web", &upstream.url);
     let _proxy = start_proxy(&env, vec![config]);
     let outcome = tokio::time::timeout(
         Duration::from_secs(60),
@@ -635,15 +581,8 @@ async fn http_faults_end_in_clear_errors_with_the_right_phase() {
     use durable_mcp::outbound::{errors::Phase, upstream::UpstreamClient};
     use durable_mcp_conformance::fixtures::faults;
     init_tracing();
-    let client_for = |url: &str| {
-        UpstreamClient::new(
-            "faulty",
-            TransportConfig::Http {
-                url: url.parse().unwrap(),
-                headers: BTreeMap::new(),
-            },
-        )
-    };
+    let client_for =
+        |url: &str| UpstreamClient::new("faulty", http_upstream("faulty", url).transport);
     let within = Duration::from_secs(20);
 
     let server = faults::http_500().await;

@@ -373,6 +373,20 @@ impl OperationHandler for ActivityBackedOp {
 
 /// A service with `run` backed by [`ActivityBackedOp`].
 pub fn activity_service(env: &TestEnv, name: &str, fail_first_attempt: bool) -> Service {
+    activity_service_with(env, name, fail_first_attempt, Duration::from_secs(2))
+}
+
+/// Like [`activity_service`], with a heartbeat timeout that outlasts a server restart.
+pub fn restart_tolerant_activity_service(env: &TestEnv, name: &str) -> Service {
+    activity_service_with(env, name, false, Duration::from_secs(30))
+}
+
+fn activity_service_with(
+    env: &TestEnv,
+    name: &str,
+    fail_first_attempt: bool,
+    heartbeat: Duration,
+) -> Service {
     Service::new(name).operation(
         "run",
         Arc::new(ActivityBackedOp {
@@ -380,21 +394,7 @@ pub fn activity_service(env: &TestEnv, name: &str, fail_first_attempt: bool) -> 
             namespace: env.namespace.clone(),
             task_queue: env.task_queue.clone(),
             fail_first_attempt,
-            heartbeat: Duration::from_secs(2),
-        }),
-    )
-}
-
-/// Like [`activity_service`], with a heartbeat timeout that outlasts a server restart.
-pub fn restart_tolerant_activity_service(env: &TestEnv, name: &str) -> Service {
-    Service::new(name).operation(
-        "run",
-        Arc::new(ActivityBackedOp {
-            connection: env.connection.clone(),
-            namespace: env.namespace.clone(),
-            task_queue: env.task_queue.clone(),
-            fail_first_attempt: false,
-            heartbeat: Duration::from_secs(30),
+            heartbeat,
         }),
     )
 }
@@ -452,6 +452,19 @@ pub fn mock_stdio_upstream_with_args(
             args,
             env: Default::default(),
             cwd: None,
+        },
+        activity_options: Default::default(),
+        overrides: Default::default(),
+    }
+}
+
+/// The mock upstream served over HTTP at `url`, as the proxy's upstream `service`.
+pub fn http_upstream(service: &str, url: &str) -> durable_mcp::outbound::UpstreamConfig {
+    durable_mcp::outbound::UpstreamConfig {
+        service: service.into(),
+        transport: durable_mcp::outbound::TransportConfig::Http {
+            url: url.parse().unwrap(),
+            headers: Default::default(),
         },
         activity_options: Default::default(),
         overrides: Default::default(),
@@ -542,4 +555,120 @@ impl HttpConnectorProcess {
             startup_log: seen,
         }
     }
+}
+
+// ---- the connector (library) and rmcp clients ----------------------------------------------
+
+/// The route to `service` on this env's Nexus endpoint.
+pub fn route(env: &TestEnv, service: &str) -> durable_mcp::inbound::route::Route {
+    durable_mcp::inbound::route::Route {
+        service: service.into(),
+        endpoint: env.endpoint.clone(),
+    }
+}
+
+/// A connector with default options and one route to `service`.
+pub fn connector_for(env: &TestEnv, service: &str) -> durable_mcp::inbound::server::Connector {
+    durable_mcp::inbound::server::Connector::new(
+        env.client.clone(),
+        durable_mcp::inbound::server::ConnectorOptions::new(vec![route(env, service)]),
+    )
+}
+
+/// `tools/call` params for `tool` with the JSON object `arguments`.
+pub fn tool_call(tool: &str, arguments: serde_json::Value) -> rmcp::model::CallToolRequestParams {
+    rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(
+        arguments
+            .as_object()
+            .expect("tool arguments are a JSON object")
+            .clone(),
+    )
+}
+
+/// Serves `connector` over an in-memory pipe and connects `client` (an rmcp client handler:
+/// `()` or a `ClientConfig`) to it with the initialize handshake.
+pub async fn serve_in_memory<C: rmcp::Service<rmcp::RoleClient>>(
+    connector: durable_mcp::inbound::server::Connector,
+    client: C,
+) -> rmcp::service::RunningService<rmcp::RoleClient, C> {
+    use rmcp::ServiceExt as _;
+    let (server_side, client_side) = tokio::io::duplex(1 << 20);
+    tokio::spawn(async move {
+        let running = connector
+            .serve(tokio::io::split(server_side))
+            .await
+            .expect("connector serves");
+        let _ = running.waiting().await;
+    });
+    client
+        .serve(tokio::io::split(client_side))
+        .await
+        .expect("MCP handshake with the connector")
+}
+
+/// A plain rmcp client talking to `connector` over an in-memory pipe.
+pub async fn client_for(
+    connector: durable_mcp::inbound::server::Connector,
+) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    serve_in_memory(connector, ()).await
+}
+
+/// An rmcp client that declares the tasks extension, over an in-memory pipe.
+pub async fn task_client_for(
+    connector: durable_mcp::inbound::server::Connector,
+) -> rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig> {
+    use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+    let info = ClientConfig::new(
+        ClientCapabilities::builder().enable_tasks().build(),
+        Implementation::new("durable-mcp-tests", "0"),
+    );
+    serve_in_memory(connector, info).await
+}
+
+/// Serves `connector` over Streamable HTTP (the library's `serve_http`) until the returned
+/// token is cancelled.
+pub async fn serve_connector_http(
+    connector: durable_mcp::inbound::server::Connector,
+    options: durable_mcp::inbound::http::HttpOptions,
+) -> (
+    durable_mcp::inbound::http::HttpServerHandle,
+    tokio_util::sync::CancellationToken,
+) {
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let server = durable_mcp::inbound::http::serve_http(connector, options, shutdown.clone())
+        .await
+        .expect("the HTTP connector listens");
+    (server, shutdown)
+}
+
+/// [`HttpOptions`](durable_mcp::inbound::http::HttpOptions) on a free loopback port.
+pub fn loopback_http_options() -> durable_mcp::inbound::http::HttpOptions {
+    durable_mcp::inbound::http::HttpOptions::new("127.0.0.1:0".parse().unwrap())
+}
+
+/// An older (session) rmcp client over Streamable HTTP: the initialize handshake, then an
+/// `Mcp-Session-Id`.
+pub async fn session_http_client(url: &str) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    use rmcp::ServiceExt as _;
+    ().serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+        url.to_owned(),
+    ))
+    .await
+    .expect("session handshake with the connector")
+}
+
+/// A current rmcp client over Streamable HTTP: `server/discover`, then stateless 2026-07-28
+/// requests carrying their protocol version and capabilities in `_meta`.
+pub async fn stateless_http_client(
+    url: &str,
+) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    use rmcp::ClientServiceExt as _;
+    ().serve_with_lifecycle(
+        rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned()),
+        rmcp::ClientLifecycleMode::Discover {
+            preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+        },
+    )
+    .await
+    .expect("server/discover with the connector")
 }
