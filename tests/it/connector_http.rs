@@ -502,3 +502,103 @@ async fn a_session_clients_cancel_notification_cancels_the_operation_upstream() 
     shutdown.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
 }
+
+#[tokio::test]
+async fn a_stateless_task_outlives_its_response_stream_and_only_tasks_cancel_stops_it() {
+    use durable_mcp::inbound::server::{Connector, ConnectorOptions};
+    use rmcp::model::{CallToolResponse, CancelTaskParams, GetTaskParams, TaskStatus};
+    let env = TestEnv::shared("connector-http-task-close").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let mut options = ConnectorOptions::new(vec![route(&env, "mock")]);
+    options.task_after = Duration::from_millis(300);
+    let connector = Connector::new(env.client.clone(), options);
+    let (server, shutdown) = serve_connector_http(connector, loopback_http_options()).await;
+
+    // A task-capable stateless client gets a task; its response stream has ended, and then the
+    // client goes away entirely. Neither cancels the work.
+    let first = stateless_http_client_with(&server.url, tasks_client_config()).await;
+    let created = first
+        .peer()
+        .call_tool_once(tool_call("slow", json!({"key": "tc-1", "sleep_ms": 2500})))
+        .await
+        .unwrap();
+    let CallToolResponse::Task(created) = created else {
+        panic!("expected a task, got {created:?}")
+    };
+    let finishing = created.task.task_id.clone();
+    let created = first
+        .peer()
+        .call_tool_once(tool_call("slow", json!({"key": "tc-2"})))
+        .await
+        .unwrap();
+    let CallToolResponse::Task(created) = created else {
+        panic!("expected a task, got {created:?}")
+    };
+    let cancelling = created.task.task_id.clone();
+    first.cancel().await.unwrap();
+
+    assert_eq!(
+        ledger
+            .wait_for_count("slow", LedgerEvent::Completed, 1, Duration::from_secs(30))
+            .await,
+        1,
+        "{:?}",
+        ledger.read()
+    );
+    assert_eq!(ledger.count_key("slow", LedgerEvent::Completed, "tc-1"), 1);
+    assert_eq!(
+        ledger.count("slow", LedgerEvent::Cancelled),
+        0,
+        "a returned task is not cancelled by its stream closing: {:?}",
+        ledger.read()
+    );
+
+    // Another client (same scope: this connector has no authentication) reads the result and
+    // cancels the other task; only then does the cancel reach the upstream.
+    let second = stateless_http_client_with(&server.url, tasks_client_config()).await;
+    let poll = |task_id: String| {
+        let peer = second.peer().clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+            loop {
+                let got = peer.get_task(GetTaskParams::new(&task_id)).await.unwrap();
+                if got.task.status() != TaskStatus::Working {
+                    return serde_json::to_value(&got).unwrap();
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the task never finished"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    let done = poll(finishing).await;
+    assert_eq!(done["status"], json!("completed"), "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"],
+        json!({"key": "tc-1", "sleep_ms": 2500}),
+        "{done}"
+    );
+    assert_eq!(ledger.count_key("slow", LedgerEvent::Cancelled, "tc-2"), 0);
+    second
+        .peer()
+        .cancel_task(CancelTaskParams::new(&cancelling))
+        .await
+        .unwrap();
+    let done = poll(cancelling).await;
+    assert_eq!(done["status"], json!("cancelled"), "{done}");
+    assert_eq!(
+        ledger
+            .wait_for_count("slow", LedgerEvent::Cancelled, 1, Duration::from_secs(30))
+            .await,
+        1,
+        "{:?}",
+        ledger.read()
+    );
+    assert_eq!(ledger.count_key("slow", LedgerEvent::Cancelled, "tc-2"), 1);
+    second.cancel().await.unwrap();
+    shutdown.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
+}

@@ -617,12 +617,16 @@ pub async fn client_for(
 pub async fn task_client_for(
     connector: durable_mcp::inbound::server::Connector,
 ) -> rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig> {
+    serve_in_memory(connector, tasks_client_config()).await
+}
+
+/// A client handler that declares the tasks extension.
+pub fn tasks_client_config() -> rmcp::model::ClientConfig {
     use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
-    let info = ClientConfig::new(
+    ClientConfig::new(
         ClientCapabilities::builder().enable_tasks().build(),
         Implementation::new("durable-mcp-tests", "0"),
-    );
-    serve_in_memory(connector, info).await
+    )
 }
 
 /// Serves `connector` over Streamable HTTP (the library's `serve_http`) until the returned
@@ -662,13 +666,23 @@ pub async fn session_http_client(url: &str) -> rmcp::service::RunningService<rmc
 pub async fn stateless_http_client(
     url: &str,
 ) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    stateless_http_client_with(url, ()).await
+}
+
+/// [`stateless_http_client`] with a client handler of its own (e.g. a `ClientConfig` declaring
+/// the tasks extension, which then travels in every request's `_meta`).
+pub async fn stateless_http_client_with<C: rmcp::Service<rmcp::RoleClient>>(
+    url: &str,
+    client: C,
+) -> rmcp::service::RunningService<rmcp::RoleClient, C> {
     use rmcp::ClientServiceExt as _;
-    ().serve_with_lifecycle(
-        rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned()),
-        rmcp::ClientLifecycleMode::Discover {
-            preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-        },
-    )
-    .await
-    .expect("server/discover with the connector")
+    client
+        .serve_with_lifecycle(
+            rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned()),
+            rmcp::ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("server/discover with the connector")
 }
