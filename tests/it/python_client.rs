@@ -3,7 +3,9 @@
 //! Streamable HTTP (the current stateless protocol and the older session protocol), in front of
 //! the proxy and the mock upstream on the real dev server. The script
 //! (`tests/python/mcp_client_check.py`) lists the tools and calls them, with and without an
-//! idempotency key in `_meta`; every value it saw is checked here.
+//! idempotency key in `_meta`, and cancels a slow call once the upstream has it (over stdio and
+//! session HTTP the SDK sends `notifications/cancelled`; over stateless HTTP it closes the
+//! response stream); every value it saw, and the upstream's ledger, is checked here.
 //!
 //! The SDK is installed once into a virtualenv under the cache dir
 //! (`~/.cache/durable-mcp/py-mcp-2.3.0`). Where Python or PyPI is unavailable each test prints
@@ -151,6 +153,7 @@ async fn run_script(
     env: &TestEnv,
     mode: &str,
     key: &str,
+    ledger: &Ledger,
     target: &[String],
 ) -> Value {
     let output = tokio::time::timeout(
@@ -158,6 +161,8 @@ async fn run_script(
         tokio::process::Command::new(python)
             .arg(script())
             .args(["--mode", mode, "--key", key])
+            .arg("--ledger")
+            .arg(ledger.path())
             .args(target)
             .env("TEMPORAL_ADDRESS", &env.address)
             .env("TEMPORAL_NAMESPACE", &env.namespace)
@@ -181,7 +186,7 @@ async fn run_script(
 }
 
 /// Checks everything the script saw, and the upstream's ledger behind it.
-fn check_report(report: &Value, key: &str, protocol_version: &str, ledger: &Ledger) {
+async fn check_report(report: &Value, key: &str, protocol_version: &str, ledger: &Ledger) {
     assert_eq!(
         report["protocol_version"],
         json!(protocol_version),
@@ -253,6 +258,31 @@ fn check_report(report: &Value, key: &str, protocol_version: &str, ledger: &Ledg
             .contains("no_such_tool"),
         "{report}"
     );
+
+    // Cancelling a call in Python (an anyio cancel scope) cancels the operation, and the cancel
+    // reaches the upstream tool; the client was told no result.
+    let slow_key = format!("{key}-slow");
+    assert_eq!(report["slow"], json!({"cancelled": true}), "{report}");
+    eventually(
+        Duration::from_secs(30),
+        "the Python client's cancel reaches the upstream",
+        || ledger.count_key("slow", LedgerEvent::Cancelled, &slow_key) >= 1,
+    )
+    .await;
+    assert_eq!(
+        ledger.count_key("slow", LedgerEvent::Cancelled, &slow_key),
+        1,
+        "{:?}",
+        ledger.read()
+    );
+    assert_eq!(
+        ledger.count_key("slow", LedgerEvent::Completed, &slow_key),
+        0
+    );
+    assert_eq!(
+        report["after_cancel"]["structuredContent"],
+        json!({"key": format!("{key}-after")})
+    );
 }
 
 #[tokio::test]
@@ -270,8 +300,8 @@ async fn python_mcp_client_drives_the_connector_binary_over_stdio() {
         "--route".to_owned(),
         format!("{{service: mock, endpoint: {}}}", env.endpoint),
     ];
-    let report = run_script(&python, &env, "auto", &key, &stdio).await;
-    check_report(&report, &key, "2026-07-28", &ledger);
+    let report = run_script(&python, &env, "auto", &key, &ledger, &stdio).await;
+    check_report(&report, &key, "2026-07-28", &ledger).await;
 }
 
 #[tokio::test]
@@ -284,10 +314,10 @@ async fn python_mcp_client_drives_the_connector_binary_over_http() {
     let url = vec!["--url".to_owned(), connector.url.clone()];
     // The default: server/discover, then stateless 2026-07-28 requests.
     let key = format!("py-http-{}", uuid::Uuid::new_v4());
-    let report = run_script(&python, &env, "auto", &key, &url).await;
-    check_report(&report, &key, "2026-07-28", &ledger);
+    let report = run_script(&python, &env, "auto", &key, &ledger, &url).await;
+    check_report(&report, &key, "2026-07-28", &ledger).await;
     // An older client: the initialize handshake and a session.
     let key = format!("py-legacy-{}", uuid::Uuid::new_v4());
-    let report = run_script(&python, &env, "legacy", &key, &url).await;
-    check_report(&report, &key, "2025-11-25", &ledger);
+    let report = run_script(&python, &env, "legacy", &key, &ledger, &url).await;
+    check_report(&report, &key, "2025-11-25", &ledger).await;
 }
