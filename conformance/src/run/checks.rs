@@ -277,3 +277,18 @@ pub(crate) async fn wait_count(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// The moment to cancel a call: `after_ms` after the upstream received it (or after 30 s
+/// without it arriving).
+pub(crate) async fn cancel_point(ledger: &Ledger, tool: &str, key: Option<&str>, after_ms: u64) {
+    wait_count(
+        ledger,
+        tool,
+        LedgerEvent::Called,
+        key,
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(after_ms)).await;
+}

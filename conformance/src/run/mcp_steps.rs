@@ -13,7 +13,8 @@ use super::{
     Failure, StepEnv,
     connector_driver::McpClient,
     checks::{
-        check_cancelled_upstream, check_invocations, check_is_error, check_snapshot, short,
+        cancel_point, check_cancelled_upstream, check_invocations, check_is_error,
+        check_snapshot, short,
     },
     setup,
 };
@@ -39,6 +40,8 @@ enum Answer {
     Error { code: Option<i32>, message: String },
     /// `tasks/cancel` was acknowledged.
     Accepted,
+    /// The client cancelled the request before an answer came.
+    Canceled,
 }
 
 impl Answer {
@@ -48,6 +51,7 @@ impl Answer {
             Answer::Task { .. } => ExpectedOutcome::Task,
             Answer::Error { .. } => ExpectedOutcome::Error,
             Answer::Accepted => ExpectedOutcome::Accepted,
+            Answer::Canceled => ExpectedOutcome::Canceled,
         }
     }
 
@@ -70,6 +74,7 @@ impl Answer {
                 None => format!("error ({})", short(message)),
             },
             Answer::Accepted => "accepted".into(),
+            Answer::Canceled => "canceled by the client".into(),
         }
     }
 
@@ -93,6 +98,7 @@ impl Answer {
             Answer::Task { status, .. } => json!({"status": status}),
             Answer::Error { code, message } => json!({"error": {"code": code, "message": message}}),
             Answer::Accepted => json!("accepted"),
+            Answer::Canceled => json!("canceled"),
         }
     }
 }
@@ -131,7 +137,20 @@ pub(crate) async fn run_mcp_call(
             serde_json::from_value(json!({ "idempotencyKey": key })).map_err(setup)?,
         );
     }
-    let answer = match client.peer().call_tool_once(params).await {
+    let request = client.peer().call_tool_once(params);
+    let response = match call.cancel_after_ms {
+        None => request.await,
+        Some(after) => {
+            // Dropping the request future makes the client send notifications/cancelled.
+            tokio::select! {
+                response = request => response,
+                () = cancel_point(env.ledger, &call.tool, call.key(), after) => {
+                    return check_answer(env, expect, Answer::Canceled, Some(&call.tool), call.key()).await;
+                }
+            }
+        }
+    };
+    let answer = match response {
         Ok(CallToolResponse::Complete(result)) => {
             Answer::Result(serde_json::to_value(result).map_err(setup)?)
         }

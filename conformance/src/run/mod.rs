@@ -231,6 +231,8 @@ async fn execute(
 
     // The upstream.
     let mut http: Option<HttpUpstream> = None;
+    // Kept until the scenario ends: dropping it stops the server.
+    let mut wiremock = None;
     let mut spec_file = None;
     let transport = match scenario.upstream.transport {
         UpstreamTransport::Stdio => {
@@ -248,6 +250,16 @@ async fn execute(
             ];
             spec_file = Some(file);
             proxy_process::stdio_transport(bin.to_string_lossy().into_owned(), args)
+        }
+        UpstreamTransport::Http if scenario.upstream.fault.is_some() => {
+            let fault = scenario.upstream.fault.clone().expect("checked");
+            let server = fixtures::faults::faulty_upstream(&spec, fault, ledger.clone()).await;
+            let url = fixtures::faults::mcp_url(&server).parse().map_err(setup)?;
+            wiremock = Some(server);
+            TransportConfig::Http {
+                url,
+                headers: BTreeMap::new(),
+            }
         }
         UpstreamTransport::Http => {
             let upstream = fixtures::serve_http(
@@ -285,7 +297,7 @@ async fn execute(
             service: SERVICE.into(),
             transport,
             activity_options: Default::default(),
-            overrides: BTreeMap::new(),
+            overrides: scenario.proxy.overrides.clone(),
         },
         bin,
         dir: dir.path().to_owned(),
@@ -352,6 +364,7 @@ async fn execute(
     if let Some(upstream) = http {
         upstream.shutdown().await;
     }
+    drop(wiremock);
     result
 }
 

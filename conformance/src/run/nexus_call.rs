@@ -13,13 +13,12 @@ use tokio_util::sync::CancellationToken;
 use super::{
     Failure, SERVICE, StepEnv,
     checks::{
-        check_cancelled_upstream, check_invocations, check_is_error, check_snapshot, short,
-        wait_count,
+        cancel_point, check_cancelled_upstream, check_invocations, check_is_error,
+        check_snapshot, short,
     },
     setup,
 };
 use crate::{
-    fixtures::LedgerEvent,
     harness::unique_name,
     scenario::{CallStep, Expect, ExpectedOutcome},
 };
@@ -63,17 +62,7 @@ pub(crate) async fn run_call(
 
     let mut cancel_latency = None;
     if let Some(after) = call.cancel_after_ms {
-        // Wait until the upstream has the call, then give it `after` ms before cancelling.
-        wait_count(
-            env.ledger,
-            &call.tool,
-            LedgerEvent::Called,
-            call.key(),
-            1,
-            Duration::from_secs(30),
-        )
-        .await;
-        tokio::time::sleep(Duration::from_millis(after)).await;
+        cancel_point(env.ledger, &call.tool, call.key(), after).await;
         cancel_latency = Some(Instant::now());
         client
             .cancel(&op, "conformance: cancel_after_ms")

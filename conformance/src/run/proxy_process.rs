@@ -79,6 +79,12 @@ impl ProxyLauncher {
                 upstream.insert("url".into(), url.to_string().into());
             }
         }
+        if !self.upstream.overrides.is_empty() {
+            upstream.insert(
+                "overrides".into(),
+                toml::Value::try_from(&self.upstream.overrides)?,
+            );
+        }
         let mut worker = toml::Table::new();
         worker.insert("task_queue".into(), self.options.task_queue.clone().into());
         let mut temporal = toml::Table::new();

@@ -15,9 +15,13 @@
 //! name = "t"
 //! annotations = { readOnlyHint = true }
 //! behavior = { kind = "fail_times", times = 2, error = { kind = "json_rpc", code = -32603, message = "x" } }
+//! # fault = { kind = "status", code = 503, times = 2 }  # http only: a wiremock upstream that echoes
+//! #                            # and injects status | reset | stall (ms) into the first `times` calls
 //!
 //! [proxy]                      # optional
 //! mode = "in_process"          # in_process (a thread of the runner) | process (durable-mcp-proxy child)
+//! [proxy.overrides.t]          # optional: proxy.toml activity options for one tool
+//! start_to_close_timeout = "2s"
 //!
 //! [[connectors]]               # optional: in-process connector replicas, each with its own rmcp client;
 //! name = "a"                   # all share one signing key and route to the scenario's proxy
@@ -31,6 +35,7 @@
 //!                              # optional: cancel_after_ms, timeout_ms, start_twice
 //! [[steps]]
 //! mcp = { connector = "a", tool = "t", arguments = { key = "k" }, idempotency_key = "order-1" }
+//!                              # optional: cancel_after_ms (the client drops the request)
 //! [[steps]]
 //! tasks_get = { connector = "b", task = "t1", until_done = true }   # or forged = "ID"; alter = true
 //! [[steps]]
@@ -48,7 +53,7 @@
 //!
 //! [steps.expect]
 //! outcome = "result"           # call: result | failed | canceled | timed_out | terminated
-//!                              # mcp: result | task | error; tasks_get: task | error;
+//!                              # mcp: result | task | error | canceled; tasks_get: task | error;
 //!                              # tasks_cancel: accepted | error
 //! error_type = "..."           # call: the failure's type (R-NXC-4); mcp: _meta["io.durable-mcp/errorType"]
 //! error_code = -32021          # optional: the JSON-RPC error code (outcome = "error")
@@ -73,7 +78,7 @@ use std::{
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::fixtures::{ToolSpec, UpstreamSpec};
+use crate::fixtures::{Behavior, ToolSpec, UpstreamSpec, faults::HttpFault};
 
 mod step;
 pub use step::{
@@ -165,6 +170,9 @@ pub struct Scenario {
 pub struct ProxyDef {
     #[serde(default)]
     pub mode: ProxyMode,
+    /// Per-tool activity options (`proxy.toml`'s `overrides.<tool>`): timeouts, retry policy.
+    #[serde(default)]
+    pub overrides: std::collections::BTreeMap<String, durable_mcp::outbound::options::ActivityOptions>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -227,6 +235,10 @@ pub struct UpstreamDef {
     pub standard: bool,
     #[serde(default)]
     pub tools: Vec<ToolSpec>,
+    /// HTTP only: serve the tools from a wiremock MCP server that answers calls like `echo`
+    /// and injects this fault into the first calls (`fixtures::faults::HttpFault`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<HttpFault>,
 }
 
 impl UpstreamDef {
@@ -289,6 +301,22 @@ impl Scenario {
         }
         let spec = self.upstream.spec();
         spec.validate().context("upstream")?;
+        if self.upstream.fault.is_some() {
+            if self.upstream.transport != UpstreamTransport::Http {
+                bail!("upstream.fault: needs transport = \"http\"");
+            }
+            if let Some(t) = spec.tools.iter().find(|t| t.behavior != Behavior::Echo) {
+                bail!(
+                    "upstream.tools: {:?} must behave like echo: a faulty upstream only echoes",
+                    t.name
+                );
+            }
+        }
+        for tool in self.proxy.overrides.keys() {
+            if spec.tool(tool).is_none() {
+                bail!("proxy.overrides.{tool}: not a tool of the upstream");
+            }
+        }
         let mut names: Vec<String> = Vec::new();
         for (i, c) in self.connectors.iter().enumerate() {
             if c.name.is_empty() || names.contains(&c.name) {

@@ -175,6 +175,10 @@ pub struct McpCallStep {
     /// Sent as `_meta.idempotencyKey`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// The client drops the request (sending `notifications/cancelled`) this many ms after the
+    /// upstream received the call; the step's outcome is then `canceled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_after_ms: Option<u64>,
 }
 
 impl McpCallStep {
@@ -242,6 +246,7 @@ pub enum ExpectedOutcome {
     Result,
     /// The Nexus operation failed.
     Failed,
+    /// Nexus: the operation ended canceled. MCP: the client cancelled the request.
     Canceled,
     TimedOut,
     Terminated,
@@ -391,6 +396,7 @@ pub(crate) fn validate_step(
             ExpectedOutcome::Result,
             ExpectedOutcome::Task,
             ExpectedOutcome::Error,
+            ExpectedOutcome::Canceled,
         ],
         Action::TasksGet(_) => &[ExpectedOutcome::Task, ExpectedOutcome::Error],
         _ => &[ExpectedOutcome::Accepted, ExpectedOutcome::Error],
