@@ -1,5 +1,6 @@
 //! Third-party mode against the bundled mock upstream over stdio: discovery, the inferred retry
-//! policies, and the direct-vs-durable fidelity check on a real dev server.
+//! policies, the direct-vs-durable fidelity check, reattachment and cancellation, on a real dev
+//! server. The mock's ledger shows what the upstream really executed.
 
 use durable_mcp_conformance::{
     harness,
@@ -15,10 +16,13 @@ async fn mock_upstream_over_stdio() {
     let ledger = dir.path().join("ledger.jsonl");
     let upstream = Upstream::stdio(&format!("{BIN} --ledger {}", ledger.display())).unwrap();
     let mut options = ThirdPartyOptions::new(upstream);
-    // `slow` is read-only but sleeps 60 s unless told otherwise (as an --args file would).
+    // `slow` is read-only but sleeps 60 s unless told otherwise (as an --args file would); it
+    // runs long enough to be cancelled half a second in.
     options
         .arguments
-        .insert("slow".into(), serde_json::json!({"sleep_ms": 10}));
+        .insert("slow".into(), serde_json::json!({"sleep_ms": 2500}));
+    options.cancel_tools = vec!["slow".into()];
+    options.cancel_after = std::time::Duration::from_millis(500);
     let report = third_party::run(server, &options).await;
     let text = report.render();
     eprintln!("{text}");
@@ -49,10 +53,100 @@ async fn mock_upstream_over_stdio() {
     let ledger_text = std::fs::read_to_string(&ledger).unwrap_or_default();
     assert!(!ledger_text.contains("write_once"), "{ledger_text}");
 
-    for honest in ["cancellation", "reattachment"] {
+    // Reattachment on the first tool whose fidelity passed (echo): the retried start attached,
+    // so echo ran three times in all (direct, durable, and once for the two starts).
+    let reattach = report
+        .check("reattachment/echo")
+        .expect("a reattachment line");
+    assert_eq!(reattach.status, Status::Pass, "{text}");
+    assert!(reattach.detail.contains("completed once"), "{text}");
+    let entries = durable_mcp_conformance::fixtures::Ledger::new(&ledger).read();
+    let echo_calls = entries
+        .iter()
+        .filter(|e| {
+            e.tool == "echo" && e.event == durable_mcp_conformance::fixtures::LedgerEvent::Called
+        })
+        .count();
+    assert_eq!(echo_calls, 3, "{entries:?}");
+
+    // Cancellation reached the upstream.
+    let cancel = report
+        .check("cancellation/slow")
+        .expect("a cancellation line");
+    assert_eq!(cancel.status, Status::Pass, "{text}");
+    assert!(cancel.detail.contains("CANCELED"), "{text}");
+    let cancelled = durable_mcp_conformance::fixtures::Ledger::new(&ledger)
+        .wait_for_count(
+            "slow",
+            durable_mcp_conformance::fixtures::LedgerEvent::Cancelled,
+            1,
+            std::time::Duration::from_secs(10),
+        )
+        .await;
+    assert!(cancelled >= 1, "{entries:?}");
+    assert!(
+        report.all_passed() || text.contains("FAIL     fidelity/large"),
+        "{text}"
+    );
+    let junit = report.junit().unwrap();
+    assert!(junit.contains("cancellation/slow"), "{junit}");
+}
+
+/// The report a server author sees for the public reference server (where Node is present).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_everything_over_stdio_gives_a_sensible_report() {
+    use durable_mcp_conformance::fixtures::everything;
+    if let Err(reason) = everything::node_available() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let entry = tokio::task::spawn_blocking(everything::install)
+        .await
+        .unwrap()
+        .expect("installing server-everything with npm");
+    let server = harness::shared().await.expect("shared Temporal dev server");
+    let line = format!("node {} stdio", shlex_quote(entry.to_str().unwrap()));
+    let mut options = ThirdPartyOptions::new(Upstream::stdio(&line).unwrap());
+    options.arguments.insert(
+        "trigger-long-running-operation".into(),
+        serde_json::json!({"duration": 10, "steps": 5}),
+    );
+    options
+        .arguments
+        .insert("echo".into(), serde_json::json!({"message": "hi"}));
+    options.cancel_tools = vec!["trigger-long-running-operation".into()];
+    options.cancel_after = std::time::Duration::from_millis(500);
+    let report = third_party::run(server, &options).await;
+    let text = report.render();
+    eprintln!("{text}");
+    assert!(report.all_passed(), "{text}");
+    for (check, expect) in [
+        ("fidelity/get-tiny-image", Status::Pass),
+        ("fidelity/get-resource-links", Status::Pass),
+        ("reattachment/echo", Status::Pass),
+        ("cancellation/trigger-long-running-operation", Status::Pass),
+    ] {
         assert_eq!(
-            report.check(honest).unwrap().status,
-            Status::Skipped("not implemented in this version".into())
+            report.check(check).map(|c| &c.status),
+            Some(&expect),
+            "{check}\n{text}"
         );
     }
+    // The tool that stamps the time into its result passes on everything but the stamp.
+    let varying = report.check("fidelity/get-resource-reference").unwrap();
+    assert_eq!(varying.status, Status::Pass, "{text}");
+    // Tools that are not read-only are not called without --allow-tool, and say so.
+    match &report
+        .check("fidelity/toggle-simulated-logging")
+        .unwrap()
+        .status
+    {
+        Status::Skipped(why) => assert!(why.contains("--allow-tool"), "{text}"),
+        other => panic!("{other:?}\n{text}"),
+    }
+}
+
+/// Single-quotes a path for a shell-like command line.
+fn shlex_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
 }

@@ -408,3 +408,105 @@ async fn idempotency_keys_reattach_across_restarts_and_conflict_on_other_argumen
         c.cancel().await.unwrap();
     }
 }
+
+// ---- operation ids and timeouts ----------------------------------------------------------
+
+#[tokio::test]
+async fn operation_ids_and_timeouts_follow_the_options_and_the_listing() {
+    use durable_mcp::{
+        inbound::task_ref::{CallerScope, caller_hash, verify},
+        nexus::{Service, StartOutcome, start_fn},
+        outbound::service::{LIST_TOOLS, TIMEOUT_META_KEY},
+        payload,
+    };
+    use temporalio_client::grpc::WorkflowService as _;
+    use temporalio_protos::temporal::api::workflowservice::v1::DescribeNexusOperationExecutionRequest;
+
+    let env = TestEnv::shared("connector-opids").await;
+    // A tool service of the test's own: one tool lists a timeout, the other does not; both run
+    // until cancelled (their operations are async and never completed).
+    let listing = json!([
+        {"name": "timed", "inputSchema": {"type": "object"}, "_meta": {TIMEOUT_META_KEY: 45_000}},
+        {"name": "untimed", "inputSchema": {"type": "object"}},
+    ]);
+    let forever = || {
+        start_fn(|_ctx, _input| async move {
+            Ok(StartOutcome::Async {
+                token: "never-completed".into(),
+            })
+        })
+    };
+    let service = Service::new("tools")
+        .operation(
+            LIST_TOOLS,
+            start_fn(move |_ctx, _input| {
+                let listing = listing.clone();
+                async move { Ok(StartOutcome::Sync(payload::to_payload(&listing).unwrap())) }
+            }),
+        )
+        .operation("timed", forever())
+        .operation("untimed", forever());
+    let _worker = env.nexus_worker(vec![service]).await;
+
+    let key = SigningKey::generate();
+    let scope = CallerScope::Process("opids".into());
+    let mut options = ConnectorOptions::new(vec![route(&env, "tools")]);
+    options.connector_name = "acme".into();
+    options.operation_id_prefix = "p7".into();
+    options.default_timeout = Duration::from_secs(77);
+    options.task_after = Duration::from_millis(300);
+    options.signing_key = key.clone();
+    options.caller_scope = scope.clone();
+    let client = task_client_for(Connector::new(env.client.clone(), options)).await;
+
+    for (tool, timeout) in [("timed", 45), ("untimed", 77)] {
+        let answer = client
+            .peer()
+            .call_tool_once(tool_call(tool, json!({})))
+            .await
+            .unwrap();
+        let CallToolResponse::Task(created) = answer else {
+            panic!("expected a task, got {answer:?}")
+        };
+        // The task ID names the operation: `<connector-name>-<prefix>-<uuid>`.
+        let task = verify(&key, &created.task.task_id, &caller_hash(&key, &scope)).unwrap();
+        assert_eq!(task.ns, env.namespace);
+        let uuid = task
+            .op
+            .strip_prefix("acme-p7-")
+            .unwrap_or_else(|| panic!("operation id {:?}", task.op));
+        uuid::Uuid::parse_str(uuid).unwrap_or_else(|e| panic!("{:?}: {e}", task.op));
+
+        // Temporal has it on the route's endpoint and service, with the tool's listed timeout
+        // (else the default) as schedule-to-close.
+        let described = env
+            .connection
+            .workflow_service()
+            .describe_nexus_operation_execution(tonic::Request::new(
+                DescribeNexusOperationExecutionRequest {
+                    namespace: env.namespace.clone(),
+                    operation_id: task.op.clone(),
+                    run_id: task.run.clone(),
+                    ..Default::default()
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        let info = described.info.unwrap();
+        assert_eq!(
+            (
+                info.endpoint.as_str(),
+                info.service.as_str(),
+                info.operation.as_str()
+            ),
+            (env.endpoint.as_str(), "tools", tool)
+        );
+        assert_eq!(
+            info.schedule_to_close_timeout.map(|d| d.seconds),
+            Some(timeout),
+            "{tool}: {info:?}"
+        );
+    }
+    client.cancel().await.unwrap();
+}

@@ -1,5 +1,6 @@
 //! `durable-mcp-conformance`: checks the durable MCP path against a real Temporal dev server.
 
+use anyhow::Context as _;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
@@ -77,7 +78,8 @@ enum Command {
 /// Third-party mode: check someone else's MCP server instead of the bundled scenarios.
 #[derive(clap::Args)]
 struct ThirdParty {
-    /// Check this stdio MCP server: "CMD ARGS", split on whitespace (no shell quoting).
+    /// Check this stdio MCP server: "CMD ARGS", split like a POSIX shell would (quotes and
+    /// backslashes work; no shell runs).
     #[arg(long, value_name = "CMD ARGS", conflicts_with = "upstream_http")]
     upstream_stdio: Option<String>,
     /// Check this Streamable HTTP MCP server.
@@ -93,6 +95,18 @@ struct ThirdParty {
     /// input schema requires nothing, else skipped.
     #[arg(long, value_name = "FILE")]
     args: Option<std::path::PathBuf>,
+    /// Check cancellation on this tool (repeatable): it is started through the durable path and
+    /// cancelled after --cancel-after; the check passes when the call ends canceled and the
+    /// cancel reached the tool. Name tools that run long enough and honour cancellation.
+    #[arg(long, value_name = "NAME")]
+    cancel_tool: Vec<String>,
+    /// How long a cancellation check lets the tool run before cancelling it.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    cancel_after: std::time::Duration,
+    /// The tool for the reattachment check (a retried start must attach to the first run);
+    /// default: the first tool whose fidelity check passed.
+    #[arg(long, value_name = "NAME")]
+    reattach_tool: Option<String>,
 }
 
 impl ThirdParty {
@@ -102,14 +116,21 @@ impl ThirdParty {
             (None, Some(url)) => third_party::Upstream::http(url, &self.header)?,
             (None, None) => {
                 anyhow::ensure!(
-                    self.allow_tool.is_empty() && self.args.is_none(),
-                    "--allow-tool and --args need --upstream-stdio or --upstream-http"
+                    self.allow_tool.is_empty()
+                        && self.args.is_none()
+                        && self.cancel_tool.is_empty()
+                        && self.reattach_tool.is_none(),
+                    "--allow-tool, --args, --cancel-tool and --reattach-tool need --upstream-stdio \
+                     or --upstream-http"
                 );
                 return Ok(None);
             }
         };
         let mut options = third_party::ThirdPartyOptions::new(upstream);
         options.allow_tools = self.allow_tool.clone();
+        options.cancel_tools = self.cancel_tool.clone();
+        options.cancel_after = self.cancel_after;
+        options.reattach_tool = self.reattach_tool.clone();
         if let Some(path) = &self.args {
             options.arguments = third_party::load_arguments(path)?;
         }
@@ -204,8 +225,8 @@ async fn main() -> anyhow::Result<()> {
         } => {
             if let Some(tp) = third_party.options()? {
                 anyhow::ensure!(
-                    junit.is_none() && !update_snapshots,
-                    "--junit and --update-snapshots are not supported in third-party mode (--json is)"
+                    !update_snapshots,
+                    "--update-snapshots is for the bundled scenarios, not third-party mode"
                 );
                 println!("durable-mcp conformance: third-party mode");
                 let mut server = DevServer::start(options).await?;
@@ -221,8 +242,14 @@ async fn main() -> anyhow::Result<()> {
                 let _ = server.stop().await;
                 println!("{}", report.render());
                 if let Some(path) = &json {
-                    std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
+                    std::fs::write(path, serde_json::to_string_pretty(&report)?)
+                        .with_context(|| format!("writing {}", path.display()))?;
                     println!("JSON report: {}", path.display());
+                }
+                if let Some(path) = &junit {
+                    std::fs::write(path, report.junit()?)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                    println!("JUnit report: {}", path.display());
                 }
                 if !report.all_passed() {
                     std::process::exit(1);

@@ -187,6 +187,9 @@ pub struct OperationDescription {
     pub last_attempt_failure: Option<String>,
     /// The Nexus headers the operation was started with.
     pub headers: HashMap<String, String>,
+    /// The handler's token for an async operation (empty until it started, and for sync ones):
+    /// what the handler uses to find its work again, e.g. the proxy's activity.
+    pub operation_token: String,
     /// Present once the operation closed.
     pub outcome: Option<OperationOutcome>,
 }
@@ -428,6 +431,7 @@ impl OperationClient {
             attempt: info.attempt,
             last_attempt_failure: info.last_attempt_failure.map(|f| summarize(&f).message),
             headers: info.nexus_header,
+            operation_token: info.operation_token,
             outcome,
         })
     }

@@ -113,11 +113,12 @@ pub fn proxy_service(ctx: ServiceContext) -> Service {
         .catch_all(Arc::new(ToolCall { ctx }))
 }
 
-/// The async operation token: finds the activity again on cancel.
-#[derive(Serialize, Deserialize)]
-struct CallToken {
-    activity_id: String,
-    run_id: String,
+/// The async operation token of a tool call: finds the activity again on cancel, and tells
+/// tools (such as the conformance runner) which activity runs a call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallToken {
+    pub activity_id: String,
+    pub run_id: String,
 }
 
 struct ToolCall {

@@ -17,6 +17,8 @@ use temporalio_protos::temporal::api::{
     workflowservice::v1::{RequestCancelActivityExecutionRequest, StartActivityExecutionRequest},
 };
 
+pub use temporalio_protos::temporal::api::enums::v1::ActivityExecutionStatus;
+
 use super::proto_duration;
 use crate::payload;
 
@@ -157,4 +159,69 @@ pub async fn find_activity(
         Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
         Err(status) => Err(status),
     }
+}
+
+/// What a standalone activity looks like now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActivityDescription {
+    pub run_id: String,
+    pub status: ActivityExecutionStatus,
+    /// The current (or last) attempt, from 1.
+    pub attempt: i32,
+    /// Once closed: the result's JSON, or the failure's message.
+    pub outcome: Option<Result<serde_json::Value, String>>,
+}
+
+impl ActivityDescription {
+    pub fn is_running(&self) -> bool {
+        matches!(
+            self.status,
+            ActivityExecutionStatus::Running | ActivityExecutionStatus::Unspecified
+        )
+    }
+}
+
+/// Describes an activity run (the latest when `run_id` is empty), with its outcome once closed;
+/// `None` when no activity has that id.
+pub async fn describe_activity(
+    connection: &Connection,
+    namespace: &str,
+    activity_id: &str,
+    run_id: &str,
+) -> Result<Option<ActivityDescription>, tonic::Status> {
+    use temporalio_protos::temporal::api::{
+        activity::v1::activity_execution_outcome::Value as Outcome,
+        workflowservice::v1::DescribeActivityExecutionRequest,
+    };
+    let request = DescribeActivityExecutionRequest {
+        namespace: namespace.to_owned(),
+        activity_id: activity_id.to_owned(),
+        run_id: run_id.to_owned(),
+        include_outcome: true,
+        ..Default::default()
+    };
+    let resp = match connection
+        .workflow_service()
+        .describe_activity_execution(tonic::Request::new(request))
+        .await
+    {
+        Ok(resp) => resp.into_inner(),
+        Err(status) if status.code() == tonic::Code::NotFound => return Ok(None),
+        Err(status) => return Err(status),
+    };
+    let info = resp.info.unwrap_or_default();
+    let outcome = resp.outcome.and_then(|o| o.value).map(|v| match v {
+        Outcome::Result(payloads) => payloads
+            .payloads
+            .first()
+            .map(|p| payload::to_json(p).map_err(|e| e.to_string()))
+            .unwrap_or(Ok(serde_json::Value::Null)),
+        Outcome::Failure(f) => Err(crate::nexus::failure::summarize(&f).message),
+    });
+    Ok(Some(ActivityDescription {
+        run_id: resp.run_id,
+        status: info.status(),
+        attempt: info.attempt,
+        outcome,
+    }))
 }

@@ -1,0 +1,169 @@
+//! Fidelity verdicts: is the durable result the direct result? Pure functions over JSON.
+//!
+//! Some tools answer differently on every call (timestamps, random ids). When two direct calls
+//! of a read-only tool differ, the places where they differ are the tool's own variation, and
+//! the durable result is compared everywhere else.
+
+use serde_json::Value;
+
+use super::report::Status;
+
+/// Every place where `a` and `b` differ, as JSON pointers (`/content/1/text`); an array whose
+/// lengths differ, or a value whose type differs, counts as one place.
+pub fn differences(a: &Value, b: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    collect(a, b, String::new(), &mut out);
+    out
+}
+
+fn collect(a: &Value, b: &Value, at: String, out: &mut Vec<String>) {
+    if a == b {
+        return;
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let path = format!("{at}/{}", escape(k));
+                match (x.get(k), y.get(k)) {
+                    (Some(p), Some(q)) => collect(p, q, path, out),
+                    _ => out.push(path),
+                }
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                collect(p, q, format!("{at}/{i}"), out);
+            }
+        }
+        _ => out.push(if at.is_empty() { "/".into() } else { at }),
+    }
+}
+
+/// RFC 6901 escaping of one pointer segment.
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// Whether `path` is `varying` or inside it.
+fn covered(path: &str, varying: &[String]) -> bool {
+    varying.iter().any(|v| {
+        v == "/"
+            || path == v
+            || path
+                .strip_prefix(v.as_str())
+                .is_some_and(|rest| rest.starts_with('/'))
+    })
+}
+
+/// The verdict for one tool: `direct` and `durable` results, and, when they differ, a second
+/// direct result (`again`) that tells the tool's own variation apart.
+pub fn verdict(
+    direct: &Result<Value, String>,
+    durable: &Result<Value, String>,
+    again: Option<&Result<Value, String>>,
+) -> (Status, String) {
+    match (direct, durable) {
+        (Ok(a), Ok(b)) if a == b => (Status::Pass, "results equal (direct vs durable)".into()),
+        (Ok(a), Ok(b)) => {
+            let varying = match again {
+                Some(Ok(c)) if c != a => differences(a, c),
+                _ => Vec::new(),
+            };
+            let unexplained: Vec<String> = differences(a, b)
+                .into_iter()
+                .filter(|p| !covered(p, &varying))
+                .collect();
+            match unexplained.first() {
+                None => (
+                    Status::Pass,
+                    format!(
+                        "results equal except where the tool's own direct results vary ({})",
+                        varying.join(", ")
+                    ),
+                ),
+                Some(path) => (
+                    Status::Fail(format!(
+                        "results differ at {path}: direct {} vs durable {}",
+                        short(&show(a, path)),
+                        short(&show(b, path))
+                    )),
+                    String::new(),
+                ),
+            }
+        }
+        (Err(a), Err(b)) => (
+            Status::Pass,
+            format!("both failed (direct: {}; durable: {})", short(a), short(b)),
+        ),
+        (Ok(_), Err(b)) => (
+            Status::Fail(format!(
+                "direct call returned a result, durable call failed: {}",
+                short(b)
+            )),
+            String::new(),
+        ),
+        (Err(a), Ok(_)) => (
+            Status::Fail(format!(
+                "direct call failed ({}), durable call returned a result",
+                short(a)
+            )),
+            String::new(),
+        ),
+    }
+}
+
+/// The value at a pointer, as compact JSON.
+fn show(v: &Value, path: &str) -> String {
+    let ptr = if path == "/" { "" } else { path };
+    v.pointer(ptr)
+        .map(|x| x.to_string())
+        .unwrap_or_else(|| "(absent)".into())
+}
+
+pub fn short(s: &str) -> String {
+    const MAX: usize = 120;
+    if s.chars().count() <= MAX {
+        s.to_owned()
+    } else {
+        format!("{}…", s.chars().take(MAX).collect::<String>())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn differences_are_all_listed() {
+        let a = json!({"content": [{"text": "x at 1"}, {"n": 1}], "k": {"a/b": 1}, "gone": 1});
+        let b = json!({"content": [{"text": "x at 2"}, {"n": 1}], "k": {"a/b": 2}});
+        assert_eq!(differences(&a, &b), ["/content/0/text", "/gone", "/k/a~1b"]);
+        assert_eq!(differences(&json!([1]), &json!([1, 2])), ["/"]);
+        assert!(differences(&a, &a).is_empty());
+    }
+
+    #[test]
+    fn a_tools_own_variation_is_not_a_fidelity_failure() {
+        let direct = Ok(json!({"content": [{"type": "text", "text": "created at 5:25:48"}]}));
+        let again = Ok(json!({"content": [{"type": "text", "text": "created at 5:25:50"}]}));
+        let durable = Ok(json!({"content": [{"type": "text", "text": "created at 5:25:59"}]}));
+        let (status, detail) = verdict(&direct, &durable, Some(&again));
+        assert_eq!(status, Status::Pass);
+        assert!(detail.contains("/content/0/text"), "{detail}");
+
+        // Elsewhere a difference still fails.
+        let durable = Ok(json!({"content": [{"type": "image", "text": "created at 5:25:59"}]}));
+        let (status, _) = verdict(&direct, &durable, Some(&again));
+        assert!(matches!(status, Status::Fail(m) if m.contains("/content/0/type")));
+
+        // A tool that answers the same twice has no excuse.
+        let durable = Ok(json!({"content": [{"type": "text", "text": "other"}]}));
+        let (status, _) = verdict(&direct, &durable, Some(&direct));
+        assert!(matches!(status, Status::Fail(m) if m.contains("/content/0/text")));
+    }
+}
