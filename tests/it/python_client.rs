@@ -127,6 +127,11 @@ fn install_python_mcp() -> Result<PathBuf, String> {
     }
     std::fs::write(building.join(".durable-mcp-installed"), MCP_VERSION)
         .map_err(|e| e.to_string())?;
+    if marker.is_file() {
+        // Another test process finished first: use its install.
+        let _ = std::fs::remove_dir_all(&building);
+        return Ok(venv_python(&dir));
+    }
     let _ = std::fs::remove_dir_all(&dir);
     if let Err(e) = std::fs::rename(&building, &dir) {
         let _ = std::fs::remove_dir_all(&building);
