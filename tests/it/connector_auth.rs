@@ -27,18 +27,18 @@ use serde_json::{Value, json};
 use crate::support::{HttpConnectorProcess, TestEnv, mock_stdio_upstream, start_proxy, temp_path};
 
 /// A minimal identity provider: RFC 8414 metadata naming a JWKS, and tokens signed with its key.
-struct TestIssuer {
-    url: String,
+pub(crate) struct TestIssuer {
+    pub(crate) url: String,
     key: EncodingKey,
     _server: tokio::task::JoinHandle<()>,
 }
 
-const KID: &str = "test-key-1";
-const AUDIENCE: &str = "http://localhost/mcp";
-const SCOPE: &str = "mcp:tools";
+pub(crate) const KID: &str = "test-key-1";
+pub(crate) const AUDIENCE: &str = "http://localhost/mcp";
+pub(crate) const SCOPE: &str = "mcp:tools";
 
 impl TestIssuer {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let pkcs8 =
             EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &SystemRandom::new())
                 .unwrap();
@@ -75,7 +75,7 @@ impl TestIssuer {
     }
 
     /// A token for `subject` with `scope`; `nonce` makes renewed tokens differ.
-    fn token(&self, subject: &str, scope: &str, nonce: u32) -> String {
+    pub(crate) fn token(&self, subject: &str, scope: &str, nonce: u32) -> String {
         let now = jsonwebtoken::get_current_timestamp();
         let claims = json!({
             "iss": self.url,
@@ -91,7 +91,7 @@ impl TestIssuer {
         jsonwebtoken::encode(&header, &claims, &self.key).unwrap()
     }
 
-    fn auth_config(&self) -> std::path::PathBuf {
+    pub(crate) fn auth_config(&self) -> std::path::PathBuf {
         let path = temp_path("inbound_auth.yaml");
         std::fs::write(
             &path,
@@ -106,7 +106,10 @@ impl TestIssuer {
 }
 
 /// An rmcp HTTP client that declares the tasks extension and sends `token`.
-async fn client(url: &str, token: &str) -> RunningService<rmcp::RoleClient, ClientConfig> {
+pub(crate) async fn client(
+    url: &str,
+    token: &str,
+) -> RunningService<rmcp::RoleClient, ClientConfig> {
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token),
     );
@@ -119,11 +122,11 @@ async fn client(url: &str, token: &str) -> RunningService<rmcp::RoleClient, Clie
     .expect("MCP handshake with a bearer token")
 }
 
-fn args(v: Value) -> serde_json::Map<String, Value> {
+pub(crate) fn args(v: Value) -> serde_json::Map<String, Value> {
     v.as_object().unwrap().clone()
 }
 
-async fn poll_until_done(
+pub(crate) async fn poll_until_done(
     client: &RunningService<rmcp::RoleClient, ClientConfig>,
     task_id: &str,
 ) -> Value {

@@ -14,5 +14,6 @@ mod nexus_roundtrip;
 mod proxy;
 mod proxy_everything;
 mod python_client;
+mod secrets;
 mod server_restart;
 mod spec_rules;

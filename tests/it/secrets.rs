@@ -1,0 +1,257 @@
+//! No secret reaches a log line or Temporal: the connector and the proxy binaries run at
+//! `RUST_LOG=trace` (every crate, every level), serve real calls carrying a bearer token, a
+//! task signing key and upstream credentials, and their whole logs are searched for them.
+
+use std::{path::Path, time::Duration};
+
+use durable_mcp::{
+    nexus::{OperationOutcome, StartOperation},
+    payload,
+};
+use durable_mcp_conformance::fixtures::{self, Ledger, SpecSource, UpstreamSpec};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, GetTaskParams};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    connector_auth::{SCOPE, TestIssuer, args, client},
+    support::{
+        TEST_SIGNING_KEY, TestEnv, connector_command, mock_stdio_upstream, start_proxy, temp_path,
+        workspace_bin,
+    },
+};
+
+/// Waits for `line_prefix` in a log file being written by a child; returns the rest of the line.
+async fn announced(log: &Path, line_prefix: &str, child: &mut tokio::process::Child) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(line) = text
+            .lines()
+            .find_map(|l| l.split_once(line_prefix).map(|(_, rest)| rest))
+        {
+            return line.trim().to_owned();
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the child exited ({status}) before announcing itself:\n{text}");
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "nothing announced:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Asserts that none of `secrets` occurs in the log.
+fn assert_absent(log: &str, secrets: &[(&str, &str)]) {
+    assert!(
+        log.len() > 1000,
+        "a trace log this short means tracing was not on: {log}"
+    );
+    for (what, secret) in secrets {
+        assert!(!secret.is_empty());
+        if let Some(at) = log.find(secret) {
+            let from = log[..at].rfind('\n').map_or(0, |i| i + 1);
+            let to = log[at..].find('\n').map_or(log.len(), |i| at + i);
+            panic!("the {what} reached a log line: {}", &log[from..to]);
+        }
+    }
+}
+
+#[tokio::test]
+async fn no_bearer_token_or_signing_key_reaches_the_connector_log() {
+    let env = TestEnv::shared("secrets-connector").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let idp = TestIssuer::start().await;
+    let config = idp.auth_config();
+    let log_path = temp_path("connector.log");
+    let mut child = connector_command(&env, "mock")
+        .args([
+            "--transport",
+            "http",
+            "--addr",
+            "127.0.0.1:0",
+            "--task-after",
+            "300ms",
+        ])
+        .arg("--auth-config")
+        .arg(&config)
+        .env("RUST_LOG", "trace")
+        .env("MCP_TASK_SIGNING_KEY", TEST_SIGNING_KEY)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let url = announced(&log_path, "durable-mcp-connector listening on ", &mut child).await;
+
+    let token = idp.token("alice", SCOPE, 1);
+    let alice = client(&url, &token).await;
+    // A call, a task and its polling: every path that handles the token and the key.
+    let echo = alice
+        .peer()
+        .call_tool_once(
+            CallToolRequestParams::new("echo").with_arguments(args(json!({"key": "s1"}))),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(echo, CallToolResponse::Complete(_)), "{echo:?}");
+    let slow = alice
+        .peer()
+        .call_tool_once(
+            CallToolRequestParams::new("slow")
+                .with_arguments(args(json!({"key": "s2", "sleep_ms": 1000}))),
+        )
+        .await
+        .unwrap();
+    let CallToolResponse::Task(task) = slow else {
+        panic!("expected a task: {slow:?}")
+    };
+    crate::connector_auth::poll_until_done(&alice, &task.task.task_id).await;
+    // A refused token is not logged either.
+    let refused = idp.token("mallory", "wrong-scope", 7);
+    let status = reqwest::Client::new()
+        .post(&url)
+        .bearer_auth(&refused)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 403);
+    let _ = alice.peer().get_task(GetTaskParams::new("forged")).await;
+    alice.cancel().await.unwrap();
+    child.kill().await.unwrap();
+
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let key_bytes = String::from_utf8(
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, TEST_SIGNING_KEY)
+            .unwrap(),
+    )
+    .unwrap();
+    let signature = |t: &str| t.rsplit('.').next().unwrap().to_owned();
+    assert_absent(
+        &log,
+        &[
+            ("bearer token", &token),
+            ("bearer token's signature", &signature(&token)),
+            ("refused token", &refused),
+            ("refused token's signature", &signature(&refused)),
+            ("signing key", TEST_SIGNING_KEY),
+            ("signing key's bytes", &key_bytes),
+        ],
+    );
+}
+
+#[tokio::test]
+async fn no_upstream_credential_reaches_the_proxy_log_or_temporal() {
+    let env = TestEnv::shared("secrets-proxy").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let http = fixtures::serve_http(
+        SpecSource::Inline(UpstreamSpec::standard()),
+        Some(ledger.path().to_owned()),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let header_secret = format!("hdr-{}", uuid::Uuid::new_v4().simple());
+    let env_secret = format!("env-{}", uuid::Uuid::new_v4().simple());
+    let config_path = temp_path("proxy.toml");
+    std::fs::write(
+        &config_path,
+        format!(
+            r#"
+[worker]
+task_queue = "{task_queue}"
+
+[temporal]
+address = "{address}"
+namespace = "{namespace}"
+
+[[upstream]]
+service = "web"
+transport = "http"
+url = "{url}"
+headers = {{ Authorization = "Bearer ${{UPSTREAM_TOKEN}}" }}
+
+[[upstream]]
+service = "local"
+transport = "stdio"
+command = "{mock}"
+args = ["--ledger", "{ledger}"]
+env = {{ API_KEY = "${{UPSTREAM_API_KEY}}" }}
+"#,
+            task_queue = env.task_queue,
+            address = env.address,
+            namespace = env.namespace,
+            url = http.url,
+            mock = fixtures::mock_upstream_bin().unwrap().display(),
+            ledger = ledger.path().display(),
+        ),
+    )
+    .unwrap();
+    let log_path = temp_path("proxy.log");
+    let log_file = std::fs::File::create(&log_path).unwrap();
+    let mut child = tokio::process::Command::new(workspace_bin("durable-mcp-proxy"))
+        .arg("--config")
+        .arg(&config_path)
+        .env("RUST_LOG", "trace")
+        .env("UPSTREAM_TOKEN", &header_secret)
+        .env("UPSTREAM_API_KEY", &env_secret)
+        .stdin(std::process::Stdio::null())
+        .stdout(log_file.try_clone().unwrap())
+        .stderr(log_file)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+
+    // One call per upstream through Nexus, as any caller would make it.
+    for (service, key) in [("web", "p1"), ("local", "p2")] {
+        let input = payload::to_payload(&json!({"key": key})).unwrap();
+        let mut start = StartOperation::new(
+            format!("secrets-{key}-{}", uuid::Uuid::new_v4()),
+            &env.endpoint,
+            service,
+            "echo",
+            input,
+        );
+        start.schedule_to_close = Some(Duration::from_secs(60));
+        let (op, _) = env.client.start(start).await.unwrap();
+        let outcome = env
+            .client
+            .wait(&op, &CancellationToken::new())
+            .await
+            .unwrap();
+        let OperationOutcome::Succeeded(result) = outcome else {
+            panic!(
+                "{service}: {outcome:?}\n{}",
+                std::fs::read_to_string(&log_path).unwrap_or_default()
+            )
+        };
+        let text = payload::to_json(&result).unwrap().to_string();
+        assert!(text.contains(key), "{text}");
+        // Nothing the caller or Temporal sees carries a credential.
+        let described = env.client.describe(&op).await.unwrap();
+        let seen = format!(
+            "{text} {:?} {}",
+            described.headers, described.operation_token
+        );
+        assert!(
+            !seen.contains(&header_secret) && !seen.contains(&env_secret),
+            "{seen}"
+        );
+    }
+    child.kill().await.unwrap();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert_absent(
+        &log,
+        &[
+            ("upstream header value", &header_secret),
+            ("upstream env value", &env_secret),
+        ],
+    );
+}
