@@ -138,7 +138,7 @@ async fn the_connector_binary_serves_stdio_like_an_mcp_host_would_start_it() {
 // ---- tasks ---------------------------------------------------------------------------------
 
 use durable_mcp::inbound::task_ref::{CallerScope, SigningKey};
-use rmcp::model::{CallToolResponse, CancelTaskParams, ClientConfig, GetTaskParams, TaskStatus};
+use rmcp::model::{CallToolResponse, CancelTaskParams, GetTaskParams};
 
 /// A connector whose callers are `scope`, signing task IDs with `key` (replicas share both).
 fn scoped_connector(env: &TestEnv, key: &SigningKey, scope: &str) -> Connector {
@@ -151,28 +151,6 @@ fn task_options(env: &TestEnv, key: &SigningKey, scope: &str) -> ConnectorOption
     options.signing_key = key.clone();
     options.caller_scope = CallerScope::Process(scope.into());
     options
-}
-
-async fn poll_until_done(
-    client: &rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>,
-    task_id: &str,
-) -> serde_json::Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let got = client
-            .peer()
-            .get_task(GetTaskParams::new(task_id))
-            .await
-            .unwrap();
-        if got.task.status() != TaskStatus::Working {
-            return serde_json::to_value(&got).unwrap();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the task never finished"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 #[tokio::test]
@@ -200,13 +178,10 @@ async fn slow_calls_become_tasks_that_only_their_owner_can_read_from_any_replica
         .call_tool_once(tool_call("slow", json!({"key": "t1", "sleep_ms": 1500})))
         .await
         .unwrap();
-    let CallToolResponse::Task(created) = slow else {
-        panic!("expected a task, got {slow:?}")
-    };
-    let task_id = created.task.task_id.clone();
+    let task_id = task_id_of(slow);
 
     // The other replica serves it; a different caller gets the same answer as for garbage.
-    let done = poll_until_done(&replica_b, &task_id).await;
+    let done = poll_task_until_done(&replica_b, &task_id).await;
     assert_eq!(done["status"], json!("completed"), "{done}");
     assert_eq!(
         done["result"]["structuredContent"],
@@ -254,9 +229,7 @@ async fn slow_calls_become_tasks_that_only_their_owner_can_read_from_any_replica
         .call_tool_once(tool_call("slow", json!({"key": "t2"})))
         .await
         .unwrap();
-    let CallToolResponse::Task(created) = slow else {
-        panic!("expected a task, got {slow:?}")
-    };
+    let cancelling = task_id_of(slow);
     assert_eq!(
         ledger
             .wait_for_count("slow", LedgerEvent::Called, 2, Duration::from_secs(20))
@@ -265,10 +238,10 @@ async fn slow_calls_become_tasks_that_only_their_owner_can_read_from_any_replica
     );
     replica_b
         .peer()
-        .cancel_task(CancelTaskParams::new(&created.task.task_id))
+        .cancel_task(CancelTaskParams::new(&cancelling))
         .await
         .unwrap();
-    let done = poll_until_done(&replica_a, &created.task.task_id).await;
+    let done = poll_task_until_done(&replica_a, &cancelling).await;
     assert_eq!(done["status"], json!("cancelled"), "{done}");
     assert!(
         ledger
@@ -419,7 +392,6 @@ async fn operation_ids_and_timeouts_follow_the_options_and_the_listing() {
         outbound::service::{LIST_TOOLS, TIMEOUT_META_KEY},
         payload,
     };
-    use temporalio_client::grpc::WorkflowService as _;
     use temporalio_protos::temporal::api::workflowservice::v1::DescribeNexusOperationExecutionRequest;
 
     let env = TestEnv::shared("connector-opids").await;
@@ -465,11 +437,9 @@ async fn operation_ids_and_timeouts_follow_the_options_and_the_listing() {
             .call_tool_once(tool_call(tool, json!({})))
             .await
             .unwrap();
-        let CallToolResponse::Task(created) = answer else {
-            panic!("expected a task, got {answer:?}")
-        };
+        let task_id = task_id_of(answer);
         // The task ID names the operation: `<connector-name>-<prefix>-<uuid>`.
-        let task = verify(&key, &created.task.task_id, &caller_hash(&key, &scope)).unwrap();
+        let task = verify(&key, &task_id, &caller_hash(&key, &scope)).unwrap();
         assert_eq!(task.ns, env.namespace);
         let uuid = task
             .op

@@ -506,7 +506,7 @@ async fn a_session_clients_cancel_notification_cancels_the_operation_upstream() 
 #[tokio::test]
 async fn a_stateless_task_outlives_its_response_stream_and_only_tasks_cancel_stops_it() {
     use durable_mcp::inbound::server::{Connector, ConnectorOptions};
-    use rmcp::model::{CallToolResponse, CancelTaskParams, GetTaskParams, TaskStatus};
+    use rmcp::model::CancelTaskParams;
     let env = TestEnv::shared("connector-http-task-close").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
@@ -523,19 +523,13 @@ async fn a_stateless_task_outlives_its_response_stream_and_only_tasks_cancel_sto
         .call_tool_once(tool_call("slow", json!({"key": "tc-1", "sleep_ms": 2500})))
         .await
         .unwrap();
-    let CallToolResponse::Task(created) = created else {
-        panic!("expected a task, got {created:?}")
-    };
-    let finishing = created.task.task_id.clone();
+    let finishing = task_id_of(created);
     let created = first
         .peer()
         .call_tool_once(tool_call("slow", json!({"key": "tc-2"})))
         .await
         .unwrap();
-    let CallToolResponse::Task(created) = created else {
-        panic!("expected a task, got {created:?}")
-    };
-    let cancelling = created.task.task_id.clone();
+    let cancelling = task_id_of(created);
     first.cancel().await.unwrap();
 
     assert_eq!(
@@ -557,24 +551,7 @@ async fn a_stateless_task_outlives_its_response_stream_and_only_tasks_cancel_sto
     // Another client (same scope: this connector has no authentication) reads the result and
     // cancels the other task; only then does the cancel reach the upstream.
     let second = stateless_http_client_with(&server.url, tasks_client_config()).await;
-    let poll = |task_id: String| {
-        let peer = second.peer().clone();
-        async move {
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-            loop {
-                let got = peer.get_task(GetTaskParams::new(&task_id)).await.unwrap();
-                if got.task.status() != TaskStatus::Working {
-                    return serde_json::to_value(&got).unwrap();
-                }
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "the task never finished"
-                );
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-    };
-    let done = poll(finishing).await;
+    let done = poll_task_until_done(&second, &finishing).await;
     assert_eq!(done["status"], json!("completed"), "{done}");
     assert_eq!(
         done["result"]["structuredContent"],
@@ -587,7 +564,7 @@ async fn a_stateless_task_outlives_its_response_stream_and_only_tasks_cancel_sto
         .cancel_task(CancelTaskParams::new(&cancelling))
         .await
         .unwrap();
-    let done = poll(cancelling).await;
+    let done = poll_task_until_done(&second, &cancelling).await;
     assert_eq!(done["status"], json!("cancelled"), "{done}");
     assert_eq!(
         ledger

@@ -686,3 +686,38 @@ pub async fn stateless_http_client_with<C: rmcp::Service<rmcp::RoleClient>>(
         .await
         .expect("server/discover with the connector")
 }
+
+// ---- tasks ---------------------------------------------------------------------------------
+
+/// The task ID of a `tools/call` answered with a task (panics on any other answer).
+pub fn task_id_of(answer: rmcp::model::CallToolResponse) -> String {
+    match answer {
+        rmcp::model::CallToolResponse::Task(created) => created.task.task_id,
+        other => panic!("expected a task, got {other:?}"),
+    }
+}
+
+/// Polls `tasks/get` until the task is no longer working (at most a minute) and returns the
+/// last answer as JSON.
+pub async fn poll_task_until_done<C: rmcp::Service<rmcp::RoleClient>>(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, C>,
+    task_id: &str,
+) -> serde_json::Value {
+    use rmcp::model::{GetTaskParams, TaskStatus};
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = client
+            .peer()
+            .get_task(GetTaskParams::new(task_id))
+            .await
+            .unwrap();
+        if got.task.status() != TaskStatus::Working {
+            return serde_json::to_value(&got).unwrap();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the task never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
