@@ -392,6 +392,24 @@ async fn run_step(env: &mut StepEnv<'_>, step: &crate::scenario::Step) -> Result
             Ok(format!("connector {name} restarted"))
         }
         Action::SetAnnotations(change) => set_annotations(env, change),
+        Action::WaitFor(w) => {
+            let seen = wait_count(
+                env.ledger,
+                &w.tool,
+                w.event,
+                w.key.as_deref(),
+                w.count,
+                Duration::from_secs(30),
+            )
+            .await;
+            if seen < w.count {
+                return Err(Failure::Setup(format!(
+                    "the upstream recorded {seen} {} event(s) of {} within 30 s, not {}",
+                    w.event, w.tool, w.count
+                )));
+            }
+            Ok(format!("the upstream recorded {seen} {} of {}", w.event, w.tool))
+        }
         Action::KillProxy(kill) => {
             if let Some(tool) = &kill.after_called {
                 let seen = wait_count(

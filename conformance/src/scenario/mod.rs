@@ -45,6 +45,8 @@
 //! [[steps]]
 //! set_annotations = { tool = "t", annotations = { destructiveHint = true } }  # stdio upstream
 //! [[steps]]
+//! wait_for = { tool = "t", key = "k", event = "failed", count = 1 }  # a ledger event
+//! [[steps]]
 //! kill_proxy = { after_called = "slow", after_key = "k" }   # SIGKILL (proxy mode = "process")
 //! [[steps]]
 //! restart_proxy = true
@@ -83,7 +85,7 @@ use crate::fixtures::{Behavior, ToolSpec, UpstreamSpec, faults::HttpFault};
 mod step;
 pub use step::{
     Action, CallStep, Expect, ExpectedOutcome, Invocations, KillProxy, McpCallStep,
-    SetAnnotations, Step, TaskStep,
+    SetAnnotations, Step, TaskStep, WaitFor,
 };
 
 /// A check family.

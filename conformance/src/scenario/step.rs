@@ -7,8 +7,11 @@ use anyhow::bail;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::fixtures::LedgerEvent;
+
 /// One step. Exactly one action key is set: `call`, `mcp`, `tasks_get`, `tasks_cancel`,
-/// `restart_connector`, `set_annotations`, `kill_proxy`, `restart_proxy` or `restart_server`.
+/// `restart_connector`, `set_annotations`, `wait_for`, `kill_proxy`, `restart_proxy` or
+/// `restart_server`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
@@ -31,6 +34,10 @@ pub struct Step {
     /// next request); the proxy sees them on its next discovery.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub set_annotations: Option<SetAnnotations>,
+    /// Wait until the upstream's ledger shows an event (e.g. a first attempt failing), so the
+    /// next step lands between two moments of a running call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_for: Option<WaitFor>,
     /// SIGKILL the proxy (`[proxy] mode = "process"` only), waiting first until the upstream
     /// has the call of `after_called` when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -54,6 +61,7 @@ pub enum Action<'a> {
     TasksCancel(&'a TaskStep),
     RestartConnector(&'a str),
     SetAnnotations(&'a SetAnnotations),
+    WaitFor(&'a WaitFor),
     KillProxy(&'a KillProxy),
     RestartProxy,
     RestartServer,
@@ -81,6 +89,9 @@ impl Step {
         if let Some(a) = &self.set_annotations {
             found.push(("set_annotations", Action::SetAnnotations(a)));
         }
+        if let Some(w) = &self.wait_for {
+            found.push(("wait_for", Action::WaitFor(w)));
+        }
         if let Some(k) = &self.kill_proxy {
             found.push(("kill_proxy", Action::KillProxy(k)));
         }
@@ -94,7 +105,7 @@ impl Step {
             1 => Ok(found.remove(0).1),
             0 => bail!(
                 "needs one action: call, mcp, tasks_get, tasks_cancel, restart_connector, \
-                 set_annotations, kill_proxy, restart_proxy or restart_server"
+                 set_annotations, wait_for, kill_proxy, restart_proxy or restart_server"
             ),
             _ => {
                 let names: Vec<_> = found.iter().map(|(n, _)| *n).collect();
@@ -114,6 +125,7 @@ impl Action<'_> {
             Action::TasksCancel(t) => format!("tasks_cancel {}", t.target()),
             Action::RestartConnector(n) => format!("restart_connector {n}"),
             Action::SetAnnotations(a) => format!("set_annotations {}", a.tool),
+            Action::WaitFor(w) => format!("wait_for {} {}", w.tool, w.event),
             Action::KillProxy(_) => "kill_proxy".into(),
             Action::RestartProxy => "restart_proxy".into(),
             Action::RestartServer => "restart_server".into(),
@@ -126,6 +138,7 @@ impl Action<'_> {
             Action::Call(c) => Some(&c.tool),
             Action::Mcp(c) => Some(&c.tool),
             Action::SetAnnotations(a) => Some(&a.tool),
+            Action::WaitFor(w) => Some(&w.tool),
             _ => None,
         }
     }
@@ -226,6 +239,25 @@ pub struct SetAnnotations {
     pub tool: String,
     /// MCP `ToolAnnotations` JSON; replaces the tool's annotations.
     pub annotations: Value,
+}
+
+/// A ledger event to wait for.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitFor {
+    pub tool: String,
+    /// Only calls with this `key` argument.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// called | completed | failed | cancelled | crashed
+    pub event: LedgerEvent,
+    /// How many such events (default 1).
+    #[serde(default = "one")]
+    pub count: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
