@@ -179,6 +179,8 @@ pub struct TestActivities;
 #[activities]
 impl TestActivities {
     /// Sleeps (heartbeating, so cancellation reaches it), then returns `value`.
+    // The macro also generates an associated constant named after the method; nothing reads it.
+    #[allow(dead_code)]
     #[activity(name = "slow-echo")]
     async fn slow_echo(
         _ctx: ActivityContext,
