@@ -633,3 +633,95 @@ async fn http_faults_end_in_clear_errors_with_the_right_phase() {
         "a read timeout after sending: {err}"
     );
 }
+
+/// The common retry: the tool is still listed, so the handler starts the activity by id with
+/// UseExisting; when the first attempt's activity already closed, the start is refused as a
+/// duplicate and the handler answers with that closed run instead of running the tool again.
+#[tokio::test]
+async fn a_retried_start_after_the_call_finished_reattaches_to_the_closed_run() {
+    use durable_mcp::{
+        nexus::StartContext,
+        outbound::{
+            discovery::Discovery,
+            service::{ServiceContext, proxy_service},
+            upstream::UpstreamClient,
+        },
+        temporal::activity::describe_activity,
+    };
+    let env = TestEnv::shared("proxy-reattach-closed").await;
+    let spec_file = temp_path("spec.json");
+    write_spec(&spec_file, &spec());
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let upstream = stdio_upstream("mock", &spec_file, &ledger);
+    let _proxy = start_proxy(&env, vec![upstream.clone()]);
+    let client = std::sync::Arc::new(UpstreamClient::new("mock", upstream.transport));
+    let discovery = std::sync::Arc::new(Discovery::new(client.clone()));
+    discovery.refresh().await.unwrap();
+    let service = proxy_service(ServiceContext {
+        service: "mock".into(),
+        connection: env.connection.clone(),
+        namespace: env.namespace.clone(),
+        task_queue: env.task_queue.clone(),
+        activity_options: Default::default(),
+        overrides: BTreeMap::new(),
+        discovery,
+    });
+    let handler = service.handler("write_once").unwrap().clone();
+    let ctx = StartContext {
+        endpoint: env.endpoint.clone(),
+        service: "mock".into(),
+        operation: "write_once".into(),
+        request_id: uuid::Uuid::new_v4().to_string(),
+        callback: String::new(),
+        callback_headers: Default::default(),
+        headers: Default::default(),
+        links: vec![],
+        deadline: None,
+        cancelled: CancellationToken::new(),
+    };
+    let input = payload::to_payload(&json!({"key": "closed-1"})).unwrap();
+    let first = handler.start(ctx.clone(), input.clone()).await.unwrap();
+    let durable_mcp::nexus::StartOutcome::Async { token } = &first else {
+        panic!("{first:?}")
+    };
+    let token: durable_mcp::outbound::service::CallToken = serde_json::from_str(token).unwrap();
+    // Wait until the first run closed.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let described = describe_activity(
+            &env.connection,
+            &env.namespace,
+            &token.activity_id,
+            &token.run_id,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        if !described.is_running() {
+            assert_eq!(
+                described.outcome.unwrap().unwrap()["structuredContent"]["key"],
+                json!("closed-1")
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the call never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let second = handler
+        .start(ctx, input)
+        .await
+        .expect("a retried start of a finished call answers with its run");
+    assert_eq!(first, second, "same activity run");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        ledger.count_key("write_once", LedgerEvent::Called, "closed-1"),
+        1,
+        "the tool ran once: {:?}",
+        ledger.read()
+    );
+    client.close().await;
+}

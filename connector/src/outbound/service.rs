@@ -151,11 +151,16 @@ impl OperationHandler for ToolCall {
                 .with_retry(RetryBehavior::Retryable)
                 .into()
             };
-            // Reattach first: a retried start must not depend on discovery, which may have
-            // changed (or failed) since the first attempt recorded its input and options.
-            if let Some(run_id) = find_activity(&ctx.connection, &ctx.namespace, &activity_id)
-                .await
-                .map_err(|s| rpc_error("looking up the call's activity", s))?
+            // A retried start must not depend on discovery, which may have changed (or failed)
+            // since the first attempt recorded its input and options. When the tool is listed,
+            // the start below attaches to an existing activity by id (UseExisting) and keeps its
+            // recorded options, so no lookup is needed; when it is not, look for the first
+            // attempt's activity before asking discovery anything.
+            let listed = ctx.discovery.tool(&tool);
+            if listed.is_none()
+                && let Some(run_id) = find_activity(&ctx.connection, &ctx.namespace, &activity_id)
+                    .await
+                    .map_err(|s| rpc_error("looking up the call's activity", s))?
             {
                 info!(%activity_id, "reattaching a retried start to its activity");
                 return token(run_id);
@@ -172,7 +177,7 @@ impl OperationHandler for ToolCall {
                 }
                 Err(e) => return Err(HandlerError::bad_request(e.to_string()).into()),
             };
-            let definition = match ctx.discovery.tool(&tool) {
+            let definition = match listed {
                 Some(t) => t,
                 None => {
                     // Maybe the tool is new: ask once more before calling it unknown.
@@ -198,7 +203,7 @@ impl OperationHandler for ToolCall {
                 arguments,
                 one_attempt: options.one_attempt,
             };
-            let (run_id, started) = start_activity(
+            let started_activity = start_activity(
                 &ctx.connection,
                 &ctx.namespace,
                 ActivityStart {
@@ -225,8 +230,24 @@ impl OperationHandler for ToolCall {
                         .or_else(|| Some(format!("{}: {tool}", ctx.service))),
                 },
             )
-            .await
-            .map_err(|s| rpc_error("starting the call's activity", s))?;
+            .await;
+            let (run_id, started) = match started_activity {
+                Ok(r) => r,
+                // A retried start whose activity already closed: that run is the call.
+                Err(s) if s.code() == tonic::Code::AlreadyExists => {
+                    match find_activity(&ctx.connection, &ctx.namespace, &activity_id)
+                        .await
+                        .map_err(|s| rpc_error("looking up the call's activity", s))?
+                    {
+                        Some(run_id) => {
+                            info!(%activity_id, "reattaching a retried start to its closed activity");
+                            return token(run_id);
+                        }
+                        None => return Err(rpc_error("starting the call's activity", s)),
+                    }
+                }
+                Err(s) => return Err(rpc_error("starting the call's activity", s)),
+            };
             info!(%activity_id, started, retry = %options.retry_reason, "tool call activity");
             token(run_id)
         })
