@@ -480,3 +480,98 @@ async fn operation_ids_and_timeouts_follow_the_options_and_the_listing() {
     }
     client.cancel().await.unwrap();
 }
+
+// ---- restarts of the connector process ---------------------------------------------------
+
+#[tokio::test]
+async fn a_restarted_connector_process_reattaches_idempotency_keys_and_serves_earlier_tasks() {
+    let env = TestEnv::shared("connector-bin-restart").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    // The binary over stdio, as an MCP host starts it, with a signing key from the environment
+    // (so restarts verify each other's task IDs) and a short task threshold.
+    let start = || async {
+        let mut command = connector_command(&env, "mock");
+        command
+            .args(["--task-after", "300ms"])
+            .env("MCP_TASK_SIGNING_KEY", TEST_SIGNING_KEY);
+        let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
+        tasks_client_config()
+            .serve(transport)
+            .await
+            .expect("MCP handshake with durable-mcp-connector")
+    };
+    let idem = format!("order-{}", uuid::Uuid::new_v4());
+
+    let first = start().await;
+    let written = first
+        .peer()
+        .call_tool(with_key(
+            "write_once",
+            json!({"key": "rp-w", "item": 1}),
+            &idem,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(written.is_error, Some(false), "{written:?}");
+    let task_id = task_id_of(
+        first
+            .peer()
+            .call_tool_once(tool_call("slow", json!({"key": "rp-s", "sleep_ms": 3000})))
+            .await
+            .unwrap(),
+    );
+    // The connector process ends with the task still running in Temporal.
+    first.cancel().await.unwrap();
+
+    let second = start().await;
+    // The same key and arguments: the first execution's result, the tool not run again.
+    let again = second
+        .peer()
+        .call_tool(with_key(
+            "write_once",
+            json!({"item": 1, "key": "rp-w"}),
+            &idem,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(again.structured_content, written.structured_content);
+    assert_eq!(
+        again.structured_content,
+        Some(json!({"key": "rp-w", "item": 1}))
+    );
+    // Other arguments under the key: a conflict, and still one execution.
+    let conflict = second
+        .peer()
+        .call_tool(with_key(
+            "write_once",
+            json!({"key": "rp-w", "item": 2}),
+            &idem,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(conflict.is_error, Some(true));
+    assert!(
+        serde_json::to_string(&conflict)
+            .unwrap()
+            .contains("IdempotencyConflict"),
+        "{conflict:?}"
+    );
+    assert_eq!(
+        ledger.count_key("write_once", LedgerEvent::Called, "rp-w"),
+        1,
+        "{:?}",
+        ledger.read()
+    );
+    // The task issued by the first process is served by the second, with its result.
+    let done = poll_task_until_done(&second, &task_id).await;
+    assert_eq!(done["status"], json!("completed"), "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"],
+        json!({"key": "rp-s", "sleep_ms": 3000}),
+        "{done}"
+    );
+    assert_eq!(ledger.count_key("slow", LedgerEvent::Called, "rp-s"), 1);
+    assert_eq!(ledger.count_key("slow", LedgerEvent::Cancelled, "rp-s"), 0);
+    second.cancel().await.unwrap();
+}
