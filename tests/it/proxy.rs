@@ -725,3 +725,44 @@ async fn a_retried_start_after_the_call_finished_reattaches_to_the_closed_run() 
     );
     client.close().await;
 }
+
+/// An upstream that announces `notifications/tools/list_changed` is re-listed at once: new
+/// annotations (and so retry policies) apply without waiting for the next `list_tools`.
+#[tokio::test]
+async fn discovery_follows_the_upstreams_tool_list_changed_notifications() {
+    use durable_mcp::outbound::{discovery::Discovery, upstream::UpstreamClient};
+    let spec_file = temp_path("spec.json");
+    write_spec(&spec_file, &spec());
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let upstream = stdio_upstream("mock", &spec_file, &ledger);
+    let client = std::sync::Arc::new(UpstreamClient::new("mock", upstream.transport));
+    let discovery = std::sync::Arc::new(Discovery::new(client.clone()));
+    let shutdown = CancellationToken::new();
+    tokio::spawn(discovery.clone().follow_changes(shutdown.clone()));
+    discovery.refresh().await.unwrap();
+    assert_eq!(
+        discovery.tool("echo").unwrap()["annotations"]["destructiveHint"],
+        Value::Null
+    );
+
+    // The upstream's echo turns destructive; the mock announces it, as a real server would.
+    let mut changed = spec();
+    for tool in &mut changed.tools {
+        if tool.name == "echo" {
+            tool.annotations = Some(json!({"destructiveHint": true, "idempotentHint": false}));
+        }
+    }
+    write_spec(&spec_file, &changed);
+    eventually(
+        Duration::from_secs(20),
+        "discovery sees the new annotations",
+        || {
+            discovery
+                .tool("echo")
+                .is_some_and(|t| t["annotations"]["destructiveHint"] == json!(true))
+        },
+    )
+    .await;
+    shutdown.cancel();
+    client.close().await;
+}

@@ -1,5 +1,5 @@
-//! Tool discovery, outside Activities: the upstream's `tools/list` at startup and on every
-//! `list_tools` operation. Success replaces the catalog; failure keeps the last good list and
+//! Tool discovery, outside Activities: the upstream's `tools/list` at startup, on every
+//! `list_tools` operation, and whenever the upstream sends `notifications/tools/list_changed`. Success replaces the catalog; failure keeps the last good list and
 //! backs off (capped exponential), so a dead upstream is not hammered.
 
 use std::{
@@ -54,6 +54,27 @@ impl Discovery {
     /// The last good definition of one tool.
     pub fn tool(&self, name: &str) -> Option<serde_json::Value> {
         self.current()?.iter().find(|t| t["name"] == name).cloned()
+    }
+
+    /// Refreshes whenever the upstream sends `notifications/tools/list_changed`, until
+    /// `shutdown`. The upstream just spoke, so a backoff from earlier failures is skipped.
+    pub async fn follow_changes(self: Arc<Self>, shutdown: tokio_util::sync::CancellationToken) {
+        let mut changes = self.client.tool_list_changes();
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+            }
+            tracing::info!(service = %self.client.service(), "upstream tool list changed; refreshing");
+            self.state.lock().unwrap().retry_at = None;
+            if let Err(e) = self.refresh().await {
+                warn!(error = %e, "refreshing after tools/list_changed failed; keeping the last good list");
+            }
+        }
     }
 
     /// Asks the upstream again unless it is backing off; answers the freshest good list.

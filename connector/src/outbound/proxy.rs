@@ -63,6 +63,7 @@ pub async fn run_proxy(
     let mut services = Vec::new();
     for upstream in upstreams {
         let discovery = Arc::new(Discovery::new(clients[&upstream.service].clone()));
+        tokio::spawn(discovery.clone().follow_changes(shutdown.clone()));
         match discovery.refresh().await {
             Ok(tools) => {
                 info!(service = %upstream.service, tools = tools.len(), "discovered upstream tools")

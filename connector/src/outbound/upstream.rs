@@ -8,15 +8,15 @@
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use rmcp::{
-    RoleClient, ServiceExt,
+    ClientHandler, RoleClient, ServiceExt,
     model::CallToolRequestParams,
-    service::{RunningService, ServiceError},
+    service::{NotificationContext, RunningService, ServiceError},
     transport::{
         StreamableHttpClientTransport, TokioChildProcess,
         streamable_http_client::StreamableHttpClientTransportConfig,
     },
 };
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, watch};
 use tracing::{info, warn};
 
 use super::{config::TransportConfig, errors::Phase};
@@ -57,7 +57,21 @@ impl UpstreamError {
     }
 }
 
-type Connection = Arc<RunningService<RoleClient, ()>>;
+type Connection = Arc<RunningService<RoleClient, UpstreamHandler>>;
+
+/// What the proxy does with the upstream's own messages: `notifications/tools/list_changed`
+/// bumps a counter that discovery follows, so new annotations (and so retry policies) apply
+/// without waiting for the next `list_tools`. Everything else gets rmcp's defaults.
+#[derive(Clone)]
+struct UpstreamHandler {
+    tools_changed: Arc<watch::Sender<u64>>,
+}
+
+impl ClientHandler for UpstreamHandler {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.send_modify(|n| *n += 1);
+    }
+}
 
 /// How often a broken Streamable HTTP response stream is resumed before the call fails.
 const SSE_RESUME_ATTEMPTS: usize = 3;
@@ -67,6 +81,7 @@ pub struct UpstreamClient {
     service: String,
     transport: TransportConfig,
     connection: Mutex<Option<Connection>>,
+    tools_changed: Arc<watch::Sender<u64>>,
 }
 
 impl std::fmt::Debug for UpstreamClient {
@@ -84,6 +99,18 @@ impl UpstreamClient {
             service: service.into(),
             transport,
             connection: Mutex::new(None),
+            tools_changed: Arc::new(watch::channel(0).0),
+        }
+    }
+
+    /// Changes every time the upstream says its tool list changed.
+    pub fn tool_list_changes(&self) -> watch::Receiver<u64> {
+        self.tools_changed.subscribe()
+    }
+
+    fn handler(&self) -> UpstreamHandler {
+        UpstreamHandler {
+            tools_changed: self.tools_changed.clone(),
         }
     }
 
@@ -121,7 +148,7 @@ impl UpstreamClient {
                 if let Some(stderr) = stderr {
                     forward_stderr(self.service.clone(), stderr);
                 }
-                ().serve(transport)
+                self.handler().serve(transport)
                     .await
                     .map_err(|e| connect_error(e.to_string()))?
             }
@@ -147,7 +174,7 @@ impl UpstreamClient {
                 backoff.max_delay = Some(Duration::from_secs(2));
                 config.retry_config = Arc::new(backoff);
                 let transport = StreamableHttpClientTransport::from_config(config);
-                ().serve(transport)
+                self.handler().serve(transport)
                     .await
                     .map_err(|e| connect_error(e.to_string()))?
             }
