@@ -267,6 +267,13 @@ async fn main() -> anyhow::Result<()> {
                 run_options.mock_bin =
                     Some(durable_mcp_conformance::fixtures::mock_upstream_bin()?);
             }
+            // The same for the proxy binary that kill-and-restart scenarios run.
+            if scenarios
+                .iter()
+                .any(|s| s.proxy.mode == scenario::ProxyMode::Process)
+            {
+                run_options.proxy_bin = Some(run::proxy_bin()?);
+            }
             let started = std::time::Instant::now();
             println!("durable-mcp conformance: {} scenario(s)", scenarios.len());
             let mut server = DevServer::start(options).await?;
