@@ -149,7 +149,7 @@ pub(crate) fn setup(e: impl std::fmt::Display) -> Failure {
 /// The server a scenario runs on: the run's, or (for `restart_server`) its own on a db file.
 enum ServerSlot<'a> {
     Shared(&'a DevServer),
-    Own(DevServer),
+    Own(Box<DevServer>),
 }
 
 impl ServerSlot<'_> {
@@ -205,7 +205,7 @@ async fn execute(
         })
         .await
         .map_err(|e| Failure::Setup(format!("starting a dev server on a db file: {e}")))?;
-        ServerSlot::Own(own)
+        ServerSlot::Own(Box::new(own))
     } else {
         ServerSlot::Shared(server)
     };
