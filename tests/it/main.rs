@@ -11,6 +11,7 @@ mod connector_http;
 mod nexus_cancel;
 mod nexus_errors;
 mod nexus_roundtrip;
+mod progress;
 mod proxy;
 mod proxy_everything;
 mod python_client;

@@ -8,12 +8,14 @@
 //! - [`outcome`]: a Nexus operation's outcome as an MCP `CallToolResult`.
 //!
 //! The I/O around them: [`server`] (the rmcp `ServerHandler`), [`http`] (Streamable HTTP in
-//! axum) and [`auth`] (inbound OAuth: bearer tokens to caller scopes).
+//! axum), [`auth`] (inbound OAuth: bearer tokens to caller scopes) and [`progress`] (the
+//! upstream's progress for waiting callers).
 
 pub mod auth;
 pub mod http;
 pub mod idempotency;
 pub mod outcome;
+pub mod progress;
 pub mod route;
 pub mod server;
 pub mod task_ref;

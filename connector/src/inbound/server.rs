@@ -9,12 +9,12 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use futures::future::join_all;
 use rmcp::{
-    ErrorData as McpError, RoleServer, ServerHandler,
+    ErrorData as McpError, Peer, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
         CreateTaskResult, DetailedTask, ErrorCode, GetTaskParams, GetTaskResult, Implementation,
-        ListToolsResult, PaginatedRequestParams, ResultType, ServerCapabilities, ServerConfig,
-        TASKS_EXTENSION_ID, Task, TaskPayload, TaskStatus, Tool,
+        ListToolsResult, PaginatedRequestParams, ProgressToken, ResultType, ServerCapabilities,
+        ServerConfig, TASKS_EXTENSION_ID, Task, TaskPayload, TaskStatus, Tool,
     },
     service::RequestContext,
 };
@@ -30,6 +30,7 @@ use super::{
     },
     outcome::ERROR_TYPE_META,
     outcome::{Outcome, to_call_tool_result},
+    progress::{forward_progress, latest_progress},
     route::{Route, merge_tool_lists},
     task_ref::{CallerScope, SigningKey, TaskRef, caller_hash, sign, verify},
 };
@@ -283,14 +284,27 @@ impl Connector {
         Ok(Started::Op(existing.reference))
     }
 
-    /// Waits for the operation; `cancel` (the MCP request's cancellation) cancels it.
+    /// Waits for the operation; `cancel` (the MCP request's cancellation) cancels it. With a
+    /// caller's progress token, the upstream's progress reaches the caller meanwhile.
     async fn finish_call(
         &self,
         op: &OperationRef,
         cancel: &CancellationToken,
+        progress: Option<(Peer<RoleServer>, ProgressToken)>,
     ) -> Result<Value, McpError> {
         let client = &self.inner.client;
-        let outcome = match client.wait(op, cancel).await {
+        let forward = async {
+            if let Some((peer, token)) = progress {
+                forward_progress(client, op, &peer, token).await;
+            }
+            // Nothing (more) to forward: keep waiting for the outcome.
+            std::future::pending::<()>().await
+        };
+        let waited = tokio::select! {
+            waited = client.wait(op, cancel) => waited,
+            _ = forward => unreachable!("forwarding never ends on its own"),
+        };
+        let outcome = match waited {
             Ok(outcome) => outcome,
             Err(OperationClientError::WaitCancelled { .. }) => {
                 // The caller cancelled: cancel the operation, and report truthfully.
@@ -316,7 +330,7 @@ impl Connector {
         cancel: CancellationToken,
     ) -> Result<Value, McpError> {
         match self.start_call(tool, arguments, None).await? {
-            Started::Op(op) => self.finish_call(&op, &cancel).await,
+            Started::Op(op) => self.finish_call(&op, &cancel, None).await,
             Started::Conflict => Ok(conflict_result()),
         }
     }
@@ -386,8 +400,16 @@ impl Connector {
         let now = now_rfc3339();
         let task =
             Task::new(task_id, TaskStatus::Working, now.clone(), now).with_poll_interval_ms(1000);
+        let mut task = task;
         let payload = match (described.status, described.outcome) {
             (OperationStatus::Running | OperationStatus::Unknown, _) | (_, None) => {
+                // The upstream's latest progress message, when the tool reports one.
+                if let Some(message) = latest_progress(&self.inner.client, &op)
+                    .await
+                    .and_then(|p| p.message)
+                {
+                    task = task.with_status_message(message);
+                }
                 TaskPayload::Working
             }
             (_, Some(OperationOutcome::Canceled { .. })) => TaskPayload::Cancelled,
@@ -563,11 +585,15 @@ impl ServerHandler for Connector {
                 return Ok(result.into());
             }
         };
+        let progress = context
+            .meta
+            .get_progress_token()
+            .map(|token| (context.peer.clone(), token));
         let json = if supports_tasks(&context) {
             // A task-capable caller waits `task_after`, then gets a task it can poll from any
             // replica; after that only tasks/cancel cancels the call.
             tokio::select! {
-                finished = self.finish_call(&op, &context.ct) => finished?,
+                finished = self.finish_call(&op, &context.ct, progress) => finished?,
                 _ = tokio::time::sleep(self.inner.options.task_after) => {
                     let now = now_rfc3339();
                     let task = Task::new(self.task_id(&op, &scope), TaskStatus::Working, now.clone(), now)
@@ -577,7 +603,7 @@ impl ServerHandler for Connector {
                 }
             }
         } else {
-            self.finish_call(&op, &context.ct).await?
+            self.finish_call(&op, &context.ct, progress).await?
         };
         let mut result: CallToolResult = serde_json::from_value(json).map_err(|e| {
             McpError::internal_error(

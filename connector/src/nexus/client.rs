@@ -264,6 +264,11 @@ impl OperationClient {
         &self.namespace
     }
 
+    /// The Temporal connection, for RPCs beyond Nexus operations.
+    pub fn connection(&self) -> &Connection {
+        &self.connection
+    }
+
     fn service(&self) -> Box<dyn WorkflowService> {
         self.connection.workflow_service()
     }

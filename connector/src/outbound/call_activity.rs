@@ -1,5 +1,9 @@
 //! The tool-call Activity: one upstream `tools/call`, heartbeating while it is in flight.
 //!
+//! Each heartbeat carries [`CallHeartbeat`]: the upstream's latest progress notification for
+//! the call, which callers can read from the activity (the connector turns it into MCP
+//! progress for its own caller).
+//!
 //! Cancellation (a Nexus cancel, or the attempt's timeout) reaches the activity on its next
 //! heartbeat; dropping the in-flight call then sends `notifications/cancelled` upstream, so a
 //! timed-out attempt never runs beside its own retry.
@@ -14,11 +18,12 @@ use temporalio_common::data_converters::RawValue;
 use temporalio_macros::activities;
 use temporalio_sdk::ApplicationFailure;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use super::{
     errors::{Backoff, FailureAction, ToolCallErrorType, on_jsonrpc_error, on_transport_failure},
-    upstream::{UpstreamClient, UpstreamError},
+    upstream::{ToolProgress, UpstreamClient, UpstreamError},
 };
 use crate::payload;
 
@@ -38,6 +43,20 @@ pub struct ToolCallInput {
     pub arguments: serde_json::Map<String, serde_json::Value>,
     /// The tool gets one attempt: a failure after which it may have run is final.
     pub one_attempt: bool,
+}
+
+/// What a tool-call activity's heartbeat details hold (one `json/plain` payload).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CallHeartbeat {
+    /// The upstream's latest `notifications/progress` for this call, if it sent any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<ToolProgress>,
+}
+
+impl CallHeartbeat {
+    fn details(&self) -> RawValue {
+        RawValue::new(payload::to_payload(self).into_iter().collect())
+    }
 }
 
 /// The proxy's activities, over the worker's upstream connections.
@@ -72,14 +91,26 @@ impl ProxyActivities {
         };
         let backoff = Backoff::within_attempt();
         let mut tries = 0u32;
+        // The upstream's progress, recorded as soon as it arrives (the SDK sends the latest
+        // details when its throttle allows) and again on every heartbeat tick.
+        let (progress_tx, mut progress_rx) = watch::channel(CallHeartbeat::default());
+        let heartbeat = |rx: &watch::Receiver<CallHeartbeat>| rx.borrow().details();
         loop {
-            let call = client.call_tool(&input.tool, input.arguments.clone());
+            let sink = progress_tx.clone();
+            let call = client.call_tool_reporting(&input.tool, input.arguments.clone(), move |p| {
+                sink.send_modify(|h| h.progress = Some(p));
+            });
             tokio::pin!(call);
             let outcome = loop {
                 tokio::select! {
                     result = &mut call => break Some(result),
                     _ = ctx.cancelled() => break None,
-                    _ = tokio::time::sleep(HEARTBEAT_EVERY) => { let _ = ctx.record_heartbeat(()).await; }
+                    Ok(()) = progress_rx.changed() => {
+                        let _ = ctx.record_heartbeat(heartbeat(&progress_rx)).await;
+                    }
+                    _ = tokio::time::sleep(HEARTBEAT_EVERY) => {
+                        let _ = ctx.record_heartbeat(heartbeat(&progress_rx)).await;
+                    }
                 }
             };
             let Some(result) = outcome else {
@@ -139,7 +170,7 @@ impl ProxyActivities {
                         tokio::select! {
                             _ = ctx.cancelled() => return Err(ActivityError::cancelled()),
                             _ = tokio::time::sleep_until(wait_until.min(tokio::time::Instant::now() + HEARTBEAT_EVERY)) => {
-                                let _ = ctx.record_heartbeat(()).await;
+                                let _ = ctx.record_heartbeat(heartbeat(&progress_rx)).await;
                             }
                         }
                     }

@@ -36,6 +36,9 @@ pub enum ProxyError {
     Activity(String),
 }
 
+/// The longest a running call's heartbeat (and so its progress) waits before reaching Temporal.
+pub const PROGRESS_HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Runs the proxy until `shutdown` fires. Tool calls in flight finish or are cancelled by the
 /// workers' graceful shutdown; their activities are durable and resume on another worker.
 ///
@@ -96,6 +99,9 @@ pub async fn run_proxy(
     )
     .map_err(|e| ProxyError::Activity(e.to_string()))?;
     let worker_options = WorkerOptions::new(options.task_queue.clone())
+        // Heartbeats carry the upstream's progress (and bring cancellations back): send them
+        // at least every PROGRESS_HEARTBEAT rather than the SDK's 80% of the heartbeat timeout.
+        .max_heartbeat_throttle_interval(PROGRESS_HEARTBEAT)
         .deployment_options(
             temporalio_common::worker::WorkerDeploymentOptions::from_build_id(
                 concat!("durable-mcp-", env!("CARGO_PKG_VERSION")).to_owned(),

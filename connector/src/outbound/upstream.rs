@@ -7,10 +7,15 @@
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
+use futures::StreamExt as _;
 use rmcp::{
-    ClientHandler, RoleClient, ServiceExt,
-    model::CallToolRequestParams,
-    service::{NotificationContext, RunningService, ServiceError},
+    ClientHandler, Peer, RoleClient, ServiceExt,
+    handler::client::progress::ProgressDispatcher,
+    model::{
+        CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+        ClientRequest, ProgressNotificationParam, RequestId, ServerResult,
+    },
+    service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError},
     transport::{
         StreamableHttpClientTransport, TokioChildProcess,
         streamable_http_client::StreamableHttpClientTransportConfig,
@@ -61,15 +66,66 @@ type Connection = Arc<RunningService<RoleClient, UpstreamHandler>>;
 
 /// What the proxy does with the upstream's own messages: `notifications/tools/list_changed`
 /// bumps a counter that discovery follows, so new annotations (and so retry policies) apply
-/// without waiting for the next `list_tools`. Everything else gets rmcp's defaults.
+/// without waiting for the next `list_tools`; `notifications/progress` goes to the call whose
+/// request carried the token. Everything else gets rmcp's defaults.
 #[derive(Clone)]
 struct UpstreamHandler {
     tools_changed: Arc<watch::Sender<u64>>,
+    progress: ProgressDispatcher,
 }
 
 impl ClientHandler for UpstreamHandler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed.send_modify(|n| *n += 1);
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.handle_notification(params).await;
+    }
+}
+
+/// A tool's progress as the upstream reported it (`notifications/progress`), without the
+/// upstream's token: what the proxy records in the call's heartbeat details.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ToolProgress {
+    pub progress: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Sends `notifications/cancelled` for a request that is dropped before its answer (as rmcp
+/// does for its own typed calls), so abandoning a call cancels it upstream.
+struct CancelOnDrop {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl CancelOnDrop {
+    fn disarm(&mut self) {
+        self.id = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let peer = self.peer.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = peer
+                    .notify_cancelled(CancelledNotificationParam::new(
+                        Some(id),
+                        Some("the call was cancelled".into()),
+                    ))
+                    .await;
+            });
+        }
     }
 }
 
@@ -82,6 +138,7 @@ pub struct UpstreamClient {
     transport: TransportConfig,
     connection: Mutex<Option<Connection>>,
     tools_changed: Arc<watch::Sender<u64>>,
+    progress: ProgressDispatcher,
 }
 
 impl std::fmt::Debug for UpstreamClient {
@@ -100,6 +157,7 @@ impl UpstreamClient {
             transport,
             connection: Mutex::new(None),
             tools_changed: Arc::new(watch::channel(0).0),
+            progress: ProgressDispatcher::new(),
         }
     }
 
@@ -111,6 +169,7 @@ impl UpstreamClient {
     fn handler(&self) -> UpstreamHandler {
         UpstreamHandler {
             tools_changed: self.tools_changed.clone(),
+            progress: self.progress.clone(),
         }
     }
 
@@ -148,7 +207,8 @@ impl UpstreamClient {
                 if let Some(stderr) = stderr {
                     forward_stderr(self.service.clone(), stderr);
                 }
-                self.handler().serve(transport)
+                self.handler()
+                    .serve(transport)
                     .await
                     .map_err(|e| connect_error(e.to_string()))?
             }
@@ -174,7 +234,8 @@ impl UpstreamClient {
                 backoff.max_delay = Some(Duration::from_secs(2));
                 config.retry_config = Arc::new(backoff);
                 let transport = StreamableHttpClientTransport::from_config(config);
-                self.handler().serve(transport)
+                self.handler()
+                    .serve(transport)
                     .await
                     .map_err(|e| connect_error(e.to_string()))?
             }
@@ -263,21 +324,71 @@ impl UpstreamClient {
         name: &str,
         arguments: serde_json::Map<String, serde_json::Value>,
     ) -> Result<serde_json::Value, UpstreamError> {
+        self.call_tool_reporting(name, arguments, |_| {}).await
+    }
+
+    /// `tools/call`, passing the upstream's progress notifications for this call to
+    /// `on_progress`. Dropping the returned future cancels the request upstream.
+    pub async fn call_tool_reporting(
+        &self,
+        name: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+        mut on_progress: impl FnMut(ToolProgress),
+    ) -> Result<serde_json::Value, UpstreamError> {
         let conn = self.connect().await?;
-        let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
-        match conn.peer().call_tool(params).await {
-            Ok(result) => to_json(&result).map_err(|reason| UpstreamError::Protocol {
-                service: self.service.clone(),
-                reason,
-            }),
-            Err(e) => {
-                let err = self.map_error(e);
-                if matches!(err, UpstreamError::Transport { .. }) {
-                    self.invalidate(&conn).await;
-                }
-                Err(err)
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+            CallToolRequestParams::new(name.to_owned()).with_arguments(arguments),
+        ));
+        let fail = |e: ServiceError| async {
+            let err = self.map_error(e);
+            if matches!(err, UpstreamError::Transport { .. }) {
+                self.invalidate(&conn).await;
             }
-        }
+            err
+        };
+        // rmcp gives every request a progress token of its own; the handle says which.
+        let handle = match conn
+            .peer()
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+        {
+            Ok(handle) => handle,
+            Err(e) => return Err(fail(e).await),
+        };
+        let mut progress = self.progress.subscribe(handle.progress_token.clone()).await;
+        let mut guard = CancelOnDrop {
+            peer: conn.peer().clone(),
+            id: Some(handle.id.clone()),
+        };
+        let response = handle.await_response();
+        tokio::pin!(response);
+        let answered = loop {
+            tokio::select! {
+                answered = &mut response => break answered,
+                Some(p) = progress.next() => on_progress(ToolProgress {
+                    progress: p.progress,
+                    total: p.total,
+                    message: p.message,
+                }),
+            }
+        };
+        guard.disarm();
+        let result = match answered {
+            Ok(ServerResult::CallToolResult(result)) => result,
+            // A reply without `content` decodes as another shape; rmcp's typed call accepts it.
+            Ok(ServerResult::EmptyResult(_)) => CallToolResult::default(),
+            Ok(_) => {
+                return Err(UpstreamError::Protocol {
+                    service: self.service.clone(),
+                    reason: "the answer to tools/call is not a CallToolResult".into(),
+                });
+            }
+            Err(e) => return Err(fail(e).await),
+        };
+        to_json(&result).map_err(|reason| UpstreamError::Protocol {
+            service: self.service.clone(),
+            reason,
+        })
     }
 
     /// Closes the connection (ends a stdio child).

@@ -170,6 +170,8 @@ pub struct ActivityDescription {
     pub attempt: i32,
     /// Once closed: the result's JSON, or the failure's message.
     pub outcome: Option<Result<serde_json::Value, String>>,
+    /// The last heartbeat's first detail, as JSON (for a tool call: its `CallHeartbeat`).
+    pub heartbeat: Option<serde_json::Value>,
 }
 
 impl ActivityDescription {
@@ -198,6 +200,7 @@ pub async fn describe_activity(
         activity_id: activity_id.to_owned(),
         run_id: run_id.to_owned(),
         include_outcome: true,
+        include_heartbeat_details: true,
         ..Default::default()
     };
     let resp = match connection
@@ -210,6 +213,11 @@ pub async fn describe_activity(
         Err(status) => return Err(status),
     };
     let info = resp.info.unwrap_or_default();
+    let heartbeat = info
+        .heartbeat_details
+        .as_ref()
+        .and_then(|d| d.payloads.first())
+        .and_then(|p| payload::to_json(p).ok());
     let outcome = resp.outcome.and_then(|o| o.value).map(|v| match v {
         Outcome::Result(payloads) => payloads
             .payloads
@@ -223,5 +231,6 @@ pub async fn describe_activity(
         status: info.status(),
         attempt: info.attempt,
         outcome,
+        heartbeat,
     }))
 }

@@ -1,0 +1,142 @@
+//! Upstream progress reaches the connector's caller: the mock upstream reports progress, the
+//! proxy's activity records it in its heartbeats, and the connector forwards it as MCP
+//! `notifications/progress` to a waiting caller and as the status message of a task.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use durable_mcp_conformance::fixtures::{Behavior, Ledger, ToolSpec, UpstreamSpec};
+use rmcp::{
+    ClientHandler, RoleClient,
+    model::{CallToolResponse, GetTaskParams, ProgressNotificationParam, TaskStatus},
+    service::NotificationContext,
+};
+use serde_json::json;
+
+use crate::support::*;
+
+/// A client that keeps every progress notification it gets.
+#[derive(Clone, Default)]
+struct ProgressRecorder {
+    seen: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+}
+
+impl ClientHandler for ProgressRecorder {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.seen.lock().unwrap().push(params);
+    }
+}
+
+/// The standard mock plus `steps`: three progress notifications 2 s apart, then an echo.
+fn spec_file() -> std::path::PathBuf {
+    let mut spec = UpstreamSpec::standard();
+    spec.tools.push(ToolSpec {
+        name: "steps".into(),
+        title: None,
+        description: Some("reports progress three times, 2 s apart".into()),
+        annotations: Some(json!({"readOnlyHint": true})),
+        input_schema: None,
+        output_schema: None,
+        meta: None,
+        behavior: Behavior::Progress { steps: 3, ms: 2000 },
+    });
+    let path = temp_path("spec.json");
+    std::fs::write(&path, serde_json::to_vec(&spec).unwrap()).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn upstream_progress_reaches_a_waiting_caller_and_a_tasks_status() {
+    let env = TestEnv::shared("progress").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let spec = spec_file();
+    let _proxy = start_proxy(
+        &env,
+        vec![mock_stdio_upstream_with_args(
+            "mock",
+            vec!["--spec".into(), spec.to_string_lossy().into_owned()],
+            &ledger,
+        )],
+    );
+
+    // A caller that waits: rmcp sends a progress token with every request.
+    let recorder = ProgressRecorder::default();
+    let client = serve_in_memory(connector_for(&env, "mock"), recorder.clone()).await;
+    let result = client
+        .peer()
+        .call_tool(tool_call("steps", json!({"key": "p1"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        result.structured_content.as_ref().unwrap()["key"],
+        json!("p1")
+    );
+    let seen = recorder.seen.lock().unwrap().clone();
+    assert!(seen.len() >= 2, "progress reached the caller: {seen:?}");
+    for pair in seen.windows(2) {
+        assert!(
+            pair[0].progress < pair[1].progress,
+            "progress only grows: {seen:?}"
+        );
+    }
+    for p in &seen {
+        assert_eq!(p.total, Some(3.0), "{p:?}");
+        let step = p.progress as u32;
+        assert_eq!(
+            p.message.as_deref(),
+            Some(format!("step {step} of 3").as_str())
+        );
+    }
+    client.cancel().await.unwrap();
+
+    // A task: tasks/get shows the upstream's latest progress message while it runs.
+    let mut options =
+        durable_mcp::inbound::server::ConnectorOptions::new(vec![route(&env, "mock")]);
+    options.task_after = Duration::from_millis(300);
+    let tasks = task_client_for(durable_mcp::inbound::server::Connector::new(
+        env.client.clone(),
+        options,
+    ))
+    .await;
+    let started = tasks
+        .peer()
+        .call_tool_once(tool_call("steps", json!({"key": "p2"})))
+        .await
+        .unwrap();
+    let CallToolResponse::Task(created) = started else {
+        panic!("expected a task, got {started:?}")
+    };
+    let mut messages = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = tasks
+            .peer()
+            .get_task(GetTaskParams::new(&created.task.task_id))
+            .await
+            .unwrap();
+        if got.task.status() != TaskStatus::Working {
+            break;
+        }
+        if let Some(m) = got.task.task.status_message.clone() {
+            messages.push(m);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the task never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.starts_with("step ") && m.ends_with(" of 3")),
+        "{messages:?}"
+    );
+    tasks.cancel().await.unwrap();
+}
