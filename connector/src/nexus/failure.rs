@@ -95,10 +95,10 @@ pub fn summarize(failure: &Failure) -> FailureSummary {
             summary.message = f.message.clone();
         }
         match &f.failure_info {
-            Some(FailureInfo::ApplicationFailureInfo(info)) if summary.error_type.is_none() => {
-                if !info.r#type.is_empty() {
-                    summary.error_type = Some(info.r#type.clone());
-                }
+            Some(FailureInfo::ApplicationFailureInfo(info))
+                if summary.error_type.is_none() && !info.r#type.is_empty() =>
+            {
+                summary.error_type = Some(info.r#type.clone());
             }
             Some(FailureInfo::NexusHandlerFailureInfo(info)) if summary.handler_error.is_none() => {
                 summary.handler_error = HandlerErrorKind::parse(&info.r#type);

@@ -135,13 +135,13 @@ impl OperationHandler for ToolCall {
         Box::pin(async move {
             let tool = start.operation.clone();
             let activity_id = ctx.activity_id(&tool, &start.request_id);
-            let token = |run_id: String| {
-                let token = serde_json::to_string(&CallToken {
+            // The answer for a run of this call's activity.
+            let token = |run_id: String| StartOutcome::Async {
+                token: serde_json::to_string(&CallToken {
                     activity_id: activity_id.clone(),
                     run_id,
                 })
-                .unwrap();
-                Ok(StartOutcome::Async { token })
+                .expect("a CallToken always serializes"),
             };
             let rpc_error = |what: &str, s: tonic::Status| -> StartError {
                 HandlerError::new(
@@ -163,7 +163,7 @@ impl OperationHandler for ToolCall {
                     .map_err(|s| rpc_error("looking up the call's activity", s))?
             {
                 info!(%activity_id, "reattaching a retried start to its activity");
-                return token(run_id);
+                return Ok(token(run_id));
             }
             let arguments = match payload::to_json(&input) {
                 Ok(serde_json::Value::Object(map)) => map,
@@ -241,7 +241,7 @@ impl OperationHandler for ToolCall {
                     {
                         Some(run_id) => {
                             info!(%activity_id, "reattaching a retried start to its closed activity");
-                            return token(run_id);
+                            return Ok(token(run_id));
                         }
                         None => return Err(rpc_error("starting the call's activity", s)),
                     }
@@ -249,7 +249,7 @@ impl OperationHandler for ToolCall {
                 Err(s) => return Err(rpc_error("starting the call's activity", s)),
             };
             info!(%activity_id, started, retry = %options.retry_reason, "tool call activity");
-            token(run_id)
+            Ok(token(run_id))
         })
     }
 
