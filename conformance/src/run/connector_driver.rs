@@ -1,7 +1,8 @@
 //! In-process connector replicas, each driven by a real rmcp client over an in-memory pipe.
 //!
-//! All replicas of a scenario share one signing key (so any of them can serve any task of the
-//! same caller) and route to the scenario's proxy; each has its own caller scope.
+//! The replicas of a scenario share one signing key (so any of them can serve any task of the
+//! same caller) unless one asks for its own, and route to the scenario's proxy; each has its own
+//! caller scope.
 
 use std::{collections::HashMap, time::Duration};
 
@@ -30,7 +31,8 @@ pub(crate) struct Replicas {
     defs: Vec<ConnectorDef>,
     client: OperationClient,
     endpoint: String,
-    key: SigningKey,
+    /// The signing key of each replica: the shared one, or its own (`own_key`).
+    keys: HashMap<String, SigningKey>,
     running: HashMap<String, McpClient>,
 }
 
@@ -41,11 +43,21 @@ impl Replicas {
         client: OperationClient,
         endpoint: &str,
     ) -> anyhow::Result<Self> {
+        let shared = SigningKey::try_generate()?;
+        let mut keys = HashMap::new();
+        for def in defs {
+            let key = if def.own_key {
+                SigningKey::try_generate()?
+            } else {
+                shared.clone()
+            };
+            keys.insert(def.name.clone(), key);
+        }
         let mut replicas = Self {
             defs: defs.to_vec(),
             client,
             endpoint: endpoint.to_owned(),
-            key: SigningKey::try_generate()?,
+            keys,
             running: HashMap::new(),
         };
         for def in defs {
@@ -61,7 +73,11 @@ impl Replicas {
             endpoint: self.endpoint.clone(),
         }]);
         options.task_after = Duration::from_millis(def.task_after_ms);
-        options.signing_key = self.key.clone();
+        options.signing_key = self
+            .keys
+            .get(&def.name)
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("no signing key for {:?}", def.name))?;
         options.caller_scope = CallerScope::Process(def.caller.clone());
         let connector = Connector::new(self.client.clone(), options);
         let (server_side, client_side) = tokio::io::duplex(1 << 20);

@@ -410,6 +410,10 @@ async fn run_step(env: &mut StepEnv<'_>, step: &crate::scenario::Step) -> Result
             }
             Ok(format!("the upstream recorded {seen} {} of {}", w.event, w.tool))
         }
+        Action::Pause(ms) => {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok(format!("paused {ms} ms"))
+        }
         Action::KillProxy(kill) => {
             if let Some(tool) = &kill.after_called {
                 let seen = wait_count(

@@ -24,10 +24,11 @@
 //! start_to_close_timeout = "2s"
 //!
 //! [[connectors]]               # optional: in-process connector replicas, each with its own rmcp client;
-//! name = "a"                   # all share one signing key and route to the scenario's proxy
+//! name = "a"                   # they share one signing key and route to the scenario's proxy
 //! caller = "alice"             # CallerScope::Process(caller); default "alice"
 //! task_after_ms = 300          # a task-capable call becomes a task after this long (default 300)
 //! tasks = true                 # the client declares the tasks extension (default true)
+//! own_key = false              # true: sign task IDs with a key of its own (another deployment)
 //!
 //! # Each step has exactly one action and, for calls and task methods, an `[steps.expect]`.
 //! [[steps]]
@@ -46,6 +47,8 @@
 //! set_annotations = { tool = "t", annotations = { destructiveHint = true } }  # stdio upstream
 //! [[steps]]
 //! wait_for = { tool = "t", key = "k", event = "failed", count = 1 }  # a ledger event
+//! [[steps]]
+//! pause_ms = 1500               # only for what has no ledger event
 //! [[steps]]
 //! kill_proxy = { after_called = "slow", after_key = "k" }   # SIGKILL (proxy mode = "process")
 //! [[steps]]
@@ -203,6 +206,10 @@ pub struct ConnectorDef {
     /// The client declares the tasks extension.
     #[serde(default = "yes")]
     pub tasks: bool,
+    /// Sign task IDs with a key of its own instead of the scenario's shared one (a foreign
+    /// deployment); kept across `restart_connector`.
+    #[serde(default)]
+    pub own_key: bool,
 }
 
 fn default_caller() -> String {

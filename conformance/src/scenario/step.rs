@@ -10,8 +10,8 @@ use serde_json::{Map, Value};
 use crate::fixtures::LedgerEvent;
 
 /// One step. Exactly one action key is set: `call`, `mcp`, `tasks_get`, `tasks_cancel`,
-/// `restart_connector`, `set_annotations`, `wait_for`, `kill_proxy`, `restart_proxy` or
-/// `restart_server`.
+/// `restart_connector`, `set_annotations`, `wait_for`, `pause_ms`, `kill_proxy`,
+/// `restart_proxy` or `restart_server`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
@@ -38,6 +38,10 @@ pub struct Step {
     /// next step lands between two moments of a running call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_for: Option<WaitFor>,
+    /// Let this much time pass (for what has no ledger event, e.g. the proxy re-listing tools
+    /// after the upstream's `notifications/tools/list_changed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_ms: Option<u64>,
     /// SIGKILL the proxy (`[proxy] mode = "process"` only), waiting first until the upstream
     /// has the call of `after_called` when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,6 +66,7 @@ pub enum Action<'a> {
     RestartConnector(&'a str),
     SetAnnotations(&'a SetAnnotations),
     WaitFor(&'a WaitFor),
+    Pause(u64),
     KillProxy(&'a KillProxy),
     RestartProxy,
     RestartServer,
@@ -92,6 +97,9 @@ impl Step {
         if let Some(w) = &self.wait_for {
             found.push(("wait_for", Action::WaitFor(w)));
         }
+        if let Some(ms) = self.pause_ms {
+            found.push(("pause_ms", Action::Pause(ms)));
+        }
         if let Some(k) = &self.kill_proxy {
             found.push(("kill_proxy", Action::KillProxy(k)));
         }
@@ -105,7 +113,8 @@ impl Step {
             1 => Ok(found.remove(0).1),
             0 => bail!(
                 "needs one action: call, mcp, tasks_get, tasks_cancel, restart_connector, \
-                 set_annotations, wait_for, kill_proxy, restart_proxy or restart_server"
+                 set_annotations, wait_for, pause_ms, kill_proxy, restart_proxy or \
+                 restart_server"
             ),
             _ => {
                 let names: Vec<_> = found.iter().map(|(n, _)| *n).collect();
@@ -126,6 +135,7 @@ impl Action<'_> {
             Action::RestartConnector(n) => format!("restart_connector {n}"),
             Action::SetAnnotations(a) => format!("set_annotations {}", a.tool),
             Action::WaitFor(w) => format!("wait_for {} {}", w.tool, w.event),
+            Action::Pause(ms) => format!("pause_ms {ms}"),
             Action::KillProxy(_) => "kill_proxy".into(),
             Action::RestartProxy => "restart_proxy".into(),
             Action::RestartServer => "restart_server".into(),
