@@ -14,8 +14,7 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header, jwk::Jwk};
 use rmcp::{
     ServiceExt,
     model::{
-        CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities,
-        ClientConfig, GetTaskParams, Implementation, TaskStatus,
+        CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientConfig, GetTaskParams,
     },
     service::RunningService,
     transport::{
@@ -24,7 +23,10 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 
-use crate::support::{HttpConnectorProcess, TestEnv, mock_stdio_upstream, start_proxy, temp_path};
+use crate::support::{
+    HttpConnectorProcess, TestEnv, mock_stdio_upstream, poll_task_until_done, start_proxy,
+    tasks_client_config, temp_path,
+};
 
 /// A minimal identity provider: RFC 8414 metadata naming a JWKS, and tokens signed with its key.
 pub(crate) struct TestIssuer {
@@ -113,39 +115,14 @@ pub(crate) async fn client(
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token),
     );
-    ClientConfig::new(
-        ClientCapabilities::builder().enable_tasks().build(),
-        Implementation::new("durable-mcp-tests", "0"),
-    )
-    .serve(transport)
-    .await
-    .expect("MCP handshake with a bearer token")
+    tasks_client_config()
+        .serve(transport)
+        .await
+        .expect("MCP handshake with a bearer token")
 }
 
 pub(crate) fn args(v: Value) -> serde_json::Map<String, Value> {
     v.as_object().unwrap().clone()
-}
-
-pub(crate) async fn poll_until_done(
-    client: &RunningService<rmcp::RoleClient, ClientConfig>,
-    task_id: &str,
-) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let got = client
-            .peer()
-            .get_task(GetTaskParams::new(task_id))
-            .await
-            .unwrap();
-        if got.task.status() != TaskStatus::Working {
-            return serde_json::to_value(&got).unwrap();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the task never finished"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 #[tokio::test]
@@ -202,7 +179,7 @@ async fn http_tasks_belong_to_the_token_subject_across_two_connector_processes()
     // Alice, with a renewed token, on the second process: it answers, and the call completes
     // (Bob's cancel did nothing).
     let alice_again = client(&second.url, &idp.token("alice", SCOPE, 2)).await;
-    let done = poll_until_done(&alice_again, &task_id).await;
+    let done = poll_task_until_done(&alice_again, &task_id).await;
     assert_eq!(done["status"], json!("completed"), "{done}");
     assert_eq!(
         done["result"]["structuredContent"],
@@ -433,11 +410,7 @@ async fn a_host_can_mount_the_connector_behind_its_own_identity_middleware() {
         let transport = StreamableHttpClientTransport::from_config(
             StreamableHttpClientTransportConfig::with_uri(url.clone()).custom_headers(headers),
         );
-        ClientConfig::new(
-            ClientCapabilities::builder().enable_tasks().build(),
-            Implementation::new("durable-mcp-tests", "0"),
-        )
-        .serve(transport)
+        tasks_client_config().serve(transport)
     };
     let alice = as_user(Some("alice")).await.unwrap();
     let bob = as_user(Some("bob")).await.unwrap();
@@ -458,7 +431,7 @@ async fn a_host_can_mount_the_connector_behind_its_own_identity_middleware() {
         .await
         .unwrap_err();
     assert!(foreign.to_string().contains("unknown task"), "{foreign}");
-    let done = poll_until_done(&alice, &created.task.task_id).await;
+    let done = poll_task_until_done(&alice, &created.task.task_id).await;
     assert_eq!(done["status"], json!("completed"), "{done}");
 
     // Nobody vouched for this caller: refused, and nothing started upstream.

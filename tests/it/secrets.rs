@@ -110,7 +110,7 @@ async fn no_bearer_token_or_signing_key_reaches_the_connector_log() {
     let CallToolResponse::Task(task) = slow else {
         panic!("expected a task: {slow:?}")
     };
-    crate::connector_auth::poll_until_done(&alice, &task.task.task_id).await;
+    crate::support::poll_task_until_done(&alice, &task.task.task_id).await;
     // A refused token is not logged either.
     let refused = idp.token("mallory", "wrong-scope", 7);
     let status = reqwest::Client::new()
