@@ -273,6 +273,14 @@ mod tests {
     }
 
     #[test]
+    fn the_bundled_example_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/inbound_auth.yaml");
+        let c = AuthConfig::load(&path).unwrap();
+        assert_eq!(c.mcp_path(), "/mcp");
+        assert_eq!(c.required_scopes, ["mcp:tools"]);
+    }
+
+    #[test]
     fn http_only_on_loopback() {
         let c = AuthConfig::parse(
             "auth:\n  resource: http://127.0.0.1:8080/mcp\n  issuer: http://localhost:9/\n",
