@@ -143,7 +143,7 @@ async fn http_tasks_belong_to_the_token_subject_across_two_connector_processes()
         .peer()
         .call_tool_once(
             CallToolRequestParams::new("slow")
-                .with_arguments(args(json!({"key": "auth-1", "sleep_ms": 2500}))),
+                .with_arguments(args(json!({"key": "auth-1", "sleep_ms": 4000}))),
         )
         .await
         .unwrap();
@@ -175,6 +175,17 @@ async fn http_tasks_belong_to_the_token_subject_across_two_connector_processes()
         .await
         .unwrap_err();
     assert!(cancel.to_string().contains("unknown task"), "{cancel}");
+    // The call is still running after Bob's attempt, so "his cancel did nothing" means it.
+    let state = alice
+        .peer()
+        .get_task(GetTaskParams::new(&task_id))
+        .await
+        .unwrap();
+    assert_eq!(
+        state.task.status(),
+        rmcp::model::TaskStatus::Working,
+        "{state:?}"
+    );
 
     // Alice, with a renewed token, on the second process: it answers, and the call completes
     // (Bob's cancel did nothing).
@@ -183,7 +194,7 @@ async fn http_tasks_belong_to_the_token_subject_across_two_connector_processes()
     assert_eq!(done["status"], json!("completed"), "{done}");
     assert_eq!(
         done["result"]["structuredContent"],
-        json!({"key": "auth-1", "sleep_ms": 2500}),
+        json!({"key": "auth-1", "sleep_ms": 4000}),
         "{done}"
     );
     assert_eq!(
@@ -454,4 +465,98 @@ async fn a_host_can_mount_the_connector_behind_its_own_identity_middleware() {
     }
     shutdown.cancel();
     server.abort();
+}
+
+/// A session id is a handle to someone's calls: another caller with a valid token of its own
+/// gets "unknown session" for every use of it (requests, the event stream, closing it).
+#[tokio::test]
+async fn a_session_belongs_to_the_caller_that_opened_it() {
+    let env = TestEnv::shared("connector-auth-sessions").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let idp = TestIssuer::start().await;
+    let config = idp.auth_config();
+    let connector =
+        HttpConnectorProcess::start(&env, "mock", &["--auth-config", config.to_str().unwrap()])
+            .await;
+    let url = connector.url.clone();
+    let http = reqwest::Client::new();
+    let alice = idp.token("alice", SCOPE, 1);
+    let bob = idp.token("bob", SCOPE, 1);
+    let post = |token: &str, session: Option<&str>, body: Value| {
+        let mut request = http
+            .post(&url)
+            .bearer_auth(token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(s) = session {
+            request = request.header("mcp-session-id", s);
+        }
+        request.send()
+    };
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "0"}},
+    });
+    let opened = post(&alice, None, initialize).await.unwrap();
+    assert_eq!(opened.status(), 200);
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    drop(opened);
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(
+        post(&alice, Some(&session), initialized)
+            .await
+            .unwrap()
+            .status(),
+        202
+    );
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+
+    // Bob, with a good token of his own, cannot use Alice's session in any way.
+    assert_eq!(
+        post(&bob, Some(&session), list.clone())
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    let get = http
+        .get(&url)
+        .bearer_auth(&bob)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 404);
+    let delete = http
+        .delete(&url)
+        .bearer_auth(&bob)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(delete.status(), 404);
+
+    // Alice's session is untouched.
+    let listed = post(&alice, Some(&session), list.clone()).await.unwrap();
+    assert_eq!(listed.status(), 200);
+    let text = listed.text().await.unwrap();
+    assert!(text.contains("\"echo\""), "{text}");
+    let closed = http
+        .delete(&url)
+        .bearer_auth(&alice)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+    assert_eq!(
+        post(&alice, Some(&session), list).await.unwrap().status(),
+        404
+    );
 }

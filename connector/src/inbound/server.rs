@@ -30,7 +30,7 @@ use super::{
     },
     outcome::ERROR_TYPE_META,
     outcome::{Outcome, to_call_tool_result},
-    progress::{forward_progress, latest_progress},
+    progress::{call_of, call_progress, forward_progress},
     route::{Route, merge_tool_lists},
     task_ref::{CallerScope, SigningKey, TaskRef, caller_hash, sign, verify},
 };
@@ -404,10 +404,12 @@ impl Connector {
         let payload = match (described.status, described.outcome) {
             (OperationStatus::Running | OperationStatus::Unknown, _) | (_, None) => {
                 // The upstream's latest progress message, when the tool reports one.
-                if let Some(message) = latest_progress(&self.inner.client, &op)
-                    .await
-                    .and_then(|p| p.message)
-                {
+                let call = call_of(&described.operation_token);
+                let progress = match &call {
+                    Some(call) => call_progress(&self.inner.client, call).await,
+                    None => None,
+                };
+                if let Some(message) = progress.and_then(|p| p.message) {
                     task = task.with_status_message(message);
                 }
                 TaskPayload::Working

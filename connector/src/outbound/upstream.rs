@@ -138,7 +138,6 @@ pub struct UpstreamClient {
     transport: TransportConfig,
     connection: Mutex<Option<Connection>>,
     tools_changed: Arc<watch::Sender<u64>>,
-    progress: ProgressDispatcher,
 }
 
 impl std::fmt::Debug for UpstreamClient {
@@ -157,7 +156,6 @@ impl UpstreamClient {
             transport,
             connection: Mutex::new(None),
             tools_changed: Arc::new(watch::channel(0).0),
-            progress: ProgressDispatcher::new(),
         }
     }
 
@@ -166,10 +164,13 @@ impl UpstreamClient {
         self.tools_changed.subscribe()
     }
 
+    /// A handler for one new connection. Progress tokens are numbered per connection, so
+    /// each connection has its own dispatcher: a call still running on an old connection can
+    /// never receive a new connection's progress, nor the other way round.
     fn handler(&self) -> UpstreamHandler {
         UpstreamHandler {
             tools_changed: self.tools_changed.clone(),
-            progress: self.progress.clone(),
+            progress: ProgressDispatcher::new(),
         }
     }
 
@@ -355,7 +356,13 @@ impl UpstreamClient {
             Ok(handle) => handle,
             Err(e) => return Err(fail(e).await),
         };
-        let mut progress = self.progress.subscribe(handle.progress_token.clone()).await;
+        // Subscribed after the send (rmcp picks the token inside it): a progress notification
+        // arriving in between would be missed, which costs one update, nothing else.
+        let mut progress = conn
+            .service()
+            .progress
+            .subscribe(handle.progress_token.clone())
+            .await;
         let mut guard = CancelOnDrop {
             peer: conn.peer().clone(),
             id: Some(handle.id.clone()),
@@ -375,8 +382,22 @@ impl UpstreamClient {
         guard.disarm();
         let result = match answered {
             Ok(ServerResult::CallToolResult(result)) => result,
-            // A reply without `content` decodes as another shape; rmcp's typed call accepts it.
+            // A reply without `content` decodes as another shape; rmcp's typed call accepts
+            // these as an empty result (keeping `resultType` and `_meta`), and so does this.
             Ok(ServerResult::EmptyResult(_)) => CallToolResult::default(),
+            Ok(ServerResult::TaskAckResult(ack)) => {
+                let mut result = CallToolResult::default();
+                result.result_type = Some(ack.result_type);
+                result.meta = ack.meta;
+                result
+            }
+            Ok(ServerResult::CustomResult(custom))
+                if custom.0.as_object().is_some_and(|o| o.len() == 1 && o.contains_key("_meta")) =>
+            {
+                let mut result = CallToolResult::default();
+                result.meta = serde_json::from_value(custom.0["_meta"].clone()).ok();
+                result
+            }
             Ok(_) => {
                 return Err(UpstreamError::Protocol {
                     service: self.service.clone(),

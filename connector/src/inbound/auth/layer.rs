@@ -2,7 +2,7 @@
 //! `WWW-Authenticate` challenges that send clients to the metadata, and the public RFC 9728
 //! metadata document.
 
-use std::sync::Arc;
+use std::{collections::HashMap, sync::Arc};
 
 use axum::{
     extract::Request,
@@ -11,6 +11,8 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde_json::{Value, json};
+
+use crate::inbound::task_ref::CallerScope;
 
 use super::{
     config::AuthConfig,
@@ -22,6 +24,10 @@ use super::{
 pub struct Authenticator {
     config: AuthConfig,
     keys: KeySource,
+    /// `Mcp-Session-Id` -> the caller that opened the session. A session id is a handle to
+    /// the session's streams and requests, so only its owner may use it, whatever other valid
+    /// token comes with it.
+    sessions: std::sync::Mutex<HashMap<String, CallerScope>>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -35,7 +41,11 @@ impl std::fmt::Debug for Authenticator {
 impl Authenticator {
     pub fn new(config: AuthConfig) -> Self {
         let keys = KeySource::new(&config.issuer, config.jwks_uri.clone());
-        Self { config, keys }
+        Self {
+            config,
+            keys,
+            sessions: Default::default(),
+        }
     }
 
     pub fn config(&self) -> &AuthConfig {
@@ -122,11 +132,14 @@ impl Authenticator {
             axum::Json(json!({"error": code, "error_description": error.to_string()})),
         )
             .into_response();
-        if let Ok(value) = HeaderValue::from_str(&self.challenge(error)) {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, value);
-        }
+        // A reason that cannot be a header value still gets a challenge, without the reason.
+        let value = HeaderValue::from_str(&self.challenge(error)).unwrap_or_else(|_| {
+            HeaderValue::from_str(&self.challenge(&AuthError::Invalid(String::new())))
+                .expect("a challenge without a reason is a valid header value")
+        });
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
         response
     }
 }
@@ -139,9 +152,13 @@ fn quoted(s: &str) -> String {
         .collect()
 }
 
+/// The MCP session header.
+const SESSION_HEADER: &str = "mcp-session-id";
+
 /// Middleware: lets a request through only with a valid token, as the token's
-/// [`CallerScope`](crate::inbound::task_ref::CallerScope) in the request extensions, and
-/// without its `Authorization` header.
+/// [`CallerScope`] in the request extensions, and without its `Authorization` header. A
+/// session opened by one caller answers any other caller as an unknown session (404), so a
+/// leaked session id cannot be used to read, resume, cancel or close someone else's calls.
 pub async fn require_bearer(
     auth: Arc<Authenticator>,
     mut request: Request,
@@ -160,21 +177,51 @@ pub async fn require_bearer(
             ));
         }
     };
-    match auth.authenticate(header).await {
-        Ok(caller) => {
-            request.headers_mut().remove(header::AUTHORIZATION);
-            request.extensions_mut().insert(caller.scope());
-            next.run(request).await
-        }
+    let caller = match auth.authenticate(header).await {
+        Ok(caller) => caller.scope(),
         Err(error) => {
             match &error {
-                AuthError::Missing => tracing::debug!("request without a bearer token refused"),
                 AuthError::KeysUnavailable(_) => tracing::warn!(%error, "request refused"),
-                _ => tracing::info!(%error, "request refused"),
+                // Refusals are routine (and anyone can cause them): not worth an info line each.
+                _ => tracing::debug!(%error, "request refused"),
             }
-            auth.refusal(&error)
+            return auth.refusal(&error);
+        }
+    };
+    let session = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Some(id) = &session {
+        let owner = auth.sessions.lock().unwrap().get(id).cloned();
+        if owner.as_ref().is_some_and(|owner| owner != &caller) {
+            tracing::debug!("a session used by a caller other than its owner; answered as unknown");
+            return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
         }
     }
+    let closing = request.method() == axum::http::Method::DELETE;
+    request.headers_mut().remove(header::AUTHORIZATION);
+    request.extensions_mut().insert(caller.clone());
+    let response = next.run(request).await;
+    let mut sessions = auth.sessions.lock().unwrap();
+    match &session {
+        // A new session (initialize): it belongs to whoever opened it.
+        None => {
+            if let Some(id) = response
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+            {
+                sessions.insert(id.to_owned(), caller);
+            }
+        }
+        Some(id) if closing || response.status() == StatusCode::NOT_FOUND => {
+            sessions.remove(id);
+        }
+        Some(_) => {}
+    }
+    response
 }
 
 /// The public metadata document, served without authentication.
