@@ -1,4 +1,5 @@
-//! In-process connector replicas, each driven by a real rmcp client over an in-memory pipe.
+//! In-process connector replicas, each driven by a real rmcp client over an in-memory pipe or
+//! over Streamable HTTP (`durable_mcp::inbound::http::serve_http` on a loopback port).
 //!
 //! The replicas of a scenario share one signing key (so any of them can serve any task of the
 //! same caller) unless one asks for its own, and route to the scenario's proxy; each has its own
@@ -8,6 +9,7 @@ use std::{collections::HashMap, time::Duration};
 
 use durable_mcp::{
     inbound::{
+        http::{HttpOptions, serve_http},
         route::Route,
         server::{Connector, ConnectorOptions},
         task_ref::{CallerScope, SigningKey},
@@ -15,13 +17,15 @@ use durable_mcp::{
     nexus::OperationClient,
 };
 use rmcp::{
-    RoleClient, ServiceExt,
-    model::{ClientCapabilities, ClientConfig, Implementation},
+    ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt,
+    model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion},
     service::RunningService,
+    transport::StreamableHttpClientTransport,
 };
+use tokio_util::sync::CancellationToken;
 
 use super::SERVICE;
-use crate::scenario::ConnectorDef;
+use crate::scenario::{ConnectorDef, ConnectorTransport};
 
 /// The MCP client of one replica.
 pub(crate) type McpClient = RunningService<RoleClient, ClientConfig>;
@@ -33,7 +37,22 @@ pub(crate) struct Replicas {
     endpoint: String,
     /// The signing key of each replica: the shared one, or its own (`own_key`).
     keys: HashMap<String, SigningKey>,
-    running: HashMap<String, McpClient>,
+    running: HashMap<String, Replica>,
+}
+
+/// One running replica: its client, and what stops an HTTP server.
+struct Replica {
+    client: McpClient,
+    server: Option<CancellationToken>,
+}
+
+impl Replica {
+    async fn stop(self) {
+        let _ = self.client.cancel().await;
+        if let Some(server) = self.server {
+            server.cancel();
+        }
+    }
 }
 
 impl Replicas {
@@ -67,7 +86,7 @@ impl Replicas {
         Ok(replicas)
     }
 
-    async fn connect(&self, def: &ConnectorDef) -> anyhow::Result<McpClient> {
+    async fn connect(&self, def: &ConnectorDef) -> anyhow::Result<Replica> {
         let mut options = ConnectorOptions::new(vec![Route {
             service: SERVICE.into(),
             endpoint: self.endpoint.clone(),
@@ -80,15 +99,6 @@ impl Replicas {
             .ok_or_else(|| anyhow::anyhow!("no signing key for {:?}", def.name))?;
         options.caller_scope = CallerScope::Process(def.caller.clone());
         let connector = Connector::new(self.client.clone(), options);
-        let (server_side, client_side) = tokio::io::duplex(1 << 20);
-        tokio::spawn(async move {
-            match connector.serve(tokio::io::split(server_side)).await {
-                Ok(running) => {
-                    let _ = running.waiting().await;
-                }
-                Err(e) => tracing::warn!(error = %e, "connector replica did not start"),
-            }
-        });
         let capabilities = if def.tasks {
             ClientCapabilities::builder().enable_tasks().build()
         } else {
@@ -98,7 +108,45 @@ impl Replicas {
             capabilities,
             Implementation::new("durable-mcp-conformance", env!("CARGO_PKG_VERSION")),
         );
-        Ok(info.serve(tokio::io::split(client_side)).await?)
+        if def.transport == ConnectorTransport::Pipe {
+            let (server_side, client_side) = tokio::io::duplex(1 << 20);
+            tokio::spawn(async move {
+                match connector.serve(tokio::io::split(server_side)).await {
+                    Ok(running) => {
+                        let _ = running.waiting().await;
+                    }
+                    Err(e) => tracing::warn!(error = %e, "connector replica did not start"),
+                }
+            });
+            let client = info.serve(tokio::io::split(client_side)).await?;
+            return Ok(Replica {
+                client,
+                server: None,
+            });
+        }
+        let stop = CancellationToken::new();
+        let server = serve_http(
+            connector,
+            HttpOptions::new("127.0.0.1:0".parse()?),
+            stop.clone(),
+        )
+        .await?;
+        let transport = StreamableHttpClientTransport::from_uri(server.url.clone());
+        let client = if def.transport == ConnectorTransport::HttpStateless {
+            info.serve_with_lifecycle(
+                transport,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await?
+        } else {
+            info.serve(transport).await?
+        };
+        Ok(Replica {
+            client,
+            server: Some(stop),
+        })
     }
 
     /// The client of replica `name`, or of the first replica.
@@ -113,6 +161,7 @@ impl Replicas {
         };
         self.running
             .get(name)
+            .map(|r| &r.client)
             .ok_or_else(|| anyhow::anyhow!("no connector named {name:?}"))
     }
 
@@ -126,7 +175,7 @@ impl Replicas {
             .cloned()
             .ok_or_else(|| anyhow::anyhow!("no connector named {name:?}"))?;
         if let Some(old) = self.running.remove(name) {
-            let _ = old.cancel().await;
+            old.stop().await;
         }
         let fresh = self.connect(&def).await?;
         self.running.insert(def.name, fresh);
@@ -135,8 +184,8 @@ impl Replicas {
 
     /// Closes every client.
     pub async fn stop(self) {
-        for (_, c) in self.running {
-            let _ = c.cancel().await;
+        for (_, replica) in self.running {
+            replica.stop().await;
         }
     }
 }

@@ -28,6 +28,7 @@
 //! caller = "alice"             # CallerScope::Process(caller); default "alice"
 //! task_after_ms = 300          # a task-capable call becomes a task after this long (default 300)
 //! tasks = true                 # the client declares the tasks extension (default true)
+//! transport = "pipe"           # pipe (in memory, as stdio) | http (session) | http_stateless (2026-07-28)
 //! own_key = false              # true: sign task IDs with a key of its own (another deployment)
 //!
 //! # Each step has exactly one action and, for calls and task methods, an `[steps.expect]`.
@@ -206,10 +207,26 @@ pub struct ConnectorDef {
     /// The client declares the tasks extension.
     #[serde(default = "yes")]
     pub tasks: bool,
+    /// How its MCP client reaches it.
+    #[serde(default)]
+    pub transport: ConnectorTransport,
     /// Sign task IDs with a key of its own instead of the scenario's shared one (a foreign
     /// deployment); kept across `restart_connector`.
     #[serde(default)]
     pub own_key: bool,
+}
+
+/// How a connector replica's client reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConnectorTransport {
+    /// An in-memory pipe, as over stdio.
+    #[default]
+    Pipe,
+    /// Streamable HTTP (`serve_http` on a loopback port) with a session client.
+    Http,
+    /// Streamable HTTP with a stateless 2026-07-28 client (`server/discover`, no session).
+    HttpStateless,
 }
 
 fn default_caller() -> String {
