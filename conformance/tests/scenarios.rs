@@ -79,7 +79,8 @@ fn spec_checked_by_lines_name_the_scenarios_that_cite_them() {
         let mut names = names.clone();
         names.sort();
         assert_eq!(
-            names, citing,
+            names,
+            citing,
             "SPEC.md {rule}: the `Checked by:` line must end with `; scenarios {}`",
             citing.join(", ")
         );

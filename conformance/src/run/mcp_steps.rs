@@ -11,11 +11,11 @@ use serde_json::{Value, json};
 
 use super::{
     Failure, StepEnv,
-    connector_driver::McpClient,
     checks::{
-        cancel_point, check_cancelled_upstream, check_invocations, check_is_error,
-        check_snapshot, short,
+        cancel_point, check_cancelled_upstream, check_invocations, check_is_error, check_snapshot,
+        short,
     },
+    connector_driver::McpClient,
     setup,
 };
 use crate::scenario::{Expect, ExpectedOutcome, McpCallStep, TaskStep};
@@ -104,7 +104,10 @@ impl Answer {
 }
 
 fn result_text(r: &Value) -> String {
-    r["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+    r["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 fn error_answer(e: ServiceError) -> Answer {
@@ -133,9 +136,8 @@ pub(crate) async fn run_mcp_call(
     let mut params =
         CallToolRequestParams::new(call.tool.clone()).with_arguments(call.arguments.clone());
     if let Some(key) = &call.idempotency_key {
-        params.meta = Some(
-            serde_json::from_value(json!({ "idempotencyKey": key })).map_err(setup)?,
-        );
+        params.meta =
+            Some(serde_json::from_value(json!({ "idempotencyKey": key })).map_err(setup)?);
     }
     let request = client.peer().call_tool_once(params);
     let response = match call.cancel_after_ms {
@@ -180,7 +182,9 @@ fn task_id(env: &StepEnv<'_>, step: &TaskStep) -> Result<String, Failure> {
     }
     let name = step.task.as_deref().unwrap_or_default();
     let mut id = env.saved.get(name)?.task_id.clone().ok_or_else(|| {
-        Failure::Setup(format!("the step that saved {name:?} did not create a task"))
+        Failure::Setup(format!(
+            "the step that saved {name:?} did not create a task"
+        ))
     })?;
     if step.alter {
         // Flip one character of the payload part: the MAC no longer matches.

@@ -408,7 +408,10 @@ async fn run_step(env: &mut StepEnv<'_>, step: &crate::scenario::Step) -> Result
                     w.event, w.tool, w.count
                 )));
             }
-            Ok(format!("the upstream recorded {seen} {} of {}", w.event, w.tool))
+            Ok(format!(
+                "the upstream recorded {seen} {} of {}",
+                w.event, w.tool
+            ))
         }
         Action::Pause(ms) => {
             tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -446,7 +449,9 @@ async fn run_step(env: &mut StepEnv<'_>, step: &crate::scenario::Step) -> Result
         }
         Action::RestartServer => {
             let ServerSlot::Own(server) = &mut env.server else {
-                return Err(Failure::Setup("restart_server needs a server of its own".into()));
+                return Err(Failure::Setup(
+                    "restart_server needs a server of its own".into(),
+                ));
             };
             let started = Instant::now();
             server

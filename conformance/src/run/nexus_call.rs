@@ -13,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 use super::{
     Failure, SERVICE, StepEnv,
     checks::{
-        cancel_point, check_cancelled_upstream, check_invocations, check_is_error,
-        check_snapshot, short,
+        cancel_point, check_cancelled_upstream, check_invocations, check_is_error, check_snapshot,
+        short,
     },
     setup,
 };
@@ -132,7 +132,14 @@ pub(crate) async fn run_call(
         check_is_error(expect, result)?;
     }
     let mut summary = described + &notes;
-    check_invocations(env.ledger, expect, Some(&call.tool), call.key(), &mut summary).await?;
+    check_invocations(
+        env.ledger,
+        expect,
+        Some(&call.tool),
+        call.key(),
+        &mut summary,
+    )
+    .await?;
     check_cancelled_upstream(env.ledger, expect, &call.tool, call.key(), &mut summary).await?;
     if let Some(latency) = cancel_latency {
         summary.push_str(&format!(", cancel landed in {} ms", latency.as_millis()));
@@ -140,7 +147,8 @@ pub(crate) async fn run_call(
     if let Some(result) = &result {
         check_snapshot(env.options, expect, result, &mut summary)?;
     }
-    let answer = result.unwrap_or_else(|| json!({"outcome": kind.to_string(), "error_type": error_type}));
+    let answer =
+        result.unwrap_or_else(|| json!({"outcome": kind.to_string(), "error_type": error_type}));
     env.saved
         .check_and_save(expect, answer, None, &mut summary)?;
     Ok(summary)

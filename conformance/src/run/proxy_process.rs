@@ -93,10 +93,7 @@ impl ProxyLauncher {
         let mut root = toml::Table::new();
         root.insert("worker".into(), worker.into());
         root.insert("temporal".into(), temporal.into());
-        root.insert(
-            "upstream".into(),
-            toml::Value::Array(vec![upstream.into()]),
-        );
+        root.insert("upstream".into(), toml::Value::Array(vec![upstream.into()]));
         Ok(toml::to_string(&root)?)
     }
 }

@@ -88,8 +88,8 @@ use crate::fixtures::{Behavior, ToolSpec, UpstreamSpec, faults::HttpFault};
 
 mod step;
 pub use step::{
-    Action, CallStep, Expect, ExpectedOutcome, Invocations, KillProxy, McpCallStep,
-    SetAnnotations, Step, TaskStep, WaitFor,
+    Action, CallStep, Expect, ExpectedOutcome, Invocations, KillProxy, McpCallStep, SetAnnotations,
+    Step, TaskStep, WaitFor,
 };
 
 /// A check family.
@@ -178,7 +178,8 @@ pub struct ProxyDef {
     pub mode: ProxyMode,
     /// Per-tool activity options (`proxy.toml`'s `overrides.<tool>`): timeouts, retry policy.
     #[serde(default)]
-    pub overrides: std::collections::BTreeMap<String, durable_mcp::outbound::options::ActivityOptions>,
+    pub overrides:
+        std::collections::BTreeMap<String, durable_mcp::outbound::options::ActivityOptions>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -369,7 +370,9 @@ impl Scenario {
                 {
                     bail!("{field}: kill_proxy and restart_proxy need [proxy] mode = \"process\"")
                 }
-                Action::SetAnnotations(_) if self.upstream.transport != UpstreamTransport::Stdio => {
+                Action::SetAnnotations(_)
+                    if self.upstream.transport != UpstreamTransport::Stdio =>
+                {
                     bail!("{field}.set_annotations: needs upstream.transport = \"stdio\"")
                 }
                 _ => {}
@@ -482,7 +485,11 @@ pub fn spec_rule_scenarios(spec_md: &str) -> std::collections::BTreeMap<String, 
         if let Some(heading) = line.strip_prefix("### ")
             && heading.starts_with("R-")
         {
-            let id = heading.split([':', ' ']).next().unwrap_or_default().to_owned();
+            let id = heading
+                .split([':', ' '])
+                .next()
+                .unwrap_or_default()
+                .to_owned();
             out.insert(id.clone(), Vec::new());
             rule = Some(id);
         } else if let (Some(checks), Some(id)) = (line.strip_prefix("Checked by:"), &rule) {
@@ -561,7 +568,91 @@ mod tests {
             "{:#}",
             Scenario::parse(&bad, Path::new("c.toml")).unwrap_err()
         );
-        assert!(err.contains("steps[0]") && err.contains("several actions"), "{err}");
+        assert!(
+            err.contains("steps[0]") && err.contains("several actions"),
+            "{err}"
+        );
+    }
+
+    const CONNECTED: &str = r#"
+        id = "reattach/x"
+        family = "reattach"
+        rules = ["R-CON-7"]
+        [upstream]
+        standard = true
+        [[connectors]]
+        name = "a"
+        [[steps]]
+        mcp = { tool = "slow", arguments = { key = "k" } }
+        [steps.expect]
+        outcome = "task"
+        save = "t"
+        [[steps]]
+        tasks_get = { task = "t", until_done = true }
+        [steps.expect]
+        outcome = "task"
+        task_status = "completed"
+        invocations = { tool = "slow", count = 1 }
+    "#;
+
+    fn parse_err(text: &str) -> String {
+        format!(
+            "{:#}",
+            Scenario::parse(text, Path::new("s/x.toml")).unwrap_err()
+        )
+    }
+
+    #[test]
+    fn connector_steps_parse_and_refer_only_to_what_exists() {
+        let s = Scenario::parse(CONNECTED, Path::new("x.toml")).unwrap();
+        assert_eq!(s.connectors[0].caller, "alice");
+        assert_eq!(s.connectors[0].task_after_ms, 300);
+        let err = parse_err(&CONNECTED.replace("mcp = { tool", "mcp = { connector = \"b\", tool"));
+        assert!(
+            err.contains("s/x.toml") && err.contains("steps[0].mcp: no connector named \"b\""),
+            "{err}"
+        );
+        let err = parse_err(&CONNECTED.replace("task = \"t\"", "task = \"u\""));
+        assert!(err.contains("steps[1].tasks_get.task"), "{err}");
+        let err =
+            parse_err(&CONNECTED.replace("task_status = \"completed\"", "task_status = \"done\""));
+        assert!(err.contains("steps[1].expect.task_status"), "{err}");
+        let err = parse_err(&CONNECTED.replace(
+            "outcome = \"task\"\n        save",
+            "outcome = \"failed\"\n        save",
+        ));
+        assert!(err.contains("steps[0].expect.outcome"), "{err}");
+        let err = parse_err(&CONNECTED.replace("[[connectors]]\n        name = \"a\"", ""));
+        assert!(err.contains("needs a [[connectors]] entry"), "{err}");
+        let err = parse_err(&CONNECTED.replace("name = \"a\"", "name = \"a\"\n        colour = 1"));
+        assert!(err.contains("colour"), "{err}");
+    }
+
+    #[test]
+    fn fault_steps_need_what_they_act_on() {
+        let kill = CONNECTED.replace(
+            "[[steps]]\n        tasks_get",
+            "[[steps]]\n        kill_proxy = {}\n        [[steps]]\n        tasks_get",
+        );
+        let err = parse_err(&kill);
+        assert!(
+            err.contains("steps[1]") && err.contains("mode = \"process\""),
+            "{err}"
+        );
+        let ok = kill.replace(
+            "[[connectors]]",
+            "[proxy]\n        mode = \"process\"\n        [[connectors]]",
+        );
+        Scenario::parse(&ok, Path::new("x.toml")).unwrap();
+        let http = CONNECTED.replace(
+            "standard = true",
+            "transport = \"http\"\n        standard = true\n        fault = { kind = \"reset\", times = 1 }",
+        );
+        let err = parse_err(&http);
+        assert!(
+            err.contains("upstream.tools") && err.contains("echo"),
+            "{err}"
+        );
     }
 
     /// The format documented here and in `scenarios/README.md` is the same text.

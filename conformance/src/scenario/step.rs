@@ -118,7 +118,10 @@ impl Step {
             ),
             _ => {
                 let names: Vec<_> = found.iter().map(|(n, _)| *n).collect();
-                bail!("has several actions ({}); use one per step", names.join(", "))
+                bail!(
+                    "has several actions ({}); use one per step",
+                    names.join(", ")
+                )
             }
         }
     }
@@ -469,7 +472,9 @@ pub(crate) fn validate_step(
     if let Some(status) = &e.task_status
         && !["working", "completed", "cancelled", "failed"].contains(&status.as_str())
     {
-        bail!("{field}.expect.task_status: {status:?} is not working, completed, cancelled or failed");
+        bail!(
+            "{field}.expect.task_status: {status:?} is not working, completed, cancelled or failed"
+        );
     }
     let counted_tool = e.invocations.as_ref().and_then(|i| i.tool.as_deref());
     if (e.cancelled_upstream.is_some() || e.invocations.is_some())
