@@ -198,7 +198,7 @@ fn parse_algorithm(name: &str) -> Result<Algorithm, String> {
 }
 
 /// An absolute `https` URL, or `http` on a loopback host.
-fn public_url(field: &str, value: &str) -> Result<Url, String> {
+pub(super) fn public_url(field: &str, value: &str) -> Result<Url, String> {
     let url =
         Url::parse(value.trim()).map_err(|e| format!("{field}: {value:?} is not a URL: {e}"))?;
     let loopback = match url.host() {

@@ -23,7 +23,7 @@ use super::{
 /// Checks bearer tokens for one protected resource. Cheap to share behind an `Arc`.
 pub struct Authenticator {
     config: AuthConfig,
-    keys: KeySource,
+    keys: Arc<KeySource>,
     /// `Mcp-Session-Id` -> the caller that opened the session. A session id is a handle to
     /// the session's streams and requests, so only its owner may use it, whatever other valid
     /// token comes with it.
@@ -40,7 +40,7 @@ impl std::fmt::Debug for Authenticator {
 
 impl Authenticator {
     pub fn new(config: AuthConfig) -> Self {
-        let keys = KeySource::new(&config.issuer, config.jwks_uri.clone());
+        let keys = Arc::new(KeySource::new(&config.issuer, config.jwks_uri.clone()));
         Self {
             config,
             keys,
