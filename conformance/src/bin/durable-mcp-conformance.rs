@@ -104,7 +104,7 @@ struct ThirdParty {
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
     cancel_after: std::time::Duration,
     /// The tool for the reattachment check (a retried start must attach to the first run);
-    /// default: the first tool whose fidelity check passed.
+    /// default: the first read-only tool whose fidelity check passed.
     #[arg(long, value_name = "NAME")]
     reattach_tool: Option<String>,
 }

@@ -94,9 +94,23 @@ pub fn verdict(
                 ),
             }
         }
-        (Err(a), Err(b)) => (
+        // Both failed: only the same failure is fidelity; a durable path that timed out or was
+        // unavailable says nothing about the tool.
+        (Err(a), Err(b)) if same_failure(a, b) => (
             Status::Pass,
-            format!("both failed (direct: {}; durable: {})", short(a), short(b)),
+            format!(
+                "both failed alike (direct: {}; durable: {})",
+                short(a),
+                short(b)
+            ),
+        ),
+        (Err(a), Err(b)) => (
+            Status::Fail(format!(
+                "the direct and durable calls failed differently (direct: {}; durable: {})",
+                short(a),
+                short(b)
+            )),
+            String::new(),
         ),
         (Ok(_), Err(b)) => (
             Status::Fail(format!(
@@ -113,6 +127,23 @@ pub fn verdict(
             String::new(),
         ),
     }
+}
+
+/// Whether two failure messages are the same failure: the same JSON-RPC error code when the
+/// direct one has one (the durable path carries the upstream's message), else the same text.
+fn same_failure(direct: &str, durable: &str) -> bool {
+    match jsonrpc_code(direct) {
+        Some(code) => {
+            jsonrpc_code(durable) == Some(code) || durable.contains(&format!("error {code}"))
+        }
+        None => direct == durable,
+    }
+}
+
+/// The code in an rmcp error text such as `Mcp error: -32602: ...`.
+fn jsonrpc_code(message: &str) -> Option<i64> {
+    let rest = message.split("Mcp error: ").nth(1)?;
+    rest.split(':').next()?.trim().parse().ok()
 }
 
 /// The value at a pointer, as compact JSON.
@@ -145,6 +176,25 @@ mod tests {
         assert_eq!(differences(&a, &b), ["/content/0/text", "/gone", "/k/a~1b"]);
         assert_eq!(differences(&json!([1]), &json!([1, 2])), ["/"]);
         assert!(differences(&a, &a).is_empty());
+    }
+
+    #[test]
+    fn two_failures_pass_only_when_they_are_the_same_failure() {
+        let direct = Err("Mcp error: -32602: bad arguments".to_owned());
+        let durable = Err(
+            "failed (UpstreamJsonRpcError): upstream \"upstream\" answered JSON-RPC error -32602: bad arguments".to_owned(),
+        );
+        assert_eq!(verdict(&direct, &durable, None).0, Status::Pass);
+        let timed_out = Err("timed out: operation timed out".to_owned());
+        assert!(matches!(
+            verdict(&direct, &timed_out, None).0,
+            Status::Fail(_)
+        ));
+        let unavailable = Err("durable path unavailable: no endpoint".to_owned());
+        assert!(matches!(
+            verdict(&direct, &unavailable, None).0,
+            Status::Fail(_)
+        ));
     }
 
     #[test]

@@ -143,6 +143,11 @@ impl DurablePath {
             Ok(op) => op,
             Err(e) => return (Status::Fail(e), String::new()),
         };
+        // Count `after` from when a worker runs the call: cancelling a call still waiting in the
+        // queue would never reach the upstream, and prove nothing.
+        if let Err(e) = self.wait_until_running(&op).await {
+            return (Status::Fail(e), String::new());
+        }
         tokio::time::sleep(after).await;
         match self.client.describe(&op).await {
             Ok(d) if d.outcome.is_some() => {
@@ -216,8 +221,9 @@ impl DurablePath {
             Some((status, attempt)) if status == ActivityExecutionStatus::Canceled => (
                 Status::Pass,
                 format!(
-                    "canceled {} ms after the request; its activity (attempt {attempt}) ended \
-                     CANCELED, so notifications/cancelled went upstream",
+                    "canceled {} ms after the request, while a worker was running it; its \
+                     activity (attempt {attempt}) acknowledged the cancel (CANCELED), which is \
+                     when the proxy sends notifications/cancelled upstream",
                     landed.as_millis()
                 ),
             ),
@@ -233,6 +239,40 @@ impl DurablePath {
                 Status::Fail("the operation reports canceled but no activity ran the call".into()),
                 String::new(),
             ),
+        }
+    }
+
+    /// Waits until a worker has picked up the operation's call (or it already ended).
+    async fn wait_until_running(&self, op: &OperationRef) -> Result<(), String> {
+        let deadline = Instant::now() + CALL_TIMEOUT;
+        loop {
+            let described = self
+                .client
+                .describe(op)
+                .await
+                .map_err(|e| format!("describing the operation: {e}"))?;
+            if described.outcome.is_some() {
+                return Ok(());
+            }
+            if let Ok(call) = serde_json::from_str::<CallToken>(&described.operation_token)
+                && let Ok(Some(activity)) = describe_activity(
+                    &self.connection,
+                    &self.namespace,
+                    &call.activity_id,
+                    &call.run_id,
+                )
+                .await
+                && (activity.started || !activity.is_running())
+            {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "no worker picked the call up within {} s",
+                    CALL_TIMEOUT.as_secs()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 

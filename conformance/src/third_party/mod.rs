@@ -10,7 +10,7 @@
 //! 4. **reattachment/<tool>**: delivers one start twice with the same Nexus request id to the
 //!    proxy's handler, as the server does when it retries a start, and checks that both attach
 //!    to one activity run that completes once with the direct result (`--reattach-tool`, else
-//!    the first tool whose fidelity check passed);
+//!    the first read-only tool whose fidelity check passed);
 //! 5. **cancellation/<tool>**: for each `--cancel-tool`, starts it through the durable path,
 //!    cancels it after `--cancel-after`, and checks that the operation ends canceled and that the
 //!    cancel reached the tool call (its activity ended CANCELED).
@@ -218,7 +218,8 @@ pub async fn run(server: &DevServer, options: &ThirdPartyOptions) -> ThirdPartyR
         };
         let (status, detail) =
             compare::verdict(&direct[&tool.name], &durable_result, again.as_ref());
-        if status == Status::Pass && direct[&tool.name].is_ok() {
+        // The reattachment check runs the tool once more: by default only a read-only one.
+        if status == Status::Pass && direct[&tool.name].is_ok() && tool.read_only {
             reattach_candidates.push(tool.name.clone());
         }
         report.push(check, status, detail);
@@ -235,8 +236,8 @@ pub async fn run(server: &DevServer, options: &ThirdPartyOptions) -> ThirdPartyR
         (_, None) => report.push(
             "reattachment",
             Status::Skipped(
-                "no tool to use: no fidelity check passed with a result; name one with \
-                 --reattach-tool (arguments from --args)"
+                "no tool to use: no read-only tool passed fidelity with a result; name one \
+                 with --reattach-tool (arguments from --args)"
                     .into(),
             ),
             "",

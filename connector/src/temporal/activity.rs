@@ -168,6 +168,8 @@ pub struct ActivityDescription {
     pub status: ActivityExecutionStatus,
     /// The current (or last) attempt, from 1.
     pub attempt: i32,
+    /// A worker has picked the current attempt up (it is not just scheduled).
+    pub started: bool,
     /// Once closed: the result's JSON, or the failure's message.
     pub outcome: Option<Result<serde_json::Value, String>>,
     /// The last heartbeat's first detail, as JSON (for a tool call: its `CallHeartbeat`).
@@ -230,6 +232,7 @@ pub async fn describe_activity(
         run_id: resp.run_id,
         status: info.status(),
         attempt: info.attempt,
+        started: info.last_started_time.is_some(),
         outcome,
         heartbeat,
     }))
