@@ -77,14 +77,18 @@ fn install_python_mcp() -> Result<PathBuf, String> {
     let dir = cache.join(format!("py-mcp-{MCP_VERSION}"));
     let marker = dir.join(".durable-mcp-installed");
     let import_check = ["-c", "from mcp import Client, StdioServerParameters"];
-    if marker.is_file()
-        && run(
+    if marker.is_file() {
+        if run(
             std::process::Command::new(venv_python(&dir)).args(import_check),
             "importing mcp",
         )
         .is_ok()
-    {
-        return Ok(venv_python(&dir));
+        {
+            return Ok(venv_python(&dir));
+        }
+        // A broken install (a Python upgrade, a deleted file): drop its marker so the fresh
+        // install below replaces it instead of deferring to it.
+        let _ = std::fs::remove_file(&marker);
     }
     let started = std::time::Instant::now();
     std::fs::create_dir_all(&cache).map_err(|e| format!("creating {}: {e}", cache.display()))?;

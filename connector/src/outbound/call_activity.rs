@@ -45,6 +45,17 @@ pub struct ToolCallInput {
     pub one_attempt: bool,
 }
 
+/// Progress messages are cut to this many characters: they are copied into every heartbeat
+/// and every task status.
+pub const MAX_PROGRESS_MESSAGE_CHARS: usize = 1024;
+
+fn truncate_chars(text: &mut String, max: usize) {
+    if let Some((at, _)) = text.char_indices().nth(max) {
+        text.truncate(at);
+        text.push('…');
+    }
+}
+
 /// What a tool-call activity's heartbeat details hold (one `json/plain` payload).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CallHeartbeat {
@@ -96,10 +107,16 @@ impl ProxyActivities {
         let (progress_tx, mut progress_rx) = watch::channel(CallHeartbeat::default());
         let heartbeat = |rx: &watch::Receiver<CallHeartbeat>| rx.borrow().details();
         loop {
+            // Each try reports its own progress (a retry within the attempt starts over).
+            progress_tx.send_modify(|h| h.progress = None);
             let sink = progress_tx.clone();
-            let call = client.call_tool_reporting(&input.tool, input.arguments.clone(), move |p| {
-                sink.send_modify(|h| h.progress = Some(p));
-            });
+            let call =
+                client.call_tool_reporting(&input.tool, input.arguments.clone(), move |mut p| {
+                    if let Some(m) = &mut p.message {
+                        truncate_chars(m, MAX_PROGRESS_MESSAGE_CHARS);
+                    }
+                    sink.send_modify(|h| h.progress = Some(p));
+                });
             tokio::pin!(call);
             let outcome = loop {
                 tokio::select! {

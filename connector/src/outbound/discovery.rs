@@ -14,6 +14,9 @@ use super::{errors::Backoff, upstream::UpstreamClient};
 /// How long one discovery may take: it runs inside a sync Nexus handler (~8 s deadline).
 pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The least time between two re-listings caused by `notifications/tools/list_changed`.
+pub const LIST_CHANGED_FLOOR: Duration = Duration::from_millis(200);
+
 /// Why no tool list can be given.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("upstream {service:?} has not answered tools/list yet: {reason}")]
@@ -69,6 +72,10 @@ impl Discovery {
                     }
                 }
             }
+            // A chatty upstream gets at most one re-listing per LIST_CHANGED_FLOOR: notifications that
+            // arrive meanwhile are folded into the next one.
+            tokio::time::sleep(LIST_CHANGED_FLOOR).await;
+            changes.borrow_and_update();
             tracing::info!(service = %self.client.service(), "upstream tool list changed; refreshing");
             self.state.lock().unwrap().retry_at = None;
             if let Err(e) = self.refresh().await {

@@ -121,9 +121,17 @@ pub fn verify(
     validation.leeway = config.leeway.as_secs();
     let mut last = None;
     for jwk in candidates {
+        // Keys meant for encryption, or of another family than the token's algorithm, cannot
+        // have signed it (and would only hide the real reason with a key-mismatch error).
+        if jwk.common.public_key_use == Some(jsonwebtoken::jwk::PublicKeyUse::Encryption) {
+            continue;
+        }
         let Ok(key) = DecodingKey::from_jwk(jwk) else {
             continue;
         };
+        if key.family() != header.alg.family() {
+            continue;
+        }
         match jsonwebtoken::decode::<Claims>(token, &key, &validation) {
             Ok(data) => return caller(data.claims, config),
             Err(e) => last = Some(e),
