@@ -392,7 +392,10 @@ impl UpstreamClient {
                 result
             }
             Ok(ServerResult::CustomResult(custom))
-                if custom.0.as_object().is_some_and(|o| o.len() == 1 && o.contains_key("_meta")) =>
+                if custom
+                    .0
+                    .as_object()
+                    .is_some_and(|o| o.len() == 1 && o.contains_key("_meta")) =>
             {
                 let mut result = CallToolResult::default();
                 result.meta = serde_json::from_value(custom.0["_meta"].clone()).ok();
