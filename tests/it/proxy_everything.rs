@@ -95,7 +95,7 @@ async fn install() -> PathBuf {
     entry
 }
 
-fn stdio_upstream(entry: &PathBuf) -> UpstreamConfig {
+fn stdio_upstream(entry: &std::path::Path) -> UpstreamConfig {
     UpstreamConfig {
         service: SERVICE.into(),
         transport: TransportConfig::Stdio {

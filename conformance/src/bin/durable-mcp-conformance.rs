@@ -18,6 +18,8 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+// Parsed once at startup: the size of the `run` variant's options does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Command {
     /// Runs the conformance scenarios (all, or those the filters select) and reports.
     ///

@@ -218,7 +218,7 @@ impl DurablePath {
             Err(e) => return (Status::Fail(e), String::new()),
         };
         match activity {
-            Some((status, attempt)) if status == ActivityExecutionStatus::Canceled => (
+            Some((ActivityExecutionStatus::Canceled, attempt)) => (
                 Status::Pass,
                 format!(
                     "canceled {} ms after the request, while a worker was running it; its \
