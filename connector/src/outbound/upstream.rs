@@ -266,8 +266,8 @@ impl UpstreamClient {
             },
             ServiceError::TransportSend(err) => UpstreamError::Transport {
                 service,
+                phase: self.send_failure_phase(&err),
                 reason: err.to_string(),
-                phase: Phase::NotDelivered,
             },
             ServiceError::TransportClosed => UpstreamError::Transport {
                 service,
@@ -283,6 +283,19 @@ impl UpstreamClient {
                 service,
                 reason: other.to_string(),
             },
+        }
+    }
+
+    /// Whether a failed send can have reached the tool. Over stdio a failed write means the
+    /// child is gone before it read the request. Over HTTP the "send" is the whole POST: only a
+    /// connection that was never made, or a 503/429 refusal, proves the upstream never ran the
+    /// request; a connection that broke after the request went out (a reset, a close before the
+    /// answer) may have run the tool, so it must not be sent again to a one-attempt tool.
+    fn send_failure_phase(&self, err: &rmcp::transport::DynamicTransportError) -> Phase {
+        match &self.transport {
+            TransportConfig::Stdio { .. } => Phase::NotDelivered,
+            TransportConfig::Http { .. } if never_processed(err) => Phase::NotDelivered,
+            TransportConfig::Http { .. } => Phase::MayHaveRun,
         }
     }
 
@@ -423,6 +436,46 @@ impl UpstreamClient {
             let _ = running.cancel().await;
         }
     }
+}
+
+/// Whether an error's chain shows that the upstream never processed the request: no
+/// connection was ever made (refused, unreachable, DNS), or the server declined it with 503
+/// Service Unavailable or 429 Too Many Requests. Other statuses (500, 502, 504) may come after
+/// the tool ran.
+fn never_processed(err: &(dyn std::error::Error + 'static)) -> bool {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    let mut current = Some(err);
+    while let Some(e) = current {
+        match e.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+            Some(StreamableHttpError::HttpStatus(status)) => {
+                return matches!(status.status, 429 | 503);
+            }
+            // rmcp's client error does not expose its cause as a `source`: step in by hand.
+            Some(StreamableHttpError::Client(inner)) => {
+                current = Some(inner);
+                continue;
+            }
+            _ => {}
+        }
+        if let Some(r) = e.downcast_ref::<reqwest::Error>()
+            && r.is_connect()
+        {
+            return true;
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionRefused
+                    | std::io::ErrorKind::AddrNotAvailable
+                    | std::io::ErrorKind::NetworkUnreachable
+                    | std::io::ErrorKind::HostUnreachable
+            )
+        {
+            return true;
+        }
+        current = e.source();
+    }
+    false
 }
 
 /// rmcp's model as JSON, through text: `serde_json::to_value` widens `f32` fields (annotation
