@@ -29,8 +29,18 @@ use crate::payload;
 
 /// The activity type name.
 pub const CALL_TOOL_ACTIVITY: &str = "durable-mcp.call-tool";
-/// How often a running call heartbeats; well under the heartbeat timeout.
+/// How often a running call heartbeats at most: once a second, or a third of the heartbeat
+/// timeout when that is shorter (a short attempt timeout clamps the heartbeat timeout).
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
+
+/// The heartbeat interval for an attempt with this heartbeat timeout.
+pub fn heartbeat_every(heartbeat_timeout: Option<Duration>) -> Duration {
+    heartbeat_timeout
+        .filter(|t| !t.is_zero())
+        .map_or(HEARTBEAT_EVERY, |t| {
+            (t / 3).clamp(Duration::from_millis(50), HEARTBEAT_EVERY)
+        })
+}
 /// Temporal rejects payloads over 2 MiB; stay under it with room for metadata.
 pub const MAX_RESULT_BYTES: usize = 2 * 1024 * 1024 - 4 * 1024;
 
@@ -85,6 +95,28 @@ fn failure(kind: ToolCallErrorType, retryable: bool, message: String) -> Activit
     )
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heartbeats_come_well_within_the_heartbeat_timeout() {
+        assert_eq!(heartbeat_every(None), HEARTBEAT_EVERY);
+        assert_eq!(
+            heartbeat_every(Some(Duration::from_secs(5))),
+            HEARTBEAT_EVERY
+        );
+        assert_eq!(
+            heartbeat_every(Some(Duration::from_secs(1))),
+            Duration::from_millis(333) + Duration::from_nanos(333_333)
+        );
+        assert_eq!(
+            heartbeat_every(Some(Duration::from_millis(30))),
+            Duration::from_millis(50)
+        );
+    }
+}
+
 #[activities]
 impl ProxyActivities {
     #[activity(name = "durable-mcp.call-tool")]
@@ -101,6 +133,7 @@ impl ProxyActivities {
             ));
         };
         let backoff = Backoff::within_attempt();
+        let every = heartbeat_every(ctx.info().heartbeat_timeout);
         let mut tries = 0u32;
         // The upstream's progress, recorded as soon as it arrives (the SDK sends the latest
         // details when its throttle allows) and again on every heartbeat tick.
@@ -125,7 +158,7 @@ impl ProxyActivities {
                     Ok(()) = progress_rx.changed() => {
                         let _ = ctx.record_heartbeat(heartbeat(&progress_rx)).await;
                     }
-                    _ = tokio::time::sleep(HEARTBEAT_EVERY) => {
+                    _ = tokio::time::sleep(every) => {
                         let _ = ctx.record_heartbeat(heartbeat(&progress_rx)).await;
                     }
                 }
@@ -186,7 +219,7 @@ impl ProxyActivities {
                     while tokio::time::Instant::now() < wait_until {
                         tokio::select! {
                             _ = ctx.cancelled() => return Err(ActivityError::cancelled()),
-                            _ = tokio::time::sleep_until(wait_until.min(tokio::time::Instant::now() + HEARTBEAT_EVERY)) => {
+                            _ = tokio::time::sleep_until(wait_until.min(tokio::time::Instant::now() + every)) => {
                                 let _ = ctx.record_heartbeat(heartbeat(&progress_rx)).await;
                             }
                         }
