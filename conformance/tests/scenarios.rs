@@ -87,6 +87,51 @@ fn spec_checked_by_lines_name_the_scenarios_that_cite_them() {
     }
 }
 
+/// Every SPEC.md rule is checked by at least one scenario, or its `Checked by:` line says why
+/// no scenario can check it (`; no scenario: <reason>`): a rule never silently lacks one.
+#[test]
+fn every_rule_has_a_scenario_or_says_why_not() {
+    let scenarios = load();
+    let spec = std::fs::read_to_string(root().join("SPEC.md")).unwrap();
+    let listed = scenario::spec_rule_scenarios(&spec);
+    assert!(
+        listed.len() >= 40,
+        "SPEC.md lost its rules? {}",
+        listed.len()
+    );
+    let mut rule = None;
+    for line in spec.lines() {
+        if let Some(heading) = line.strip_prefix("### R-") {
+            rule = Some(format!(
+                "R-{}",
+                heading.split(':').next().unwrap_or_default()
+            ));
+            continue;
+        }
+        let (Some(id), Some(checks)) = (&rule, line.strip_prefix("Checked by:")) else {
+            continue;
+        };
+        let citing = scenarios.iter().filter(|s| s.rules.contains(id)).count();
+        match checks.split_once("; no scenario: ") {
+            Some((_, why)) => {
+                assert!(
+                    why.trim().len() >= 20,
+                    "SPEC.md {id}: say why no scenario checks it, in a sentence"
+                );
+                assert_eq!(
+                    citing, 0,
+                    "SPEC.md {id} says no scenario checks it, but {citing} scenario(s) cite it"
+                );
+            }
+            None => assert!(
+                !listed[id].is_empty(),
+                "SPEC.md {id} has no scenario: add one that cites it, or end its `Checked by:` \
+                 line with `; no scenario: <why>`"
+            ),
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bundled_suite_passes_against_the_dev_server() {
     let scenarios = load();
