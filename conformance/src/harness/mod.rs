@@ -37,8 +37,8 @@ use url::Url;
 
 pub use cli::{MIN_CLI_VERSION, ServerVersion, cache_dir, compare_versions, find_cli};
 pub use error::HarnessError;
-pub use process::process_alive;
 pub(crate) use process::ServerProcess;
+pub use process::process_alive;
 
 use container::ContainerServer;
 use process::ProcessServer;
