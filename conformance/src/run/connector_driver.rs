@@ -5,7 +5,11 @@
 //! same caller) unless one asks for its own, and route to the scenario's proxy; each has its own
 //! caller scope.
 
-use std::{collections::HashMap, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use durable_mcp::{
     inbound::{
@@ -17,9 +21,12 @@ use durable_mcp::{
     nexus::OperationClient,
 };
 use rmcp::{
-    ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt,
-    model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion},
-    service::RunningService,
+    ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt,
+    model::{
+        ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam,
+        ProtocolVersion,
+    },
+    service::{NotificationContext, RunningService},
     transport::StreamableHttpClientTransport,
 };
 use tokio_util::sync::CancellationToken;
@@ -28,7 +35,29 @@ use super::SERVICE;
 use crate::scenario::{ConnectorDef, ConnectorTransport};
 
 /// The MCP client of one replica.
-pub(crate) type McpClient = RunningService<RoleClient, ClientConfig>;
+pub(crate) type McpClient = RunningService<RoleClient, ScenarioClient>;
+
+/// A replica's client: its capabilities, and every `notifications/progress` it received (the
+/// `progress_at_least` expectation reads them).
+#[derive(Clone)]
+pub(crate) struct ScenarioClient {
+    info: ClientConfig,
+    pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+}
+
+impl ClientHandler for ScenarioClient {
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push(params);
+    }
+}
 
 /// The scenario's connector replicas, by name.
 pub(crate) struct Replicas {
@@ -104,10 +133,13 @@ impl Replicas {
         } else {
             ClientCapabilities::default()
         };
-        let info = ClientConfig::new(
-            capabilities,
-            Implementation::new("durable-mcp-conformance", env!("CARGO_PKG_VERSION")),
-        );
+        let info = ScenarioClient {
+            info: ClientConfig::new(
+                capabilities,
+                Implementation::new("durable-mcp-conformance", env!("CARGO_PKG_VERSION")),
+            ),
+            progress: Arc::default(),
+        };
         if def.transport == ConnectorTransport::Pipe {
             let (server_side, client_side) = tokio::io::duplex(1 << 20);
             tokio::spawn(async move {

@@ -4,8 +4,11 @@
 use std::time::Duration;
 
 use rmcp::{
-    model::{CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams},
-    service::ServiceError,
+    model::{
+        CallToolRequest, CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientRequest,
+        GetTaskParams, ServerResult,
+    },
+    service::{PeerRequestOptions, ServiceError},
 };
 use serde_json::{Value, json};
 
@@ -139,7 +142,31 @@ pub(crate) async fn run_mcp_call(
         params.meta =
             Some(serde_json::from_value(json!({ "idempotencyKey": key })).map_err(setup)?);
     }
-    let request = client.peer().call_tool_once(params);
+    client.service().progress.lock().unwrap().clear();
+    // Checking progress needs the progress token rmcp gives the request, so that call is sent
+    // by hand (and cannot be cancelled: validation keeps `progress_at_least` and
+    // `cancel_after_ms` apart); every other call is rmcp's own, cancelled when dropped.
+    let mut progress_token = None;
+    let request: futures::future::BoxFuture<'_, Result<CallToolResponse, ServiceError>> =
+        if expect.progress_at_least.is_some() {
+            let handle = client
+                .peer()
+                .send_request_with_option(
+                    ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+                    PeerRequestOptions::no_options(),
+                )
+                .await;
+            progress_token = handle.as_ref().ok().map(|h| h.progress_token.clone());
+            Box::pin(async move {
+                match handle?.await_response().await? {
+                    ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
+                    ServerResult::CreateTaskResult(created) => Ok(CallToolResponse::Task(created)),
+                    _ => Err(ServiceError::UnexpectedResponse),
+                }
+            })
+        } else {
+            Box::pin(client.peer().call_tool_once(params))
+        };
     let response = match call.cancel_after_ms {
         None => request.await,
         Some(after) => {
@@ -168,6 +195,23 @@ pub(crate) async fn run_mcp_call(
         }
         Err(e) => error_answer(e),
     };
+    if let Some(least) = expect.progress_at_least {
+        let seen = client.service().progress.lock().unwrap().clone();
+        if let Some(wrong) = seen
+            .iter()
+            .find(|p| Some(&p.progress_token) != progress_token.as_ref())
+        {
+            return Err(Failure::Violated(format!(
+                "progress came under another token than the call's: {wrong:?}"
+            )));
+        }
+        if seen.len() < least {
+            return Err(Failure::Violated(format!(
+                "expected at least {least} notifications/progress for the call, saw {}",
+                seen.len()
+            )));
+        }
+    }
     check_answer(env, expect, answer, Some(&call.tool), call.key()).await
 }
 

@@ -68,6 +68,7 @@
 //! task_status = "completed"    # optional (outcome = "task"): working | completed | cancelled | failed
 //! invocations = { tool = "t", key = "k", count = 3 }  # upstream `called` events (tool and key default to the step's)
 //! cancelled_upstream = true    # optional: the upstream saw `notifications/cancelled` for the call
+//! progress_at_least = 1        # optional (mcp): notifications/progress the caller got, under its own token
 //! snapshot = "name"            # optional: result JSON == fixtures/snapshots/conformance__<name>.snap.json
 //! save = "first"               # remember this answer (and task ID) for later steps
 //! same_as = "first"            # this answer (result, task ID or error) equals the saved one

@@ -347,6 +347,10 @@ pub struct Expect {
     pub invocations: Option<Invocations>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancelled_upstream: Option<bool>,
+    /// `mcp`: at least this many `notifications/progress` reached the MCP caller during the
+    /// call, all under the caller's own progress token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_at_least: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<String>,
     /// `tasks_get`: the task's status (`working`, `completed`, `cancelled`, `failed`).
@@ -399,6 +403,23 @@ pub(crate) fn validate_step(
         {
             bail!("{field}.{key}: no connector named {name:?}");
         }
+    }
+    if step
+        .expect
+        .as_ref()
+        .is_some_and(|e| e.progress_at_least.is_some())
+        && !matches!(action, Action::Mcp(_))
+    {
+        bail!("{field}.expect.progress_at_least: only for mcp steps");
+    }
+    if let Action::Mcp(c) = action
+        && c.cancel_after_ms.is_some()
+        && step
+            .expect
+            .as_ref()
+            .is_some_and(|e| e.progress_at_least.is_some())
+    {
+        bail!("{field}.expect.progress_at_least: not with cancel_after_ms");
     }
     if let Action::TasksGet(t) | Action::TasksCancel(t) = action {
         let key = if matches!(action, Action::TasksGet(_)) {
