@@ -276,12 +276,7 @@ async fn sync_handler_overrunning_its_deadline_is_cancelled_and_retried() {
         payload::to_payload(&json!("fresh")).unwrap(),
     );
     start.schedule_to_close = Some(Duration::from_secs(60));
-    let (op, _) = env.client.start(start).await.unwrap();
-    let outcome = env
-        .client
-        .wait(&op, &CancellationToken::new())
-        .await
-        .unwrap();
+    let (_, outcome) = start_and_wait(&env, start).await;
     let OperationOutcome::Succeeded(result) = outcome else {
         panic!("{outcome:?}")
     };

@@ -124,12 +124,7 @@ async fn async_operation_completes_through_activity_callback() {
         "run",
         payload::to_payload(&input).unwrap(),
     );
-    let (op, _) = env.client.start(start).await.unwrap();
-    let outcome = env
-        .client
-        .wait(&op, &CancellationToken::new())
-        .await
-        .unwrap();
+    let (_, outcome) = start_and_wait(&env, start).await;
     let OperationOutcome::Succeeded(result) = outcome else {
         panic!("{outcome:?}")
     };
@@ -163,12 +158,7 @@ async fn retried_start_with_same_request_id_reattaches_to_one_activity() {
         payload::to_payload(&input).unwrap(),
     );
     start.schedule_to_close = Some(Duration::from_secs(60));
-    let (op, _) = env.client.start(start).await.unwrap();
-    let outcome = env
-        .client
-        .wait(&op, &CancellationToken::new())
-        .await
-        .unwrap();
+    let (_, outcome) = start_and_wait(&env, start).await;
     let OperationOutcome::Succeeded(result) = outcome else {
         panic!("{outcome:?}")
     };

@@ -237,6 +237,25 @@ async fn proxy_fronts_an_http_upstream_with_identical_results() {
 }
 
 /// Writes `spec` where a stdio mock reads it (re-read on every request).
+/// The proxy's start handler for `write_once` on this env's task queue, reading `discovery`:
+/// driven by hand, it replays a start exactly as the server delivers a retry.
+fn write_once_handler(
+    env: &TestEnv,
+    discovery: std::sync::Arc<durable_mcp::outbound::discovery::Discovery>,
+) -> std::sync::Arc<dyn durable_mcp::nexus::OperationHandler> {
+    use durable_mcp::outbound::service::{ServiceContext, proxy_service};
+    let service = proxy_service(ServiceContext {
+        service: "mock".into(),
+        connection: env.connection.clone(),
+        namespace: env.namespace.clone(),
+        task_queue: env.task_queue.clone(),
+        activity_options: Default::default(),
+        overrides: BTreeMap::new(),
+        discovery,
+    });
+    service.handler("write_once").unwrap().clone()
+}
+
 fn write_spec(path: &Path, spec: &UpstreamSpec) {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, serde_json::to_vec(spec).unwrap()).unwrap();
@@ -364,11 +383,7 @@ async fn timed_out_attempts_are_cancelled_upstream_before_their_retry() {
 async fn a_retried_start_reattaches_before_reading_discovery() {
     use durable_mcp::{
         nexus::StartContext,
-        outbound::{
-            discovery::Discovery,
-            service::{ServiceContext, proxy_service},
-            upstream::UpstreamClient,
-        },
+        outbound::{discovery::Discovery, upstream::UpstreamClient},
     };
     let env = TestEnv::shared("proxy-reattach").await;
     let spec_file = temp_path("spec.json");
@@ -393,29 +408,9 @@ async fn a_retried_start_reattaches_before_reading_discovery() {
     ));
     let discovery = std::sync::Arc::new(Discovery::new(client.clone()));
     discovery.refresh().await.unwrap();
-    let service = proxy_service(ServiceContext {
-        service: "mock".into(),
-        connection: env.connection.clone(),
-        namespace: env.namespace.clone(),
-        task_queue: env.task_queue.clone(),
-        activity_options: Default::default(),
-        overrides: BTreeMap::new(),
-        discovery: discovery.clone(),
-    });
-    let handler = service.handler("write_once").unwrap().clone();
+    let handler = write_once_handler(&env, discovery.clone());
     let request_id = uuid::Uuid::new_v4().to_string();
-    let ctx = StartContext {
-        endpoint: env.endpoint.clone(),
-        service: "mock".into(),
-        operation: "write_once".into(),
-        request_id: request_id.clone(),
-        callback: String::new(),
-        callback_headers: Default::default(),
-        headers: Default::default(),
-        links: vec![],
-        deadline: None,
-        cancelled: CancellationToken::new(),
-    };
+    let ctx = StartContext::new(&env.endpoint, "mock", "write_once", request_id.clone());
     let input = payload::to_payload(&json!({"key": "w1"})).unwrap();
     let first = handler.start(ctx.clone(), input.clone()).await.unwrap();
 
@@ -641,11 +636,7 @@ async fn http_faults_end_in_clear_errors_with_the_right_phase() {
 async fn a_retried_start_after_the_call_finished_reattaches_to_the_closed_run() {
     use durable_mcp::{
         nexus::StartContext,
-        outbound::{
-            discovery::Discovery,
-            service::{ServiceContext, proxy_service},
-            upstream::UpstreamClient,
-        },
+        outbound::{discovery::Discovery, upstream::UpstreamClient},
         temporal::activity::describe_activity,
     };
     let env = TestEnv::shared("proxy-reattach-closed").await;
@@ -657,28 +648,13 @@ async fn a_retried_start_after_the_call_finished_reattaches_to_the_closed_run() 
     let client = std::sync::Arc::new(UpstreamClient::new("mock", upstream.transport));
     let discovery = std::sync::Arc::new(Discovery::new(client.clone()));
     discovery.refresh().await.unwrap();
-    let service = proxy_service(ServiceContext {
-        service: "mock".into(),
-        connection: env.connection.clone(),
-        namespace: env.namespace.clone(),
-        task_queue: env.task_queue.clone(),
-        activity_options: Default::default(),
-        overrides: BTreeMap::new(),
-        discovery,
-    });
-    let handler = service.handler("write_once").unwrap().clone();
-    let ctx = StartContext {
-        endpoint: env.endpoint.clone(),
-        service: "mock".into(),
-        operation: "write_once".into(),
-        request_id: uuid::Uuid::new_v4().to_string(),
-        callback: String::new(),
-        callback_headers: Default::default(),
-        headers: Default::default(),
-        links: vec![],
-        deadline: None,
-        cancelled: CancellationToken::new(),
-    };
+    let handler = write_once_handler(&env, discovery.clone());
+    let ctx = StartContext::new(
+        &env.endpoint,
+        "mock",
+        "write_once",
+        uuid::Uuid::new_v4().to_string(),
+    );
     let input = payload::to_payload(&json!({"key": "closed-1"})).unwrap();
     let first = handler.start(ctx.clone(), input.clone()).await.unwrap();
     let durable_mcp::nexus::StartOutcome::Async { token } = &first else {

@@ -11,13 +11,12 @@ use durable_mcp::{
 use durable_mcp_conformance::fixtures::{self, Ledger, SpecSource, UpstreamSpec};
 use rmcp::model::{CallToolRequestParams, CallToolResponse, GetTaskParams};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 use crate::{
     connector_auth::{SCOPE, TestIssuer, args, client},
     support::{
-        TEST_SIGNING_KEY, TestEnv, connector_command, mock_stdio_upstream, start_proxy, temp_path,
-        workspace_bin,
+        TEST_SIGNING_KEY, TestEnv, connector_command, mock_stdio_upstream, start_and_wait,
+        start_proxy, temp_path, workspace_bin,
     },
 };
 
@@ -220,12 +219,7 @@ env = {{ API_KEY = "${{UPSTREAM_API_KEY}}" }}
             input,
         );
         start.schedule_to_close = Some(Duration::from_secs(60));
-        let (op, _) = env.client.start(start).await.unwrap();
-        let outcome = env
-            .client
-            .wait(&op, &CancellationToken::new())
-            .await
-            .unwrap();
+        let (op, outcome) = start_and_wait(&env, start).await;
         let OperationOutcome::Succeeded(result) = outcome else {
             panic!(
                 "{service}: {outcome:?}\n{}",

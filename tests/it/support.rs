@@ -419,6 +419,23 @@ pub fn start_proxy(
 
 // ---- files, the mock upstream, workspace binaries ----------------------------------------
 
+/// Starts an operation and waits for its outcome; answers the operation too, for describing it.
+pub async fn start_and_wait(
+    env: &TestEnv,
+    start: durable_mcp::nexus::StartOperation,
+) -> (
+    durable_mcp::nexus::OperationRef,
+    durable_mcp::nexus::OperationOutcome,
+) {
+    let (op, _) = env.client.start(start).await.unwrap();
+    let outcome = env
+        .client
+        .wait(&op, &tokio_util::sync::CancellationToken::new())
+        .await
+        .unwrap();
+    (op, outcome)
+}
+
 /// A fresh file path `name` in a directory of its own under the system temp dir.
 pub fn temp_path(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("durable-mcp-test-{}", uuid::Uuid::new_v4()));

@@ -352,18 +352,7 @@ impl DurablePath {
                 String::new(),
             );
         };
-        let ctx = StartContext {
-            endpoint: self.endpoint.clone(),
-            service: SERVICE.into(),
-            operation: tool.into(),
-            request_id: unique_name("retried-start"),
-            callback: String::new(),
-            callback_headers: Default::default(),
-            headers: Default::default(),
-            links: vec![],
-            deadline: None,
-            cancelled: CancellationToken::new(),
-        };
+        let ctx = StartContext::new(&self.endpoint, SERVICE, tool, unique_name("retried-start"));
         let input = match payload::to_payload(&Value::Object(args.clone())) {
             Ok(p) => p,
             Err(e) => return (Status::Fail(e.to_string()), String::new()),

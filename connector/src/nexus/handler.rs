@@ -40,6 +40,30 @@ pub struct StartContext {
     pub cancelled: CancellationToken,
 }
 
+impl StartContext {
+    /// A start delivered by hand rather than by the server (tests, the conformance runner
+    /// replaying a retried start): no completion callback, no headers, no deadline.
+    pub fn new(
+        endpoint: impl Into<String>,
+        service: impl Into<String>,
+        operation: impl Into<String>,
+        request_id: impl Into<String>,
+    ) -> Self {
+        Self {
+            endpoint: endpoint.into(),
+            service: service.into(),
+            operation: operation.into(),
+            request_id: request_id.into(),
+            callback: String::new(),
+            callback_headers: HashMap::new(),
+            headers: HashMap::new(),
+            links: Vec::new(),
+            deadline: None,
+            cancelled: CancellationToken::new(),
+        }
+    }
+}
+
 /// Everything a cancel handler knows about the operation to cancel.
 #[derive(Debug, Clone)]
 pub struct CancelContext {
