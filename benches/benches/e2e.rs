@@ -33,9 +33,9 @@ use std::{collections::BTreeMap, time::Duration};
 
 use criterion::{Criterion, SamplingMode, Throughput};
 use durable_mcp::{
+    mcp::payload,
     nexus::{OperationClient, OperationOutcome, StartOperation},
     outbound::{ProxyOptions, TransportConfig, UpstreamConfig},
-    payload,
 };
 use durable_mcp_conformance::proxy_thread::ProxyThread;
 use durable_mcp_conformance::{

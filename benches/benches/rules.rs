@@ -7,15 +7,17 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use durable_mcp::{
     inbound::{
         idempotency::arguments_fingerprint,
-        outcome::{Outcome, to_call_tool_result},
         task_ref::{CallerScope, SigningKey, TaskRef, caller_hash, sign, verify},
+    },
+    mcp::{
+        outcome::{Outcome, to_call_tool_result},
+        payload,
     },
     nexus::failure,
     outbound::{
         options::{ActivityOptions, RetryPolicySpec, resolve},
         retry::{ToolHints, infer},
     },
-    payload,
 };
 use serde_json::json;
 use std::hint::black_box;

@@ -7,11 +7,11 @@
 use std::time::{Duration, Instant};
 
 use durable_mcp::{
+    mcp::payload,
     nexus::{
         NexusWorker, NexusWorkerOptions, OperationClient, OperationOutcome, Service,
         StartOperation, StartOutcome, start_fn,
     },
-    payload,
 };
 use serde_json::json;
 use tokio_util::sync::CancellationToken;

@@ -2,14 +2,20 @@
 //!
 //! Durable Model Context Protocol tool calls on Temporal Nexus.
 //!
-//! - [`nexus`]: the Nexus handler runtime (on `temporalio-sdk-core`) and the standalone Nexus
-//!   operation client, sharing one set of handler and failure types.
-//! - [`payload`]: the one place where JSON values and MCP results become Temporal payloads.
-//! - [`temporal`]: connection settings from the environment and small proto conversions.
-//! - [`outbound`]: the proxy that fronts upstream MCP servers as Nexus services.
+//! Layers, each depending only on the ones below it:
+//!
+//! 1. [`temporal`]: connection settings, JSON payloads and the codec hook, standalone Activities.
+//! 2. [`nexus`]: the Nexus handler runtime (on `temporalio-sdk-core`) and the standalone Nexus
+//!    operation client, sharing one set of handler and failure types.
+//! 3. [`mcp`]: the MCP-tool contract over Nexus (listing, call token, heartbeat, outcome table,
+//!    stable error types, payload marker) that every caller and tool service shares.
+//! 4. [`inbound`] (the connector: MCP callers in, Nexus operations out) and [`outbound`] (the
+//!    proxy: upstream MCP servers as Nexus services): siblings that never import each other.
+//!
+//! The binaries sit on top.
 
 pub mod inbound;
+pub mod mcp;
 pub mod nexus;
 pub mod outbound;
-pub mod payload;
 pub mod temporal;

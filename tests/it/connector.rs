@@ -388,9 +388,11 @@ async fn idempotency_keys_reattach_across_restarts_and_conflict_on_other_argumen
 async fn operation_ids_and_timeouts_follow_the_options_and_the_listing() {
     use durable_mcp::{
         inbound::task_ref::{CallerScope, caller_hash, verify},
+        mcp::{
+            listing::{LIST_TOOLS, TIMEOUT_META_KEY},
+            payload,
+        },
         nexus::{Service, StartOutcome, start_fn},
-        outbound::service::{LIST_TOOLS, TIMEOUT_META_KEY},
-        payload,
     };
     use temporalio_protos::temporal::api::workflowservice::v1::DescribeNexusOperationExecutionRequest;
 

@@ -8,6 +8,7 @@ mod support;
 mod connector;
 mod connector_auth;
 mod connector_http;
+mod layers;
 mod nexus_cancel;
 mod nexus_errors;
 mod nexus_roundtrip;

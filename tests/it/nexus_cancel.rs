@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use durable_mcp::{
+    mcp::payload,
     nexus::{OperationClientError, OperationOutcome, OperationStatus, StartOperation},
-    payload,
 };
 use serde_json::json;
 use tokio_util::sync::CancellationToken;

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
+use durable_mcp::mcp::payload;
 use durable_mcp::nexus::{
     HandlerError, HandlerErrorKind, OperationError, OperationOutcome, RetryBehavior, Service,
     StartOperation, StartOutcome, start_fn,
 };
-use durable_mcp::payload;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

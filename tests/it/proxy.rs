@@ -5,9 +5,10 @@
 use std::{collections::BTreeMap, path::Path, time::Duration};
 
 use durable_mcp::{
+    mcp::listing::TIMEOUT_META_KEY,
+    mcp::payload,
     nexus::{OperationOutcome, StartOperation},
-    outbound::{UpstreamConfig, service::TIMEOUT_META_KEY},
-    payload,
+    outbound::UpstreamConfig,
 };
 use durable_mcp_conformance::fixtures::{
     self, Behavior, FailKind, Ledger, LedgerEvent, SpecSource, ToolSpec, UpstreamSpec, serve_http,
@@ -660,7 +661,7 @@ async fn a_retried_start_after_the_call_finished_reattaches_to_the_closed_run() 
     let durable_mcp::nexus::StartOutcome::Async { token } = &first else {
         panic!("{first:?}")
     };
-    let token: durable_mcp::outbound::service::CallToken = serde_json::from_str(token).unwrap();
+    let token: durable_mcp::mcp::call::CallToken = serde_json::from_str(token).unwrap();
     // Wait until the first run closed.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {

@@ -12,9 +12,10 @@
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use durable_mcp::{
+    mcp::listing::TIMEOUT_META_KEY,
+    mcp::payload,
     nexus::{OperationOutcome, StartOperation},
-    outbound::{TransportConfig, UpstreamConfig, service::TIMEOUT_META_KEY},
-    payload,
+    outbound::{TransportConfig, UpstreamConfig},
 };
 use durable_mcp_conformance::fixtures::everything::{
     self, DirectClient, RawStdioClient, mask_timestamps, numbers_as_f64,

@@ -5,8 +5,8 @@
 use std::{path::Path, time::Duration};
 
 use durable_mcp::{
+    mcp::payload,
     nexus::{OperationOutcome, StartOperation},
-    payload,
 };
 use durable_mcp_conformance::fixtures::{self, Ledger, SpecSource, UpstreamSpec};
 use rmcp::model::{CallToolRequestParams, CallToolResponse, GetTaskParams};

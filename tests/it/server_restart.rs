@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use durable_mcp::{
+    mcp::payload,
     nexus::{OperationOutcome, StartOperation},
-    payload,
 };
 use durable_mcp_conformance::harness::{DevServer, DevServerOptions};
 use serde_json::json;

@@ -8,11 +8,11 @@ use std::{
 };
 
 use durable_mcp::{
+    mcp::payload,
     nexus::{
         CancelContext, HandlerError, NexusWorker, NexusWorkerOptions, OperationClient,
         OperationHandler, Service, ShutdownHandle, StartContext, StartError, StartOutcome,
     },
-    payload,
     temporal::activity::{ActivityStart, cancel_activity, start_activity},
 };
 use durable_mcp_conformance::harness::{self, DevServer};

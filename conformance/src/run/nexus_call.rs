@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use durable_mcp::{
+    mcp::payload,
     nexus::{OperationOutcome, StartOperation},
-    payload,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;

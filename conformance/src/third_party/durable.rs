@@ -9,16 +9,16 @@ use std::{
 };
 
 use durable_mcp::{
+    mcp::{call::CallToken, payload},
     nexus::{
         OperationClient, OperationOutcome, OperationRef, StartContext, StartOperation, StartOutcome,
     },
     outbound::{
         ProxyOptions, UpstreamConfig,
         discovery::Discovery,
-        service::{CallToken, ServiceContext, proxy_service},
+        service::{ServiceContext, proxy_service},
         upstream::UpstreamClient,
     },
-    payload,
     temporal::activity::{ActivityExecutionStatus, describe_activity},
 };
 use rmcp::model::JsonObject;

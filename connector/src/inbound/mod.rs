@@ -5,7 +5,6 @@
 //! - [`task_ref`]: signed, caller-scoped task IDs (no task table anywhere).
 //! - [`idempotency`]: `_meta` idempotency keys, the operation IDs they give, argument fingerprints.
 //! - [`route`]: `--route` values and the merged tool list of all routes.
-//! - [`outcome`]: a Nexus operation's outcome as an MCP `CallToolResult`.
 //!
 //! The I/O around them: [`server`] (the rmcp `ServerHandler`), [`http`] (Streamable HTTP in
 //! axum), [`auth`] (inbound OAuth: bearer tokens to caller scopes) and [`progress`] (the
@@ -14,7 +13,6 @@
 pub mod auth;
 pub mod http;
 pub mod idempotency;
-pub mod outcome;
 pub mod progress;
 pub mod route;
 pub mod server;

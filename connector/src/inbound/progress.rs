@@ -12,19 +12,13 @@ use rmcp::{
 };
 
 use crate::{
+    mcp::call::{CallHeartbeat, CallToken, ToolProgress},
     nexus::{OperationClient, OperationRef},
-    outbound::{call_activity::CallHeartbeat, service::CallToken, upstream::ToolProgress},
     temporal::activity::describe_activity,
 };
 
 /// How often a waiting caller's progress is looked up.
 pub const PROGRESS_POLL: Duration = Duration::from_secs(1);
-
-/// The proxy activity named by an operation token; `None` for operations that are not
-/// proxied tool calls (or have not started yet).
-pub fn call_of(operation_token: &str) -> Option<CallToken> {
-    serde_json::from_str(operation_token).ok()
-}
 
 /// What looking up a call's progress found.
 enum Lookup {
@@ -94,7 +88,7 @@ pub async fn forward_progress(
             if described.operation_token.is_empty() {
                 continue; // Not started yet (or a sync operation, which ends with its answer).
             }
-            match call_of(&described.operation_token) {
+            match CallToken::parse(&described.operation_token) {
                 Some(found) => call = Some(found),
                 None => return, // Not a proxied tool call.
             }

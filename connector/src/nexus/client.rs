@@ -25,9 +25,9 @@ use super::{
     failure::{FailureSummary, summarize},
     handler::HandlerErrorKind,
 };
-use crate::{
+use crate::temporal::{
     payload::{self, IdentityCodec, PayloadCodec, PayloadError},
-    temporal::proto_duration,
+    proto_duration,
 };
 
 /// What to do when an operation with the same id is already running.

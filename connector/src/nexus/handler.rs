@@ -1,6 +1,6 @@
 //! What a Nexus operation handler sees and answers: plain types, no I/O.
 //!
-//! The [`super::worker`] runtime turns polled tasks into these contexts, calls the registered
+//! The Nexus worker runtime turns polled tasks into these contexts, calls the registered
 //! [`OperationHandler`], and turns the answer back into a task completion.
 
 use std::{collections::HashMap, sync::Arc, time::SystemTime};

@@ -22,10 +22,10 @@ use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use super::{
-    errors::{Backoff, FailureAction, ToolCallErrorType, on_jsonrpc_error, on_transport_failure},
-    upstream::{ToolProgress, UpstreamClient, UpstreamError},
+    errors::{Backoff, FailureAction, on_jsonrpc_error, on_transport_failure},
+    upstream::{UpstreamClient, UpstreamError},
 };
-use crate::payload;
+use crate::mcp::{call::CallHeartbeat, errors::ToolCallErrorType, payload};
 
 /// The activity type name.
 pub const CALL_TOOL_ACTIVITY: &str = "durable-mcp.call-tool";
@@ -66,18 +66,9 @@ fn truncate_chars(text: &mut String, max: usize) {
     }
 }
 
-/// What a tool-call activity's heartbeat details hold (one `json/plain` payload).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct CallHeartbeat {
-    /// The upstream's latest `notifications/progress` for this call, if it sent any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub progress: Option<ToolProgress>,
-}
-
-impl CallHeartbeat {
-    fn details(&self) -> RawValue {
-        RawValue::new(payload::to_payload(self).into_iter().collect())
-    }
+/// A heartbeat's details: one `json/plain` payload holding the [`CallHeartbeat`].
+fn heartbeat_details(heartbeat: &CallHeartbeat) -> RawValue {
+    RawValue::new(payload::to_payload(heartbeat).into_iter().collect())
 }
 
 /// The proxy's activities, over the worker's upstream connections.
@@ -138,7 +129,7 @@ impl ProxyActivities {
         // The upstream's progress, recorded as soon as it arrives (the SDK sends the latest
         // details when its throttle allows) and again on every heartbeat tick.
         let (progress_tx, mut progress_rx) = watch::channel(CallHeartbeat::default());
-        let heartbeat = |rx: &watch::Receiver<CallHeartbeat>| rx.borrow().details();
+        let heartbeat = |rx: &watch::Receiver<CallHeartbeat>| heartbeat_details(&rx.borrow());
         loop {
             // Each try reports its own progress (a retry within the attempt starts over).
             progress_tx.send_modify(|h| h.progress = None);

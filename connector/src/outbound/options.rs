@@ -12,10 +12,10 @@
 use std::{collections::BTreeMap, time::Duration};
 
 use serde::{Deserialize, Serialize};
-use temporalio_protos::temporal::api::common::v1::{Priority, RetryPolicy};
+use temporalio_protos::temporal::api::common::v1::Priority;
 
+pub use super::retry::RetryPolicySpec;
 use super::retry::{self, ToolHints};
-use crate::temporal::proto_duration;
 
 /// Timeout for one attempt when no layer sets `start_to_close_timeout`.
 pub const DEFAULT_START_TO_CLOSE: Duration = Duration::from_secs(60);
@@ -139,50 +139,6 @@ impl ActivityOptions {
     }
 }
 
-/// A Temporal retry policy; an absent key means the server's default for it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RetryPolicySpec {
-    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
-    pub initial_interval: Option<Duration>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub backoff_coefficient: Option<f64>,
-    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
-    pub maximum_interval: Option<Duration>,
-    /// 0 means unlimited (bounded only by the timeouts); 1 means no retries.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub maximum_attempts: Option<i32>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub non_retryable_error_types: Vec<String>,
-}
-
-impl RetryPolicySpec {
-    /// Exactly one attempt: for tools that must never run twice.
-    pub fn one_attempt() -> Self {
-        Self {
-            maximum_attempts: Some(1),
-            ..Self::default()
-        }
-    }
-
-    /// Temporal's default policy: every key left to the server (1 s initial interval, factor 2,
-    /// 100 s cap) and no attempt cap.
-    pub fn temporal_default() -> Self {
-        Self::default()
-    }
-
-    /// The protobuf policy; absent keys become zero, which the server reads as its default.
-    pub fn to_proto(&self) -> RetryPolicy {
-        RetryPolicy {
-            initial_interval: self.initial_interval.map(proto_duration),
-            backoff_coefficient: self.backoff_coefficient.unwrap_or(0.0),
-            maximum_interval: self.maximum_interval.map(proto_duration),
-            maximum_attempts: self.maximum_attempts.unwrap_or(0),
-            non_retryable_error_types: self.non_retryable_error_types.clone(),
-        }
-    }
-}
-
 /// Task priority and fairness; an absent key is inherited or defaulted by the server.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -224,7 +180,7 @@ pub struct ResolvedCallOptions {
     /// Why this retry policy applies, for logs and the SPEC table.
     pub retry_reason: String,
     /// The policy allows exactly one attempt: a failure after which the tool may have run must
-    /// not be retried in any way (see [`super::errors::on_transport_failure`]).
+    /// not be retried in any way (the transport-failure table in `errors`).
     pub one_attempt: bool,
     pub priority: Option<PrioritySpec>,
     pub search_attributes: Option<BTreeMap<String, serde_json::Value>>,
@@ -278,6 +234,7 @@ pub fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use temporalio_protos::temporal::api::common::v1::RetryPolicy;
 
     fn secs(n: u64) -> Duration {
         Duration::from_secs(n)

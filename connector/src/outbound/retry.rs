@@ -21,11 +21,58 @@
 //! | not `true`     | not `true`        | any              | unlimited | `not marked destructive`                            |
 //!
 //! "not `true`" means `false` or absent; "unlimited" is Temporal's default retry policy.
-//! An explicit retry policy in the options replaces this table (see [`super::options::resolve`]).
+//! An explicit retry policy in the call options replaces this table.
+
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use temporalio_protos::temporal::api::common::v1::RetryPolicy;
 
-use super::options::RetryPolicySpec;
+use crate::temporal::proto_duration;
+
+/// A Temporal retry policy; an absent key means the server's default for it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetryPolicySpec {
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub initial_interval: Option<Duration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backoff_coefficient: Option<f64>,
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub maximum_interval: Option<Duration>,
+    /// 0 means unlimited (bounded only by the timeouts); 1 means no retries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maximum_attempts: Option<i32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub non_retryable_error_types: Vec<String>,
+}
+
+impl RetryPolicySpec {
+    /// Exactly one attempt: for tools that must never run twice.
+    pub fn one_attempt() -> Self {
+        Self {
+            maximum_attempts: Some(1),
+            ..Self::default()
+        }
+    }
+
+    /// Temporal's default policy: every key left to the server (1 s initial interval, factor 2,
+    /// 100 s cap) and no attempt cap.
+    pub fn temporal_default() -> Self {
+        Self::default()
+    }
+
+    /// The protobuf policy; absent keys become zero, which the server reads as its default.
+    pub fn to_proto(&self) -> RetryPolicy {
+        RetryPolicy {
+            initial_interval: self.initial_interval.map(proto_duration),
+            backoff_coefficient: self.backoff_coefficient.unwrap_or(0.0),
+            maximum_interval: self.maximum_interval.map(proto_duration),
+            maximum_attempts: self.maximum_attempts.unwrap_or(0),
+            non_retryable_error_types: self.non_retryable_error_types.clone(),
+        }
+    }
+}
 
 /// The behaviour hints of an MCP tool's `annotations`; `None` when absent or not a boolean.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,7 +4,6 @@
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use futures::future::BoxFuture;
-use serde::{Deserialize, Serialize};
 use temporalio_client::Connection;
 use temporalio_protos::temporal::api::{common::v1::Payload, enums::v1::ActivityIdReusePolicy};
 use tracing::info;
@@ -12,24 +11,22 @@ use tracing::info;
 use super::{
     call_activity::{CALL_TOOL_ACTIVITY, ToolCallInput},
     discovery::Discovery,
-    errors::ToolCallErrorType,
     options::{ActivityOptions, ResolvedCallOptions, resolve},
     retry::ToolHints,
 };
 use crate::{
+    mcp::{
+        call::CallToken,
+        errors::ToolCallErrorType,
+        listing::{LIST_TOOLS, advertise_timeout},
+        payload,
+    },
     nexus::{
         CancelContext, HandlerError, HandlerErrorKind, OperationError, OperationHandler,
         RetryBehavior, Service, StartContext, StartError, StartOutcome, start_fn,
     },
-    payload,
     temporal::activity::{ActivityStart, cancel_activity, find_activity, start_activity},
 };
-
-/// The reserved operation that lists the upstream's tools.
-pub const LIST_TOOLS: &str = "list_tools";
-/// Key in each listed tool's `_meta`: the per-call timeout in milliseconds, which callers use
-/// as the Nexus operation's schedule-to-close timeout.
-pub const TIMEOUT_META_KEY: &str = "io.durable-mcp/timeoutMs";
 
 /// The overall time budget of one call: the configured schedule-to-close, else one attempt
 /// (plus slack) for one-attempt tools, else five attempts' worth.
@@ -92,14 +89,7 @@ pub fn proxy_service(ctx: ServiceContext) -> Service {
                             let mut tool = tool.clone();
                             let timeout = call_timeout(&ctx.resolve(&tool));
                             if let Some(obj) = tool.as_object_mut() {
-                                let meta =
-                                    obj.entry("_meta").or_insert_with(|| serde_json::json!({}));
-                                if let Some(meta) = meta.as_object_mut() {
-                                    meta.insert(
-                                        TIMEOUT_META_KEY.into(),
-                                        (timeout.as_millis() as u64).into(),
-                                    );
-                                }
+                                advertise_timeout(obj, timeout);
                             }
                             tool
                         })
@@ -111,14 +101,6 @@ pub fn proxy_service(ctx: ServiceContext) -> Service {
             }),
         )
         .catch_all(Arc::new(ToolCall { ctx }))
-}
-
-/// The async operation token of a tool call: finds the activity again on cancel, and tells
-/// tools (such as the conformance runner) which activity runs a call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CallToken {
-    pub activity_id: String,
-    pub run_id: String,
 }
 
 struct ToolCall {

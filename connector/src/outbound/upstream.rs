@@ -25,6 +25,7 @@ use tokio::sync::{Mutex, watch};
 use tracing::{info, warn};
 
 use super::{config::TransportConfig, errors::Phase};
+use crate::mcp::call::ToolProgress;
 
 /// Why an upstream request failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -86,17 +87,6 @@ impl ClientHandler for UpstreamHandler {
     ) {
         self.progress.handle_notification(params).await;
     }
-}
-
-/// A tool's progress as the upstream reported it (`notifications/progress`), without the
-/// upstream's token: what the proxy records in the call's heartbeat details.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ToolProgress {
-    pub progress: f64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub total: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
 }
 
 /// Sends `notifications/cancelled` for a request that is dropped before its answer (as rmcp

@@ -19,8 +19,7 @@ use temporalio_protos::temporal::api::{
 
 pub use temporalio_protos::temporal::api::enums::v1::ActivityExecutionStatus;
 
-use super::proto_duration;
-use crate::payload;
+use super::{payload, proto_duration};
 
 /// A request to start (or reattach to) a standalone Activity.
 #[derive(Debug, Clone, Default)]
@@ -226,7 +225,7 @@ pub async fn describe_activity(
             .first()
             .map(|p| payload::to_json(p).map_err(|e| e.to_string()))
             .unwrap_or(Ok(serde_json::Value::Null)),
-        Outcome::Failure(f) => Err(crate::nexus::failure::summarize(&f).message),
+        Outcome::Failure(f) => Err(super::failure::innermost_message(&f)),
     });
     Ok(Some(ActivityDescription {
         run_id: resp.run_id,

@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use temporalio_protos::temporal::api::common::v1::Payload;
 
-use crate::payload::{PayloadCodec, PayloadError};
+use super::payload::{PayloadCodec, PayloadError};
 
 /// Why a codec endpoint cannot be used.
 #[derive(Debug, thiserror::Error)]

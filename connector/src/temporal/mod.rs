@@ -1,8 +1,11 @@
-//! Connecting to Temporal: settings from the environment and `temporal.toml` profiles, and
-//! small conversions to Temporal's protobuf types.
+//! The bottom layer: connecting to Temporal (settings from the environment and `temporal.toml`
+//! profiles), JSON payloads and the codec hook, standalone Activities, failure chains and small
+//! conversions to Temporal's protobuf types. Nothing here knows Nexus handlers or MCP.
 
 pub mod activity;
 pub mod codec;
+pub mod failure;
+pub mod payload;
 
 use std::time::Duration;
 

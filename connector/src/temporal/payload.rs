@@ -1,8 +1,8 @@
-//! MCP <-> Temporal payload conversion, in one place.
+//! JSON <-> Temporal payload conversion (`json/plain`), in one place.
 //!
-//! Every component (connector, proxy, in-Workflow client) turns JSON values into Temporal
-//! [`Payload`]s and back through this module, so the encoding rules (`json/plain`, the marker
-//! that tells a whole MCP `CallToolResult` from a plain value) live here only.
+//! Every component turns JSON values into Temporal [`Payload`]s and back through this module, so
+//! the encoding rules live here only. The MCP marker that tells a whole `CallToolResult` from a
+//! plain value belongs to the MCP-tool contract one layer up, built on these functions.
 //!
 //! A [`PayloadCodec`] hook sits between conversion and the wire: the identity codec by default,
 //! a remote codec server (encryption, compression) when configured.
@@ -19,13 +19,6 @@ pub const ENCODING_KEY: &str = "encoding";
 pub const JSON_ENCODING: &str = "json/plain";
 /// The encoding of empty (null) payloads.
 pub const NULL_ENCODING: &str = "binary/null";
-/// Metadata key that marks what a JSON payload holds. Its value names the MCP type, for example
-/// [`CALL_TOOL_RESULT`]: a caller tells a whole tool result from a plain value by it.
-pub const MCP_TYPE_KEY: &str = "mcp-type";
-/// The [`MCP_TYPE_KEY`] value for a whole MCP `CallToolResult`.
-pub const CALL_TOOL_RESULT: &str = "CallToolResult";
-/// The [`MCP_TYPE_KEY`] value for an MCP `tools/list` answer (a list of Tool objects).
-pub const TOOL_LIST: &str = "ToolList";
 
 /// Why a payload could not be converted.
 #[derive(Debug, thiserror::Error)]
@@ -48,26 +41,6 @@ pub fn to_payload<T: Serialize + ?Sized>(value: &T) -> Result<Payload, PayloadEr
         data,
         ..Default::default()
     })
-}
-
-/// Encodes a value as a `json/plain` payload marked with an MCP type (see [`MCP_TYPE_KEY`]).
-pub fn to_marked_payload<T: Serialize + ?Sized>(
-    value: &T,
-    mcp_type: &str,
-) -> Result<Payload, PayloadError> {
-    let mut payload = to_payload(value)?;
-    payload
-        .metadata
-        .insert(MCP_TYPE_KEY.to_owned(), mcp_type.as_bytes().to_vec());
-    Ok(payload)
-}
-
-/// The MCP type a payload is marked with, if any.
-pub fn mcp_type(payload: &Payload) -> Option<&str> {
-    payload
-        .metadata
-        .get(MCP_TYPE_KEY)
-        .and_then(|v| std::str::from_utf8(v).ok())
 }
 
 /// The payload's encoding, if it names one.
@@ -157,15 +130,7 @@ mod tests {
         let value = json!({"a": [1, 2.5, "x", null, true], "b": {"c": "é"}});
         let payload = to_payload(&value).unwrap();
         assert_eq!(encoding(&payload), Some(JSON_ENCODING));
-        assert_eq!(mcp_type(&payload), None);
         assert_eq!(to_json(&payload).unwrap(), value);
-    }
-
-    #[test]
-    fn marked_payload_carries_its_mcp_type() {
-        let payload = to_marked_payload(&json!({"content": []}), CALL_TOOL_RESULT).unwrap();
-        assert_eq!(mcp_type(&payload), Some(CALL_TOOL_RESULT));
-        assert_eq!(encoding(&payload), Some(JSON_ENCODING));
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! How a Nexus operation's outcome becomes the MCP `CallToolResult` the caller sees.
+//! How a Nexus operation's outcome becomes the MCP `CallToolResult` the caller sees (R-CON-3):
+//! one table, shared by every caller (the connector, the in-Workflow client).
 //!
 //! | Outcome | `CallToolResult` |
 //! |---|---|
@@ -20,6 +21,9 @@
 
 use serde_json::{Map, Value, json};
 
+use super::payload;
+use crate::nexus::OperationOutcome;
+
 /// `_meta` key carrying a failed operation's error type (for example an application error type
 /// such as `IdempotencyConflict`).
 pub const ERROR_TYPE_META: &str = "io.durable-mcp/errorType";
@@ -28,7 +32,7 @@ pub const ERROR_TYPE_META: &str = "io.durable-mcp/errorType";
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     /// Completed with a value; `marked_call_tool_result` says the payload was marked as a whole
-    /// MCP `CallToolResult` (see [`crate::payload::CALL_TOOL_RESULT`]).
+    /// MCP `CallToolResult` (see [`payload::CALL_TOOL_RESULT`]).
     Result {
         payload_json: Value,
         marked_call_tool_result: bool,
@@ -47,6 +51,40 @@ pub enum Outcome {
     Terminated {
         message: String,
     },
+}
+
+impl Outcome {
+    /// The outcome of a Nexus operation, with its result payload decoded. A result that cannot
+    /// be decoded is a failure saying why; a handler error's kind stands in for a missing
+    /// application error type.
+    pub fn from_operation(outcome: OperationOutcome) -> Self {
+        match outcome {
+            OperationOutcome::Succeeded(p) => {
+                let marked = payload::mcp_type(&p) == Some(payload::CALL_TOOL_RESULT);
+                match payload::to_json(&p) {
+                    Ok(payload_json) => Outcome::Result {
+                        payload_json,
+                        marked_call_tool_result: marked,
+                    },
+                    Err(e) => Outcome::Failed {
+                        message: e.to_string(),
+                        error_type: None,
+                    },
+                }
+            }
+            OperationOutcome::Failed {
+                message,
+                error_type,
+                handler_error,
+            } => Outcome::Failed {
+                message,
+                error_type: error_type.or_else(|| handler_error.map(|k| k.as_str().to_owned())),
+            },
+            OperationOutcome::Canceled { message } => Outcome::Canceled { message },
+            OperationOutcome::TimedOut { message } => Outcome::TimedOut { message },
+            OperationOutcome::Terminated { message } => Outcome::Terminated { message },
+        }
+    }
 }
 
 /// The `CallToolResult` JSON for an outcome (see the module doc's table).

@@ -1,0 +1,198 @@
+//! Starting a tool call's Nexus operation and waiting for its outcome (R-CON-3, R-CON-5),
+//! idempotency keys (R-CON-7) and progress for waiting callers (R-CON-10).
+
+use rmcp::{
+    ErrorData as McpError, Peer, RoleServer,
+    model::{CallToolRequestParams, ProgressToken},
+    service::RequestContext,
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::Connector;
+use crate::{
+    inbound::{
+        idempotency::{
+            IdempotencyKey, arguments_fingerprint, key_from_meta,
+            operation_id as idempotent_operation_id,
+        },
+        progress::forward_progress,
+        task_ref::CallerScope,
+    },
+    mcp::{
+        listing::advertised_timeout,
+        outcome::{ERROR_TYPE_META, Outcome, to_call_tool_result},
+        payload,
+    },
+    nexus::{ConflictPolicy, OperationClientError, OperationRef, ReusePolicy, StartOperation},
+};
+
+impl Connector {
+    /// Starts the tool's operation on its route. With an idempotency key the operation id is a
+    /// function of (caller scope, tool, key), so a repeated call reattaches to the same
+    /// execution, running or finished; different arguments under the same key are a conflict.
+    pub(super) async fn start_call(
+        &self,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+        key: Option<(IdempotencyKey, &CallerScope)>,
+    ) -> Result<Started, McpError> {
+        let (route, definition) = self.lookup(tool).await?;
+        let timeout = advertised_timeout(&definition).unwrap_or(self.inner.options.default_timeout);
+        let arguments = Value::Object(arguments);
+        let input = payload::to_payload(&arguments)
+            .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+        let client = &self.inner.client;
+        let Some((key, scope)) = key else {
+            let mut start = StartOperation::new(
+                self.operation_id(""),
+                &route.endpoint,
+                &route.service,
+                tool,
+                input,
+            );
+            start.schedule_to_close = Some(timeout);
+            let (op, _) = client
+                .start(start)
+                .await
+                .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+            info!(operation_id = %op.operation_id, tool, service = %route.service, "tool call started");
+            return Ok(Started::Op(op));
+        };
+        let operation_id = idempotent_operation_id(
+            &self.inner.options.connector_name,
+            &self.owner(scope),
+            tool,
+            &key,
+        );
+        let fingerprint = arguments_fingerprint(&arguments);
+        let mut start =
+            StartOperation::new(&operation_id, &route.endpoint, &route.service, tool, input);
+        // Same key and same arguments => same request id: the server answers with the same
+        // run, even after it closed. Temporal attaches silently on a conflict, so the
+        // arguments' fingerprint travels in a header and is compared here.
+        start.request_id = format!("{operation_id}-{fingerprint}");
+        start.schedule_to_close = Some(timeout);
+        start.conflict_policy = ConflictPolicy::UseExisting;
+        start.reuse_policy = ReusePolicy::RejectDuplicate;
+        start
+            .headers
+            .insert(FINGERPRINT_HEADER.into(), fingerprint.clone());
+        let op = match client.start(start).await {
+            Ok((op, true)) => {
+                info!(operation_id = %op.operation_id, tool, "idempotent tool call started");
+                return Ok(Started::Op(op));
+            }
+            Ok((op, false)) => op,
+            // Closed, and started by a request with other arguments.
+            Err(OperationClientError::AlreadyExists { .. }) => OperationRef {
+                operation_id,
+                run_id: String::new(),
+            },
+            Err(e) => return Err(McpError::internal_error(e.to_string(), None)),
+        };
+        let existing = client
+            .describe(&op)
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        if existing.headers.get(FINGERPRINT_HEADER) != Some(&fingerprint) {
+            return Ok(Started::Conflict);
+        }
+        info!(operation_id = %op.operation_id, tool, "reattached to an idempotent tool call");
+        Ok(Started::Op(existing.reference))
+    }
+
+    /// Waits for the operation; `cancel` (the MCP request's cancellation) cancels it. With a
+    /// caller's progress token, the upstream's progress reaches the caller meanwhile.
+    pub(super) async fn finish_call(
+        &self,
+        op: &OperationRef,
+        cancel: &CancellationToken,
+        progress: Option<(Peer<RoleServer>, ProgressToken)>,
+    ) -> Result<Value, McpError> {
+        let client = &self.inner.client;
+        let forward = async {
+            if let Some((peer, token)) = progress {
+                forward_progress(client, op, &peer, token).await;
+            }
+            // Nothing (more) to forward: keep waiting for the outcome.
+            std::future::pending::<()>().await
+        };
+        let waited = tokio::select! {
+            waited = client.wait(op, cancel) => waited,
+            _ = forward => unreachable!("forwarding never ends on its own"),
+        };
+        let outcome = match waited {
+            Ok(outcome) => outcome,
+            Err(OperationClientError::WaitCancelled { .. }) => {
+                // The caller cancelled: cancel the operation, and report truthfully.
+                if let Err(e) = client.cancel(op, "MCP request cancelled").await {
+                    warn!(operation_id = %op.operation_id, error = %e, "could not cancel the operation");
+                }
+                return Err(McpError::internal_error(
+                    "the tool call was cancelled by the client",
+                    None,
+                ));
+            }
+            Err(e) => return Err(McpError::internal_error(e.to_string(), None)),
+        };
+        Ok(to_call_tool_result(&Outcome::from_operation(outcome)))
+    }
+
+    /// Calls a tool through its route and waits for the outcome. `cancel` (the MCP request's
+    /// cancellation) cancels the Nexus operation.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+        cancel: CancellationToken,
+    ) -> Result<Value, McpError> {
+        match self.start_call(tool, arguments, None).await? {
+            Started::Op(op) => self.finish_call(&op, &cancel, None).await,
+            Started::Conflict => Ok(conflict_result()),
+        }
+    }
+}
+
+/// Nexus header carrying the arguments' fingerprint of an idempotent call.
+const FINGERPRINT_HEADER: &str = "x-durable-mcp-arguments";
+
+/// How a start went.
+pub(super) enum Started {
+    Op(OperationRef),
+    /// The idempotency key names an execution with other arguments; it was not touched.
+    Conflict,
+}
+
+/// The tool error for a reused idempotency key with different arguments.
+pub(super) fn conflict_result() -> Value {
+    json!({
+        "content": [{"type": "text", "text": "IdempotencyConflict: this idempotency key was already used with different arguments; the first call is unchanged. Use a new key for new arguments."}],
+        "isError": true,
+        "_meta": {ERROR_TYPE_META: "IdempotencyConflict"},
+    })
+}
+
+/// The request's idempotency key, from `_meta` (the params' or the context's).
+pub(super) fn idempotency_key(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Result<Option<IdempotencyKey>, McpError> {
+    let metas = [
+        request
+            .meta
+            .as_ref()
+            .and_then(|m| serde_json::to_value(m).ok()),
+        serde_json::to_value(&context.meta).ok(),
+    ];
+    for meta in metas.into_iter().flatten() {
+        if let Value::Object(map) = meta
+            && let Some(key) =
+                key_from_meta(&map).map_err(|e| McpError::invalid_params(e.to_string(), None))?
+        {
+            return Ok(Some(key));
+        }
+    }
+    Ok(None)
+}

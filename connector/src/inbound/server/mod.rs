@@ -1,0 +1,228 @@
+//! The connector's MCP server: every route's Nexus service is a set of MCP tools; `tools/list`
+//! asks each route's `list_tools` operation and `tools/call` starts a standalone Nexus
+//! operation and waits for it.
+//!
+//! The server is an rmcp [`ServerHandler`], so a host serves it over stdio or Streamable HTTP
+//! and adds its own middleware. One file per concern: [`catalog`] (the merged tool list),
+//! [`call`] (starting and waiting for a call, idempotency keys), [`tasks`] (signed task IDs,
+//! `tasks/get` and `tasks/cancel`) and [`scope`] (whose request this is); this file holds the
+//! options and the rmcp glue.
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+        CreateTaskResult, GetTaskParams, GetTaskResult, Implementation, ListToolsResult,
+        PaginatedRequestParams, ResultType, ServerCapabilities, ServerConfig, Task, TaskStatus,
+        Tool,
+    },
+    service::RequestContext,
+};
+use serde_json::Value;
+use tokio::sync::RwLock;
+use tracing::info;
+
+use super::{
+    route::Route,
+    task_ref::{CallerScope, SigningKey},
+};
+use crate::nexus::OperationClient;
+
+mod call;
+mod catalog;
+mod scope;
+mod tasks;
+
+use call::{Started, conflict_result, idempotency_key};
+use tasks::{now_rfc3339, supports_tasks, tasks_extension_required};
+
+/// How the connector names and times its operations.
+#[derive(Debug, Clone)]
+pub struct ConnectorOptions {
+    pub routes: Vec<Route>,
+    /// Logical deployment name, shared by replicas; the first part of every operation id.
+    pub connector_name: String,
+    /// The part of operation ids after the connector name (naming and visibility only).
+    pub operation_id_prefix: String,
+    /// Schedule-to-close for tools whose listing carries no timeout.
+    pub default_timeout: Duration,
+    /// How long `list_tools` on one route may take.
+    pub list_timeout: Duration,
+    /// How long a task-capable caller waits before the call becomes a task.
+    pub task_after: Duration,
+    /// Signs task IDs. Replicas that serve each other's tasks share it.
+    pub signing_key: SigningKey,
+    /// Whose tasks these are when the request names no verified caller: one stdio client, or
+    /// (HTTP without authentication) everyone.
+    pub caller_scope: CallerScope,
+    /// Refuse requests that carry no verified [`CallerScope`] in their HTTP extensions (set
+    /// with inbound auth, so a missing middleware can never mean a shared scope).
+    pub require_verified_caller: bool,
+}
+
+impl ConnectorOptions {
+    pub fn new(routes: Vec<Route>) -> Self {
+        Self {
+            routes,
+            connector_name: "durable-mcp".into(),
+            operation_id_prefix: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),
+            default_timeout: Duration::from_secs(300),
+            list_timeout: Duration::from_secs(30),
+            task_after: Duration::from_secs(2),
+            signing_key: SigningKey::generate(),
+            // One stdio client, or everyone on an unauthenticated HTTP connector: a stable scope,
+            // so idempotency keys and tasks survive a restart with the same signing key.
+            caller_scope: CallerScope::Anonymous,
+            require_verified_caller: false,
+        }
+    }
+}
+
+/// The MCP server. Cheap to clone; clones share the tool catalog.
+#[derive(Clone)]
+pub struct Connector {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: OperationClient,
+    options: ConnectorOptions,
+    /// Tool name -> (route, MCP Tool JSON), from the last `tools/list`.
+    tools: RwLock<HashMap<String, (Route, Value)>>,
+}
+
+impl Connector {
+    pub fn new(client: OperationClient, options: ConnectorOptions) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                client,
+                options,
+                tools: RwLock::default(),
+            }),
+        }
+    }
+
+    fn operation_id(&self, what: &str) -> String {
+        let o = &self.inner.options;
+        format!(
+            "{}-{}-{what}{}",
+            o.connector_name,
+            o.operation_id_prefix,
+            uuid::Uuid::new_v4()
+        )
+    }
+}
+
+impl ServerHandler for Connector {
+    fn get_info(&self) -> ServerConfig {
+        let mut info = ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        );
+        info.server_info = Implementation::new("durable-mcp-connector", env!("CARGO_PKG_VERSION"));
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let tools = self
+            .refresh_tools()
+            .await?
+            .into_iter()
+            .map(|(_, t)| {
+                serde_json::from_value::<Tool>(t).map_err(|e| {
+                    McpError::internal_error(format!("a listed tool is not valid MCP: {e}"), None)
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let catalog = self.inner.tools.try_read().ok()?;
+        serde_json::from_value(catalog.get(name)?.1.clone()).ok()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let scope = self.request_scope(&context)?;
+        let key = idempotency_key(&request, &context)?;
+        let arguments = request.arguments.clone().unwrap_or_default();
+        let op = match self
+            .start_call(&request.name, arguments, key.map(|k| (k, &scope)))
+            .await?
+        {
+            Started::Op(op) => op,
+            Started::Conflict => {
+                let mut result: CallToolResult = serde_json::from_value(conflict_result())
+                    .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                result.result_type = Some(ResultType::COMPLETE);
+                return Ok(result.into());
+            }
+        };
+        let progress = context
+            .meta
+            .get_progress_token()
+            .map(|token| (context.peer.clone(), token));
+        let json = if supports_tasks(&context) {
+            // A task-capable caller waits `task_after`, then gets a task it can poll from any
+            // replica; after that only tasks/cancel cancels the call.
+            tokio::select! {
+                finished = self.finish_call(&op, &context.ct, progress) => finished?,
+                _ = tokio::time::sleep(self.inner.options.task_after) => {
+                    let now = now_rfc3339();
+                    let task = Task::new(self.task_id(&op, &scope), TaskStatus::Working, now.clone(), now)
+                        .with_poll_interval_ms(1000);
+                    info!(operation_id = %op.operation_id, "tool call continues as a task");
+                    return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
+                }
+            }
+        } else {
+            self.finish_call(&op, &context.ct, progress).await?
+        };
+        let mut result: CallToolResult = serde_json::from_value(json).map_err(|e| {
+            McpError::internal_error(
+                format!("the tool returned an invalid CallToolResult: {e}"),
+                None,
+            )
+        })?;
+        result.result_type = Some(ResultType::COMPLETE);
+        Ok(result.into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        if !supports_tasks(&context) {
+            return Err(tasks_extension_required());
+        }
+        let scope = self.request_scope(&context)?;
+        Ok(GetTaskResult::new(
+            self.task_state(&request.task_id, &scope).await?,
+        ))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if !supports_tasks(&context) {
+            return Err(tasks_extension_required());
+        }
+        let scope = self.request_scope(&context)?;
+        self.cancel_task_op(&request.task_id, &scope).await
+    }
+}

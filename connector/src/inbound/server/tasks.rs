@@ -1,0 +1,127 @@
+//! MCP tasks (R-CON-4, R-CON-6): signed, caller-scoped task IDs over Nexus operations, with no
+//! task table anywhere; `tasks/get` reads the operation, `tasks/cancel` cancels it.
+
+use rmcp::{
+    ErrorData as McpError, RoleServer,
+    model::{DetailedTask, ErrorCode, TASKS_EXTENSION_ID, Task, TaskPayload, TaskStatus},
+    service::RequestContext,
+};
+use serde_json::{Value, json};
+
+use super::Connector;
+use crate::{
+    inbound::{
+        progress::call_progress,
+        task_ref::{CallerScope, TaskRef, sign, verify},
+    },
+    mcp::{
+        call::CallToken,
+        outcome::{Outcome, to_call_tool_result},
+    },
+    nexus::{OperationOutcome, OperationRef, OperationStatus},
+};
+
+impl Connector {
+    /// The signed task ID for an operation, owned by `scope`.
+    pub fn task_id(&self, op: &OperationRef, scope: &CallerScope) -> String {
+        let r = TaskRef::new(
+            self.inner.client.namespace(),
+            &op.operation_id,
+            &op.run_id,
+            self.owner(scope),
+        );
+        sign(&self.inner.options.signing_key, &r)
+    }
+
+    /// Verifies a task ID (signature, then owner, then namespace) before any Temporal call.
+    /// Every kind of bad ID gets the same answer.
+    pub(super) fn task_op(
+        &self,
+        task_id: &str,
+        scope: &CallerScope,
+    ) -> Result<OperationRef, McpError> {
+        let unknown = || McpError::invalid_params("unknown task", None);
+        let r = verify(&self.inner.options.signing_key, task_id, &self.owner(scope))
+            .map_err(|_| unknown())?;
+        if r.ns != self.inner.client.namespace() {
+            return Err(unknown());
+        }
+        Ok(OperationRef {
+            operation_id: r.op,
+            run_id: r.run,
+        })
+    }
+
+    /// The task's state: working while the operation runs, then its result.
+    pub async fn task_state(
+        &self,
+        task_id: &str,
+        scope: &CallerScope,
+    ) -> Result<DetailedTask, McpError> {
+        let op = self.task_op(task_id, scope)?;
+        let described =
+            self.inner.client.describe(&op).await.map_err(|e| {
+                McpError::internal_error(format!("could not read the task: {e}"), None)
+            })?;
+        let now = now_rfc3339();
+        let task =
+            Task::new(task_id, TaskStatus::Working, now.clone(), now).with_poll_interval_ms(1000);
+        let mut task = task;
+        let payload = match (described.status, described.outcome) {
+            (OperationStatus::Running | OperationStatus::Unknown, _) | (_, None) => {
+                // The upstream's latest progress message, when the tool reports one.
+                let call = CallToken::parse(&described.operation_token);
+                let progress = match &call {
+                    Some(call) => call_progress(&self.inner.client, call).await,
+                    None => None,
+                };
+                if let Some(message) = progress.and_then(|p| p.message) {
+                    task = task.with_status_message(message);
+                }
+                TaskPayload::Working
+            }
+            (_, Some(OperationOutcome::Canceled { .. })) => TaskPayload::Cancelled,
+            (_, Some(outcome)) => match to_call_tool_result(&Outcome::from_operation(outcome)) {
+                Value::Object(result) => TaskPayload::Completed { result },
+                _ => TaskPayload::Working,
+            },
+        };
+        Ok(DetailedTask::new(task, payload))
+    }
+
+    /// Requests cancellation of the task's operation.
+    pub async fn cancel_task_op(&self, task_id: &str, scope: &CallerScope) -> Result<(), McpError> {
+        let op = self.task_op(task_id, scope)?;
+        self.inner
+            .client
+            .cancel(&op, "MCP tasks/cancel")
+            .await
+            .map_err(|e| McpError::internal_error(format!("could not cancel the task: {e}"), None))
+    }
+}
+
+pub(super) fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// Whether the request's caller declared the tasks extension (per request for stateless
+/// 2026-07-28 clients, at initialize for session clients).
+pub(super) fn supports_tasks(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .meta
+        .client_capabilities()
+        .is_some_and(|c| c.supports_tasks())
+        || context
+            .peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.supports_tasks())
+}
+
+/// The answer to a task method from a caller without the tasks extension.
+pub(super) fn tasks_extension_required() -> McpError {
+    McpError::new(
+        ErrorCode(-32021),
+        "this method needs the io.modelcontextprotocol/tasks extension",
+        Some(json!({"requiredCapabilities": {"extensions": {TASKS_EXTENSION_ID: {}}}})),
+    )
+}
