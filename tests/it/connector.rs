@@ -491,11 +491,12 @@ async fn a_restarted_connector_process_reattaches_idempotency_keys_and_serves_ea
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
     // The binary over stdio, as an MCP host starts it, with a signing key from the environment
-    // (so restarts verify each other's task IDs) and a short task threshold.
+    // (so restarts verify each other's task IDs) and a task threshold that the quick
+    // `write_once` stays under even on a loaded machine, and the 3 s `slow` call does not.
     let start = || async {
         let mut command = connector_command(&env, "mock");
         command
-            .args(["--task-after", "300ms"])
+            .args(["--task-after", "1500ms"])
             .env("MCP_TASK_SIGNING_KEY", TEST_SIGNING_KEY);
         let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
         tasks_client_config()
