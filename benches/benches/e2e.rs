@@ -35,12 +35,12 @@ use criterion::{Criterion, SamplingMode, Throughput};
 use durable_mcp::{
     mcp::payload,
     nexus::{OperationClient, OperationOutcome, StartOperation},
-    outbound::{ProxyOptions, TransportConfig, UpstreamConfig},
+    outbound::TransportConfig,
 };
 use durable_mcp_conformance::proxy_thread::ProxyThread;
 use durable_mcp_conformance::{
     fixtures::{HttpUpstream, SpecSource, UpstreamSpec, everything::DirectClient, serve_http},
-    harness::{DevServer, unique_name},
+    harness::{self, DevServer, Slice},
 };
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
@@ -69,7 +69,7 @@ impl Env {
             .enable_all()
             .build()
             .unwrap();
-        let (server, upstream, direct, client, endpoint, task_queue) = rt.block_on(async {
+        let (server, upstream, direct, slice) = rt.block_on(async {
             let server = DevServer::start(Default::default())
                 .await
                 .expect("Temporal dev server starts");
@@ -80,39 +80,27 @@ impl Env {
             )
             .await
             .expect("mock HTTP upstream starts");
-            let task_queue = unique_name("tq-bench");
-            let endpoint = unique_name("ep-bench");
-            server
-                .create_nexus_endpoint(&endpoint, server.namespace(), &task_queue)
+            let slice = Slice::on(&server, "bench")
                 .await
-                .expect("create Nexus endpoint");
-            let connection =
-                durable_mcp::temporal::connect_to(&server.address(), "durable-mcp-bench")
-                    .await
-                    .expect("connect to the dev server");
-            let client = OperationClient::new(connection, server.namespace());
+                .expect("a task queue and Nexus endpoint");
             let direct = DirectClient::http(&upstream.url)
                 .await
                 .expect("direct rmcp client connects");
-            (server, upstream, direct, client, endpoint, task_queue)
+            (server, upstream, direct, slice)
         });
-        let proxy = ProxyThread::start(
-            server.address(),
-            ProxyOptions {
-                namespace: server.namespace().to_owned(),
-                task_queue,
-                max_concurrent_calls: 50,
-            },
-            vec![UpstreamConfig {
-                service: SERVICE.into(),
-                transport: TransportConfig::Http {
+        let proxy = slice.start_proxy(
+            vec![harness::upstream(
+                SERVICE,
+                TransportConfig::Http {
                     url: upstream.url.parse().unwrap(),
                     headers: BTreeMap::new(),
                 },
-                activity_options: Default::default(),
-                overrides: BTreeMap::new(),
-            }],
+            )],
+            50,
         );
+        let Slice {
+            client, endpoint, ..
+        } = slice;
         let env = Env {
             rt,
             server,

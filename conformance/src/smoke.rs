@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 use durable_mcp::{
     mcp::payload,
     nexus::{
-        NexusWorker, NexusWorkerOptions, OperationClient, OperationOutcome, Service,
-        StartOperation, StartOutcome, start_fn,
+        NexusWorker, NexusWorkerOptions, OperationOutcome, Service, StartOperation, StartOutcome,
+        start_fn,
     },
 };
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::harness::{DevServer, DevServerOptions, unique_name};
+use crate::harness::{DevServer, DevServerOptions, Slice, unique_name};
 
 /// What the smoke run observed.
 #[derive(Debug, Clone)]
@@ -55,12 +55,13 @@ pub async fn run(
     );
 
     let t = Instant::now();
-    let task_queue = unique_name("smoke-tq");
-    let endpoint = unique_name("smoke-ep");
-    server
-        .create_nexus_endpoint(&endpoint, server.namespace(), &task_queue)
-        .await?;
-    let connection = server.connect().await?;
+    let Slice {
+        task_queue,
+        endpoint,
+        connection,
+        client,
+        ..
+    } = Slice::on(&server, "smoke").await?;
     step(
         &format!("created Nexus endpoint {endpoint} -> task queue {task_queue}"),
         t,
@@ -83,7 +84,6 @@ pub async fn run(
     step("Nexus worker polling", t, &mut steps);
 
     let t = Instant::now();
-    let client = OperationClient::new(connection, server.namespace());
     let input = json!({"hello": "durable world"});
     let mut start = StartOperation::new(
         unique_name("smoke-op"),

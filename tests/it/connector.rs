@@ -164,7 +164,8 @@ async fn slow_calls_become_tasks_that_only_their_owner_can_read_from_any_replica
     let replica_b = task_client_for(scoped_connector(&env, &key, "alice")).await;
     let stranger = task_client_for(scoped_connector(&env, &key, "mallory")).await;
 
-    // Fast calls complete inline, even for a task-capable caller.
+    // Fast calls complete inline, even for a task-capable caller (the 1 s threshold leaves a
+    // loaded machine room for the first call, which also lists the tools).
     let fast = replica_a
         .peer()
         .call_tool_once(tool_call("echo", json!({"key": "f"})))
@@ -175,7 +176,7 @@ async fn slow_calls_become_tasks_that_only_their_owner_can_read_from_any_replica
     // A slow call becomes a task after task_after.
     let slow = replica_a
         .peer()
-        .call_tool_once(tool_call("slow", json!({"key": "t1", "sleep_ms": 1500})))
+        .call_tool_once(tool_call("slow", json!({"key": "t1", "sleep_ms": 2500})))
         .await
         .unwrap();
     let task_id = task_id_of(slow);
@@ -185,7 +186,7 @@ async fn slow_calls_become_tasks_that_only_their_owner_can_read_from_any_replica
     assert_eq!(done["status"], json!("completed"), "{done}");
     assert_eq!(
         done["result"]["structuredContent"],
-        json!({"key": "t1", "sleep_ms": 1500}),
+        json!({"key": "t1", "sleep_ms": 2500}),
         "{done}"
     );
     let foreign = stranger

@@ -10,8 +10,8 @@ use std::{
 use durable_mcp::{
     mcp::payload,
     nexus::{
-        CancelContext, HandlerError, NexusWorker, NexusWorkerOptions, OperationClient,
-        OperationHandler, Service, ShutdownHandle, StartContext, StartError, StartOutcome,
+        CancelContext, HandlerError, NexusWorker, NexusWorkerOptions, OperationHandler, Service,
+        ShutdownHandle, StartContext, StartError, StartOutcome,
     },
     temporal::activity::{ActivityStart, cancel_activity, start_activity},
 };
@@ -41,14 +41,16 @@ pub fn init_tracing() {
     });
 }
 
-/// One test's slice of a dev server: its own task queue and Nexus endpoint.
-pub struct TestEnv {
-    pub address: String,
-    pub namespace: String,
-    pub task_queue: String,
-    pub endpoint: String,
-    pub connection: Connection,
-    pub client: OperationClient,
+/// One test's slice of a dev server: its own task queue and Nexus endpoint (the harness's
+/// [`harness::Slice`], whose fields it derefs to), plus the workers tests start there.
+pub struct TestEnv(harness::Slice);
+
+impl std::ops::Deref for TestEnv {
+    type Target = harness::Slice;
+
+    fn deref(&self) -> &harness::Slice {
+        &self.0
+    }
 }
 
 impl TestEnv {
@@ -59,24 +61,13 @@ impl TestEnv {
         Self::on(server, test).await
     }
 
-    /// A fresh slice of a given server.
+    /// A fresh slice of a given server (the harness's [`harness::Slice`]).
     pub async fn on(server: &DevServer, test: &str) -> TestEnv {
-        let task_queue = harness::unique_name(&format!("tq-{test}"));
-        let endpoint = harness::unique_name(&format!("ep-{test}"));
-        server
-            .create_nexus_endpoint(&endpoint, server.namespace(), &task_queue)
-            .await
-            .expect("create Nexus endpoint");
-        let connection = connect(&server.address()).await;
-        let client = OperationClient::new(connection.clone(), server.namespace());
-        TestEnv {
-            address: server.address(),
-            namespace: server.namespace().to_owned(),
-            task_queue,
-            endpoint,
-            connection,
-            client,
-        }
+        TestEnv(
+            harness::Slice::on(server, test)
+                .await
+                .expect("a task queue and Nexus endpoint on the dev server"),
+        )
     }
 
     /// Starts a Nexus worker on this env's task queue.
@@ -409,12 +400,7 @@ pub fn start_proxy(
     env: &TestEnv,
     upstreams: Vec<durable_mcp::outbound::UpstreamConfig>,
 ) -> ProxyThread {
-    let options = durable_mcp::outbound::ProxyOptions {
-        namespace: env.namespace.clone(),
-        task_queue: env.task_queue.clone(),
-        max_concurrent_calls: 50,
-    };
-    ProxyThread::start(env.address.clone(), options, upstreams)
+    env.start_proxy(upstreams, 50)
 }
 
 // ---- files, the mock upstream, workspace binaries ----------------------------------------

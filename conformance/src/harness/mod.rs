@@ -6,12 +6,10 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), durable_mcp_conformance::harness::HarnessError> {
-//! use durable_mcp_conformance::harness::{shared, unique_name};
+//! use durable_mcp_conformance::harness::{Slice, shared};
 //! let server = shared().await?;                 // one server per test binary
-//! let queue = unique_name("tq");                // per-test isolation
-//! let endpoint = unique_name("ep");
-//! server.create_nexus_endpoint(&endpoint, server.namespace(), &queue).await?;
-//! let connection = server.connect().await?;     // on this test's runtime
+//! let slice = Slice::on(server, "my-test").await?; // its own task queue and endpoint
+//! // slice.start_proxy(upstreams, 50) fronts MCP servers there; slice.client calls them.
 //! # Ok(()) }
 //! ```
 //!
@@ -25,6 +23,7 @@ mod error;
 mod ports;
 mod process;
 mod provision;
+mod slice;
 
 use std::{
     fmt,
@@ -39,6 +38,7 @@ pub use cli::{MIN_CLI_VERSION, ServerVersion, cache_dir, compare_versions, find_
 pub use error::HarnessError;
 pub(crate) use process::ServerProcess;
 pub use process::process_alive;
+pub use slice::{Slice, upstream};
 
 use container::ContainerServer;
 use process::ProcessServer;

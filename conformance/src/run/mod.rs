@@ -27,7 +27,7 @@ pub use proxy_process::{PROXY_BIN, PROXY_BIN_ENV, proxy_bin};
 use crate::{
     DevServerOptions,
     fixtures::{self, HttpUpstream, Ledger, LedgerEvent, SpecSource, UpstreamSpec},
-    harness::{DevServer, unique_name},
+    harness::{DevServer, Slice},
     scenario::{Action, ProxyMode, Scenario, SetAnnotations, UpstreamTransport},
 };
 use checks::{Saved, wait_count};
@@ -217,17 +217,15 @@ async fn execute(
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .take(40)
         .collect();
-    let task_queue = unique_name(&format!("tq-{slug}"));
-    let endpoint = unique_name(&format!("ep-{slug}"));
     let s = server.get();
-    s.create_nexus_endpoint(&endpoint, s.namespace(), &task_queue)
+    let Slice {
+        task_queue,
+        endpoint,
+        client,
+        ..
+    } = Slice::on(s, &slug)
         .await
-        .map_err(|e| Failure::Setup(format!("creating the Nexus endpoint: {e}")))?;
-    let connection = s
-        .connect()
-        .await
-        .map_err(|e| Failure::Setup(format!("connecting: {e}")))?;
-    let client = OperationClient::new(connection, s.namespace());
+        .map_err(|e| Failure::Setup(format!("creating the task queue and Nexus endpoint: {e}")))?;
 
     // The upstream.
     let mut http: Option<HttpUpstream> = None;

@@ -14,7 +14,6 @@ use durable_mcp::{
         OperationClient, OperationOutcome, OperationRef, StartContext, StartOperation, StartOutcome,
     },
     outbound::{
-        ProxyOptions, UpstreamConfig,
         discovery::Discovery,
         service::{ServiceContext, proxy_service},
         upstream::UpstreamClient,
@@ -28,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{report::Status, upstream::Upstream};
 use crate::{
-    harness::{DevServer, unique_name},
+    harness::{self, DevServer, Slice, unique_name},
     proxy_thread::ProxyThread,
 };
 
@@ -53,35 +52,22 @@ pub struct DurablePath {
 impl DurablePath {
     /// Registers a fresh endpoint and task queue on `server` and starts a proxy there.
     pub async fn start(server: &DevServer, upstream: &Upstream) -> anyhow::Result<Self> {
-        let task_queue = unique_name("tq-third-party");
-        let endpoint = unique_name("ep-third-party");
-        server
-            .create_nexus_endpoint(&endpoint, server.namespace(), &task_queue)
+        let slice = Slice::on(server, "third-party")
             .await
-            .map_err(|e| anyhow::anyhow!("creating the Nexus endpoint: {e}"))?;
-        let connection = server
-            .connect()
-            .await
-            .map_err(|e| anyhow::anyhow!("connecting: {e}"))?;
-        let client = OperationClient::new(connection.clone(), server.namespace());
-        let proxy = ProxyThread::start(
-            server.address(),
-            ProxyOptions {
-                namespace: server.namespace().to_owned(),
-                task_queue: task_queue.clone(),
-                max_concurrent_calls: 10,
-            },
-            vec![UpstreamConfig {
-                service: SERVICE.into(),
-                transport: upstream.transport()?,
-                activity_options: Default::default(),
-                overrides: BTreeMap::new(),
-            }],
-        );
+            .map_err(|e| anyhow::anyhow!("creating a task queue and Nexus endpoint: {e}"))?;
+        let proxy = slice.start_proxy(vec![harness::upstream(SERVICE, upstream.transport()?)], 10);
+        let Slice {
+            namespace,
+            task_queue,
+            endpoint,
+            connection,
+            client,
+            ..
+        } = slice;
         Ok(Self {
             client,
             connection,
-            namespace: server.namespace().to_owned(),
+            namespace,
             task_queue,
             endpoint,
             upstream: upstream.clone(),

@@ -1,0 +1,72 @@
+//! One user's slice of a dev server: its own task queue and Nexus endpoint, a connection and an
+//! operation client, and the proxy started on that queue. Tests, benches, the smoke run and
+//! third-party mode all set up the durable path through here, so it is the same path whoever
+//! runs it (R-HAR-2).
+
+use std::collections::BTreeMap;
+
+use durable_mcp::{
+    nexus::OperationClient,
+    outbound::{ProxyOptions, TransportConfig, UpstreamConfig},
+};
+use temporalio_client::Connection;
+
+use super::{DevServer, HarnessError, unique_name};
+use crate::proxy_thread::ProxyThread;
+
+/// A task queue and a Nexus endpoint targeting it, unique on the server, with a connection.
+pub struct Slice {
+    pub address: String,
+    pub namespace: String,
+    pub task_queue: String,
+    pub endpoint: String,
+    pub connection: Connection,
+    pub client: OperationClient,
+}
+
+impl Slice {
+    /// Creates `tq-<label>-<random>` and the endpoint `ep-<label>-<random>` on `server`, and
+    /// connects on the calling runtime. `label` must be ASCII letters, digits and hyphens.
+    pub async fn on(server: &DevServer, label: &str) -> Result<Self, HarnessError> {
+        let task_queue = unique_name(&format!("tq-{label}"));
+        let endpoint = unique_name(&format!("ep-{label}"));
+        server
+            .create_nexus_endpoint(&endpoint, server.namespace(), &task_queue)
+            .await?;
+        let connection = server.connect().await?;
+        let client = OperationClient::new(connection.clone(), server.namespace());
+        Ok(Self {
+            address: server.address(),
+            namespace: server.namespace().to_owned(),
+            task_queue,
+            endpoint,
+            connection,
+            client,
+        })
+    }
+
+    /// Runs the proxy for `upstreams` on this slice's task queue until the returned handle is
+    /// stopped or dropped.
+    pub fn start_proxy(
+        &self,
+        upstreams: Vec<UpstreamConfig>,
+        max_concurrent_calls: usize,
+    ) -> ProxyThread {
+        let options = ProxyOptions {
+            namespace: self.namespace.clone(),
+            task_queue: self.task_queue.clone(),
+            max_concurrent_calls,
+        };
+        ProxyThread::start(self.address.clone(), options, upstreams)
+    }
+}
+
+/// An upstream fronted as `service` with the proxy's default options and no overrides.
+pub fn upstream(service: &str, transport: TransportConfig) -> UpstreamConfig {
+    UpstreamConfig {
+        service: service.to_owned(),
+        transport,
+        activity_options: Default::default(),
+        overrides: BTreeMap::new(),
+    }
+}
