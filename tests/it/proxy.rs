@@ -244,6 +244,15 @@ fn write_once_handler(
     env: &TestEnv,
     discovery: std::sync::Arc<durable_mcp::outbound::discovery::Discovery>,
 ) -> std::sync::Arc<dyn durable_mcp::nexus::OperationHandler> {
+    tool_handler(env, discovery, "write_once")
+}
+
+/// The proxy's own start handler for `tool` of the `mock` service, driven by hand.
+fn tool_handler(
+    env: &TestEnv,
+    discovery: std::sync::Arc<durable_mcp::outbound::discovery::Discovery>,
+    tool: &str,
+) -> std::sync::Arc<dyn durable_mcp::nexus::OperationHandler> {
     use durable_mcp::outbound::service::{ServiceContext, proxy_service};
     let service = proxy_service(ServiceContext {
         service: "mock".into(),
@@ -254,7 +263,7 @@ fn write_once_handler(
         overrides: BTreeMap::new(),
         discovery,
     });
-    service.handler("write_once").unwrap().clone()
+    service.handler(tool).unwrap().clone()
 }
 
 fn write_spec(path: &Path, spec: &UpstreamSpec) {
@@ -635,21 +644,10 @@ async fn http_faults_end_in_clear_errors_with_the_right_phase() {
 /// duplicate and the handler answers with that closed run instead of running the tool again.
 #[tokio::test]
 async fn a_retried_start_after_the_call_finished_reattaches_to_the_closed_run() {
-    use durable_mcp::{
-        nexus::StartContext,
-        outbound::{discovery::Discovery, upstream::UpstreamClient},
-        temporal::activity::describe_activity,
-    };
+    use durable_mcp::nexus::StartContext;
     let env = TestEnv::shared("proxy-reattach-closed").await;
-    let spec_file = temp_path("spec.json");
-    write_spec(&spec_file, &spec());
-    let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let upstream = stdio_upstream("mock", &spec_file, &ledger);
-    let _proxy = start_proxy(&env, vec![upstream.clone()]);
-    let client = std::sync::Arc::new(UpstreamClient::new("mock", upstream.transport));
-    let discovery = std::sync::Arc::new(Discovery::new(client.clone()));
-    discovery.refresh().await.unwrap();
-    let handler = write_once_handler(&env, discovery.clone());
+    let driven = DrivenHandler::start(&env, "write_once").await;
+    let (handler, ledger) = (&driven.handler, &driven.ledger);
     let ctx = StartContext::new(
         &env.endpoint,
         "mock",
@@ -661,32 +659,11 @@ async fn a_retried_start_after_the_call_finished_reattaches_to_the_closed_run() 
     let durable_mcp::nexus::StartOutcome::Async { token } = &first else {
         panic!("{first:?}")
     };
-    let token: durable_mcp::mcp::call::CallToken = serde_json::from_str(token).unwrap();
-    // Wait until the first run closed.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let described = describe_activity(
-            &env.connection,
-            &env.namespace,
-            &token.activity_id,
-            &token.run_id,
-        )
-        .await
-        .unwrap()
-        .unwrap();
-        if !described.is_running() {
-            assert_eq!(
-                described.outcome.unwrap().unwrap()["structuredContent"]["key"],
-                json!("closed-1")
-            );
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the call never finished"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let described = wait_closed(&env, token).await;
+    assert_eq!(
+        described.outcome.unwrap().unwrap()["structuredContent"]["key"],
+        json!("closed-1")
+    );
 
     let second = handler
         .start(ctx, input)
@@ -700,7 +677,7 @@ async fn a_retried_start_after_the_call_finished_reattaches_to_the_closed_run() 
         "the tool ran once: {:?}",
         ledger.read()
     );
-    client.close().await;
+    driven.client.close().await;
 }
 
 /// An upstream that announces `notifications/tools/list_changed` is re-listed at once: new
@@ -742,4 +719,95 @@ async fn discovery_follows_the_upstreams_tool_list_changed_notifications() {
     .await;
     shutdown.cancel();
     client.close().await;
+}
+
+/// The proxy (in process, over a stdio mock with [`spec`]) and its own start handler for
+/// `tool`, driven by hand.
+struct DrivenHandler {
+    _proxy: durable_mcp_conformance::proxy_thread::ProxyThread,
+    client: std::sync::Arc<durable_mcp::outbound::upstream::UpstreamClient>,
+    handler: std::sync::Arc<dyn durable_mcp::nexus::OperationHandler>,
+    ledger: Ledger,
+}
+
+impl DrivenHandler {
+    async fn start(env: &TestEnv, tool: &str) -> Self {
+        use durable_mcp::outbound::{discovery::Discovery, upstream::UpstreamClient};
+        let spec_file = temp_path("spec.json");
+        write_spec(&spec_file, &spec());
+        let ledger = Ledger::new(temp_path("ledger.jsonl"));
+        let upstream = stdio_upstream("mock", &spec_file, &ledger);
+        let proxy = start_proxy(env, vec![upstream.clone()]);
+        let client = std::sync::Arc::new(UpstreamClient::new("mock", upstream.transport));
+        let discovery = std::sync::Arc::new(Discovery::new(client.clone()));
+        discovery.refresh().await.unwrap();
+        Self {
+            _proxy: proxy,
+            handler: tool_handler(env, discovery, tool),
+            client,
+            ledger,
+        }
+    }
+}
+
+/// Describes the call's activity (the async answer's token names it) until it has closed.
+async fn wait_closed(
+    env: &TestEnv,
+    token: &str,
+) -> durable_mcp::temporal::activity::ActivityDescription {
+    let token: durable_mcp::mcp::call::CallToken = serde_json::from_str(token).unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let described = durable_mcp::temporal::activity::describe_activity(
+            &env.connection,
+            &env.namespace,
+            &token.activity_id,
+            &token.run_id,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        if !described.is_running() {
+            return described;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the call never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A call that ends before its first heartbeat tick records no heartbeat: starting a try must
+/// not mark the progress watch changed (that cost one heartbeat RPC and one server write per
+/// call, however short the call).
+#[tokio::test]
+async fn a_fast_call_records_no_heartbeat() {
+    use durable_mcp::nexus::StartContext;
+    let env = TestEnv::shared("proxy-no-heartbeat").await;
+    let driven = DrivenHandler::start(&env, "echo").await;
+    for i in 0..3 {
+        let key = format!("fast-{i}");
+        let ctx = StartContext::new(
+            &env.endpoint,
+            "mock",
+            "echo",
+            uuid::Uuid::new_v4().to_string(),
+        );
+        let input = payload::to_payload(&json!({"key": key})).unwrap();
+        let started = driven.handler.start(ctx, input).await.unwrap();
+        let durable_mcp::nexus::StartOutcome::Async { token } = &started else {
+            panic!("{started:?}")
+        };
+        let described = wait_closed(&env, token).await;
+        assert_eq!(
+            described.outcome.clone().unwrap().unwrap()["structuredContent"]["key"],
+            json!(key)
+        );
+        assert_eq!(
+            described.heartbeat, None,
+            "a call that ends within a second sends no heartbeat: {described:?}"
+        );
+    }
+    driven.client.close().await;
 }

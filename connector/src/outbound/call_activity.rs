@@ -131,8 +131,10 @@ impl ProxyActivities {
         let (progress_tx, mut progress_rx) = watch::channel(CallHeartbeat::default());
         let heartbeat = |rx: &watch::Receiver<CallHeartbeat>| heartbeat_details(&rx.borrow());
         loop {
-            // Each try reports its own progress (a retry within the attempt starts over).
-            progress_tx.send_modify(|h| h.progress = None);
+            // Each try reports its own progress (a retry within the attempt starts over). Only a
+            // real reset counts as a change: marking an unchanged watch changed would heartbeat
+            // at once, one RPC (and one server write) on every call, however short.
+            progress_tx.send_if_modified(|h| h.progress.take().is_some());
             let sink = progress_tx.clone();
             let call =
                 client.call_tool_reporting(&input.tool, input.arguments.clone(), move |mut p| {
