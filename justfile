@@ -28,3 +28,9 @@ lint:
 # Criterion benchmarks (release build).
 bench *ARGS:
     cargo bench -p durable-mcp-benches {{ARGS}}
+
+# The load run (release build): the full path against the bare floor, a direct call and
+# temporalio-mcp, with CPU, memory and server RPCs per call. `just load --short` is quick.
+load *ARGS:
+    cargo build --release --workspace --bins
+    ./target/release/durable-mcp-conformance load {{ARGS}}

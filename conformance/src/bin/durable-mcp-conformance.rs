@@ -66,6 +66,32 @@ enum Command {
     /// Starts the server, registers a Nexus endpoint, runs a Nexus worker, completes one
     /// standalone Nexus operation through it, and stops everything. Exit code 0 on success.
     Smoke,
+    /// Measures the full path against the bare floor, a direct call and temporalio-mcp.
+    ///
+    /// Paths: (a) rmcp straight to the mock upstream; (b) a standalone Nexus operation
+    /// completed by a standalone Activity, no MCP; (c) an rmcp client over Streamable HTTP and
+    /// over stdio -> durable-mcp-connector -> Temporal -> durable-mcp-proxy -> upstream; (d)
+    /// temporalio-mcp 0.2.0 (pip-installed into the cache; skipped when Python is missing).
+    /// Each Temporal path gets a fresh dev server. Per row: p50/p90/p99, calls/s, errors,
+    /// lost and duplicated calls, CPU ms per call of every process, peak RSS and the server's
+    /// RPCs and database operations per call. Build with --release for real figures.
+    ///
+    /// Examples:
+    ///   durable-mcp-conformance load
+    ///   durable-mcp-conformance load --short --json target/load.json
+    ///   durable-mcp-conformance load --paths floor,full-http --concurrency 16 --count 10000
+    #[command(verbatim_doc_comment)]
+    Load(durable_mcp_conformance::load::LoadArgs),
+    /// The load run's floor worker (started by `load` itself).
+    #[command(hide = true)]
+    LoadFloorWorker {
+        #[arg(long)]
+        address: String,
+        #[arg(long)]
+        namespace: String,
+        #[arg(long)]
+        task_queue: String,
+    },
     /// Runs a dev server with the flags durable-mcp needs, for manual use, until Ctrl-C.
     ///
     /// Prints the address to export as TEMPORAL_ADDRESS. State lives in --db-filename when
@@ -218,6 +244,25 @@ async fn main() -> anyhow::Result<()> {
     let options = DevServerOptions::from_env()?;
     match cli.command {
         Command::List { .. } => unreachable!(),
+        Command::Load(args) => {
+            let report = durable_mcp_conformance::load::run(&args, options).await?;
+            println!("{}", report.render());
+            if let Some(path) = &args.json {
+                println!("JSON report: {}", path.display());
+            }
+            anyhow::ensure!(
+                report.clean(),
+                "calls were lost or duplicated (see the table)"
+            );
+        }
+        Command::LoadFloorWorker {
+            address,
+            namespace,
+            task_queue,
+        } => {
+            durable_mcp_conformance::load::floor::run_worker(&address, &namespace, &task_queue)
+                .await?
+        }
         Command::Run {
             select,
             junit,

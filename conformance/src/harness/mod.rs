@@ -234,6 +234,14 @@ impl DevServer {
         Url::parse(&format!("http://{}", self.address())).expect("an IP and port form a valid URL")
     }
 
+    /// The Prometheus endpoint (`--metrics-port`) as `127.0.0.1:PORT` (process backend only).
+    pub fn metrics_address(&self) -> Option<String> {
+        match &self.running {
+            Running::Process(p) => Some(format!("127.0.0.1:{}", p.metrics_port())),
+            Running::Container(_) => None,
+        }
+    }
+
     /// The namespace created at startup.
     pub fn namespace(&self) -> &str {
         &self.namespace

@@ -336,6 +336,10 @@ impl ProcessServer {
         self.ports.grpc
     }
 
+    pub(crate) fn metrics_port(&self) -> u16 {
+        self.ports.metrics
+    }
+
     pub(crate) fn version(&self) -> &ServerVersion {
         &self.version
     }

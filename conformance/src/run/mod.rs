@@ -6,7 +6,7 @@ mod checks;
 mod connector_driver;
 mod mcp_steps;
 mod nexus_call;
-mod proxy_process;
+pub(crate) mod proxy_process;
 
 use std::{
     collections::BTreeMap,

@@ -1,0 +1,338 @@
+//! `durable-mcp-conformance load`: the full path measured against the bare floor, a direct
+//! call and the peer (`temporalio-mcp`), in one run, with every process's CPU time and the dev
+//! server's own counters per call. Figures are reported, never asserted; only lost and
+//! duplicated calls fail the run.
+//!
+//! Files: `paths` (what each path runs and how it calls), `floor` (the floor's worker),
+//! `peer` (the peer's install, worker and client), `measure` (the driver and percentiles),
+//! `procstat` (CPU and RSS from `/proc`), `metrics` (the server's Prometheus counters),
+//! `report` (the table and JSON).
+
+pub mod floor;
+pub mod measure;
+pub mod metrics;
+pub mod paths;
+pub mod peer;
+pub mod procstat;
+pub mod report;
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    path::PathBuf,
+    sync::Arc,
+};
+
+use crate::{
+    DevServer, DevServerOptions,
+    fixtures::{Ledger, LedgerEvent},
+};
+use paths::{Caller, PathKind};
+use report::{LoadReport, Row};
+
+/// How long the dev server takes to publish what a row did in its Prometheus counters.
+const METRICS_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `load`'s options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoadArgs {
+    /// Concurrency levels, comma-separated: this many callers in a closed loop per row.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64,256")]
+    pub concurrency: Vec<usize>,
+    /// Calls per row (at least twice the row's concurrency).
+    #[arg(long, default_value_t = 400)]
+    pub calls: usize,
+    /// A few hundred calls in all (concurrency 1 and 16, 100 calls a row): checks the
+    /// machinery, as CI does.
+    #[arg(long)]
+    pub short: bool,
+    /// Then this many calls in a row through the full path over HTTP at concurrency 64,
+    /// counting lost and duplicated calls (e.g. --count 10000).
+    #[arg(long, value_name = "N")]
+    pub count: Option<usize>,
+    /// Only these paths (comma-separated): direct, floor, full-http, full-stdio, peer.
+    #[arg(long, value_delimiter = ',', value_parser = parse_path)]
+    pub paths: Vec<PathKind>,
+    /// Write the table as JSON here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+fn parse_path(s: &str) -> Result<PathKind, String> {
+    PathKind::ALL
+        .into_iter()
+        .find(|p| {
+            serde_json::to_value(p)
+                .ok()
+                .and_then(|v| v.as_str().map(|v| v == s))
+                == Some(true)
+        })
+        .ok_or_else(|| {
+            format!("unknown path {s:?}: use direct, floor, full-http, full-stdio or peer")
+        })
+}
+
+impl LoadArgs {
+    fn levels(&self) -> Vec<usize> {
+        if self.short {
+            vec![1, 16]
+        } else {
+            self.concurrency
+                .iter()
+                .copied()
+                .filter(|c| *c > 0)
+                .collect()
+        }
+    }
+
+    fn calls_at(&self, concurrency: usize) -> usize {
+        if self.short {
+            100
+        } else {
+            self.calls.max(2 * concurrency)
+        }
+    }
+}
+
+/// Runs every selected path and answers the report (printing progress to stderr).
+pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::Result<LoadReport> {
+    let dir = tempfile::Builder::new()
+        .prefix("durable-mcp-load-")
+        .tempdir()?;
+    let ledger = Ledger::new(dir.path().join("ledger.jsonl"));
+    let (upstream, upstream_url) = paths::start_upstream(dir.path(), ledger.path()).await?;
+    let selected: Vec<PathKind> = if args.paths.is_empty() {
+        PathKind::ALL.to_vec()
+    } else {
+        args.paths.clone()
+    };
+    let mut report = LoadReport {
+        machine: machine(),
+        build: if cfg!(debug_assertions) {
+            "debug (figures are not representative: use --release)"
+        } else {
+            "release"
+        },
+        temporal: String::new(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        rows: Vec::new(),
+        skipped: Vec::new(),
+        count_run: None,
+    };
+    let peer = if selected.contains(&PathKind::Peer) {
+        match peer::python()
+            .ok_or_else(|| "no python3 on PATH".to_owned())
+            .and_then(|python| peer::ensure_installed().map(|install| (python, install)))
+        {
+            Ok(found) => Some(found),
+            Err(reason) => {
+                eprintln!("load: {} skipped: {reason}", PathKind::Peer.label());
+                report.skipped.push((PathKind::Peer, reason));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let run_id = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    for kind in selected {
+        if kind == PathKind::Peer && peer.is_none() {
+            continue;
+        }
+        // A fresh server per path: no path inherits another's state or queues.
+        let mut server = match kind.needs_temporal() {
+            true => Some(DevServer::start(server_options.clone()).await?),
+            false => None,
+        };
+        if let Some(v) = server.as_ref().and_then(|s| s.version()) {
+            report.temporal = format!("{} (CLI {})", v.server, v.cli);
+        }
+        let path_dir = dir.path().join(format!("{kind:?}"));
+        std::fs::create_dir_all(&path_dir)?;
+        eprintln!("load: {} starting", kind.label());
+        let setup = match paths::start(
+            kind,
+            server.as_ref(),
+            &upstream_url,
+            &path_dir,
+            peer.as_ref(),
+        )
+        .await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("load: {} failed to start: {e:#}", kind.label());
+                report
+                    .skipped
+                    .push((kind, format!("failed to start: {e:#}")));
+                continue;
+            }
+        };
+        let caller = Arc::new(setup.caller);
+        let mut procs: Vec<(String, u32)> = vec![
+            ("upstream".into(), upstream.pid),
+            ("driver".into(), std::process::id()),
+        ];
+        if let Some(pid) = server.as_ref().and_then(|s| s.pid()) {
+            procs.push(("server".into(), pid));
+        }
+        procs.extend(setup.children.iter().map(|c| (c.role.to_owned(), c.pid)));
+        let metrics = server.as_ref().and_then(|s| s.metrics_address());
+        let mut rows: Vec<(usize, usize)> = args
+            .levels()
+            .into_iter()
+            .map(|c| (c, args.calls_at(c)))
+            .collect();
+        if kind == PathKind::FullHttp
+            && let Some(n) = args.count
+        {
+            rows.push((64, n));
+        }
+        let count_index = args
+            .count
+            .filter(|_| kind == PathKind::FullHttp)
+            .map(|_| rows.len() - 1);
+        for (i, (concurrency, calls)) in rows.into_iter().enumerate() {
+            let prefix = format!("{run_id}-{kind:?}-{concurrency}-{i}-");
+            let row = measure_row(
+                kind,
+                &caller,
+                &prefix,
+                concurrency,
+                calls,
+                &procs,
+                metrics.as_deref(),
+                &ledger,
+            )
+            .await;
+            eprintln!(
+                "load: {} c={concurrency}: {} calls, p50 {:.1} ms, {:.1} calls/s, {} errors",
+                kind.label(),
+                row.calls,
+                row.p50_ms,
+                row.calls_per_s,
+                row.errors
+            );
+            if Some(i) == count_index {
+                report.count_run = Some(row);
+            } else {
+                report.rows.push(row);
+            }
+        }
+        if let Ok(caller) = Arc::try_unwrap(caller) {
+            caller.close().await;
+        }
+        for child in setup.children {
+            child.stop().await;
+        }
+        if let Some(server) = server.as_mut() {
+            let _ = server.stop().await;
+        }
+    }
+    upstream.stop().await;
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
+    }
+    Ok(report)
+}
+
+/// One row: `calls` calls at `concurrency`, with the processes' CPU and the server's counters
+/// read before and after, and the upstream's ledger read for runs and re-runs.
+#[allow(clippy::too_many_arguments)]
+async fn measure_row(
+    kind: PathKind,
+    caller: &Arc<Caller>,
+    prefix: &str,
+    concurrency: usize,
+    calls: usize,
+    procs: &[(String, u32)],
+    metrics: Option<&str>,
+    ledger: &Ledger,
+) -> Row {
+    let before: Vec<_> = procs
+        .iter()
+        .map(|(_, pid)| procstat::sample(*pid))
+        .collect();
+    let counters_before = match metrics {
+        Some(m) => metrics::scrape(m).await.ok(),
+        None => None,
+    };
+    let (c, p) = (caller.clone(), prefix.to_owned());
+    let samples = measure::drive(concurrency, calls, move |i| {
+        let (caller, key) = (c.clone(), format!("{p}{i}"));
+        async move {
+            let echoed = caller.call(&key).await?;
+            anyhow::ensure!(echoed == key, "got {echoed:?} for {key:?}");
+            Ok(())
+        }
+    })
+    .await;
+    let counters_after = match metrics {
+        Some(m) => {
+            // The server publishes its counters about once a second: wait for this row's.
+            tokio::time::sleep(METRICS_SETTLE).await;
+            metrics::scrape(m).await.ok()
+        }
+        None => None,
+    };
+    let ok = samples.latencies.len().max(1) as f64;
+    let mut cpu = BTreeMap::new();
+    let mut rss = BTreeMap::new();
+    for ((role, pid), before) in procs.iter().zip(before) {
+        if let (Some(b), Some(a)) = (before, procstat::sample(*pid)) {
+            *cpu.entry(role.clone()).or_insert(0.0) += (a.cpu - b.cpu).as_secs_f64() * 1000.0 / ok;
+            rss.insert(role.clone(), a.peak_rss_kib as f64 / 1024.0);
+        }
+    }
+    let server_per_call = match (counters_before, counters_after) {
+        (Some(b), Some(a)) => a
+            .since(&b)
+            .0
+            .into_iter()
+            .map(|(k, v)| (k, v / ok))
+            .collect(),
+        _ => BTreeMap::new(),
+    };
+    // The upstream's ledger: how often each of this row's keys ran.
+    let mut runs: HashMap<String, usize> = HashMap::new();
+    for entry in ledger.read() {
+        if entry.event == LedgerEvent::Called
+            && let Some(key) = entry.key.filter(|k| k.starts_with(prefix))
+        {
+            *runs.entry(key).or_default() += 1;
+        }
+    }
+    let ms = |p: f64| measure::percentile(&samples.latencies, p).as_secs_f64() * 1000.0;
+    Row {
+        path: kind,
+        label: kind.label().to_owned(),
+        concurrency,
+        calls,
+        errors: samples.failed.len(),
+        lost: samples.failed.len(),
+        duplicated: runs.values().filter(|n| **n > 1).count(),
+        p50_ms: ms(50.0),
+        p90_ms: ms(90.0),
+        p99_ms: ms(99.0),
+        calls_per_s: samples.latencies.len() as f64 / samples.wall.as_secs_f64().max(1e-9),
+        cpu_ms_per_call: cpu,
+        peak_rss_mib: rss,
+        server_per_call,
+        first_error: samples.first_error,
+    }
+}
+
+/// CPU model, cores and kernel, for the report's header.
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+            })
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{cpu}, {cores} cores, Linux {}", kernel.trim())
+}

@@ -1,0 +1,418 @@
+//! The paths a load run compares, and the processes each one needs. Every process whose CPU
+//! is charged runs on its own (the Temporal server, the upstream, the connector, the proxy,
+//! the floor and peer workers), so `/proc` can tell their costs apart.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use anyhow::Context as _;
+use durable_mcp::{
+    mcp::payload,
+    nexus::{OperationClient, OperationOutcome, StartOperation},
+    outbound::{ProxyOptions, TransportConfig, UpstreamConfig},
+};
+use rmcp::{RoleClient, ServiceExt as _, model::CallToolRequestParams, service::RunningService};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    DevServer,
+    harness::{ServerProcess, unique_name},
+    run::proxy_process::ProxyLauncher,
+};
+
+/// Task slots of the proxy and the floor worker (the proxy's default `max_concurrent_calls`).
+pub const WORKER_SLOTS: usize = 100;
+/// The Nexus service the connector routes to (the proxy serves the upstream under it).
+pub const SERVICE: &str = "mock";
+
+/// One of the compared paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PathKind {
+    /// (a) rmcp straight to the upstream: no Temporal.
+    Direct,
+    /// (b) a standalone Nexus operation completed by a standalone Activity, no MCP.
+    Floor,
+    /// (c) rmcp over Streamable HTTP -> connector -> Temporal -> proxy -> Activity -> upstream.
+    FullHttp,
+    /// (c) the same with the client talking to the connector over stdio.
+    FullStdio,
+    /// (d) `temporalio-mcp`: one Workflow per call, its Activity calling the upstream.
+    Peer,
+}
+
+impl PathKind {
+    pub const ALL: [PathKind; 5] = [
+        PathKind::Direct,
+        PathKind::Floor,
+        PathKind::FullHttp,
+        PathKind::FullStdio,
+        PathKind::Peer,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            PathKind::Direct => "(a) direct",
+            PathKind::Floor => "(b) floor",
+            PathKind::FullHttp => "(c) full/http",
+            PathKind::FullStdio => "(c) full/stdio",
+            PathKind::Peer => "(d) peer",
+        }
+    }
+
+    /// Whether the path runs through Temporal (and so gets a fresh dev server).
+    pub fn needs_temporal(self) -> bool {
+        self != PathKind::Direct
+    }
+}
+
+/// How a path's calls are made.
+pub enum Caller {
+    /// An rmcp client: to the upstream (direct) or to the connector (full path).
+    Mcp(RunningService<RoleClient, ()>),
+    Floor {
+        client: OperationClient,
+        endpoint: String,
+    },
+    Peer {
+        connection: temporalio_client::Connection,
+        namespace: String,
+        task_queue: String,
+    },
+}
+
+impl Caller {
+    /// One call with `key`; answers the key the other end echoed.
+    pub async fn call(&self, key: &str) -> anyhow::Result<String> {
+        match self {
+            Caller::Mcp(client) => {
+                let result = client
+                    .peer()
+                    .call_tool(CallToolRequestParams::new("echo").with_arguments(
+                        json!({"key": key}).as_object().cloned().unwrap_or_default(),
+                    ))
+                    .await?;
+                anyhow::ensure!(
+                    result.is_error != Some(true),
+                    "the tool answered isError: {:?}",
+                    result.content
+                );
+                echoed(result.structured_content.as_ref())
+            }
+            Caller::Floor { client, endpoint } => {
+                let mut start = StartOperation::new(
+                    format!("floor-{key}"),
+                    endpoint,
+                    super::floor::SERVICE,
+                    super::floor::OPERATION,
+                    payload::to_payload(&json!({"key": key}))?,
+                );
+                start.schedule_to_close = Some(Duration::from_secs(120));
+                let (op, _) = client.start(start).await?;
+                match client.wait(&op, &CancellationToken::new()).await? {
+                    OperationOutcome::Succeeded(p) => echoed(Some(&payload::to_json(&p)?)),
+                    other => anyhow::bail!("the operation ended {other:?}"),
+                }
+            }
+            Caller::Peer {
+                connection,
+                namespace,
+                task_queue,
+            } => {
+                let text = super::peer::call(connection, namespace, task_queue, key).await?;
+                echoed(Some(&serde_json::from_str(&text)?))
+            }
+        }
+    }
+
+    pub async fn close(self) {
+        if let Caller::Mcp(client) = self {
+            let _ = client.cancel().await;
+        }
+    }
+}
+
+fn echoed(value: Option<&serde_json::Value>) -> anyhow::Result<String> {
+    value
+        .and_then(|v| v["key"].as_str())
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow::anyhow!("no echoed key in {value:?}"))
+}
+
+/// A child process of the run, by role; killed when dropped.
+pub struct Child {
+    pub role: &'static str,
+    pub pid: u32,
+    process: Option<ServerProcess>,
+    /// Held for stdio children whose lifetime rmcp owns.
+    _tokio: Option<tokio::process::Child>,
+}
+
+impl Child {
+    fn spawned(role: &'static str, process: ServerProcess) -> Self {
+        Child {
+            role,
+            pid: process.pid(),
+            process: Some(process),
+            _tokio: None,
+        }
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(mut p) = self.process.take() {
+            let _ = p.terminate(Duration::from_secs(5)).await;
+        }
+    }
+}
+
+/// Spawns `command` with stdout and stderr in `log` and waits until `log` has a line starting
+/// with `marker`; answers the rest of that line.
+async fn spawn_until(
+    role: &'static str,
+    mut command: Command,
+    log: &Path,
+    marker: &str,
+) -> anyhow::Result<(Child, String)> {
+    let file = std::fs::File::create(log)?;
+    command
+        .stdin(Stdio::null())
+        .stdout(file.try_clone()?)
+        .stderr(file);
+    let mut process =
+        ServerProcess::spawn(command).with_context(|| format!("starting the {role}"))?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(rest) = text.lines().find_map(|l| l.strip_prefix(marker)) {
+            return Ok((Child::spawned(role, process), rest.trim().to_owned()));
+        }
+        if let Some(status) = process.exited() {
+            anyhow::bail!("the {role} exited ({status}): {}", tail(&text));
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the {role} did not get ready in 60 s: {}",
+            tail(&text)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().rev().take(8).collect();
+    lines.into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
+/// The mock upstream over Streamable HTTP, recording every invocation in `ledger`.
+pub async fn start_upstream(dir: &Path, ledger: &Path) -> anyhow::Result<(Child, String)> {
+    let mut command = Command::new(crate::fixtures::mock_upstream_bin()?);
+    command
+        .args(["--transport", "http", "--ledger"])
+        .arg(ledger)
+        .env("RUST_LOG", "warn");
+    spawn_until("upstream", command, &dir.join("upstream.log"), "LISTENING").await
+}
+
+/// Everything one path runs besides the driver.
+pub struct Setup {
+    pub caller: Caller,
+    pub children: Vec<Child>,
+}
+
+/// Starts what `kind` needs on `server` (none for [`PathKind::Direct`]) and checks one call.
+pub async fn start(
+    kind: PathKind,
+    server: Option<&DevServer>,
+    upstream_url: &str,
+    dir: &Path,
+    peer: Option<&(String, PathBuf)>,
+) -> anyhow::Result<Setup> {
+    let mut children = Vec::new();
+    let caller = match kind {
+        PathKind::Direct => Caller::Mcp(
+            ().serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+                upstream_url.to_owned(),
+            ))
+            .await
+            .context("MCP handshake with the upstream")?,
+        ),
+        PathKind::Floor => {
+            let server = server.context("the floor needs a server")?;
+            let (task_queue, endpoint) = (unique_name("tq-floor"), unique_name("ep-floor"));
+            server
+                .create_nexus_endpoint(&endpoint, server.namespace(), &task_queue)
+                .await?;
+            let mut command = Command::new(std::env::current_exe()?);
+            command
+                .args(["load-floor-worker", "--address"])
+                .arg(server.address())
+                .args([
+                    "--namespace",
+                    server.namespace(),
+                    "--task-queue",
+                    &task_queue,
+                ])
+                .env("RUST_LOG", "warn");
+            let (child, _) =
+                spawn_until("floor worker", command, &dir.join("floor.log"), "READY").await?;
+            children.push(child);
+            let connection =
+                durable_mcp::temporal::connect_to(&server.address(), "durable-mcp-load").await?;
+            Caller::Floor {
+                client: OperationClient::new(connection, server.namespace()),
+                endpoint,
+            }
+        }
+        PathKind::FullHttp | PathKind::FullStdio => {
+            let server = server.context("the full path needs a server")?;
+            let (task_queue, endpoint) = (unique_name("tq-proxy"), unique_name("ep-proxy"));
+            server
+                .create_nexus_endpoint(&endpoint, server.namespace(), &task_queue)
+                .await?;
+            children.push(start_proxy(server, &task_queue, upstream_url, dir)?);
+            let connector = Command::new(crate::fixtures::workspace_bin(
+                "durable-mcp-connector",
+                "DURABLE_MCP_CONNECTOR",
+                "-p durable-mcp",
+            )?);
+            let route = format!("{{service: {SERVICE}, endpoint: {endpoint}}}");
+            if kind == PathKind::FullHttp {
+                let mut command = connector;
+                command
+                    .args([
+                        "--route",
+                        &route,
+                        "--transport",
+                        "http",
+                        "--addr",
+                        "127.0.0.1:0",
+                    ])
+                    .env("TEMPORAL_ADDRESS", server.address())
+                    .env("TEMPORAL_NAMESPACE", server.namespace())
+                    .env("MCP_TASK_SIGNING_KEY", signing_key())
+                    .env("RUST_LOG", "warn");
+                let (child, url) = spawn_until(
+                    "connector",
+                    command,
+                    &dir.join("connector.log"),
+                    "durable-mcp-connector listening on",
+                )
+                .await?;
+                children.push(child);
+                Caller::Mcp(
+                    ().serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+                        url,
+                    ))
+                    .await
+                    .context("MCP handshake with the connector over HTTP")?,
+                )
+            } else {
+                let mut command = tokio::process::Command::from(connector);
+                command
+                    .args(["--route", &route])
+                    .env("TEMPORAL_ADDRESS", server.address())
+                    .env("TEMPORAL_NAMESPACE", server.namespace())
+                    .env("RUST_LOG", "warn")
+                    .stderr(std::fs::File::create(dir.join("connector-stdio.log"))?);
+                let transport = rmcp::transport::TokioChildProcess::new(command)?;
+                let pid = transport.id().context("the stdio connector has no pid")?;
+                children.push(Child {
+                    role: "connector",
+                    pid,
+                    process: None,
+                    _tokio: None,
+                });
+                Caller::Mcp(
+                    ().serve(transport)
+                        .await
+                        .context("MCP handshake with the connector over stdio")?,
+                )
+            }
+        }
+        PathKind::Peer => {
+            let server = server.context("the peer needs a server")?;
+            let (python, install) = peer.context("the peer is not installed")?;
+            let task_queue = unique_name("tq-peer");
+            let command = super::peer::worker_command(
+                python,
+                install,
+                dir,
+                &server.address(),
+                server.namespace(),
+                &task_queue,
+                upstream_url,
+            )?;
+            let (child, _) =
+                spawn_until("peer worker", command, &dir.join("peer.log"), "READY").await?;
+            children.push(child);
+            Caller::Peer {
+                connection: durable_mcp::temporal::connect_to(
+                    &server.address(),
+                    "durable-mcp-load",
+                )
+                .await?,
+                namespace: server.namespace().to_owned(),
+                task_queue,
+            }
+        }
+    };
+    // One call through the whole path: it also waits until the workers poll.
+    let key = format!("warmup-{}", uuid::Uuid::new_v4());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match tokio::time::timeout(Duration::from_secs(30), caller.call(&key)).await {
+            Ok(Ok(echo)) if echo == key => break,
+            Ok(Ok(echo)) => anyhow::bail!("{}: echoed {echo:?} for {key:?}", kind.label()),
+            Ok(Err(e)) if tokio::time::Instant::now() < deadline => {
+                tracing::debug!("warm-up call failed ({e:#}); trying again");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Ok(Err(e)) => return Err(e.context(format!("{}: the warm-up call", kind.label()))),
+            Err(_) => anyhow::bail!("{}: the warm-up call got no answer in 30 s", kind.label()),
+        }
+    }
+    Ok(Setup { caller, children })
+}
+
+/// `durable-mcp-proxy` as a child with a generated config fronting the HTTP upstream.
+fn start_proxy(
+    server: &DevServer,
+    task_queue: &str,
+    upstream_url: &str,
+    dir: &Path,
+) -> anyhow::Result<Child> {
+    let upstream = UpstreamConfig {
+        service: SERVICE.into(),
+        transport: TransportConfig::Http {
+            url: upstream_url.parse()?,
+            headers: Default::default(),
+        },
+        activity_options: Default::default(),
+        overrides: Default::default(),
+    };
+    let launcher = ProxyLauncher {
+        address: server.address(),
+        options: ProxyOptions {
+            namespace: server.namespace().to_owned(),
+            task_queue: task_queue.to_owned(),
+            max_concurrent_calls: WORKER_SLOTS,
+        },
+        upstream,
+        bin: Some(crate::run::proxy_bin()?),
+        dir: dir.to_owned(),
+    };
+    match launcher.start()? {
+        crate::run::proxy_process::Proxy::Process(p) => Ok(Child::spawned("proxy", p)),
+        _ => anyhow::bail!("the proxy did not start as a process"),
+    }
+}
+
+/// A random task-signing key for the HTTP connector (it refuses to start without one).
+fn signing_key() -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(uuid::Uuid::new_v4().as_bytes().repeat(2))
+}

@@ -1,0 +1,265 @@
+//! The load table: one row per path and concurrency, then the ratios the targets are stated
+//! in, then what the server did per call. Also written as JSON for tools.
+
+use std::{collections::BTreeMap, fmt::Write as _};
+
+use super::{metrics::Counters, paths::PathKind};
+
+/// One path at one concurrency.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Row {
+    pub path: PathKind,
+    pub label: String,
+    pub concurrency: usize,
+    pub calls: usize,
+    /// Calls that failed, timed out or got someone else's answer.
+    pub errors: usize,
+    /// Calls whose caller never got their own answer.
+    pub lost: usize,
+    /// Calls the upstream ran more than once (from its invocation ledger).
+    pub duplicated: usize,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub calls_per_s: f64,
+    /// CPU time per successful call, by process role.
+    pub cpu_ms_per_call: BTreeMap<String, f64>,
+    /// Peak resident set so far, by process role, in MiB.
+    pub peak_rss_mib: BTreeMap<String, f64>,
+    /// The dev server's RPC and persistence counters per call (`service/operation`).
+    pub server_per_call: BTreeMap<String, f64>,
+    pub first_error: Option<String>,
+}
+
+impl Row {
+    /// CPU per call of every process but the load driver's.
+    pub fn cpu_total(&self) -> f64 {
+        self.cpu_ms_per_call
+            .iter()
+            .filter(|(k, _)| *k != "driver")
+            .map(|(_, v)| v)
+            .sum()
+    }
+
+    /// Frontend RPCs per call (what clients and workers asked the server).
+    pub fn frontend_rpcs(&self) -> f64 {
+        Counters(self.server_per_call.clone()).total("frontend/")
+    }
+
+    /// Persistence operations per call (the server's database work).
+    pub fn persistence_ops(&self) -> f64 {
+        Counters(self.server_per_call.clone()).total("persistence/")
+    }
+}
+
+/// A whole run.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LoadReport {
+    pub machine: String,
+    pub build: &'static str,
+    pub temporal: String,
+    pub command: String,
+    pub rows: Vec<Row>,
+    /// Paths that did not run, with the reason.
+    pub skipped: Vec<(PathKind, String)>,
+    /// The `--count` run (full path over HTTP), if asked for.
+    pub count_run: Option<Row>,
+}
+
+/// `a / b`, or `None` when either is missing or `b` is zero.
+pub fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+fn fmt_ratio(r: Option<f64>) -> String {
+    r.map_or("-".into(), |r| format!("{r:.2}"))
+}
+
+impl LoadReport {
+    fn row(&self, path: PathKind, concurrency: usize) -> Option<&Row> {
+        self.rows
+            .iter()
+            .find(|r| r.path == path && r.concurrency == concurrency)
+    }
+
+    /// Whether no call was lost or run twice.
+    pub fn clean(&self) -> bool {
+        self.rows
+            .iter()
+            .chain(self.count_run.as_ref())
+            .all(|r| r.lost == 0 && r.duplicated == 0)
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "machine: {}\nbuild: {}    Temporal: {}\ncommand: {}\n",
+            self.machine, self.build, self.temporal, self.command
+        );
+        let _ = writeln!(
+            out,
+            "{:<15} {:>4} {:>6} {:>4} {:>4} {:>4} {:>8} {:>8} {:>8} {:>8}  {:<44} {:>7} {:>7}  PEAK RSS MiB",
+            "PATH",
+            "C",
+            "CALLS",
+            "ERR",
+            "LOST",
+            "DUP",
+            "p50 ms",
+            "p90 ms",
+            "p99 ms",
+            "calls/s",
+            "CPU ms/call: total (by process)",
+            "RPC/c",
+            "DB/c"
+        );
+        for r in self.rows.iter().chain(self.count_run.as_ref()) {
+            let by: Vec<String> = r
+                .cpu_ms_per_call
+                .iter()
+                .filter(|(k, _)| *k != "driver")
+                .map(|(k, v)| format!("{k} {v:.1}"))
+                .collect();
+            let rss: Vec<String> = r
+                .peak_rss_mib
+                .iter()
+                .filter(|(k, _)| *k != "driver")
+                .map(|(k, v)| format!("{k} {v:.0}"))
+                .collect();
+            let per_call = |v: f64| match r.server_per_call.is_empty() {
+                true => "-".to_owned(),
+                false => format!("{v:.1}"),
+            };
+            let _ = writeln!(
+                out,
+                "{:<15} {:>4} {:>6} {:>4} {:>4} {:>4} {:>8.1} {:>8.1} {:>8.1} {:>8.1}  {:<44} {:>7} {:>7}  {}",
+                r.label,
+                r.concurrency,
+                r.calls,
+                r.errors,
+                r.lost,
+                r.duplicated,
+                r.p50_ms,
+                r.p90_ms,
+                r.p99_ms,
+                r.calls_per_s,
+                format!("{:.1} ({})", r.cpu_total(), by.join(", ")),
+                per_call(r.frontend_rpcs()),
+                per_call(r.persistence_ops()),
+                rss.join(", ")
+            );
+        }
+        for (path, reason) in &self.skipped {
+            let _ = writeln!(out, "{:<15} skipped: {reason}", path.label());
+        }
+        let _ = writeln!(
+            out,
+            "\nRATIOS (full path over HTTP / other; lower is better except calls/s)"
+        );
+        let _ = writeln!(
+            out,
+            "{:>4}  {:>10} {:>10}  {:>10} {:>10} {:>12} {:>12}",
+            "C", "p50 c/b", "p99 c/b", "p50 c/d", "p99 c/d", "calls/s c/d", "CPU c/d"
+        );
+        let mut levels: Vec<usize> = self.rows.iter().map(|r| r.concurrency).collect();
+        levels.sort();
+        levels.dedup();
+        for c in levels {
+            let full = self.row(PathKind::FullHttp, c);
+            let floor = self.row(PathKind::Floor, c);
+            let peer = self.row(PathKind::Peer, c);
+            let get = |r: Option<&Row>, f: fn(&Row) -> f64| r.map(f);
+            let _ = writeln!(
+                out,
+                "{:>4}  {:>10} {:>10}  {:>10} {:>10} {:>12} {:>12}",
+                c,
+                fmt_ratio(ratio(get(full, |r| r.p50_ms), get(floor, |r| r.p50_ms))),
+                fmt_ratio(ratio(get(full, |r| r.p99_ms), get(floor, |r| r.p99_ms))),
+                fmt_ratio(ratio(get(full, |r| r.p50_ms), get(peer, |r| r.p50_ms))),
+                fmt_ratio(ratio(get(full, |r| r.p99_ms), get(peer, |r| r.p99_ms))),
+                fmt_ratio(ratio(
+                    get(full, |r| r.calls_per_s),
+                    get(peer, |r| r.calls_per_s)
+                )),
+                fmt_ratio(ratio(get(full, Row::cpu_total), get(peer, Row::cpu_total))),
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\nSERVER WORK PER CALL (dev server counters, the path's highest concurrency)"
+        );
+        for path in PathKind::ALL {
+            let Some(r) = self
+                .rows
+                .iter()
+                .filter(|r| r.path == path)
+                .max_by_key(|r| r.concurrency)
+            else {
+                continue;
+            };
+            if r.server_per_call.is_empty() {
+                continue;
+            }
+            let mut ops: Vec<(&String, &f64)> = r
+                .server_per_call
+                .iter()
+                .filter(|(k, v)| k.starts_with("frontend/") && **v >= 0.05)
+                .collect();
+            ops.sort_by(|a, b| b.1.total_cmp(a.1));
+            let ops: Vec<String> = ops
+                .iter()
+                .map(|(k, v)| format!("{} {v:.2}", k.trim_start_matches("frontend/")))
+                .collect();
+            let _ = writeln!(
+                out,
+                "{:<15} c={:<4} frontend {:.1}, history {:.1}, matching {:.1}, persistence {:.1}\n{:<15} {}",
+                r.label,
+                r.concurrency,
+                r.frontend_rpcs(),
+                Counters(r.server_per_call.clone()).total("history/"),
+                Counters(r.server_per_call.clone()).total("matching/"),
+                r.persistence_ops(),
+                "",
+                ops.join(", ")
+            );
+        }
+        let lost: usize = self
+            .rows
+            .iter()
+            .chain(self.count_run.as_ref())
+            .map(|r| r.lost)
+            .sum();
+        let dup: usize = self
+            .rows
+            .iter()
+            .chain(self.count_run.as_ref())
+            .map(|r| r.duplicated)
+            .sum();
+        let calls: usize = self
+            .rows
+            .iter()
+            .chain(self.count_run.as_ref())
+            .map(|r| r.calls)
+            .sum();
+        let _ = writeln!(out, "\n{calls} calls: {lost} lost, {dup} duplicated");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_need_both_sides() {
+        assert_eq!(ratio(Some(3.0), Some(2.0)), Some(1.5));
+        assert_eq!(ratio(None, Some(2.0)), None);
+        assert_eq!(ratio(Some(1.0), Some(0.0)), None);
+        assert_eq!(fmt_ratio(Some(1.234)), "1.23");
+        assert_eq!(fmt_ratio(None), "-");
+    }
+}

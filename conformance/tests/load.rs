@@ -1,0 +1,45 @@
+//! `durable-mcp-conformance load --short` once, to keep the load run working: every path runs
+//! through its real processes on a real dev server. Its figures are printed, never asserted
+//! (speed belongs to benchmarks); what is asserted is that no call was lost or run twice and
+//! that every path produced its rows (the peer may be skipped, with its reason, without Python).
+
+const BIN: &str = env!("CARGO_BIN_EXE_durable-mcp-conformance");
+
+#[test]
+fn load_short_runs_every_path_and_loses_no_call() {
+    let json = std::env::temp_dir().join(format!("durable-mcp-load-{}.json", std::process::id()));
+    let out = std::process::Command::new(BIN)
+        .args(["load", "--short", "--json"])
+        .arg(&json)
+        .output()
+        .expect("the conformance binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "load --short failed:\n{stdout}\n{stderr}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("--json wrote the report")).unwrap();
+    let _ = std::fs::remove_file(&json);
+    let rows = report["rows"].as_array().unwrap();
+    for row in rows {
+        assert_eq!(row["lost"], 0, "{row}");
+        assert_eq!(row["duplicated"], 0, "{row}");
+    }
+    let skipped: Vec<&str> = report["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s[0].as_str())
+        .collect();
+    for path in ["direct", "floor", "full-http", "full-stdio", "peer"] {
+        let ran = rows.iter().filter(|r| r["path"] == path).count();
+        if path == "peer" && skipped.contains(&"peer") {
+            eprintln!("skipped: the peer row ({})", report["skipped"]);
+            continue;
+        }
+        assert_eq!(ran, 2, "{path} has a row per concurrency level:\n{stdout}");
+    }
+}
