@@ -19,3 +19,4 @@ pub mod mcp;
 pub mod nexus;
 pub mod outbound;
 pub mod temporal;
+pub mod temporal_tools;

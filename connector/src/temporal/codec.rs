@@ -73,6 +73,15 @@ impl RemoteCodec {
         })
     }
 
+    /// The same codec server for another namespace (its `X-Namespace` header): tools that
+    /// reach several namespaces send each payload with its own.
+    pub fn with_namespace(&self, namespace: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            ..self.clone()
+        }
+    }
+
     async fn call(&self, op: &str, payloads: Vec<Payload>) -> Result<Vec<Payload>, PayloadError> {
         let body = WirePayloads {
             payloads: payloads

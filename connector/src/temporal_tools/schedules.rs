@@ -1,0 +1,326 @@
+//! Schedule tools: create (cron), list, describe, pause, unpause, trigger, delete.
+
+use serde_json::{Value, json};
+use temporalio_protos::temporal::api::{
+    common::v1::WorkflowType,
+    schedule::v1::{
+        Schedule, ScheduleAction, ScheduleActionResult, SchedulePatch, ScheduleSpec, ScheduleState,
+        TriggerImmediatelyRequest, schedule_action,
+    },
+    taskqueue::v1::TaskQueue,
+    workflow::v1::NewWorkflowExecutionInfo,
+    workflowservice::v1::{
+        CreateScheduleRequest, DeleteScheduleRequest, DescribeScheduleRequest,
+        ListSchedulesRequest, PatchScheduleRequest,
+    },
+};
+
+use super::{
+    Answer, Ctx,
+    args::Args,
+    error::ToolError,
+    payloads::{object, proto_json, prune},
+    workflows::{status_name, time},
+};
+
+fn target(schedule_id: &str) -> String {
+    format!("Schedule {schedule_id:?}")
+}
+
+fn action_results(results: &[ScheduleActionResult]) -> Value {
+    Value::Array(
+        results
+            .iter()
+            .map(|r| {
+                let run = r.start_workflow_result.clone().unwrap_or_default();
+                json!({
+                    "schedule_time": time(r.schedule_time.as_ref()),
+                    "actual_time": time(r.actual_time.as_ref()),
+                    "workflow_id": run.workflow_id,
+                    "run_id": run.run_id,
+                    "status": status_name(r.start_workflow_status),
+                })
+            })
+            .collect(),
+    )
+}
+
+fn times(ts: &[prost_wkt_types::Timestamp]) -> Value {
+    Value::Array(ts.iter().map(|t| time(Some(t))).collect())
+}
+
+pub async fn create(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
+    let schedule_id = args.string("schedule_id")?;
+    let cron = args.strings("cron")?;
+    let workflow_type = args.string("workflow_type")?;
+    let task_queue = args.string("task_queue")?;
+    let workflow_id = args
+        .opt_string("workflow_id")?
+        .unwrap_or_else(|| schedule_id.clone());
+    let paused = args.bool("paused", false)?;
+    let note = args.opt_string("note")?.unwrap_or_default();
+    let input = ctx.io.encode(&ctx.namespace, &args.values("args")?).await?;
+    let schedule = Schedule {
+        spec: Some(ScheduleSpec {
+            cron_string: cron.clone(),
+            ..Default::default()
+        }),
+        action: Some(ScheduleAction {
+            action: Some(schedule_action::Action::StartWorkflow(
+                NewWorkflowExecutionInfo {
+                    workflow_id,
+                    workflow_type: Some(WorkflowType {
+                        name: workflow_type.clone(),
+                    }),
+                    task_queue: Some(TaskQueue {
+                        name: task_queue,
+                        ..Default::default()
+                    }),
+                    input,
+                    ..Default::default()
+                },
+            )),
+        }),
+        policies: None,
+        state: Some(ScheduleState {
+            notes: note,
+            paused,
+            ..Default::default()
+        }),
+    };
+    ctx.connection
+        .workflow_service()
+        .create_schedule(tonic::Request::new(CreateScheduleRequest {
+            namespace: ctx.namespace.clone(),
+            schedule_id: schedule_id.clone(),
+            schedule: Some(schedule),
+            identity: ctx.identity(),
+            request_id: uuid::Uuid::new_v4().to_string(),
+            ..Default::default()
+        }))
+        .await
+        .map_err(|s| ToolError::from_status(&s, &target(&schedule_id)))?;
+    Ok(Answer {
+        headline: format!(
+            "Created schedule {schedule_id:?}: {workflow_type} at {}{}",
+            cron.join(" | "),
+            if paused { " (paused)" } else { "" }
+        ),
+        data: object([
+            ("namespace", json!(ctx.namespace)),
+            ("schedule_id", json!(schedule_id)),
+            ("created", json!(true)),
+            ("paused", json!(paused)),
+        ]),
+    })
+}
+
+pub async fn list(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
+    let limit = args.int("limit", 10, 1, 100)? as usize;
+    let skip = args.int("skip", 0, 0, 10_000)? as usize;
+    let want = skip + limit + 1;
+    let mut found = Vec::new();
+    let mut token = Vec::new();
+    loop {
+        let response = ctx
+            .connection
+            .workflow_service()
+            .list_schedules(tonic::Request::new(ListSchedulesRequest {
+                namespace: ctx.namespace.clone(),
+                maximum_page_size: (want - found.len()).min(1000) as i32,
+                next_page_token: token,
+                query: String::new(),
+            }))
+            .await
+            .map_err(|s| ToolError::from_status(&s, "listing schedules"))?
+            .into_inner();
+        for entry in response.schedules {
+            let info = entry.info.unwrap_or_default();
+            found.push(json!({
+                "schedule_id": entry.schedule_id,
+                "workflow_type": info.workflow_type.map(|t| t.name).unwrap_or_default(),
+                "paused": info.paused,
+                "notes": info.notes,
+                "recent_actions": action_results(&info.recent_actions),
+                "next_action_times": times(&info.future_action_times),
+            }));
+        }
+        token = response.next_page_token;
+        if token.is_empty() || found.len() >= want {
+            break;
+        }
+    }
+    let has_more = found.len() > skip + limit;
+    let page: Vec<Value> = found.into_iter().skip(skip).take(limit).collect();
+    Ok(Answer {
+        headline: format!(
+            "{} schedule(s){}",
+            page.len(),
+            if has_more {
+                format!("; more after skip={}", skip + limit)
+            } else {
+                String::new()
+            }
+        ),
+        data: object([
+            ("namespace", json!(ctx.namespace)),
+            ("count", json!(page.len())),
+            ("schedules", Value::Array(page)),
+            ("has_more", json!(has_more)),
+        ]),
+    })
+}
+
+pub async fn describe(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
+    let schedule_id = args.string("schedule_id")?;
+    let response = ctx
+        .connection
+        .workflow_service()
+        .describe_schedule(tonic::Request::new(DescribeScheduleRequest {
+            namespace: ctx.namespace.clone(),
+            schedule_id: schedule_id.clone(),
+        }))
+        .await
+        .map_err(|s| ToolError::from_status(&s, &target(&schedule_id)))?
+        .into_inner();
+    let schedule = response.schedule.unwrap_or_default();
+    let info = response.info.unwrap_or_default();
+    let state = schedule.state.unwrap_or_default();
+    let mut spec = schedule
+        .spec
+        .as_ref()
+        .map(proto_json)
+        .unwrap_or(Value::Null);
+    prune(&mut spec);
+    let action = match schedule.action.and_then(|a| a.action) {
+        Some(schedule_action::Action::StartWorkflow(w)) => json!({
+            "start_workflow": {
+                "workflow_type": w.workflow_type.map(|t| t.name).unwrap_or_default(),
+                "task_queue": w.task_queue.map(|t| t.name).unwrap_or_default(),
+                "workflow_id": w.workflow_id,
+                "args": ctx.io.decode(&ctx.namespace, w.input).await?,
+            }
+        }),
+        None => json!({}),
+    };
+    let running: Vec<Value> = info
+        .running_workflows
+        .iter()
+        .map(|w| json!({"workflow_id": w.workflow_id, "run_id": w.run_id}))
+        .collect();
+    Ok(Answer {
+        headline: format!(
+            "Schedule {schedule_id:?} is {}; {} action(s) taken",
+            if state.paused { "PAUSED" } else { "active" },
+            info.action_count
+        ),
+        data: object([
+            ("namespace", json!(ctx.namespace)),
+            ("schedule_id", json!(schedule_id)),
+            ("paused", json!(state.paused)),
+            ("notes", json!(state.notes)),
+            ("spec", spec),
+            ("action", action),
+            ("action_count", json!(info.action_count)),
+            ("recent_actions", action_results(&info.recent_actions)),
+            ("running_workflows", Value::Array(running)),
+            ("next_action_times", times(&info.future_action_times)),
+            ("created", time(info.create_time.as_ref())),
+        ]),
+    })
+}
+
+async fn patch(ctx: &Ctx<'_>, schedule_id: &str, patch: SchedulePatch) -> Result<(), ToolError> {
+    ctx.connection
+        .workflow_service()
+        .patch_schedule(tonic::Request::new(PatchScheduleRequest {
+            namespace: ctx.namespace.clone(),
+            schedule_id: schedule_id.to_owned(),
+            patch: Some(patch),
+            identity: ctx.identity(),
+            request_id: uuid::Uuid::new_v4().to_string(),
+        }))
+        .await
+        .map(|_| ())
+        .map_err(|s| ToolError::from_status(&s, &target(schedule_id)))
+}
+
+/// `pause_schedule` (`pause` true) and `unpause_schedule`.
+pub async fn pause(ctx: &Ctx<'_>, args: &Args<'_>, pause: bool) -> Result<Answer, ToolError> {
+    let schedule_id = args.string("schedule_id")?;
+    let verb = if pause { "Paused" } else { "Unpaused" };
+    let note = args.opt_string("note")?.unwrap_or_else(|| {
+        format!(
+            "{verb} by the {} tool",
+            if pause {
+                "pause_schedule"
+            } else {
+                "unpause_schedule"
+            }
+        )
+    });
+    let p = if pause {
+        SchedulePatch {
+            pause: note,
+            ..Default::default()
+        }
+    } else {
+        SchedulePatch {
+            unpause: note,
+            ..Default::default()
+        }
+    };
+    patch(ctx, &schedule_id, p).await?;
+    Ok(Answer {
+        headline: format!("{verb} schedule {schedule_id:?}"),
+        data: object([
+            ("namespace", json!(ctx.namespace)),
+            ("schedule_id", json!(schedule_id)),
+            ("paused", json!(pause)),
+        ]),
+    })
+}
+
+pub async fn trigger(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
+    let schedule_id = args.string("schedule_id")?;
+    patch(
+        ctx,
+        &schedule_id,
+        SchedulePatch {
+            trigger_immediately: Some(TriggerImmediatelyRequest::default()),
+            ..Default::default()
+        },
+    )
+    .await?;
+    Ok(Answer {
+        headline: format!(
+            "Triggered schedule {schedule_id:?}; describe_schedule shows the started Workflow in its recent actions"
+        ),
+        data: object([
+            ("namespace", json!(ctx.namespace)),
+            ("schedule_id", json!(schedule_id)),
+            ("triggered", json!(true)),
+        ]),
+    })
+}
+
+pub async fn delete(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
+    let schedule_id = args.string("schedule_id")?;
+    ctx.connection
+        .workflow_service()
+        .delete_schedule(tonic::Request::new(DeleteScheduleRequest {
+            namespace: ctx.namespace.clone(),
+            schedule_id: schedule_id.clone(),
+            identity: ctx.identity(),
+        }))
+        .await
+        .map_err(|s| ToolError::from_status(&s, &target(&schedule_id)))?;
+    Ok(Answer {
+        headline: format!("Deleted schedule {schedule_id:?} (Workflows it started keep running)"),
+        data: object([
+            ("namespace", json!(ctx.namespace)),
+            ("schedule_id", json!(schedule_id)),
+            ("deleted", json!(true)),
+        ]),
+    })
+}
