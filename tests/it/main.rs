@@ -19,3 +19,4 @@ mod python_client;
 mod secrets;
 mod server_restart;
 mod spec_rules;
+mod temporal_tools;

@@ -369,53 +369,6 @@ async fn codec_hook_encodes_inputs_and_decodes_results() {
     worker.stop().await;
 }
 
-/// A codec server speaking Temporal's codec JSON: XORs `data` and stores the original
-/// encoding in `encoding` = "binary/xor-remote".
-async fn serve_xor_codec() -> (
-    String,
-    tokio::task::JoinHandle<()>,
-    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-) {
-    use axum::{Json, Router, http::HeaderMap, routing::post};
-    use base64::{Engine, engine::general_purpose::STANDARD};
-    let namespaces = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen = namespaces.clone();
-    let xor = |v: &serde_json::Value| -> String {
-        let bytes = STANDARD.decode(v.as_str().unwrap_or_default()).unwrap();
-        STANDARD.encode(bytes.into_iter().map(|b| b ^ 0x5a).collect::<Vec<_>>())
-    };
-    let app = Router::new()
-        .route(
-            "/encode",
-            post(move |headers: HeaderMap, Json(body): Json<serde_json::Value>| {
-                let seen = seen.clone();
-                async move {
-                    seen.lock().unwrap().push(headers["x-namespace"].to_str().unwrap().to_owned());
-                    let payloads: Vec<_> = body["payloads"].as_array().unwrap().iter().map(|p| json!({
-                        "metadata": {"encoding": STANDARD.encode("binary/xor-remote"), "inner": p["metadata"]["encoding"]},
-                        "data": xor(&p["data"]),
-                    })).collect();
-                    Json(json!({"payloads": payloads}))
-                }
-            }),
-        )
-        .route(
-            "/decode",
-            post(move |Json(body): Json<serde_json::Value>| async move {
-                let payloads: Vec<_> = body["payloads"].as_array().unwrap().iter().map(|p| json!({
-                    "metadata": {"encoding": p["metadata"]["inner"]},
-                    "data": xor(&p["data"]),
-                })).collect();
-                Json(json!({"payloads": payloads}))
-            }),
-        );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/codec", listener.local_addr().unwrap());
-    let app = Router::new().nest("/codec", app);
-    let task = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (url, task, namespaces)
-}
-
 #[tokio::test]
 async fn remote_codec_server_encodes_inputs_and_decodes_results() {
     let env = TestEnv::shared("rcodec").await;

@@ -206,6 +206,16 @@ pub struct ActivityWorkerGuard {
 
 impl ActivityWorkerGuard {
     fn start(address: &str, namespace: &str, task_queue: &str) -> Self {
+        Self::start_with(address, namespace, task_queue, |_| {})
+    }
+
+    /// Like the plain activity worker, with more registered by `configure` (e.g. Workflows).
+    pub fn start_with(
+        address: &str,
+        namespace: &str,
+        task_queue: &str,
+        configure: impl FnOnce(&mut WorkerOptions) + Send + 'static,
+    ) -> Self {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let (address, namespace, task_queue) = (
@@ -231,6 +241,8 @@ impl ActivityWorkerGuard {
                     )
                     .register_activities(TestActivities)
                     .build();
+                let mut options = options;
+                configure(&mut options);
                 let mut worker = Worker::new(&runtime, client, options).expect("activity worker");
                 let shutdown = worker.shutdown_handle();
                 ready_tx.send(()).unwrap();
@@ -725,4 +737,53 @@ pub async fn poll_task_until_done<C: rmcp::Service<rmcp::RoleClient>>(
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+// ---- a codec server --------------------------------------------------------------------------
+
+/// A codec server speaking Temporal's codec JSON: XORs `data` and stores the original
+/// encoding in `encoding` = "binary/xor-remote".
+pub async fn serve_xor_codec() -> (
+    String,
+    tokio::task::JoinHandle<()>,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
+    use axum::{Json, Router, http::HeaderMap, routing::post};
+    use base64::{Engine, engine::general_purpose::STANDARD};
+    let namespaces = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = namespaces.clone();
+    let xor = |v: &serde_json::Value| -> String {
+        let bytes = STANDARD.decode(v.as_str().unwrap_or_default()).unwrap();
+        STANDARD.encode(bytes.into_iter().map(|b| b ^ 0x5a).collect::<Vec<_>>())
+    };
+    let app = Router::new()
+        .route(
+            "/encode",
+            post(move |headers: HeaderMap, Json(body): Json<serde_json::Value>| {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().unwrap().push(headers["x-namespace"].to_str().unwrap().to_owned());
+                    let payloads: Vec<_> = body["payloads"].as_array().unwrap().iter().map(|p| serde_json::json!({
+                        "metadata": {"encoding": STANDARD.encode("binary/xor-remote"), "inner": p["metadata"]["encoding"]},
+                        "data": xor(&p["data"]),
+                    })).collect();
+                    Json(serde_json::json!({"payloads": payloads}))
+                }
+            }),
+        )
+        .route(
+            "/decode",
+            post(move |Json(body): Json<serde_json::Value>| async move {
+                let payloads: Vec<_> = body["payloads"].as_array().unwrap().iter().map(|p| serde_json::json!({
+                    "metadata": {"encoding": p["metadata"]["inner"]},
+                    "data": xor(&p["data"]),
+                })).collect();
+                Json(serde_json::json!({"payloads": payloads}))
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/codec", listener.local_addr().unwrap());
+    let app = Router::new().nest("/codec", app);
+    let task = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, task, namespaces)
 }

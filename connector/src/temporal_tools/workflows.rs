@@ -666,13 +666,28 @@ pub(super) async fn request_cancel(
         .map_err(|s| ToolError::from_status(&s, &target(workflow_id)))
 }
 
+/// Refuses to act on a run that already closed: Temporal may accept a request that can no
+/// longer change anything, and the caller must not read that as an effect.
+fn must_be_running(workflow_id: &str, status: &str, what: &str) -> Result<(), ToolError> {
+    if status == "RUNNING" {
+        return Ok(());
+    }
+    Err(ToolError::new(
+        ErrorKind::FailedPrecondition,
+        format!("Workflow {workflow_id:?} already closed as {status}; there is nothing to {what}"),
+        "get_workflow_result shows how it ended",
+    ))
+}
+
 pub async fn cancel(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
     let workflow_id = args.string("workflow_id")?;
     let reason = args
         .opt_string("reason")?
         .unwrap_or_else(|| "cancel_workflow tool".into());
     let wait = Duration::from_secs(args.int("wait_seconds", 2, 0, 60)?);
-    let (_, run_id) = status_of(ctx, &workflow_id, args.opt_string("run_id")?.as_deref()).await?;
+    let (status, run_id) =
+        status_of(ctx, &workflow_id, args.opt_string("run_id")?.as_deref()).await?;
+    must_be_running(&workflow_id, &status, "cancel")?;
     request_cancel(ctx, &workflow_id, Some(&run_id), &reason).await?;
     let status = watch_close(ctx, &workflow_id, &run_id, wait).await?;
     let cancelled = status == "CANCELED";
@@ -722,7 +737,9 @@ pub(super) async fn send_terminate(
 pub async fn terminate(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
     let workflow_id = args.string("workflow_id")?;
     let reason = args.string("reason")?;
-    let (_, run_id) = status_of(ctx, &workflow_id, args.opt_string("run_id")?.as_deref()).await?;
+    let (status, run_id) =
+        status_of(ctx, &workflow_id, args.opt_string("run_id")?.as_deref()).await?;
+    must_be_running(&workflow_id, &status, "terminate")?;
     send_terminate(ctx, &workflow_id, Some(&run_id), &reason).await?;
     let (status, _) = status_of(ctx, &workflow_id, Some(&run_id)).await?;
     Ok(Answer {
@@ -745,15 +762,7 @@ pub async fn continue_as_new(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, T
     let wait = Duration::from_secs(args.int("wait_seconds", 5, 0, 60)?);
     let input = ctx.io.encode(&ctx.namespace, &args.values("args")?).await?;
     let (status, run_id) = status_of(ctx, &workflow_id, None).await?;
-    if status != "RUNNING" {
-        return Err(ToolError::new(
-            ErrorKind::FailedPrecondition,
-            format!(
-                "Workflow {workflow_id:?} is {status}; only a running Workflow can continue as new"
-            ),
-            "start_workflow starts a new execution",
-        ));
-    }
+    must_be_running(&workflow_id, &status, "continue as new")?;
     send_signal(ctx, &workflow_id, Some(&run_id), &signal_name, input).await?;
     let status = watch_close(ctx, &workflow_id, &run_id, wait).await?;
     let continued = status == "CONTINUED_AS_NEW";

@@ -1,0 +1,738 @@
+//! R-OPS: the Temporal operations toolset against the real dev server. A small SDK worker runs
+//! `ops-workflow` (waits for `finish`, records `add` signals, answers the `state` query,
+//! continues as new on `continue_as_new`, and ends cancelled when cancelled); every tool is
+//! driven through `TemporalToolset::call` and its structured answer is checked against the
+//! tool's output schema.
+
+use std::time::Duration;
+
+use durable_mcp::temporal_tools::{NamespacePolicy, TemporalToolset};
+use rmcp::model::CallToolResult;
+use serde_json::{Value, json};
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_sdk::{
+    ContinueAsNewOptions, SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult,
+};
+
+use crate::support::*;
+
+#[workflow]
+#[derive(Default)]
+struct OpsWorkflow {
+    signals: Vec<String>,
+    finish: bool,
+    next: Option<Value>,
+}
+
+#[workflow_methods]
+impl OpsWorkflow {
+    #[run(name = "ops-workflow")]
+    async fn run(ctx: &mut WorkflowContext<Self>, input: Value) -> WorkflowResult<Value> {
+        ctx.wait_condition(|s| s.finish || s.next.is_some()).await?;
+        if let Some(next) = ctx.state(|s| s.next.clone()) {
+            ctx.continue_as_new(next, ContinueAsNewOptions::default())?;
+        }
+        Ok(json!({"input": input, "signals": ctx.state(|s| s.signals.clone())}))
+    }
+
+    #[signal(name = "add")]
+    fn add(&mut self, _ctx: &mut SyncWorkflowContext<Self>, value: String) {
+        self.signals.push(value);
+    }
+
+    #[signal(name = "finish")]
+    fn finish(&mut self, _ctx: &mut SyncWorkflowContext<Self>) {
+        self.finish = true;
+    }
+
+    #[signal(name = "continue_as_new")]
+    fn next_run(&mut self, _ctx: &mut SyncWorkflowContext<Self>, input: Value) {
+        self.next = Some(input);
+    }
+
+    #[query(name = "state")]
+    fn state(&self, _ctx: &WorkflowContextView) -> Vec<String> {
+        self.signals.clone()
+    }
+}
+
+/// A worker running `ops-workflow` on the env's task queue.
+fn workflow_worker(env: &TestEnv) -> ActivityWorkerGuard {
+    ActivityWorkerGuard::start_with(&env.address, &env.namespace, &env.task_queue, |options| {
+        options
+            .register_workflow::<OpsWorkflow>()
+            .expect("ops-workflow registers");
+    })
+}
+
+fn toolset(env: &TestEnv, policy: NamespacePolicy) -> TemporalToolset {
+    TemporalToolset::new(env.connection.clone(), &env.namespace, policy, None)
+}
+
+fn default_toolset(env: &TestEnv) -> TemporalToolset {
+    toolset(env, NamespacePolicy::default_only(&env.namespace))
+}
+
+/// Checks a success against the tool's output schema (every field present, with its type)
+/// and returns the structured content.
+fn structured(tools: &TemporalToolset, name: &str, result: CallToolResult) -> Value {
+    let text = result
+        .content
+        .first()
+        .and_then(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .unwrap_or_default();
+    assert_ne!(result.is_error, Some(true), "{name} failed: {text}");
+    let data = result.structured_content.expect("structured content");
+    let tool = tools.tools().into_iter().find(|t| t.name == name).unwrap();
+    let schema = tool.output_schema.unwrap();
+    for (field, field_schema) in schema["properties"].as_object().unwrap() {
+        let value = data
+            .get(field)
+            .unwrap_or_else(|| panic!("{name}: `{field}` missing from {data}"));
+        let types: Vec<&str> = match &field_schema["type"] {
+            Value::String(t) => vec![t.as_str()],
+            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => continue,
+        };
+        let actual = match value {
+            Value::Null => "null",
+            Value::Bool(_) => "boolean",
+            Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        };
+        assert!(
+            types.contains(&actual),
+            "{name}: `{field}` is {actual}, schema says {types:?}"
+        );
+    }
+    assert!(!text.is_empty(), "{name} has a text rendering");
+    data
+}
+
+async fn ok(tools: &TemporalToolset, name: &str, args: Value) -> Value {
+    let result = tools.call(name, args.as_object().unwrap()).await;
+    structured(tools, name, result)
+}
+
+/// A tool error: (errorType, text).
+async fn fails(tools: &TemporalToolset, name: &str, args: Value) -> (String, String) {
+    let result = tools.call(name, args.as_object().unwrap()).await;
+    assert_eq!(
+        result.is_error,
+        Some(true),
+        "{name} should fail: {result:?}"
+    );
+    let json = serde_json::to_value(&result).unwrap();
+    (
+        json["_meta"]["io.durable-mcp/errorType"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        json["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
+/// Polls `list_workflows` until `query` matches `n` Workflows (visibility lags a little).
+async fn listed(tools: &TemporalToolset, query: &str, n: usize) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let list = ok(
+            tools,
+            "list_workflows",
+            json!({"query": query, "limit": 100}),
+        )
+        .await;
+        if list["count"] == n {
+            return list;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{query} never listed {n}: {list}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn start_args(env: &TestEnv, id: &str, input: Value) -> Value {
+    json!({"workflow_type": "ops-workflow", "task_queue": env.task_queue, "workflow_id": id, "args": [input]})
+}
+
+#[tokio::test]
+async fn workflow_tools_start_find_read_signal_query_continue_and_cancel_a_workflow() {
+    let env = TestEnv::shared("ops-wf").await;
+    let _worker = workflow_worker(&env);
+    let tools = default_toolset(&env);
+    let id = durable_mcp_conformance::harness::unique_name("ops-wf");
+
+    let started = ok(
+        &tools,
+        "start_workflow",
+        start_args(&env, &id, json!({"order": 7})),
+    )
+    .await;
+    assert_eq!(started["started"], true);
+    let first_run = started["run_id"].as_str().unwrap().to_owned();
+
+    let list = listed(&tools, &format!("WorkflowId = '{id}'"), 1).await;
+    assert_eq!(list["workflows"][0]["workflow_type"], "ops-workflow");
+    assert_eq!(list["has_more"], false);
+
+    let described = ok(&tools, "describe_workflow", json!({"workflow_id": id})).await;
+    assert_eq!(described["status"], "RUNNING");
+    assert_eq!(described["task_queue"], env.task_queue.as_str());
+
+    ok(
+        &tools,
+        "signal_workflow",
+        json!({"workflow_id": id, "signal_name": "add", "args": ["a"]}),
+    )
+    .await;
+    let queried = ok(
+        &tools,
+        "query_workflow",
+        json!({"workflow_id": id, "query_type": "state"}),
+    )
+    .await;
+    assert_eq!(queried["result"], json!(["a"]));
+
+    let waiting = ok(
+        &tools,
+        "get_workflow_result",
+        json!({"workflow_id": id, "wait_seconds": 0}),
+    )
+    .await;
+    assert_eq!(
+        (waiting["status"].as_str(), waiting["closed"].as_bool()),
+        (Some("RUNNING"), Some(false))
+    );
+
+    let history = ok(&tools, "get_workflow_history", json!({"workflow_id": id})).await;
+    let types: Vec<&str> = history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["event_type"].as_str())
+        .collect();
+    assert_eq!(
+        types.first(),
+        Some(&"WorkflowExecutionStarted"),
+        "{types:?}"
+    );
+    assert!(types.contains(&"WorkflowExecutionSignaled"), "{types:?}");
+    assert_eq!(history["truncated"], false);
+    let short = ok(
+        &tools,
+        "get_workflow_history",
+        json!({"workflow_id": id, "max_events": 1}),
+    )
+    .await;
+    assert_eq!(
+        (short["count"].as_u64(), short["truncated"].as_bool()),
+        (Some(1), Some(true))
+    );
+
+    let event = ok(
+        &tools,
+        "get_workflow_event",
+        json!({"workflow_id": id, "event_id": 1}),
+    )
+    .await;
+    assert_eq!(event["event"]["event_type"], "WorkflowExecutionStarted");
+    assert_eq!(
+        event["event"]["attributes"]["input"]["payloads"],
+        json!([{"order": 7}]),
+        "{event}"
+    );
+    let (kind, _) = fails(
+        &tools,
+        "get_workflow_event",
+        json!({"workflow_id": id, "event_id": 9999}),
+    )
+    .await;
+    assert_eq!(kind, "NotFound");
+
+    let continued = ok(
+        &tools,
+        "continue_as_new",
+        json!({"workflow_id": id, "args": [{"order": 8}]}),
+    )
+    .await;
+    assert_eq!(continued["continued"], true, "{continued}");
+    assert_eq!(continued["previous_run_id"], first_run.as_str());
+    let second_run = continued["new_run_id"].as_str().unwrap().to_owned();
+    assert_ne!(second_run, first_run);
+    let old = ok(
+        &tools,
+        "get_workflow_result",
+        json!({"workflow_id": id, "run_id": first_run}),
+    )
+    .await;
+    assert_eq!(old["status"], "CONTINUED_AS_NEW");
+
+    let cancelled = ok(
+        &tools,
+        "cancel_workflow",
+        json!({"workflow_id": id, "wait_seconds": 10}),
+    )
+    .await;
+    assert_eq!(cancelled["cancel_requested"], true);
+    assert_eq!(
+        (
+            cancelled["status"].as_str(),
+            cancelled["cancelled"].as_bool()
+        ),
+        (Some("CANCELED"), Some(true)),
+        "{cancelled}"
+    );
+    assert_eq!(cancelled["run_id"], second_run.as_str());
+    let result = ok(&tools, "get_workflow_result", json!({"workflow_id": id})).await;
+    assert_eq!(result["status"], "CANCELED");
+    assert_eq!(
+        result["run_id"],
+        second_run.as_str(),
+        "the result follows continue-as-new"
+    );
+}
+
+#[tokio::test]
+async fn results_terminations_and_errors_say_what_happened() {
+    let env = TestEnv::shared("ops-res").await;
+    let _worker = workflow_worker(&env);
+    let tools = default_toolset(&env);
+    let done = durable_mcp_conformance::harness::unique_name("ops-done");
+    ok(
+        &tools,
+        "start_workflow",
+        start_args(&env, &done, json!("in")),
+    )
+    .await;
+    ok(
+        &tools,
+        "signal_workflow",
+        json!({"workflow_id": done, "signal_name": "add", "args": ["x"]}),
+    )
+    .await;
+    ok(
+        &tools,
+        "signal_workflow",
+        json!({"workflow_id": done, "signal_name": "finish"}),
+    )
+    .await;
+    let result = ok(
+        &tools,
+        "get_workflow_result",
+        json!({"workflow_id": done, "wait_seconds": 30}),
+    )
+    .await;
+    assert_eq!(result["status"], "COMPLETED");
+    assert_eq!(result["result"], json!({"input": "in", "signals": ["x"]}));
+
+    // A closed Workflow cannot be cancelled: the tool says so instead of "requested".
+    let (kind, text) = fails(&tools, "cancel_workflow", json!({"workflow_id": done})).await;
+    assert_eq!(kind, "FailedPrecondition", "{text}");
+    assert!(text.contains("already closed as COMPLETED"), "{text}");
+
+    let doomed = durable_mcp_conformance::harness::unique_name("ops-term");
+    ok(
+        &tools,
+        "start_workflow",
+        start_args(&env, &doomed, json!(1)),
+    )
+    .await;
+    let (kind, _) = fails(
+        &tools,
+        "start_workflow",
+        start_args(&env, &doomed, json!(1)),
+    )
+    .await;
+    assert_eq!(kind, "AlreadyExists");
+    let (kind, text) = fails(&tools, "terminate_workflow", json!({"workflow_id": doomed})).await;
+    assert_eq!(kind, "InvalidArguments");
+    assert!(text.contains("`reason` is required"), "{text}");
+    let terminated = ok(
+        &tools,
+        "terminate_workflow",
+        json!({"workflow_id": doomed, "reason": "test"}),
+    )
+    .await;
+    assert_eq!(terminated["status"], "TERMINATED");
+    let result = ok(
+        &tools,
+        "get_workflow_result",
+        json!({"workflow_id": doomed}),
+    )
+    .await;
+    assert_eq!(result["status"], "TERMINATED");
+    // A closed Workflow still answers queries (its worker replays it); an unknown query fails.
+    let last = ok(
+        &tools,
+        "query_workflow",
+        json!({"workflow_id": doomed, "query_type": "state"}),
+    )
+    .await;
+    assert_eq!(last["result"], json!([]));
+    let (kind, text) = fails(
+        &tools,
+        "query_workflow",
+        json!({"workflow_id": doomed, "query_type": "nope"}),
+    )
+    .await;
+    assert!(!kind.is_empty() && text.contains("nope"), "{kind}: {text}");
+
+    let (kind, text) = fails(
+        &tools,
+        "describe_workflow",
+        json!({"workflow_id": "no-such-workflow"}),
+    )
+    .await;
+    assert_eq!(kind, "NotFound");
+    assert!(text.contains("Next: "), "{text}");
+    let (kind, text) = fails(
+        &tools,
+        "list_workflows",
+        json!({"query": "NoSuchAttribute = 'x'"}),
+    )
+    .await;
+    assert_eq!(kind, "BadRequest", "{text}");
+}
+
+#[tokio::test]
+async fn batch_tools_operate_on_the_running_workflows_a_query_matches() {
+    let env = TestEnv::shared("ops-batch").await;
+    let _worker = workflow_worker(&env);
+    let tools = default_toolset(&env);
+    let ids: Vec<String> = (0..3)
+        .map(|i| durable_mcp_conformance::harness::unique_name(&format!("ops-batch-{i}")))
+        .collect();
+    for id in &ids {
+        ok(&tools, "start_workflow", start_args(&env, id, json!(null))).await;
+    }
+    let query = format!("TaskQueue = '{}'", env.task_queue);
+    listed(&tools, &query, 3).await;
+
+    let signalled = ok(
+        &tools,
+        "batch_signal",
+        json!({"query": query, "signal_name": "add", "args": ["b"], "batch_size": 2}),
+    )
+    .await;
+    assert_eq!(
+        (
+            signalled["matched"].as_u64(),
+            signalled["succeeded"].as_u64(),
+            signalled["failed"].as_u64()
+        ),
+        (Some(3), Some(3), Some(0)),
+        "{signalled}"
+    );
+    for id in &ids {
+        let state = ok(
+            &tools,
+            "query_workflow",
+            json!({"workflow_id": id, "query_type": "state"}),
+        )
+        .await;
+        assert_eq!(state["result"], json!(["b"]), "{id}");
+    }
+
+    let capped = ok(
+        &tools,
+        "batch_cancel",
+        json!({"query": format!("{query} AND WorkflowId = '{}'", ids[0]), "max_workflows": 1}),
+    )
+    .await;
+    assert_eq!(
+        (capped["matched"].as_u64(), capped["truncated"].as_bool()),
+        (Some(1), Some(false)),
+        "{capped}"
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let d = ok(&tools, "describe_workflow", json!({"workflow_id": ids[0]})).await;
+        if d["status"] == "CANCELED" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never cancelled: {d}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Visibility catches up, then only the two still running are terminated.
+    listed(
+        &tools,
+        &format!("{query} AND ExecutionStatus = 'Running'"),
+        2,
+    )
+    .await;
+    let terminated = ok(
+        &tools,
+        "batch_terminate",
+        json!({"query": query, "reason": "batch test", "batch_size": 1}),
+    )
+    .await;
+    assert_eq!(
+        (
+            terminated["matched"].as_u64(),
+            terminated["succeeded"].as_u64()
+        ),
+        (Some(2), Some(2)),
+        "{terminated}"
+    );
+    for id in &ids[1..] {
+        let d = ok(&tools, "describe_workflow", json!({"workflow_id": id})).await;
+        assert_eq!(d["status"], "TERMINATED");
+    }
+}
+
+#[tokio::test]
+async fn schedule_tools_create_list_pause_trigger_and_delete_a_schedule() {
+    let env = TestEnv::shared("ops-sched").await;
+    let _worker = workflow_worker(&env);
+    let tools = default_toolset(&env);
+    let id = durable_mcp_conformance::harness::unique_name("ops-sched");
+    let created = ok(
+        &tools,
+        "create_schedule",
+        json!({
+            "schedule_id": id, "cron": "0 0 1 1 *", "workflow_type": "ops-workflow",
+            "task_queue": env.task_queue, "args": [{"from": "schedule"}], "note": "made by a test",
+        }),
+    )
+    .await;
+    assert_eq!(
+        (created["created"].as_bool(), created["paused"].as_bool()),
+        (Some(true), Some(false))
+    );
+    let (kind, _) = fails(&tools, "create_schedule", json!({
+        "schedule_id": id, "cron": "0 0 1 1 *", "workflow_type": "ops-workflow", "task_queue": env.task_queue,
+    })).await;
+    assert_eq!(kind, "AlreadyExists");
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let list = ok(&tools, "list_schedules", json!({"limit": 100})).await;
+        if list["schedules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["schedule_id"] == id.as_str())
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never listed: {list}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let described = ok(&tools, "describe_schedule", json!({"schedule_id": id})).await;
+    assert_eq!(described["paused"], false);
+    assert_eq!(described["notes"], "made by a test");
+    assert_eq!(
+        described["action"]["start_workflow"]["workflow_type"],
+        "ops-workflow"
+    );
+    assert_eq!(
+        described["action"]["start_workflow"]["args"],
+        json!([{"from": "schedule"}])
+    );
+    assert!(
+        !described["next_action_times"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "{described}"
+    );
+
+    ok(
+        &tools,
+        "pause_schedule",
+        json!({"schedule_id": id, "note": "paused by a test"}),
+    )
+    .await;
+    let paused = ok(&tools, "describe_schedule", json!({"schedule_id": id})).await;
+    assert_eq!(
+        (paused["paused"].as_bool(), paused["notes"].as_str()),
+        (Some(true), Some("paused by a test"))
+    );
+    ok(&tools, "unpause_schedule", json!({"schedule_id": id})).await;
+    assert_eq!(
+        ok(&tools, "describe_schedule", json!({"schedule_id": id})).await["paused"],
+        false
+    );
+
+    ok(&tools, "trigger_schedule", json!({"schedule_id": id})).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let started = loop {
+        let d = ok(&tools, "describe_schedule", json!({"schedule_id": id})).await;
+        if let Some(action) = d["recent_actions"].as_array().unwrap().first() {
+            break action["workflow_id"].as_str().unwrap().to_owned();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the trigger never started a Workflow: {d}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let state = ok(&tools, "describe_workflow", json!({"workflow_id": started})).await;
+    assert_eq!(state["workflow_type"], "ops-workflow");
+
+    let deleted = ok(&tools, "delete_schedule", json!({"schedule_id": id})).await;
+    assert_eq!(deleted["deleted"], true);
+    let (kind, _) = fails(&tools, "describe_schedule", json!({"schedule_id": id})).await;
+    assert_eq!(kind, "NotFound");
+    ok(
+        &tools,
+        "terminate_workflow",
+        json!({"workflow_id": started, "reason": "test cleanup"}),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_namespace_outside_the_allow_list_is_refused_before_any_request() {
+    let env = TestEnv::shared("ops-ns").await;
+    let strict = default_toolset(&env);
+    for (name, args) in [
+        (
+            "describe_workflow",
+            json!({"workflow_id": "w", "namespace": "elsewhere"}),
+        ),
+        (
+            "terminate_workflow",
+            json!({"workflow_id": "w", "reason": "r", "namespace": "elsewhere"}),
+        ),
+        ("list_schedules", json!({"namespace": "elsewhere"})),
+    ] {
+        let (kind, text) = fails(&strict, name, args).await;
+        assert_eq!(kind, "NamespaceDenied", "{name}: {text}");
+        assert!(
+            text.contains("no request was sent") && text.contains("--allowed-namespaces"),
+            "{text}"
+        );
+    }
+    // The same call under `*` reaches Temporal, which does not know the namespace: the
+    // denial above was ours, made before any request.
+    let open = toolset(&env, NamespacePolicy::Any);
+    let (kind, text) = fails(
+        &open,
+        "describe_workflow",
+        json!({"workflow_id": "w", "namespace": "elsewhere"}),
+    )
+    .await;
+    assert_eq!(kind, "NotFound", "{text}");
+    // The configured namespace is always allowed, named or not.
+    let listed = ok(
+        &strict,
+        "list_workflows",
+        json!({"namespace": env.namespace, "limit": 1}),
+    )
+    .await;
+    assert_eq!(listed["namespace"], env.namespace.as_str());
+}
+
+#[tokio::test]
+async fn a_remote_codec_encodes_what_is_sent_and_decodes_what_is_shown() {
+    let env = TestEnv::shared("ops-codec").await;
+    let (url, server, namespaces) = serve_xor_codec().await;
+    let codec = durable_mcp::temporal::codec::RemoteCodec::new(&url, "unused").unwrap();
+    let with_codec = TemporalToolset::new(
+        env.connection.clone(),
+        &env.namespace,
+        NamespacePolicy::default_only(&env.namespace),
+        Some(codec),
+    );
+    let plain = default_toolset(&env);
+    let id = durable_mcp_conformance::harness::unique_name("ops-codec");
+    // No worker: nothing here could decode the encoded input anyway.
+    ok(
+        &with_codec,
+        "start_workflow",
+        start_args(&env, &id, json!({"secret": "plans"})),
+    )
+    .await;
+    ok(
+        &with_codec,
+        "signal_workflow",
+        json!({"workflow_id": id, "signal_name": "add", "args": ["hush"]}),
+    )
+    .await;
+
+    let decoded = ok(
+        &with_codec,
+        "get_workflow_event",
+        json!({"workflow_id": id, "event_id": 1}),
+    )
+    .await;
+    assert_eq!(
+        decoded["event"]["attributes"]["input"]["payloads"],
+        json!([{"secret": "plans"}])
+    );
+    let stored = ok(
+        &plain,
+        "get_workflow_event",
+        json!({"workflow_id": id, "event_id": 1}),
+    )
+    .await;
+    let shown = &stored["event"]["attributes"]["input"]["payloads"][0];
+    assert_eq!(
+        shown["encoding"], "binary/xor-remote",
+        "Temporal holds the encoded form: {stored}"
+    );
+    assert!(!stored.to_string().contains("plans"));
+
+    let history = ok(
+        &with_codec,
+        "get_workflow_history",
+        json!({"workflow_id": id}),
+    )
+    .await;
+    let signal = history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event_type"] == "WorkflowExecutionSignaled")
+        .unwrap()
+        .clone();
+    let signal_id = signal["event_id"].as_i64().unwrap();
+    assert_eq!(
+        signal["attributes"]["input"]["payloads"][0]["encoding"], "binary/xor-remote",
+        "history keeps inputs encoded"
+    );
+    let event = ok(
+        &with_codec,
+        "get_workflow_event",
+        json!({"workflow_id": id, "event_id": signal_id}),
+    )
+    .await;
+    assert_eq!(
+        event["event"]["attributes"]["input"]["payloads"],
+        json!(["hush"])
+    );
+
+    assert!(!namespaces.lock().unwrap().is_empty());
+    assert!(
+        namespaces
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|ns| ns == &env.namespace),
+        "X-Namespace is the call's namespace"
+    );
+    ok(
+        &plain,
+        "terminate_workflow",
+        json!({"workflow_id": id, "reason": "test cleanup"}),
+    )
+    .await;
+    server.abort();
+}
