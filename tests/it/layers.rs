@@ -17,6 +17,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("mcp", &["nexus", "temporal"]),
     ("inbound", &["mcp", "nexus", "temporal"]),
     ("outbound", &["mcp", "nexus", "temporal"]),
+    ("temporal_tools", &["mcp", "temporal"]),
 ];
 
 /// Every path a `use`-tree (or a plain path) starting at `text` names, as segments.

@@ -353,6 +353,15 @@ async fn results_terminations_and_errors_say_what_happened() {
     )
     .await;
     assert_eq!(kind, "AlreadyExists");
+    // Its first Workflow task has run once a query answers (a query waits for it); only then
+    // does a closed run still answer queries.
+    let before = ok(
+        &tools,
+        "query_workflow",
+        json!({"workflow_id": doomed, "query_type": "state"}),
+    )
+    .await;
+    assert_eq!(before["result"], json!([]));
     let (kind, text) = fails(&tools, "terminate_workflow", json!({"workflow_id": doomed})).await;
     assert_eq!(kind, "InvalidArguments");
     assert!(text.contains("`reason` is required"), "{text}");
@@ -735,4 +744,175 @@ async fn a_remote_codec_encodes_what_is_sent_and_decodes_what_is_shown() {
     )
     .await;
     server.abort();
+}
+
+/// `durable-mcp-connector --temporal-tools` (no route) as an MCP host starts it.
+fn toolset_connector(env: &TestEnv) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(workspace_bin("durable-mcp-connector"));
+    command
+        .arg("--temporal-tools")
+        .env("TEMPORAL_ADDRESS", &env.address)
+        .env("TEMPORAL_NAMESPACE", &env.namespace);
+    command
+}
+
+#[tokio::test]
+async fn an_mcp_client_operates_temporal_through_the_connector_binary() {
+    use rmcp::ServiceExt as _;
+    let env = TestEnv::shared("ops-mcp").await;
+    let _worker = workflow_worker(&env);
+    let transport = rmcp::transport::TokioChildProcess::new(toolset_connector(&env)).unwrap();
+    let client = ().serve(transport).await.expect("MCP handshake with --temporal-tools");
+    let call = |name: &str, args: Value| {
+        let peer = client.peer().clone();
+        let request = tool_call(name, args);
+        async move { peer.call_tool(request).await.expect("tools/call answers") }
+    };
+
+    let tools = client.peer().list_all_tools().await.unwrap();
+    assert_eq!(
+        tools.len(),
+        21,
+        "{:?}",
+        tools.iter().map(|t| &t.name).collect::<Vec<_>>()
+    );
+    let by_name = |n: &str| tools.iter().find(|t| t.name == n).unwrap().clone();
+    let read = by_name("list_workflows").annotations.unwrap();
+    assert_eq!(read.read_only_hint, Some(true));
+    let terminate = by_name("terminate_workflow").annotations.unwrap();
+    assert_eq!(
+        (terminate.read_only_hint, terminate.destructive_hint),
+        (Some(false), Some(true))
+    );
+    assert!(by_name("start_workflow").output_schema.is_some());
+
+    let id = durable_mcp_conformance::harness::unique_name("ops-mcp");
+    let started = call(
+        "start_workflow",
+        start_args(&env, &id, json!({"via": "mcp"})),
+    )
+    .await;
+    assert_ne!(started.is_error, Some(true), "{started:?}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let list = call(
+            "list_workflows",
+            json!({"query": format!("WorkflowId = '{id}'")}),
+        )
+        .await;
+        if list.structured_content.as_ref().unwrap()["count"] == 1 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never listed: {list:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let history = call("get_workflow_history", json!({"workflow_id": id})).await;
+    let text = history.content[0].as_text().unwrap().text.clone();
+    assert!(text.contains("WorkflowExecutionStarted"), "{text}");
+    let signalled = call(
+        "signal_workflow",
+        json!({"workflow_id": id, "signal_name": "add", "args": ["m"]}),
+    )
+    .await;
+    assert_ne!(signalled.is_error, Some(true), "{signalled:?}");
+    let cancelled = call(
+        "cancel_workflow",
+        json!({"workflow_id": id, "wait_seconds": 10}),
+    )
+    .await;
+    assert_eq!(cancelled.structured_content.unwrap()["status"], "CANCELED");
+
+    let schedule = durable_mcp_conformance::harness::unique_name("ops-mcp-sched");
+    let created = call("create_schedule", json!({
+        "schedule_id": schedule, "cron": "0 0 1 1 *", "workflow_type": "ops-workflow", "task_queue": env.task_queue,
+    })).await;
+    assert_ne!(created.is_error, Some(true), "{created:?}");
+    let triggered = call("trigger_schedule", json!({"schedule_id": schedule})).await;
+    assert_ne!(triggered.is_error, Some(true), "{triggered:?}");
+    let deleted = call("delete_schedule", json!({"schedule_id": schedule})).await;
+    assert_eq!(deleted.structured_content.unwrap()["deleted"], true);
+
+    let denied = call("list_workflows", json!({"namespace": "elsewhere"})).await;
+    assert_eq!(denied.is_error, Some(true));
+    assert!(
+        denied.content[0]
+            .as_text()
+            .unwrap()
+            .text
+            .contains("no request was sent")
+    );
+
+    // Clean up what the schedule started.
+    let started_by_schedule = call(
+        "batch_terminate",
+        json!({
+            "query": format!("TaskQueue = '{}'", env.task_queue), "reason": "test cleanup",
+        }),
+    )
+    .await;
+    assert_ne!(started_by_schedule.is_error, Some(true));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_bad_allowed_namespaces_list_stops_the_connector_with_the_reason() {
+    let env = TestEnv::shared("ops-badns").await;
+    let output = toolset_connector(&env)
+        .args(["--allowed-namespaces", "payments"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("does not include the connector's namespace"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn a_routed_tool_named_like_a_temporal_tool_is_refused_naming_both() {
+    use durable_mcp::{
+        inbound::server::{Connector, ConnectorOptions},
+        mcp::{listing::LIST_TOOLS, payload},
+        nexus::{Service, StartOutcome, start_fn},
+    };
+    let env = TestEnv::shared("ops-clash").await;
+    let service = Service::new("clashing").operation(
+        LIST_TOOLS,
+        start_fn(|_, _| async {
+            let tools = json!([{"name": "start_workflow", "inputSchema": {"type": "object"}}]);
+            Ok(StartOutcome::Sync(payload::to_payload(&tools).unwrap()))
+        }),
+    );
+    let worker = env.nexus_worker(vec![service]).await;
+    let connector = Connector::with_native_tools(
+        env.client.clone(),
+        ConnectorOptions::new(vec![route(&env, "clashing")]),
+        Some(std::sync::Arc::new(default_toolset(&env))),
+    );
+    let collision = connector.check_native_names().await.unwrap_err();
+    assert!(
+        collision.contains("\"start_workflow\"")
+            && collision.contains("--temporal-tools")
+            && collision.contains("\"clashing\""),
+        "{collision}"
+    );
+    let client = client_for(connector).await;
+    let err = client
+        .peer()
+        .list_all_tools()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("start_workflow") && err.contains("clashing"),
+        "{err}"
+    );
+    client.cancel().await.unwrap();
+    worker.stop().await;
 }

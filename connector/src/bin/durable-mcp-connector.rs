@@ -12,6 +12,7 @@ use durable_mcp::{
     },
     nexus::OperationClient,
     temporal,
+    temporal_tools::{NamespacePolicy, TemporalToolset},
 };
 use rmcp::ServiceExt;
 
@@ -25,9 +26,21 @@ use rmcp::ServiceExt;
 #[command(version, about, long_about)]
 struct Cli {
     /// One Nexus service/endpoint route, as a YAML flow map or JSON object:
-    /// '{service: my-tools, endpoint: my-tools-endpoint}'. Required; repeat for more routes.
-    #[arg(long = "route", value_name = "ROUTE", required = true, value_parser = parse_route_arg)]
+    /// '{service: my-tools, endpoint: my-tools-endpoint}'. Repeat for more routes. Required
+    /// unless --temporal-tools is given.
+    #[arg(long = "route", value_name = "ROUTE", required_unless_present = "temporal_tools", value_parser = parse_route_arg)]
     routes: Vec<Route>,
+    /// Also serve the Temporal operations tools (start_workflow, list_workflows, signal, cancel,
+    /// batch operations, schedules, ...): management tools that call Temporal directly with
+    /// the connector's connection, not durable operations. A routed tool with one of their
+    /// names is refused at start.
+    #[arg(long)]
+    temporal_tools: bool,
+    /// With --temporal-tools: the namespaces the tools may use besides the connection's own,
+    /// as a comma list (it must include the connection's namespace) or `*` for any
+    /// [default: only the connection's namespace].
+    #[arg(long, value_name = "LIST", requires = "temporal_tools")]
+    allowed_namespaces: Option<String>,
     /// How MCP clients reach the connector.
     #[arg(long, value_enum, default_value_t = Transport::Stdio)]
     transport: Transport,
@@ -115,12 +128,18 @@ async fn main() -> anyhow::Result<()> {
         // Fail on a bad URL before connecting to anything.
         durable_mcp::temporal::codec::RemoteCodec::new(endpoint, "")?;
     }
-    check_routes(&cli.routes)?;
+    if !cli.routes.is_empty() {
+        check_routes(&cli.routes)?;
+    }
     let identity = durable_mcp::nexus::worker::default_identity();
     let temporal::TemporalConnection {
         connection,
         namespace,
     } = temporal::connect_from_env(&identity).await?;
+    if let (Some(list), true) = (&cli.allowed_namespaces, cli.temporal_tools) {
+        // Refuse a bad list before serving anything.
+        NamespacePolicy::parse(list, &namespace)?;
+    }
     let mut options = ConnectorOptions::new(cli.routes);
     options.connector_name = cli.connector_name;
     if let Some(prefix) = cli.operation_id_prefix {
@@ -142,12 +161,31 @@ async fn main() -> anyhow::Result<()> {
         ),
         (None, Transport::Stdio) => {}
     }
-    let mut client = OperationClient::new(connection, namespace.clone());
+    let mut client = OperationClient::new(connection.clone(), namespace.clone());
     if let Some(endpoint) = &cli.codec_endpoint {
-        let codec = durable_mcp::temporal::codec::RemoteCodec::new(endpoint, namespace)?;
+        let codec = durable_mcp::temporal::codec::RemoteCodec::new(endpoint, namespace.clone())?;
         client = client.with_codec(std::sync::Arc::new(codec));
     }
-    let connector = Connector::new(client, options);
+    let native = match cli.temporal_tools {
+        true => Some(temporal_toolset(
+            &connection,
+            &namespace,
+            cli.allowed_namespaces.as_deref(),
+            cli.codec_endpoint.as_deref(),
+        )?),
+        false => None,
+    };
+    let has_routes = !options.routes.is_empty();
+    let connector = Connector::with_native_tools(client, options, native);
+    if cli.temporal_tools && has_routes {
+        match connector.check_native_names().await {
+            Err(collision) => anyhow::bail!("{collision}"),
+            Ok(Some(why)) => tracing::warn!(
+                "could not list the routed tools yet ({why}); tool names are checked against --temporal-tools at every tools/list"
+            ),
+            Ok(None) => {}
+        }
+    }
     match cli.transport {
         Transport::Stdio => {
             let running = connector.serve(rmcp::transport::stdio()).await?;
@@ -217,4 +255,26 @@ fn load_auth_config(path: &std::path::Path, http: bool) -> anyhow::Result<AuthCo
         "--auth-config needs --transport http (stdio has no inbound authentication)"
     );
     Ok(AuthConfig::load(path)?)
+}
+
+/// The Temporal operations toolset (R-OPS-1..5) on the connector's connection and codec.
+fn temporal_toolset(
+    connection: &temporalio_client::Connection,
+    namespace: &str,
+    allowed: Option<&str>,
+    codec_endpoint: Option<&str>,
+) -> anyhow::Result<std::sync::Arc<dyn durable_mcp::mcp::native::NativeTools>> {
+    let policy = match allowed {
+        Some(list) => NamespacePolicy::parse(list, namespace)?,
+        None => NamespacePolicy::default_only(namespace),
+    };
+    let codec = codec_endpoint
+        .map(|e| durable_mcp::temporal::codec::RemoteCodec::new(e, namespace))
+        .transpose()?;
+    Ok(std::sync::Arc::new(TemporalToolset::new(
+        connection.clone(),
+        namespace,
+        policy,
+        codec,
+    )))
 }

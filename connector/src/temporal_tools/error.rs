@@ -6,8 +6,8 @@
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
 
-/// `_meta` key carrying the error kind (the same key routed tools use).
-pub const ERROR_TYPE_META: &str = "io.durable-mcp/errorType";
+/// `_meta` key carrying the error kind: the same key routed tools use (R-CON-4).
+pub use crate::mcp::outcome::ERROR_TYPE_META;
 
 /// What kind of failure a tool call met.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -168,3 +168,22 @@ impl TemporalToolset {
         }
     }
 }
+
+impl crate::mcp::native::NativeTools for TemporalToolset {
+    fn tools(&self) -> Vec<Tool> {
+        TemporalToolset::tools(self)
+    }
+    fn has_tool(&self, name: &str) -> bool {
+        TemporalToolset::has_tool(self, name)
+    }
+    fn call<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: &'a Map<String, Value>,
+    ) -> futures::future::BoxFuture<'a, CallToolResult> {
+        Box::pin(TemporalToolset::call(self, name, arguments))
+    }
+    fn origin(&self) -> &str {
+        "--temporal-tools"
+    }
+}

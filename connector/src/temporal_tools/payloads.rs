@@ -12,9 +12,9 @@ use serde_json::{Map, Value, json};
 use temporalio_protos::temporal::api::common::v1::{Payload, Payloads};
 
 use super::error::ToolError;
-use crate::{
+use crate::temporal::{
+    codec::RemoteCodec,
     payload::{self, PayloadCodec},
-    temporal::codec::RemoteCodec,
 };
 
 /// What to decode inside a protobuf message shown as JSON.

@@ -47,9 +47,8 @@ impl Connector {
         }
     }
 
-    /// Asks every route for its tools and replaces the catalog. Two routes exposing one tool
-    /// name is an error naming both.
-    pub async fn refresh_tools(&self) -> Result<Vec<(Route, Value)>, McpError> {
+    /// Every route's tools, merged; two routes exposing one tool name is an error naming both.
+    async fn merged_routes(&self) -> Result<Vec<(Route, Value)>, McpError> {
         let routes = &self.inner.options.routes;
         let lists = join_all(routes.iter().map(|r| self.list_route(r))).await;
         let mut ok = Vec::new();
@@ -67,8 +66,40 @@ impl Connector {
                 }
             }
         }
-        let merged =
-            merge_tool_lists(ok).map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        merge_tool_lists(ok).map_err(|e| McpError::internal_error(e.to_string(), None))
+    }
+
+    /// The error for the first routed tool named like a native tool, if any.
+    fn native_collision_in(&self, merged: &[(Route, Value)]) -> Option<String> {
+        let native = self.inner.native.as_ref()?;
+        merged.iter().find_map(|(route, tool)| {
+            let name = tool["name"].as_str().unwrap_or_default();
+            native
+                .has_tool(name)
+                .then(|| native_collision(name, route, native.origin()))
+        })
+    }
+
+    /// The start-up check of native tool names (R-OPS-1): `Err` names a routed tool that
+    /// collides with a native one (refuse to start); `Ok(Some(why))` when the routes cannot be
+    /// listed yet (their workers may start later; the check repeats at every `tools/list`).
+    pub async fn check_native_names(&self) -> Result<Option<String>, String> {
+        match self.merged_routes().await {
+            Ok(merged) => match self.native_collision_in(&merged) {
+                Some(collision) => Err(collision),
+                None => Ok(None),
+            },
+            Err(e) => Ok(Some(e.message.to_string())),
+        }
+    }
+
+    /// Asks every route for its tools and replaces the catalog. Two routes exposing one tool
+    /// name, or a routed tool named like a native tool, is an error naming both.
+    pub async fn refresh_tools(&self) -> Result<Vec<(Route, Value)>, McpError> {
+        let merged = self.merged_routes().await?;
+        if let Some(collision) = self.native_collision_in(&merged) {
+            return Err(McpError::internal_error(collision, None));
+        }
         let mut catalog = self.inner.tools.write().await;
         *catalog = merged
             .iter()
@@ -100,4 +131,12 @@ impl Connector {
                 )
             })
     }
+}
+
+/// The error for a routed tool named like a native one: both are named, and what to do.
+pub(super) fn native_collision(tool: &str, route: &Route, origin: &str) -> String {
+    format!(
+        "tool {tool:?} is served both by {origin} and by service {:?} (endpoint {:?}); rename the routed tool or drop {origin}",
+        route.service, route.endpoint
+    )
 }
