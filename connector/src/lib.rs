@@ -11,8 +11,8 @@
 //!    stable error types, payload marker) that every caller and tool service shares.
 //! 4. [`inbound`] (the connector: MCP callers in, Nexus operations out) and [`outbound`] (the
 //!    proxy: upstream MCP servers as Nexus services): siblings that never import each other.
-//!    [`temporal_tools`] (Temporal operations as native MCP tools) sits beside them on `mcp`
-//!    and `temporal` only; the connector serves it through [`mcp::native::NativeTools`].
+//!    [`temporal_tools`] (Temporal operations as MCP tools the connector serves itself) sits beside them on `mcp`
+//!    and `temporal` only; the connector serves it through [`mcp::local::LocalTools`].
 //!
 //! The binaries sit on top.
 

@@ -890,12 +890,12 @@ async fn a_routed_tool_named_like_a_temporal_tool_is_refused_naming_both() {
         }),
     );
     let worker = env.nexus_worker(vec![service]).await;
-    let connector = Connector::with_native_tools(
+    let connector = Connector::with_local_tools(
         env.client.clone(),
         ConnectorOptions::new(vec![route(&env, "clashing")]),
         Some(std::sync::Arc::new(default_toolset(&env))),
     );
-    let collision = connector.check_native_names().await.unwrap_err();
+    let collision = connector.check_local_names().await.unwrap_err();
     assert!(
         collision.contains("\"start_workflow\"")
             && collision.contains("--temporal-tools")

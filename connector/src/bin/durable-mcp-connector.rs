@@ -166,7 +166,7 @@ async fn main() -> anyhow::Result<()> {
         let codec = durable_mcp::temporal::codec::RemoteCodec::new(endpoint, namespace.clone())?;
         client = client.with_codec(std::sync::Arc::new(codec));
     }
-    let native = match cli.temporal_tools {
+    let local = match cli.temporal_tools {
         true => Some(temporal_toolset(
             &connection,
             &namespace,
@@ -176,9 +176,9 @@ async fn main() -> anyhow::Result<()> {
         false => None,
     };
     let has_routes = !options.routes.is_empty();
-    let connector = Connector::with_native_tools(client, options, native);
+    let connector = Connector::with_local_tools(client, options, local);
     if cli.temporal_tools && has_routes {
-        match connector.check_native_names().await {
+        match connector.check_local_names().await {
             Err(collision) => anyhow::bail!("{collision}"),
             Ok(Some(why)) => tracing::warn!(
                 "could not list the routed tools yet ({why}); tool names are checked against --temporal-tools at every tools/list"
@@ -263,7 +263,7 @@ fn temporal_toolset(
     namespace: &str,
     allowed: Option<&str>,
     codec_endpoint: Option<&str>,
-) -> anyhow::Result<std::sync::Arc<dyn durable_mcp::mcp::native::NativeTools>> {
+) -> anyhow::Result<std::sync::Arc<dyn durable_mcp::mcp::local::LocalTools>> {
     let policy = match allowed {
         Some(list) => NamespacePolicy::parse(list, namespace)?,
         None => NamespacePolicy::default_only(namespace),

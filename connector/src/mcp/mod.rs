@@ -8,13 +8,13 @@
 //! - [`outcome`]: a Nexus outcome as the MCP `CallToolResult` a caller sees.
 //! - [`errors`]: the stable error type names.
 //! - [`payload`]: MCP values as Temporal payloads (the `CallToolResult` marker).
-//! - [`native`]: tools a connector serves in-process beside its routed ones.
+//! - [`local`]: tools a connector serves in-process beside its routed ones.
 //!
 //! Plain data and pure functions only; the I/O is in the layers above and below.
 
 pub mod call;
 pub mod errors;
 pub mod listing;
-pub mod native;
+pub mod local;
 pub mod outcome;
 pub mod payload;

@@ -169,7 +169,7 @@ impl TemporalToolset {
     }
 }
 
-impl crate::mcp::native::NativeTools for TemporalToolset {
+impl crate::mcp::local::LocalTools for TemporalToolset {
     fn tools(&self) -> Vec<Tool> {
         TemporalToolset::tools(self)
     }

@@ -69,23 +69,23 @@ impl Connector {
         merge_tool_lists(ok).map_err(|e| McpError::internal_error(e.to_string(), None))
     }
 
-    /// The error for the first routed tool named like a native tool, if any.
-    fn native_collision_in(&self, merged: &[(Route, Value)]) -> Option<String> {
-        let native = self.inner.native.as_ref()?;
+    /// The error for the first routed tool named like a local tool, if any.
+    fn local_collision_in(&self, merged: &[(Route, Value)]) -> Option<String> {
+        let local = self.inner.local.as_ref()?;
         merged.iter().find_map(|(route, tool)| {
             let name = tool["name"].as_str().unwrap_or_default();
-            native
+            local
                 .has_tool(name)
-                .then(|| native_collision(name, route, native.origin()))
+                .then(|| local_collision(name, route, local.origin()))
         })
     }
 
-    /// The start-up check of native tool names (R-OPS-1): `Err` names a routed tool that
-    /// collides with a native one (refuse to start); `Ok(Some(why))` when the routes cannot be
+    /// The start-up check of local tool names (R-OPS-1): `Err` names a routed tool that
+    /// collides with a local one (refuse to start); `Ok(Some(why))` when the routes cannot be
     /// listed yet (their workers may start later; the check repeats at every `tools/list`).
-    pub async fn check_native_names(&self) -> Result<Option<String>, String> {
+    pub async fn check_local_names(&self) -> Result<Option<String>, String> {
         match self.merged_routes().await {
-            Ok(merged) => match self.native_collision_in(&merged) {
+            Ok(merged) => match self.local_collision_in(&merged) {
                 Some(collision) => Err(collision),
                 None => Ok(None),
             },
@@ -94,10 +94,10 @@ impl Connector {
     }
 
     /// Asks every route for its tools and replaces the catalog. Two routes exposing one tool
-    /// name, or a routed tool named like a native tool, is an error naming both.
+    /// name, or a routed tool named like a local tool, is an error naming both.
     pub async fn refresh_tools(&self) -> Result<Vec<(Route, Value)>, McpError> {
         let merged = self.merged_routes().await?;
-        if let Some(collision) = self.native_collision_in(&merged) {
+        if let Some(collision) = self.local_collision_in(&merged) {
             return Err(McpError::internal_error(collision, None));
         }
         let mut catalog = self.inner.tools.write().await;
@@ -133,8 +133,8 @@ impl Connector {
     }
 }
 
-/// The error for a routed tool named like a native one: both are named, and what to do.
-pub(super) fn native_collision(tool: &str, route: &Route, origin: &str) -> String {
+/// The error for a routed tool named like a local one: both are named, and what to do.
+pub(super) fn local_collision(tool: &str, route: &Route, origin: &str) -> String {
     format!(
         "tool {tool:?} is served both by {origin} and by service {:?} (endpoint {:?}); rename the routed tool or drop {origin}",
         route.service, route.endpoint

@@ -28,7 +28,7 @@ use super::{
     route::Route,
     task_ref::{CallerScope, SigningKey},
 };
-use crate::{mcp::native::NativeTools, nexus::OperationClient};
+use crate::{mcp::local::LocalTools, nexus::OperationClient};
 
 mod call;
 mod catalog;
@@ -92,34 +92,34 @@ struct Inner {
     /// Tool name -> (route, MCP Tool JSON), from the last `tools/list`.
     tools: RwLock<HashMap<String, (Route, Value)>>,
     /// Tools served in-process (R-OPS-1), listed after the routed ones.
-    native: Option<Arc<dyn NativeTools>>,
+    local: Option<Arc<dyn LocalTools>>,
 }
 
 impl Connector {
     pub fn new(client: OperationClient, options: ConnectorOptions) -> Self {
-        Self::with_native_tools(client, options, None)
+        Self::with_local_tools(client, options, None)
     }
 
-    /// A connector that also serves `native` tools in-process (for example the Temporal
-    /// operations toolset). A routed tool with a native tool's name is an error naming both.
-    pub fn with_native_tools(
+    /// A connector that also serves `local` tools in-process (for example the Temporal
+    /// operations toolset). A routed tool with a local tool's name is an error naming both.
+    pub fn with_local_tools(
         client: OperationClient,
         options: ConnectorOptions,
-        native: Option<Arc<dyn NativeTools>>,
+        local: Option<Arc<dyn LocalTools>>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 client,
                 options,
                 tools: RwLock::default(),
-                native,
+                local,
             }),
         }
     }
 
-    /// The native tool set, when `name` is one of its tools.
-    fn native_for(&self, name: &str) -> Option<&Arc<dyn NativeTools>> {
-        self.inner.native.as_ref().filter(|n| n.has_tool(name))
+    /// The local tool set, when `name` is one of its tools.
+    fn local_for(&self, name: &str) -> Option<&Arc<dyn LocalTools>> {
+        self.inner.local.as_ref().filter(|n| n.has_tool(name))
     }
 
     fn operation_id(&self, what: &str) -> String {
@@ -160,15 +160,15 @@ impl ServerHandler for Connector {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let native = self.inner.native.iter().flat_map(|n| n.tools());
+        let local = self.inner.local.iter().flat_map(|n| n.tools());
         Ok(ListToolsResult::with_all_items(
-            tools.into_iter().chain(native).collect(),
+            tools.into_iter().chain(local).collect(),
         ))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        if let Some(native) = self.native_for(name) {
-            return native.tools().into_iter().find(|t| t.name == name);
+        if let Some(local) = self.local_for(name) {
+            return local.tools().into_iter().find(|t| t.name == name);
         }
         let catalog = self.inner.tools.try_read().ok()?;
         serde_json::from_value(catalog.get(name)?.1.clone()).ok()
@@ -180,12 +180,12 @@ impl ServerHandler for Connector {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let scope = self.request_scope(&context)?;
-        if let Some(native) = self.native_for(&request.name) {
+        if let Some(local) = self.local_for(&request.name) {
             // A management call made directly, not a durable operation (R-OPS-1).
             let arguments = request.arguments.clone().unwrap_or_default();
-            let mut result = native.call(&request.name, &arguments).await;
+            let mut result = local.call(&request.name, &arguments).await;
             result.result_type = Some(ResultType::COMPLETE);
-            info!(tool = %request.name, caller = ?scope, "native tool called");
+            info!(tool = %request.name, caller = ?scope, "local tool called");
             return Ok(result.into());
         }
         let key = idempotency_key(&request, &context)?;

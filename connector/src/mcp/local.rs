@@ -1,4 +1,4 @@
-//! Native tools: tools a connector serves itself, by calling Temporal directly, beside the
+//! Local tools: tools a connector serves itself, by calling Temporal directly, beside the
 //! routed tools that are durable Nexus operations (R-OPS-1). The Temporal operations toolset
 //! implements this; the connector lists and calls whatever implements it, without knowing
 //! what the tools do.
@@ -8,7 +8,7 @@ use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Map, Value};
 
 /// A set of tools served in-process.
-pub trait NativeTools: Send + Sync + 'static {
+pub trait LocalTools: Send + Sync + 'static {
     /// The tool definitions, in listing order.
     fn tools(&self) -> Vec<Tool>;
     /// Whether `name` is one of these tools.
