@@ -560,3 +560,93 @@ async fn a_session_belongs_to_the_caller_that_opened_it() {
         404
     );
 }
+
+/// One `--temporal-tools` call over HTTP as the caller of `token`: the result as JSON.
+async fn ops_call(url: &str, token: &str, tool: &str, arguments: Value) -> Value {
+    let caller = client(url, token).await;
+    let result = caller
+        .peer()
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args(arguments)))
+        .await
+        .unwrap();
+    caller.cancel().await.unwrap();
+    serde_json::to_value(result).unwrap()
+}
+
+#[tokio::test]
+async fn temporal_tool_families_need_the_scopes_the_operator_set() {
+    let env = TestEnv::shared("ops-scopes").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let idp = TestIssuer::start().await;
+    let config = idp.auth_config();
+    let extra = [
+        "--auth-config",
+        config.to_str().unwrap(),
+        "--temporal-tools",
+        "--temporal-tools-scopes",
+        "admin=temporal.admin",
+    ];
+    let connector = HttpConnectorProcess::start(&env, "mock", &extra).await;
+    let reader = idp.token("reader", SCOPE, 1);
+    let admin = idp.token("admin", &format!("{SCOPE} temporal.admin"), 1);
+    let id = durable_mcp_conformance::harness::unique_name("ops-scoped");
+    let workflow = json!({"workflow_id": id});
+
+    // Write needs no extra scope here: the reader may start a Workflow (no worker runs it).
+    let started = ops_call(
+        &connector.url,
+        &reader,
+        "start_workflow",
+        json!({"workflow_type": "never-run", "task_queue": env.task_queue, "workflow_id": id}),
+    )
+    .await;
+    assert_eq!(started["isError"], json!(false), "{started}");
+
+    // Terminate is admin: refused for the reader, and the Workflow runs on untouched.
+    let refused = ops_call(
+        &connector.url,
+        &reader,
+        "terminate_workflow",
+        json!({"workflow_id": id, "reason": "not yours"}),
+    )
+    .await;
+    assert_eq!(refused["isError"], json!(true), "{refused}");
+    assert_eq!(
+        refused["_meta"]["io.durable-mcp/errorType"],
+        json!("InsufficientScope"),
+        "{refused}"
+    );
+    assert!(
+        refused.to_string().contains("temporal.admin"),
+        "names the scope: {refused}"
+    );
+    let described = ops_call(
+        &connector.url,
+        &reader,
+        "describe_workflow",
+        workflow.clone(),
+    )
+    .await;
+    assert_eq!(
+        described["structuredContent"]["status"],
+        json!("RUNNING"),
+        "{described}"
+    );
+
+    // With the scope, the same call goes through.
+    let terminated = ops_call(
+        &connector.url,
+        &admin,
+        "terminate_workflow",
+        json!({"workflow_id": id, "reason": "admin says so"}),
+    )
+    .await;
+    assert_eq!(terminated["isError"], json!(false), "{terminated}");
+    let described = ops_call(&connector.url, &reader, "describe_workflow", workflow).await;
+    assert_eq!(
+        described["structuredContent"]["status"],
+        json!("TERMINATED"),
+        "{described}"
+    );
+}

@@ -12,7 +12,7 @@ use durable_mcp::{
     },
     nexus::OperationClient,
     temporal,
-    temporal_tools::{NamespacePolicy, TemporalToolset},
+    temporal_tools::{FamilyScopes, NamespacePolicy, TemporalToolset},
 };
 use rmcp::ServiceExt;
 
@@ -41,6 +41,13 @@ struct Cli {
     /// [default: only the connection's namespace].
     #[arg(long, value_name = "LIST", requires = "temporal_tools")]
     allowed_namespaces: Option<String>,
+    /// With --temporal-tools and --auth-config: the OAuth scope a token must carry for each
+    /// family of those tools, e.g. `read=temporal.read,write=temporal.write,admin=temporal.admin`
+    /// (admin: terminate, batch terminate, delete schedule; write: the other changes). A family
+    /// left out needs only auth's `required_scopes`. A caller without the scope gets an
+    /// `InsufficientScope` tool error and nothing is sent to Temporal.
+    #[arg(long, value_name = "FAMILY=SCOPE,...", requires_all = ["temporal_tools", "auth_config"], value_parser = FamilyScopes::parse)]
+    temporal_tools_scopes: Option<FamilyScopes>,
     /// How MCP clients reach the connector.
     #[arg(long, value_enum, default_value_t = Transport::Stdio)]
     transport: Transport,
@@ -172,6 +179,7 @@ async fn main() -> anyhow::Result<()> {
             &namespace,
             cli.allowed_namespaces.as_deref(),
             cli.codec_endpoint.as_deref(),
+            cli.temporal_tools_scopes.unwrap_or_default(),
         )?),
         false => None,
     };
@@ -263,6 +271,7 @@ fn temporal_toolset(
     namespace: &str,
     allowed: Option<&str>,
     codec_endpoint: Option<&str>,
+    scopes: FamilyScopes,
 ) -> anyhow::Result<std::sync::Arc<dyn durable_mcp::mcp::local::LocalTools>> {
     let policy = match allowed {
         Some(list) => NamespacePolicy::parse(list, namespace)?,
@@ -271,10 +280,7 @@ fn temporal_toolset(
     let codec = codec_endpoint
         .map(|e| durable_mcp::temporal::codec::RemoteCodec::new(e, namespace))
         .transpose()?;
-    Ok(std::sync::Arc::new(TemporalToolset::new(
-        connection.clone(),
-        namespace,
-        policy,
-        codec,
-    )))
+    Ok(std::sync::Arc::new(
+        TemporalToolset::new(connection.clone(), namespace, policy, codec).with_scopes(scopes),
+    ))
 }

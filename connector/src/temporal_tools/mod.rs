@@ -63,6 +63,7 @@ pub struct TemporalToolset {
     policy: NamespacePolicy,
     io: PayloadIo,
     families: HashMap<&'static str, ToolFamily>,
+    scopes: FamilyScopes,
 }
 
 impl TemporalToolset {
@@ -83,7 +84,14 @@ impl TemporalToolset {
                 .iter()
                 .map(|s| (s.name, s.family))
                 .collect(),
+            scopes: FamilyScopes::default(),
         }
+    }
+
+    /// Requires these OAuth scopes per tool family (R-OPS-5).
+    pub fn with_scopes(mut self, scopes: FamilyScopes) -> Self {
+        self.scopes = scopes;
+        self
     }
 
     /// The tool definitions, in listing order.
@@ -185,5 +193,8 @@ impl crate::mcp::local::LocalTools for TemporalToolset {
     }
     fn origin(&self) -> &str {
         "--temporal-tools"
+    }
+    fn required_scope(&self, name: &str) -> Option<&str> {
+        self.scopes.required(self.family(name)?)
     }
 }

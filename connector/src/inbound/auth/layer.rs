@@ -17,7 +17,7 @@ use crate::inbound::task_ref::CallerScope;
 use super::{
     config::AuthConfig,
     keys::KeySource,
-    token::{AuthError, VerifiedCaller, bearer_token, key_id, verify},
+    token::{AuthError, GrantedScopes, VerifiedCaller, bearer_token, key_id, verify},
 };
 
 /// Checks bearer tokens for one protected resource. Cheap to share behind an `Arc`.
@@ -177,8 +177,8 @@ pub async fn require_bearer(
             ));
         }
     };
-    let caller = match auth.authenticate(header).await {
-        Ok(caller) => caller.scope(),
+    let (caller, granted) = match auth.authenticate(header).await {
+        Ok(verified) => (verified.scope(), GrantedScopes(verified.scopes)),
         Err(error) => {
             match &error {
                 AuthError::KeysUnavailable(_) => tracing::warn!(%error, "request refused"),
@@ -203,6 +203,7 @@ pub async fn require_bearer(
     let closing = request.method() == axum::http::Method::DELETE;
     request.headers_mut().remove(header::AUTHORIZATION);
     request.extensions_mut().insert(caller.clone());
+    request.extensions_mut().insert(granted);
     let response = next.run(request).await;
     let mut sessions = auth.sessions.lock().unwrap();
     match &session {

@@ -15,4 +15,4 @@ mod token;
 pub use config::{AuthConfig, AuthConfigError, DEFAULT_ALGORITHMS, WELL_KNOWN_RESOURCE};
 pub use keys::{KeySource, metadata_urls};
 pub use layer::{Authenticator, metadata, require_bearer};
-pub use token::{AuthError, VerifiedCaller, bearer_token, key_id, verify};
+pub use token::{AuthError, GrantedScopes, VerifiedCaller, bearer_token, key_id, verify};

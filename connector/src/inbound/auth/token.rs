@@ -18,6 +18,11 @@ pub struct VerifiedCaller {
     pub scopes: BTreeSet<String>,
 }
 
+/// The OAuth scopes a verified token carries, in the HTTP request's extensions beside its
+/// [`CallerScope`]: tools that need a scope of their own check it (R-OPS-5).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GrantedScopes(pub BTreeSet<String>);
+
 impl VerifiedCaller {
     pub fn scope(&self) -> CallerScope {
         CallerScope::Subject {

@@ -36,6 +36,7 @@ mod scope;
 mod tasks;
 
 use call::{Started, conflict_result, idempotency_key};
+use scope::{granted_scopes, insufficient_scope};
 use tasks::{now_rfc3339, supports_tasks, tasks_extension_required};
 
 /// How the connector names and times its operations.
@@ -181,7 +182,16 @@ impl ServerHandler for Connector {
     ) -> Result<CallToolResponse, McpError> {
         let scope = self.request_scope(&context)?;
         if let Some(local) = self.local_for(&request.name) {
-            // A management call made directly, not a durable operation (R-OPS-1).
+            // A management call made directly, not a durable operation (R-OPS-1), by a caller
+            // whose token carries the scope its family needs (R-OPS-5).
+            if let Some(needed) = local.required_scope(&request.name)
+                && !granted_scopes(&context).is_some_and(|g| g.0.contains(needed))
+            {
+                info!(tool = %request.name, caller = ?scope, "local tool refused: missing scope");
+                let mut result = insufficient_scope(&request.name, needed);
+                result.result_type = Some(ResultType::COMPLETE);
+                return Ok(result.into());
+            }
             let arguments = request.arguments.clone().unwrap_or_default();
             let mut result = local.call(&request.name, &arguments).await;
             result.result_type = Some(ResultType::COMPLETE);
