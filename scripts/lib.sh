@@ -25,3 +25,83 @@ need_python_pip() {
     exit 1
   fi
 }
+
+# A Docker engine for the container backend's tests (R-HAR-5). When none answers: as root with
+# apt-get, install Debian's docker.io if dockerd is missing, then start dockerd in the background
+# and register it in STARTED_DOCKERD_PID so the caller stops it (stop_docker) on exit. Prints
+# nothing fatal: without an engine those tests record `skipped: <reason>`.
+# DURABLE_MCP_DOCKER=skip leaves the machine alone.
+STARTED_DOCKERD_PID=""
+need_docker() {
+  if [ "${DURABLE_MCP_DOCKER:-}" = "skip" ]; then
+    log "DURABLE_MCP_DOCKER=skip: not setting up Docker; container tests will be skipped"
+    return 1
+  fi
+  if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
+    return 0
+  fi
+  if [ "$(id -u)" != 0 ]; then
+    log "no Docker engine answers and this is not root: container tests will be skipped"
+    return 1
+  fi
+  if ! command -v dockerd >/dev/null 2>&1; then
+    if ! command -v apt-get >/dev/null 2>&1; then
+      log "no dockerd and no apt-get: container tests will be skipped"
+      return 1
+    fi
+    log "installing Docker Engine (apt-get install docker.io) for the container backend's tests"
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null; }; then
+      log "installing docker.io failed: container tests will be skipped"
+      return 1
+    fi
+  fi
+  if pgrep -x dockerd >/dev/null 2>&1; then
+    log "dockerd runs but does not answer: container tests will be skipped"
+    return 1
+  fi
+  mkdir -p target
+  log "starting dockerd (log: target/dockerd.log); it is stopped when this script ends"
+  dockerd >target/dockerd.log 2>&1 &
+  STARTED_DOCKERD_PID=$!
+  for _ in $(seq 1 60); do
+    if docker info >/dev/null 2>&1; then
+      return 0
+    fi
+    if ! kill -0 "$STARTED_DOCKERD_PID" 2>/dev/null; then
+      log "dockerd exited at start (see target/dockerd.log): container tests will be skipped"
+      STARTED_DOCKERD_PID=""
+      return 1
+    fi
+    sleep 0.5
+  done
+  log "dockerd did not answer within 30 s (see target/dockerd.log): container tests will be skipped"
+  stop_docker
+  return 1
+}
+
+# Stops the dockerd that need_docker started, if any (containers the tests left are removed
+# first: their reapers have already run, this only catches what a crash might leave).
+stop_docker() {
+  if [ -n "$STARTED_DOCKERD_PID" ]; then
+    docker ps -aq --filter label=durable-mcp.harness | xargs -r docker rm -f >/dev/null 2>&1 || true
+    kill "$STARTED_DOCKERD_PID" 2>/dev/null || true
+    wait "$STARTED_DOCKERD_PID" 2>/dev/null || true
+    STARTED_DOCKERD_PID=""
+  fi
+}
+
+# Prints the skips the tests recorded in $DURABLE_MCP_SKIP_LOG (R-HAR-6): cargo counts a test
+# that returned early as passed, so this line says how many of those did not really run.
+report_skips() {
+  local file="$1"
+  local count=0
+  if [ -s "$file" ]; then
+    count=$(wc -l <"$file" | tr -d ' ')
+  fi
+  if [ "$count" -gt 0 ]; then
+    log "${count} test(s) skipped (cargo counted them as passed; they did not run):"
+    sed 's/^/    /' "$file" >&2
+  else
+    log "0 tests skipped"
+  fi
+}

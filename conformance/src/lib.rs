@@ -7,6 +7,7 @@ pub mod proxy_thread;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod skip;
 pub mod smoke;
 pub mod third_party;
 

@@ -7,15 +7,20 @@ use std::{
     time::{Duration, Instant},
 };
 
-use durable_mcp_conformance::harness::{
-    self, Backend, DevServer, DevServerOptions, HarnessError, MIN_CLI_VERSION, process_alive,
-    unique_name,
+use durable_mcp_conformance::{
+    harness::{
+        self, Backend, DevServer, DevServerOptions, HarnessError, MIN_CLI_VERSION, process_alive,
+        unique_name,
+    },
+    skip::{Need, skip},
 };
 use temporalio_client::tonic::Request;
 use temporalio_protos::temporal::api::workflowservice::v1::DescribeNamespaceRequest;
 
 /// Env var that turns [`orphan_child`] from a no-op into the child half of the orphan test.
 const ORPHAN_CHILD_ENV: &str = "DURABLE_MCP_ORPHAN_CHILD";
+/// The same for [`container_orphan_child`].
+const CONTAINER_CHILD_ENV: &str = "DURABLE_MCP_CONTAINER_ORPHAN_CHILD";
 
 fn process_options() -> DevServerOptions {
     DevServerOptions {
@@ -257,25 +262,54 @@ fn shared_server_outlives_the_runtime_that_started_it() {
     });
 }
 
-#[tokio::test]
-async fn container_backend_runs_or_reports_why_not() {
-    let dir = tempfile::tempdir().unwrap();
+/// Starts a container-backed server, or records a skip (and returns `None`) when no Docker
+/// engine answers. Any other failure is a test failure: an engine that cannot run the image
+/// (or build it from the pinned CLI) is a bug here, not a reason to skip.
+async fn container_server(db_file: Option<std::path::PathBuf>) -> Option<DevServer> {
     let opts = DevServerOptions {
         backend: Backend::Container,
-        db_file: Some(dir.path().join("temporal.db")),
+        db_file,
         ..DevServerOptions::default()
     };
-    let mut server = match DevServer::start(opts).await {
-        Ok(server) => server,
+    match DevServer::start(opts).await {
+        Ok(server) => Some(server),
         Err(e) => match e.skip_reason() {
             Some(reason) => {
-                eprintln!("skipped: {reason}");
-                return;
+                skip(Need::Docker, &reason);
+                None
             }
             None => panic!("container backend failed with a Docker engine present: {e}"),
         },
+    }
+}
+
+/// `docker inspect`'s answer for a container: `None` once the engine no longer knows it.
+fn container_state(id: &str) -> Option<String> {
+    let out = Command::new("docker")
+        .args(["inspect", "--format", "{{.State.Status}}", id])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .expect("the docker CLI runs (the container backend started, so it is installed)");
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+#[tokio::test]
+async fn container_backend_runs_or_reports_why_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mut server) = container_server(Some(dir.path().join("temporal.db"))).await else {
+        return;
     };
     assert_eq!(server.backend(), Backend::Container);
+    let id = server.container_id().expect("a container id").to_owned();
+    assert_eq!(container_state(&id).as_deref(), Some("running"));
+    let version = server
+        .version()
+        .expect("`temporal --version` runs in the image");
+    assert!(version.cli_at_least(MIN_CLI_VERSION), "{version:?}");
+
     let ns = unique_name("ctr");
     server
         .create_namespace(&ns)
@@ -286,11 +320,82 @@ async fn container_backend_runs_or_reports_why_not() {
         .create_nexus_endpoint(&ep, &ns, "tq")
         .await
         .expect("create endpoint");
+    let address = server.address();
     server.restart().await.expect("restart container");
+    assert_eq!(server.address(), address, "restart must keep the address");
     describe_namespace(&server, &ns)
         .await
         .expect("namespace survives restart");
+    assert!(
+        dir.path().join("temporal.db").is_file(),
+        "the database lives on the bind-mounted host directory"
+    );
     server.stop().await.expect("stop container");
+    assert_eq!(container_state(&id), None, "stop() removes the container");
+}
+
+/// Child half of [`container_is_removed_when_its_test_binary_is_killed`]: a no-op unless the
+/// env var is set; otherwise starts a container, prints its id and waits to be killed.
+#[tokio::test]
+async fn container_orphan_child() {
+    if std::env::var_os(CONTAINER_CHILD_ENV).is_none() {
+        return;
+    }
+    let server = container_server(None)
+        .await
+        .expect("the parent checked that an engine answers");
+    println!("CONTAINER_ID={}", server.container_id().unwrap());
+    tokio::time::sleep(Duration::from_secs(120)).await;
+}
+
+/// SIGKILL gives the test binary no chance to clean up: the reaper (a process holding the
+/// other end of a pipe) must remove the container anyway (R-HAR-5).
+#[tokio::test]
+async fn container_is_removed_when_its_test_binary_is_killed() {
+    // Skips (and counts the skip) when no engine answers.
+    let Some(mut probe) = container_server(None).await else {
+        return;
+    };
+    probe.stop().await.expect("stop the probe container");
+    let (mut child, id) = run_child(
+        "container_orphan_child",
+        CONTAINER_CHILD_ENV,
+        "CONTAINER_ID=",
+    );
+    let id = id.expect("child printed CONTAINER_ID=<id>");
+    assert_eq!(container_state(&id).as_deref(), Some("running"));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while container_state(&id).is_some() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        container_state(&id),
+        None,
+        "container {id} outlived its SIGKILLed test binary"
+    );
+}
+
+/// Runs `test` of this binary in a child process with `env` set, and reads its stdout up to the
+/// first line starting with `prefix`; returns the child and the rest of that line.
+fn run_child(test: &str, env: &str, prefix: &str) -> (std::process::Child, Option<String>) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture"])
+        .env(env, "1")
+        .env(harness::BACKEND_ENV, "process")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok);
+    let value = lines.find_map(|line| line.strip_prefix(prefix).map(|v| v.trim().to_owned()));
+    // Keep reading, so the child's later output does not hit a closed pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    (child, value)
 }
 
 /// Child half of [`server_dies_with_its_test_binary`]: a no-op unless the env var is set.
@@ -308,23 +413,8 @@ async fn orphan_child() {
 /// server must not outlive it.
 #[test]
 fn server_dies_with_its_test_binary() {
-    let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new(exe)
-        .args(["--exact", "orphan_child", "--nocapture"])
-        .env(ORPHAN_CHILD_ENV, "1")
-        .env(harness::BACKEND_ENV, "process")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut pid = None;
-    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-        let line = line.unwrap();
-        if let Some(p) = line.strip_prefix("SERVER_PID=") {
-            pid = Some(p.trim().parse::<u32>().unwrap());
-        }
-    }
+    let (mut child, pid) = run_child("orphan_child", ORPHAN_CHILD_ENV, "SERVER_PID=");
+    let pid = pid.map(|p| p.parse::<u32>().unwrap());
     let status = child.wait().unwrap();
     assert!(!status.success(), "the child test was supposed to panic");
     let pid = pid.expect("child printed SERVER_PID=<pid>");

@@ -150,3 +150,58 @@ async fn bundled_suite_passes_against_the_dev_server() {
     assert!(report.junit().unwrap().contains("<testsuites"));
     assert!(report.all_passed(), "{}", report.summary());
 }
+
+/// The container backend carries the durable path end to end: a proxied call with retries on
+/// a containerised server, and the server-restart fault, which restarts a container of its own
+/// on a bind-mounted database (R-HAR-5). Skipped, and counted as such, without a Docker engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxied_calls_and_a_server_restart_on_the_container_backend() {
+    use durable_mcp_conformance::{
+        DevServer, DevServerOptions,
+        harness::Backend,
+        skip::{Need, skip},
+    };
+    const IDS: [&str; 2] = [
+        "retry-inference/destructive-idempotent-flaky-is-retried",
+        "faults/server-restart-mid-call-loses-nothing",
+    ];
+    let scenarios: Vec<_> = load()
+        .into_iter()
+        .filter(|s| IDS.contains(&s.id.as_str()))
+        .collect();
+    assert_eq!(scenarios.len(), IDS.len(), "bundled scenarios renamed?");
+    let mut server = match DevServer::start(DevServerOptions {
+        backend: Backend::Container,
+        ..DevServerOptions::default()
+    })
+    .await
+    {
+        Ok(server) => server,
+        Err(e) => match e.skip_reason() {
+            Some(reason) => return skip(Need::Docker, &reason),
+            None => panic!("container backend failed with a Docker engine present: {e}"),
+        },
+    };
+    let mut options = RunOptions::new(&root());
+    options.mock_bin = Some(env!("CARGO_BIN_EXE_durable-mcp-mock-upstream").into());
+    let results = run::run_all(&server, &scenarios, &options, |r| {
+        eprintln!("{}", progress_line(r))
+    })
+    .await;
+    server.stop().await.expect("stop the container");
+    let restart = results
+        .iter()
+        .find(|r| r.id == IDS[1])
+        .expect("the restart scenario ran");
+    assert!(
+        restart
+            .steps
+            .iter()
+            .any(|s| s.contains("Temporal server restarted")),
+        "{:?}",
+        restart.steps
+    );
+    for r in &results {
+        assert!(r.passed, "{}: {:?}\n{:?}", r.id, r.message, r.steps);
+    }
+}

@@ -97,7 +97,7 @@ async fn mock_upstream_over_stdio() {
 async fn server_everything_over_stdio_gives_a_sensible_report() {
     use durable_mcp_conformance::fixtures::everything;
     if let Err(reason) = everything::node_available() {
-        eprintln!("skipped: {reason}");
+        durable_mcp_conformance::skip::skip(durable_mcp_conformance::skip::Need::Node, &reason);
         return;
     }
     let entry = tokio::task::spawn_blocking(everything::install)

@@ -70,13 +70,12 @@ fn cases() -> Vec<(&'static str, Value)> {
     ]
 }
 
-/// Prints `skipped: <reason>` and returns from the test when Node is missing. Written straight
-/// to stderr, which the test harness does not capture, so a skip shows in every run.
+/// Records a skip (`skipped: <test>: <reason>`, counted by `scripts/test`) and returns from the
+/// test when Node is missing.
 macro_rules! require_node {
     () => {
         if let Err(reason) = everything::node_available() {
-            use std::io::Write as _;
-            let _ = writeln!(std::io::stderr(), "skipped: {reason}");
+            durable_mcp_conformance::skip::skip(durable_mcp_conformance::skip::Need::Node, &reason);
             return;
         }
     };

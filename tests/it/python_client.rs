@@ -28,15 +28,17 @@ use crate::support::*;
 
 const MCP_VERSION: &str = "2.3.0";
 
-/// Prints `skipped: <reason>` (straight to stderr, so it shows in every run) and returns from
-/// the test when the Python SDK cannot be installed here.
+/// Records a skip (`skipped: <test>: <reason>`, counted by `scripts/test`) and returns from the
+/// test when the Python SDK cannot be installed here.
 macro_rules! require_python_mcp {
     () => {
         match python_mcp().await {
             Ok(python) => python,
             Err(reason) => {
-                use std::io::Write as _;
-                let _ = writeln!(std::io::stderr(), "skipped: {reason}");
+                durable_mcp_conformance::skip::skip(
+                    durable_mcp_conformance::skip::Need::Python,
+                    &reason,
+                );
                 return;
             }
         }

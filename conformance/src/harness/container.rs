@@ -1,5 +1,5 @@
-//! The container backend: the dev server in the official `temporalio/temporal` image, via
-//! testcontainers.
+//! The container backend: the dev server in the official `temporalio/temporal` image, or one
+//! built from the pinned CLI when no registry answers (`image.rs`), via testcontainers.
 //!
 //! Docker is optional on developer machines and absent on some CI runners, so the first thing
 //! this backend does is ask the engine to answer a ping. If it does not, the caller gets
@@ -26,7 +26,7 @@ use testcontainers::{
 use url::Url;
 
 use super::{
-    Backend, DevServerOptions, HarnessError, ServerVersion, cli,
+    Backend, DevServerOptions, HarnessError, ServerVersion, cli, image,
     ports::Ports,
     process::{self, Tether},
     provision::{self, NotReady},
@@ -157,10 +157,11 @@ pub(crate) struct ContainerServer {
 impl ContainerServer {
     pub(crate) async fn start(opts: &DevServerOptions) -> Result<Self, HarnessError> {
         check_engine().await?;
+        let image = image::resolve(&opts.container_image).await?;
         let host_port = Ports::pick()
             .map_err(|e| HarnessError::io("picking a free port", e))?
             .grpc;
-        let (name, tag) = split_image(&opts.container_image);
+        let (name, tag) = split_image(&image);
 
         let db_in_container = opts.db_file.as_ref().map(|db| {
             let file = db.file_name().map(|f| f.to_string_lossy().into_owned());
@@ -193,7 +194,7 @@ impl ContainerServer {
             if is_engine_missing(&e) {
                 unavailable(e.to_string())
             } else {
-                HarnessError::Container(format!("starting {}: {e}", opts.container_image))
+                HarnessError::Container(format!("starting {image}: {e}"))
             }
         })?;
         let reaper = if docker_cli_available() {
@@ -214,7 +215,7 @@ impl ContainerServer {
             namespace: opts.namespace.clone(),
             db_file: opts.db_file.clone(),
             startup_timeout: opts.startup_timeout,
-            image: opts.container_image.clone(),
+            image,
             version: None,
         };
         server.wait_ready().await?;

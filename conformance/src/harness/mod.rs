@@ -20,6 +20,7 @@
 mod cli;
 mod container;
 mod error;
+mod image;
 mod ports;
 mod process;
 mod provision;
@@ -36,6 +37,7 @@ use url::Url;
 
 pub use cli::{MIN_CLI_VERSION, ServerVersion, cache_dir, compare_versions, find_cli};
 pub use error::HarnessError;
+pub use image::LOCAL_IMAGE_REPOSITORY;
 pub(crate) use process::ServerProcess;
 pub use process::process_alive;
 pub use slice::{Slice, upstream};
@@ -260,6 +262,14 @@ impl DevServer {
         match &self.running {
             Running::Process(p) => p.pid(),
             Running::Container(_) => None,
+        }
+    }
+
+    /// The container's id (container backend, until stopped).
+    pub fn container_id(&self) -> Option<&str> {
+        match &self.running {
+            Running::Process(_) => None,
+            Running::Container(c) => c.container_id(),
         }
     }
 

@@ -199,9 +199,11 @@ async fn execute(
     let ledger = Ledger::new(dir.path().join("ledger.jsonl"));
 
     let server = if scenario.restarts_server() {
+        // The run's backend, so `--backend container` restarts a container (R-HAR-5).
         let own = DevServer::start(DevServerOptions {
+            backend: server.backend(),
             db_file: Some(dir.path().join("temporal.db")),
-            ..DevServerOptions::from_env().map_err(setup)?
+            ..DevServerOptions::default()
         })
         .await
         .map_err(|e| Failure::Setup(format!("starting a dev server on a db file: {e}")))?;
