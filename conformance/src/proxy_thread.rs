@@ -8,6 +8,14 @@ use durable_mcp::outbound::{ProxyOptions, UpstreamConfig, run_proxy};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
+/// How the proxy reaches Temporal.
+pub enum Connect {
+    /// `host:port`, plain gRPC (servers the harness runs).
+    Address(String),
+    /// Full options, e.g. [`crate::DevServer::connection_options`] of an existing server.
+    Options(Box<temporalio_client::ConnectionOptions>),
+}
+
 /// A running proxy. Dropping it stops the proxy and waits for its thread.
 pub struct ProxyThread {
     shutdown: CancellationToken,
@@ -16,8 +24,19 @@ pub struct ProxyThread {
 }
 
 impl ProxyThread {
-    /// Connects to the Temporal frontend at `address` and runs the proxy until stopped.
+    /// Connects to the Temporal frontend at `address` (plain gRPC) and runs the proxy until
+    /// stopped.
     pub fn start(address: String, options: ProxyOptions, upstreams: Vec<UpstreamConfig>) -> Self {
+        Self::start_with(Connect::Address(address), options, upstreams)
+    }
+
+    /// Like [`ProxyThread::start`], with full connection options (TLS, API key) for a server
+    /// the harness did not start.
+    pub fn start_with(
+        connect: Connect,
+        options: ProxyOptions,
+        upstreams: Vec<UpstreamConfig>,
+    ) -> Self {
         let shutdown = CancellationToken::new();
         let token = shutdown.clone();
         let error = Arc::new(Mutex::new(None));
@@ -35,8 +54,15 @@ impl ProxyThread {
                 }
             };
             let outcome: anyhow::Result<()> = rt.block_on(async move {
-                let connection =
-                    durable_mcp::temporal::connect_to(&address, "durable-mcp-conformance").await?;
+                let connection = match connect {
+                    Connect::Address(address) => {
+                        durable_mcp::temporal::connect_to(&address, "durable-mcp-conformance")
+                            .await?
+                    }
+                    Connect::Options(options) => {
+                        temporalio_client::Connection::connect(*options).await?
+                    }
+                };
                 run_proxy(connection, options, upstreams, token).await?;
                 Ok(())
             });

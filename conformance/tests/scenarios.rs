@@ -138,6 +138,8 @@ async fn bundled_suite_passes_against_the_dev_server() {
     let server = harness::shared().await.expect("shared Temporal dev server");
     let mut options = RunOptions::new(&root());
     options.mock_bin = Some(env!("CARGO_BIN_EXE_durable-mcp-mock-upstream").into());
+    // Two at a time, as `run` does on two cores: the scenarios must not see each other.
+    options.jobs = 2;
     let started = std::time::Instant::now();
     let results = run::run_all(server, &scenarios, &options, |r| {
         eprintln!("{}", progress_line(r))
@@ -204,4 +206,112 @@ async fn proxied_calls_and_a_server_restart_on_the_container_backend() {
     for r in &results {
         assert!(r.passed, "{}: {:?}\n{:?}", r.id, r.message, r.steps);
     }
+}
+
+/// `run --temporal-address` against a dev server started separately (as a team's staging
+/// server would be): scenarios run in the given namespace, the server-restart scenario is
+/// skipped with its reason and counted as skipped, and no endpoint is left behind (R-CNF-5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_against_an_existing_server_skips_restarts_and_leaves_nothing() {
+    use durable_mcp_conformance::{DevServer, DevServerOptions, harness::unique_name};
+    use temporalio_protos::temporal::api::operatorservice::v1::ListNexusEndpointsRequest;
+
+    let mut server = DevServer::start(DevServerOptions::default())
+        .await
+        .expect("a separate dev server");
+    let namespace = unique_name("staging");
+    server.create_namespace(&namespace).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |select: &[&str], json: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_durable-mcp-conformance"))
+            .args(["run", "--temporal-address", &server.address()])
+            .args(["--namespace", &namespace, "--jobs", "2", "--json"])
+            .arg(dir.path().join(json))
+            .args(select)
+            .env("DURABLE_MCP_TEMPORAL", "container") // ignored: nothing is started
+            .output()
+            .expect("run the conformance binary");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join(json)).unwrap()).unwrap();
+        (text, report)
+    };
+    let (text, report) = run(&["--family", "retry-inference"], "calls.json");
+    assert_eq!(report["failed"], 0, "{text}");
+    assert!(report["passed"].as_u64().unwrap() >= 5, "{text}");
+    let (text, report) = run(&["--rule", "R-HAR-4"], "restart.json");
+    assert_eq!(
+        (report["passed"].as_u64(), report["skipped"].as_u64()),
+        (Some(0), Some(1)),
+        "{text}"
+    );
+    assert!(text.contains("1 skipped"), "{text}");
+    assert!(
+        report["scenarios"][0]["skipped"]
+            .as_str()
+            .unwrap()
+            .contains("restarts the Temporal server"),
+        "{text}"
+    );
+
+    let left = server
+        .connect()
+        .await
+        .unwrap()
+        .operator_service()
+        .list_nexus_endpoints(temporalio_client::tonic::Request::new(
+            ListNexusEndpointsRequest {
+                page_size: 100,
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .endpoints;
+    assert!(left.is_empty(), "endpoints left behind: {left:?}");
+    server.stop().await.unwrap();
+}
+
+/// A scenario that hangs fails at its timeout, and the message names the step it hung in
+/// (R-CNF-6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_scenario_fails_naming_the_step_it_hung_in() {
+    let scenario = scenario::Scenario::parse(
+        r#"
+id = "faults/hangs-on-purpose"
+family = "faults"
+rules = ["R-CNF-6"]
+description = "Pauses longer than its timeout."
+
+[upstream]
+transport = "stdio"
+standard = true
+
+[[steps]]
+pause_ms = 1
+
+[[steps]]
+pause_ms = 60000
+"#,
+        Path::new("hangs-on-purpose.toml"),
+    )
+    .expect("a valid scenario");
+    let server = harness::shared().await.expect("shared Temporal dev server");
+    let mut options = RunOptions::new(&root());
+    options.mock_bin = Some(env!("CARGO_BIN_EXE_durable-mcp-mock-upstream").into());
+    options.scenario_timeout = std::time::Duration::from_secs(3);
+    let result = run::run_one(server, &scenario, &options).await;
+    assert!(result.failed(), "{result:?}");
+    let message = result.message.unwrap_or_default();
+    assert!(
+        message.contains("did not finish within 3 s; hung in step 2"),
+        "{message}"
+    );
+    assert_eq!(result.steps.len(), 1, "{:?}", result.steps);
 }

@@ -33,6 +33,13 @@ enum Command {
     ///   durable-mcp-conformance run --family retry-inference --junit target/conformance.xml
     ///   durable-mcp-conformance run --rule R-PRX-7
     ///   durable-mcp-conformance run --scenario fidelity/everything-matches-snapshot --update-snapshots
+    ///   durable-mcp-conformance run --backend container --jobs 2
+    ///
+    /// Against a Temporal server you already run (TLS and API key from Temporal's environment
+    /// configuration: TEMPORAL_API_KEY, TEMPORAL_TLS_*, TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE):
+    /// only uniquely named endpoints and task queues are used and the endpoints are deleted
+    /// afterwards; scenarios that restart the server are skipped.
+    ///   durable-mcp-conformance run --temporal-address staging.example.com:7233 --namespace ci
     ///
     /// Third-party mode (--upstream-stdio or --upstream-http; the bundled scenarios are then not
     /// run): discovers the server's tools, prints the retry policy inferred for each and why,
@@ -53,6 +60,15 @@ enum Command {
         /// this run observes, after a deliberate change, instead of comparing against them.
         #[arg(long)]
         update_snapshots: bool,
+        #[command(flatten)]
+        target: Target,
+        /// Run this many scenarios at once (default: the number of CPU cores). Each has its own
+        /// task queue, Nexus endpoint, upstream and proxy.
+        #[arg(long, short = 'j', value_name = "N")]
+        jobs: Option<usize>,
+        /// Fail a scenario still running after this long, naming the step it hung in.
+        #[arg(long, value_name = "DURATION", default_value = "180s", value_parser = humantime::parse_duration)]
+        timeout: Duration,
         #[command(flatten)]
         third_party: ThirdParty,
     },
@@ -166,6 +182,41 @@ impl ThirdParty {
     }
 }
 
+/// Which Temporal server to use.
+#[derive(clap::Args)]
+struct Target {
+    /// Start the dev server this way: `process` (the Temporal CLI as a child) or `container`
+    /// (testcontainers). Default: $DURABLE_MCP_TEMPORAL, else process.
+    #[arg(long, value_name = "BACKEND", conflicts_with = "temporal_address")]
+    backend: Option<String>,
+    /// Use the Temporal server at HOST:PORT instead of starting one.
+    #[arg(long, value_name = "HOST:PORT")]
+    temporal_address: Option<String>,
+    /// The namespace on --temporal-address (it must exist). Default: $TEMPORAL_NAMESPACE, else
+    /// `default`.
+    #[arg(long, value_name = "NS", requires = "temporal_address")]
+    namespace: Option<String>,
+}
+
+impl Target {
+    /// The server the run uses: started here, or the existing one.
+    async fn server(&self, mut options: DevServerOptions) -> anyhow::Result<DevServer> {
+        if let Some(address) = &self.temporal_address {
+            let namespace = self
+                .namespace
+                .clone()
+                .or_else(|| std::env::var("TEMPORAL_NAMESPACE").ok())
+                .filter(|n| !n.trim().is_empty())
+                .unwrap_or_else(|| "default".to_owned());
+            return Ok(DevServer::existing(address, &namespace).await?);
+        }
+        if let Some(backend) = &self.backend {
+            options.backend = durable_mcp_conformance::Backend::parse(Some(backend))?;
+        }
+        Ok(DevServer::start(options).await?)
+    }
+}
+
 /// Which scenarios to use.
 #[derive(clap::Args)]
 struct Select {
@@ -268,6 +319,9 @@ async fn main() -> anyhow::Result<()> {
             junit,
             json,
             update_snapshots,
+            target,
+            jobs,
+            timeout,
             third_party,
         } => {
             if let Some(tp) = third_party.options()? {
@@ -276,7 +330,7 @@ async fn main() -> anyhow::Result<()> {
                     "--update-snapshots is for the bundled scenarios, not third-party mode"
                 );
                 println!("durable-mcp conformance: third-party mode");
-                let mut server = DevServer::start(options).await?;
+                let mut server = target.server(options).await?;
                 println!(
                     "Temporal {} at {}",
                     server
@@ -306,6 +360,11 @@ async fn main() -> anyhow::Result<()> {
             let (root, scenarios) = select.load()?;
             let mut run_options = run::RunOptions::new(&root);
             run_options.update_snapshots = update_snapshots;
+            run_options.scenario_timeout = timeout;
+            run_options.jobs = jobs.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+            });
+            anyhow::ensure!(run_options.jobs > 0, "--jobs must be at least 1");
             // Fail before starting anything when the mock upstream is missing.
             if scenarios
                 .iter()
@@ -322,8 +381,12 @@ async fn main() -> anyhow::Result<()> {
                 run_options.proxy_bin = Some(run::proxy_bin()?);
             }
             let started = std::time::Instant::now();
-            println!("durable-mcp conformance: {} scenario(s)", scenarios.len());
-            let mut server = DevServer::start(options).await?;
+            println!(
+                "durable-mcp conformance: {} scenario(s), {} at a time",
+                scenarios.len(),
+                run_options.jobs
+            );
+            let mut server = target.server(options).await?;
             let version = server
                 .version()
                 .map(|v| v.to_string())

@@ -20,6 +20,7 @@
 mod cli;
 mod container;
 mod error;
+mod external;
 mod image;
 mod ports;
 mod process;
@@ -43,6 +44,7 @@ pub use process::process_alive;
 pub use slice::{Slice, upstream};
 
 use container::ContainerServer;
+use external::ExternalServer;
 use process::ProcessServer;
 
 /// Environment variable selecting the backend: `process` (default) or `container`.
@@ -61,6 +63,9 @@ pub enum Backend {
     Process,
     /// The `temporalio/temporal` image via testcontainers (needs a Docker engine).
     Container,
+    /// A server the user already runs ([`DevServer::existing`]); never started, stopped or
+    /// restarted by the harness. Not selectable through [`BACKEND_ENV`].
+    Existing,
 }
 
 impl Backend {
@@ -90,6 +95,7 @@ impl fmt::Display for Backend {
         f.write_str(match self {
             Self::Process => "process",
             Self::Container => "container",
+            Self::Existing => "existing server",
         })
     }
 }
@@ -143,6 +149,7 @@ impl DevServerOptions {
 enum Running {
     Process(ProcessServer),
     Container(ContainerServer),
+    Existing(ExternalServer),
 }
 
 /// A running Temporal dev server.
@@ -174,6 +181,11 @@ impl DevServer {
         let running = match opts.backend {
             Backend::Process => Running::Process(ProcessServer::start(&opts).await?),
             Backend::Container => Running::Container(ContainerServer::start(&opts).await?),
+            Backend::Existing => {
+                return Err(HarnessError::InvalidState(
+                    "an existing server is not started: use DevServer::existing".into(),
+                ));
+            }
         };
         let server = DevServer {
             running,
@@ -181,6 +193,19 @@ impl DevServer {
             db_file: opts.db_file,
         };
         server.announce("started");
+        Ok(server)
+    }
+
+    /// A server the user already runs at `address` (`HOST:PORT`), with TLS and API key from
+    /// Temporal's environment configuration; fails unless it answers and knows `namespace`.
+    /// [`DevServer::stop`] leaves it running and [`DevServer::restart`] is refused.
+    pub async fn existing(address: &str, namespace: &str) -> Result<DevServer, HarnessError> {
+        let server = DevServer {
+            running: Running::Existing(ExternalServer::connect(address, namespace).await?),
+            namespace: namespace.to_owned(),
+            db_file: None,
+        };
+        server.announce("in use");
         Ok(server)
     }
 
@@ -202,6 +227,7 @@ impl DevServer {
                 c.image(),
                 c.container_id().unwrap_or("-")
             ),
+            Running::Existing(_) => "an existing server: nothing is started or stopped".into(),
         };
         let line = format!(
             "temporal dev server {version} listening on {} ({what}; {detail})",
@@ -216,31 +242,43 @@ impl DevServer {
         match self.running {
             Running::Process(_) => Backend::Process,
             Running::Container(_) => Backend::Container,
+            Running::Existing(_) => Backend::Existing,
         }
     }
 
-    fn port(&self) -> u16 {
-        match &self.running {
+    /// The frontend gRPC address: `127.0.0.1:PORT` for servers the harness runs.
+    pub fn address(&self) -> String {
+        let port = match &self.running {
             Running::Process(p) => p.grpc_port(),
             Running::Container(c) => c.host_port(),
-        }
-    }
-
-    /// The frontend gRPC address, `127.0.0.1:PORT`.
-    pub fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.port())
+            Running::Existing(e) => return e.address().to_owned(),
+        };
+        format!("127.0.0.1:{port}")
     }
 
     /// The frontend as a URL for [`temporalio_client::ConnectionOptions`].
     pub fn target_url(&self) -> Url {
-        Url::parse(&format!("http://{}", self.address())).expect("an IP and port form a valid URL")
+        match &self.running {
+            Running::Existing(e) => e.options().target.clone(),
+            _ => Url::parse(&format!("http://{}", self.address()))
+                .expect("an IP and port form a valid URL"),
+        }
+    }
+
+    /// How to connect: plain gRPC for servers the harness runs; for an existing server, TLS and
+    /// API key as Temporal's environment configuration says.
+    pub fn connection_options(&self) -> temporalio_client::ConnectionOptions {
+        match &self.running {
+            Running::Existing(e) => e.options().clone(),
+            _ => provision::local_options(&self.target_url()),
+        }
     }
 
     /// The Prometheus endpoint (`--metrics-port`) as `127.0.0.1:PORT` (process backend only).
     pub fn metrics_address(&self) -> Option<String> {
         match &self.running {
             Running::Process(p) => Some(format!("127.0.0.1:{}", p.metrics_port())),
-            Running::Container(_) => None,
+            _ => None,
         }
     }
 
@@ -254,6 +292,7 @@ impl DevServer {
         match &self.running {
             Running::Process(p) => Some(p.version()),
             Running::Container(c) => c.version(),
+            Running::Existing(e) => e.version(),
         }
     }
 
@@ -261,15 +300,15 @@ impl DevServer {
     pub fn pid(&self) -> Option<u32> {
         match &self.running {
             Running::Process(p) => p.pid(),
-            Running::Container(_) => None,
+            _ => None,
         }
     }
 
     /// The container's id (container backend, until stopped).
     pub fn container_id(&self) -> Option<&str> {
         match &self.running {
-            Running::Process(_) => None,
             Running::Container(c) => c.container_id(),
+            _ => None,
         }
     }
 
@@ -280,13 +319,13 @@ impl DevServer {
 
     /// A new connection on the caller's runtime.
     pub async fn connect(&self) -> Result<temporalio_client::Connection, HarnessError> {
-        provision::connect(&self.target_url()).await
+        provision::connect(&self.connection_options()).await
     }
 
     /// Registers a namespace (one-day retention); an existing one is fine. Returns once
     /// `DescribeNamespace` finds it.
     pub async fn create_namespace(&self, name: &str) -> Result<(), HarnessError> {
-        provision::create_namespace(&self.target_url(), name).await
+        provision::create_namespace(&self.connection_options(), name).await
     }
 
     /// Creates a Nexus endpoint routing to `task_queue` in `namespace`. Creating the same
@@ -299,7 +338,13 @@ impl DevServer {
         namespace: &str,
         task_queue: &str,
     ) -> Result<(), HarnessError> {
-        provision::create_nexus_endpoint(&self.target_url(), name, namespace, task_queue).await
+        provision::create_nexus_endpoint(&self.connection_options(), name, namespace, task_queue)
+            .await
+    }
+
+    /// Deletes the Nexus endpoint called `name`, if it exists.
+    pub async fn delete_nexus_endpoint(&self, name: &str) -> Result<(), HarnessError> {
+        provision::delete_nexus_endpoint(&self.connection_options(), name).await
     }
 
     /// Stops the server: SIGTERM, up to 5 s grace, then SIGKILL, and reaps it. Idempotent.
@@ -307,6 +352,7 @@ impl DevServer {
         match &mut self.running {
             Running::Process(p) => p.stop().await,
             Running::Container(c) => c.stop().await,
+            Running::Existing(_) => Ok(()),
         }
     }
 
@@ -316,6 +362,11 @@ impl DevServer {
         match &mut self.running {
             Running::Process(p) => p.restart().await?,
             Running::Container(c) => c.restart().await?,
+            Running::Existing(_) => {
+                return Err(HarnessError::InvalidState(
+                    "an existing server is never restarted by the harness".into(),
+                ));
+            }
         }
         self.announce("restarted");
         Ok(())

@@ -12,10 +12,12 @@ use temporalio_client::{
 };
 use temporalio_protos::temporal::api::{
     nexus::v1::{
-        EndpointSpec, EndpointTarget,
+        Endpoint, EndpointSpec, EndpointTarget,
         endpoint_target::{Variant, Worker},
     },
-    operatorservice::v1::{CreateNexusEndpointRequest, ListNexusEndpointsRequest},
+    operatorservice::v1::{
+        CreateNexusEndpointRequest, DeleteNexusEndpointRequest, ListNexusEndpointsRequest,
+    },
     workflowservice::v1::{DescribeNamespaceRequest, RegisterNamespaceRequest},
 };
 use url::Url;
@@ -31,16 +33,20 @@ fn identity() -> String {
     format!("durable-mcp-conformance@{}", std::process::id())
 }
 
-/// Connects with the client's normal retry policy.
-pub(crate) async fn connect(url: &Url) -> Result<Connection, HarnessError> {
-    let opts = ConnectionOptions::new(url.clone())
+/// Options for a server the harness started: plain gRPC on loopback.
+pub(crate) fn local_options(url: &Url) -> ConnectionOptions {
+    ConnectionOptions::new(url.clone())
         .identity(identity())
         .connect_timeout(Duration::from_secs(5))
-        .build();
-    Connection::connect(opts)
+        .build()
+}
+
+/// Connects with the client's normal retry policy.
+pub(crate) async fn connect(options: &ConnectionOptions) -> Result<Connection, HarnessError> {
+    Connection::connect(options.clone())
         .await
         .map_err(|e| HarnessError::Connect {
-            address: url.to_string(),
+            address: options.target.to_string(),
             message: e.to_string(),
         })
 }
@@ -127,8 +133,11 @@ pub(crate) async fn wait_ready(
 }
 
 /// Registers `name` unless it exists, then waits until `DescribeNamespace` finds it.
-pub(crate) async fn create_namespace(url: &Url, name: &str) -> Result<(), HarnessError> {
-    let conn = connect(url).await?;
+pub(crate) async fn create_namespace(
+    options: &ConnectionOptions,
+    name: &str,
+) -> Result<(), HarnessError> {
+    let conn = connect(options).await?;
     let mut svc = conn.workflow_service();
     let req = RegisterNamespaceRequest {
         namespace: name.to_owned(),
@@ -185,12 +194,12 @@ pub(crate) fn endpoint_spec(name: &str, namespace: &str, task_queue: &str) -> En
 /// success; if it routes elsewhere, that is a [`HarnessError::Conflict`] (silently reusing it
 /// would send a test's Nexus calls to another test's worker).
 pub(crate) async fn create_nexus_endpoint(
-    url: &Url,
+    options: &ConnectionOptions,
     name: &str,
     namespace: &str,
     task_queue: &str,
 ) -> Result<(), HarnessError> {
-    let conn = connect(url).await?;
+    let conn = connect(options).await?;
     let mut svc = conn.operator_service();
     let spec = endpoint_spec(name, namespace, task_queue);
     let req = CreateNexusEndpointRequest {
@@ -199,19 +208,7 @@ pub(crate) async fn create_nexus_endpoint(
     match svc.create_nexus_endpoint(Request::new(req)).await {
         Ok(_) => Ok(()),
         Err(s) if s.code() == Code::AlreadyExists => {
-            let req = ListNexusEndpointsRequest {
-                page_size: 10,
-                name: name.to_owned(),
-                ..Default::default()
-            };
-            let existing = svc
-                .list_nexus_endpoints(Request::new(req))
-                .await
-                .map_err(|s| HarnessError::rpc(format!("ListNexusEndpoints({name})"), s))?
-                .into_inner()
-                .endpoints
-                .into_iter()
-                .find_map(|e| e.spec.filter(|s| s.name == name));
+            let existing = find_nexus_endpoint(&conn, name).await?.and_then(|e| e.spec);
             match existing {
                 Some(found) if found.target == spec.target => Ok(()),
                 Some(found) => Err(HarnessError::Conflict {
@@ -222,6 +219,52 @@ pub(crate) async fn create_nexus_endpoint(
             }
         }
         Err(s) => Err(HarnessError::rpc(format!("CreateNexusEndpoint({name})"), s)),
+    }
+}
+
+/// The endpoint called `name`, if the server has one.
+async fn find_nexus_endpoint(
+    conn: &Connection,
+    name: &str,
+) -> Result<Option<Endpoint>, HarnessError> {
+    let req = ListNexusEndpointsRequest {
+        page_size: 10,
+        name: name.to_owned(),
+        ..Default::default()
+    };
+    Ok(conn
+        .operator_service()
+        .list_nexus_endpoints(Request::new(req))
+        .await
+        .map_err(|s| HarnessError::rpc(format!("ListNexusEndpoints({name})"), s))?
+        .into_inner()
+        .endpoints
+        .into_iter()
+        .find(|e| e.spec.as_ref().is_some_and(|s| s.name == name)))
+}
+
+/// Deletes the endpoint called `name`; one that does not exist is fine. A run against a
+/// server the user owns leaves nothing behind (R-CNF-5).
+pub(crate) async fn delete_nexus_endpoint(
+    options: &ConnectionOptions,
+    name: &str,
+) -> Result<(), HarnessError> {
+    let conn = connect(options).await?;
+    let Some(endpoint) = find_nexus_endpoint(&conn, name).await? else {
+        return Ok(());
+    };
+    let req = DeleteNexusEndpointRequest {
+        id: endpoint.id,
+        version: endpoint.version,
+    };
+    match conn
+        .operator_service()
+        .delete_nexus_endpoint(Request::new(req))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(s) if s.code() == Code::NotFound => Ok(()),
+        Err(s) => Err(HarnessError::rpc(format!("DeleteNexusEndpoint({name})"), s)),
     }
 }
 

@@ -12,11 +12,13 @@ use durable_mcp::{
 use temporalio_client::Connection;
 
 use super::{DevServer, HarnessError, unique_name};
-use crate::proxy_thread::ProxyThread;
+use crate::proxy_thread::{Connect, ProxyThread};
 
 /// A task queue and a Nexus endpoint targeting it, unique on the server, with a connection.
 pub struct Slice {
     pub address: String,
+    /// How the proxy connects (TLS and API key for an existing server).
+    pub connection_options: temporalio_client::ConnectionOptions,
     pub namespace: String,
     pub task_queue: String,
     pub endpoint: String,
@@ -30,6 +32,16 @@ impl Slice {
     pub async fn on(server: &DevServer, label: &str) -> Result<Self, HarnessError> {
         let task_queue = unique_name(&format!("tq-{label}"));
         let endpoint = unique_name(&format!("ep-{label}"));
+        Self::named(server, &task_queue, &endpoint).await
+    }
+
+    /// [`Slice::on`] with names the caller chose (and can delete the endpoint by, R-CNF-5).
+    pub async fn named(
+        server: &DevServer,
+        task_queue: &str,
+        endpoint: &str,
+    ) -> Result<Self, HarnessError> {
+        let (task_queue, endpoint) = (task_queue.to_owned(), endpoint.to_owned());
         server
             .create_nexus_endpoint(&endpoint, server.namespace(), &task_queue)
             .await?;
@@ -37,6 +49,7 @@ impl Slice {
         let client = OperationClient::new(connection.clone(), server.namespace());
         Ok(Self {
             address: server.address(),
+            connection_options: server.connection_options(),
             namespace: server.namespace().to_owned(),
             task_queue,
             endpoint,
@@ -57,7 +70,11 @@ impl Slice {
             task_queue: self.task_queue.clone(),
             max_concurrent_calls,
         };
-        ProxyThread::start(self.address.clone(), options, upstreams)
+        ProxyThread::start_with(
+            Connect::Options(Box::new(self.connection_options.clone())),
+            options,
+            upstreams,
+        )
     }
 }
 

@@ -396,6 +396,7 @@ fn start_proxy(
     };
     let launcher = ProxyLauncher {
         address: server.address(),
+        connection: server.connection_options(),
         options: ProxyOptions {
             namespace: server.namespace().to_owned(),
             task_queue: task_queue.to_owned(),

@@ -16,6 +16,8 @@ pub struct RunReport {
     pub duration: Duration,
     pub passed: usize,
     pub failed: usize,
+    /// Not run here (e.g. server restarts against an existing server); not counted as passed.
+    pub skipped: usize,
     pub scenarios: Vec<ScenarioResult>,
 }
 
@@ -26,11 +28,13 @@ fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error>
 impl RunReport {
     pub fn new(server_version: String, duration: Duration, scenarios: Vec<ScenarioResult>) -> Self {
         let passed = scenarios.iter().filter(|r| r.passed).count();
+        let failed = scenarios.iter().filter(|r| r.failed()).count();
         Self {
             server_version,
             duration,
             passed,
-            failed: scenarios.len() - passed,
+            failed,
+            skipped: scenarios.len() - passed - failed,
             scenarios,
         }
     }
@@ -57,27 +61,37 @@ impl RunReport {
             out.push_str(&format!(
                 "{:<width$}  {:<6}  {:>8}  {}\n",
                 r.id,
-                if r.passed { "pass" } else { "FAIL" },
+                verdict(r),
                 fmt_duration(r.duration),
                 r.rules.join(", ")
             ));
         }
         out.push_str(&format!(
-            "\n{} passed, {} failed in {} (Temporal {})\n",
+            "\n{} passed, {} failed, {} skipped in {} (Temporal {})\n",
             self.passed,
             self.failed,
+            self.skipped,
             fmt_duration(self.duration),
             self.server_version
         ));
-        let failures: Vec<_> = self.scenarios.iter().filter(|r| !r.passed).collect();
-        if !failures.is_empty() {
-            out.push_str("\nFailures:\n");
-            for r in failures {
-                out.push_str(&format!(
-                    "  {}: {}\n",
-                    r.id,
-                    r.message.as_deref().unwrap_or("failed")
-                ));
+        let sections = [
+            (
+                "Skipped",
+                self.scenarios
+                    .iter()
+                    .filter(|r| r.skipped.is_some())
+                    .collect::<Vec<_>>(),
+            ),
+            (
+                "Failures",
+                self.scenarios.iter().filter(|r| r.failed()).collect(),
+            ),
+        ];
+        for (title, listed) in sections.iter().filter(|(_, l)| !l.is_empty()) {
+            out.push_str(&format!("\n{title}:\n"));
+            for r in listed {
+                let why = r.skipped.as_deref().or(r.message.as_deref());
+                out.push_str(&format!("  {}: {}\n", r.id, why.unwrap_or("failed")));
             }
         }
         out
@@ -96,6 +110,10 @@ impl RunReport {
             for r in self.scenarios.iter().filter(|r| r.family == family) {
                 let status = if r.passed {
                     TestCaseStatus::success()
+                } else if let Some(reason) = &r.skipped {
+                    let mut s = TestCaseStatus::skipped();
+                    s.set_message(reason.clone());
+                    s
                 } else {
                     let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
                     s.set_message(r.message.clone().unwrap_or_default());
@@ -128,14 +146,25 @@ impl RunReport {
 pub fn progress_line(r: &ScenarioResult) -> String {
     let mut line = format!(
         "{} {} ({})",
-        if r.passed { "PASS" } else { "FAIL" },
+        verdict(r).to_ascii_uppercase(),
         r.id,
         fmt_duration(r.duration)
     );
-    if let Some(m) = &r.message {
+    if let Some(m) = r.message.as_ref().or(r.skipped.as_ref()) {
         line.push_str(&format!("\n     {m}"));
     }
     line
+}
+
+/// `pass`, `FAIL` or `skip`.
+fn verdict(r: &ScenarioResult) -> &'static str {
+    if r.passed {
+        "pass"
+    } else if r.skipped.is_some() {
+        "skip"
+    } else {
+        "FAIL"
+    }
 }
 
 pub fn fmt_duration(d: Duration) -> String {

@@ -27,7 +27,7 @@ pub use proxy_process::{PROXY_BIN, PROXY_BIN_ENV, proxy_bin};
 use crate::{
     DevServerOptions,
     fixtures::{self, HttpUpstream, Ledger, LedgerEvent, SpecSource, UpstreamSpec},
-    harness::{DevServer, Slice},
+    harness::{Backend, DevServer, Slice, unique_name},
     scenario::{Action, ProxyMode, Scenario, SetAnnotations, UpstreamTransport},
 };
 use checks::{Saved, wait_count};
@@ -36,8 +36,8 @@ use proxy_process::{Proxy, ProxyLauncher};
 
 /// The Nexus service name the scenario's upstream is registered under.
 const SERVICE: &str = "mock";
-/// A scenario that takes longer than this fails (nothing may hang the run).
-const SCENARIO_TIMEOUT: Duration = Duration::from_secs(180);
+/// A scenario that takes longer than this fails, naming the step that hung (R-CNF-6).
+pub const DEFAULT_SCENARIO_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// How to run.
 #[derive(Debug, Clone)]
@@ -50,6 +50,11 @@ pub struct RunOptions {
     pub mock_bin: Option<PathBuf>,
     /// The `durable-mcp-proxy` binary for `[proxy] mode = "process"`; [`proxy_bin`] when `None`.
     pub proxy_bin: Option<PathBuf>,
+    /// How many scenarios run at once (at least 1). Each has its own task queue, endpoint,
+    /// upstream and proxy, so they do not see each other (R-CNF-6).
+    pub jobs: usize,
+    /// A scenario still running after this fails, naming the step it hung in.
+    pub scenario_timeout: Duration,
 }
 
 impl RunOptions {
@@ -59,6 +64,8 @@ impl RunOptions {
             update_snapshots: false,
             mock_bin: None,
             proxy_bin: None,
+            jobs: 1,
+            scenario_timeout: DEFAULT_SCENARIO_TIMEOUT,
         }
     }
 }
@@ -69,7 +76,12 @@ pub struct ScenarioResult {
     pub id: String,
     pub family: String,
     pub rules: Vec<String>,
+    /// Ran and met every expectation.
     pub passed: bool,
+    /// Not run, and why (e.g. a server restart against an existing server); neither passed
+    /// nor failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
     /// Why it failed; names the rules (`R-PRX-4 violated: ...`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -83,20 +95,41 @@ fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error>
     s.serialize_f64(d.as_secs_f64())
 }
 
-/// Runs `scenarios` one after another on `server`, calling `on_done` as each finishes.
+impl ScenarioResult {
+    /// Ran and did not pass.
+    pub fn failed(&self) -> bool {
+        !self.passed && self.skipped.is_none()
+    }
+}
+
+/// Runs `scenarios` on `server`, `options.jobs` at a time, calling `on_done` as each finishes;
+/// returns the results in the order of `scenarios`.
 pub async fn run_all(
     server: &DevServer,
     scenarios: &[Scenario],
     options: &RunOptions,
     mut on_done: impl FnMut(&ScenarioResult),
 ) -> Vec<ScenarioResult> {
-    let mut results = Vec::new();
-    for scenario in scenarios {
-        let result = run_one(server, scenario, options).await;
-        on_done(&result);
-        results.push(result);
-    }
-    results
+    use futures::StreamExt as _;
+    let mut finished: Vec<(usize, ScenarioResult)> = futures::stream::iter(
+        scenarios
+            .iter()
+            .enumerate()
+            .map(|(i, s)| async move { (i, run_one(server, s, options).await) }),
+    )
+    .buffer_unordered(options.jobs.max(1))
+    .inspect(|(_, result)| on_done(result))
+    .collect()
+    .await;
+    finished.sort_by_key(|(i, _)| *i);
+    finished.into_iter().map(|(_, r)| r).collect()
+}
+
+/// Why `scenario` cannot run on `server`, if it cannot.
+pub fn skip_reason(server: &DevServer, scenario: &Scenario) -> Option<String> {
+    (scenario.restarts_server() && server.backend() == Backend::Existing).then(|| {
+        "restarts the Temporal server, which a run against an existing server never does".into()
+    })
 }
 
 /// Runs one scenario; never panics on a failed expectation (it becomes the result's message).
@@ -107,17 +140,48 @@ pub async fn run_one(
 ) -> ScenarioResult {
     let started = Instant::now();
     let mut steps = Vec::new();
+    let result = |steps, passed, skipped, message| ScenarioResult {
+        id: scenario.id.clone(),
+        family: scenario.family.to_string(),
+        rules: scenario.rules.clone(),
+        passed,
+        skipped,
+        message,
+        duration: started.elapsed(),
+        steps,
+    };
+    if let Some(reason) = skip_reason(server, scenario) {
+        return result(steps, false, Some(reason), None);
+    }
+    // A fresh slice of the server, named here so it is deleted even when the scenario hangs.
+    let slug: String = scenario
+        .id
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .take(40)
+        .collect();
+    let names = Names {
+        task_queue: unique_name(&format!("tq-{slug}")),
+        endpoint: unique_name(&format!("ep-{slug}")),
+    };
+    let mut phase = String::from("setup");
     let outcome = tokio::time::timeout(
-        SCENARIO_TIMEOUT,
-        execute(server, scenario, options, &mut steps),
+        options.scenario_timeout,
+        execute(server, scenario, options, &names, &mut steps, &mut phase),
     )
     .await
     .unwrap_or_else(|_| {
         Err(Failure::Setup(format!(
-            "did not finish within {} s",
-            SCENARIO_TIMEOUT.as_secs()
+            "did not finish within {} s; hung in {phase}",
+            options.scenario_timeout.as_secs()
         )))
     });
+    if let Err(e) = server.delete_nexus_endpoint(&names.endpoint).await {
+        steps.push(format!(
+            "cleanup: could not delete Nexus endpoint {}: {e}",
+            names.endpoint
+        ));
+    }
     let message = match outcome {
         Ok(()) => None,
         Err(Failure::Violated(msg)) => {
@@ -125,15 +189,13 @@ pub async fn run_one(
         }
         Err(Failure::Setup(msg)) => Some(format!("could not run: {msg}")),
     };
-    ScenarioResult {
-        id: scenario.id.clone(),
-        family: scenario.family.to_string(),
-        rules: scenario.rules.clone(),
-        passed: message.is_none(),
-        message,
-        duration: started.elapsed(),
-        steps,
-    }
+    result(steps, message.is_none(), None, message)
+}
+
+/// The names a scenario's slice of the server goes by.
+struct Names {
+    task_queue: String,
+    endpoint: String,
 }
 
 /// A scenario that broke a rule, or one that could not be run at all.
@@ -185,11 +247,14 @@ impl StepEnv<'_> {
     }
 }
 
+/// Runs the scenario; keeps `phase` naming what it is doing, for the timeout message.
 async fn execute(
     server: &DevServer,
     scenario: &Scenario,
     options: &RunOptions,
+    names: &Names,
     log: &mut Vec<String>,
+    phase: &mut String,
 ) -> Result<(), Failure> {
     let dir = tempfile::Builder::new()
         .prefix("durable-mcp-conformance-")
@@ -199,6 +264,7 @@ async fn execute(
     let ledger = Ledger::new(dir.path().join("ledger.jsonl"));
 
     let server = if scenario.restarts_server() {
+        *phase = "setup: starting a dev server on a db file".into();
         // The run's backend, so `--backend container` restarts a container (R-HAR-5).
         let own = DevServer::start(DevServerOptions {
             backend: server.backend(),
@@ -212,24 +278,18 @@ async fn execute(
         ServerSlot::Shared(server)
     };
 
-    // A fresh slice of the server.
-    let slug: String = scenario
-        .id
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .take(40)
-        .collect();
     let s = server.get();
+    *phase = "setup: creating the task queue and Nexus endpoint".into();
     let Slice {
         task_queue,
         endpoint,
         client,
         ..
-    } = Slice::on(s, &slug)
+    } = Slice::named(s, &names.task_queue, &names.endpoint)
         .await
         .map_err(|e| Failure::Setup(format!("creating the task queue and Nexus endpoint: {e}")))?;
 
-    // The upstream.
+    *phase = "setup: starting the upstream".into();
     let mut http: Option<HttpUpstream> = None;
     // Kept until the scenario ends: dropping it stops the server.
     let mut wiremock = None;
@@ -286,8 +346,10 @@ async fn execute(
             None => proxy_bin().map_err(setup)?,
         }),
     };
+    *phase = "setup: starting the proxy".into();
     let launcher = ProxyLauncher {
         address: s.address(),
+        connection: s.connection_options(),
         options: ProxyOptions {
             namespace: s.namespace().to_owned(),
             task_queue: task_queue.clone(),
@@ -306,7 +368,7 @@ async fn execute(
         .start()
         .map_err(|e| Failure::Setup(format!("starting the proxy: {e:#}")))?;
 
-    // The connectors.
+    *phase = "setup: starting the connectors".into();
     let replicas = if scenario.connectors.is_empty() {
         None
     } else {
@@ -333,6 +395,7 @@ async fn execute(
     let mut result = Ok(());
     for (i, step) in scenario.steps.iter().enumerate() {
         let label = scenario.step_label(i);
+        *phase = label.clone();
         match run_step(&mut env, step).await {
             Ok(summary) => log.push(format!("{label}: {summary}")),
             Err(e) => {
@@ -357,6 +420,7 @@ async fn execute(
             }
         }
     }
+    *phase = "teardown".into();
     if let Some(replicas) = env.replicas.take() {
         replicas.stop().await;
     }

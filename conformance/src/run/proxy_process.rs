@@ -10,7 +10,10 @@ use std::{
 use durable_mcp::outbound::{ProxyOptions, TransportConfig, UpstreamConfig};
 
 use super::SERVICE;
-use crate::{harness::ServerProcess, proxy_thread::ProxyThread};
+use crate::{
+    harness::ServerProcess,
+    proxy_thread::{Connect, ProxyThread},
+};
 
 /// The proxy binary's name.
 pub const PROXY_BIN: &str = "durable-mcp-proxy";
@@ -32,7 +35,11 @@ pub(crate) enum Proxy {
 
 /// What it takes to (re)start the scenario's proxy.
 pub(crate) struct ProxyLauncher {
+    /// For the child's `proxy.toml`; TLS and API key reach it through the inherited
+    /// environment, as Temporal's environment configuration.
     pub address: String,
+    /// For the in-process proxy.
+    pub connection: temporalio_client::ConnectionOptions,
     pub options: ProxyOptions,
     pub upstream: UpstreamConfig,
     /// `Some`: run this binary as a child with a config file in `dir`.
@@ -43,8 +50,8 @@ pub(crate) struct ProxyLauncher {
 impl ProxyLauncher {
     pub fn start(&self) -> anyhow::Result<Proxy> {
         let Some(bin) = &self.bin else {
-            return Ok(Proxy::Thread(ProxyThread::start(
-                self.address.clone(),
+            return Ok(Proxy::Thread(ProxyThread::start_with(
+                Connect::Options(Box::new(self.connection.clone())),
                 self.options.clone(),
                 vec![self.upstream.clone()],
             )));
