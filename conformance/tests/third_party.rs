@@ -116,10 +116,40 @@ async fn server_everything_over_stdio_gives_a_sensible_report() {
         .insert("echo".into(), serde_json::json!({"message": "hi"}));
     options.cancel_tools = vec!["trigger-long-running-operation".into()];
     options.cancel_after = std::time::Duration::from_millis(500);
+    options.fuzz = 2;
+    options.fuzz_seed = 7;
     let report = third_party::run(server, &options).await;
     let text = report.render();
     eprintln!("{text}");
     assert!(report.all_passed(), "{text}");
+    // Arguments come from the input schemas: only tools that are not read-only are skipped.
+    for check in &report.checks {
+        if let Status::Skipped(why) = &check.status
+            && check.name.starts_with("fidelity/")
+        {
+            assert!(
+                why.contains("not read-only"),
+                "{}: {why}\n{text}",
+                check.name
+            );
+        }
+    }
+    // get-sum requires two numbers: synthesized, then fuzzed with generated ones.
+    for check in ["fidelity/get-sum", "fuzz/get-sum"] {
+        assert_eq!(
+            report.check(check).map(|c| &c.status),
+            Some(&Status::Pass),
+            "{check}\n{text}"
+        );
+    }
+    assert!(
+        report
+            .check("fuzz/get-sum")
+            .unwrap()
+            .detail
+            .contains("seed 7"),
+        "{text}"
+    );
     for (check, expect) in [
         ("fidelity/get-tiny-image", Status::Pass),
         ("fidelity/get-resource-links", Status::Pass),

@@ -135,10 +135,17 @@ struct ThirdParty {
     /// Also call this tool in the fidelity check (by default only readOnlyHint tools are called).
     #[arg(long, value_name = "NAME")]
     allow_tool: Vec<String>,
-    /// JSON object: tool name -> arguments. Tools absent from it are called with {} when their
-    /// input schema requires nothing, else skipped.
+    /// JSON object: tool name -> arguments. Tools absent from it get arguments built from their
+    /// input schema (required fields, enums, bounds, formats, the schema's examples/default).
     #[arg(long, value_name = "FILE")]
     args: Option<std::path::PathBuf>,
+    /// Also call each checked tool (except those given in --args) with N more valid inputs
+    /// generated from its input schema, comparing direct and durable results.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    fuzz: usize,
+    /// Seed for --fuzz (default: random; the report prints it, so a run can be replayed).
+    #[arg(long, value_name = "SEED", requires = "fuzz")]
+    seed: Option<u64>,
     /// Check cancellation on this tool (repeatable): it is started through the durable path and
     /// cancelled after --cancel-after; the check passes when the call ends canceled and the
     /// cancel reached the tool. Name tools that run long enough and honour cancellation.
@@ -162,10 +169,11 @@ impl ThirdParty {
                 anyhow::ensure!(
                     self.allow_tool.is_empty()
                         && self.args.is_none()
+                        && self.fuzz == 0
                         && self.cancel_tool.is_empty()
                         && self.reattach_tool.is_none(),
-                    "--allow-tool, --args, --cancel-tool and --reattach-tool need --upstream-stdio \
-                     or --upstream-http"
+                    "--allow-tool, --args, --fuzz, --cancel-tool and --reattach-tool need \
+                     --upstream-stdio or --upstream-http"
                 );
                 return Ok(None);
             }
@@ -175,6 +183,14 @@ impl ThirdParty {
         options.cancel_tools = self.cancel_tool.clone();
         options.cancel_after = self.cancel_after;
         options.reattach_tool = self.reattach_tool.clone();
+        options.fuzz = self.fuzz;
+        options.fuzz_seed = self.seed.unwrap_or_else(|| {
+            // Random enough to vary between runs; printed for replay.
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            nanos ^ u64::from(std::process::id()).rotate_left(32)
+        });
         if let Some(path) = &self.args {
             options.arguments = third_party::load_arguments(path)?;
         }
@@ -330,6 +346,12 @@ async fn main() -> anyhow::Result<()> {
                     "--update-snapshots is for the bundled scenarios, not third-party mode"
                 );
                 println!("durable-mcp conformance: third-party mode");
+                if tp.fuzz > 0 {
+                    println!(
+                        "fuzzing with {} input(s) per tool, seed {} (replay: --fuzz {} --seed {})",
+                        tp.fuzz, tp.fuzz_seed, tp.fuzz, tp.fuzz_seed
+                    );
+                }
                 let mut server = target.server(options).await?;
                 println!(
                     "Temporal {} at {}",

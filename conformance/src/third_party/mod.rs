@@ -20,6 +20,7 @@
 mod compare;
 mod durable;
 mod report;
+pub mod synth;
 mod upstream;
 
 use std::{collections::BTreeMap, path::Path, time::Duration};
@@ -49,6 +50,11 @@ pub struct ThirdPartyOptions {
     pub cancel_after: Duration,
     /// The tool for the reattachment check; `None`: the first tool whose fidelity check passed.
     pub reattach_tool: Option<String>,
+    /// `--fuzz N`: call each tool of the fidelity check with N more inputs generated from its
+    /// input schema, seeded with `fuzz_seed`.
+    pub fuzz: usize,
+    /// The seed for `--fuzz` (printed in the report, so a run can be replayed).
+    pub fuzz_seed: u64,
 }
 
 impl ThirdPartyOptions {
@@ -60,6 +66,8 @@ impl ThirdPartyOptions {
             cancel_tools: Vec::new(),
             cancel_after: Duration::from_secs(1),
             reattach_tool: None,
+            fuzz: 0,
+            fuzz_seed: 0,
         }
     }
 }
@@ -225,6 +233,27 @@ pub async fn run(server: &DevServer, options: &ThirdPartyOptions) -> ThirdPartyR
         report.push(check, status, detail);
     }
 
+    // 3b. Fuzzing: more valid inputs per tool, compared the same way.
+    if options.fuzz > 0 {
+        for (tool, json) in plan.iter().zip(&tool_json) {
+            if tool.arguments.is_err() || options.arguments.contains_key(&tool.name) {
+                continue; // Not called at all, or the user fixed its arguments.
+            }
+            let check = format!("fuzz/{}", tool.name);
+            let (status, detail) = match (&durable, json.get("inputSchema")) {
+                (Some(Ok(path)), Some(schema)) => {
+                    fuzz_tool(&client, path, tool, schema, options).await
+                }
+                (Some(Err(e)), _) => (
+                    Status::Fail(format!("durable path unavailable: {e:#}")),
+                    String::new(),
+                ),
+                _ => (Status::Skipped("no input schema".into()), String::new()),
+            };
+            report.push(check, status, detail);
+        }
+    }
+
     let _ = client.cancel().await;
 
     // 4. Reattachment.
@@ -327,7 +356,8 @@ pub async fn run(server: &DevServer, options: &ThirdPartyOptions) -> ThirdPartyR
     report
 }
 
-/// The arguments for a tool: from `--args`, else `{}` when its schema requires nothing.
+/// The arguments for a tool: from `--args`, else built from its input schema
+/// ([`synth::synthesize`]: required fields, enums, bounds, formats, the author's examples).
 fn arguments_for(
     name: &str,
     json: &Value,
@@ -336,20 +366,75 @@ fn arguments_for(
     if let Some(args) = given.get(name) {
         return Ok(args.as_object().cloned().unwrap_or_default());
     }
-    let required = json
-        .pointer("/inputSchema/required")
-        .and_then(Value::as_array)
-        .filter(|r| !r.is_empty());
-    match required {
-        Some(r) => Err(format!(
-            "its input schema requires {} and --args gives none for it",
-            r.iter()
-                .map(|v| v.as_str().unwrap_or("?"))
-                .collect::<Vec<_>>()
-                .join(", ")
+    let Some(schema) = json.get("inputSchema") else {
+        return Ok(JsonObject::new());
+    };
+    match synth::synthesize(schema) {
+        Ok(Value::Object(args)) => Ok(args),
+        Ok(Value::Null) => Ok(JsonObject::new()),
+        Ok(other) => Err(format!(
+            "its input schema describes {other}, not an object; give --args"
         )),
-        None => Ok(JsonObject::new()),
+        Err(why) => Err(format!(
+            "no arguments could be built from its input schema ({why}); give them with --args"
+        )),
     }
+}
+
+/// Calls `tool` with `options.fuzz` inputs drawn from its schema, directly and durably; the first
+/// input whose results differ fails the check, with the input and the seed to replay it.
+async fn fuzz_tool(
+    client: &DirectClient,
+    path: &DurablePath,
+    tool: &ToolPlan,
+    schema: &Value,
+    options: &ThirdPartyOptions,
+) -> (Status, String) {
+    let strategy = match synth::strategy(schema) {
+        Ok(s) => s,
+        Err(why) => {
+            return (
+                Status::Skipped(format!("no generator: {why}")),
+                String::new(),
+            );
+        }
+    };
+    let inputs = synth::sample(&strategy, options.fuzz_seed, options.fuzz);
+    for (i, input) in inputs.iter().enumerate() {
+        let Some(args) = input.as_object() else {
+            continue;
+        };
+        let direct = call_direct(client, &tool.name, args).await;
+        let durable = path.call(&tool.name, args).await;
+        let again = match (&direct, &durable) {
+            (Ok(a), Ok(b)) if a != b && tool.read_only => {
+                Some(call_direct(client, &tool.name, args).await)
+            }
+            _ => None,
+        };
+        let (status, detail) = compare::verdict(&direct, &durable, again.as_ref());
+        if status != Status::Pass {
+            let replay = format!(
+                "input {} of {} (seed {}): {input}",
+                i + 1,
+                inputs.len(),
+                options.fuzz_seed
+            );
+            let status = match status {
+                Status::Fail(why) => Status::Fail(format!("{why}; {replay}")),
+                other => other,
+            };
+            return (status, detail);
+        }
+    }
+    (
+        Status::Pass,
+        format!(
+            "{} generated input(s) gave the same result both ways (seed {})",
+            inputs.len(),
+            options.fuzz_seed
+        ),
+    )
 }
 
 async fn call_direct(
