@@ -76,6 +76,9 @@ enum Command {
     List {
         #[command(flatten)]
         select: Select,
+        /// Instead, list each SPEC.md rule with the tests and scenarios that check it.
+        #[arg(long, alias = "list-rules")]
+        rules: bool,
     },
     /// One durable round trip on a fresh dev server, narrated step by step.
     ///
@@ -289,7 +292,25 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    if let Command::List { select } = &cli.command {
+    if let Command::List { select, rules } = &cli.command {
+        if *rules {
+            // Every scenario, so each rule shows all that cite it; --rule narrows the rules.
+            let root = scenario::default_root();
+            let dir = select
+                .scenarios
+                .clone()
+                .unwrap_or_else(|| root.join("scenarios"));
+            let scenarios = scenario::load_dir(&dir)?;
+            let spec = root.join("SPEC.md");
+            let text = std::fs::read_to_string(&spec)
+                .with_context(|| format!("reading {}", spec.display()))?;
+            let mut checks = scenario::rules::rule_checks(&text, &scenarios);
+            if let Some(rule) = &select.rule {
+                checks.retain(|r| r.id.eq_ignore_ascii_case(rule));
+            }
+            print!("{}", scenario::rules::render(&checks));
+            return Ok(());
+        }
         let (_, scenarios) = select.load()?;
         let width = scenarios.iter().map(|s| s.id.len()).max().unwrap_or(0);
         let rules_width = scenarios

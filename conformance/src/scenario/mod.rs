@@ -87,6 +87,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::fixtures::{Behavior, ToolSpec, UpstreamSpec, faults::HttpFault};
 
+pub mod rules;
 mod step;
 pub use step::{
     Action, CallStep, Expect, ExpectedOutcome, Invocations, KillProxy, McpCallStep, SetAnnotations,
