@@ -382,9 +382,12 @@ async fn main() -> anyhow::Result<()> {
                         .unwrap_or_else(|| "unknown".into()),
                     server.address()
                 );
-                let report = third_party::run(&server, &tp).await;
+                let report = third_party::run_with_progress(&server, &tp, |check| {
+                    println!("{}", report::outcome_progress_line(&check.outcome()));
+                })
+                .await;
                 let _ = server.stop().await;
-                println!("{}", report.render());
+                println!("\n{}", report.render());
                 if let Some(path) = &json {
                     std::fs::write(path, serde_json::to_string_pretty(&report)?)
                         .with_context(|| format!("writing {}", path.display()))?;

@@ -3,10 +3,12 @@
 use std::{path::Path, time::Duration};
 
 use anyhow::Context;
-use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use serde::Serialize;
 
 use crate::run::ScenarioResult;
+
+mod outcome;
+pub use outcome::{Counts, Outcome, Verdict, junit, progress_line as outcome_progress_line};
 
 /// A whole run.
 #[derive(Debug, Clone, Serialize)]
@@ -27,14 +29,13 @@ fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error>
 
 impl RunReport {
     pub fn new(server_version: String, duration: Duration, scenarios: Vec<ScenarioResult>) -> Self {
-        let passed = scenarios.iter().filter(|r| r.passed).count();
-        let failed = scenarios.iter().filter(|r| r.failed()).count();
+        let counts = Counts::of(&scenarios.iter().map(scenario_outcome).collect::<Vec<_>>());
         Self {
             server_version,
             duration,
-            passed,
-            failed,
-            skipped: scenarios.len() - passed - failed,
+            passed: counts.passed,
+            failed: counts.failed,
+            skipped: counts.skipped,
             scenarios,
         }
     }
@@ -97,39 +98,19 @@ impl RunReport {
         out
     }
 
+    /// Each scenario as an [`Outcome`], the model the JUnit writer shares with third-party runs.
+    pub fn outcomes(&self) -> Vec<Outcome> {
+        self.scenarios.iter().map(scenario_outcome).collect()
+    }
+
     /// JUnit XML: one test suite per family, one test case per scenario.
     pub fn junit(&self) -> anyhow::Result<String> {
-        let mut report = Report::new("durable-mcp-conformance");
-        report.set_time(self.duration);
-        let mut families: Vec<&str> = self.scenarios.iter().map(|r| r.family.as_str()).collect();
-        families.dedup();
-        families.sort();
-        families.dedup();
-        for family in families {
-            let mut suite = TestSuite::new(family);
-            for r in self.scenarios.iter().filter(|r| r.family == family) {
-                let status = if r.passed {
-                    TestCaseStatus::success()
-                } else if let Some(reason) = &r.skipped {
-                    let mut s = TestCaseStatus::skipped();
-                    s.set_message(reason.clone());
-                    s
-                } else {
-                    let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                    s.set_message(r.message.clone().unwrap_or_default());
-                    s.set_type(r.rules.join(","));
-                    s.set_description(r.steps.join("\n"));
-                    s
-                };
-                let mut case = TestCase::new(r.id.clone(), status);
-                case.set_classname(format!("conformance.{family}"));
-                case.set_time(r.duration);
-                case.set_system_out(r.steps.join("\n"));
-                suite.add_test_case(case);
-            }
-            report.add_test_suite(suite);
-        }
-        Ok(report.to_string()?)
+        outcome::junit(
+            "durable-mcp-conformance",
+            "conformance",
+            &self.outcomes(),
+            Some(self.duration),
+        )
     }
 
     pub fn write_junit(&self, path: &Path) -> anyhow::Result<()> {
@@ -142,18 +123,27 @@ impl RunReport {
     }
 }
 
+/// A scenario's result as an [`Outcome`].
+pub fn scenario_outcome(r: &ScenarioResult) -> Outcome {
+    Outcome {
+        name: r.id.clone(),
+        suite: r.family.clone(),
+        verdict: if r.passed {
+            Verdict::Pass
+        } else if let Some(why) = &r.skipped {
+            Verdict::Skip(why.clone())
+        } else {
+            Verdict::Fail(r.message.clone().unwrap_or_default())
+        },
+        duration: Some(r.duration),
+        kind: Some(r.rules.join(",")),
+        output: r.steps.join("\n"),
+    }
+}
+
 /// The progress line printed when a scenario finishes.
 pub fn progress_line(r: &ScenarioResult) -> String {
-    let mut line = format!(
-        "{} {} ({})",
-        verdict(r).to_ascii_uppercase(),
-        r.id,
-        fmt_duration(r.duration)
-    );
-    if let Some(m) = r.message.as_ref().or(r.skipped.as_ref()) {
-        line.push_str(&format!("\n     {m}"));
-    }
-    line
+    outcome::progress_line(&scenario_outcome(r))
 }
 
 /// `pass`, `FAIL` or `skip`.

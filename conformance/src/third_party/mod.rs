@@ -103,20 +103,47 @@ struct ToolPlan {
     arguments: Result<JsonObject, String>,
 }
 
+/// The report as it is built: `on_check` hears of each check as it finishes (live progress).
+struct Live<F> {
+    report: ThirdPartyReport,
+    on_check: F,
+}
+
+impl<F: FnMut(&Check)> Live<F> {
+    fn push(&mut self, name: impl Into<String>, status: Status, detail: impl Into<String>) {
+        self.report.push(name, status, detail);
+        if let Some(check) = self.report.checks.last() {
+            (self.on_check)(check);
+        }
+    }
+}
+
 /// Checks the upstream. Never panics on a failed check (it becomes a `FAIL` line).
 pub async fn run(server: &DevServer, options: &ThirdPartyOptions) -> ThirdPartyReport {
-    let mut report = ThirdPartyReport::new(options.upstream.describe());
+    run_with_progress(server, options, |_| {}).await
+}
+
+/// [`run`], calling `on_check` as each check finishes.
+pub async fn run_with_progress(
+    server: &DevServer,
+    options: &ThirdPartyOptions,
+    on_check: impl FnMut(&Check),
+) -> ThirdPartyReport {
+    let mut report = Live {
+        report: ThirdPartyReport::new(options.upstream.describe()),
+        on_check,
+    };
 
     // 1. Discovery.
     let client = match tokio::time::timeout(CALL_TIMEOUT, options.upstream.connect()).await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
             report.push("discovery", Status::Fail(format!("connecting: {e:#}")), "");
-            return report;
+            return report.report;
         }
         Err(_) => {
             report.push("discovery", Status::Fail("connecting timed out".into()), "");
-            return report;
+            return report.report;
         }
     };
     let tools = match tokio::time::timeout(CALL_TIMEOUT, client.list_all_tools()).await {
@@ -124,12 +151,12 @@ pub async fn run(server: &DevServer, options: &ThirdPartyOptions) -> ThirdPartyR
         Ok(Err(e)) => {
             report.push("discovery", Status::Fail(format!("tools/list: {e}")), "");
             let _ = client.cancel().await;
-            return report;
+            return report.report;
         }
         Err(_) => {
             report.push("discovery", Status::Fail("tools/list timed out".into()), "");
             let _ = client.cancel().await;
-            return report;
+            return report.report;
         }
     };
     let tool_json: Vec<Value> = tools
@@ -353,7 +380,7 @@ pub async fn run(server: &DevServer, options: &ThirdPartyOptions) -> ThirdPartyR
     if let Some(Ok(path)) = durable {
         path.stop().await;
     }
-    report
+    report.report
 }
 
 /// The arguments for a tool: from `--args`, else built from its input schema

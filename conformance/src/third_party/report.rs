@@ -5,6 +5,8 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::report::{Counts, Outcome, Verdict, junit};
+
 /// The outcome of one check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "status", content = "reason", rename_all = "lowercase")]
@@ -29,6 +31,24 @@ impl Check {
     /// The part before the first `/`: the check's kind.
     pub fn kind(&self) -> &str {
         self.name.split('/').next().unwrap_or(&self.name)
+    }
+}
+
+impl Check {
+    /// This check as an [`Outcome`] (progress lines, counts and JUnit for both kinds of run).
+    pub fn outcome(&self) -> Outcome {
+        Outcome {
+            name: self.name.clone(),
+            suite: self.kind().to_owned(),
+            verdict: match &self.status {
+                Status::Pass => Verdict::Pass,
+                Status::Fail(why) => Verdict::Fail(why.clone()),
+                Status::Skipped(why) => Verdict::Skip(why.clone()),
+            },
+            duration: None,
+            kind: None,
+            output: self.detail.clone(),
+        }
     }
 }
 
@@ -58,10 +78,7 @@ impl ThirdPartyReport {
     }
 
     pub fn all_passed(&self) -> bool {
-        !self
-            .checks
-            .iter()
-            .any(|c| matches!(c.status, Status::Fail(_)))
+        Counts::of(&self.outcomes()).failed == 0
     }
 
     pub fn check(&self, name: &str) -> Option<&Check> {
@@ -82,49 +99,23 @@ impl ThirdPartyReport {
         for c in &self.checks {
             out.push_str(&format!("  {c}\n"));
         }
-        let count = |f: fn(&Status) -> bool| self.checks.iter().filter(|c| f(&c.status)).count();
-        out.push_str(&format!(
-            "{} passed, {} failed, {} skipped\n",
-            count(|s| matches!(s, Status::Pass)),
-            count(|s| matches!(s, Status::Fail(_))),
-            count(|s| matches!(s, Status::Skipped(_))),
-        ));
+        out.push_str(&format!("{}\n", Counts::of(&self.outcomes())));
         out
+    }
+
+    /// Each check as an [`Outcome`], the model the JUnit writer shares with bundled runs.
+    pub fn outcomes(&self) -> Vec<Outcome> {
+        self.checks.iter().map(Check::outcome).collect()
     }
 
     /// JUnit XML: one suite per kind of check, one test case per check.
     pub fn junit(&self) -> anyhow::Result<String> {
-        use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
-        let mut report = Report::new("durable-mcp-conformance third-party");
-        let mut kinds: Vec<&str> = self.checks.iter().map(Check::kind).collect();
-        kinds.dedup();
-        let mut seen = std::collections::BTreeSet::new();
-        for kind in kinds.into_iter().filter(|k| seen.insert(*k)) {
-            let mut suite = TestSuite::new(kind);
-            for c in self.checks.iter().filter(|c| c.kind() == kind) {
-                let status = match &c.status {
-                    Status::Pass => TestCaseStatus::success(),
-                    Status::Fail(why) => {
-                        let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                        s.set_message(why.as_str());
-                        s
-                    }
-                    Status::Skipped(why) => {
-                        let mut s = TestCaseStatus::skipped();
-                        s.set_message(why.as_str());
-                        s
-                    }
-                };
-                let mut case = TestCase::new(c.name.as_str(), status);
-                case.set_classname(format!("third-party.{kind}"));
-                if !c.detail.is_empty() {
-                    case.set_system_out(c.detail.as_str());
-                }
-                suite.add_test_case(case);
-            }
-            report.add_test_suite(suite);
-        }
-        Ok(report.to_string()?)
+        junit(
+            "durable-mcp-conformance third-party",
+            "third-party",
+            &self.outcomes(),
+            None,
+        )
     }
 }
 
