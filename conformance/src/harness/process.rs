@@ -260,7 +260,7 @@ pub(crate) fn start_dev_args(
     args
 }
 
-/// Dynamic config the connector's tests rely on (see /work/shared/notes/temporal.md):
+/// Dynamic config the connector's tests rely on (SPEC R-HAR-2):
 /// standalone Nexus operations and activity callbacks are off by default, and the queue poll
 /// rates otherwise impose 50-100 ms latency floors on a single-shard dev server.
 pub(crate) const DYNAMIC_CONFIG: &[&str] = &[
