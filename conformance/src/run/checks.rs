@@ -292,3 +292,47 @@ pub(crate) async fn cancel_point(ledger: &Ledger, tool: &str, key: Option<&str>,
     .await;
     tokio::time::sleep(Duration::from_millis(after_ms)).await;
 }
+/// Whether `got` includes `want`: every key of an object `want` is in `got` with an included
+/// value, recursively; any other `want` equals `got`. Lists are compared whole.
+pub(crate) fn includes(got: &Value, want: &Value) -> bool {
+    match (got, want) {
+        (Value::Object(got), Value::Object(want)) => want
+            .iter()
+            .all(|(k, w)| got.get(k).is_some_and(|g| includes(g, w))),
+        (got, want) => got == want,
+    }
+}
+
+/// `structured`: the result's `structuredContent` includes the expected keys and values.
+pub(crate) fn check_structured(want: &Value, result: &Value) -> Result<(), Failure> {
+    let got = &result["structuredContent"];
+    if includes(got, want) {
+        Ok(())
+    } else {
+        Err(Failure::Violated(format!(
+            "expected structuredContent to include {want}, saw {}",
+            short(&got.to_string())
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::includes;
+
+    #[test]
+    fn objects_are_included_key_by_key_and_other_values_must_be_equal() {
+        let got = json!({"status": "RUNNING", "run": {"id": "r", "n": 1}, "list": [1, 2]});
+        assert!(includes(&got, &json!({})));
+        assert!(includes(&got, &json!({"status": "RUNNING"})));
+        assert!(includes(&got, &json!({"run": {"n": 1}})));
+        assert!(includes(&got, &json!({"list": [1, 2]})));
+        assert!(!includes(&got, &json!({"list": [1]})), "lists are whole");
+        assert!(!includes(&got, &json!({"status": "CANCELED"})));
+        assert!(!includes(&got, &json!({"missing": null})));
+        assert!(!includes(&json!(null), &json!({"status": "RUNNING"})));
+        assert!(!includes(&json!(1), &json!(1.0)), "numbers keep their form");
+    }
+}

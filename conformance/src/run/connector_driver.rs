@@ -18,7 +18,9 @@ use durable_mcp::{
         server::{Connector, ConnectorOptions},
         task_ref::{CallerScope, SigningKey},
     },
+    mcp::local::LocalTools,
     nexus::OperationClient,
+    temporal_tools::{NamespacePolicy, TemporalToolset},
 };
 use rmcp::{
     ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt,
@@ -127,7 +129,17 @@ impl Replicas {
             .cloned()
             .ok_or_else(|| anyhow::anyhow!("no signing key for {:?}", def.name))?;
         options.caller_scope = CallerScope::Process(def.caller.clone());
-        let connector = Connector::new(self.client.clone(), options);
+        // The Temporal operations toolset, limited to the run's namespace (R-OPS-2).
+        let local = def.temporal_tools.then(|| {
+            let namespace = self.client.namespace().to_owned();
+            std::sync::Arc::new(TemporalToolset::new(
+                self.client.connection().clone(),
+                namespace.clone(),
+                NamespacePolicy::default_only(&namespace),
+                None,
+            )) as std::sync::Arc<dyn LocalTools>
+        });
+        let connector = Connector::with_local_tools(self.client.clone(), options, local);
         let capabilities = if def.tasks {
             ClientCapabilities::builder().enable_tasks().build()
         } else {

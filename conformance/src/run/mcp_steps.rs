@@ -16,7 +16,7 @@ use super::{
     Failure, StepEnv,
     checks::{
         cancel_point, check_cancelled_upstream, check_invocations, check_is_error, check_snapshot,
-        short,
+        check_structured, short,
     },
     connector_driver::McpClient,
     setup,
@@ -136,8 +136,11 @@ pub(crate) async fn run_mcp_call(
         .replicas()?
         .get(call.connector.as_deref())
         .map_err(setup)?;
-    let mut params =
-        CallToolRequestParams::new(call.tool.clone()).with_arguments(call.arguments.clone());
+    let mut arguments = call.arguments.clone();
+    for value in arguments.values_mut() {
+        fill_placeholders(value, &env.placeholders);
+    }
+    let mut params = CallToolRequestParams::new(call.tool.clone()).with_arguments(arguments);
     if let Some(key) = &call.idempotency_key {
         params.meta =
             Some(serde_json::from_value(json!({ "idempotencyKey": key })).map_err(setup)?);
@@ -282,6 +285,28 @@ pub(crate) async fn run_tasks_get(
     check_answer(env, expect, answer, None, None).await
 }
 
+/// Replaces `{run}` (unique to this run of the scenario) and `{task_queue}` (the scenario's)
+/// in every string of a step's arguments (and its `structured` expectation), so a scenario can name what it creates without
+/// colliding with another run on the same server.
+fn fill_placeholders(value: &mut Value, placeholders: &[(&'static str, String)]) {
+    match value {
+        Value::String(s) => {
+            for (name, with) in placeholders {
+                if s.contains(name) {
+                    *s = s.replace(name, with);
+                }
+            }
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|v| fill_placeholders(v, placeholders)),
+        Value::Object(map) => map
+            .values_mut()
+            .for_each(|v| fill_placeholders(v, placeholders)),
+        _ => {}
+    }
+}
+
 /// `tasks_cancel`: one `tasks/cancel`.
 pub(crate) async fn run_tasks_cancel(
     env: &mut StepEnv<'_>,
@@ -338,6 +363,11 @@ async fn check_answer(
     }
     if let Some(result) = answer.result() {
         check_is_error(expect, result)?;
+        if let Some(want) = &expect.structured {
+            let mut want = want.clone();
+            fill_placeholders(&mut want, &env.placeholders);
+            check_structured(&want, result)?;
+        }
         if let Some(want) = &expect.error_type {
             let saw = result["_meta"][ERROR_TYPE_META].as_str();
             if saw != Some(want.as_str()) {
@@ -347,7 +377,10 @@ async fn check_answer(
                 )));
             }
         }
-    } else if expect.error_type.is_some() || expect.is_error.is_some() {
+    } else if expect.error_type.is_some()
+        || expect.is_error.is_some()
+        || expect.structured.is_some()
+    {
         return Err(Failure::Violated(format!(
             "expected a result to check, saw {described}"
         )));

@@ -237,6 +237,8 @@ pub(crate) struct StepEnv<'a> {
     /// The upstream's spec and (stdio) the file the mock reads it from.
     spec: UpstreamSpec,
     spec_file: Option<PathBuf>,
+    /// What `mcp` step arguments may name: `{run}` and `{task_queue}`.
+    placeholders: Vec<(&'static str, String)>,
 }
 
 impl StepEnv<'_> {
@@ -391,6 +393,10 @@ async fn execute(
         launcher,
         spec,
         spec_file,
+        placeholders: vec![
+            ("{run}", crate::harness::unique_name("run")),
+            ("{task_queue}", task_queue.clone()),
+        ],
     };
     let mut result = Ok(());
     for (i, step) in scenario.steps.iter().enumerate() {

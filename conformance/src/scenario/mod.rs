@@ -4,7 +4,7 @@
 //!
 //! ```toml
 //! id = "reattach/same-key-same-arguments-runs-once"   # <family>/<name>, unique
-//! family = "reattach"          # reattach | owner-scope | retry-inference | cancellation | fidelity | faults
+//! family = "reattach"          # reattach | owner-scope | retry-inference | cancellation | fidelity | faults | operations
 //! rules = ["R-CON-7"]          # SPEC.md `### R-...` headings; named in failure messages
 //! description = "..."
 //!
@@ -30,6 +30,7 @@
 //! tasks = true                 # the client declares the tasks extension (default true)
 //! transport = "pipe"           # pipe (in memory, as stdio) | http (session) | http_stateless (2026-07-28)
 //! own_key = false              # true: sign task IDs with a key of its own (another deployment)
+//! temporal_tools = false       # true: also serve the Temporal operations tools (R-OPS), run's namespace only
 //!
 //! # Each step has exactly one action and, for calls and task methods, an `[steps.expect]`.
 //! [[steps]]
@@ -37,7 +38,9 @@
 //!                              # optional: cancel_after_ms, timeout_ms, start_twice
 //! [[steps]]
 //! mcp = { connector = "a", tool = "t", arguments = { key = "k" }, idempotency_key = "order-1" }
-//!                              # optional: cancel_after_ms (the client drops the request)
+//!                              # optional: cancel_after_ms (the client drops the request);
+//!                              # "{run}" (unique per run) and "{task_queue}" in argument strings
+//!                              # are filled in
 //! [[steps]]
 //! tasks_get = { connector = "b", task = "t1", until_done = true }   # or forged = "ID"; alter = true
 //! [[steps]]
@@ -69,6 +72,7 @@
 //! invocations = { tool = "t", key = "k", count = 3 }  # upstream `called` events (tool and key default to the step's)
 //! cancelled_upstream = true    # optional: the upstream saw `notifications/cancelled` for the call
 //! progress_at_least = 1        # optional (mcp): notifications/progress the caller got, under its own token
+//! structured = { status = "RUNNING" }  # optional: the result's structuredContent includes these
 //! snapshot = "name"            # optional: result JSON == fixtures/snapshots/conformance__<name>.snap.json
 //! save = "first"               # remember this answer (and task ID) for later steps
 //! same_as = "first"            # this answer (result, task ID or error) equals the saved one
@@ -104,16 +108,19 @@ pub enum Family {
     Fidelity,
     Faults,
     OwnerScope,
+    /// The Temporal operations toolset through a connector (R-OPS).
+    Operations,
 }
 
 impl Family {
-    pub const ALL: [Family; 6] = [
+    pub const ALL: [Family; 7] = [
         Family::Reattach,
         Family::RetryInference,
         Family::Cancellation,
         Family::Fidelity,
         Family::Faults,
         Family::OwnerScope,
+        Family::Operations,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -124,6 +131,7 @@ impl Family {
             Family::Fidelity => "fidelity",
             Family::Faults => "faults",
             Family::OwnerScope => "owner-scope",
+            Family::Operations => "operations",
         }
     }
 }
@@ -217,6 +225,9 @@ pub struct ConnectorDef {
     /// deployment); kept across `restart_connector`.
     #[serde(default)]
     pub own_key: bool,
+    /// Also serve the Temporal operations toolset (R-OPS), limited to the run's namespace.
+    #[serde(default)]
+    pub temporal_tools: bool,
 }
 
 /// How a connector replica's client reaches it.
@@ -353,6 +364,12 @@ impl Scenario {
             }
             names.push(c.name.clone());
         }
+        let temporal_tools = self
+            .connectors
+            .iter()
+            .any(|c| c.temporal_tools)
+            .then(durable_mcp::temporal_tools::TemporalToolset::names)
+            .unwrap_or_default();
         let mut saved = Vec::new();
         for (i, step) in self.steps.iter().enumerate() {
             let field = format!("steps[{i}]");
@@ -361,6 +378,7 @@ impl Scenario {
             if let Some(tool) = action.tool()
                 && tool != "list_tools"
                 && spec.tool(tool).is_none()
+                && !temporal_tools.contains(&tool)
             {
                 let key = action.label();
                 let key = key.split(' ').next().unwrap_or_default();

@@ -353,6 +353,10 @@ pub struct Expect {
     pub progress_at_least: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<String>,
+    /// The result's `structuredContent` includes these keys with these values (objects are
+    /// compared key by key, recursively; anything else must be equal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<serde_json::Value>,
     /// `tasks_get`: the task's status (`working`, `completed`, `cancelled`, `failed`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_status: Option<String>,
@@ -481,8 +485,10 @@ pub(crate) fn validate_step(
         bail!("{field}.expect.error_type: only applies to outcome = \"failed\"");
     }
     let has_result = matches!(e.outcome, ExpectedOutcome::Result | ExpectedOutcome::Task);
-    if (e.snapshot.is_some() || e.is_error.is_some()) && !has_result {
-        bail!("{field}.expect: snapshot and is_error only apply to a result or a finished task");
+    if (e.snapshot.is_some() || e.is_error.is_some() || e.structured.is_some()) && !has_result {
+        bail!(
+            "{field}.expect: snapshot, is_error and structured only apply to a result or a finished task"
+        );
     }
     if e.error_code.is_some() && e.outcome != ExpectedOutcome::Error {
         bail!("{field}.expect.error_code: only applies to outcome = \"error\"");
