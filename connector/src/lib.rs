@@ -9,8 +9,9 @@
 //!    operation client, sharing one set of handler and failure types.
 //! 3. [`mcp`]: the MCP-tool contract over Nexus (listing, call token, heartbeat, outcome table,
 //!    stable error types, payload marker) that every caller and tool service shares.
-//! 4. [`inbound`] (the connector: MCP callers in, Nexus operations out) and [`outbound`] (the
-//!    proxy: upstream MCP servers as Nexus services): siblings that never import each other.
+//! 4. [`inbound`] (the connector: MCP callers in, Nexus operations out), [`outbound`] (the
+//!    proxy: upstream MCP servers as Nexus services) and [`workflow_client`] (Workflow code
+//!    calling MCP tools through Nexus): siblings that never import each other.
 //!    [`temporal_tools`] (Temporal operations as MCP tools the connector serves itself) sits beside them on `mcp`
 //!    and `temporal` only; the connector serves it through [`mcp::local::LocalTools`].
 //!
@@ -22,3 +23,4 @@ pub mod nexus;
 pub mod outbound;
 pub mod temporal;
 pub mod temporal_tools;
+pub mod workflow_client;

@@ -1,5 +1,5 @@
 //! The connector crate's layers depend one way (R-LAY-1): temporal <- nexus <- mcp <- {inbound,
-//! outbound}, with `inbound` and `outbound` siblings that never import each other, and no two
+//! outbound, workflow_client}, siblings that never import each other, and no two
 //! modules of one layer importing each other, directly or round a circle.
 //!
 //! The check reads the sources: every `crate::...` and `super::...` path (in `use` trees,
@@ -18,6 +18,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("inbound", &["mcp", "nexus", "temporal"]),
     ("outbound", &["mcp", "nexus", "temporal"]),
     ("temporal_tools", &["mcp", "temporal"]),
+    ("workflow_client", &["mcp", "nexus", "temporal"]),
 ];
 
 /// Every path a `use`-tree (or a plain path) starting at `text` names, as segments.

@@ -15,11 +15,29 @@ pub struct CallToken {
     pub run_id: String,
 }
 
+/// The id of the standalone Activity that runs one call of `tool` on `service` (R-PRX-3): derived
+/// from the Nexus request id, so a retried start finds the same Activity.
+pub fn call_activity_id(service: &str, tool: &str, request_id: &str) -> String {
+    format!("mcp/{service}/{tool}/{request_id}")
+}
+
 impl CallToken {
     /// The call named by an operation token; `None` for operations that are not
     /// Activity-backed tool calls (or have not started yet).
     pub fn parse(operation_token: &str) -> Option<Self> {
         serde_json::from_str(operation_token).ok()
+    }
+
+    /// Whether this token names a call of `tool` on `service`; `None` when its Activity id is
+    /// not one of [`call_activity_id`]'s, so nothing can be said.
+    pub fn is_call_of(&self, service: &str, tool: &str) -> Option<bool> {
+        if !self.activity_id.starts_with("mcp/") {
+            return None;
+        }
+        Some(
+            self.activity_id
+                .starts_with(&call_activity_id(service, tool, "")),
+        )
     }
 }
 
@@ -56,6 +74,23 @@ mod tests {
         assert_eq!(CallToken::parse(&text), Some(token));
         assert_eq!(CallToken::parse("wf-123"), None);
         assert_eq!(CallToken::parse(""), None);
+    }
+
+    #[test]
+    fn tokens_say_which_tool_they_call() {
+        let token = CallToken {
+            activity_id: call_activity_id("svc", "echo", "req-1"),
+            run_id: "run".into(),
+        };
+        assert_eq!(token.activity_id, "mcp/svc/echo/req-1");
+        assert_eq!(token.is_call_of("svc", "echo"), Some(true));
+        assert_eq!(token.is_call_of("svc", "ech"), Some(false));
+        assert_eq!(token.is_call_of("other", "echo"), Some(false));
+        let foreign = CallToken {
+            activity_id: "wf-123".into(),
+            run_id: "run".into(),
+        };
+        assert_eq!(foreign.is_call_of("svc", "echo"), None);
     }
 
     #[test]

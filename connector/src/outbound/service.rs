@@ -65,7 +65,7 @@ impl ServiceContext {
     /// The activity id of one call: a function of (service, tool, Nexus request id), so a
     /// retried start finds the activity its first attempt started.
     pub fn activity_id(&self, tool: &str, request_id: &str) -> String {
-        format!("mcp/{}/{}/{}", self.service, tool, request_id)
+        crate::mcp::call::call_activity_id(&self.service, tool, request_id)
     }
 }
 
