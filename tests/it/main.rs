@@ -20,3 +20,4 @@ mod secrets;
 mod server_restart;
 mod spec_rules;
 mod temporal_tools;
+mod workflow_client;

@@ -261,6 +261,9 @@ impl ActivityWorkerGuard {
             thread: Some(thread),
         }
     }
+
+    /// Shuts the worker down and waits until it stopped (what dropping it does).
+    pub fn stop(self) {}
 }
 
 impl Drop for ActivityWorkerGuard {
@@ -432,6 +435,21 @@ pub async fn start_and_wait(
         .await
         .unwrap();
     (op, outcome)
+}
+
+/// The mock upstream saw one `notifications/cancelled` for its `slow` tool (within 10 s), and
+/// `slow` never completed.
+pub async fn assert_slow_cancelled_upstream(ledger: &durable_mcp_conformance::fixtures::Ledger) {
+    use durable_mcp_conformance::fixtures::LedgerEvent;
+    assert_eq!(
+        ledger
+            .wait_for_count("slow", LedgerEvent::Cancelled, 1, Duration::from_secs(10))
+            .await,
+        1,
+        "the upstream saw notifications/cancelled: {:?}",
+        ledger.read()
+    );
+    assert_eq!(ledger.count("slow", LedgerEvent::Completed), 0);
 }
 
 /// A fresh file path `name` in a directory of its own under the system temp dir.

@@ -16,6 +16,7 @@ pub mod result;
 pub mod sequence;
 pub mod tools;
 
+pub use crate::mcp::errors::ToolCallErrorType;
 pub use options::{CallOptions, DEFAULT_CALL_TIMEOUT};
 pub use result::{ToolCallError, ToolCallErrorKind};
 pub use temporalio_sdk::{NexusOperationCancellationType, WorkflowCancellationToken};

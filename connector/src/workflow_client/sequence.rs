@@ -13,7 +13,7 @@ use super::{
     tools::McpTools,
 };
 
-/// The Workflow type name [`ListThenCall`] registers under.
+/// The Workflow type name [`ListThenCall`] registers under (the `#[run(name)]` below).
 pub const WORKFLOW_TYPE: &str = "durable-mcp.list-then-call";
 
 /// What to call: the tool service and the calls, in order.
@@ -100,26 +100,34 @@ impl ListThenCall {
         ctx: &mut WorkflowContext<Self>,
         input: SequenceInput,
     ) -> WorkflowResult<SequenceOutput> {
-        let tools = McpTools::new(ctx, input.endpoint, input.service);
-        let listed = tools
-            .list_tools_json()
-            .await
-            .map_err(ApplicationFailure::non_retryable)?;
-        let mut calls = Vec::with_capacity(input.calls.len());
-        for call in input.calls {
-            let result = tools
-                .call_tool_json(&call.tool, call.arguments, CallOptions::default())
-                .await;
-            calls.push(CallRecord::new(&call.tool, result));
-        }
-        Ok(SequenceOutput {
-            listed: listed
-                .iter()
-                .filter_map(|t| t["name"].as_str().map(str::to_owned))
-                .collect(),
-            calls,
-        })
+        run_sequence(ctx, input).await
     }
+}
+
+/// The body of [`ListThenCall`], for Workflows of other types that run the same sequence.
+pub async fn run_sequence<W>(
+    ctx: &WorkflowContext<W>,
+    input: SequenceInput,
+) -> WorkflowResult<SequenceOutput> {
+    let tools = McpTools::new(ctx, input.endpoint, input.service);
+    let listed = tools
+        .list_tools_json()
+        .await
+        .map_err(ApplicationFailure::non_retryable)?;
+    let mut calls = Vec::with_capacity(input.calls.len());
+    for call in input.calls {
+        let result = tools
+            .call_tool_json(&call.tool, call.arguments, CallOptions::default())
+            .await;
+        calls.push(CallRecord::new(&call.tool, result));
+    }
+    Ok(SequenceOutput {
+        listed: listed
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect(),
+        calls,
+    })
 }
 
 #[cfg(test)]

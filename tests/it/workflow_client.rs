@@ -1,0 +1,650 @@
+//! R-WFC: Rust Workflow code lists and calls MCP tools through the in-Workflow client
+//! (`durable_mcp::workflow_client`), on the real dev server, against the outbound proxy fronting
+//! the mock upstream: results equal a direct MCP call, `isError` results are results, failures
+//! are typed, timeouts and cancels reach the upstream, a Workflow worker restarted mid-call
+//! resumes without running a destructive tool twice, and recorded histories replay (or are
+//! refused when the call sequence changed).
+
+use std::{path::Path, time::Duration};
+
+use durable_mcp::{
+    mcp::{errors::ToolCallErrorType, listing::TIMEOUT_META_KEY},
+    workflow_client::{
+        CallOptions, McpTools, NexusOperationCancellationType, WorkflowCancellationToken,
+        sequence::{CallRecord, ListThenCall, PlannedCall, SequenceInput, run_sequence},
+    },
+};
+use durable_mcp_conformance::fixtures::{
+    Behavior, Ledger, LedgerEvent, ToolSpec, UpstreamSpec, mock_upstream_bin,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use temporalio_client::{
+    Client, ClientOptions, WorkflowCancelOptions, WorkflowFetchHistoryOptions,
+    WorkflowGetResultOptions, WorkflowHistory, WorkflowStartOptions,
+};
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_protos::temporal::api::{
+    enums::v1::EventType, history::v1::history_event::Attributes,
+};
+use temporalio_sdk::{
+    WorkerOptions, WorkflowContext, WorkflowResult,
+    workflow_replayer::{
+        WorkflowReplayError, WorkflowReplayFailure, WorkflowReplayer, WorkflowReplayerOptions,
+    },
+};
+
+use crate::support::*;
+
+const SERVICE: &str = "mock";
+
+// ---- Workflows -------------------------------------------------------------------------------
+
+/// One call with options, after a typed listing: what the options tests run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct OneCall {
+    endpoint: String,
+    service: String,
+    tool: String,
+    arguments: Value,
+    timeout_ms: Option<u64>,
+    /// Cancels the call's own token this long after it was scheduled.
+    cancel_after_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct OneCallOutput {
+    listed: Vec<String>,
+    record: CallRecord,
+}
+
+#[workflow]
+#[derive(Default)]
+struct CallWithOptions;
+
+#[workflow_methods]
+impl CallWithOptions {
+    #[run(name = "durable-mcp-tests.call-with-options")]
+    async fn run(ctx: &mut WorkflowContext<Self>, input: OneCall) -> WorkflowResult<OneCallOutput> {
+        let tools = McpTools::new(ctx, input.endpoint, input.service);
+        let listed = tools
+            .list_tools()
+            .await
+            .map_err(temporalio_sdk::ApplicationFailure::non_retryable)?;
+        let mut options = CallOptions::default();
+        if let Some(ms) = input.timeout_ms {
+            options = options.timeout(Duration::from_millis(ms));
+        }
+        let token = WorkflowCancellationToken::new();
+        if input.cancel_after_ms.is_some() {
+            options = options
+                .cancellation(token.clone())
+                .cancellation_type(NexusOperationCancellationType::WaitCancellationCompleted);
+        }
+        let call = tools.call_tool_with(&input.tool, input.arguments, options);
+        let canceller = async {
+            if let Some(ms) = input.cancel_after_ms {
+                ctx.timer(Duration::from_millis(ms)).await;
+                token.cancel();
+            }
+        };
+        let (result, ()) = temporalio_workflow::join!(call, canceller);
+        let result = result.map(|typed| serde_json::to_value(typed).unwrap());
+        Ok(OneCallOutput {
+            listed: listed.into_iter().map(|t| t.name.into_owned()).collect(),
+            record: CallRecord::new(&input.tool, result),
+        })
+    }
+}
+
+/// [`ListThenCall`] changed after the fact: the calls in the opposite order.
+#[workflow]
+#[derive(Default)]
+struct SwappedCalls;
+
+#[workflow_methods]
+impl SwappedCalls {
+    #[run(name = "durable-mcp.list-then-call")]
+    async fn run(
+        ctx: &mut WorkflowContext<Self>,
+        mut input: SequenceInput,
+    ) -> WorkflowResult<durable_mcp::workflow_client::sequence::SequenceOutput> {
+        input.calls.reverse();
+        run_sequence(ctx, input).await
+    }
+}
+
+/// [`ListThenCall`] changed after the fact: the last call dropped.
+#[workflow]
+#[derive(Default)]
+struct OneCallFewer;
+
+#[workflow_methods]
+impl OneCallFewer {
+    #[run(name = "durable-mcp.list-then-call")]
+    async fn run(
+        ctx: &mut WorkflowContext<Self>,
+        mut input: SequenceInput,
+    ) -> WorkflowResult<durable_mcp::workflow_client::sequence::SequenceOutput> {
+        input.calls.pop();
+        run_sequence(ctx, input).await
+    }
+}
+
+// ---- fixtures --------------------------------------------------------------------------------
+
+/// A Workflow worker (the Workflows above) on `task_queue`.
+fn workflow_worker(env: &TestEnv, task_queue: &str) -> ActivityWorkerGuard {
+    ActivityWorkerGuard::start_with(&env.address, &env.namespace, task_queue, |options| {
+        options
+            .register_workflow::<ListThenCall>()
+            .expect("ListThenCall registers");
+        options
+            .register_workflow::<CallWithOptions>()
+            .expect("CallWithOptions registers");
+    })
+}
+
+/// The standard mock tools plus `slow_write`: destructive, not idempotent, 4 s long.
+fn spec() -> UpstreamSpec {
+    let mut spec = UpstreamSpec::standard();
+    spec.tools.push(ToolSpec {
+        name: "slow_write".into(),
+        title: None,
+        description: Some("A slow non-idempotent write: must run once per call.".into()),
+        annotations: Some(json!({"destructiveHint": true, "idempotentHint": false})),
+        input_schema: None,
+        output_schema: None,
+        meta: None,
+        behavior: Behavior::Sleep { ms: 4_000 },
+    });
+    spec
+}
+
+/// A proxy fronting the mock (stdio, `spec()`), the spec file, and the upstream's ledger.
+struct Setup {
+    env: TestEnv,
+    client: Client,
+    spec_file: std::path::PathBuf,
+    ledger: Ledger,
+    workflow_queue: String,
+    _proxy: durable_mcp_conformance::proxy_thread::ProxyThread,
+}
+
+async fn setup(test: &str) -> Setup {
+    let env = TestEnv::shared(test).await;
+    let spec_file = temp_path("spec.json");
+    std::fs::write(&spec_file, serde_json::to_vec(&spec()).unwrap()).unwrap();
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let upstream = mock_stdio_upstream_with_args(
+        SERVICE,
+        vec!["--spec".into(), spec_file.to_string_lossy().into_owned()],
+        &ledger,
+    );
+    let proxy = start_proxy(&env, vec![upstream]);
+    let client = Client::new(
+        env.connection.clone(),
+        ClientOptions::new(env.namespace.clone()).build(),
+    )
+    .unwrap();
+    let workflow_queue = format!("{}-workflows", env.task_queue);
+    Setup {
+        env,
+        client,
+        spec_file,
+        ledger,
+        workflow_queue,
+        _proxy: proxy,
+    }
+}
+
+impl Setup {
+    fn sequence(&self, calls: &[(&str, Value)]) -> SequenceInput {
+        SequenceInput {
+            endpoint: self.env.endpoint.clone(),
+            service: SERVICE.into(),
+            calls: calls
+                .iter()
+                .map(|(tool, arguments)| PlannedCall {
+                    tool: (*tool).into(),
+                    arguments: arguments.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    fn one_call(&self, tool: &str, arguments: Value) -> OneCall {
+        OneCall {
+            endpoint: self.env.endpoint.clone(),
+            service: SERVICE.into(),
+            tool: tool.into(),
+            arguments,
+            timeout_ms: None,
+            cancel_after_ms: None,
+        }
+    }
+
+    fn start_options(&self, prefix: &str) -> WorkflowStartOptions {
+        WorkflowStartOptions::new(
+            self.workflow_queue.clone(),
+            format!("{prefix}-{}", uuid::Uuid::new_v4()),
+        )
+        .build()
+    }
+}
+
+/// The mock upstream called straight over stdio with an rmcp client: the reference results.
+async fn direct_calls(spec_file: &Path, calls: &[(&str, Value)]) -> Vec<Value> {
+    use rmcp::ServiceExt as _;
+    let mut command = tokio::process::Command::new(mock_upstream_bin().unwrap());
+    command.arg("--spec").arg(spec_file);
+    let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
+    let client = ().serve(transport).await.expect("MCP handshake with the mock");
+    let mut results = Vec::new();
+    for (tool, arguments) in calls {
+        let result = client
+            .peer()
+            .call_tool(tool_call(tool, arguments.clone()))
+            .await
+            .unwrap();
+        results.push(serde_json::to_value(result).unwrap());
+    }
+    let _ = client.cancel().await;
+    results
+}
+
+/// The (operation, schedule-to-close seconds) of every Nexus operation a history scheduled.
+async fn scheduled_operations(json: &[u8]) -> Vec<(String, i64)> {
+    WorkflowHistory::from_json(json)
+        .unwrap()
+        .into_events()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.event_type == EventType::NexusOperationScheduled as i32)
+        .filter_map(|e| match e.attributes {
+            Some(Attributes::NexusOperationScheduledEventAttributes(a)) => Some((
+                a.operation,
+                a.schedule_to_close_timeout.map_or(0, |d| d.seconds),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+fn replayer_with<W>() -> WorkflowReplayer
+where
+    W: temporalio_workflow::workflows::WorkflowImplementation,
+    <W::Run as temporalio_common::WorkflowDefinition>::Input: Send,
+{
+    WorkflowReplayer::new(
+        WorkflowReplayerOptions::new()
+            .register_workflow::<W>()
+            .unwrap()
+            .build(),
+    )
+    .unwrap()
+}
+
+// ---- tests -----------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_workflow_lists_and_calls_tools_with_results_equal_to_direct_calls_and_replays() {
+    let s = setup("wfc-list-call").await;
+    let worker = workflow_worker(&s.env, &s.workflow_queue);
+    let calls = [
+        ("echo", json!({"key": "wf-1", "text": "hi from a Workflow"})),
+        ("everything", json!({})),
+        ("refuse", json!({"key": "wf-r"})),
+    ];
+    let mut planned = calls.to_vec();
+    planned.push(("no_such_tool", json!({})));
+    let handle = s
+        .client
+        .start_workflow(
+            ListThenCall::run,
+            s.sequence(&planned),
+            s.start_options("wfc-seq"),
+        )
+        .await
+        .unwrap();
+    let output = tokio::time::timeout(
+        Duration::from_secs(60),
+        handle.get_result(WorkflowGetResultOptions::default()),
+    )
+    .await
+    .expect("the Workflow completes within 60 s")
+    .unwrap();
+    worker.stop();
+
+    // Listed: every tool of the upstream.
+    for tool in ["echo", "everything", "refuse", "slow", "slow_write"] {
+        assert!(
+            output.listed.iter().any(|t| t == tool),
+            "{tool}: {output:?}"
+        );
+    }
+    // Every result, isError included, equals the upstream's own answer to a direct call.
+    let direct = direct_calls(&s.spec_file, &calls).await;
+    for ((record, expected), (tool, _)) in output.calls.iter().zip(&direct).zip(&calls) {
+        assert_eq!(record.tool, *tool);
+        assert_eq!(record.error, None, "{record:?}");
+        assert_eq!(
+            &record.result, expected,
+            "{tool}: through the Workflow vs direct"
+        );
+    }
+    assert_eq!(output.calls[2].result["isError"], json!(true));
+    assert_eq!(s.ledger.count_key("refuse", LedgerEvent::Called, "wf-r"), 1);
+    // A failure is a typed error: the unknown tool carries its stable type.
+    let unknown = output.calls[3].error.as_ref().expect("an error record");
+    assert_eq!(
+        unknown.error_type.as_deref(),
+        Some(ToolCallErrorType::UnknownTool.as_str())
+    );
+    insta::with_settings!({ snapshot_path => "../../fixtures/snapshots", prepend_module_to_snapshot => false }, {
+        insta::assert_json_snapshot!("workflow_client_list_then_call", output);
+    });
+
+    // The history: list_tools once, then the calls in order, each with the tool's advertised
+    // timeout as its schedule-to-close.
+    let history = handle
+        .fetch_history(WorkflowFetchHistoryOptions::default())
+        .to_json()
+        .await
+        .unwrap();
+    let scheduled = scheduled_operations(&history).await;
+    let names: Vec<&str> = scheduled.iter().map(|(o, _)| o.as_str()).collect();
+    assert_eq!(
+        names,
+        ["list_tools", "echo", "everything", "refuse", "no_such_tool"]
+    );
+    let listed = list_tools_directly(&s).await;
+    let advertised = |tool: &str| -> i64 {
+        let ms = listed.iter().find(|t| t["name"] == tool).unwrap()["_meta"][TIMEOUT_META_KEY]
+            .as_i64()
+            .unwrap();
+        ms / 1000
+    };
+    assert_eq!(scheduled[1].1, advertised("echo"), "{scheduled:?}");
+    assert_eq!(scheduled[3].1, advertised("refuse"), "{scheduled:?}");
+    assert_eq!(
+        scheduled[4].1,
+        durable_mcp::workflow_client::DEFAULT_CALL_TIMEOUT.as_secs() as i64,
+        "an unlisted tool gets the default timeout"
+    );
+
+    // Replay: the same code replays the recorded history...
+    replayer_with::<ListThenCall>()
+        .replay_workflow(WorkflowHistory::from_json(&history).unwrap())
+        .await
+        .expect("the recorded history replays");
+    // ...and a changed call sequence is refused: one call fewer (Temporal's own check)...
+    let fewer = replayer_with::<OneCallFewer>()
+        .replay_workflow(WorkflowHistory::from_json(&history).unwrap())
+        .await;
+    assert!(
+        matches!(
+            fewer,
+            Err(WorkflowReplayError::Replay(
+                WorkflowReplayFailure::Nondeterminism { .. }
+            ))
+        ),
+        "{fewer:?}"
+    );
+    // ...and the same calls in another order (the client's check of the recorded answers).
+    let swapped = replayer_with::<SwappedCalls>()
+        .replay_workflow(WorkflowHistory::from_json(&history).unwrap())
+        .await;
+    match &swapped {
+        Err(WorkflowReplayError::Replay(WorkflowReplayFailure::WorkflowTaskFailure {
+            message,
+        })) => assert!(
+            message.contains("[durable-mcp] nondeterminism")
+                && message.contains("no_such_tool")
+                && message.contains("mcp/mock/echo/"),
+            "the client names the call and what the history holds: {message}"
+        ),
+        other => panic!("a swapped call order must not replay: {other:?}"),
+    }
+}
+
+/// `list_tools` straight through Nexus (the listing the Workflow saw, with advertised timeouts).
+async fn list_tools_directly(s: &Setup) -> Vec<Value> {
+    let start = durable_mcp::nexus::StartOperation::new(
+        format!("list-{}", uuid::Uuid::new_v4()),
+        &s.env.endpoint,
+        SERVICE,
+        "list_tools",
+        durable_mcp::mcp::payload::to_payload(&json!({})).unwrap(),
+    );
+    let (_, outcome) = start_and_wait(&s.env, start).await;
+    let durable_mcp::nexus::OperationOutcome::Succeeded(p) = outcome else {
+        panic!("{outcome:?}")
+    };
+    durable_mcp::mcp::payload::to_json(&p)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[tokio::test]
+async fn a_calls_timeout_and_its_own_cancel_end_it_and_the_cancel_reaches_the_upstream() {
+    let s = setup("wfc-options").await;
+    let _worker = workflow_worker(&s.env, &s.workflow_queue);
+
+    // Its own timeout: the call ends TimedOut, a typed error, not a result.
+    let mut timed = s.one_call("slow", json!({"key": "t1"}));
+    timed.timeout_ms = Some(1_500);
+    let out = s
+        .client
+        .start_workflow(CallWithOptions::run, timed, s.start_options("wfc-timeout"))
+        .await
+        .unwrap()
+        .get_result(WorkflowGetResultOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        out.listed.iter().any(|t| t == "slow"),
+        "typed listing: {out:?}"
+    );
+    let err = out.record.error.as_ref().expect("a timeout is an error");
+    assert_eq!(err.kind, "timed_out", "{out:?}");
+    assert_eq!(out.record.result["isError"], json!(true));
+
+    // Its own cancellation token: the call ends Canceled and the upstream saw the cancel.
+    let mut cancelled = s.one_call("slow", json!({"key": "c1"}));
+    cancelled.cancel_after_ms = Some(3_000);
+    let out = s
+        .client
+        .start_workflow(
+            CallWithOptions::run,
+            cancelled,
+            s.start_options("wfc-cancel"),
+        )
+        .await
+        .unwrap()
+        .get_result(WorkflowGetResultOptions::default())
+        .await
+        .unwrap();
+    let err = out.record.error.as_ref().expect("a cancel is an error");
+    assert_eq!(err.kind, "canceled", "{out:?}");
+    assert_eq!(
+        err.error_type.as_deref(),
+        None,
+        "a cancel has no failure type"
+    );
+    assert_eq!(s.ledger.count_key("slow", LedgerEvent::Called, "c1"), 1);
+    assert_slow_cancelled_upstream(&s.ledger).await;
+}
+
+#[tokio::test]
+async fn cancelling_the_workflow_cancels_the_call_upstream() {
+    let s = setup("wfc-wf-cancel").await;
+    let _worker = workflow_worker(&s.env, &s.workflow_queue);
+    let handle = s
+        .client
+        .start_workflow(
+            ListThenCall::run,
+            s.sequence(&[("slow", json!({"key": "w1"}))]),
+            s.start_options("wfc-wf-cancel"),
+        )
+        .await
+        .unwrap();
+    s.ledger
+        .wait_for_count("slow", LedgerEvent::Called, 1, Duration::from_secs(30))
+        .await;
+    handle
+        .cancel(WorkflowCancelOptions::builder().reason("test").build())
+        .await
+        .unwrap();
+    let output = tokio::time::timeout(
+        Duration::from_secs(30),
+        handle.get_result(WorkflowGetResultOptions::default()),
+    )
+    .await
+    .expect("the Workflow ends within 30 s of the cancel")
+    .unwrap();
+    let err = output.calls[0]
+        .error
+        .as_ref()
+        .expect("the call was cancelled");
+    assert_eq!(err.kind, "canceled", "{output:?}");
+    assert_slow_cancelled_upstream(&s.ledger).await;
+}
+
+#[tokio::test]
+async fn a_workflow_worker_restarted_mid_call_resumes_and_the_destructive_tool_runs_once() {
+    let s = setup("wfc-restart").await;
+    let worker = workflow_worker(&s.env, &s.workflow_queue);
+    let handle = s
+        .client
+        .start_workflow(
+            ListThenCall::run,
+            s.sequence(&[
+                ("slow_write", json!({"key": "once"})),
+                ("echo", json!({"key": "after"})),
+            ]),
+            s.start_options("wfc-restart"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        s.ledger
+            .wait_for_count(
+                "slow_write",
+                LedgerEvent::Called,
+                1,
+                Duration::from_secs(30)
+            )
+            .await,
+        1
+    );
+    // The Workflow worker goes away mid-call; a new one (no cached state) replays the history.
+    worker.stop();
+    assert_eq!(
+        s.ledger.count("slow_write", LedgerEvent::Completed),
+        0,
+        "the worker stopped while the tool ran: {:?}",
+        s.ledger.read()
+    );
+    let _worker = workflow_worker(&s.env, &s.workflow_queue);
+    let output = tokio::time::timeout(
+        Duration::from_secs(60),
+        handle.get_result(WorkflowGetResultOptions::default()),
+    )
+    .await
+    .expect("the Workflow resumes and completes within 60 s")
+    .unwrap();
+    assert_eq!(output.calls.len(), 2, "{output:?}");
+    assert_eq!(output.calls[0].error, None, "{output:?}");
+    assert_eq!(output.calls[0].result["structuredContent"]["key"], "once");
+    assert_eq!(output.calls[1].result["structuredContent"]["key"], "after");
+    assert_eq!(
+        s.ledger
+            .count_key("slow_write", LedgerEvent::Called, "once"),
+        1,
+        "the destructive tool ran once: {:?}",
+        s.ledger.read()
+    );
+    assert_eq!(
+        s.ledger.count_key("echo", LedgerEvent::Called, "after"),
+        1,
+        "{:?}",
+        s.ledger.read()
+    );
+}
+
+/// The issue's acceptance run: the example agent against the proxy fronting
+/// `@modelcontextprotocol/server-everything`, each printed result equal to a direct MCP call.
+/// Where Node is missing, prints `skipped: <reason>` and returns.
+#[tokio::test]
+async fn the_example_agent_prints_one_result_per_call_equal_to_direct_calls() {
+    use durable_mcp_conformance::fixtures::everything::{self, DirectClient};
+    if let Err(reason) = everything::node_available() {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "skipped: {reason}");
+        return;
+    }
+    let entry = tokio::task::spawn_blocking(everything::install)
+        .await
+        .unwrap()
+        .expect("install @modelcontextprotocol/server-everything");
+    let env = TestEnv::shared("wfc-agent").await;
+    let upstream = durable_mcp::outbound::UpstreamConfig {
+        service: "everything".into(),
+        transport: durable_mcp::outbound::TransportConfig::Stdio {
+            command: "node".into(),
+            args: vec![entry.to_string_lossy().into_owned(), "stdio".into()],
+            env: Default::default(),
+            cwd: None,
+        },
+        activity_options: Default::default(),
+        overrides: Default::default(),
+    };
+    let _proxy = start_proxy(&env, vec![upstream]);
+    let calls = [
+        ("echo", json!({"message": "hi"})),
+        ("get-sum", json!({"a": 2, "b": 3})),
+        ("get-tiny-image", json!({})),
+    ];
+    let mut command = tokio::process::Command::new(workspace_bin("durable-mcp-example-agent"));
+    command
+        .args(["--endpoint", &env.endpoint, "--service", "everything"])
+        .env("TEMPORAL_ADDRESS", &env.address)
+        .env("TEMPORAL_NAMESPACE", &env.namespace)
+        .env_remove("TEMPORAL_PROFILE")
+        .env_remove("TEMPORAL_CONFIG_FILE")
+        .kill_on_drop(true);
+    for (tool, arguments) in &calls {
+        command.arg("--call").arg(format!("{tool}={arguments}"));
+    }
+    let output = tokio::time::timeout(Duration::from_secs(120), command.output())
+        .await
+        .expect("the agent finishes within 120 s")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "exit {}: {stderr}", output.status);
+    let lines: Vec<Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines.len(),
+        calls.len(),
+        "one line per call: {lines:?}\n{stderr}"
+    );
+    let direct = DirectClient::stdio(&entry).await.unwrap();
+    for (line, (tool, arguments)) in lines.iter().zip(&calls) {
+        assert_eq!(line["tool"], *tool);
+        assert!(line.get("error").is_none(), "{line}");
+        let expected = direct.call(tool, arguments.clone()).await.unwrap();
+        assert_eq!(
+            line["result"], expected,
+            "{tool}: the agent vs a direct call"
+        );
+    }
+    direct.close().await;
+}
