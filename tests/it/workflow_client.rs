@@ -629,6 +629,7 @@ async fn the_example_agent_prints_one_result_per_call_equal_to_direct_calls() {
     let lines: Vec<Value> = String::from_utf8(output.stdout)
         .unwrap()
         .lines()
+        .inspect(|l| assert!(l.starts_with(r#"{"tool":"#), "the tool comes first: {l}"))
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(
@@ -647,4 +648,36 @@ async fn the_example_agent_prints_one_result_per_call_equal_to_direct_calls() {
         );
     }
     direct.close().await;
+}
+
+#[tokio::test]
+async fn the_example_agent_refuses_an_unknown_endpoint_instead_of_waiting_forever() {
+    let env = TestEnv::shared("wfc-agent-no-ep").await;
+    let output = tokio::process::Command::new(workspace_bin("durable-mcp-example-agent"))
+        .args([
+            "--endpoint",
+            "no-such-endpoint",
+            "--service",
+            "s",
+            "--call",
+            "t={}",
+        ])
+        .env("TEMPORAL_ADDRESS", &env.address)
+        .env("TEMPORAL_NAMESPACE", &env.namespace)
+        .env_remove("TEMPORAL_PROFILE")
+        .env_remove("TEMPORAL_CONFIG_FILE")
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(30), output)
+        .await
+        .expect("the agent exits within 30 s")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("no Nexus endpoint named \"no-such-endpoint\"")
+            && stderr.contains("temporal operator nexus endpoint create"),
+        "the error says what to do: {stderr}"
+    );
+    assert!(output.stdout.is_empty());
 }

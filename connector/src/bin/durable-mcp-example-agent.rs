@@ -7,7 +7,7 @@ use durable_mcp::{
     temporal,
     workflow_client::sequence::{ListThenCall, PlannedCall, SequenceInput},
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 use temporalio_client::{Client, ClientOptions, WorkflowGetResultOptions, WorkflowStartOptions};
 use temporalio_sdk::{Runtime, Worker, WorkerOptions};
 
@@ -66,6 +66,45 @@ fn parse_call(s: &str) -> Result<PlannedCall, String> {
     })
 }
 
+/// Refuses an endpoint the server does not know: the Workflow's first Nexus command would fail
+/// its task over and over, and the agent would wait forever. A server that does not let us list
+/// endpoints (some hosted namespaces) is trusted.
+async fn check_endpoint(
+    connection: &temporalio_client::Connection,
+    endpoint: &str,
+) -> anyhow::Result<()> {
+    use temporalio_protos::temporal::api::operatorservice::v1::ListNexusEndpointsRequest;
+    let request = ListNexusEndpointsRequest {
+        page_size: 10,
+        name: endpoint.to_owned(),
+        ..Default::default()
+    };
+    let listed = connection
+        .operator_service()
+        .list_nexus_endpoints(tonic::Request::new(request))
+        .await;
+    match listed {
+        Ok(answer) => {
+            let known = answer
+                .into_inner()
+                .endpoints
+                .iter()
+                .any(|e| e.spec.as_ref().is_some_and(|s| s.name == endpoint));
+            anyhow::ensure!(
+                known,
+                "there is no Nexus endpoint named {endpoint:?}: create it pointing at the tool \
+                 service's task queue, e.g. `temporal operator nexus endpoint create --name \
+                 {endpoint} --target-namespace <namespace> --target-task-queue <queue>`"
+            );
+        }
+        Err(status) => tracing::warn!(
+            "could not list Nexus endpoints ({}); trusting that {endpoint:?} exists",
+            status.message()
+        ),
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // stdout carries the results: logs go to stderr.
@@ -88,6 +127,7 @@ async fn main() -> anyhow::Result<()> {
         connection,
         namespace,
     } = temporal::connect_from_env("durable-mcp-example-agent").await?;
+    check_endpoint(&connection, &cli.endpoint).await?;
     let client = Client::new(connection, ClientOptions::new(namespace).build())?;
     let runtime = Runtime::from_current_tokio(Default::default())?;
     let options = WorkerOptions::new(task_queue.clone())
@@ -136,11 +176,8 @@ async fn main() -> anyhow::Result<()> {
         output.listed.join(", ")
     );
     for call in &output.calls {
-        let mut line = json!({"tool": call.tool, "result": call.result});
-        if let Some(error) = &call.error {
-            line["error"] = serde_json::to_value(error)?;
-        }
-        println!("{line}");
+        // {"tool", "result", "error" when the call produced no result}, in that order.
+        println!("{}", serde_json::to_string(call)?);
     }
     if output.calls.is_empty() {
         eprintln!("no --call given: add --call 'TOOL={{...}}' to call one of the tools above");
@@ -150,6 +187,8 @@ async fn main() -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
