@@ -286,6 +286,33 @@ where
     .unwrap()
 }
 
+/// A history of [`ListThenCall`] recorded by the first test below (rewritten when
+/// `DURABLE_MCP_UPDATE_HISTORIES` is set), replayed by a test that needs no server.
+fn recorded_history_path() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/histories/list_then_call.json")
+}
+
+/// [`ListThenCall`] replays the history `json`; the same Workflow with its last call dropped
+/// fails replay with Temporal's own nondeterminism error.
+async fn assert_replays_and_one_call_fewer_is_refused(json: &[u8]) {
+    replayer_with::<ListThenCall>()
+        .replay_workflow(WorkflowHistory::from_json(json).unwrap())
+        .await
+        .expect("the recorded history replays");
+    let fewer = replayer_with::<OneCallFewer>()
+        .replay_workflow(WorkflowHistory::from_json(json).unwrap())
+        .await;
+    assert!(
+        matches!(
+            fewer,
+            Err(WorkflowReplayError::Replay(
+                WorkflowReplayFailure::Nondeterminism { .. }
+            ))
+        ),
+        "one call fewer is nondeterminism: {fewer:?}"
+    );
+}
+
 // ---- tests -----------------------------------------------------------------------------------
 
 #[tokio::test]
@@ -353,6 +380,14 @@ async fn a_workflow_lists_and_calls_tools_with_results_equal_to_direct_calls_and
         .to_json()
         .await
         .unwrap();
+    if std::env::var_os("DURABLE_MCP_UPDATE_HISTORIES").is_some() {
+        let pretty: Value = serde_json::from_slice(&history).unwrap();
+        std::fs::write(
+            recorded_history_path(),
+            serde_json::to_string_pretty(&pretty).unwrap() + "\n",
+        )
+        .unwrap();
+    }
     let scheduled = scheduled_operations(&history).await;
     let names: Vec<&str> = scheduled.iter().map(|(o, _)| o.as_str()).collect();
     assert_eq!(
@@ -374,25 +409,9 @@ async fn a_workflow_lists_and_calls_tools_with_results_equal_to_direct_calls_and
         "an unlisted tool gets the default timeout"
     );
 
-    // Replay: the same code replays the recorded history...
-    replayer_with::<ListThenCall>()
-        .replay_workflow(WorkflowHistory::from_json(&history).unwrap())
-        .await
-        .expect("the recorded history replays");
-    // ...and a changed call sequence is refused: one call fewer (Temporal's own check)...
-    let fewer = replayer_with::<OneCallFewer>()
-        .replay_workflow(WorkflowHistory::from_json(&history).unwrap())
-        .await;
-    assert!(
-        matches!(
-            fewer,
-            Err(WorkflowReplayError::Replay(
-                WorkflowReplayFailure::Nondeterminism { .. }
-            ))
-        ),
-        "{fewer:?}"
-    );
-    // ...and the same calls in another order (the client's check of the recorded answers).
+    // Replay: the same code replays the recorded history, one call fewer is refused...
+    assert_replays_and_one_call_fewer_is_refused(&history).await;
+    // ...and so are the same calls in another order (the client's check of the recorded answers).
     let swapped = replayer_with::<SwappedCalls>()
         .replay_workflow(WorkflowHistory::from_json(&history).unwrap())
         .await;
@@ -680,4 +699,12 @@ async fn the_example_agent_refuses_an_unknown_endpoint_instead_of_waiting_foreve
         "the error says what to do: {stderr}"
     );
     assert!(output.stdout.is_empty());
+}
+
+/// Histories recorded by earlier builds keep replaying: what a deployed Workflow's worker has to
+/// do after an upgrade. No server needed.
+#[tokio::test]
+async fn a_recorded_list_then_call_history_replays_and_a_changed_sequence_is_refused() {
+    let json = std::fs::read(recorded_history_path()).expect("the recorded history fixture");
+    assert_replays_and_one_call_fewer_is_refused(&json).await;
 }
