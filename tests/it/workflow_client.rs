@@ -21,14 +21,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use temporalio_client::{
     Client, ClientOptions, WorkflowCancelOptions, WorkflowFetchHistoryOptions,
-    WorkflowGetResultOptions, WorkflowHistory, WorkflowStartOptions,
+    WorkflowGetResultOptions, WorkflowHistory, WorkflowSignalOptions, WorkflowStartOptions,
 };
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_protos::temporal::api::{
     enums::v1::EventType, history::v1::history_event::Attributes,
 };
 use temporalio_sdk::{
-    WorkerOptions, WorkflowContext, WorkflowResult,
+    SyncWorkflowContext, WorkerOptions, WorkflowContext, WorkflowResult,
     workflow_replayer::{
         WorkflowReplayError, WorkflowReplayFailure, WorkflowReplayer, WorkflowReplayerOptions,
     },
@@ -48,8 +48,8 @@ struct OneCall {
     tool: String,
     arguments: Value,
     timeout_ms: Option<u64>,
-    /// Cancels the call's own token this long after it was scheduled.
-    cancel_after_ms: Option<u64>,
+    /// Cancels the call's own token when the `cancel_call` signal arrives.
+    cancel_on_signal: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -60,7 +60,9 @@ struct OneCallOutput {
 
 #[workflow]
 #[derive(Default)]
-struct CallWithOptions;
+struct CallWithOptions {
+    cancel_requested: bool,
+}
 
 #[workflow_methods]
 impl CallWithOptions {
@@ -76,15 +78,15 @@ impl CallWithOptions {
             options = options.timeout(Duration::from_millis(ms));
         }
         let token = WorkflowCancellationToken::new();
-        if input.cancel_after_ms.is_some() {
+        if input.cancel_on_signal {
             options = options
                 .cancellation(token.clone())
                 .cancellation_type(NexusOperationCancellationType::WaitCancellationCompleted);
         }
         let call = tools.call_tool_with(&input.tool, input.arguments, options);
         let canceller = async {
-            if let Some(ms) = input.cancel_after_ms {
-                ctx.timer(Duration::from_millis(ms)).await;
+            if input.cancel_on_signal && ctx.wait_condition(|wf| wf.cancel_requested).await.is_ok()
+            {
                 token.cancel();
             }
         };
@@ -94,6 +96,12 @@ impl CallWithOptions {
             listed: listed.into_iter().map(|t| t.name.into_owned()).collect(),
             record: CallRecord::new(&input.tool, result),
         })
+    }
+
+    /// Cancels the running call (through its own token, not the Workflow's).
+    #[signal]
+    fn cancel_call(&mut self, _ctx: &mut SyncWorkflowContext<Self>, _reason: String) {
+        self.cancel_requested = true;
     }
 }
 
@@ -145,7 +153,7 @@ fn workflow_worker(env: &TestEnv, task_queue: &str) -> ActivityWorkerGuard {
     })
 }
 
-/// The standard mock tools plus `slow_write`: destructive, not idempotent, 4 s long.
+/// The standard mock tools plus `slow_write`: destructive, not idempotent, 8 s long.
 fn spec() -> UpstreamSpec {
     let mut spec = UpstreamSpec::standard();
     spec.tools.push(ToolSpec {
@@ -156,7 +164,7 @@ fn spec() -> UpstreamSpec {
         input_schema: None,
         output_schema: None,
         meta: None,
-        behavior: Behavior::Sleep { ms: 4_000 },
+        behavior: Behavior::Sleep { ms: 8_000 },
     });
     spec
 }
@@ -220,7 +228,7 @@ impl Setup {
             tool: tool.into(),
             arguments,
             timeout_ms: None,
-            cancel_after_ms: None,
+            cancel_on_signal: false,
         }
     }
 
@@ -472,10 +480,11 @@ async fn a_calls_timeout_and_its_own_cancel_end_it_and_the_cancel_reaches_the_up
     assert_eq!(err.kind, "timed_out", "{out:?}");
     assert_eq!(out.record.result["isError"], json!(true));
 
-    // Its own cancellation token: the call ends Canceled and the upstream saw the cancel.
+    // Its own cancellation token, cancelled once the upstream runs the call: the call ends
+    // Canceled and the upstream saw the cancel.
     let mut cancelled = s.one_call("slow", json!({"key": "c1"}));
-    cancelled.cancel_after_ms = Some(3_000);
-    let out = s
+    cancelled.cancel_on_signal = true;
+    let handle = s
         .client
         .start_workflow(
             CallWithOptions::run,
@@ -483,7 +492,19 @@ async fn a_calls_timeout_and_its_own_cancel_end_it_and_the_cancel_reaches_the_up
             s.start_options("wfc-cancel"),
         )
         .await
-        .unwrap()
+        .unwrap();
+    s.ledger
+        .wait_for_count("slow", LedgerEvent::Called, 1, Duration::from_secs(30))
+        .await;
+    handle
+        .signal(
+            CallWithOptions::cancel_call,
+            "test".to_owned(),
+            WorkflowSignalOptions::default(),
+        )
+        .await
+        .unwrap();
+    let out = handle
         .get_result(WorkflowGetResultOptions::default())
         .await
         .unwrap();
