@@ -28,7 +28,7 @@ use temporalio_protos::temporal::api::{
     enums::v1::EventType, history::v1::history_event::Attributes,
 };
 use temporalio_sdk::{
-    SyncWorkflowContext, WorkerOptions, WorkflowContext, WorkflowResult,
+    SyncWorkflowContext, WorkflowContext, WorkflowResult,
     workflow_replayer::{
         WorkflowReplayError, WorkflowReplayFailure, WorkflowReplayer, WorkflowReplayerOptions,
     },
