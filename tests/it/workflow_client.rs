@@ -729,3 +729,41 @@ async fn a_recorded_list_then_call_history_replays_and_a_changed_sequence_is_ref
     let json = std::fs::read(recorded_history_path()).expect("the recorded history fixture");
     assert_replays_and_one_call_fewer_is_refused(&json).await;
 }
+
+/// Workflow code must be deterministic: the client's sources (unit tests aside) name no network,
+/// clock, randomness, thread or async runtime of their own; everything goes through the Workflow
+/// context.
+#[test]
+fn the_client_uses_no_network_clock_randomness_or_runtime_of_its_own() {
+    const FORBIDDEN: [&str; 12] = [
+        "reqwest",
+        "tonic",
+        "temporalio_client",
+        "std::net",
+        "tokio",
+        "SystemTime",
+        "Instant",
+        "thread",
+        "rand",
+        "uuid",
+        "HashMap",
+        "OperationClient",
+    ];
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../connector/src/workflow_client");
+    let mut read = 0;
+    for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap();
+        let production = text
+            .find("#[cfg(test)]\nmod tests")
+            .map_or(text.as_str(), |at| &text[..at]);
+        for word in FORBIDDEN {
+            assert!(
+                !production.contains(word),
+                "{} names {word}: Workflow code goes through the Workflow context only",
+                entry.path().display()
+            );
+        }
+        read += 1;
+    }
+    assert!(read >= 5, "read {read} files of {}", dir.display());
+}
