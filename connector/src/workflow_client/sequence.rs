@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use temporalio_macros::{workflow, workflow_methods};
-use temporalio_sdk::{ApplicationFailure, WorkflowContext, WorkflowResult};
+use temporalio_sdk::{ApplicationFailure, WorkflowContext, WorkflowResult, WorkflowTermination};
 
 use super::{
     options::CallOptions,
@@ -88,7 +88,8 @@ impl CallRecord {
 }
 
 /// Lists the tools, then calls each planned call in order; a call's error is recorded and the
-/// sequence goes on. A listing that fails fails the Workflow.
+/// sequence goes on. A listing that fails fails the Workflow; a cancelled Workflow stops and ends
+/// CANCELED.
 #[workflow]
 #[derive(Default)]
 pub struct ListThenCall;
@@ -116,11 +117,13 @@ pub async fn run_sequence<W>(
         .map_err(ApplicationFailure::non_retryable)?;
     let mut calls = Vec::with_capacity(input.calls.len());
     for call in input.calls {
+        stop_if_cancelled(ctx)?;
         let result = tools
             .call_tool_json(&call.tool, call.arguments, CallOptions::default())
             .await;
         calls.push(CallRecord::new(&call.tool, result));
     }
+    stop_if_cancelled(ctx)?;
     Ok(SequenceOutput {
         listed: listed
             .iter()
@@ -128,6 +131,15 @@ pub async fn run_sequence<W>(
             .collect(),
         calls,
     })
+}
+
+/// A cancelled Workflow calls nothing more and ends CANCELED (its running call was cancelled with
+/// it, R-WFC-5). The cancel request is in history, so replays stop at the same place.
+fn stop_if_cancelled<W>(ctx: &WorkflowContext<W>) -> WorkflowResult<()> {
+    if ctx.cancellation_token().is_cancelled() {
+        return Err(WorkflowTermination::cancelled());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
