@@ -23,7 +23,7 @@ pub struct CallOptions {
     pub timeout: Option<Duration>,
     /// How a cancel is reported to the Workflow; `None`: wait until the cancel completed.
     pub cancellation_type: Option<NexusOperationCancellationType>,
-    /// Cancels this call alone; `None`: the call is cancelled with the Workflow.
+    /// Cancels this call; `None`: the call is cancelled with the Workflow.
     pub cancellation: Option<WorkflowCancellationToken>,
     /// Nexus headers sent with the start (stored in history as they are: no secrets).
     pub headers: Vec<(String, String)>,
@@ -42,8 +42,8 @@ impl CallOptions {
         self
     }
 
-    /// A token that cancels this call alone (cancelling the Workflow still cancels it too only
-    /// when the token is the Workflow's own).
+    /// A token that cancels this call alone. It replaces the Workflow's own token for this call:
+    /// pass `ctx.cancellation_token().child_token()` to keep Workflow cancellation too.
     pub fn cancellation(mut self, token: WorkflowCancellationToken) -> Self {
         self.cancellation = Some(token);
         self
