@@ -10,8 +10,9 @@
 //! 3. [`mcp`]: the MCP-tool contract over Nexus (listing, call token, heartbeat, outcome table,
 //!    stable error types, payload marker) that every caller and tool service shares.
 //! 4. [`inbound`] (the connector: MCP callers in, Nexus operations out), [`outbound`] (the
-//!    proxy: upstream MCP servers as Nexus services) and [`workflow_client`] (Workflow code
-//!    calling MCP tools through Nexus): siblings that never import each other.
+//!    proxy: upstream MCP servers as Nexus services), [`native`] (Rust functions and Workflows
+//!    published as MCP tools) and [`workflow_client`] (Workflow code calling MCP tools through
+//!    Nexus): siblings that never import each other.
 //!    [`temporal_tools`] (Temporal operations as MCP tools the connector serves itself) sits beside them on `mcp`
 //!    and `temporal` only; the connector serves it through [`mcp::local::LocalTools`].
 //!
@@ -19,6 +20,7 @@
 
 pub mod inbound;
 pub mod mcp;
+pub mod native;
 pub mod nexus;
 pub mod outbound;
 pub mod temporal;

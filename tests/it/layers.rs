@@ -19,6 +19,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("outbound", &["mcp", "nexus", "temporal"]),
     ("temporal_tools", &["mcp", "temporal"]),
     ("workflow_client", &["mcp", "nexus", "temporal"]),
+    ("native", &["mcp", "nexus", "temporal"]),
 ];
 
 /// Every path a `use`-tree (or a plain path) starting at `text` names, as segments.

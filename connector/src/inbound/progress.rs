@@ -2,7 +2,9 @@
 //! whose heartbeats carry the upstream's latest `notifications/progress`
 //! ([`CallHeartbeat`]); the Nexus operation's token names that activity ([`CallToken`]). So a
 //! caller that sent a `progressToken` gets MCP progress while it waits, and `tasks/get` shows the
-//! latest progress message. Operations that are not proxied tool calls simply have none.
+//! latest progress message. A Workflow-backed native tool's token names its Workflow
+//! ([`WorkflowCallToken`]), whose memo holds the latest progress ([`PROGRESS_MEMO_KEY`]).
+//! Other operations simply have none.
 
 use std::time::Duration;
 
@@ -12,10 +14,26 @@ use rmcp::{
 };
 
 use crate::{
-    mcp::call::{CallHeartbeat, CallToken, ToolProgress},
+    mcp::call::{CallHeartbeat, CallToken, PROGRESS_MEMO_KEY, ToolProgress, WorkflowCallToken},
     nexus::{OperationClient, OperationRef},
-    temporal::activity::describe_activity,
+    temporal::{activity::describe_activity, workflow::describe_workflow},
 };
+
+/// Where a call's progress is kept: the proxy's call Activity or a native tool's Workflow.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProgressSource {
+    Activity(CallToken),
+    Workflow(WorkflowCallToken),
+}
+
+impl ProgressSource {
+    /// The source an operation token names, if it names one.
+    pub fn parse(operation_token: &str) -> Option<Self> {
+        CallToken::parse(operation_token)
+            .map(Self::Activity)
+            .or_else(|| WorkflowCallToken::parse(operation_token).map(Self::Workflow))
+    }
+}
 
 /// How often a waiting caller's progress is looked up.
 pub const PROGRESS_POLL: Duration = Duration::from_secs(1);
@@ -29,7 +47,37 @@ enum Lookup {
     Unreachable,
 }
 
-async fn lookup(client: &OperationClient, call: &CallToken) -> Lookup {
+fn unreachable_or_not_yet(status: &tonic::Status) -> Lookup {
+    match status.code() {
+        tonic::Code::PermissionDenied | tonic::Code::InvalidArgument | tonic::Code::NotFound => {
+            Lookup::Unreachable
+        }
+        _ => Lookup::NotYet,
+    }
+}
+
+async fn lookup(client: &OperationClient, source: &ProgressSource) -> Lookup {
+    let call = match source {
+        ProgressSource::Activity(call) => call,
+        ProgressSource::Workflow(wf) => {
+            return match describe_workflow(
+                client.connection(),
+                client.namespace(),
+                &wf.workflow_id,
+                &wf.run_id,
+            )
+            .await
+            {
+                Ok(Some(found)) => found
+                    .memo
+                    .get(PROGRESS_MEMO_KEY)
+                    .and_then(|p| serde_json::from_value::<ToolProgress>(p.clone()).ok())
+                    .map_or(Lookup::NotYet, Lookup::Progress),
+                Ok(None) => Lookup::Unreachable,
+                Err(status) => unreachable_or_not_yet(&status),
+            };
+        }
+    };
     match describe_activity(
         client.connection(),
         client.namespace(),
@@ -44,22 +92,15 @@ async fn lookup(client: &OperationClient, call: &CallToken) -> Lookup {
             .and_then(|h| h.progress)
             .map_or(Lookup::NotYet, Lookup::Progress),
         Ok(None) => Lookup::Unreachable,
-        Err(status)
-            if matches!(
-                status.code(),
-                tonic::Code::PermissionDenied
-                    | tonic::Code::InvalidArgument
-                    | tonic::Code::NotFound
-            ) =>
-        {
-            Lookup::Unreachable
-        }
-        Err(_) => Lookup::NotYet,
+        Err(status) => unreachable_or_not_yet(&status),
     }
 }
 
 /// The latest progress the upstream reported for a call, if any.
-pub async fn call_progress(client: &OperationClient, call: &CallToken) -> Option<ToolProgress> {
+pub async fn call_progress(
+    client: &OperationClient,
+    call: &ProgressSource,
+) -> Option<ToolProgress> {
     match lookup(client, call).await {
         Lookup::Progress(p) => Some(p),
         Lookup::NotYet | Lookup::Unreachable => None,
@@ -77,7 +118,7 @@ pub async fn forward_progress(
     peer: &Peer<RoleServer>,
     token: ProgressToken,
 ) {
-    let mut call: Option<CallToken> = None;
+    let mut call: Option<ProgressSource> = None;
     let mut last: Option<ToolProgress> = None;
     loop {
         tokio::time::sleep(PROGRESS_POLL).await;
@@ -88,9 +129,9 @@ pub async fn forward_progress(
             if described.operation_token.is_empty() {
                 continue; // Not started yet (or a sync operation, which ends with its answer).
             }
-            match CallToken::parse(&described.operation_token) {
+            match ProgressSource::parse(&described.operation_token) {
                 Some(found) => call = Some(found),
-                None => return, // Not a proxied tool call.
+                None => return, // Neither a proxied call nor a Workflow-backed tool.
             }
         }
         let Some(found) = &call else { continue };

@@ -60,6 +60,25 @@ pub struct CallHeartbeat {
     pub progress: Option<ToolProgress>,
 }
 
+/// The async operation token of a Workflow-backed tool call (a native tool service, R-NAT-4):
+/// finds the Workflow again on cancel, and tells callers where the call's progress is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkflowCallToken {
+    pub workflow_id: String,
+    pub run_id: String,
+}
+
+impl WorkflowCallToken {
+    /// The Workflow named by an operation token; `None` for any other token.
+    pub fn parse(operation_token: &str) -> Option<Self> {
+        serde_json::from_str(operation_token).ok()
+    }
+}
+
+/// Memo key under which a Workflow-backed tool's Workflow keeps its latest [`ToolProgress`]
+/// (one `json/plain` payload): the Workflow's counterpart of a call Activity's heartbeat.
+pub const PROGRESS_MEMO_KEY: &str = "io.durable-mcp/progress";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,6 +110,23 @@ mod tests {
             run_id: "run".into(),
         };
         assert_eq!(foreign.is_call_of("svc", "echo"), None);
+    }
+
+    #[test]
+    fn workflow_tokens_and_activity_tokens_never_pass_for_each_other() {
+        let wf = WorkflowCallToken {
+            workflow_id: "mcp/s/t/r".into(),
+            run_id: "run".into(),
+        };
+        let text = serde_json::to_string(&wf).unwrap();
+        assert_eq!(WorkflowCallToken::parse(&text), Some(wf));
+        assert_eq!(CallToken::parse(&text), None);
+        let activity = serde_json::to_string(&CallToken {
+            activity_id: "a".into(),
+            run_id: "r".into(),
+        })
+        .unwrap();
+        assert_eq!(WorkflowCallToken::parse(&activity), None);
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod activity;
 pub mod codec;
 pub mod failure;
 pub mod payload;
+pub mod workflow;
 
 use std::time::Duration;
 

@@ -11,13 +11,10 @@ use serde_json::{Value, json};
 use super::Connector;
 use crate::{
     inbound::{
-        progress::call_progress,
+        progress::{ProgressSource, call_progress},
         task_ref::{CallerScope, TaskRef, sign, verify},
     },
-    mcp::{
-        call::CallToken,
-        outcome::{Outcome, to_call_tool_result},
-    },
+    mcp::outcome::{Outcome, to_call_tool_result},
     nexus::{OperationOutcome, OperationRef, OperationStatus},
 };
 
@@ -70,7 +67,7 @@ impl Connector {
         let payload = match (described.status, described.outcome) {
             (OperationStatus::Running | OperationStatus::Unknown, _) | (_, None) => {
                 // The upstream's latest progress message, when the tool reports one.
-                let call = CallToken::parse(&described.operation_token);
+                let call = ProgressSource::parse(&described.operation_token);
                 let progress = match &call {
                     Some(call) => call_progress(&self.inner.client, call).await,
                     None => None,
