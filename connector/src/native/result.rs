@@ -33,7 +33,7 @@ impl ToolResult {
     }
 
     /// MCP content items as given (text, image, audio, resource links, embedded resources);
-    /// `rmcp::model::Content` values serialize to exactly these.
+    /// `rmcp::model::ContentBlock` values serialize to exactly these.
     pub fn content<C: Serialize>(items: impl IntoIterator<Item = C>) -> Result<Self, String> {
         let content = items
             .into_iter()
@@ -90,9 +90,9 @@ impl ToolResult {
 
     /// The operation's result payload: the whole result, marked `CallToolResult` (R-PAY-2), so
     /// every caller passes it through unchanged.
-    pub fn to_payload(&self) -> Result<Payload, StartError> {
+    pub fn to_payload(&self) -> Result<Payload, HandlerError> {
         payload::to_marked_payload(&self.to_json(), payload::CALL_TOOL_RESULT)
-            .map_err(|e| HandlerError::internal(format!("encoding the tool result: {e}")).into())
+            .map_err(|e| HandlerError::internal(format!("encoding the tool result: {e}")))
     }
 }
 
@@ -213,23 +213,46 @@ impl From<ToolFailure> for StartError {
     }
 }
 
+/// Why a tool's arguments were refused.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BadArguments {
+    /// Not a JSON object (nor null): the request itself is wrong.
+    NotAnObject(HandlerError),
+    /// An object that does not fit the input type: the call fails with `InvalidArguments`.
+    Invalid(ToolFailure),
+}
+
+impl From<BadArguments> for StartError {
+    fn from(b: BadArguments) -> Self {
+        match b {
+            BadArguments::NotAnObject(h) => h.into(),
+            BadArguments::Invalid(f) => f.into(),
+        }
+    }
+}
+
 /// The tool's arguments from the operation's input (R-NXC-3): a JSON object, null meaning `{}`;
 /// anything else is a `BAD_REQUEST`; an object that does not fit `I` is `InvalidArguments`.
-pub fn decode_arguments<I: serde::de::DeserializeOwned>(input: &Payload) -> Result<I, StartError> {
-    let args = payload::to_json(input)
-        .map_err(|e| HandlerError::bad_request(format!("tool arguments: {e}")))?;
+pub fn decode_arguments<I: serde::de::DeserializeOwned>(
+    input: &Payload,
+) -> Result<I, BadArguments> {
+    let args = payload::to_json(input).map_err(|e| {
+        BadArguments::NotAnObject(HandlerError::bad_request(format!("tool arguments: {e}")))
+    })?;
     let args = match args {
         Value::Null => Value::Object(Map::new()),
         Value::Object(_) => args,
         other => {
-            return Err(HandlerError::bad_request(format!(
-                "tool arguments must be a JSON object, not {other}"
-            ))
-            .into());
+            return Err(BadArguments::NotAnObject(HandlerError::bad_request(
+                format!("tool arguments must be a JSON object, not {other}"),
+            )));
         }
     };
-    serde_json::from_value(args)
-        .map_err(|e| ToolFailure::invalid_arguments(format!("invalid arguments: {e}")).into())
+    serde_json::from_value(args).map_err(|e| {
+        BadArguments::Invalid(ToolFailure::invalid_arguments(format!(
+            "invalid arguments: {e}"
+        )))
+    })
 }
 
 #[cfg(test)]
@@ -257,7 +280,7 @@ mod tests {
             ToolResult::error("no such file").to_json(),
             json!({"content": [{"type": "text", "text": "no such file"}], "isError": true})
         );
-        let image = rmcp::model::Content::image("AAAA", "image/png");
+        let image = rmcp::model::ContentBlock::image("AAAA", "image/png");
         let r = ToolResult::content([image]).unwrap().to_json();
         assert_eq!(r["content"][0]["type"], "image");
         assert_eq!(r["content"][0]["mimeType"], "image/png");
@@ -328,15 +351,16 @@ mod tests {
         );
         assert!(matches!(
             decode_arguments::<In>(&p(json!([1]))),
-            Err(StartError::Handler(HandlerError {
+            Err(BadArguments::NotAnObject(HandlerError {
                 kind: HandlerErrorKind::BadRequest,
                 ..
             }))
         ));
-        let Err(StartError::Operation(OperationError::Failed { error_type, .. })) =
-            decode_arguments::<In>(&p(json!({"text": 5})))
-        else {
-            panic!()
+        let bad: StartError = decode_arguments::<In>(&p(json!({"text": 5})))
+            .unwrap_err()
+            .into();
+        let StartError::Operation(OperationError::Failed { error_type, .. }) = bad else {
+            panic!("{bad:?}")
         };
         assert_eq!(error_type, "InvalidArguments");
     }

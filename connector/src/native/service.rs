@@ -315,5 +315,21 @@ mod tests {
 
         let e = refused(ToolService::new(" ").tool(tool("a")));
         assert!(e.to_string().contains("service name"), "{e}");
+
+        #[derive(Serialize, Deserialize, schemars::JsonSchema)]
+        struct Seconds {
+            seconds: u32,
+        }
+        struct Report;
+        impl temporalio_common::WorkflowDefinition for Report {
+            type Input = Seconds;
+            type Output = String;
+            fn name(&self) -> &str {
+                "Report"
+            }
+        }
+        let e = refused(ToolService::new("s").tool(Tool::workflow("report", Report, "q")));
+        assert_eq!(e.tool.as_deref(), Some("report"));
+        assert!(e.to_string().contains("needs a Temporal connection"), "{e}");
     }
 }

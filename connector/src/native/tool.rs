@@ -23,7 +23,7 @@ pub type HandlerFactory =
     Box<dyn FnOnce(&BuildContext, Duration) -> Result<Arc<dyn OperationHandler>, String> + Send>;
 
 /// A tool: a Nexus operation of the same name plus the metadata its listing shows. Made by
-/// [`Tool::sync`](super::sync) or [`Tool::workflow`](super::workflow), then refined with the
+/// `Tool::sync` or `Tool::workflow` (in the modules of those names), then refined with the
 /// builder methods below.
 pub struct Tool {
     pub(super) name: String,

@@ -53,9 +53,8 @@ impl Tool {
     /// Publishes an existing Workflow type as a tool, in one line:
     /// `Tool::workflow("slow_report", SlowReport::run, "my-task-queue")`. The input schema is
     /// the Workflow input's, the output schema its output's when that is an object. The
-    /// service needs a Temporal connection
-    /// ([`ToolService::temporal`](super::service::ToolService::temporal)), and a worker must
-    /// run the Workflow on `task_queue`.
+    /// service needs a Temporal connection (`ToolService::temporal`), and a worker must run
+    /// the Workflow on `task_queue`.
     pub fn workflow<WD>(
         name: impl Into<String>,
         workflow: WD,

@@ -147,7 +147,6 @@ pub async fn describe_workflow(
             workflow_id: workflow_id.to_owned(),
             run_id: run_id.to_owned(),
         }),
-        ..Default::default()
     };
     let resp = match connection
         .workflow_service()
