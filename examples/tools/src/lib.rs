@@ -1,0 +1,185 @@
+//! The `examples` tool service: what a team writing its Temporal services in Rust adds to
+//! publish them as MCP tools (R-NAT-*). Served by `durable-mcp-example-tools`.
+//!
+//! - `word_count` (sync, read-only): `{"text": string}` -> structured `{"words": n}` plus text.
+//! - `slow_report` (Workflow-backed): `{"seconds": n}`; the [`SlowReport`] Workflow sleeps `n`
+//!   seconds, reporting progress each second, and ends CANCELED when the call is cancelled.
+//! - `server_info`: a Nexus operation that is not a tool (MCP hosts never see it).
+
+use std::time::Duration;
+
+use durable_mcp::{
+    mcp::call::ToolProgress,
+    native::{BuildError, Structured, Tool, ToolFailure, ToolService, report_progress},
+    nexus::{NexusWorker, NexusWorkerOptions, Service},
+    temporal::TemporalConnection,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use temporalio_client::{Client, ClientOptions};
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_sdk::{
+    Runtime, TimerResult, Worker, WorkerOptions, WorkflowContext, WorkflowResult,
+    WorkflowTermination, workflows::select,
+};
+use tokio_util::sync::CancellationToken;
+
+/// The Nexus service name callers route to.
+pub const SERVICE: &str = "examples";
+
+/// Counts the words of a text (split on whitespace).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WordCountInput {
+    /// The text to count the words of.
+    pub text: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WordCount {
+    /// How many whitespace-separated words the text has.
+    pub words: usize,
+}
+
+/// A plain async function is a tool.
+pub async fn word_count(input: WordCountInput) -> Result<Structured<WordCount>, ToolFailure> {
+    let words = input.text.split_whitespace().count();
+    let noun = if words == 1 { "word" } else { "words" };
+    Ok(Structured::new(WordCount { words }).with_text(format!("{words} {noun}")))
+}
+
+/// Writes a report slowly: one second per requested second, reporting progress as it goes.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SlowReportInput {
+    /// How many seconds the report takes (at most one hour).
+    pub seconds: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SlowReportOutput {
+    /// The seconds the report took.
+    pub seconds: u32,
+    /// The report.
+    pub report: String,
+}
+
+/// The Workflow behind `slow_report`: an ordinary Workflow, published as a tool in one line.
+#[workflow]
+#[derive(Default)]
+pub struct SlowReport;
+
+#[workflow_methods]
+impl SlowReport {
+    #[run]
+    pub async fn run(
+        ctx: &mut WorkflowContext<Self>,
+        input: SlowReportInput,
+    ) -> WorkflowResult<SlowReportOutput> {
+        let ctx = &*ctx;
+        let total = input.seconds.min(3600);
+        for done in 0..total {
+            // A cancel of the Workflow also cancels its pending timer: either way, stop.
+            let fired = select! {
+                timer = ctx.timer(Duration::from_secs(1)) => timer == TimerResult::Fired,
+                _ = ctx.cancelled() => false,
+            };
+            if !fired {
+                return Err(WorkflowTermination::cancelled());
+            }
+            report_progress(
+                ctx,
+                ToolProgress {
+                    progress: f64::from(done + 1),
+                    total: Some(f64::from(total)),
+                    message: Some(format!("{} of {total} seconds", done + 1)),
+                },
+            );
+        }
+        Ok(SlowReportOutput {
+            seconds: total,
+            report: format!("The report took {total} seconds."),
+        })
+    }
+}
+
+/// Nothing to declare: `server_info` takes no arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct NoInput {}
+
+async fn server_info(_: NoInput) -> Result<String, ToolFailure> {
+    Ok(format!(
+        "durable-mcp-example-tools {}",
+        env!("CARGO_PKG_VERSION")
+    ))
+}
+
+/// The `examples` tool service; `task_queue` is where [`SlowReport`] runs.
+pub fn tool_service(temporal: TemporalConnection, task_queue: &str) -> Result<Service, BuildError> {
+    ToolService::new(SERVICE)
+        .temporal(temporal)
+        .tool(
+            Tool::sync("word_count", word_count)
+                .title("Count words")
+                .read_only()
+                .idempotent()
+                .open_world(false)
+                .timeout(Duration::from_secs(10)),
+        )
+        .tool(
+            Tool::workflow("slow_report", SlowReport::run, task_queue)
+                .title("Write a slow report")
+                .description(
+                    "Writes a report in the given number of seconds, reporting progress every \
+                     second. Cancellable.",
+                )
+                .read_only()
+                .open_world(false)
+                .timeout(Duration::from_secs(2 * 3600)),
+        )
+        .operation(Tool::sync("server_info", server_info))
+        .build()
+}
+
+/// Serves the `examples` service (a Nexus worker) and runs its Workflow (an SDK worker) on
+/// `task_queue` until `shutdown` fires. `ready` is called once both poll. The SDK worker's
+/// future is not `Send`: await this on the runtime's own thread (`block_on`, a `LocalSet`).
+pub async fn run(
+    temporal: TemporalConnection,
+    task_queue: &str,
+    shutdown: CancellationToken,
+    ready: impl FnOnce(),
+) -> anyhow::Result<()> {
+    let service = tool_service(temporal.clone(), task_queue)?;
+    let nexus = NexusWorker::new(
+        temporal.connection.clone(),
+        NexusWorkerOptions::new(&temporal.namespace, task_queue),
+        [service],
+    )
+    .await?;
+    let nexus_shutdown = nexus.shutdown_handle();
+
+    let runtime = Runtime::from_current_tokio(Default::default())
+        .map_err(|e| anyhow::anyhow!("Temporal SDK runtime: {e}"))?;
+    let client = Client::new(
+        temporal.connection.clone(),
+        ClientOptions::new(temporal.namespace.clone()).build(),
+    )?;
+    let options = WorkerOptions::new(task_queue)
+        .deployment_options(
+            temporalio_common::worker::WorkerDeploymentOptions::from_build_id(
+                concat!("durable-mcp-examples-", env!("CARGO_PKG_VERSION")).to_owned(),
+            ),
+        )
+        .register_workflow::<SlowReport>()?
+        .build();
+    let mut workflows = Worker::new(&runtime, client, options)?;
+    let workflows_shutdown = workflows.shutdown_handle();
+    ready();
+    let (nexus_result, workflows_result, ()) = tokio::join!(nexus.run(), workflows.run(), async {
+        shutdown.cancelled().await;
+        nexus_shutdown.shutdown();
+        workflows_shutdown();
+    });
+    nexus_result?;
+    workflows_result?;
+    Ok(())
+}
