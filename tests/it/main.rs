@@ -9,6 +9,7 @@ mod connector;
 mod connector_auth;
 mod connector_http;
 mod layers;
+mod native_tools;
 mod nexus_cancel;
 mod nexus_errors;
 mod nexus_roundtrip;

@@ -537,6 +537,39 @@ pub fn connector_command(env: &TestEnv, service: &str) -> tokio::process::Comman
 /// A 32-byte task signing key, base64 ("0123456789abcdef0123456789abcdef").
 pub const TEST_SIGNING_KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
 
+/// Spawns `command` (stderr piped, killed when dropped, `RUST_LOG=warn`) and waits up to 30 s
+/// for a stderr line starting with `announcement`; returns the child and its stderr lines up to
+/// and including that one, and keeps draining stderr so the child never blocks on it.
+pub async fn spawn_announcing(
+    mut command: tokio::process::Command,
+    announcement: &str,
+) -> (tokio::process::Child, Vec<String>) {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut child = command
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            seen.push(line.clone());
+            if line.starts_with(announcement) {
+                return;
+            }
+        }
+        panic!("the process exited before announcing {announcement:?}: {seen:?}")
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no {announcement:?} within 30 s"));
+    tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
+    (child, seen)
+}
+
 /// A `durable-mcp-connector --transport http` process, killed when dropped.
 pub struct HttpConnectorProcess {
     pub child: tokio::process::Child,
@@ -551,33 +584,17 @@ impl HttpConnectorProcess {
     /// Starts the binary on a free loopback port with `extra_args` and waits for it to
     /// announce its address (it keeps draining stderr afterwards).
     pub async fn start(env: &TestEnv, service: &str, extra_args: &[&str]) -> Self {
-        use tokio::io::AsyncBufReadExt as _;
-        let mut child = connector_command(env, service)
+        let mut command = connector_command(env, service);
+        command
             .args(["--transport", "http", "--addr", "127.0.0.1:0"])
             .args(extra_args)
-            .env("RUST_LOG", "warn")
-            .env("MCP_TASK_SIGNING_KEY", TEST_SIGNING_KEY)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut seen = Vec::new();
-        let url = tokio::time::timeout(Duration::from_secs(30), async {
-            while let Some(line) = stderr.next_line().await.unwrap() {
-                seen.push(line.clone());
-                if let Some(url) = line.strip_prefix("durable-mcp-connector listening on ") {
-                    return url.to_owned();
-                }
-            }
-            panic!("the connector exited: {seen:?}")
-        })
-        .await
-        .expect("the connector announces its address");
-        // Keep draining stderr so the child never blocks on it.
-        tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
+            .env("MCP_TASK_SIGNING_KEY", TEST_SIGNING_KEY);
+        let (child, seen) = spawn_announcing(command, "durable-mcp-connector listening on ").await;
+        let url = seen
+            .last()
+            .unwrap()
+            .trim_start_matches("durable-mcp-connector listening on ")
+            .to_owned();
         let addr = url
             .trim_start_matches("http://")
             .trim_end_matches("/mcp")
@@ -738,6 +755,15 @@ pub async fn poll_task_until_done<C: rmcp::Service<rmcp::RoleClient>>(
     client: &rmcp::service::RunningService<rmcp::RoleClient, C>,
     task_id: &str,
 ) -> serde_json::Value {
+    poll_task_watching(client, task_id, |_| {}).await
+}
+
+/// [`poll_task_until_done`], showing `working` every answer (as JSON) while the task works.
+pub async fn poll_task_watching<C: rmcp::Service<rmcp::RoleClient>>(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, C>,
+    task_id: &str,
+    mut working: impl FnMut(&serde_json::Value),
+) -> serde_json::Value {
     use rmcp::model::{GetTaskParams, TaskStatus};
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
@@ -749,6 +775,7 @@ pub async fn poll_task_until_done<C: rmcp::Service<rmcp::RoleClient>>(
         if got.task.status() != TaskStatus::Working {
             return serde_json::to_value(&got).unwrap();
         }
+        working(&serde_json::to_value(&got).unwrap());
         assert!(
             tokio::time::Instant::now() < deadline,
             "the task never finished"

@@ -1,0 +1,352 @@
+//! R-NAT: native tools. `durable-mcp-example-tools` (a real process, as users run it) serves the
+//! `examples` service on the dev server; a connector in front of it lists and calls the tools
+//! with an rmcp client; Workflows are checked in Temporal itself.
+
+use std::time::Duration;
+
+use durable_mcp::{
+    inbound::server::{Connector, ConnectorOptions},
+    mcp::{
+        call::WorkflowCallToken,
+        listing::{TIMEOUT_META_KEY, advertised_timeout},
+        payload,
+    },
+    nexus::{OperationOutcome, StartContext, StartOperation, StartOutcome},
+    temporal::{
+        TemporalConnection,
+        workflow::{WorkflowExecutionStatus, describe_workflow},
+    },
+};
+use rmcp::model::CancelTaskParams;
+use serde_json::{Value, json};
+use temporalio_protos::temporal::api::workflowservice::v1::ListWorkflowExecutionsRequest;
+
+use crate::support::*;
+
+/// `durable-mcp-example-tools --task-queue <env's queue>`, killed when dropped; returns once
+/// it announced that it serves.
+async fn example_tools(env: &TestEnv) -> tokio::process::Child {
+    let mut command = tokio::process::Command::new(workspace_bin("durable-mcp-example-tools"));
+    command
+        .args(["--task-queue", &env.task_queue])
+        .env("TEMPORAL_ADDRESS", &env.address)
+        .env("TEMPORAL_NAMESPACE", &env.namespace);
+    spawn_announcing(command, "durable-mcp-example-tools: serving")
+        .await
+        .0
+}
+
+/// A connector routing to `examples` that answers with a task after 300 ms.
+fn examples_connector(env: &TestEnv) -> Connector {
+    let mut options = ConnectorOptions::new(vec![route(env, "examples")]);
+    options.task_after = Duration::from_millis(300);
+    Connector::new(env.client.clone(), options)
+}
+
+/// Calls `slow_report` for `seconds` from a tasks-capable client; answers the task ID.
+async fn slow_report_task(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig>,
+    seconds: u32,
+) -> String {
+    let answer = client
+        .peer()
+        .call_tool_once(tool_call("slow_report", json!({"seconds": seconds})))
+        .await
+        .unwrap();
+    task_id_of(answer)
+}
+
+/// The Workflows run on the env's task queue (visibility is eventually consistent: waits until
+/// `done` holds for the list, at most 20 s).
+async fn workflows_on(
+    env: &TestEnv,
+    done: impl Fn(&[(String, WorkflowExecutionStatus)]) -> bool,
+) -> Vec<(String, WorkflowExecutionStatus)> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let listed = env
+            .connection
+            .workflow_service()
+            .list_workflow_executions(tonic::Request::new(ListWorkflowExecutionsRequest {
+                namespace: env.namespace.clone(),
+                page_size: 100,
+                query: format!("TaskQueue = '{}'", env.task_queue),
+                ..Default::default()
+            }))
+            .await
+            .unwrap()
+            .into_inner();
+        let found: Vec<_> = listed
+            .executions
+            .iter()
+            .map(|e| {
+                (
+                    e.execution.as_ref().unwrap().workflow_id.clone(),
+                    e.status(),
+                )
+            })
+            .collect();
+        if done(&found) || tokio::time::Instant::now() > deadline {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn native_tools_are_listed_with_titles_annotations_schemas_and_timeouts() {
+    let env = TestEnv::shared("native-list").await;
+    let _tools = example_tools(&env).await;
+    let client = client_for(examples_connector(&env)).await;
+    let listed: Vec<Value> = client
+        .peer()
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| serde_json::to_value(t).unwrap())
+        .collect();
+    let names: Vec<_> = listed.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["word_count", "slow_report"],
+        "server_info is not a tool"
+    );
+
+    let word_count = &listed[0];
+    assert_eq!(word_count["title"], "Count words");
+    assert_eq!(
+        word_count["description"],
+        "Counts the words of a text (split on whitespace)."
+    );
+    assert_eq!(
+        word_count["annotations"],
+        json!({"readOnlyHint": true, "idempotentHint": true, "openWorldHint": false})
+    );
+    assert_eq!(word_count["inputSchema"]["type"], "object");
+    assert_eq!(
+        word_count["inputSchema"]["properties"]["text"]["type"],
+        "string"
+    );
+    assert_eq!(word_count["inputSchema"]["required"], json!(["text"]));
+    assert_eq!(
+        word_count["outputSchema"]["properties"]["words"]["type"],
+        "integer"
+    );
+    assert_eq!(word_count["_meta"][TIMEOUT_META_KEY], 10_000);
+
+    let slow_report = &listed[1];
+    assert_eq!(slow_report["title"], "Write a slow report");
+    assert!(
+        slow_report["description"]
+            .as_str()
+            .unwrap()
+            .contains("Cancellable"),
+        "{slow_report}"
+    );
+    assert_eq!(
+        slow_report["inputSchema"]["properties"]["seconds"]["type"],
+        "integer"
+    );
+    assert_eq!(
+        slow_report["outputSchema"]["properties"]["report"]["type"],
+        "string"
+    );
+    assert_eq!(
+        advertised_timeout(slow_report),
+        Some(Duration::from_secs(7200))
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_sync_native_tool_answers_through_the_connector() {
+    let env = TestEnv::shared("native-sync").await;
+    let _tools = example_tools(&env).await;
+    let client = client_for(examples_connector(&env)).await;
+
+    let counted = client
+        .peer()
+        .call_tool(tool_call("word_count", json!({"text": "a b c"})))
+        .await
+        .unwrap();
+    assert_eq!(counted.structured_content, Some(json!({"words": 3})));
+    assert_eq!(counted.is_error, Some(false));
+    let text = serde_json::to_value(&counted.content).unwrap();
+    assert_eq!(text, json!([{"type": "text", "text": "3 words"}]));
+
+    // Arguments that do not fit the input type fail the call with the stable type.
+    let refused = client
+        .peer()
+        .call_tool(tool_call("word_count", json!({"text": 5})))
+        .await
+        .unwrap();
+    assert_eq!(refused.is_error, Some(true));
+    assert_eq!(
+        serde_json::to_value(&refused).unwrap()["_meta"]["io.durable-mcp/errorType"],
+        "InvalidArguments"
+    );
+
+    // The operation that is not a tool is still a Nexus operation for callers who know it.
+    let start = StartOperation::new(
+        uuid::Uuid::new_v4().to_string(),
+        &env.endpoint,
+        "examples",
+        "server_info",
+        payload::to_payload(&json!({})).unwrap(),
+    );
+    let (_, outcome) = start_and_wait(&env, start).await;
+    let OperationOutcome::Succeeded(p) = outcome else {
+        panic!("{outcome:?}")
+    };
+    let info = payload::to_json(&p).unwrap();
+    assert!(
+        info["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("durable-mcp-example-tools "),
+        "{info}"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_workflow_backed_tool_answers_through_the_connector_with_progress() {
+    let env = TestEnv::shared("native-workflow").await;
+    let _tools = example_tools(&env).await;
+    let client = task_client_for(examples_connector(&env)).await;
+
+    let task_id = slow_report_task(&client, 3).await;
+    let mut messages: Vec<String> = Vec::new();
+    let done = poll_task_watching(&client, &task_id, |working| {
+        if let Some(m) = working["statusMessage"].as_str()
+            && !messages.iter().any(|seen| seen == m)
+        {
+            messages.push(m.to_owned());
+        }
+    })
+    .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"],
+        json!({"seconds": 3, "report": "The report took 3 seconds."}),
+        "the Workflow's result is the CallToolResult: {done}"
+    );
+    assert_eq!(done["result"]["isError"], false);
+    assert!(
+        messages.iter().any(|m| m.ends_with("of 3 seconds")),
+        "the Workflow's progress reached tasks/get: {messages:?}"
+    );
+
+    let workflows = workflows_on(&env, |w| !w.is_empty()).await;
+    assert_eq!(workflows.len(), 1, "{workflows:?}");
+    assert!(workflows[0].0.starts_with("mcp/examples/slow_report/"));
+    assert_eq!(workflows[0].1, WorkflowExecutionStatus::Completed);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_mcp_cancel_leaves_the_workflow_canceled() {
+    let env = TestEnv::shared("native-cancel").await;
+    let _tools = example_tools(&env).await;
+
+    // Route 1: tasks/cancel.
+    let client = task_client_for(examples_connector(&env)).await;
+    let task_id = slow_report_task(&client, 600).await;
+    client
+        .peer()
+        .cancel_task(CancelTaskParams::new(&task_id))
+        .await
+        .unwrap();
+    let done = poll_task_until_done(&client, &task_id).await;
+    assert_eq!(done["status"], "cancelled", "{done}");
+    let workflows = workflows_on(&env, |w| {
+        w.iter()
+            .any(|(_, s)| *s == WorkflowExecutionStatus::Canceled)
+    })
+    .await;
+    assert_eq!(
+        workflows.iter().map(|(_, s)| *s).collect::<Vec<_>>(),
+        [WorkflowExecutionStatus::Canceled],
+        "{workflows:?}"
+    );
+    client.cancel().await.unwrap();
+
+    // Route 2: the client drops the call (rmcp sends notifications/cancelled).
+    let client = client_for(examples_connector(&env)).await;
+    let call = client
+        .peer()
+        .call_tool(tool_call("slow_report", json!({"seconds": 600})));
+    let _ = tokio::time::timeout(Duration::from_millis(1500), call).await;
+    let workflows = workflows_on(&env, |w| {
+        w.len() == 2
+            && w.iter()
+                .all(|(_, s)| *s == WorkflowExecutionStatus::Canceled)
+    })
+    .await;
+    assert_eq!(workflows.len(), 2, "{workflows:?}");
+    assert!(
+        workflows
+            .iter()
+            .all(|(_, s)| *s == WorkflowExecutionStatus::Canceled),
+        "{workflows:?}"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_retried_workflow_backed_start_runs_one_workflow() {
+    let env = TestEnv::shared("native-retry").await;
+    let _tools = example_tools(&env).await;
+    // The same service in this process, to deliver one start twice as the server does when it
+    // retries a start (same request id).
+    let temporal = TemporalConnection {
+        connection: env.connection.clone(),
+        namespace: env.namespace.clone(),
+    };
+    let service = durable_mcp_examples::tool_service(temporal, &env.task_queue).unwrap();
+    let handler = service.handler("slow_report").unwrap().clone();
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let start = || {
+        handler.start(
+            StartContext::new(&env.endpoint, "examples", "slow_report", &request_id),
+            payload::to_payload(&json!({"seconds": 1})).unwrap(),
+        )
+    };
+    let token = |outcome| match outcome {
+        Ok(StartOutcome::Async { token }) => WorkflowCallToken::parse(&token).unwrap(),
+        other => panic!("expected an async start, got {other:?}"),
+    };
+    let first = token(start().await);
+    let retried = token(start().await);
+    assert_eq!(first, retried, "the retried start attached to the same run");
+    assert_eq!(
+        first.workflow_id,
+        format!("mcp/examples/slow_report/{request_id}")
+    );
+
+    // Once the Workflow closed, a late retry still answers with that run.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let d = describe_workflow(&env.connection, &env.namespace, &first.workflow_id, "")
+            .await
+            .unwrap()
+            .unwrap();
+        if d.status == WorkflowExecutionStatus::Completed {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{d:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(token(start().await), first);
+
+    let workflows = workflows_on(&env, |w| !w.is_empty()).await;
+    assert_eq!(
+        workflows,
+        [(
+            first.workflow_id.clone(),
+            WorkflowExecutionStatus::Completed
+        )],
+        "one Workflow ran"
+    );
+}
