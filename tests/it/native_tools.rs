@@ -5,7 +5,10 @@
 use std::time::Duration;
 
 use durable_mcp::{
-    inbound::server::{Connector, ConnectorOptions},
+    inbound::{
+        server::{Connector, ConnectorOptions},
+        task_ref::{CallerScope, SigningKey},
+    },
     mcp::{
         call::WorkflowCallToken,
         listing::{TIMEOUT_META_KEY, advertised_timeout},
@@ -349,4 +352,130 @@ async fn a_retried_workflow_backed_start_runs_one_workflow() {
         )],
         "one Workflow ran"
     );
+}
+
+/// A connector with companion tools for callers in `scope`, signing with `key`.
+fn companion_connector(env: &TestEnv, key: &SigningKey, scope: &str) -> Connector {
+    let mut options = ConnectorOptions::new(vec![route(env, "examples")]);
+    // Long enough that word_count answers inline even on a loaded machine.
+    options.task_after = Duration::from_secs(1);
+    options.companion_tools = true;
+    options.signing_key = key.clone();
+    options.caller_scope = CallerScope::Process(scope.into());
+    Connector::new(env.client.clone(), options)
+}
+
+/// Calls a tool with a plain (tasks-less) client and answers the result as JSON.
+async fn call_json(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tool: &str,
+    arguments: Value,
+) -> Value {
+    let result = client
+        .peer()
+        .call_tool(tool_call(tool, arguments))
+        .await
+        .unwrap();
+    serde_json::to_value(result).unwrap()
+}
+
+#[tokio::test]
+async fn companion_tools_follow_a_long_call_for_clients_without_the_tasks_extension() {
+    let env = TestEnv::shared("native-companion").await;
+    let _tools = example_tools(&env).await;
+    let key = SigningKey::generate();
+    let alice = client_for(companion_connector(&env, &key, "alice")).await;
+    let mallory = client_for(companion_connector(&env, &key, "mallory")).await;
+
+    let names: Vec<String> = alice
+        .peer()
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "word_count",
+            "slow_report",
+            "task_status",
+            "task_result",
+            "task_cancel"
+        ]
+    );
+
+    // Quick calls still answer inline.
+    let counted = call_json(&alice, "word_count", json!({"text": "a b c"})).await;
+    assert_eq!(counted["structuredContent"], json!({"words": 3}));
+
+    // A call outlasting task_after answers with its task ID and how to follow it.
+    let started = call_json(&alice, "slow_report", json!({"seconds": 3})).await;
+    assert_eq!(started["isError"], false, "{started}");
+    assert_eq!(started["structuredContent"]["status"], "working");
+    let task_id = started["structuredContent"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        started["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("task_result"),
+        "{started}"
+    );
+    let status = call_json(&alice, "task_status", json!({"task_id": task_id})).await;
+    assert_eq!(status["structuredContent"]["taskId"], task_id.as_str());
+    assert!(
+        ["working", "completed"].contains(&status["structuredContent"]["status"].as_str().unwrap()),
+        "{status}"
+    );
+    let result = call_json(&alice, "task_result", json!({"task_id": task_id})).await;
+    assert_eq!(
+        result["structuredContent"],
+        json!({"seconds": 3, "report": "The report took 3 seconds."}),
+        "{result}"
+    );
+
+    // Another caller gets exactly what a forged ID gets.
+    let foreign = call_json(&mallory, "task_status", json!({"task_id": task_id})).await;
+    let forged = call_json(&mallory, "task_status", json!({"task_id": "forged"})).await;
+    assert_eq!(foreign, forged);
+    assert_eq!(foreign["isError"], true);
+    assert_eq!(foreign["content"][0]["text"], "unknown task");
+    let foreign_cancel = call_json(&mallory, "task_cancel", json!({"task_id": task_id})).await;
+    assert_eq!(foreign_cancel["content"][0]["text"], "unknown task");
+
+    // task_cancel stops the Workflow; task_status then says cancelled.
+    let started = call_json(&alice, "slow_report", json!({"seconds": 600})).await;
+    let task_id = started["structuredContent"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let cancelled = call_json(&alice, "task_cancel", json!({"task_id": task_id})).await;
+    assert_eq!(cancelled["isError"], false, "{cancelled}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = call_json(&alice, "task_status", json!({"task_id": task_id})).await;
+        if status["structuredContent"]["status"] == "cancelled" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{status}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let workflows = workflows_on(&env, |w| {
+        w.iter()
+            .any(|(_, s)| *s == WorkflowExecutionStatus::Canceled)
+    })
+    .await;
+    assert!(
+        workflows
+            .iter()
+            .any(|(_, s)| *s == WorkflowExecutionStatus::Canceled),
+        "{workflows:?}"
+    );
+    for c in [alice, mallory] {
+        c.cancel().await.unwrap();
+    }
 }

@@ -74,6 +74,12 @@ struct Cli {
     /// Clients without the tasks extension wait until the call completes.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     task_after: Duration,
+    /// Add three tools, task_status, task_result and task_cancel, for MCP hosts without the
+    /// tasks extension (many give up on a call after about a minute): such a host's call still
+    /// running at --task-after answers with a text result carrying a signed task ID, which the
+    /// three tools follow. Same signing and caller scoping as MCP tasks.
+    #[arg(long)]
+    companion_tools: bool,
     /// With `--transport http`: the address to listen on (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:8080")]
     addr: SocketAddr,
@@ -154,6 +160,7 @@ async fn main() -> anyhow::Result<()> {
     }
     options.default_timeout = cli.default_timeout;
     options.task_after = cli.task_after;
+    options.companion_tools = cli.companion_tools;
     options.require_verified_caller = auth.is_some();
     // Task IDs are signed with MCP_TASK_SIGNING_KEY. HTTP needs it (replicas and restarts must
     // verify each other's task IDs); stdio without it gets a process-local key.

@@ -5,8 +5,9 @@
 //! The server is an rmcp [`ServerHandler`], so a host serves it over stdio or Streamable HTTP
 //! and adds its own middleware. One file per concern: [`catalog`] (the merged tool list),
 //! [`call`] (starting and waiting for a call, idempotency keys), [`tasks`] (signed task IDs,
-//! `tasks/get` and `tasks/cancel`) and [`scope`] (whose request this is); this file holds the
-//! options and the rmcp glue.
+//! `tasks/get` and `tasks/cancel`), [`companion`] (task tools for callers without the tasks
+//! extension) and [`scope`] (whose request this is); this file holds the options and the rmcp
+//! glue.
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -32,10 +33,12 @@ use crate::{mcp::local::LocalTools, nexus::OperationClient};
 
 mod call;
 mod catalog;
+pub mod companion;
 mod scope;
 mod tasks;
 
 use call::{Started, conflict_result, idempotency_key};
+use companion::{companion_tools, continues_as_task, is_companion};
 use scope::{granted_scopes, insufficient_scope};
 use tasks::{now_rfc3339, supports_tasks, tasks_extension_required};
 
@@ -53,6 +56,9 @@ pub struct ConnectorOptions {
     pub list_timeout: Duration,
     /// How long a task-capable caller waits before the call becomes a task.
     pub task_after: Duration,
+    /// Serve the companion tools (`task_status`, `task_result`, `task_cancel`) and answer a
+    /// caller without the tasks extension whose call outlasts `task_after` with a task ID.
+    pub companion_tools: bool,
     /// Signs task IDs. Replicas that serve each other's tasks share it.
     pub signing_key: SigningKey,
     /// Whose tasks these are when the request names no verified caller: one stdio client, or
@@ -72,6 +78,7 @@ impl ConnectorOptions {
             default_timeout: Duration::from_secs(300),
             list_timeout: Duration::from_secs(30),
             task_after: Duration::from_secs(2),
+            companion_tools: false,
             signing_key: SigningKey::generate(),
             // One stdio client, or everyone on an unauthenticated HTTP connector: a stable scope,
             // so idempotency keys and tasks survive a restart with the same signing key.
@@ -151,11 +158,31 @@ impl ServerHandler for Connector {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let tools = self
+        let mut listed: Vec<Value> = self
             .refresh_tools()
             .await?
             .into_iter()
-            .map(|(_, t)| {
+            .map(|(_, t)| t)
+            .collect();
+        if self.inner.options.companion_tools {
+            if let Some(clash) = listed
+                .iter()
+                .find(|t| is_companion(t["name"].as_str().unwrap_or_default()))
+            {
+                return Err(McpError::internal_error(
+                    format!(
+                        "a route exposes a tool named {}, which --companion-tools reserves; \
+                         drop --companion-tools or rename the tool",
+                        clash["name"]
+                    ),
+                    None,
+                ));
+            }
+            listed.extend(companion_tools());
+        }
+        let tools = listed
+            .into_iter()
+            .map(|t| {
                 serde_json::from_value::<Tool>(t).map_err(|e| {
                     McpError::internal_error(format!("a listed tool is not valid MCP: {e}"), None)
                 })
@@ -170,6 +197,10 @@ impl ServerHandler for Connector {
     fn get_tool(&self, name: &str) -> Option<Tool> {
         if let Some(local) = self.local_for(name) {
             return local.tools().into_iter().find(|t| t.name == name);
+        }
+        if self.inner.options.companion_tools && is_companion(name) {
+            let found = companion_tools().into_iter().find(|t| t["name"] == name)?;
+            return serde_json::from_value(found).ok();
         }
         let catalog = self.inner.tools.try_read().ok()?;
         serde_json::from_value(catalog.get(name)?.1.clone()).ok()
@@ -200,17 +231,18 @@ impl ServerHandler for Connector {
         }
         let key = idempotency_key(&request, &context)?;
         let arguments = request.arguments.clone().unwrap_or_default();
+        if self.inner.options.companion_tools && is_companion(&request.name) {
+            let json = self
+                .call_companion(&request.name, &arguments, &scope)
+                .await?;
+            return complete(json);
+        }
         let op = match self
             .start_call(&request.name, arguments, key.map(|k| (k, &scope)))
             .await?
         {
             Started::Op(op) => op,
-            Started::Conflict => {
-                let mut result: CallToolResult = serde_json::from_value(conflict_result())
-                    .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-                result.result_type = Some(ResultType::COMPLETE);
-                return Ok(result.into());
-            }
+            Started::Conflict => return complete(conflict_result()),
         };
         let progress = context
             .meta
@@ -229,17 +261,20 @@ impl ServerHandler for Connector {
                     return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
                 }
             }
+        } else if self.inner.options.companion_tools {
+            // No tasks extension, but companion tools: after `task_after` the caller gets the
+            // task ID in a text result and follows it with the companion tools.
+            tokio::select! {
+                finished = self.finish_call(&op, &context.ct, progress) => finished?,
+                _ = tokio::time::sleep(self.inner.options.task_after) => {
+                    info!(operation_id = %op.operation_id, "tool call continues as a companion task");
+                    continues_as_task(&self.task_id(&op, &scope))
+                }
+            }
         } else {
             self.finish_call(&op, &context.ct, progress).await?
         };
-        let mut result: CallToolResult = serde_json::from_value(json).map_err(|e| {
-            McpError::internal_error(
-                format!("the tool returned an invalid CallToolResult: {e}"),
-                None,
-            )
-        })?;
-        result.result_type = Some(ResultType::COMPLETE);
-        Ok(result.into())
+        complete(json)
     }
 
     async fn get_task(
@@ -267,4 +302,16 @@ impl ServerHandler for Connector {
         let scope = self.request_scope(&context)?;
         self.cancel_task_op(&request.task_id, &scope).await
     }
+}
+
+/// A `CallToolResult` JSON as rmcp's complete answer.
+fn complete(json: Value) -> Result<CallToolResponse, McpError> {
+    let mut result: CallToolResult = serde_json::from_value(json).map_err(|e| {
+        McpError::internal_error(
+            format!("the tool returned an invalid CallToolResult: {e}"),
+            None,
+        )
+    })?;
+    result.result_type = Some(ResultType::COMPLETE);
+    Ok(result.into())
 }
