@@ -5,7 +5,9 @@
 //! (`tests/python/mcp_client_check.py`) lists the tools and calls them, with and without an
 //! idempotency key in `_meta`, and cancels a slow call once the upstream has it (over stdio and
 //! session HTTP the SDK sends `notifications/cancelled`; over stateless HTTP it closes the
-//! response stream); every value it saw, and the upstream's ledger, is checked here.
+//! response stream); every value it saw, and the upstream's ledger, is checked here. A second
+//! script (`tests/python/example_tools_check.py`) drives the connector with `--companion-tools`
+//! in front of `durable-mcp-example-tools` (R-NAT, R-CON-11).
 //!
 //! The SDK is installed once into a virtualenv under the cache dir
 //! (`~/.cache/durable-mcp/py-mcp-2.3.0`). Where Python or PyPI is unavailable each test prints
@@ -167,14 +169,28 @@ async fn run_script(
     ledger: &Ledger,
     target: &[String],
 ) -> Value {
+    let mut args: Vec<std::ffi::OsString> = ["--mode", mode, "--key", key, "--ledger"]
+        .iter()
+        .map(Into::into)
+        .collect();
+    args.push(ledger.path().into());
+    args.extend(target.iter().map(Into::into));
+    run_python(python, env, &script(), &args).await
+}
+
+/// Runs a Python script of tests/python with `args` and the env's Temporal connection in its
+/// environment, and parses the one JSON object it prints.
+async fn run_python(
+    python: &Path,
+    env: &TestEnv,
+    script: &Path,
+    args: &[std::ffi::OsString],
+) -> Value {
     let output = tokio::time::timeout(
         Duration::from_secs(180),
         tokio::process::Command::new(python)
-            .arg(script())
-            .args(["--mode", mode, "--key", key])
-            .arg("--ledger")
-            .arg(ledger.path())
-            .args(target)
+            .arg(script)
+            .args(args)
             .env("TEMPORAL_ADDRESS", &env.address)
             .env("TEMPORAL_NAMESPACE", &env.namespace)
             .env("RUST_LOG", "warn")
@@ -331,4 +347,57 @@ async fn python_mcp_client_drives_the_connector_binary_over_http() {
     let key = format!("py-legacy-{}", uuid::Uuid::new_v4());
     let report = run_script(&python, &env, "legacy", &key, &ledger, &url).await;
     check_report(&report, &key, "2025-11-25", &ledger).await;
+}
+
+/// The "done" check, with a third-party client: the Python SDK (no tasks API) lists
+/// exactly the example's tools with their titles and schemas, gets `{"words": 3}`, and follows a
+/// long `slow_report` call to its result through the companion tools.
+#[tokio::test]
+async fn python_mcp_client_uses_native_tools_and_companion_tools() {
+    let python = require_python_mcp!();
+    let env = TestEnv::shared("py-native").await;
+    let _tools = example_tools(&env).await;
+    let args: Vec<std::ffi::OsString> = vec![
+        "--stdio".into(),
+        workspace_bin("durable-mcp-connector").into(),
+        "--route".into(),
+        format!("{{service: examples, endpoint: {}}}", env.endpoint).into(),
+        "--companion-tools".into(),
+        "--task-after".into(),
+        "1s".into(),
+    ];
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/example_tools_check.py");
+    let report = run_python(&python, &env, &script, &args).await;
+
+    let tools = report["tools"].as_array().unwrap();
+    let names: Vec<_> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, EXAMPLE_TOOLS_WITH_COMPANIONS, "{report}");
+    assert_eq!(tools[0]["title"], "Count words");
+    assert_eq!(
+        tools[0]["inputSchema"]["properties"]["text"]["type"],
+        "string"
+    );
+    assert_eq!(tools[1]["title"], "Write a slow report");
+    assert_eq!(
+        tools[1]["inputSchema"]["properties"]["seconds"]["type"],
+        "integer"
+    );
+    assert_eq!(
+        report["word_count"]["structuredContent"],
+        json!({"words": 3})
+    );
+    // slow_report declares an output schema: the task note is a tool error, never checked
+    // against it (the SDK validates structuredContent of successful results).
+    assert_eq!(report["slow_report"]["isError"], true, "{report}");
+    let task_id = report["slow_report"]["_meta"]["io.durable-mcp/taskId"].clone();
+    assert!(task_id.is_string(), "{report}");
+    assert_eq!(
+        report["task_status"]["structuredContent"]["taskId"],
+        task_id
+    );
+    assert_eq!(
+        report["task_result"]["structuredContent"],
+        json!({"seconds": 3, "report": "The report took 3 seconds."}),
+        "{report}"
+    );
 }

@@ -570,6 +570,28 @@ pub async fn spawn_announcing(
     (child, seen)
 }
 
+/// What a connector with `--companion-tools` lists in front of the example service, in order.
+pub const EXAMPLE_TOOLS_WITH_COMPANIONS: [&str; 5] = [
+    "word_count",
+    "slow_report",
+    "task_status",
+    "task_result",
+    "task_cancel",
+];
+
+/// `durable-mcp-example-tools --task-queue <env's queue>`, killed when dropped; returns once
+/// it announced that it serves.
+pub async fn example_tools(env: &TestEnv) -> tokio::process::Child {
+    let mut command = tokio::process::Command::new(workspace_bin("durable-mcp-example-tools"));
+    command
+        .args(["--task-queue", &env.task_queue])
+        .env("TEMPORAL_ADDRESS", &env.address)
+        .env("TEMPORAL_NAMESPACE", &env.namespace);
+    spawn_announcing(command, "durable-mcp-example-tools: serving")
+        .await
+        .0
+}
+
 /// A `durable-mcp-connector --transport http` process, killed when dropped.
 pub struct HttpConnectorProcess {
     pub child: tokio::process::Child,

@@ -82,17 +82,23 @@ fn text_result(text: String, structured: Value, is_error: bool) -> Value {
 }
 
 /// The answer to a call that is still running at `--task-after`, for a caller without the tasks
-/// extension: the task ID and how to follow it.
-pub fn continues_as_task(task_id: &str) -> Value {
-    let mut result = text_result(
-        format!(
-            "The tool call continues in the background as task {task_id}. Call \
-             {TASK_RESULT} with {{\"task_id\": \"{task_id}\"}} for its result, {TASK_STATUS} \
-             for its progress, or {TASK_CANCEL} to stop it."
-        ),
-        json!({"taskId": task_id, "status": "working"}),
-        false,
+/// extension: the task ID (text and `_meta`) and how to follow it.
+///
+/// A tool that declares an `outputSchema` can only answer successfully with conforming
+/// `structuredContent`, and strict clients (the Python SDK) reject anything else, so for such a
+/// tool the answer is a tool error (`isError`, never schema-checked) whose text says the call
+/// goes on; other tools get `structuredContent: {"taskId", "status": "working"}`.
+pub fn continues_as_task(task_id: &str, tool_has_output_schema: bool) -> Value {
+    let text = format!(
+        "The tool call continues in the background as task {task_id}. Call {TASK_RESULT} with \
+         {{\"task_id\": \"{task_id}\"}} for its result, {TASK_STATUS} for its progress, or \
+         {TASK_CANCEL} to stop it."
     );
+    let mut result = if tool_has_output_schema {
+        json!({"content": [{"type": "text", "text": text}], "isError": true})
+    } else {
+        text_result(text, json!({"taskId": task_id, "status": "working"}), false)
+    };
     result["_meta"] = json!({ TASK_ID_META: task_id });
     result
 }
@@ -199,7 +205,7 @@ mod tests {
 
     #[test]
     fn a_call_that_continues_says_how_to_follow_it() {
-        let r = continues_as_task("T1");
+        let r = continues_as_task("T1", false);
         assert_eq!(r["isError"], false);
         assert_eq!(
             r["structuredContent"],
@@ -208,6 +214,12 @@ mod tests {
         assert_eq!(r["_meta"][TASK_ID_META], "T1");
         let text = r["content"][0]["text"].as_str().unwrap();
         assert!(text.contains("T1") && text.contains(TASK_RESULT) && text.contains(TASK_CANCEL));
+        // A tool with an output schema: no structuredContent that would break it.
+        let r = continues_as_task("T1", true);
+        assert_eq!(r["isError"], true);
+        assert!(r.get("structuredContent").is_none());
+        assert_eq!(r["_meta"][TASK_ID_META], "T1");
+        assert_eq!(r["content"][0]["text"].as_str().unwrap(), text);
     }
 
     #[test]

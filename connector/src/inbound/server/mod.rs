@@ -268,7 +268,11 @@ impl ServerHandler for Connector {
                 finished = self.finish_call(&op, &context.ct, progress) => finished?,
                 _ = tokio::time::sleep(self.inner.options.task_after) => {
                     info!(operation_id = %op.operation_id, "tool call continues as a companion task");
-                    continues_as_task(&self.task_id(&op, &scope))
+                    let has_output_schema = self
+                        .lookup(&request.name)
+                        .await
+                        .is_ok_and(|(_, tool)| tool.get("outputSchema").is_some());
+                    continues_as_task(&self.task_id(&op, &scope), has_output_schema)
                 }
             }
         } else {
