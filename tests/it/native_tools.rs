@@ -14,7 +14,7 @@ use durable_mcp::{
         listing::{TIMEOUT_META_KEY, advertised_timeout},
         payload,
     },
-    nexus::{OperationOutcome, StartContext, StartOperation, StartOutcome},
+    nexus::{CancelContext, OperationOutcome, StartContext, StartOperation, StartOutcome},
     temporal::{
         TemporalConnection,
         workflow::{WorkflowExecutionStatus, describe_workflow},
@@ -285,7 +285,7 @@ async fn an_mcp_cancel_leaves_the_workflow_canceled() {
 }
 
 #[tokio::test]
-async fn a_retried_workflow_backed_start_runs_one_workflow() {
+async fn a_retried_workflow_backed_start_runs_one_workflow_and_a_late_cancel_is_no_error() {
     let env = TestEnv::shared("native-retry").await;
     let _tools = example_tools(&env).await;
     // The same service in this process, to deliver one start twice as the server does when it
@@ -329,6 +329,19 @@ async fn a_retried_workflow_backed_start_runs_one_workflow() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(token(start().await), first);
+    // A cancel that arrives after the Workflow closed is no error: its outcome is on its way.
+    let late_cancel = handler
+        .cancel(CancelContext {
+            endpoint: env.endpoint.clone(),
+            service: "examples".into(),
+            operation: "slow_report".into(),
+            token: serde_json::to_string(&first).unwrap(),
+            headers: Default::default(),
+            deadline: None,
+            cancelled: Default::default(),
+        })
+        .await;
+    assert_eq!(late_cancel, Ok(()));
 
     let workflows = workflows_on(&env, |w| !w.is_empty()).await;
     assert_eq!(
