@@ -236,7 +236,11 @@ async fn compare_with_direct(env: &TestEnv, direct: &DirectClient) {
             json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}),
             "{name}: server-everything's annotations"
         );
-        assert_eq!(without_proxy_meta(proxied), *direct, "{name}: listed tool");
+        // rmcp's typed `Tool` (the direct client's view) has no `execution`; the wire test
+        // below checks that the proxy keeps it.
+        let mut proxied = without_proxy_meta(proxied);
+        proxied.as_object_mut().unwrap().remove("execution");
+        assert_eq!(proxied, *direct, "{name}: listed tool");
     }
     let structured = find(&proxied_tools, "get-structured-content");
     assert!(
@@ -253,9 +257,11 @@ async fn compare_with_direct(env: &TestEnv, direct: &DirectClient) {
         // get-resource-reference embeds the time the resource was made (toLocaleTimeString,
         // to the second) in its text and, base64-encoded, in its blob: the two calls are made
         // at different times, so that time is masked; everything else is compared as is.
+        // Numbers by value: the direct client's typed model turns `1` into `1.0`; the wire
+        // test below checks that the proxy does not.
         assert_eq!(
-            mask_timestamps(&via_proxy),
-            mask_timestamps(&straight),
+            numbers_as_f64(&mask_timestamps(&via_proxy)),
+            numbers_as_f64(&mask_timestamps(&straight)),
             "{tool} {args}"
         );
     }
@@ -313,10 +319,52 @@ async fn proxy_everything_over_http_matches_direct_calls() {
 }
 
 /// The comparison above is between two rmcp clients, so anything rmcp's typed model changes
-/// on the way in changes both sides alike. This one compares the proxy's results with the
-/// bytes server-everything writes (newline-delimited JSON-RPC over stdio, no SDK in between),
-/// numbers compared by value (JavaScript's `1` and a Rust float's `1.0` are the same JSON
-/// number).
+/// on the way in changes both sides alike. This one compares the proxy's results and listing
+/// with the bytes server-everything writes (newline-delimited JSON-RPC over stdio, no SDK in
+/// between), as JSON values: integers stay integers (`"priority": 1`, never `1.0`) and every
+/// field the server lists survives (`execution` included); the proxy adds only its timeout.
+async fn compare_with_the_wire(env: &TestEnv, raw: &mut RawStdioClient) {
+    let wire_tools = raw.list_tools().await.unwrap();
+    let proxied_tools = list_via_proxy(env).await;
+    for wire in &wire_tools {
+        let name = wire["name"].as_str().unwrap();
+        let proxied = without_proxy_meta(find(&proxied_tools, name));
+        assert_eq!(
+            proxied, *wire,
+            "{name}: the listed tool as the server wrote it"
+        );
+    }
+    assert!(
+        wire_tools.iter().any(|t| t.get("execution").is_some()),
+        "server-everything lists `execution` on its tools"
+    );
+
+    let mut mismatches = Vec::new();
+    for (tool, args) in cases() {
+        let via_proxy = mask_timestamps(&call_via_proxy(env, tool, &args).await);
+        let wire = mask_timestamps(&raw.call(tool, args.clone()).await.unwrap());
+        if via_proxy != wire {
+            mismatches.push(format!(
+                "{tool} {args}:\n  wire:  {wire}\n  proxy: {via_proxy}"
+            ));
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "results changed on the way through:\n{}",
+        mismatches.join("\n")
+    );
+    // The integer annotation itself, as the issue reported it.
+    let annotated = call_via_proxy(
+        env,
+        "get-annotated-message",
+        &json!({"messageType": "error"}),
+    )
+    .await;
+    let priority = &annotated["content"][0]["annotations"]["priority"];
+    assert!(priority.is_u64(), "priority stays an integer: {annotated}");
+}
+
 #[tokio::test]
 async fn proxy_everything_matches_the_wire() {
     require_node!();
@@ -331,60 +379,78 @@ async fn proxy_everything_matches_the_wire() {
         "{}",
         raw.initialize
     );
+    compare_with_the_wire(&env, &mut raw).await;
+}
 
-    let wire_tools = raw.list_tools().await.unwrap();
-    let proxied_tools = list_via_proxy(&env).await;
-    for name in TOOLS {
-        let (proxied, wire) = (
-            without_proxy_meta(find(&proxied_tools, name)),
-            find(&wire_tools, name).clone(),
-        );
-        // The fields the Nexus contract promises (SPEC: name, title, description, input and
-        // output schema, annotations, _meta).
-        for field in [
-            "name",
-            "title",
-            "description",
-            "inputSchema",
-            "outputSchema",
-            "annotations",
-            "_meta",
-        ] {
-            assert_eq!(
-                numbers_as_f64(&proxied[field]),
-                numbers_as_f64(&wire[field]),
-                "{name}.{field}"
-            );
-        }
-        // Anything else the server lists is lost only if rmcp's `Tool` has no field for it:
-        // in rmcp 3.11 that is `execution` (`{"taskSupport": "forbidden"|"required"}`, which
-        // server-everything sends on every tool). Not in the contract, but a caller of
-        // `list_tools` cannot tell that `simulate-research-query` needs task augmentation.
-        let dropped: Vec<&String> = wire
-            .as_object()
-            .unwrap()
-            .keys()
-            .filter(|k| proxied.get(k.as_str()).is_none())
-            .collect();
-        assert!(
-            dropped.iter().all(|k| *k == "execution"),
-            "{name}: list_tools dropped {dropped:?}"
+/// The same over Streamable HTTP: the proxy reads the server's event stream, and its results
+/// equal what the same server writes over stdio.
+#[tokio::test]
+async fn proxy_everything_over_http_matches_the_wire() {
+    require_node!();
+    let entry = install().await;
+    let (_server, url) = everything::serve_http(0)
+        .await
+        .expect("server-everything over HTTP");
+    let env = TestEnv::shared("everything-wire-http").await;
+    let _proxy = start_proxy(&env, vec![http_upstream(&url)]);
+    let mut raw = RawStdioClient::start(&entry)
+        .await
+        .expect("raw stdio client");
+    compare_with_the_wire(&env, &mut raw).await;
+}
+
+/// Through the connector as well (R-CON-11): a client reading the connector's own bytes (over
+/// an in-memory pipe, no SDK on the client side) sees the results server-everything wrote, and
+/// its tools as listed, with only the durable layer's namespaced `_meta` keys added and
+/// `execution.taskSupport` saying what the connector offers.
+#[tokio::test]
+async fn the_connector_writes_what_server_everything_wrote() {
+    require_node!();
+    let entry = install().await;
+    let env = TestEnv::shared("everything-connector-wire").await;
+    let _proxy = start_proxy(&env, vec![stdio_upstream(&entry)]);
+    let connector = connector_for(&env, SERVICE);
+    let (server_side, client_side) = tokio::io::duplex(1 << 22);
+    tokio::spawn(async move {
+        use rmcp::ServiceExt as _;
+        let running = connector
+            .serve(tokio::io::split(server_side))
+            .await
+            .expect("connector serves");
+        let _ = running.waiting().await;
+    });
+    let (read, write) = tokio::io::split(client_side);
+    let mut through = RawStdioClient::over(read, write)
+        .await
+        .expect("raw client to the connector");
+    let mut wire = RawStdioClient::start(&entry)
+        .await
+        .expect("raw stdio client");
+
+    let wire_tools = wire.list_tools().await.unwrap();
+    let listed = through.list_tools().await.unwrap();
+    for wire_tool in &wire_tools {
+        let name = wire_tool["name"].as_str().unwrap();
+        let mut expected = wire_tool.clone();
+        expected["execution"]["taskSupport"] = json!("optional");
+        assert_eq!(
+            without_proxy_meta(find(&listed, name)),
+            expected,
+            "{name}: listed through the connector"
         );
     }
 
-    let mut mismatches = Vec::new();
     for (tool, args) in cases() {
-        let via_proxy = mask_timestamps(&call_via_proxy(&env, tool, &args).await);
-        let wire = mask_timestamps(&raw.call(tool, args.clone()).await.unwrap());
-        if numbers_as_f64(&via_proxy) != numbers_as_f64(&wire) {
-            mismatches.push(format!(
-                "{tool} {args}:\n  wire:  {wire}\n  proxy: {via_proxy}"
-            ));
-        }
+        let via = mask_timestamps(&through.call(tool, args.clone()).await.unwrap());
+        let direct = mask_timestamps(&wire.call(tool, args.clone()).await.unwrap());
+        assert_eq!(via, direct, "{tool} {args}: through the connector");
     }
+    let annotated = through
+        .call("get-annotated-message", json!({"messageType": "error"}))
+        .await
+        .unwrap();
     assert!(
-        mismatches.is_empty(),
-        "results changed on the way through:\n{}",
-        mismatches.join("\n")
+        annotated["content"][0]["annotations"]["priority"].is_u64(),
+        "priority stays an integer through the connector: {annotated}"
     );
 }

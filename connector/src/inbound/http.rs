@@ -50,7 +50,10 @@ use rmcp::transport::streamable_http_server::{
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::{auth::Authenticator, server::Connector};
+use super::{
+    auth::Authenticator,
+    server::{Connector, Typed},
+};
 
 /// Where and how the connector listens for MCP over HTTP.
 #[derive(Debug, Clone)]
@@ -186,8 +189,8 @@ fn router_counting(
     mcp_ct: CancellationToken,
     in_flight: Arc<InFlight>,
 ) -> axum::Router {
-    let service: StreamableHttpService<Connector, LocalSessionManager> = StreamableHttpService::new(
-        move || Ok(connector.clone()),
+    let service: StreamableHttpService<Typed, LocalSessionManager> = StreamableHttpService::new(
+        move || Ok(connector.typed()),
         Arc::new(LocalSessionManager::default()),
         mcp_config(options, bound, mcp_ct),
     );

@@ -11,6 +11,33 @@ pub const LIST_TOOLS: &str = "list_tools";
 /// as the Nexus operation's schedule-to-close timeout.
 pub const TIMEOUT_META_KEY: &str = "io.durable-mcp/timeoutMs";
 
+/// Key in a listed tool's `_meta`, `true` when the tool service gives the tool one attempt (it
+/// must not run twice): a call of it that timed out may or may not have run, and callers say so
+/// (R-NXC-4). Absent means the service retries it.
+pub const ONE_ATTEMPT_META_KEY: &str = "io.durable-mcp/oneAttempt";
+
+/// Whether a listed tool says it gets one attempt.
+pub fn advertised_one_attempt(tool: &Value) -> bool {
+    tool.get("_meta")
+        .and_then(|m| m.get(ONE_ATTEMPT_META_KEY))
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
+/// Marks a tool as one that gets one attempt (see [`ONE_ATTEMPT_META_KEY`]); other tools are
+/// left unmarked.
+pub fn advertise_one_attempt(tool: &mut serde_json::Map<String, Value>, one_attempt: bool) {
+    if !one_attempt {
+        return;
+    }
+    if let Value::Object(meta) = tool
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Default::default()))
+    {
+        meta.insert(ONE_ATTEMPT_META_KEY.into(), Value::Bool(true));
+    }
+}
+
 /// The timeout a listed tool advertises, if it names one.
 pub fn advertised_timeout(tool: &Value) -> Option<Duration> {
     tool.get("_meta")?
@@ -44,6 +71,18 @@ mod tests {
         assert_eq!(tool["_meta"]["other"], 1);
         assert_eq!(tool["_meta"][TIMEOUT_META_KEY], 45_000);
         assert_eq!(advertised_timeout(&tool), Some(Duration::from_secs(45)));
+    }
+
+    #[test]
+    fn one_attempt_tools_are_marked_and_others_are_not() {
+        let mut tool = json!({"name": "t", "_meta": {"other": 1}});
+        advertise_one_attempt(tool.as_object_mut().unwrap(), true);
+        assert_eq!(tool["_meta"]["other"], 1);
+        assert!(advertised_one_attempt(&tool));
+        let mut plain = json!({"name": "t"});
+        advertise_one_attempt(plain.as_object_mut().unwrap(), false);
+        assert_eq!(plain, json!({"name": "t"}));
+        assert!(!advertised_one_attempt(&plain));
     }
 
     #[test]

@@ -7,12 +7,18 @@
 //! | Result, plain string | `{"content": [{"type": "text", "text": <the string>}], "isError": false}` |
 //! | Result, plain object | text content with the compact JSON text, `"isError": false`, and `"structuredContent": <the object>` |
 //! | Result, any other plain value | text content with the compact JSON text, `"isError": false` |
+//! | Failed, type `ToolCallOutcomeUnknown` | `isError: true`, text: [`OUTCOME_UNKNOWN`] then the failure message; type in `_meta` |
 //! | Failed | `isError: true`, text: the failure message (`The tool call failed.` when empty); `_meta["io.durable-mcp/errorType"]` = the failure's type when known |
-//! | Canceled | `isError: true`, text: `The tool call was canceled: <message>` |
-//! | TimedOut | `isError: true`, text: `The tool call timed out: <message>` |
+//! | Canceled | `isError: true`, text: `The tool call was canceled: <message>`; type `Canceled` |
+//! | TimedOut, one-attempt tool | `isError: true`, text: [`OUTCOME_UNKNOWN`] then `(<message>)`; type `ToolCallOutcomeUnknown` |
+//! | TimedOut | `isError: true`, text: `The tool call timed out: <message>`; type `UpstreamTimeout` |
 //! | Terminated | `isError: true`, text: `The tool call was terminated: <message>` |
 //!
 //! The message is the one Temporal reports; an empty message drops the `: <message>` tail.
+//! A one-attempt tool (one that must not run twice, see
+//! [`super::listing::ONE_ATTEMPT_META_KEY`]) whose attempt ended without an answer (its worker
+//! was killed, its heartbeat or attempt timed out) may or may not have run, and it was not run
+//! again: the caller is told exactly that, so it checks before calling again.
 //! Failures are tool errors (`isError`), not JSON-RPC errors: the call reached the tool's
 //! execution, and MCP tells models to read tool errors and react to them. The three fixed
 //! prefixes let a caller tell "stopped" apart from "the tool said no" without parsing Temporal
@@ -21,12 +27,15 @@
 
 use serde_json::{Map, Value, json};
 
-use super::payload;
+use super::{errors::ToolCallErrorType, payload};
 use crate::nexus::OperationOutcome;
 
 /// `_meta` key carrying a failed operation's error type (for example an application error type
 /// such as `IdempotencyConflict`).
 pub const ERROR_TYPE_META: &str = "io.durable-mcp/errorType";
+
+/// How a tool error about a call of unknown outcome begins.
+pub const OUTCOME_UNKNOWN: &str = "The tool call's outcome is unknown: it may or may not have run, and it was not retried, because this tool must not run twice. Check its effects before calling it again.";
 
 /// How a Nexus operation ended, as the connector sees it after decoding payloads.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,8 +96,15 @@ impl Outcome {
     }
 }
 
-/// The `CallToolResult` JSON for an outcome (see the module doc's table).
+/// The `CallToolResult` JSON for an outcome of a tool that is retried (see the module doc's
+/// table).
 pub fn to_call_tool_result(o: &Outcome) -> Value {
+    to_call_tool_result_for(o, false)
+}
+
+/// The `CallToolResult` JSON for an outcome; `one_attempt` says the tool gets one attempt
+/// (see the module doc's table).
+pub fn to_call_tool_result_for(o: &Outcome, one_attempt: bool) -> Value {
     match o {
         Outcome::Result {
             payload_json,
@@ -110,6 +126,13 @@ pub fn to_call_tool_result(o: &Outcome) -> Value {
         }
         Outcome::Failed {
             message,
+            error_type: Some(t),
+        } if t == ToolCallErrorType::ToolCallOutcomeUnknown.as_str() => typed_error(
+            format!("{OUTCOME_UNKNOWN} {message}").trim_end().to_owned(),
+            t,
+        ),
+        Outcome::Failed {
+            message,
             error_type,
         } => {
             let text = if message.is_empty() {
@@ -123,19 +146,34 @@ pub fn to_call_tool_result(o: &Outcome) -> Value {
             }
             Value::Object(result)
         }
-        Outcome::Canceled { message } => Value::Object(text_result(
+        Outcome::Canceled { message } => typed_error(
             prefixed("The tool call was canceled", message),
-            true,
-        )),
-        Outcome::TimedOut { message } => Value::Object(text_result(
+            ToolCallErrorType::Canceled.as_str(),
+        ),
+        Outcome::TimedOut { message } if one_attempt => {
+            let text = if message.is_empty() {
+                OUTCOME_UNKNOWN.to_owned()
+            } else {
+                format!("{OUTCOME_UNKNOWN} ({message})")
+            };
+            typed_error(text, ToolCallErrorType::ToolCallOutcomeUnknown.as_str())
+        }
+        Outcome::TimedOut { message } => typed_error(
             prefixed("The tool call timed out", message),
-            true,
-        )),
+            ToolCallErrorType::UpstreamTimeout.as_str(),
+        ),
         Outcome::Terminated { message } => Value::Object(text_result(
             prefixed("The tool call was terminated", message),
             true,
         )),
     }
+}
+
+/// A tool error with its stable type in `_meta`.
+fn typed_error(text: String, error_type: &str) -> Value {
+    let mut result = text_result(text, true);
+    result.insert("_meta".into(), json!({ ERROR_TYPE_META: error_type }));
+    Value::Object(result)
 }
 
 fn prefixed(prefix: &str, message: &str) -> String {
@@ -291,10 +329,43 @@ mod tests {
             ),
         ];
         for (o, text) in cases {
-            assert_eq!(
-                to_call_tool_result(&o),
-                json!({"content": [{"type": "text", "text": text}], "isError": true})
-            );
+            let result = to_call_tool_result(&o);
+            assert_eq!(result["content"], json!([{"type": "text", "text": text}]));
+            assert_eq!(result["isError"], true);
+            let error_type = match o {
+                Outcome::Canceled { .. } => json!("Canceled"),
+                Outcome::TimedOut { .. } => json!("UpstreamTimeout"),
+                _ => Value::Null,
+            };
+            assert_eq!(result["_meta"][ERROR_TYPE_META], error_type, "{text}");
         }
+    }
+
+    #[test]
+    fn one_attempt_tools_that_ended_without_an_answer_have_unknown_outcomes() {
+        let timed_out = Outcome::TimedOut {
+            message: "activity Heartbeat timeout".into(),
+        };
+        let result = to_call_tool_result_for(&timed_out, true);
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with(OUTCOME_UNKNOWN), "{text}");
+        assert!(text.contains("may or may not have run"), "{text}");
+        assert!(text.ends_with("(activity Heartbeat timeout)"), "{text}");
+        assert_eq!(result["isError"], true);
+        assert_eq!(result["_meta"][ERROR_TYPE_META], "ToolCallOutcomeUnknown");
+        // A tool that is retried just timed out.
+        let retried = to_call_tool_result_for(&timed_out, false);
+        assert_eq!(retried["_meta"][ERROR_TYPE_META], "UpstreamTimeout");
+        // The proxy's own verdict (a crash or reset after the send) says the same, whatever the
+        // caller knows of the tool.
+        let failed = Outcome::Failed {
+            message: "upstream \"s\" failed during the request: connection closed".into(),
+            error_type: Some("ToolCallOutcomeUnknown".into()),
+        };
+        let result = to_call_tool_result(&failed);
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with(OUTCOME_UNKNOWN), "{text}");
+        assert!(text.ends_with("connection closed"), "{text}");
+        assert_eq!(result["_meta"][ERROR_TYPE_META], "ToolCallOutcomeUnknown");
     }
 }

@@ -8,7 +8,8 @@
 //! - [`errors`]: stable error types, and which transport and JSON-RPC failures are safe to retry.
 //! - [`config`]: the `proxy.toml` file, with `${VAR}` expansion for secrets.
 //!
-//! The I/O around them: [`upstream`] (rmcp connections to upstream servers), [`discovery`]
+//! The I/O around them: [`upstream`] (rmcp connections to upstream servers), [`raw`] (the
+//! upstream's answers as written, beside rmcp's typed view), [`discovery`]
 //! (`tools/list` outside activities), [`service`] (the Nexus service per upstream),
 //! [`call_activity`] (the tool-call activity) and [`proxy`] (both workers in one process).
 
@@ -18,6 +19,7 @@ pub mod discovery;
 pub mod errors;
 pub mod options;
 pub mod proxy;
+pub mod raw;
 pub mod retry;
 pub mod service;
 pub mod upstream;

@@ -18,7 +18,7 @@ use crate::{
     mcp::{
         call::CallToken,
         errors::ToolCallErrorType,
-        listing::{LIST_TOOLS, advertise_timeout},
+        listing::{LIST_TOOLS, advertise_one_attempt, advertise_timeout},
         payload,
     },
     nexus::{
@@ -87,9 +87,10 @@ pub fn proxy_service(ctx: ServiceContext) -> Service {
                         .iter()
                         .map(|tool| {
                             let mut tool = tool.clone();
-                            let timeout = call_timeout(&ctx.resolve(&tool));
+                            let options = ctx.resolve(&tool);
                             if let Some(obj) = tool.as_object_mut() {
-                                advertise_timeout(obj, timeout);
+                                advertise_timeout(obj, call_timeout(&options));
+                                advertise_one_attempt(obj, options.one_attempt);
                             }
                             tool
                         })

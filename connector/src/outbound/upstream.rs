@@ -13,18 +13,22 @@ use rmcp::{
     handler::client::progress::ProgressDispatcher,
     model::{
         CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-        ClientRequest, ProgressNotificationParam, RequestId, ServerResult,
+        ClientRequest, ListToolsRequest, PaginatedRequestParams, ProgressNotificationParam,
+        RequestId, ServerResult,
     },
     service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError},
     transport::{
-        StreamableHttpClientTransport, TokioChildProcess,
-        streamable_http_client::StreamableHttpClientTransportConfig,
+        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
     },
 };
 use tokio::sync::{Mutex, watch};
 use tracing::{info, warn};
 
-use super::{config::TransportConfig, errors::Phase};
+use super::{
+    config::TransportConfig,
+    errors::Phase,
+    raw::{RawResults, TapHttpClient, TapReader},
+};
 use crate::mcp::call::ToolProgress;
 
 /// Why an upstream request failed.
@@ -68,11 +72,15 @@ type Connection = Arc<RunningService<RoleClient, UpstreamHandler>>;
 /// What the proxy does with the upstream's own messages: `notifications/tools/list_changed`
 /// bumps a counter that discovery follows, so new annotations (and so retry policies) apply
 /// without waiting for the next `list_tools`; `notifications/progress` goes to the call whose
-/// request carried the token. Everything else gets rmcp's defaults.
+/// request carried the token. Everything else gets rmcp's defaults. It also holds what lives
+/// exactly as long as the connection: the answers as the upstream wrote them, and a stdio child.
 #[derive(Clone)]
 struct UpstreamHandler {
     tools_changed: Arc<watch::Sender<u64>>,
     progress: ProgressDispatcher,
+    raw: RawResults,
+    /// Killed when the connection is dropped (`kill_on_drop`).
+    _child: Option<Arc<tokio::process::Child>>,
 }
 
 impl ClientHandler for UpstreamHandler {
@@ -157,10 +165,12 @@ impl UpstreamClient {
     /// A handler for one new connection. Progress tokens are numbered per connection, so
     /// each connection has its own dispatcher: a call still running on an old connection can
     /// never receive a new connection's progress, nor the other way round.
-    fn handler(&self) -> UpstreamHandler {
+    fn handler(&self, raw: RawResults, child: Option<tokio::process::Child>) -> UpstreamHandler {
         UpstreamHandler {
             tools_changed: self.tools_changed.clone(),
             progress: ProgressDispatcher::new(),
+            raw,
+            _child: child.map(Arc::new),
         }
     }
 
@@ -179,6 +189,7 @@ impl UpstreamClient {
             service: self.service.clone(),
             reason,
         };
+        let raw = RawResults::default();
         let running = match &self.transport {
             TransportConfig::Stdio {
                 command,
@@ -186,19 +197,29 @@ impl UpstreamClient {
                 env,
                 cwd,
             } => {
+                use std::process::Stdio;
                 let mut cmd = tokio::process::Command::new(command);
-                cmd.args(args).envs(env).kill_on_drop(true);
+                cmd.args(args)
+                    .envs(env)
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .kill_on_drop(true);
                 if let Some(dir) = cwd {
                     cmd.current_dir(dir);
                 }
-                let (transport, stderr) = TokioChildProcess::builder(cmd)
-                    .stderr(std::process::Stdio::piped())
+                let mut child = cmd
                     .spawn()
                     .map_err(|e| connect_error(format!("cannot start {command:?}: {e}")))?;
-                if let Some(stderr) = stderr {
+                let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+                    return Err(connect_error("the child's stdio could not be piped".into()));
+                };
+                if let Some(stderr) = child.stderr.take() {
                     forward_stderr(self.service.clone(), stderr);
                 }
-                self.handler()
+                // rmcp reads the child's stdout through a tap that keeps answers as written.
+                let transport = (TapReader::new(stdout, raw.clone()), stdin);
+                self.handler(raw, Some(child))
                     .serve(transport)
                     .await
                     .map_err(|e| connect_error(e.to_string()))?
@@ -224,8 +245,10 @@ impl UpstreamClient {
                 backoff.base_duration = Duration::from_millis(200);
                 backoff.max_delay = Some(Duration::from_secs(2));
                 config.retry_config = Arc::new(backoff);
-                let transport = StreamableHttpClientTransport::from_config(config);
-                self.handler()
+                let client = TapHttpClient::new(raw.clone())
+                    .map_err(|e| connect_error(format!("cannot build the HTTP client: {e}")))?;
+                let transport = StreamableHttpClientTransport::with_client(client, config);
+                self.handler(raw, None)
                     .serve(transport)
                     .await
                     .map_err(|e| connect_error(e.to_string()))?
@@ -295,29 +318,75 @@ impl UpstreamClient {
         timeout: Duration,
     ) -> Result<Vec<serde_json::Value>, UpstreamError> {
         let conn = self.connect().await?;
-        let listed = tokio::time::timeout(timeout, conn.peer().list_all_tools()).await;
+        let listed = tokio::time::timeout(timeout, self.list_all_raw(&conn)).await;
         match listed {
-            Ok(Ok(tools)) => tools
-                .into_iter()
-                .map(|t| {
-                    to_json(&t).map_err(|reason| UpstreamError::Protocol {
-                        service: self.service.clone(),
-                        reason,
-                    })
-                })
-                .collect(),
-            Ok(Err(e)) => {
+            Ok(Ok(tools)) => Ok(tools),
+            Ok(Err(ListError::Service(e))) => {
                 let err = self.map_error(e);
                 if matches!(err, UpstreamError::Transport { .. }) {
                     self.invalidate(&conn).await;
                 }
                 Err(err)
             }
+            Ok(Err(ListError::Protocol(reason))) => Err(UpstreamError::Protocol {
+                service: self.service.clone(),
+                reason,
+            }),
             Err(_) => Err(UpstreamError::Transport {
                 service: self.service.clone(),
                 reason: format!("tools/list got no answer within {timeout:?}"),
                 phase: Phase::MayHaveRun,
             }),
+        }
+    }
+
+    /// Every page of `tools/list`, each tool as the upstream wrote it (rmcp's typed `Tool`
+    /// drops `execution` and unknown annotation keys; see [`super::raw`]).
+    async fn list_all_raw(&self, conn: &Connection) -> Result<Vec<serde_json::Value>, ListError> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut params = PaginatedRequestParams::default();
+            params.cursor = cursor.take();
+            let request = ClientRequest::ListToolsRequest(ListToolsRequest {
+                method: Default::default(),
+                params: Some(params),
+                extensions: Default::default(),
+            });
+            let handle = conn
+                .peer()
+                .send_request_with_option(request, PeerRequestOptions::no_options())
+                .await
+                .map_err(ListError::Service)?;
+            let id = handle.id.clone();
+            let typed = match handle.await_response().await.map_err(ListError::Service)? {
+                ServerResult::ListToolsResult(page) => page,
+                _ => {
+                    return Err(ListError::Protocol(
+                        "the answer to tools/list is not a tool list".into(),
+                    ));
+                }
+            };
+            let page = match conn.service().raw.take(&id) {
+                Some(serde_json::Value::Object(mut page)) => {
+                    let Some(serde_json::Value::Array(listed)) = page.remove("tools") else {
+                        return Err(ListError::Protocol("tools/list answered no tools".into()));
+                    };
+                    listed
+                }
+                // Not seen by a tap (an HTTP answer in a plain JSON body): rmcp's view.
+                _ => typed
+                    .tools
+                    .iter()
+                    .map(to_json)
+                    .collect::<Result<_, _>>()
+                    .map_err(ListError::Protocol)?,
+            };
+            tools.extend(page);
+            match typed.next_cursor {
+                Some(next) if !next.is_empty() => cursor = Some(next),
+                _ => return Ok(tools),
+            }
         }
     }
 
@@ -366,6 +435,7 @@ impl UpstreamClient {
             .progress
             .subscribe(handle.progress_token.clone())
             .await;
+        let request_id = handle.id.clone();
         let mut guard = CancelOnDrop {
             peer: conn.peer().clone(),
             id: Some(handle.id.clone()),
@@ -412,6 +482,10 @@ impl UpstreamClient {
             }
             Err(e) => return Err(fail(e).await),
         };
+        // The answer as the upstream wrote it, when a tap saw it (see `super::raw`).
+        if let Some(raw @ serde_json::Value::Object(_)) = conn.service().raw.take(&request_id) {
+            return Ok(raw);
+        }
         to_json(&result).map_err(|reason| UpstreamError::Protocol {
             service: self.service.clone(),
             reason,
@@ -466,6 +540,12 @@ fn never_processed(err: &(dyn std::error::Error + 'static)) -> bool {
         current = e.source();
     }
     false
+}
+
+/// Why listing tools failed.
+enum ListError {
+    Service(ServiceError),
+    Protocol(String),
 }
 
 /// rmcp's model as JSON, through text: `serde_json::to_value` widens `f32` fields (annotation

@@ -21,8 +21,8 @@ use crate::{
         task_ref::CallerScope,
     },
     mcp::{
-        listing::advertised_timeout,
-        outcome::{ERROR_TYPE_META, Outcome, to_call_tool_result},
+        listing::{advertised_one_attempt, advertised_timeout},
+        outcome::{ERROR_TYPE_META, Outcome, to_call_tool_result_for},
         payload,
     },
     nexus::{ConflictPolicy, OperationClientError, OperationRef, ReusePolicy, StartOperation},
@@ -110,6 +110,7 @@ impl Connector {
         op: &OperationRef,
         cancel: &CancellationToken,
         progress: Option<(Peer<RoleServer>, ProgressToken)>,
+        one_attempt: bool,
     ) -> Result<Value, McpError> {
         let client = &self.inner.client;
         let forward = async {
@@ -137,7 +138,18 @@ impl Connector {
             }
             Err(e) => return Err(McpError::internal_error(e.to_string(), None)),
         };
-        Ok(to_call_tool_result(&Outcome::from_operation(outcome)))
+        Ok(to_call_tool_result_for(
+            &Outcome::from_operation(outcome),
+            one_attempt,
+        ))
+    }
+
+    /// Whether the tool's listing says it gets one attempt (R-NXC-4): then a call of it that
+    /// timed out is one of unknown outcome. An unknown tool counts as retried.
+    pub(super) async fn one_attempt(&self, tool: &str) -> bool {
+        self.lookup(tool)
+            .await
+            .is_ok_and(|(_, definition)| advertised_one_attempt(&definition))
     }
 
     /// Calls a tool through its route and waits for the outcome. `cancel` (the MCP request's
@@ -149,7 +161,10 @@ impl Connector {
         cancel: CancellationToken,
     ) -> Result<Value, McpError> {
         match self.start_call(tool, arguments, None).await? {
-            Started::Op(op) => self.finish_call(&op, &cancel, None).await,
+            Started::Op(op) => {
+                let one_attempt = self.one_attempt(tool).await;
+                self.finish_call(&op, &cancel, None, one_attempt).await
+            }
             Started::Conflict => Ok(conflict_result()),
         }
     }

@@ -34,6 +34,7 @@ use crate::{mcp::local::LocalTools, nexus::OperationClient};
 mod call;
 mod catalog;
 pub mod companion;
+mod faithful;
 mod scope;
 mod tasks;
 
@@ -141,7 +142,34 @@ impl Connector {
     }
 }
 
-impl ServerHandler for Connector {
+/// The rmcp handler behind [`Connector`]'s `Service` (see [`faithful`]): one per request, so
+/// the answer as it is to be written can be handed back beside rmcp's typed one. rmcp's
+/// Streamable HTTP service needs a `ServerHandler` and serves this one ([`Connector::typed`]).
+#[derive(Clone)]
+pub struct Typed {
+    connector: Connector,
+    written: faithful::Written,
+}
+
+impl Connector {
+    /// The connector as an rmcp `ServerHandler`, for hosts that need one (rmcp's Streamable
+    /// HTTP service).
+    pub fn typed(&self) -> Typed {
+        Typed {
+            connector: self.clone(),
+            written: faithful::Written::default(),
+        }
+    }
+}
+
+impl std::ops::Deref for Typed {
+    type Target = Connector;
+    fn deref(&self) -> &Connector {
+        &self.connector
+    }
+}
+
+impl ServerHandler for Typed {
     fn get_info(&self) -> ServerConfig {
         let mut info = ServerConfig::new(
             ServerCapabilities::builder()
@@ -162,7 +190,7 @@ impl ServerHandler for Connector {
             .refresh_tools()
             .await?
             .into_iter()
-            .map(|(_, t)| t)
+            .map(|(_, t)| faithful::as_listed(t))
             .collect();
         if self.inner.options.companion_tools {
             if let Some(clash) = listed
@@ -181,14 +209,28 @@ impl ServerHandler for Connector {
             listed.extend(companion_tools());
         }
         let tools = listed
-            .into_iter()
+            .iter()
             .map(|t| {
-                serde_json::from_value::<Tool>(t).map_err(|e| {
+                serde_json::from_value::<Tool>(t.clone()).map_err(|e| {
                     McpError::internal_error(format!("a listed tool is not valid MCP: {e}"), None)
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let local = self.inner.local.iter().flat_map(|n| n.tools());
+        // Local tools are answered here, never as tasks: they list no `execution` (MCP's
+        // default, taskSupport "forbidden").
+        let local: Vec<Tool> = self
+            .inner
+            .local
+            .iter()
+            .flat_map(|n| n.tools())
+            .collect();
+        let mut written = listed;
+        for tool in &local {
+            written.push(serde_json::to_value(tool).map_err(|e| {
+                McpError::internal_error(format!("a local tool is not valid MCP: {e}"), None)
+            })?);
+        }
+        self.written.keep(Value::Array(written));
         Ok(ListToolsResult::with_all_items(
             tools.into_iter().chain(local).collect(),
         ))
@@ -248,11 +290,12 @@ impl ServerHandler for Connector {
             .meta
             .get_progress_token()
             .map(|token| (context.peer.clone(), token));
+        let one_attempt = self.one_attempt(&request.name).await;
         let json = if supports_tasks(&context) {
             // A task-capable caller waits `task_after`, then gets a task it can poll from any
             // replica; after that only tasks/cancel cancels the call.
             tokio::select! {
-                finished = self.finish_call(&op, &context.ct, progress) => finished?,
+                finished = self.finish_call(&op, &context.ct, progress, one_attempt) => finished?,
                 _ = tokio::time::sleep(self.inner.options.task_after) => {
                     let now = now_rfc3339();
                     let task = Task::new(self.task_id(&op, &scope), TaskStatus::Working, now.clone(), now)
@@ -265,7 +308,7 @@ impl ServerHandler for Connector {
             // No tasks extension, but companion tools: after `task_after` the caller gets the
             // task ID in a text result and follows it with the companion tools.
             tokio::select! {
-                finished = self.finish_call(&op, &context.ct, progress) => finished?,
+                finished = self.finish_call(&op, &context.ct, progress, one_attempt) => finished?,
                 _ = tokio::time::sleep(self.inner.options.task_after) => {
                     info!(operation_id = %op.operation_id, "tool call continues as a companion task");
                     let has_output_schema = self
@@ -276,8 +319,10 @@ impl ServerHandler for Connector {
                 }
             }
         } else {
-            self.finish_call(&op, &context.ct, progress).await?
+            self.finish_call(&op, &context.ct, progress, one_attempt)
+                .await?
         };
+        self.written.keep(json.clone());
         complete(json)
     }
 

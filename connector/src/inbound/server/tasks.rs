@@ -14,7 +14,7 @@ use crate::{
         progress::{ProgressSource, call_progress},
         task_ref::{CallerScope, TaskRef, sign, verify},
     },
-    mcp::outcome::{Outcome, to_call_tool_result},
+    mcp::outcome::{Outcome, to_call_tool_result_for},
     nexus::{OperationOutcome, OperationRef, OperationStatus},
 };
 
@@ -78,10 +78,13 @@ impl Connector {
                 TaskPayload::Working
             }
             (_, Some(OperationOutcome::Canceled { .. })) => TaskPayload::Cancelled,
-            (_, Some(outcome)) => match to_call_tool_result(&Outcome::from_operation(outcome)) {
-                Value::Object(result) => TaskPayload::Completed { result },
-                _ => TaskPayload::Working,
-            },
+            (_, Some(outcome)) => {
+                let one_attempt = self.one_attempt(&described.operation).await;
+                match to_call_tool_result_for(&Outcome::from_operation(outcome), one_attempt) {
+                    Value::Object(result) => TaskPayload::Completed { result },
+                    _ => TaskPayload::Working,
+                }
+            }
         };
         Ok(DetailedTask::new(task, payload))
     }

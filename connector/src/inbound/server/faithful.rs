@@ -1,0 +1,198 @@
+//! Answers written as the tool service gave them (R-CON-11). rmcp's typed model changes what
+//! passes through it: numbers take the field's type (`"priority": 1` becomes `1.0`) and fields
+//! it has no place for are dropped (a tool's `execution`, unknown annotation keys). So the
+//! connector is an rmcp `Service` of its own: its typed handler ([`super::Typed`]) does the
+//! protocol work (version checks, `resultType`, cache hints), and for `tools/list` and
+//! `tools/call` the JSON as it is to be written travels beside the typed answer and replaces it,
+//! keeping only what rmcp decided for this peer (`resultType`, `ttlMs`, `cacheScope`, and the
+//! legacy peers' rule that structured output is an object).
+
+use std::{
+    borrow::Cow,
+    sync::{Arc, Mutex},
+};
+
+use rmcp::{
+    ErrorData as McpError, RoleServer, Service,
+    model::{
+        ClientNotification, ClientRequest, CustomResult, ProtocolVersion, ServerConfig,
+        ServerResult,
+    },
+    service::{NotificationContext, RequestContext},
+};
+use serde_json::{Map, Value};
+
+use super::Connector;
+
+/// What the connector offers every tool, whatever the upstream says: any call can become a
+/// task for a caller that declared the tasks extension, and others wait for the result.
+pub const TASK_SUPPORT: &str = "optional";
+
+/// The answer to one request as it is to be written, if the typed handler set one.
+#[derive(Clone, Default)]
+pub(super) struct Written(Arc<Mutex<Option<Value>>>);
+
+impl Written {
+    pub(super) fn keep(&self, value: Value) {
+        *self.0.lock().unwrap() = Some(value);
+    }
+
+    fn take(&self) -> Option<Value> {
+        self.0.lock().unwrap().take()
+    }
+}
+
+/// A listed tool as the connector lists it: as the tool service wrote it, with
+/// `execution.taskSupport` set to what the connector offers (other `execution` keys kept).
+pub(super) fn as_listed(mut tool: Value) -> Value {
+    if let Value::Object(tool) = &mut tool {
+        let execution = tool
+            .entry("execution")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !execution.is_object() {
+            *execution = Value::Object(Map::new());
+        }
+        if let Value::Object(execution) = execution {
+            execution.insert("taskSupport".into(), Value::from(TASK_SUPPORT));
+        }
+    }
+    tool
+}
+
+/// The typed answer with the written JSON in place of rmcp's re-serialisation.
+fn written_answer(typed: ServerResult, written: Value) -> ServerResult {
+    match (&typed, written) {
+        (ServerResult::ListToolsResult(list), Value::Array(mut tools))
+            if list.tools.len() == tools.len() =>
+        {
+            let Ok(Value::Object(mut answer)) = serde_json::to_value(list) else {
+                return typed;
+            };
+            for (tool, typed_tool) in tools.iter_mut().zip(&list.tools) {
+                // rmcp drops a non-object outputSchema for legacy peers: so does this.
+                if typed_tool.output_schema.is_none()
+                    && let Value::Object(tool) = tool
+                {
+                    tool.remove("outputSchema");
+                }
+            }
+            answer.insert("tools".into(), Value::Array(tools));
+            ServerResult::CustomResult(CustomResult(Value::Object(answer)))
+        }
+        (ServerResult::CallToolResult(result), Value::Object(mut answer)) => {
+            // rmcp moved non-object structured content into the text for a legacy peer.
+            if result.structured_content.is_none() && answer.contains_key("structuredContent") {
+                return typed;
+            }
+            match &result.result_type {
+                Some(t) => answer.insert(
+                    "resultType".into(),
+                    serde_json::to_value(t).unwrap_or(Value::Null),
+                ),
+                None => answer.remove("resultType"),
+            };
+            ServerResult::CustomResult(CustomResult(Value::Object(answer)))
+        }
+        _ => typed,
+    }
+}
+
+impl Service<RoleServer> for Connector {
+    async fn handle_request(
+        &self,
+        request: ClientRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ServerResult, McpError> {
+        let faithful = matches!(
+            request,
+            ClientRequest::ListToolsRequest(_) | ClientRequest::CallToolRequest(_)
+        );
+        let handler = self.typed();
+        let typed = handler.handle_request(request, context).await?;
+        Ok(match handler.written.take() {
+            Some(written) if faithful => written_answer(typed, written),
+            _ => typed,
+        })
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: ClientNotification,
+        context: NotificationContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let handler = self.typed();
+        handler.handle_notification(notification, context).await
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        Service::get_info(&self.typed())
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Service::supported_protocol_versions(&self.typed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{CallToolResult, ListToolsResult, ResultType, Tool};
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn listed_tools_say_what_the_connector_offers() {
+        let tool = json!({"name": "t", "execution": {"taskSupport": "forbidden", "other": 1}});
+        assert_eq!(
+            as_listed(tool),
+            json!({"name": "t", "execution": {"taskSupport": "optional", "other": 1}})
+        );
+        assert_eq!(
+            as_listed(json!({"name": "t"}))["execution"],
+            json!({"taskSupport": "optional"})
+        );
+    }
+
+    #[test]
+    fn written_listings_keep_unknown_fields_and_integers() {
+        let tool = json!({"name": "t", "inputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": true, "x-cost": 3},
+            "icons": [{"src": "https://example.com/i.png"}],
+            "execution": {"taskSupport": "optional"}});
+        let typed = ServerResult::ListToolsResult(ListToolsResult::with_all_items(vec![
+            serde_json::from_value::<Tool>(tool.clone()).unwrap(),
+        ]));
+        let ServerResult::CustomResult(CustomResult(answer)) =
+            written_answer(typed, json!([tool.clone()]))
+        else {
+            panic!("not rewritten")
+        };
+        assert_eq!(answer["tools"][0], tool);
+    }
+
+    #[test]
+    fn written_results_keep_integers_and_take_rmcps_result_type() {
+        let raw = json!({"content": [{"type": "text", "text": "x",
+            "annotations": {"priority": 1}}], "extra": {"n": 2}});
+        let mut typed: CallToolResult = serde_json::from_value(raw.clone()).unwrap();
+        typed.result_type = Some(ResultType::COMPLETE);
+        let ServerResult::CustomResult(CustomResult(answer)) =
+            written_answer(ServerResult::CallToolResult(typed.clone()), raw.clone())
+        else {
+            panic!("not rewritten")
+        };
+        assert!(answer["content"][0]["annotations"]["priority"].is_u64());
+        assert_eq!(answer["extra"], json!({"n": 2}));
+        assert_eq!(answer["resultType"], "complete");
+
+        typed.result_type = None;
+        let mut with_type = raw.clone();
+        with_type["resultType"] = json!("complete");
+        let ServerResult::CustomResult(CustomResult(answer)) =
+            written_answer(ServerResult::CallToolResult(typed), with_type)
+        else {
+            panic!("not rewritten")
+        };
+        assert_eq!(answer, raw, "a legacy peer gets no resultType");
+    }
+}

@@ -1,0 +1,343 @@
+//! The upstream's answers as it wrote them (R-PRX-6). rmcp's typed model changes what it
+//! reads: numbers take the field's type (a content annotation's `"priority": 1` becomes
+//! `1.0`), and fields it has no place for are dropped (a tool's `execution`, unknown annotation
+//! keys). The proxy therefore reads each message twice: rmcp parses it to drive the protocol,
+//! and [`RawResults`] keeps every response's `result` exactly as written, by request id, for
+//! the request that asked. Taps sit under rmcp: [`TapReader`] on a stdio child's stdout and
+//! [`TapHttpClient`] on Streamable HTTP event streams. An HTTP upstream that answers a POST
+//! with a plain JSON body (not an event stream) is parsed by rmcp before any tap sees it; such
+//! answers fall back to rmcp's typed view.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    pin::Pin,
+    sync::{Arc, Mutex},
+    task::{Context, Poll, ready},
+    time::{Duration, Instant},
+};
+
+use futures::{StreamExt as _, stream::BoxStream};
+use http::{HeaderName, HeaderValue};
+use rmcp::{
+    model::{ClientJsonRpcMessage, RequestId},
+    transport::streamable_http_client::{
+        SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+        StreamableHttpResponseLimits,
+    },
+};
+use serde_json::Value;
+use sse_stream::Sse;
+use tokio::io::{AsyncRead, ReadBuf};
+
+/// How long an answer nobody claimed is kept (the request's caller gave up, or it was rmcp's
+/// own request such as `initialize`). Claimed answers leave at once.
+const UNCLAIMED_FOR: Duration = Duration::from_secs(60);
+
+/// Responses' `result` values as the upstream wrote them, by request id. Clones share them.
+#[derive(Clone, Default)]
+pub struct RawResults {
+    kept: Arc<Mutex<VecDeque<(Instant, String, Value)>>>,
+}
+
+impl RawResults {
+    /// Looks at one JSON-RPC message as the upstream wrote it; keeps its `result` if it is a
+    /// response. Anything else (notifications, requests, errors, garbage) is ignored: rmcp
+    /// handles those.
+    pub fn observe(&self, text: &[u8]) {
+        let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(text) else {
+            return;
+        };
+        let (Some(id), Some(result)) = (message.remove("id"), message.remove("result")) else {
+            return;
+        };
+        if id.is_null() {
+            return;
+        }
+        let now = Instant::now();
+        let mut kept = self.kept.lock().unwrap();
+        while kept
+            .front()
+            .is_some_and(|(at, _, _)| now.duration_since(*at) > UNCLAIMED_FOR)
+        {
+            kept.pop_front();
+        }
+        kept.push_back((now, id.to_string(), result));
+    }
+
+    /// The raw `result` of the answer to request `id`, if a tap saw it. Called after rmcp
+    /// delivered the typed answer, which it parsed after the tap saw the bytes.
+    pub fn take(&self, id: &RequestId) -> Option<Value> {
+        let key = serde_json::to_string(id).ok()?;
+        let mut kept = self.kept.lock().unwrap();
+        let at = kept.iter().position(|(_, k, _)| *k == key)?;
+        kept.remove(at).map(|(_, _, v)| v)
+    }
+}
+
+/// A stdio child's stdout, passed through unchanged to rmcp; each complete line (one JSON-RPC
+/// message) is shown to [`RawResults::observe`] first.
+pub struct TapReader<R> {
+    inner: R,
+    line: Vec<u8>,
+    raw: RawResults,
+}
+
+impl<R> TapReader<R> {
+    pub fn new(inner: R, raw: RawResults) -> Self {
+        Self {
+            inner,
+            line: Vec::new(),
+            raw,
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for TapReader<R> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+        for chunk in buf.filled()[before..].split_inclusive(|b| *b == b'\n') {
+            this.line.extend_from_slice(chunk);
+            if chunk.ends_with(b"\n") {
+                this.raw.observe(&this.line);
+                this.line.clear();
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// rmcp's reqwest client for Streamable HTTP, with every server-sent event shown to
+/// [`RawResults::observe`] before rmcp parses it.
+#[derive(Clone)]
+pub struct TapHttpClient {
+    inner: reqwest::Client,
+    raw: RawResults,
+}
+
+impl TapHttpClient {
+    /// Redirects are not followed (a redirect would replay headers to wherever it points);
+    /// idle connections are not pooled, as in rmcp's own default client (it avoids delayed-ACK
+    /// stalls on reused connections).
+    pub fn new(raw: RawResults) -> Result<Self, reqwest::Error> {
+        let inner = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        Ok(Self { inner, raw })
+    }
+
+    fn tap_events(
+        &self,
+        events: BoxStream<'static, Result<Sse, SseError>>,
+    ) -> BoxStream<'static, Result<Sse, SseError>> {
+        let raw = self.raw.clone();
+        events
+            .inspect(move |event| {
+                if let Ok(Sse {
+                    data: Some(data), ..
+                }) = event
+                {
+                    raw.observe(data.as_bytes());
+                }
+            })
+            .boxed()
+    }
+
+    fn tap_post(&self, response: StreamableHttpPostResponse) -> StreamableHttpPostResponse {
+        match response {
+            StreamableHttpPostResponse::Sse(events, session) => {
+                StreamableHttpPostResponse::Sse(self.tap_events(events), session)
+            }
+            other => other,
+        }
+    }
+}
+
+type Headers = HashMap<HeaderName, HeaderValue>;
+type HttpResult<T> = Result<T, StreamableHttpError<reqwest::Error>>;
+
+impl StreamableHttpClient for TapHttpClient {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+    ) -> HttpResult<StreamableHttpPostResponse> {
+        let response = self
+            .inner
+            .post_message(uri, message, session_id, auth_header, custom_headers)
+            .await?;
+        Ok(self.tap_post(response))
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+        max_sse_event_size: usize,
+    ) -> HttpResult<StreamableHttpPostResponse> {
+        let response = self
+            .inner
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await?;
+        Ok(self.tap_post(response))
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+        limits: StreamableHttpResponseLimits,
+    ) -> HttpResult<StreamableHttpPostResponse> {
+        let response = self
+            .inner
+            .post_message_with_response_limits(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                limits,
+            )
+            .await?;
+        Ok(self.tap_post(response))
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+    ) -> HttpResult<()> {
+        self.inner
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+    ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
+        let events = self
+            .inner
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await?;
+        Ok(self.tap_events(events))
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+        max_sse_event_size: usize,
+    ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
+        let events = self
+            .inner
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await?;
+        Ok(self.tap_events(events))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncReadExt as _;
+
+    use super::*;
+
+    #[test]
+    fn results_are_kept_as_written_and_taken_once() {
+        let raw = RawResults::default();
+        raw.observe(br#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"x","annotations":{"priority":1}}],"extra":true}}"#);
+        raw.observe(br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#);
+        raw.observe(br#"{"jsonrpc":"2.0","id":4,"error":{"code":-1,"message":"no"}}"#);
+        raw.observe(b"not json");
+        let got = raw.take(&RequestId::Number(3)).unwrap();
+        assert_eq!(
+            got,
+            serde_json::json!({"content":[{"type":"text","text":"x","annotations":{"priority":1}}],"extra":true})
+        );
+        assert!(
+            got["content"][0]["annotations"]["priority"].is_u64(),
+            "{got}"
+        );
+        assert_eq!(raw.take(&RequestId::Number(3)), None);
+        assert_eq!(raw.take(&RequestId::Number(4)), None);
+    }
+
+    #[test]
+    fn string_and_number_ids_are_told_apart() {
+        let raw = RawResults::default();
+        raw.observe(br#"{"id":"7","result":{"a":"string id"}}"#);
+        raw.observe(br#"{"id":7,"result":{"a":"number id"}}"#);
+        assert_eq!(raw.take(&RequestId::Number(7)).unwrap()["a"], "number id");
+        assert_eq!(
+            raw.take(&RequestId::String("7".into())).unwrap()["a"],
+            "string id"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_reader_passes_bytes_through_and_sees_lines_split_anywhere() {
+        let raw = RawResults::default();
+        let wire =
+            b"{\"id\":1,\"result\":{\"n\":1}}\n{\"id\":2,\"result\":{\"n\":2.50}}\n".to_vec();
+        // A reader that hands out 5 bytes at a time, so messages arrive in pieces.
+        let (mut tx, rx) = tokio::io::duplex(5);
+        let written = wire.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt as _;
+            tx.write_all(&written).await.unwrap();
+        });
+        let mut reader = TapReader::new(rx, raw.clone());
+        let mut read = Vec::new();
+        reader.read_to_end(&mut read).await.unwrap();
+        assert_eq!(read, wire);
+        assert_eq!(
+            raw.take(&RequestId::Number(1)).unwrap().to_string(),
+            r#"{"n":1}"#
+        );
+        assert_eq!(
+            raw.take(&RequestId::Number(2)).unwrap().to_string(),
+            r#"{"n":2.5}"#
+        );
+    }
+}
