@@ -579,3 +579,44 @@ async fn a_restarted_connector_process_reattaches_idempotency_keys_and_serves_ea
     assert_eq!(ledger.count_key("slow", LedgerEvent::Cancelled, "rp-s"), 0);
     second.cancel().await.unwrap();
 }
+
+/// R-CON-3: arguments larger than a Temporal payload may be are refused before anything
+/// starts, with -32602 naming the size and the limit (not Temporal's refusal of the start).
+#[tokio::test]
+async fn oversized_arguments_are_refused_before_anything_starts() {
+    let env = TestEnv::shared("connector-big-arguments").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let client = client_for(connector_for(&env, "mock")).await;
+    let big = "x".repeat(3 * 1024 * 1024);
+    let err = client
+        .peer()
+        .call_tool(tool_call("echo", json!({"key": "big", "data": big})))
+        .await
+        .unwrap_err();
+    let rmcp::ServiceError::McpError(error) = err else {
+        panic!("expected a JSON-RPC error, got {err}")
+    };
+    assert_eq!(
+        error.code,
+        rmcp::model::ErrorCode::INVALID_PARAMS,
+        "{error:?}"
+    );
+    let size = error.data.as_ref().unwrap()["size"].as_u64().unwrap();
+    let limit = durable_mcp::mcp::payload::MAX_PAYLOAD_BYTES;
+    assert!(size > 3 * 1024 * 1024, "{error:?}");
+    assert!(
+        error.message.contains(&size.to_string()) && error.message.contains(&limit.to_string()),
+        "the message names the size and the limit: {}",
+        error.message
+    );
+    // Nothing started: the upstream never saw the call, and a normal call still works.
+    let echo = client
+        .peer()
+        .call_tool(tool_call("echo", json!({"key": "small"})))
+        .await
+        .unwrap();
+    assert_eq!(echo.is_error, Some(false));
+    assert_eq!(ledger.count_key("echo", LedgerEvent::Called, "big"), 0);
+    client.cancel().await.unwrap();
+}

@@ -292,8 +292,10 @@ async fn whole_results_match_the_recorded_snapshot_and_oversized_results_fail_cl
     };
     assert_eq!(error_type.as_deref(), Some("ResultTooLarge"), "{message}");
     assert!(
-        message.contains("2 MiB"),
-        "the error says what the limit is: {message}"
+        message.contains("2 MiB")
+            && message.contains("\"large\"")
+            && message.contains("bytes of JSON"),
+        "the error names the tool, the size and the limit: {message}"
     );
 }
 

@@ -22,6 +22,10 @@ pub const CALL_TOOL_RESULT: &str = "CallToolResult";
 /// The [`MCP_TYPE_KEY`] value for an MCP `tools/list` answer (a list of Tool objects).
 pub const TOOL_LIST: &str = "ToolList";
 
+/// The largest payload a call's arguments or result may be: Temporal refuses payloads over
+/// 2 MiB (the server's default blob size limit), and this leaves room for metadata.
+pub const MAX_PAYLOAD_BYTES: usize = 2 * 1024 * 1024 - 4 * 1024;
+
 /// Encodes a value as a `json/plain` payload marked with an MCP type (see [`MCP_TYPE_KEY`]).
 pub fn to_marked_payload<T: Serialize + ?Sized>(
     value: &T,

@@ -41,8 +41,8 @@ pub fn heartbeat_every(heartbeat_timeout: Option<Duration>) -> Duration {
             (t / 3).clamp(Duration::from_millis(50), HEARTBEAT_EVERY)
         })
 }
-/// Temporal rejects payloads over 2 MiB; stay under it with room for metadata.
-pub const MAX_RESULT_BYTES: usize = 2 * 1024 * 1024 - 4 * 1024;
+/// The largest result a call can return (see [`payload::MAX_PAYLOAD_BYTES`]).
+pub const MAX_RESULT_BYTES: usize = payload::MAX_PAYLOAD_BYTES;
 
 /// The activity's recorded input: a retried attempt uses exactly this, whatever discovery says
 /// since. Never holds credentials.
@@ -176,7 +176,7 @@ impl ProxyActivities {
                             ToolCallErrorType::ResultTooLarge,
                             false,
                             format!(
-                                "tool {:?} returned {} bytes; Temporal payloads are limited to about 2 MiB",
+                                "tool {:?} returned {} bytes of JSON, more than the {MAX_RESULT_BYTES} bytes a Temporal payload may hold (its 2 MiB limit, less room for metadata); ask the tool for less (a page, a summary or a reference to the data)",
                                 input.tool,
                                 payload.data.len()
                             ),

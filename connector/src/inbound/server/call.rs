@@ -43,6 +43,7 @@ impl Connector {
         let arguments = Value::Object(arguments);
         let input = payload::to_payload(&arguments)
             .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+        check_arguments_size(tool, input.data.len())?;
         let client = &self.inner.client;
         let Some((key, scope)) = key else {
             let mut start = StartOperation::new(
@@ -170,6 +171,21 @@ impl Connector {
     }
 }
 
+/// Arguments larger than a Temporal payload may be are refused before anything starts
+/// (R-CON-3), with the size and the limit, instead of Temporal's refusal of the start.
+fn check_arguments_size(tool: &str, size: usize) -> Result<(), McpError> {
+    let limit = payload::MAX_PAYLOAD_BYTES;
+    if size <= limit {
+        return Ok(());
+    }
+    Err(McpError::invalid_params(
+        format!(
+            "the arguments of tool {tool:?} are {size} bytes of JSON, more than the {limit} bytes a durable tool call can carry (Temporal's 2 MiB payload limit, less room for metadata); send less (for example a reference to the data instead of the data)"
+        ),
+        Some(json!({"tool": tool, "size": size, "limit": limit})),
+    ))
+}
+
 /// Nexus header carrying the arguments' fingerprint of an idempotent call.
 const FINGERPRINT_HEADER: &str = "x-durable-mcp-arguments";
 
@@ -210,4 +226,24 @@ pub(super) fn idempotency_key(
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oversized_arguments_are_invalid_params_naming_size_and_limit() {
+        let limit = payload::MAX_PAYLOAD_BYTES;
+        assert!(check_arguments_size("t", limit).is_ok());
+        let err = check_arguments_size("t", limit + 1).unwrap_err();
+        assert_eq!(err.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+        assert!(
+            err.message.contains(&(limit + 1).to_string()),
+            "{}",
+            err.message
+        );
+        assert!(err.message.contains(&limit.to_string()), "{}", err.message);
+        assert_eq!(err.data.unwrap()["size"], limit + 1);
+    }
 }
