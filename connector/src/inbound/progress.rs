@@ -3,10 +3,11 @@
 //! ([`CallHeartbeat`]); the Nexus operation's token names that activity ([`CallToken`]). So a
 //! caller that sent a `progressToken` gets MCP progress while it waits, and `tasks/get` shows the
 //! latest progress message. A Workflow-backed native tool's token names its Workflow
-//! ([`WorkflowCallToken`]), whose memo holds the latest progress ([`PROGRESS_MEMO_KEY`]).
-//! Other operations simply have none.
+//! ([`WorkflowCallToken`]), whose memo holds the latest progress ([`PROGRESS_MEMO_KEY`]). A call
+//! that ends before its progress could be read this way carries it with its result, and the
+//! caller gets it replayed before the result. Other operations simply have none.
 
-use std::time::Duration;
+use std::{sync::Mutex, time::Duration};
 
 use rmcp::{
     Peer, RoleServer,
@@ -14,7 +15,10 @@ use rmcp::{
 };
 
 use crate::{
-    mcp::call::{CallHeartbeat, CallToken, PROGRESS_MEMO_KEY, ToolProgress, WorkflowCallToken},
+    mcp::call::{
+        CallHeartbeat, CallNotifications, CallToken, PROGRESS_MEMO_KEY, ToolProgress,
+        WorkflowCallToken,
+    },
     nexus::{OperationClient, OperationRef},
     temporal::{activity::describe_activity, workflow::describe_workflow},
 };
@@ -112,11 +116,13 @@ pub async fn call_progress(
 /// progress to read: an operation that is not a proxied tool call, or an activity this
 /// connector cannot see (the proxy's activities live in the endpoint's target namespace, which
 /// must be the connector's for progress to flow). One RPC per poll once the call is known.
+/// `seen` is updated with the last progress value the caller got.
 pub async fn forward_progress(
     client: &OperationClient,
     op: &OperationRef,
     peer: &Peer<RoleServer>,
     token: ProgressToken,
+    seen: &Mutex<Option<f64>>,
 ) {
     let mut call: Option<ProgressSource> = None;
     let mut last: Option<ToolProgress> = None;
@@ -143,12 +149,36 @@ pub async fn forward_progress(
         if last.as_ref() == Some(&progress) {
             continue;
         }
-        let mut note = ProgressNotificationParam::new(token.clone(), progress.progress);
-        note.total = progress.total;
-        note.message = progress.message.clone();
-        if peer.notify_progress(note).await.is_err() {
+        if notify(peer, &token, &progress).await.is_err() {
             return; // The caller is gone; the wait ends on its own.
         }
+        *seen.lock().unwrap() = Some(progress.progress);
         last = Some(progress);
     }
+}
+
+/// Sends the caller, in order, the progress its call's result carried that it has not seen
+/// (`seen`: the last progress value it got live).
+pub async fn replay_progress(
+    peer: &Peer<RoleServer>,
+    token: &ProgressToken,
+    carried: &CallNotifications,
+    seen: Option<f64>,
+) {
+    for progress in carried.progress_after(seen) {
+        if notify(peer, token, progress).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn notify(
+    peer: &Peer<RoleServer>,
+    token: &ProgressToken,
+    progress: &ToolProgress,
+) -> Result<(), rmcp::service::ServiceError> {
+    let mut note = ProgressNotificationParam::new(token.clone(), progress.progress);
+    note.total = progress.total;
+    note.message = progress.message.clone();
+    peer.notify_progress(note).await
 }

@@ -6,6 +6,7 @@
 //! both to forward progress (R-CON-10) and to find the Activity again (R-PRX-3, R-PRX-9).
 
 use serde::{Deserialize, Serialize};
+use temporalio_protos::temporal::api::common::v1::Payload;
 
 /// The async operation token of a tool call: finds the activity again on cancel, and tells
 /// tools (such as the conformance runner) which activity runs a call.
@@ -79,9 +80,119 @@ impl WorkflowCallToken {
 /// (one `json/plain` payload): the Workflow's counterpart of a call Activity's heartbeat.
 pub const PROGRESS_MEMO_KEY: &str = "io.durable-mcp/progress";
 
+/// Payload metadata key on a tool call's result: the upstream's notifications for the call
+/// ([`CallNotifications`], JSON), so a caller can replay what it could not read from heartbeats
+/// (a call that ended before its first heartbeat was read) before the result (R-CON-10). In the
+/// payload's metadata, not in the `CallToolResult`, so the result stays as the upstream wrote it.
+pub const NOTIFICATIONS_METADATA_KEY: &str = "mcp-notifications";
+
+/// At most this many progress notifications travel with a result; beyond it the latest one
+/// replaces the last kept, so the caller still sees where the call ended.
+pub const MAX_CARRIED_PROGRESS: usize = 100;
+
+/// The notifications the upstream sent while serving one call, in order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CallNotifications {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub progress: Vec<ToolProgress>,
+}
+
+impl CallNotifications {
+    pub fn is_empty(&self) -> bool {
+        self.progress.is_empty()
+    }
+
+    /// Records one progress notification (see [`MAX_CARRIED_PROGRESS`]).
+    pub fn push_progress(&mut self, progress: ToolProgress) {
+        if self.progress.len() >= MAX_CARRIED_PROGRESS {
+            self.progress.pop();
+        }
+        self.progress.push(progress);
+    }
+
+    /// Writes these notifications into a result payload's metadata (nothing when empty).
+    pub fn attach(&self, payload: &mut Payload) {
+        if self.is_empty() {
+            return;
+        }
+        if let Ok(json) = serde_json::to_vec(self) {
+            payload
+                .metadata
+                .insert(NOTIFICATIONS_METADATA_KEY.to_owned(), json);
+        }
+    }
+
+    /// The notifications a result payload carries (none when it carries none, or garbage).
+    pub fn from_payload(payload: &Payload) -> Self {
+        payload
+            .metadata
+            .get(NOTIFICATIONS_METADATA_KEY)
+            .and_then(|json| serde_json::from_slice(json).ok())
+            .unwrap_or_default()
+    }
+
+    /// The progress a caller has not seen when the last progress it got was `seen`: MCP
+    /// progress only increases, so the later ones, in order.
+    pub fn progress_after(&self, seen: Option<f64>) -> impl Iterator<Item = &ToolProgress> {
+        self.progress
+            .iter()
+            .filter(move |p| seen.is_none_or(|seen| p.progress > seen))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn step(progress: f64) -> ToolProgress {
+        ToolProgress {
+            progress,
+            total: Some(100.0),
+            message: None,
+        }
+    }
+
+    #[test]
+    fn notifications_travel_in_payload_metadata_and_replay_what_was_not_seen() {
+        let mut carried = CallNotifications::default();
+        let mut payload = Payload::default();
+        carried.attach(&mut payload);
+        assert!(
+            payload.metadata.is_empty(),
+            "nothing to carry, nothing added"
+        );
+        for p in [0.0, 50.0, 100.0] {
+            carried.push_progress(step(p));
+        }
+        carried.attach(&mut payload);
+        let back = CallNotifications::from_payload(&payload);
+        assert_eq!(back, carried);
+        let all: Vec<f64> = back.progress_after(None).map(|p| p.progress).collect();
+        assert_eq!(all, [0.0, 50.0, 100.0]);
+        let rest: Vec<f64> = back
+            .progress_after(Some(50.0))
+            .map(|p| p.progress)
+            .collect();
+        assert_eq!(rest, [100.0]);
+        assert_eq!(back.progress_after(Some(100.0)).count(), 0);
+        assert_eq!(
+            CallNotifications::from_payload(&Payload::default()),
+            CallNotifications::default()
+        );
+    }
+
+    #[test]
+    fn carried_progress_is_capped_and_keeps_the_latest() {
+        let mut carried = CallNotifications::default();
+        for p in 0..(MAX_CARRIED_PROGRESS + 20) {
+            carried.push_progress(step(p as f64));
+        }
+        assert_eq!(carried.progress.len(), MAX_CARRIED_PROGRESS);
+        assert_eq!(
+            carried.progress.last().unwrap().progress,
+            (MAX_CARRIED_PROGRESS + 19) as f64
+        );
+    }
 
     #[test]
     fn tokens_round_trip_and_other_tokens_are_not_calls() {

@@ -11,7 +11,11 @@
 // `#[activities]` emits a per-activity constant that only typed (workflow) callers use.
 #![allow(dead_code)]
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use serde::{Deserialize, Serialize};
 use temporalio_common::data_converters::RawValue;
@@ -25,7 +29,11 @@ use super::{
     errors::{Backoff, FailureAction, on_jsonrpc_error, on_transport_failure},
     upstream::{UpstreamClient, UpstreamError},
 };
-use crate::mcp::{call::CallHeartbeat, errors::ToolCallErrorType, payload};
+use crate::mcp::{
+    call::{CallHeartbeat, CallNotifications},
+    errors::ToolCallErrorType,
+    payload,
+};
 
 /// The activity type name.
 pub const CALL_TOOL_ACTIVITY: &str = "durable-mcp.call-tool";
@@ -136,11 +144,15 @@ impl ProxyActivities {
             // at once, one RPC (and one server write) on every call, however short.
             progress_tx.send_if_modified(|h| h.progress.take().is_some());
             let sink = progress_tx.clone();
+            // ... and every notification travels with the result too (R-CON-10).
+            let carried = Arc::new(Mutex::new(CallNotifications::default()));
+            let carry = carried.clone();
             let call =
                 client.call_tool_reporting(&input.tool, input.arguments.clone(), move |mut p| {
                     if let Some(m) = &mut p.message {
                         truncate_chars(m, MAX_PROGRESS_MESSAGE_CHARS);
                     }
+                    carry.lock().unwrap().push_progress(p.clone());
                     sink.send_modify(|h| h.progress = Some(p));
                 });
             tokio::pin!(call);
@@ -163,14 +175,17 @@ impl ProxyActivities {
             };
             let error = match result {
                 Ok(result) => {
-                    let payload = payload::to_marked_payload(&result, payload::CALL_TOOL_RESULT)
-                        .map_err(|e| {
-                            failure(
-                                ToolCallErrorType::UpstreamProtocolError,
-                                false,
-                                e.to_string(),
-                            )
-                        })?;
+                    let mut payload =
+                        payload::to_marked_payload(&result, payload::CALL_TOOL_RESULT).map_err(
+                            |e| {
+                                failure(
+                                    ToolCallErrorType::UpstreamProtocolError,
+                                    false,
+                                    e.to_string(),
+                                )
+                            },
+                        )?;
+                    carried.lock().unwrap().attach(&mut payload);
                     if payload.data.len() > MAX_RESULT_BYTES {
                         return Err(failure(
                             ToolCallErrorType::ResultTooLarge,

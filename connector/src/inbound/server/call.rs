@@ -17,15 +17,19 @@ use crate::{
             IdempotencyKey, arguments_fingerprint, key_from_meta,
             operation_id as idempotent_operation_id,
         },
-        progress::forward_progress,
+        progress::{forward_progress, replay_progress},
         task_ref::CallerScope,
     },
     mcp::{
+        call::CallNotifications,
         listing::{advertised_one_attempt, advertised_timeout},
         outcome::{ERROR_TYPE_META, Outcome, to_call_tool_result_for},
         payload,
     },
-    nexus::{ConflictPolicy, OperationClientError, OperationRef, ReusePolicy, StartOperation},
+    nexus::{
+        ConflictPolicy, OperationClientError, OperationOutcome, OperationRef, ReusePolicy,
+        StartOperation,
+    },
 };
 
 impl Connector {
@@ -114,9 +118,11 @@ impl Connector {
         one_attempt: bool,
     ) -> Result<Value, McpError> {
         let client = &self.inner.client;
+        // The last progress the caller got live, so the replay below sends only what it missed.
+        let seen = std::sync::Mutex::new(None);
         let forward = async {
-            if let Some((peer, token)) = progress {
-                forward_progress(client, op, &peer, token).await;
+            if let Some((peer, token)) = progress.clone() {
+                forward_progress(client, op, &peer, token, &seen).await;
             }
             // Nothing (more) to forward: keep waiting for the outcome.
             std::future::pending::<()>().await
@@ -139,6 +145,12 @@ impl Connector {
             }
             Err(e) => return Err(McpError::internal_error(e.to_string(), None)),
         };
+        // Progress the heartbeats could not show (a call shorter than the polling interval)
+        // travelled with the result: the caller gets it now, in order, before the result.
+        if let (Some((peer, token)), OperationOutcome::Succeeded(result)) = (&progress, &outcome) {
+            let seen = *seen.lock().unwrap();
+            replay_progress(peer, token, &CallNotifications::from_payload(result), seen).await;
+        }
         Ok(to_call_tool_result_for(
             &Outcome::from_operation(outcome),
             one_attempt,
