@@ -45,6 +45,8 @@ pub(crate) type McpClient = RunningService<RoleClient, ScenarioClient>;
 pub(crate) struct ScenarioClient {
     info: ClientConfig,
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    /// The level of every `notifications/message` it received (the `logs` expectation).
+    pub logs: Arc<Mutex<Vec<String>>>,
 }
 
 impl ClientHandler for ScenarioClient {
@@ -58,6 +60,19 @@ impl ClientHandler for ScenarioClient {
         _context: NotificationContext<RoleClient>,
     ) {
         self.progress.lock().unwrap().push(params);
+    }
+
+    #[allow(deprecated)] // MCP logging (SEP-2577 deprecates it; R-CON-12 still serves it)
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let level = serde_json::to_value(params.level).unwrap_or_default();
+        self.logs
+            .lock()
+            .unwrap()
+            .push(level.as_str().unwrap_or_default().to_owned());
     }
 }
 
@@ -151,6 +166,7 @@ impl Replicas {
                 Implementation::new("durable-mcp-conformance", env!("CARGO_PKG_VERSION")),
             ),
             progress: Arc::default(),
+            logs: Arc::default(),
         };
         if def.transport == ConnectorTransport::Pipe {
             let (server_side, client_side) = tokio::io::duplex(1 << 20);

@@ -146,6 +146,18 @@ pub(crate) async fn run_mcp_call(
             Some(serde_json::from_value(json!({ "idempotencyKey": key })).map_err(setup)?);
     }
     client.service().progress.lock().unwrap().clear();
+    client.service().logs.lock().unwrap().clear();
+    if let Some(level) = &call.log_level {
+        #[allow(deprecated)] // MCP logging (SEP-2577 deprecates it; R-CON-12 still serves it)
+        let params = rmcp::model::SetLevelRequestParams::new(
+            serde_json::from_value(json!(level)).map_err(setup)?,
+        );
+        #[allow(deprecated)]
+        let set = client.peer().set_level(params).await;
+        if let Err(e) = set {
+            return Err(Failure::Violated(format!("logging/setLevel {level}: {e}")));
+        }
+    }
     // Checking progress needs the progress token rmcp gives the request, so that call is sent
     // by hand (and cannot be cancelled: validation keeps `progress_at_least` and
     // `cancel_after_ms` apart); every other call is rmcp's own, cancelled when dropped.
@@ -212,6 +224,23 @@ pub(crate) async fn run_mcp_call(
             return Err(Failure::Violated(format!(
                 "expected at least {least} notifications/progress for the call, saw {}",
                 seen.len()
+            )));
+        }
+    }
+    if let Some(want) = &expect.logs {
+        // The connector writes them before the result, but rmcp's client hands notifications
+        // to its handler on tasks of their own, which may run after the result is delivered:
+        // give them a moment.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+        while client.service().logs.lock().unwrap().len() < want.len()
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let seen = client.service().logs.lock().unwrap().clone();
+        if seen != *want {
+            return Err(Failure::Violated(format!(
+                "expected log messages at levels {want:?} before the result, saw {seen:?}"
             )));
         }
     }

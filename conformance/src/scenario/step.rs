@@ -205,6 +205,9 @@ pub struct McpCallStep {
     /// upstream received the call; the step's outcome is then `canceled`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel_after_ms: Option<u64>,
+    /// Sent as `logging/setLevel` (an MCP level name) before the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_level: Option<String>,
 }
 
 impl McpCallStep {
@@ -351,6 +354,10 @@ pub struct Expect {
     /// call, all under the caller's own progress token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress_at_least: Option<usize>,
+    /// `mcp`: exactly the levels of the `notifications/message` that reached the MCP caller
+    /// during the call, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logs: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<String>,
     /// The result's `structuredContent` includes these keys with these values (objects are

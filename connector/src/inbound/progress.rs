@@ -16,8 +16,8 @@ use rmcp::{
 
 use crate::{
     mcp::call::{
-        CallHeartbeat, CallNotifications, CallToken, PROGRESS_MEMO_KEY, ToolProgress,
-        WorkflowCallToken,
+        CallHeartbeat, CallNotification, CallNotifications, CallToken, PROGRESS_MEMO_KEY, ToolLog,
+        ToolProgress, WorkflowCallToken,
     },
     nexus::{OperationClient, OperationRef},
     temporal::{activity::describe_activity, workflow::describe_workflow},
@@ -157,19 +157,45 @@ pub async fn forward_progress(
     }
 }
 
-/// Sends the caller, in order, the progress its call's result carried that it has not seen
-/// (`seen`: the last progress value it got live).
-pub async fn replay_progress(
+/// Sends the caller, in order, what its call's result carried that it has not had: progress
+/// later than `seen` (the last progress value it got live) under its progress token, when it
+/// sent one, and log messages at or above `min_level` (R-CON-10, R-CON-12).
+pub async fn replay_notifications(
     peer: &Peer<RoleServer>,
-    token: &ProgressToken,
+    token: Option<&ProgressToken>,
     carried: &CallNotifications,
     seen: Option<f64>,
+    min_level: Option<usize>,
 ) {
-    for progress in carried.progress_after(seen) {
-        if notify(peer, token, progress).await.is_err() {
+    let seen = if token.is_some() {
+        seen
+    } else {
+        Some(f64::INFINITY)
+    };
+    for item in carried.replay(seen, min_level) {
+        let sent = match (item, token) {
+            (CallNotification::Progress(progress), Some(token)) => {
+                notify(peer, token, progress).await
+            }
+            (CallNotification::Progress(_), None) => Ok(()),
+            (CallNotification::Log(log), _) => notify_log(peer, log).await,
+        };
+        if sent.is_err() {
             return;
         }
     }
+}
+
+#[allow(deprecated)] // MCP logging (SEP-2577 deprecates it; callers still use it)
+async fn notify_log(
+    peer: &Peer<RoleServer>,
+    log: &ToolLog,
+) -> Result<(), rmcp::service::ServiceError> {
+    let level = serde_json::from_value(serde_json::Value::from(log.level.as_str()))
+        .unwrap_or(rmcp::model::LoggingLevel::Info);
+    let mut note = rmcp::model::LoggingMessageNotificationParam::new(level, log.data.clone());
+    note.logger = log.logger.clone();
+    peer.notify_logging_message(note).await
 }
 
 async fn notify(

@@ -86,28 +86,64 @@ pub const PROGRESS_MEMO_KEY: &str = "io.durable-mcp/progress";
 /// payload's metadata, not in the `CallToolResult`, so the result stays as the upstream wrote it.
 pub const NOTIFICATIONS_METADATA_KEY: &str = "mcp-notifications";
 
-/// At most this many progress notifications travel with a result; beyond it the latest one
-/// replaces the last kept, so the caller still sees where the call ended.
-pub const MAX_CARRIED_PROGRESS: usize = 100;
+/// At most this many notifications travel with a result; beyond it the latest one replaces
+/// the last kept, so the caller still sees where the call ended.
+pub const MAX_CARRIED_NOTIFICATIONS: usize = 200;
 
-/// The notifications the upstream sent while serving one call, in order.
+/// A log message the upstream sent while serving a call (`notifications/message`), as the proxy
+/// attributed it to the call (R-PRX-10).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolLog {
+    /// The MCP level name (`debug` .. `emergency`).
+    pub level: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logger: Option<String>,
+    pub data: serde_json::Value,
+}
+
+/// MCP's log levels, least severe first.
+pub const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+/// The rank of an MCP log level in [`LOG_LEVELS`]; an unknown name ranks as `info`.
+pub fn log_rank(level: &str) -> usize {
+    LOG_LEVELS.iter().position(|l| *l == level).unwrap_or(1)
+}
+
+/// One notification the upstream sent for a call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum CallNotification {
+    Progress(ToolProgress),
+    Log(ToolLog),
+}
+
+/// The notifications the upstream sent while serving one call, in the order they came.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CallNotifications {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub progress: Vec<ToolProgress>,
+    pub items: Vec<CallNotification>,
 }
 
 impl CallNotifications {
     pub fn is_empty(&self) -> bool {
-        self.progress.is_empty()
+        self.items.is_empty()
     }
 
-    /// Records one progress notification (see [`MAX_CARRIED_PROGRESS`]).
-    pub fn push_progress(&mut self, progress: ToolProgress) {
-        if self.progress.len() >= MAX_CARRIED_PROGRESS {
-            self.progress.pop();
+    /// Records one notification (see [`MAX_CARRIED_NOTIFICATIONS`]).
+    pub fn push(&mut self, item: CallNotification) {
+        if self.items.len() >= MAX_CARRIED_NOTIFICATIONS {
+            self.items.pop();
         }
-        self.progress.push(progress);
+        self.items.push(item);
     }
 
     /// Writes these notifications into a result payload's metadata (nothing when empty).
@@ -131,12 +167,18 @@ impl CallNotifications {
             .unwrap_or_default()
     }
 
-    /// The progress a caller has not seen when the last progress it got was `seen`: MCP
-    /// progress only increases, so the later ones, in order.
-    pub fn progress_after(&self, seen: Option<f64>) -> impl Iterator<Item = &ToolProgress> {
-        self.progress
-            .iter()
-            .filter(move |p| seen.is_none_or(|seen| p.progress > seen))
+    /// What a caller gets replayed, in order: the progress it has not seen (`seen`: the last
+    /// progress value it got live; MCP progress only increases) and the log messages at or
+    /// above `min_level` (a rank in [`LOG_LEVELS`]; `None`: no log messages).
+    pub fn replay(
+        &self,
+        seen: Option<f64>,
+        min_level: Option<usize>,
+    ) -> impl Iterator<Item = &CallNotification> {
+        self.items.iter().filter(move |item| match item {
+            CallNotification::Progress(p) => seen.is_none_or(|seen| p.progress > seen),
+            CallNotification::Log(l) => min_level.is_some_and(|min| log_rank(&l.level) >= min),
+        })
     }
 }
 
@@ -144,12 +186,29 @@ impl CallNotifications {
 mod tests {
     use super::*;
 
-    fn step(progress: f64) -> ToolProgress {
-        ToolProgress {
+    fn step(progress: f64) -> CallNotification {
+        CallNotification::Progress(ToolProgress {
             progress,
             total: Some(100.0),
             message: None,
-        }
+        })
+    }
+
+    fn log(level: &str) -> CallNotification {
+        CallNotification::Log(ToolLog {
+            level: level.into(),
+            logger: None,
+            data: serde_json::json!(level),
+        })
+    }
+
+    fn kinds<'a>(items: impl Iterator<Item = &'a CallNotification>) -> Vec<String> {
+        items
+            .map(|i| match i {
+                CallNotification::Progress(p) => p.progress.to_string(),
+                CallNotification::Log(l) => l.level.clone(),
+            })
+            .collect()
     }
 
     #[test]
@@ -161,20 +220,28 @@ mod tests {
             payload.metadata.is_empty(),
             "nothing to carry, nothing added"
         );
-        for p in [0.0, 50.0, 100.0] {
-            carried.push_progress(step(p));
+        for item in [
+            step(0.0),
+            log("debug"),
+            step(50.0),
+            log("error"),
+            step(100.0),
+        ] {
+            carried.push(item);
         }
         carried.attach(&mut payload);
         let back = CallNotifications::from_payload(&payload);
         assert_eq!(back, carried);
-        let all: Vec<f64> = back.progress_after(None).map(|p| p.progress).collect();
-        assert_eq!(all, [0.0, 50.0, 100.0]);
-        let rest: Vec<f64> = back
-            .progress_after(Some(50.0))
-            .map(|p| p.progress)
-            .collect();
-        assert_eq!(rest, [100.0]);
-        assert_eq!(back.progress_after(Some(100.0)).count(), 0);
+        assert_eq!(kinds(back.replay(None, None)), ["0", "50", "100"]);
+        assert_eq!(
+            kinds(back.replay(Some(50.0), Some(log_rank("warning")))),
+            ["error", "100"]
+        );
+        assert_eq!(
+            kinds(back.replay(None, Some(log_rank("debug")))),
+            ["0", "debug", "50", "error", "100"]
+        );
+        assert_eq!(back.replay(Some(100.0), None).count(), 0);
         assert_eq!(
             CallNotifications::from_payload(&Payload::default()),
             CallNotifications::default()
@@ -182,18 +249,25 @@ mod tests {
     }
 
     #[test]
-    fn carried_progress_is_capped_and_keeps_the_latest() {
+    fn carried_notifications_are_capped_and_keep_the_latest() {
         let mut carried = CallNotifications::default();
-        for p in 0..(MAX_CARRIED_PROGRESS + 20) {
-            carried.push_progress(step(p as f64));
+        for p in 0..(MAX_CARRIED_NOTIFICATIONS + 20) {
+            carried.push(step(p as f64));
         }
-        assert_eq!(carried.progress.len(), MAX_CARRIED_PROGRESS);
+        assert_eq!(carried.items.len(), MAX_CARRIED_NOTIFICATIONS);
         assert_eq!(
-            carried.progress.last().unwrap().progress,
-            (MAX_CARRIED_PROGRESS + 19) as f64
+            carried.items.last(),
+            Some(&step((MAX_CARRIED_NOTIFICATIONS + 19) as f64))
         );
     }
 
+    #[test]
+    fn log_levels_rank_in_mcp_order() {
+        assert!(log_rank("debug") < log_rank("info"));
+        assert!(log_rank("warning") < log_rank("error"));
+        assert_eq!(log_rank("emergency"), 7);
+        assert_eq!(log_rank("whatever"), log_rank("info"));
+    }
     #[test]
     fn tokens_round_trip_and_other_tokens_are_not_calls() {
         let token = CallToken {

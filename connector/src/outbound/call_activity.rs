@@ -30,7 +30,7 @@ use super::{
     upstream::{UpstreamClient, UpstreamError},
 };
 use crate::mcp::{
-    call::{CallHeartbeat, CallNotifications},
+    call::{CallHeartbeat, CallNotification, CallNotifications},
     errors::ToolCallErrorType,
     payload,
 };
@@ -148,11 +148,18 @@ impl ProxyActivities {
             let carried = Arc::new(Mutex::new(CallNotifications::default()));
             let carry = carried.clone();
             let call =
-                client.call_tool_reporting(&input.tool, input.arguments.clone(), move |mut p| {
+                client.call_tool_reporting(&input.tool, input.arguments.clone(), move |note| {
+                    let CallNotification::Progress(mut p) = note else {
+                        carry.lock().unwrap().push(note);
+                        return;
+                    };
                     if let Some(m) = &mut p.message {
                         truncate_chars(m, MAX_PROGRESS_MESSAGE_CHARS);
                     }
-                    carry.lock().unwrap().push_progress(p.clone());
+                    carry
+                        .lock()
+                        .unwrap()
+                        .push(CallNotification::Progress(p.clone()));
                     sink.send_modify(|h| h.progress = Some(p));
                 });
             tokio::pin!(call);

@@ -27,16 +27,46 @@ use rmcp::{
 };
 use serde_json::Value;
 use sse_stream::Sse;
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::{
+    io::{AsyncRead, ReadBuf},
+    sync::mpsc::{UnboundedReceiver, UnboundedSender},
+};
+
+use crate::mcp::call::ToolLog;
 
 /// How long an answer nobody claimed is kept (the request's caller gave up, or it was rmcp's
 /// own request such as `initialize`). Claimed answers leave at once.
 const UNCLAIMED_FOR: Duration = Duration::from_secs(60);
 
-/// Responses' `result` values as the upstream wrote them, by request id. Clones share them.
+/// Responses' `result` values as the upstream wrote them, by request id, and the calls in
+/// flight that its log messages may belong to. Clones share them.
 #[derive(Clone, Default)]
 pub struct RawResults {
     kept: Arc<Mutex<VecDeque<(Instant, String, Value)>>>,
+    calls: Arc<Mutex<InFlight>>,
+}
+
+/// The calls in flight on one connection, each with where its log messages go.
+#[derive(Default)]
+struct InFlight {
+    next: u64,
+    calls: Vec<(u64, UnboundedSender<ToolLog>)>,
+}
+
+/// Takes a call off the in-flight list when dropped.
+pub struct LeaveOnDrop {
+    calls: Arc<Mutex<InFlight>>,
+    id: u64,
+}
+
+impl Drop for LeaveOnDrop {
+    fn drop(&mut self) {
+        self.calls
+            .lock()
+            .unwrap()
+            .calls
+            .retain(|(id, _)| *id != self.id);
+    }
 }
 
 impl RawResults {
@@ -47,6 +77,10 @@ impl RawResults {
         let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(text) else {
             return;
         };
+        if message.get("method").and_then(Value::as_str) == Some("notifications/message") {
+            self.attribute_log(message.remove("params").unwrap_or_default());
+            return;
+        }
         let (Some(id), Some(result)) = (message.remove("id"), message.remove("result")) else {
             return;
         };
@@ -62,6 +96,44 @@ impl RawResults {
             kept.pop_front();
         }
         kept.push_back((now, id.to_string(), result));
+    }
+
+    /// Registers a call in flight: while it is the only one, the upstream's log messages are
+    /// its own (R-PRX-10). Until the guard drops.
+    pub fn enter_call(&self) -> (LeaveOnDrop, UnboundedReceiver<ToolLog>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut in_flight = self.calls.lock().unwrap();
+        in_flight.next += 1;
+        let id = in_flight.next;
+        in_flight.calls.push((id, tx));
+        let guard = LeaveOnDrop {
+            calls: self.calls.clone(),
+            id,
+        };
+        (guard, rx)
+    }
+
+    /// MCP log messages name no request, so a message belongs to a call only when that call
+    /// is the only one in flight when the message is read (in wire order, before the call's
+    /// answer). Any other message is logged here and dropped (R-PRX-10).
+    fn attribute_log(&self, params: Value) {
+        let log = ToolLog {
+            level: params["level"].as_str().unwrap_or("info").to_owned(),
+            logger: params["logger"].as_str().map(str::to_owned),
+            data: params.get("data").cloned().unwrap_or_default(),
+        };
+        let only = match self.calls.lock().unwrap().calls.as_slice() {
+            [(_, only)] => Some(only.clone()),
+            _ => None,
+        };
+        match only.map(|call| call.send(log.clone())) {
+            Some(Ok(())) => {}
+            _ => tracing::info!(
+                target: "durable_mcp::upstream_log",
+                level = %log.level, logger = ?log.logger, data = %log.data,
+                "upstream log message not attributable to one call (none or several in flight); dropped"
+            ),
+        }
     }
 
     /// The raw `result` of the answer to request `id`, if a tap saw it. Called after rmcp
@@ -301,6 +373,28 @@ mod tests {
         );
         assert_eq!(raw.take(&RequestId::Number(3)), None);
         assert_eq!(raw.take(&RequestId::Number(4)), None);
+    }
+
+    #[test]
+    fn log_messages_go_to_the_only_call_in_flight_or_nowhere() {
+        let raw = RawResults::default();
+        let log = br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"warning","logger":"l","data":{"n":1}}}"#;
+        raw.observe(log); // no call in flight: dropped
+        let (first, mut first_logs) = raw.enter_call();
+        raw.observe(log);
+        let got = first_logs.try_recv().unwrap();
+        assert_eq!(
+            (got.level.as_str(), got.logger.as_deref()),
+            ("warning", Some("l"))
+        );
+        assert_eq!(got.data, serde_json::json!({"n": 1}));
+        let (second, mut second_logs) = raw.enter_call();
+        raw.observe(log); // two in flight: nobody's
+        assert!(first_logs.try_recv().is_err() && second_logs.try_recv().is_err());
+        drop(first);
+        raw.observe(log);
+        assert!(second_logs.try_recv().is_ok(), "the remaining call gets it");
+        drop(second);
     }
 
     #[test]

@@ -5,6 +5,9 @@
 //! child is restarted). Errors say whether the request can have reached the tool
 //! ([`Phase`]), which decides whether retrying is safe.
 
+// MCP logging is deprecated (SEP-2577) but upstreams still send it: it reaches callers (R-PRX-10).
+#![allow(deprecated)]
+
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use futures::StreamExt as _;
@@ -29,7 +32,7 @@ use super::{
     errors::Phase,
     raw::{RawResults, TapHttpClient, TapReader},
 };
-use crate::mcp::call::ToolProgress;
+use crate::mcp::call::{CallNotification, ToolProgress};
 
 /// Why an upstream request failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -255,6 +258,17 @@ impl UpstreamClient {
             }
         };
         info!(service = %self.service, "connected to upstream MCP server");
+        // Log messages are filtered per caller by the connector: ask for all of them.
+        if running
+            .peer()
+            .peer_info()
+            .is_some_and(|info| info.capabilities.logging.is_some())
+        {
+            let all = rmcp::model::SetLevelRequestParams::new(rmcp::model::LoggingLevel::Debug);
+            if let Err(e) = running.peer().set_level(all).await {
+                warn!(service = %self.service, error = %e, "the upstream refused logging/setLevel");
+            }
+        }
         let conn = Arc::new(running);
         *slot = Some(conn.clone());
         Ok(conn)
@@ -400,15 +414,17 @@ impl UpstreamClient {
         self.call_tool_reporting(name, arguments, |_| {}).await
     }
 
-    /// `tools/call`, passing the upstream's progress notifications for this call to
-    /// `on_progress`. Dropping the returned future cancels the request upstream.
+    /// `tools/call`, passing the upstream's notifications for this call to `on_note`: its
+    /// progress, and its log messages while it is the only call in flight on the connection.
+    /// Dropping the returned future cancels the request upstream.
     pub async fn call_tool_reporting(
         &self,
         name: &str,
         arguments: serde_json::Map<String, serde_json::Value>,
-        mut on_progress: impl FnMut(ToolProgress),
+        mut on_note: impl FnMut(CallNotification),
     ) -> Result<serde_json::Value, UpstreamError> {
         let conn = self.connect().await?;
+        let (_in_flight, mut logs) = conn.service().raw.enter_call();
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(
             CallToolRequestParams::new(name.to_owned()).with_arguments(arguments),
         ));
@@ -445,13 +461,17 @@ impl UpstreamClient {
         let answered = loop {
             tokio::select! {
                 answered = &mut response => break answered,
-                Some(p) = progress.next() => on_progress(ToolProgress {
+                Some(p) = progress.next() => on_note(CallNotification::Progress(ToolProgress {
                     progress: p.progress,
                     total: p.total,
                     message: p.message,
-                }),
+                })),
+                Some(log) = logs.recv() => on_note(CallNotification::Log(log)),
             }
         };
+        while let Ok(log) = logs.try_recv() {
+            on_note(CallNotification::Log(log));
+        }
         guard.disarm();
         let result = match answered {
             Ok(ServerResult::CallToolResult(result)) => result,

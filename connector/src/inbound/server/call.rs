@@ -17,7 +17,7 @@ use crate::{
             IdempotencyKey, arguments_fingerprint, key_from_meta,
             operation_id as idempotent_operation_id,
         },
-        progress::{forward_progress, replay_progress},
+        progress::{forward_progress, replay_notifications},
         task_ref::CallerScope,
     },
     mcp::{
@@ -108,15 +108,19 @@ impl Connector {
         Ok(Started::Op(existing.reference))
     }
 
-    /// Waits for the operation; `cancel` (the MCP request's cancellation) cancels it. With a
-    /// caller's progress token, the upstream's progress reaches the caller meanwhile.
+    /// Waits for the operation; `cancel` (the MCP request's cancellation) cancels it. A waiting
+    /// caller (`listener`) gets the upstream's progress meanwhile when it sent a progress token,
+    /// and, before the result, what travelled with it (R-CON-10, R-CON-12).
     pub(super) async fn finish_call(
         &self,
         op: &OperationRef,
         cancel: &CancellationToken,
-        progress: Option<(Peer<RoleServer>, ProgressToken)>,
+        listener: Option<Listener>,
         one_attempt: bool,
     ) -> Result<Value, McpError> {
+        let progress = listener
+            .as_ref()
+            .and_then(|l| Some((l.peer.clone(), l.progress_token.clone()?)));
         let client = &self.inner.client;
         // The last progress the caller got live, so the replay below sends only what it missed.
         let seen = std::sync::Mutex::new(None);
@@ -147,9 +151,16 @@ impl Connector {
         };
         // Progress the heartbeats could not show (a call shorter than the polling interval)
         // travelled with the result: the caller gets it now, in order, before the result.
-        if let (Some((peer, token)), OperationOutcome::Succeeded(result)) = (&progress, &outcome) {
+        if let (Some(listener), OperationOutcome::Succeeded(result)) = (&listener, &outcome) {
             let seen = *seen.lock().unwrap();
-            replay_progress(peer, token, &CallNotifications::from_payload(result), seen).await;
+            replay_notifications(
+                &listener.peer,
+                listener.progress_token.as_ref(),
+                &CallNotifications::from_payload(result),
+                seen,
+                listener.min_log_level,
+            )
+            .await;
         }
         Ok(to_call_tool_result_for(
             &Outcome::from_operation(outcome),
@@ -196,6 +207,15 @@ fn check_arguments_size(tool: &str, size: usize) -> Result<(), McpError> {
         ),
         Some(json!({"tool": tool, "size": size, "limit": limit})),
     ))
+}
+
+/// The caller waiting for a call, to whom the call's notifications go.
+pub(super) struct Listener {
+    pub peer: Peer<RoleServer>,
+    /// The request's progress token: no progress without one.
+    pub progress_token: Option<ProgressToken>,
+    /// The caller's `logging/setLevel`, as a rank in MCP's levels: no log messages without one.
+    pub min_log_level: Option<usize>,
 }
 
 /// Nexus header carrying the arguments' fingerprint of an idempotent call.

@@ -107,7 +107,7 @@ impl Service<RoleServer> for Connector {
             request,
             ClientRequest::ListToolsRequest(_) | ClientRequest::CallToolRequest(_)
         );
-        let handler = self.typed();
+        let handler = self.typed_sharing_level();
         let typed = handler.handle_request(request, context).await?;
         Ok(match handler.written.take() {
             Some(written) if faithful => written_answer(typed, written),
@@ -120,7 +120,7 @@ impl Service<RoleServer> for Connector {
         notification: ClientNotification,
         context: NotificationContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let handler = self.typed();
+        let handler = self.typed_sharing_level();
         handler.handle_notification(notification, context).await
     }
 

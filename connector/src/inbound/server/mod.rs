@@ -35,11 +35,13 @@ mod call;
 mod catalog;
 pub mod companion;
 mod faithful;
+mod logging;
 mod scope;
 mod tasks;
 
 use call::{Started, conflict_result, idempotency_key};
 use companion::{companion_tools, continues_as_task, is_companion};
+pub use logging::DEFAULT_LOG_LEVEL;
 use scope::{granted_scopes, insufficient_scope};
 use tasks::{now_rfc3339, supports_tasks, tasks_extension_required};
 
@@ -93,6 +95,8 @@ impl ConnectorOptions {
 #[derive(Clone)]
 pub struct Connector {
     inner: Arc<Inner>,
+    /// The `logging/setLevel` of the client this connector value serves (see [`Typed`]).
+    log_level: logging::LogLevel,
 }
 
 struct Inner {
@@ -123,6 +127,7 @@ impl Connector {
                 tools: RwLock::default(),
                 local,
             }),
+            log_level: logging::LogLevel::default(),
         }
     }
 
@@ -149,6 +154,9 @@ impl Connector {
 pub struct Typed {
     connector: Connector,
     written: faithful::Written,
+    /// The caller's `logging/setLevel` (R-CON-12): one per session over HTTP, one per
+    /// connector value over stdio and for library hosts.
+    log_level: logging::LogLevel,
 }
 
 impl Connector {
@@ -158,6 +166,16 @@ impl Connector {
         Typed {
             connector: self.clone(),
             written: faithful::Written::default(),
+            log_level: logging::LogLevel::default(),
+        }
+    }
+
+    /// The typed handler for one request served through this connector's own `Service`, with
+    /// the level its caller set.
+    fn typed_sharing_level(&self) -> Typed {
+        Typed {
+            log_level: self.log_level.clone(),
+            ..self.typed()
         }
     }
 }
@@ -169,12 +187,15 @@ impl std::ops::Deref for Typed {
     }
 }
 
+// MCP logging is deprecated (SEP-2577) but clients still use it (R-CON-12).
+#[allow(deprecated)]
 impl ServerHandler for Typed {
     fn get_info(&self) -> ServerConfig {
         let mut info = ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tasks()
+                .enable_logging()
                 .build(),
         );
         info.server_info = Implementation::new("durable-mcp-connector", env!("CARGO_PKG_VERSION"));
@@ -286,10 +307,11 @@ impl ServerHandler for Typed {
             Started::Op(op) => op,
             Started::Conflict => return complete(conflict_result()),
         };
-        let progress = context
-            .meta
-            .get_progress_token()
-            .map(|token| (context.peer.clone(), token));
+        let progress = Some(call::Listener {
+            peer: context.peer.clone(),
+            progress_token: context.meta.get_progress_token(),
+            min_log_level: Some(self.log_level.get()),
+        });
         let one_attempt = self.one_attempt(&request.name).await;
         let json = if supports_tasks(&context) {
             // A task-capable caller waits `task_after`, then gets a task it can poll from any
@@ -324,6 +346,15 @@ impl ServerHandler for Typed {
         };
         self.written.keep(json.clone());
         complete(json)
+    }
+
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.log_level.set(request.level);
+        Ok(())
     }
 
     async fn get_task(
