@@ -239,12 +239,7 @@ impl ServerHandler for Typed {
             .collect::<Result<Vec<_>, _>>()?;
         // Local tools are answered here, never as tasks: they list no `execution` (MCP's
         // default, taskSupport "forbidden").
-        let local: Vec<Tool> = self
-            .inner
-            .local
-            .iter()
-            .flat_map(|n| n.tools())
-            .collect();
+        let local: Vec<Tool> = self.inner.local.iter().flat_map(|n| n.tools()).collect();
         let mut written = listed;
         for tool in &local {
             written.push(serde_json::to_value(tool).map_err(|e| {
