@@ -399,7 +399,7 @@ async fn proxy_everything_over_http_matches_the_wire() {
     compare_with_the_wire(&env, &mut raw).await;
 }
 
-/// Through the connector as well (R-CON-11): a client reading the connector's own bytes (over
+/// Through the connector as well (R-CON-12): a client reading the connector's own bytes (over
 /// an in-memory pipe, no SDK on the client side) sees the results server-everything wrote, and
 /// its tools as listed, with only the durable layer's namespaced `_meta` keys added and
 /// `execution.taskSupport` saying what the connector offers.

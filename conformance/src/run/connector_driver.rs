@@ -62,7 +62,7 @@ impl ClientHandler for ScenarioClient {
         self.progress.lock().unwrap().push(params);
     }
 
-    #[allow(deprecated)] // MCP logging (SEP-2577 deprecates it; R-CON-12 still serves it)
+    #[allow(deprecated)] // MCP logging (SEP-2577 deprecates it; R-CON-13 still serves it)
     async fn on_logging_message(
         &self,
         params: rmcp::model::LoggingMessageNotificationParam,

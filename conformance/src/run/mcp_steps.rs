@@ -148,7 +148,7 @@ pub(crate) async fn run_mcp_call(
     client.service().progress.lock().unwrap().clear();
     client.service().logs.lock().unwrap().clear();
     if let Some(level) = &call.log_level {
-        #[allow(deprecated)] // MCP logging (SEP-2577 deprecates it; R-CON-12 still serves it)
+        #[allow(deprecated)] // MCP logging (SEP-2577 deprecates it; R-CON-13 still serves it)
         let params = rmcp::model::SetLevelRequestParams::new(
             serde_json::from_value(json!(level)).map_err(setup)?,
         );

@@ -159,7 +159,7 @@ pub async fn forward_progress(
 
 /// Sends the caller, in order, what its call's result carried that it has not had: progress
 /// later than `seen` (the last progress value it got live) under its progress token, when it
-/// sent one, and log messages at or above `min_level` (R-CON-10, R-CON-12).
+/// sent one, and log messages at or above `min_level` (R-CON-10, R-CON-13).
 pub async fn replay_notifications(
     peer: &Peer<RoleServer>,
     token: Option<&ProgressToken>,

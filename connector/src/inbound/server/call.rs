@@ -110,7 +110,7 @@ impl Connector {
 
     /// Waits for the operation; `cancel` (the MCP request's cancellation) cancels it. A waiting
     /// caller (`listener`) gets the upstream's progress meanwhile when it sent a progress token,
-    /// and, before the result, what travelled with it (R-CON-10, R-CON-12).
+    /// and, before the result, what travelled with it (R-CON-10, R-CON-13).
     pub(super) async fn finish_call(
         &self,
         op: &OperationRef,

@@ -1,4 +1,4 @@
-//! Answers written as the tool service gave them (R-CON-11). rmcp's typed model changes what
+//! Answers written as the tool service gave them (R-CON-12). rmcp's typed model changes what
 //! passes through it: numbers take the field's type (`"priority": 1` becomes `1.0`) and fields
 //! it has no place for are dropped (a tool's `execution`, unknown annotation keys). So the
 //! connector is an rmcp `Service` of its own: its typed handler ([`super::Typed`]) does the

@@ -1,4 +1,4 @@
-//! `logging/setLevel` per caller (R-CON-12). The connector declares the `logging` capability;
+//! `logging/setLevel` per caller (R-CON-13). The connector declares the `logging` capability;
 //! the upstream's log messages for a call reach its caller, before the result, when they are
 //! at or above the level the caller set (`info` until it sets one). rmcp's default `set_level`
 //! answers -32601 even when `logging` is declared, so the handler overrides it.

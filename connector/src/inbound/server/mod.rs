@@ -154,7 +154,7 @@ impl Connector {
 pub struct Typed {
     connector: Connector,
     written: faithful::Written,
-    /// The caller's `logging/setLevel` (R-CON-12): one per session over HTTP, one per
+    /// The caller's `logging/setLevel` (R-CON-13): one per session over HTTP, one per
     /// connector value over stdio and for library hosts.
     log_level: logging::LogLevel,
 }
@@ -187,7 +187,7 @@ impl std::ops::Deref for Typed {
     }
 }
 
-// MCP logging is deprecated (SEP-2577) but clients still use it (R-CON-12).
+// MCP logging is deprecated (SEP-2577) but clients still use it (R-CON-13).
 #[allow(deprecated)]
 impl ServerHandler for Typed {
     fn get_info(&self) -> ServerConfig {
