@@ -26,8 +26,11 @@ mod upstream;
 use std::{collections::BTreeMap, path::Path, time::Duration};
 
 use anyhow::Context;
-use durable_mcp::outbound::retry::{ToolHints, infer};
-use rmcp::model::{CallToolRequestParams, JsonObject};
+use durable_mcp::outbound::{
+    retry::{ToolHints, infer},
+    upstream::UpstreamClient,
+};
+use rmcp::model::JsonObject;
 use serde_json::Value;
 
 pub use durable::{CALL_TIMEOUT, DurablePath, SERVICE};
@@ -159,6 +162,17 @@ pub async fn run_with_progress(
             return report.report;
         }
     };
+    // Calls go through a client that keeps each answer as the server wrote it (the proxy's own
+    // upstream client), so a number the durable path kept is not compared with one rmcp's typed
+    // model changed (an integer `priority` read as f32 comes back as 1.0).
+    let raw = match options.upstream.transport() {
+        Ok(transport) => UpstreamClient::new("direct", transport),
+        Err(e) => {
+            report.push("discovery", Status::Fail(format!("{e:#}")), "");
+            let _ = client.cancel().await;
+            return report.report;
+        }
+    };
     let tool_json: Vec<Value> = tools
         .iter()
         .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
@@ -216,10 +230,7 @@ pub async fn run_with_progress(
     let mut direct: BTreeMap<String, Result<Value, String>> = BTreeMap::new();
     for tool in &plan {
         if let Ok(args) = &tool.arguments {
-            direct.insert(
-                tool.name.clone(),
-                call_direct(&client, &tool.name, args).await,
-            );
+            direct.insert(tool.name.clone(), call_direct(&raw, &tool.name, args).await);
         }
     }
     let needs_durable = !direct.is_empty() || !options.cancel_tools.is_empty();
@@ -247,7 +258,7 @@ pub async fn run_with_progress(
         // variation (timestamps, ids) from what the durable path changed.
         let again = match (&direct[&tool.name], &durable_result) {
             (Ok(a), Ok(b)) if a != b && tool.read_only => {
-                Some(call_direct(&client, &tool.name, args).await)
+                Some(call_direct(&raw, &tool.name, args).await)
             }
             _ => None,
         };
@@ -269,7 +280,7 @@ pub async fn run_with_progress(
             let check = format!("fuzz/{}", tool.name);
             let (status, detail) = match (&durable, json.get("inputSchema")) {
                 (Some(Ok(path)), Some(schema)) => {
-                    fuzz_tool(&client, path, tool, schema, options).await
+                    fuzz_tool(&raw, path, tool, schema, options).await
                 }
                 (Some(Err(e)), _) => (
                     Status::Fail(format!("durable path unavailable: {e:#}")),
@@ -282,6 +293,7 @@ pub async fn run_with_progress(
     }
 
     let _ = client.cancel().await;
+    raw.close().await;
 
     // 4. Reattachment.
     let reattach = options
@@ -411,7 +423,7 @@ fn arguments_for(
 /// Calls `tool` with `options.fuzz` inputs drawn from its schema, directly and durably; the first
 /// input whose results differ fails the check, with the input and the seed to replay it.
 async fn fuzz_tool(
-    client: &DirectClient,
+    client: &UpstreamClient,
     path: &DurablePath,
     tool: &ToolPlan,
     schema: &Value,
@@ -465,13 +477,12 @@ async fn fuzz_tool(
 }
 
 async fn call_direct(
-    client: &DirectClient,
+    client: &UpstreamClient,
     name: &str,
     args: &JsonObject,
 ) -> Result<Value, String> {
-    let params = CallToolRequestParams::new(name.to_owned()).with_arguments(args.clone());
-    match tokio::time::timeout(CALL_TIMEOUT, client.call_tool(params)).await {
-        Ok(Ok(result)) => serde_json::to_value(&result).map_err(|e| e.to_string()),
+    match tokio::time::timeout(CALL_TIMEOUT, client.call_tool(name, args.clone())).await {
+        Ok(Ok(result)) => Ok(result),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err(format!("timed out after {} s", CALL_TIMEOUT.as_secs())),
     }
