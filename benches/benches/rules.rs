@@ -183,8 +183,9 @@ fn fifty_key_arguments() -> serde_json::Value {
 
 fn idempotency(c: &mut Criterion) {
     let args = fifty_key_arguments();
+    let key = durable_mcp::inbound::idempotency::FingerprintKey::from_bytes([7; 32]);
     c.bench_function("idempotency/arguments_fingerprint_50_keys", |b| {
-        b.iter(|| arguments_fingerprint(black_box(&args)))
+        b.iter(|| arguments_fingerprint(&key, black_box(&args)))
     });
 }
 

@@ -12,8 +12,38 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac as _};
 use serde_json::{Map, Value};
-use sha2::{Digest as _, Sha256};
+use sha2::Sha256;
+
+use super::task_ref::SigningKey;
+
+/// The key of argument fingerprints and keyed operation IDs, derived from the task signing key
+/// (so every replica with that key agrees). Both are visible in Temporal (request ids, a Nexus
+/// header, operation ids) even when a codec encrypts the payloads: unkeyed, a low-entropy
+/// argument or idempotency key could be recovered from them by trying candidates (R-CON-7).
+#[derive(Clone)]
+pub struct FingerprintKey([u8; 32]);
+
+impl FingerprintKey {
+    pub fn derive(signing: &SigningKey) -> Self {
+        Self(signing.derive("idempotency"))
+    }
+
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
+    fn mac(&self) -> Hmac<Sha256> {
+        Hmac::new_from_slice(&self.0).expect("HMAC accepts keys of any length")
+    }
+}
+
+impl std::fmt::Debug for FingerprintKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FingerprintKey(***)")
+    }
+}
 
 /// The `_meta` field clients should send.
 pub const META_FIELD: &str = "idempotencyKey";
@@ -113,36 +143,40 @@ pub fn key_from_meta(
     Ok(Some(IdempotencyKey(key.clone())))
 }
 
-/// The operation ID for a keyed call: `<connector>-idem-<base64url(sha256(owner \0 tool \0 key))>`.
+/// The operation ID for a keyed call:
+/// `<connector>-idem-<base64url(HMAC-SHA256(fingerprint key, owner \0 tool \0 key))>`.
 ///
 /// Same caller, tool and key give the same ID on every replica and after restarts; the raw key
 /// never appears in it (operation IDs are visible in Temporal). The encoding is unambiguous:
 /// the owner hash is base64url and a key has no control characters, so neither contains `\0`.
 pub fn operation_id(
+    fingerprint_key: &FingerprintKey,
     connector_name: &str,
     owner_hash: &str,
     tool: &str,
     key: &IdempotencyKey,
 ) -> String {
-    let mut h = Sha256::new();
+    let mut h = fingerprint_key.mac();
     h.update(owner_hash.as_bytes());
-    h.update([0]);
+    h.update(&[0]);
     h.update(tool.as_bytes());
-    h.update([0]);
+    h.update(&[0]);
     h.update(key.0.as_bytes());
     format!(
         "{connector_name}-idem-{}",
-        URL_SAFE_NO_PAD.encode(h.finalize())
+        URL_SAFE_NO_PAD.encode(h.finalize().into_bytes())
     )
 }
 
-/// base64url(sha256(canonical JSON of `args`)): equal for equal arguments whatever their key
-/// order.
+/// base64url(HMAC-SHA256(fingerprint key, canonical JSON of `args`)): equal for equal
+/// arguments whatever their key order, and meaningless without the key.
 ///
 /// Numbers are compared as serde_json prints them, so `1` and `1.0` differ. Callers should
 /// fingerprint absent arguments as `{}` so that omitting them and sending `{}` agree.
-pub fn arguments_fingerprint(args: &Value) -> String {
-    URL_SAFE_NO_PAD.encode(Sha256::digest(canonical_json(args).as_bytes()))
+pub fn arguments_fingerprint(fingerprint_key: &FingerprintKey, args: &Value) -> String {
+    let mut h = fingerprint_key.mac();
+    h.update(canonical_json(args).as_bytes());
+    URL_SAFE_NO_PAD.encode(h.finalize().into_bytes())
 }
 
 /// Compact JSON with object keys sorted (by UTF-8 bytes) at every level.
@@ -193,6 +227,43 @@ mod tests {
 
     fn meta(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()
+    }
+
+    fn fk() -> FingerprintKey {
+        FingerprintKey::from_bytes([7; 32])
+    }
+
+    #[test]
+    fn fingerprints_and_operation_ids_need_the_key() {
+        use sha2::Digest as _;
+        let args = json!({"pin": "1234"});
+        let other = FingerprintKey::from_bytes([8; 32]);
+        assert_ne!(
+            arguments_fingerprint(&fk(), &args),
+            arguments_fingerprint(&other, &args)
+        );
+        // Not the bare digest anyone could compute from a guess.
+        let bare = URL_SAFE_NO_PAD.encode(Sha256::digest(canonical_json(&args).as_bytes()));
+        assert_ne!(arguments_fingerprint(&fk(), &args), bare);
+        assert_ne!(
+            operation_id(&fk(), "c", "o", "t", &key("k")),
+            operation_id(&other, "c", "o", "t", &key("k"))
+        );
+        // Derived from the signing key: replicas with one key agree, other keys differ.
+        let signing = |b: u8| {
+            SigningKey::from_base64(&base64::engine::general_purpose::STANDARD.encode([b; 32]))
+                .unwrap()
+        };
+        let a = FingerprintKey::derive(&signing(1));
+        assert_eq!(
+            arguments_fingerprint(&a, &args),
+            arguments_fingerprint(&FingerprintKey::derive(&signing(1)), &args)
+        );
+        assert_ne!(
+            arguments_fingerprint(&a, &args),
+            arguments_fingerprint(&FingerprintKey::derive(&signing(2)), &args)
+        );
+        assert_eq!(format!("{a:?}"), "FingerprintKey(***)");
     }
 
     fn key(s: &str) -> IdempotencyKey {
@@ -318,10 +389,10 @@ mod tests {
 
     #[test]
     fn operation_ids_are_scoped_and_hide_the_key() {
-        let id = operation_id("conn", "ownerA", "refund", &key("order-17"));
+        let id = operation_id(&fk(), "conn", "ownerA", "refund", &key("order-17"));
         assert_eq!(
             id,
-            operation_id("conn", "ownerA", "refund", &key("order-17")),
+            operation_id(&fk(), "conn", "ownerA", "refund", &key("order-17")),
             "deterministic"
         );
         assert!(id.starts_with("conn-idem-"));
@@ -329,24 +400,24 @@ mod tests {
         assert!(!id.contains("order-17"));
         assert_ne!(
             id,
-            operation_id("conn", "ownerB", "refund", &key("order-17"))
+            operation_id(&fk(), "conn", "ownerB", "refund", &key("order-17"))
         );
         assert_ne!(
             id,
-            operation_id("conn", "ownerA", "lookup", &key("order-17"))
+            operation_id(&fk(), "conn", "ownerA", "lookup", &key("order-17"))
         );
         assert_ne!(
             id,
-            operation_id("conn", "ownerA", "refund", &key("order-18"))
+            operation_id(&fk(), "conn", "ownerA", "refund", &key("order-18"))
         );
         assert_ne!(
             id,
-            operation_id("other", "ownerA", "refund", &key("order-17"))
+            operation_id(&fk(), "other", "ownerA", "refund", &key("order-17"))
         );
         // Field boundaries cannot be shifted.
         assert_ne!(
-            operation_id("c", "o", "ab", &key("c")),
-            operation_id("c", "o", "a", &key("bc"))
+            operation_id(&fk(), "c", "o", "ab", &key("c")),
+            operation_id(&fk(), "c", "o", "a", &key("bc"))
         );
     }
 
@@ -362,18 +433,21 @@ mod tests {
             canonical_json(&a),
             r#"{"a":1,"b":{"x":null,"y":[1,{"p":3,"q":2}]}}"#
         );
-        assert_eq!(arguments_fingerprint(&a), arguments_fingerprint(&b));
-        assert_ne!(
-            arguments_fingerprint(&json!({"a": 1})),
-            arguments_fingerprint(&json!({"a": 1.0}))
+        assert_eq!(
+            arguments_fingerprint(&fk(), &a),
+            arguments_fingerprint(&fk(), &b)
         );
         assert_ne!(
-            arguments_fingerprint(&json!([1, 2])),
-            arguments_fingerprint(&json!([2, 1]))
+            arguments_fingerprint(&fk(), &json!({"a": 1})),
+            arguments_fingerprint(&fk(), &json!({"a": 1.0}))
         );
         assert_ne!(
-            arguments_fingerprint(&json!({"a": "1"})),
-            arguments_fingerprint(&json!({"a": 1}))
+            arguments_fingerprint(&fk(), &json!([1, 2])),
+            arguments_fingerprint(&fk(), &json!([2, 1]))
+        );
+        assert_ne!(
+            arguments_fingerprint(&fk(), &json!({"a": "1"})),
+            arguments_fingerprint(&fk(), &json!({"a": 1}))
         );
         assert_eq!(
             canonical_json(&json!({"k\"\n": "é"})),
@@ -436,13 +510,13 @@ mod tests {
         #[test]
         fn fingerprint_is_invariant_under_key_reordering(v in json_value(), seed in any::<u64>()) {
             let reparsed: Value = serde_json::from_str(&shuffled_text(&v, seed)).unwrap();
-            prop_assert_eq!(arguments_fingerprint(&reparsed), arguments_fingerprint(&v));
+            prop_assert_eq!(arguments_fingerprint(&fk(), &reparsed), arguments_fingerprint(&fk(), &v));
         }
 
         #[test]
         fn different_values_have_different_fingerprints(a in json_value(), b in json_value()) {
             prop_assume!(a != b);
-            prop_assert_ne!(arguments_fingerprint(&a), arguments_fingerprint(&b));
+            prop_assert_ne!(arguments_fingerprint(&fk(), &a), arguments_fingerprint(&fk(), &b));
         }
 
         #[test]
@@ -454,8 +528,8 @@ mod tests {
         fn valid_keys_are_accepted_and_scoped(k in "[^\\p{Cc}]{1,256}", owner in "[A-Za-z0-9_-]{22}", tool in "[a-z_]{1,12}") {
             let key = IdempotencyKey::new(k.clone()).unwrap();
             prop_assert_eq!(key.as_str(), k.as_str());
-            let id = operation_id("c", &owner, &tool, &key);
-            prop_assert_ne!(id, operation_id("c", &owner, &format!("{tool}x"), &key));
+            let id = operation_id(&fk(), "c", &owner, &tool, &key);
+            prop_assert_ne!(id, operation_id(&fk(), "c", &owner, &format!("{tool}x"), &key));
         }
     }
 }

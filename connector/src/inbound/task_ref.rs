@@ -130,6 +130,16 @@ impl SigningKey {
     fn mac(&self) -> HmacSha256 {
         HmacSha256::new_from_slice(&self.0).expect("HMAC accepts keys of any length")
     }
+
+    /// A key for another `purpose`, derived from this one: HMAC-SHA256(key, `"derive:" +
+    /// purpose`). The prefix keeps these MACs apart from task ID MACs (input starting with
+    /// `{`) and owner hashes (`owner:`); nothing derived reveals this key.
+    pub fn derive(&self, purpose: &str) -> [u8; 32] {
+        let mut mac = self.mac();
+        mac.update(b"derive:");
+        mac.update(purpose.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
 }
 
 /// What a task ID refers to. `owner` is a [`caller_hash`].

@@ -14,7 +14,7 @@ use super::Connector;
 use crate::{
     inbound::{
         idempotency::{
-            IdempotencyKey, arguments_fingerprint, key_from_meta,
+            FingerprintKey, IdempotencyKey, arguments_fingerprint, key_from_meta,
             operation_id as idempotent_operation_id,
         },
         progress::{forward_progress, replay_notifications},
@@ -65,13 +65,15 @@ impl Connector {
             info!(operation_id = %op.operation_id, tool, service = %route.service, "tool call started");
             return Ok(Started::Op(op));
         };
+        let fingerprint_key = FingerprintKey::derive(&self.inner.options.signing_key);
         let operation_id = idempotent_operation_id(
+            &fingerprint_key,
             &self.inner.options.connector_name,
             &self.owner(scope),
             tool,
             &key,
         );
-        let fingerprint = arguments_fingerprint(&arguments);
+        let fingerprint = arguments_fingerprint(&fingerprint_key, &arguments);
         let mut start =
             StartOperation::new(&operation_id, &route.endpoint, &route.service, tool, input);
         // Same key and same arguments => same request id: the server answers with the same
