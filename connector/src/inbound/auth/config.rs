@@ -77,6 +77,10 @@ struct Raw {
     leeway: Option<Duration>,
 }
 
+/// The most clock skew `leeway` may forgive on `exp` and `nbf`: more would keep expired tokens
+/// working for that long.
+pub const MAX_LEEWAY: Duration = Duration::from_secs(300);
+
 /// Algorithms accepted when the file names none: the asymmetric ones identity providers use.
 pub const DEFAULT_ALGORITHMS: [Algorithm; 4] = [
     Algorithm::RS256,
@@ -126,12 +130,16 @@ impl AuthConfig {
         };
         let mut required_scopes = Vec::new();
         for s in raw.required_scopes {
+            // RFC 6749 scope-token: printable ASCII but '"' and '\\'. It goes into
+            // WWW-Authenticate headers, where a control character could not be sent.
             if s.is_empty()
-                || s.chars()
-                    .any(|c| c.is_whitespace() || c == '"' || c == '\\')
+                || !s
+                    .bytes()
+                    .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
             {
                 return Err(format!(
-                    "auth.required_scopes: {s:?} is not a scope token (no spaces, quotes or backslashes)"
+                    "auth.required_scopes: {s:?} is not a scope token (printable ASCII only: no \
+                     spaces, control characters, quotes or backslashes)"
                 ));
             }
             required_scopes.push(s);
@@ -155,7 +163,17 @@ impl AuthConfig {
             required_scopes,
             jwks_uri,
             algorithms,
-            leeway: raw.leeway.unwrap_or(Duration::from_secs(60)),
+            leeway: match raw.leeway.unwrap_or(Duration::from_secs(60)) {
+                leeway if leeway > MAX_LEEWAY => {
+                    return Err(format!(
+                        "auth.leeway: {} is more clock skew than tokens should be forgiven; at \
+                         most {} (fix the clocks instead)",
+                        humantime::format_duration(leeway),
+                        humantime::format_duration(MAX_LEEWAY)
+                    ));
+                }
+                leeway => leeway,
+            },
         })
     }
 
@@ -240,6 +258,18 @@ mod tests {
     #[test]
     fn errors_name_the_field() {
         let cases = [
+            (
+                "auth:\n  resource: https://m/mcp\n  issuer: https://i/\n  required_scopes: [\"a\\u0001\"]\n",
+                "auth.required_scopes",
+            ),
+            (
+                "auth:\n  resource: https://m/mcp\n  issuer: https://i/\n  required_scopes: [\"t\u{e9}\"]\n",
+                "auth.required_scopes",
+            ),
+            (
+                "auth:\n  resource: https://m/mcp\n  issuer: https://i/\n  leeway: 2h\n",
+                "auth.leeway",
+            ),
             (
                 "auth:\n  resource: http://mcp.example.com/mcp\n  issuer: https://i/\n",
                 "auth.resource",
