@@ -579,3 +579,32 @@ async fn a_stateless_task_outlives_its_response_stream_and_only_tasks_cancel_sto
     shutdown.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
 }
+
+/// R-CON-14, the review's reproduction: without `--auth-config`, `--addr 0.0.0.0:...` used to
+/// only warn; the Host check does not stop a client that is not a browser. Now it is refused
+/// before anything starts, unless the operator says `--allow-unauthenticated`.
+#[tokio::test]
+async fn unauthenticated_http_on_a_public_address_is_refused_unless_allowed() {
+    let env = TestEnv::shared("connector-public-addr").await;
+    let refused = connector_command(&env, "mock")
+        .args(["--transport", "http", "--addr", "0.0.0.0:0"])
+        .env("MCP_TASK_SIGNING_KEY", TEST_SIGNING_KEY)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("0.0.0.0:0")
+            && stderr.contains("--auth-config")
+            && stderr.contains("--allow-unauthenticated"),
+        "{stderr}"
+    );
+    let allowed =
+        HttpConnectorProcess::start_at(&env, "mock", "0.0.0.0:0", &["--allow-unauthenticated"])
+            .await;
+    // It serves, and still says that its callers share one scope.
+    let log = allowed.startup_log.join("\n");
+    assert!(log.contains("has no authentication"), "{log}");
+}

@@ -606,9 +606,14 @@ impl HttpConnectorProcess {
     /// Starts the binary on a free loopback port with `extra_args` and waits for it to
     /// announce its address (it keeps draining stderr afterwards).
     pub async fn start(env: &TestEnv, service: &str, extra_args: &[&str]) -> Self {
+        Self::start_at(env, service, "127.0.0.1:0", extra_args).await
+    }
+
+    /// [`Self::start`] listening on `addr`.
+    pub async fn start_at(env: &TestEnv, service: &str, addr: &str, extra_args: &[&str]) -> Self {
         let mut command = connector_command(env, service);
         command
-            .args(["--transport", "http", "--addr", "127.0.0.1:0"])
+            .args(["--transport", "http", "--addr", addr])
             .args(extra_args)
             .env("MCP_TASK_SIGNING_KEY", TEST_SIGNING_KEY);
         let (child, seen) = spawn_announcing(command, "durable-mcp-connector listening on ").await;

@@ -9,6 +9,7 @@ use durable_mcp::{
         http::{HttpOptions, serve_http},
         route::{Route, check_routes, parse_route},
         server::{Connector, ConnectorOptions},
+        task_ref::CallerScope,
     },
     nexus::OperationClient,
     temporal,
@@ -92,6 +93,16 @@ struct Cli {
     /// the path of auth.resource].
     #[arg(long)]
     http_path: Option<String>,
+    /// With `--transport http` and no `--auth-config`: serve on an address that is not
+    /// loopback anyway. Only for deployments where something in front of the connector
+    /// authenticates every caller; without it such an address is refused at startup.
+    #[arg(long)]
+    allow_unauthenticated: bool,
+    /// Without authentication, callers share one task and idempotency scope per name: this
+    /// name [default: the transport, "stdio" or "http"]. Deployments that must not see each
+    /// other's tasks (and share a signing key and connector name) need different names.
+    #[arg(long, value_name = "NAME")]
+    anonymous_scope: Option<String>,
     /// With `--transport http`: how long a shutdown (SIGINT/SIGTERM) waits for in-flight
     /// requests; operations still running afterwards keep running in Temporal.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
@@ -144,6 +155,14 @@ async fn main() -> anyhow::Result<()> {
     if !cli.routes.is_empty() {
         check_routes(&cli.routes)?;
     }
+    if matches!(cli.transport, Transport::Http) {
+        durable_mcp::inbound::http::check_exposure(
+            &cli.addr,
+            auth.is_some(),
+            cli.allow_unauthenticated,
+        )
+        .map_err(anyhow::Error::msg)?;
+    }
     let identity = durable_mcp::nexus::worker::default_identity();
     let temporal::TemporalConnection {
         connection,
@@ -162,6 +181,13 @@ async fn main() -> anyhow::Result<()> {
     options.task_after = cli.task_after;
     options.companion_tools = cli.companion_tools;
     options.require_verified_caller = auth.is_some();
+    options.caller_scope = CallerScope::Unauthenticated(cli.anonymous_scope.unwrap_or_else(|| {
+        match cli.transport {
+            Transport::Stdio => "stdio",
+            Transport::Http => "http",
+        }
+        .to_owned()
+    }));
     // Task IDs are signed with MCP_TASK_SIGNING_KEY. HTTP needs it (replicas and restarts must
     // verify each other's task IDs); stdio without it gets a process-local key.
     match (

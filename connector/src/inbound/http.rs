@@ -55,6 +55,26 @@ use super::{
     server::{Connector, Typed},
 };
 
+/// Whether serving at `addr` is allowed (R-CON-14): without authentication, only on a loopback
+/// address, unless the operator said `--allow-unauthenticated` (for a deployment that
+/// authenticates in front of the connector). The Host check cannot stand in for
+/// authentication: a client that is not a browser sends whatever `Host` it likes.
+pub fn check_exposure(
+    addr: &SocketAddr,
+    authenticated: bool,
+    allow_unauthenticated: bool,
+) -> Result<(), String> {
+    if authenticated || allow_unauthenticated || addr.ip().is_loopback() {
+        return Ok(());
+    }
+    Err(format!(
+        "refusing to serve MCP without authentication on {addr}, which is not a loopback \
+         address: anyone who can reach it could call every tool and read or cancel every \
+         caller's tasks. Add --auth-config FILE, listen on 127.0.0.1, or, if something in front \
+         of the connector authenticates callers, pass --allow-unauthenticated"
+    ))
+}
+
 /// Where and how the connector listens for MCP over HTTP.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -346,4 +366,35 @@ pub async fn serve_http(
         url,
         task,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unauthenticated_http_only_on_loopback_unless_allowed() {
+        let public: SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        let refused = check_exposure(&public, false, false).unwrap_err();
+        assert!(
+            refused.contains("0.0.0.0:8080")
+                && refused.contains("--auth-config")
+                && refused.contains("--allow-unauthenticated"),
+            "{refused}"
+        );
+        assert!(check_exposure(&"[::]:80".parse().unwrap(), false, false).is_err());
+        assert!(check_exposure(&"10.1.2.3:80".parse().unwrap(), false, false).is_err());
+        for (addr, auth, allow) in [
+            ("0.0.0.0:8080", true, false),
+            ("0.0.0.0:8080", false, true),
+            ("127.0.0.1:8080", false, false),
+            ("[::1]:8080", false, false),
+        ] {
+            assert_eq!(
+                check_exposure(&addr.parse().unwrap(), auth, allow),
+                Ok(()),
+                "{addr}"
+            );
+        }
+    }
 }

@@ -179,8 +179,13 @@ impl TaskRef {
 /// Whose tasks and idempotency keys these are.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum CallerScope {
-    /// No identity: every caller of an unauthenticated connector shares this one scope.
+    /// No identity: every caller of an unauthenticated connector shares this one scope (the
+    /// library's default).
     Anonymous,
+    /// No identity, in a scope named by the deployment: callers without authentication share
+    /// it only with callers of the same name (the binary's `--anonymous-scope`, by default its
+    /// transport, so a stdio host and anonymous HTTP callers never share by accident).
+    Unauthenticated(String),
     /// One stdio client, named by the connector (for example a per-process ID).
     Process(String),
     /// A verified token's issuer and subject. Token renewal and other replicas keep the scope.
@@ -193,6 +198,7 @@ impl CallerScope {
     fn canonical(&self) -> String {
         let parts: Vec<&str> = match self {
             CallerScope::Anonymous => vec!["anonymous"],
+            CallerScope::Unauthenticated(name) => vec!["unauthenticated", name],
             CallerScope::Process(id) => vec!["process", id],
             CallerScope::Subject { issuer, subject } => vec!["subject", issuer, subject],
         };
@@ -382,6 +388,8 @@ mod tests {
         let k = key(7);
         let scopes = [
             CallerScope::Anonymous,
+            CallerScope::Unauthenticated("stdio".into()),
+            CallerScope::Unauthenticated("http".into()),
             CallerScope::Process("p1".into()),
             CallerScope::Process("p2".into()),
             CallerScope::Subject {
