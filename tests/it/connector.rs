@@ -618,5 +618,38 @@ async fn oversized_arguments_are_refused_before_anything_starts() {
         .unwrap();
     assert_eq!(echo.is_error, Some(false));
     assert_eq!(ledger.count_key("echo", LedgerEvent::Called, "big"), 0);
+}
+
+/// R-CON-15: a route to an endpoint Temporal does not know. The caller learns that listing
+/// failed and gets a reference; the gRPC status and the endpoint's name stay in the log.
+#[tokio::test]
+async fn internal_failures_reach_callers_as_stable_messages_without_details() {
+    let env = TestEnv::shared("connector-internal").await;
+    let hidden = format!("internal-endpoint-{}", uuid::Uuid::new_v4().simple());
+    let routes = vec![durable_mcp::inbound::route::Route {
+        service: "mock".into(),
+        endpoint: hidden.clone(),
+    }];
+    let client = client_for(Connector::new(
+        env.client.clone(),
+        ConnectorOptions::new(routes),
+    ))
+    .await;
+    let listed = client
+        .peer()
+        .list_all_tools()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        listed.contains("listing the tools failed") && listed.contains("reference "),
+        "{listed}"
+    );
+    for leaked in [hidden.as_str(), "NotFound", "Nexus", "status"] {
+        assert!(
+            !listed.contains(leaked),
+            "{leaked} reached the caller: {listed}"
+        );
+    }
     client.cancel().await.unwrap();
 }

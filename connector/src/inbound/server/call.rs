@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::Connector;
+use super::{Connector, internal::internal};
 use crate::{
     inbound::{
         idempotency::{
@@ -61,7 +61,7 @@ impl Connector {
             let (op, _) = client
                 .start(start)
                 .await
-                .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                .map_err(|e| internal("starting the tool call", e))?;
             info!(operation_id = %op.operation_id, tool, service = %route.service, "tool call started");
             return Ok(Started::Op(op));
         };
@@ -97,12 +97,12 @@ impl Connector {
                 operation_id,
                 run_id: String::new(),
             },
-            Err(e) => return Err(McpError::internal_error(e.to_string(), None)),
+            Err(e) => return Err(internal("starting the tool call", e)),
         };
         let existing = client
             .describe(&op)
             .await
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+            .map_err(|e| internal("starting the tool call", e))?;
         if existing.headers.get(FINGERPRINT_HEADER) != Some(&fingerprint) {
             return Ok(Started::Conflict);
         }
@@ -149,7 +149,7 @@ impl Connector {
                     None,
                 ));
             }
-            Err(e) => return Err(McpError::internal_error(e.to_string(), None)),
+            Err(e) => return Err(internal("waiting for the tool call", e)),
         };
         // Progress the heartbeats could not show (a call shorter than the polling interval)
         // travelled with the result: the caller gets it now, in order, before the result.

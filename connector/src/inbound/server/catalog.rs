@@ -5,7 +5,7 @@ use rmcp::ErrorData as McpError;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::Connector;
+use super::{Connector, internal::internal};
 use crate::{
     inbound::route::{Route, merge_tool_lists},
     mcp::{listing::LIST_TOOLS, payload},
@@ -56,12 +56,12 @@ impl Connector {
             match listed {
                 Ok(tools) => ok.push((route.clone(), tools)),
                 Err(e) => {
-                    return Err(McpError::internal_error(
-                        format!(
-                            "listing the tools of service {:?} (endpoint {:?}) failed: {e}",
+                    return Err(internal(
+                        "listing the tools",
+                        format_args!(
+                            "listing the tools of service {:?} (endpoint {:?}): {e}",
                             route.service, route.endpoint
                         ),
-                        None,
                     ));
                 }
             }

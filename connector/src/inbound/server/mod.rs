@@ -35,6 +35,7 @@ mod call;
 mod catalog;
 pub mod companion;
 mod faithful;
+mod internal;
 mod logging;
 mod scope;
 mod tasks;

@@ -8,7 +8,7 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 
-use super::Connector;
+use super::{Connector, internal::internal};
 use crate::{
     inbound::{
         progress::{ProgressSource, call_progress},
@@ -56,10 +56,12 @@ impl Connector {
         scope: &CallerScope,
     ) -> Result<DetailedTask, McpError> {
         let op = self.task_op(task_id, scope)?;
-        let described =
-            self.inner.client.describe(&op).await.map_err(|e| {
-                McpError::internal_error(format!("could not read the task: {e}"), None)
-            })?;
+        let described = self
+            .inner
+            .client
+            .describe(&op)
+            .await
+            .map_err(|e| internal("reading the task", e))?;
         let now = now_rfc3339();
         let task =
             Task::new(task_id, TaskStatus::Working, now.clone(), now).with_poll_interval_ms(1000);
@@ -96,7 +98,7 @@ impl Connector {
             .client
             .cancel(&op, "MCP tasks/cancel")
             .await
-            .map_err(|e| McpError::internal_error(format!("could not cancel the task: {e}"), None))
+            .map_err(|e| internal("cancelling the task", e))
     }
 }
 
