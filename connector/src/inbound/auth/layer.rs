@@ -2,7 +2,7 @@
 //! `WWW-Authenticate` challenges that send clients to the metadata, and the public RFC 9728
 //! metadata document.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{sync::Arc, time::Instant};
 
 use axum::{
     extract::Request,
@@ -12,11 +12,10 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-use crate::inbound::task_ref::CallerScope;
-
 use super::{
     config::AuthConfig,
     keys::KeySource,
+    sessions::SessionOwners,
     token::{AuthError, GrantedScopes, VerifiedCaller, bearer_token, key_id, verify},
 };
 
@@ -27,7 +26,7 @@ pub struct Authenticator {
     /// `Mcp-Session-Id` -> the caller that opened the session. A session id is a handle to
     /// the session's streams and requests, so only its owner may use it, whatever other valid
     /// token comes with it.
-    sessions: std::sync::Mutex<HashMap<String, CallerScope>>,
+    sessions: std::sync::Mutex<SessionOwners>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -156,7 +155,7 @@ fn quoted(s: &str) -> String {
 const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Middleware: lets a request through only with a valid token, as the token's
-/// [`CallerScope`] in the request extensions, and without its `Authorization` header. A
+/// [`CallerScope`](crate::inbound::task_ref::CallerScope) in the request extensions, and without its `Authorization` header. A
 /// session opened by one caller answers any other caller as an unknown session (404), so a
 /// leaked session id cannot be used to read, resume, cancel or close someone else's calls.
 pub async fn require_bearer(
@@ -194,9 +193,15 @@ pub async fn require_bearer(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     if let Some(id) = &session {
-        let owner = auth.sessions.lock().unwrap().get(id).cloned();
-        if owner.as_ref().is_some_and(|owner| owner != &caller) {
-            tracing::debug!("a session used by a caller other than its owner; answered as unknown");
+        let admitted = auth
+            .sessions
+            .lock()
+            .unwrap()
+            .admit(id, &caller, Instant::now());
+        if !admitted {
+            tracing::debug!(
+                "a session id that is not this caller's (another's, or unknown here); answered as unknown"
+            );
             return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
         }
     }
@@ -214,11 +219,11 @@ pub async fn require_bearer(
                 .get(SESSION_HEADER)
                 .and_then(|v| v.to_str().ok())
             {
-                sessions.insert(id.to_owned(), caller);
+                sessions.open(id, caller, Instant::now());
             }
         }
         Some(id) if closing || response.status() == StatusCode::NOT_FOUND => {
-            sessions.remove(id);
+            sessions.close(id);
         }
         Some(_) => {}
     }

@@ -10,9 +10,11 @@
 mod config;
 mod keys;
 mod layer;
+mod sessions;
 mod token;
 
 pub use config::{AuthConfig, AuthConfigError, DEFAULT_ALGORITHMS, WELL_KNOWN_RESOURCE};
 pub use keys::{KeySource, metadata_urls};
 pub use layer::{Authenticator, metadata, require_bearer};
+pub use sessions::{MAX_SESSIONS, SESSION_IDLE, SessionOwners};
 pub use token::{AuthError, GrantedScopes, VerifiedCaller, bearer_token, key_id, verify};
