@@ -131,6 +131,15 @@ pub fn verify(
         if jwk.common.public_key_use == Some(jsonwebtoken::jwk::PublicKeyUse::Encryption) {
             continue;
         }
+        // A key that names its algorithm signs with that one only: a token claiming another
+        // must not be checked with it (RFC 7517 `alg`).
+        if jwk
+            .common
+            .key_algorithm
+            .is_some_and(|alg| alg != jsonwebtoken::jwk::KeyAlgorithm::from(header.alg))
+        {
+            continue;
+        }
         let Ok(key) = DecodingKey::from_jwk(jwk) else {
             continue;
         };
@@ -281,6 +290,21 @@ mod tests {
             let token = mint(&idp, Some("k1"), &claims);
             assert!(verify(&token, &keys(&[&idp]), &config()).is_ok());
         }
+    }
+
+    #[test]
+    fn a_key_that_names_its_algorithm_checks_only_tokens_of_that_algorithm() {
+        let idp = issuer("k1");
+        let token = mint(&idp, Some("k1"), &good_claims());
+        let mut bound = keys(&[&idp]);
+        bound.keys[0].common.key_algorithm = Some(jsonwebtoken::jwk::KeyAlgorithm::ES384);
+        let refused = verify(&token, &bound, &config()).unwrap_err();
+        assert!(
+            matches!(&refused, AuthError::Invalid(reason) if reason.contains("no usable key")),
+            "{refused:?}"
+        );
+        bound.keys[0].common.key_algorithm = None;
+        assert!(verify(&token, &bound, &config()).is_ok());
     }
 
     #[test]
