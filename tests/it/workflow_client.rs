@@ -1,14 +1,16 @@
 //! R-WFC: Rust Workflow code lists and calls MCP tools through the in-Workflow client
 //! (`durable_mcp::workflow_client`), on the real dev server, against the outbound proxy fronting
-//! the mock upstream: results equal a direct MCP call, `isError` results are results, failures
-//! are typed, timeouts and cancels reach the upstream, a Workflow worker restarted mid-call
+//! the mock upstream and against the native tools of `durable-mcp-example-tools`: results equal a
+//! direct MCP call, `isError` results are results, failures are typed, timeouts and cancels reach
+//! the upstream (a native tool's Workflow ends CANCELED), a Workflow worker restarted mid-call
 //! resumes without running a destructive tool twice, and recorded histories replay (or are
 //! refused when the call sequence changed).
 
 use std::{path::Path, time::Duration};
 
 use durable_mcp::{
-    mcp::{errors::ToolCallErrorType, listing::TIMEOUT_META_KEY},
+    mcp::{call::WorkflowCallToken, errors::ToolCallErrorType, listing::TIMEOUT_META_KEY},
+    temporal::workflow::{WorkflowExecutionStatus, describe_workflow},
     workflow_client::{
         CallOptions, McpTools, NexusOperationCancellationType, WorkflowCancellationToken,
         sequence::{CallRecord, ListThenCall, PlannedCall, SequenceInput, run_sequence},
@@ -21,9 +23,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use temporalio_client::{
     Client, ClientOptions, WorkflowCancelOptions, WorkflowFetchHistoryOptions,
-    WorkflowGetResultOptions, WorkflowHistory, WorkflowSignalOptions, WorkflowStartOptions,
-    errors::WorkflowGetResultError,
+    WorkflowGetResultOptions, WorkflowHandle, WorkflowHistory, WorkflowSignalOptions,
+    WorkflowStartOptions, errors::WorkflowGetResultError,
 };
+use temporalio_common::{HasWorkflowDefinition, SignalDefinition};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_protos::temporal::api::{
     enums::v1::EventType, history::v1::history_event::Attributes,
@@ -170,14 +173,46 @@ fn spec() -> UpstreamSpec {
     spec
 }
 
-/// A proxy fronting the mock (stdio, `spec()`), the spec file, and the upstream's ledger.
-struct Setup {
+/// What a test needs to start Workflows that call one tool service: the env (whose endpoint
+/// targets the service's worker), a client, and the task queue of [`workflow_worker`].
+struct Caller {
     env: TestEnv,
     client: Client,
+    service: &'static str,
+    workflow_queue: String,
+}
+
+impl Caller {
+    fn new(env: TestEnv, service: &'static str) -> Self {
+        let client = Client::new(
+            env.connection.clone(),
+            ClientOptions::new(env.namespace.clone()).build(),
+        )
+        .unwrap();
+        let workflow_queue = format!("{}-workflows", env.task_queue);
+        Caller {
+            env,
+            client,
+            service,
+            workflow_queue,
+        }
+    }
+}
+
+/// A proxy fronting the mock (stdio, `spec()`), the spec file, and the upstream's ledger.
+struct Setup {
+    caller: Caller,
     spec_file: std::path::PathBuf,
     ledger: Ledger,
-    workflow_queue: String,
     _proxy: durable_mcp_conformance::proxy_thread::ProxyThread,
+}
+
+impl std::ops::Deref for Setup {
+    type Target = Caller;
+
+    fn deref(&self) -> &Caller {
+        &self.caller
+    }
 }
 
 async fn setup(test: &str) -> Setup {
@@ -191,27 +226,19 @@ async fn setup(test: &str) -> Setup {
         &ledger,
     );
     let proxy = start_proxy(&env, vec![upstream]);
-    let client = Client::new(
-        env.connection.clone(),
-        ClientOptions::new(env.namespace.clone()).build(),
-    )
-    .unwrap();
-    let workflow_queue = format!("{}-workflows", env.task_queue);
     Setup {
-        env,
-        client,
+        caller: Caller::new(env, SERVICE),
         spec_file,
         ledger,
-        workflow_queue,
         _proxy: proxy,
     }
 }
 
-impl Setup {
+impl Caller {
     fn sequence(&self, calls: &[(&str, Value)]) -> SequenceInput {
         SequenceInput {
             endpoint: self.env.endpoint.clone(),
-            service: SERVICE.into(),
+            service: self.service.into(),
             calls: calls
                 .iter()
                 .map(|(tool, arguments)| PlannedCall {
@@ -225,7 +252,7 @@ impl Setup {
     fn one_call(&self, tool: &str, arguments: Value) -> OneCall {
         OneCall {
             endpoint: self.env.endpoint.clone(),
-            service: SERVICE.into(),
+            service: self.service.into(),
             tool: tool.into(),
             arguments,
             timeout_ms: None,
@@ -233,12 +260,26 @@ impl Setup {
         }
     }
 
-    fn start_options(&self, prefix: &str) -> WorkflowStartOptions {
-        WorkflowStartOptions::new(
+    /// Starts `workflow` on [`workflow_worker`]'s queue, its id `prefix` and a fresh suffix.
+    async fn start<W>(
+        &self,
+        workflow: W,
+        input: W::Input,
+        prefix: &str,
+    ) -> WorkflowHandle<Client, W>
+    where
+        W: HasWorkflowDefinition,
+        W::Input: Send,
+    {
+        let options = WorkflowStartOptions::new(
             self.workflow_queue.clone(),
             format!("{prefix}-{}", uuid::Uuid::new_v4()),
         )
-        .build()
+        .build();
+        self.client
+            .start_workflow(workflow, input, options)
+            .await
+            .unwrap()
     }
 }
 
@@ -322,6 +363,64 @@ async fn assert_replays_and_one_call_fewer_is_refused(json: &[u8]) {
     );
 }
 
+/// The result of the Workflow of `handle`, which must complete within 60 s.
+async fn completed<W>(handle: &WorkflowHandle<Client, W>) -> W::Output
+where
+    W: HasWorkflowDefinition,
+{
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        handle.get_result(WorkflowGetResultOptions::default()),
+    )
+    .await
+    .expect("the Workflow completes within 60 s")
+    .unwrap()
+}
+
+/// Cancels the call of a [`CallWithOptions`] through its own token; its output once it ended,
+/// which must be the call's `canceled` error.
+async fn cancel_the_call<W, S>(handle: &WorkflowHandle<Client, W>, cancel_call: S) -> OneCallOutput
+where
+    W: HasWorkflowDefinition<Output = OneCallOutput>,
+    S: SignalDefinition<Workflow = W::Run, Input = String>,
+{
+    handle
+        .signal(
+            cancel_call,
+            "test".to_owned(),
+            WorkflowSignalOptions::default(),
+        )
+        .await
+        .unwrap();
+    let out = completed(handle).await;
+    let err = out.record.error.as_ref().expect("a cancel is an error");
+    assert_eq!(err.kind, "canceled", "{out:?}");
+    out
+}
+
+/// Cancels the Workflow of `handle` and waits until it ends, which must be CANCELED (at most
+/// 30 s).
+async fn cancel_and_await_canceled<W>(handle: &WorkflowHandle<Client, W>)
+where
+    W: HasWorkflowDefinition,
+    W::Output: std::fmt::Debug,
+{
+    handle
+        .cancel(WorkflowCancelOptions::builder().reason("test").build())
+        .await
+        .unwrap();
+    let ended = tokio::time::timeout(
+        Duration::from_secs(30),
+        handle.get_result(WorkflowGetResultOptions::default()),
+    )
+    .await
+    .expect("the Workflow ends within 30 s of the cancel");
+    assert!(
+        matches!(ended, Err(WorkflowGetResultError::Cancelled { .. })),
+        "the Workflow ends CANCELED: {ended:?}"
+    );
+}
+
 // ---- tests -----------------------------------------------------------------------------------
 
 #[tokio::test]
@@ -336,21 +435,9 @@ async fn a_workflow_lists_and_calls_tools_with_results_equal_to_direct_calls_and
     let mut planned = calls.to_vec();
     planned.push(("no_such_tool", json!({})));
     let handle = s
-        .client
-        .start_workflow(
-            ListThenCall::run,
-            s.sequence(&planned),
-            s.start_options("wfc-seq"),
-        )
-        .await
-        .unwrap();
-    let output = tokio::time::timeout(
-        Duration::from_secs(60),
-        handle.get_result(WorkflowGetResultOptions::default()),
-    )
-    .await
-    .expect("the Workflow completes within 60 s")
-    .unwrap();
+        .start(ListThenCall::run, s.sequence(&planned), "wfc-seq")
+        .await;
+    let output = completed(&handle).await;
     worker.stop();
 
     // Listed: every tool of the upstream.
@@ -465,14 +552,7 @@ async fn a_calls_timeout_and_its_own_cancel_end_it_and_the_cancel_reaches_the_up
     // Its own timeout: the call ends TimedOut, a typed error, not a result.
     let mut timed = s.one_call("slow", json!({"key": "t1"}));
     timed.timeout_ms = Some(1_500);
-    let out = s
-        .client
-        .start_workflow(CallWithOptions::run, timed, s.start_options("wfc-timeout"))
-        .await
-        .unwrap()
-        .get_result(WorkflowGetResultOptions::default())
-        .await
-        .unwrap();
+    let out = completed(&s.start(CallWithOptions::run, timed, "wfc-timeout").await).await;
     assert!(
         out.listed.iter().any(|t| t == "slow"),
         "typed listing: {out:?}"
@@ -485,32 +565,12 @@ async fn a_calls_timeout_and_its_own_cancel_end_it_and_the_cancel_reaches_the_up
     // Canceled and the upstream saw the cancel.
     let mut cancelled = s.one_call("slow", json!({"key": "c1"}));
     cancelled.cancel_on_signal = true;
-    let handle = s
-        .client
-        .start_workflow(
-            CallWithOptions::run,
-            cancelled,
-            s.start_options("wfc-cancel"),
-        )
-        .await
-        .unwrap();
+    let handle = s.start(CallWithOptions::run, cancelled, "wfc-cancel").await;
     s.ledger
         .wait_for_count("slow", LedgerEvent::Called, 1, Duration::from_secs(30))
         .await;
-    handle
-        .signal(
-            CallWithOptions::cancel_call,
-            "test".to_owned(),
-            WorkflowSignalOptions::default(),
-        )
-        .await
-        .unwrap();
-    let out = handle
-        .get_result(WorkflowGetResultOptions::default())
-        .await
-        .unwrap();
-    let err = out.record.error.as_ref().expect("a cancel is an error");
-    assert_eq!(err.kind, "canceled", "{out:?}");
+    let out = cancel_the_call(&handle, CallWithOptions::cancel_call).await;
+    let err = out.record.error.as_ref().unwrap();
     assert_eq!(
         err.error_type.as_deref(),
         None,
@@ -525,34 +585,19 @@ async fn cancelling_the_workflow_cancels_the_call_upstream() {
     let s = setup("wfc-wf-cancel").await;
     let _worker = workflow_worker(&s.env, &s.workflow_queue);
     let handle = s
-        .client
-        .start_workflow(
+        .start(
             ListThenCall::run,
             s.sequence(&[
                 ("slow", json!({"key": "w1"})),
                 ("echo", json!({"key": "w2"})),
             ]),
-            s.start_options("wfc-wf-cancel"),
+            "wfc-wf-cancel",
         )
-        .await
-        .unwrap();
+        .await;
     s.ledger
         .wait_for_count("slow", LedgerEvent::Called, 1, Duration::from_secs(30))
         .await;
-    handle
-        .cancel(WorkflowCancelOptions::builder().reason("test").build())
-        .await
-        .unwrap();
-    let ended = tokio::time::timeout(
-        Duration::from_secs(30),
-        handle.get_result(WorkflowGetResultOptions::default()),
-    )
-    .await
-    .expect("the Workflow ends within 30 s of the cancel");
-    assert!(
-        matches!(ended, Err(WorkflowGetResultError::Cancelled { .. })),
-        "the Workflow ends CANCELED: {ended:?}"
-    );
+    cancel_and_await_canceled(&handle).await;
     assert_slow_cancelled_upstream(&s.ledger).await;
     assert_eq!(
         s.ledger.count("echo", LedgerEvent::Called),
@@ -566,17 +611,15 @@ async fn a_workflow_worker_restarted_mid_call_resumes_and_the_destructive_tool_r
     let s = setup("wfc-restart").await;
     let worker = workflow_worker(&s.env, &s.workflow_queue);
     let handle = s
-        .client
-        .start_workflow(
+        .start(
             ListThenCall::run,
             s.sequence(&[
                 ("slow_write", json!({"key": "once"})),
                 ("echo", json!({"key": "after"})),
             ]),
-            s.start_options("wfc-restart"),
+            "wfc-restart",
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
         s.ledger
             .wait_for_count(
@@ -597,13 +640,7 @@ async fn a_workflow_worker_restarted_mid_call_resumes_and_the_destructive_tool_r
         s.ledger.read()
     );
     let _worker = workflow_worker(&s.env, &s.workflow_queue);
-    let output = tokio::time::timeout(
-        Duration::from_secs(60),
-        handle.get_result(WorkflowGetResultOptions::default()),
-    )
-    .await
-    .expect("the Workflow resumes and completes within 60 s")
-    .unwrap();
+    let output = completed(&handle).await;
     assert_eq!(output.calls.len(), 2, "{output:?}");
     assert_eq!(output.calls[0].error, None, "{output:?}");
     assert_eq!(output.calls[0].result["structuredContent"]["key"], "once");
@@ -620,6 +657,169 @@ async fn a_workflow_worker_restarted_mid_call_resumes_and_the_destructive_tool_r
         1,
         "{:?}",
         s.ledger.read()
+    );
+}
+
+// ---- native tools (`durable-mcp-example-tools`) ---------------------------------------------
+
+/// The native tool service of `durable-mcp-example-tools`, as `tests/it/native_tools.rs` runs it.
+const NATIVE_SERVICE: &str = "examples";
+
+/// `durable-mcp-example-tools` serving `examples` on the env's task queue (killed when dropped),
+/// and a caller of that service.
+async fn native_setup(test: &str) -> (Caller, tokio::process::Child) {
+    let env = TestEnv::shared(test).await;
+    let tools = example_tools(&env).await;
+    (Caller::new(env, NATIVE_SERVICE), tools)
+}
+
+/// The Workflow behind the first Workflow-backed call in the caller's history, once its Nexus
+/// operation started (its token names the Workflow). Polls the history, at most 30 s.
+async fn started_tool_workflow(history: impl Fn() -> WorkflowHistory) -> WorkflowCallToken {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let events = history().into_events().await.unwrap();
+        let started = events.into_iter().find_map(|e| match e.attributes {
+            Some(Attributes::NexusOperationStartedEventAttributes(a)) => {
+                Some(WorkflowCallToken::parse(&a.operation_token).expect("a Workflow's token"))
+            }
+            _ => None,
+        });
+        if let Some(token) = started {
+            return token;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the tool's operation did not start within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The status of the tool's Workflow once it closed (at most 30 s after the caller ended).
+async fn closed_status(env: &TestEnv, tool: &WorkflowCallToken) -> WorkflowExecutionStatus {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let d = describe_workflow(
+            &env.connection,
+            &env.namespace,
+            &tool.workflow_id,
+            &tool.run_id,
+        )
+        .await
+        .unwrap()
+        .expect("the tool's Workflow exists");
+        if d.status != WorkflowExecutionStatus::Running || tokio::time::Instant::now() > deadline {
+            return d.status;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_workflow_lists_and_calls_native_tools() {
+    let (c, _tools) = native_setup("wfc-native").await;
+    let _worker = workflow_worker(&c.env, &c.workflow_queue);
+    let handle = c
+        .start(
+            ListThenCall::run,
+            c.sequence(&[("word_count", json!({"text": "a b c"}))]),
+            "wfc-native",
+        )
+        .await;
+    let output = completed(&handle).await;
+    assert_eq!(
+        output.listed,
+        ["word_count", "slow_report"],
+        "the native listing"
+    );
+    assert_eq!(output.calls.len(), 1, "{output:?}");
+    let record = &output.calls[0];
+    assert_eq!(record.tool, "word_count");
+    assert_eq!(record.error, None, "{record:?}");
+    assert_eq!(record.result["structuredContent"], json!({"words": 3}));
+    assert_eq!(record.result["isError"], json!(false));
+    assert_eq!(
+        record.result["content"],
+        json!([{"type": "text", "text": "3 words"}])
+    );
+    // The call ran with word_count's advertised timeout (10 s) from the listing.
+    let history = handle
+        .fetch_history(WorkflowFetchHistoryOptions::default())
+        .to_json()
+        .await
+        .unwrap();
+    assert_eq!(
+        scheduled_operations(&history).await,
+        [
+            (
+                "list_tools".to_owned(),
+                durable_mcp::workflow_client::options::LIST_TIMEOUT.as_secs() as i64
+            ),
+            ("word_count".to_owned(), 10)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_calls_own_cancel_cancels_a_native_workflow_backed_tool() {
+    let (c, _tools) = native_setup("wfc-native-cancel").await;
+    let _worker = workflow_worker(&c.env, &c.workflow_queue);
+    let mut call = c.one_call("slow_report", json!({"seconds": 600}));
+    call.cancel_on_signal = true;
+    let handle = c
+        .start(CallWithOptions::run, call, "wfc-native-cancel")
+        .await;
+    let tool =
+        started_tool_workflow(|| handle.fetch_history(WorkflowFetchHistoryOptions::default()))
+            .await;
+    assert!(
+        tool.workflow_id.starts_with("mcp/examples/slow_report/"),
+        "{tool:?}"
+    );
+    let out = cancel_the_call(&handle, CallWithOptions::cancel_call).await;
+    assert_eq!(out.record.result["isError"], json!(true));
+    assert_eq!(
+        closed_status(&c.env, &tool).await,
+        WorkflowExecutionStatus::Canceled,
+        "the tool's Workflow ends CANCELED"
+    );
+}
+
+#[tokio::test]
+async fn cancelling_the_workflow_cancels_a_native_workflow_backed_tool() {
+    let (c, _tools) = native_setup("wfc-native-wf-cancel").await;
+    let _worker = workflow_worker(&c.env, &c.workflow_queue);
+    let handle = c
+        .start(
+            ListThenCall::run,
+            c.sequence(&[
+                ("slow_report", json!({"seconds": 600})),
+                ("word_count", json!({"text": "never"})),
+            ]),
+            "wfc-native-wf-cancel",
+        )
+        .await;
+    let tool =
+        started_tool_workflow(|| handle.fetch_history(WorkflowFetchHistoryOptions::default()))
+            .await;
+    cancel_and_await_canceled(&handle).await;
+    assert_eq!(
+        closed_status(&c.env, &tool).await,
+        WorkflowExecutionStatus::Canceled,
+        "the tool's Workflow ends CANCELED"
+    );
+    let history = handle
+        .fetch_history(WorkflowFetchHistoryOptions::default())
+        .to_json()
+        .await
+        .unwrap();
+    let scheduled = scheduled_operations(&history).await;
+    let names: Vec<&str> = scheduled.iter().map(|(o, _)| o.as_str()).collect();
+    assert_eq!(
+        names,
+        ["list_tools", "slow_report"],
+        "nothing is called after the cancel"
     );
 }
 
