@@ -47,12 +47,12 @@ async fn slow_report_task(
 }
 
 /// The Workflows run on the env's task queue (visibility is eventually consistent: waits until
-/// `done` holds for the list, at most 20 s).
+/// `done` holds for the list, at most 60 s: visibility lags on a loaded machine).
 async fn workflows_on(
     env: &TestEnv,
     done: impl Fn(&[(String, WorkflowExecutionStatus)]) -> bool,
 ) -> Vec<(String, WorkflowExecutionStatus)> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
         let listed = env
             .connection
