@@ -12,6 +12,14 @@ test *ARGS:
 conformance *ARGS:
     ./scripts/conformance {{ARGS}}
 
+# Re-record every result snapshot in fixtures/snapshots after a deliberate change (insta's
+# INSTA_UPDATE=always for the tests that record and for the runner; see fixtures/README.md).
+snapshots:
+    cargo build --workspace --bins --locked
+    INSTA_UPDATE=always cargo test --locked -p durable-mcp-conformance --test recorded
+    INSTA_UPDATE=always cargo test --locked -p durable-mcp-tests --test it -- whole_results_match_the_recorded_snapshot a_workflow_lists_and_calls_tools_with_results_equal_to_direct_calls_and_replays
+    INSTA_UPDATE=always ./scripts/conformance --family fidelity
+
 # A dev server with the flags durable-mcp needs, for manual use (Ctrl-C stops it).
 temporal *ARGS:
     cargo run -q -p durable-mcp-conformance --bin durable-mcp-conformance -- temporal {{ARGS}}

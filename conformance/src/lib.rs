@@ -9,6 +9,7 @@ pub mod run;
 pub mod scenario;
 pub mod skip;
 pub mod smoke;
+pub mod snapshots;
 pub mod third_party;
 
 pub use harness::{

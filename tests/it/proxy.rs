@@ -13,6 +13,7 @@ use durable_mcp::{
 use durable_mcp_conformance::fixtures::{
     self, Behavior, FailKind, Ledger, LedgerEvent, SpecSource, ToolSpec, UpstreamSpec, serve_http,
 };
+use durable_mcp_conformance::snapshots;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -273,13 +274,13 @@ async fn whole_results_match_the_recorded_snapshot_and_oversized_results_fail_cl
     let _proxy = start_proxy(&env, vec![stdio_upstream("mock", &spec_file, &ledger)]);
 
     let everything = tool_result(call(&env, "mock", "everything", json!({})).await);
-    insta::with_settings!({ snapshot_path => "../../fixtures/snapshots", prepend_module_to_snapshot => false }, {
-        insta::assert_json_snapshot!("proxy_everything_result", everything);
-    });
+    snapshots::assert_snapshot(
+        &snapshots::default_dir(),
+        "mock_everything_result",
+        &everything,
+    );
     let refused = tool_result(call(&env, "mock", "refuse", json!({})).await);
-    insta::with_settings!({ snapshot_path => "../../fixtures/snapshots", prepend_module_to_snapshot => false }, {
-        insta::assert_json_snapshot!("proxy_is_error_result", refused);
-    });
+    snapshots::assert_snapshot(&snapshots::default_dir(), "mock_is_error_result", &refused);
 
     let large = call(&env, "mock", "large", json!({})).await;
     let OperationOutcome::Failed {

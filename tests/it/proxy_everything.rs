@@ -38,36 +38,13 @@ const TOOLS: [&str; 7] = [
     "get-resource-reference",
 ];
 
-/// The calls compared: every content type server-everything has (text, image, resource_link,
-/// embedded text and blob resources, content annotations, structuredContent) and two `isError`
-/// results (one from the tool, one from the SDK's argument validation).
+/// The calls compared: every content type server-everything has and two `isError` results
+/// (the same calls its recorded snapshots hold, R-CNF-9).
 fn cases() -> Vec<(&'static str, Value)> {
-    vec![
-        ("echo", json!({"message": "hello through Temporal ✓"})),
-        ("get-sum", json!({"a": 2, "b": 40})),
-        ("get-sum", json!({"a": 0.1, "b": 0.2})),
-        ("get-tiny-image", json!({})),
-        ("get-structured-content", json!({"location": "Chicago"})),
-        (
-            "get-annotated-message",
-            json!({"messageType": "error", "includeImage": true}),
-        ),
-        ("get-annotated-message", json!({"messageType": "success"})),
-        ("get-annotated-message", json!({"messageType": "debug"})),
-        ("get-resource-links", json!({"count": 4})),
-        (
-            "get-resource-reference",
-            json!({"resourceType": "Text", "resourceId": 2}),
-        ),
-        (
-            "get-resource-reference",
-            json!({"resourceType": "Blob", "resourceId": 3}),
-        ),
-        // The tool throws, which the TS SDK turns into an isError result.
-        ("get-resource-reference", json!({"resourceId": -1})),
-        // Missing required `message`: the SDK's input validation answers isError too.
-        ("echo", json!({})),
-    ]
+    everything::content_calls()
+        .into_iter()
+        .chain(everything::is_error_calls())
+        .collect()
 }
 
 /// Records a skip (`skipped: <test>: <reason>`, counted by `scripts/test`) and returns from the

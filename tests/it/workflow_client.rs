@@ -465,9 +465,11 @@ async fn a_workflow_lists_and_calls_tools_with_results_equal_to_direct_calls_and
         unknown.error_type.as_deref(),
         Some(ToolCallErrorType::UnknownTool.as_str())
     );
-    insta::with_settings!({ snapshot_path => "../../fixtures/snapshots", prepend_module_to_snapshot => false }, {
-        insta::assert_json_snapshot!("workflow_client_list_then_call", output);
-    });
+    durable_mcp_conformance::snapshots::assert_snapshot(
+        &durable_mcp_conformance::snapshots::default_dir(),
+        "workflow_client_list_then_call",
+        &serde_json::to_value(&output).expect("the output is JSON"),
+    );
 
     // The history: list_tools once, then the calls in order, each with the tool's advertised
     // timeout as its schedule-to-close.

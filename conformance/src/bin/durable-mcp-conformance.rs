@@ -32,7 +32,7 @@ enum Command {
     ///   durable-mcp-conformance run
     ///   durable-mcp-conformance run --family retry-inference --junit target/conformance.xml
     ///   durable-mcp-conformance run --rule R-PRX-7
-    ///   durable-mcp-conformance run --scenario fidelity/everything-matches-snapshot --update-snapshots
+    ///   INSTA_UPDATE=always durable-mcp-conformance run --family fidelity   (re-records snapshots)
     ///   durable-mcp-conformance run --backend container --jobs 2
     ///
     /// Against a Temporal server you already run (TLS and API key from Temporal's environment
@@ -56,10 +56,6 @@ enum Command {
         /// Write a JSON report here.
         #[arg(long, value_name = "FILE")]
         json: Option<std::path::PathBuf>,
-        /// Re-record result snapshots (fixtures/snapshots/conformance__*.snap.json) from what
-        /// this run observes, after a deliberate change, instead of comparing against them.
-        #[arg(long)]
-        update_snapshots: bool,
         #[command(flatten)]
         target: Target,
         /// Run this many scenarios at once (default: the number of CPU cores). Each has its own
@@ -355,17 +351,12 @@ async fn main() -> anyhow::Result<()> {
             select,
             junit,
             json,
-            update_snapshots,
             target,
             jobs,
             timeout,
             third_party,
         } => {
             if let Some(tp) = third_party.options()? {
-                anyhow::ensure!(
-                    !update_snapshots,
-                    "--update-snapshots is for the bundled scenarios, not third-party mode"
-                );
                 println!("durable-mcp conformance: third-party mode");
                 if tp.fuzz > 0 {
                     println!(
@@ -405,7 +396,6 @@ async fn main() -> anyhow::Result<()> {
             }
             let (root, scenarios) = select.load()?;
             let mut run_options = run::RunOptions::new(&root);
-            run_options.update_snapshots = update_snapshots;
             run_options.scenario_timeout = timeout;
             run_options.jobs = jobs.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
@@ -452,12 +442,6 @@ async fn main() -> anyhow::Result<()> {
             if let Some(path) = &json {
                 report.write_json(path)?;
                 println!("JSON report: {}", path.display());
-            }
-            if update_snapshots {
-                println!(
-                    "snapshots re-recorded in {}",
-                    run_options.snapshot_dir.display()
-                );
             }
             if !report.all_passed() {
                 std::process::exit(1);

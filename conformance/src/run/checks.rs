@@ -1,16 +1,11 @@
 //! Checks shared by every kind of step: upstream invocation counts (from the ledger), upstream
 //! cancellations, result snapshots and saved answers.
 
-use std::{
-    collections::HashMap,
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{collections::HashMap, time::Duration};
 
-use anyhow::Context;
 use serde_json::Value;
 
-use super::{Failure, RunOptions, setup};
+use super::{Failure, RunOptions};
 use crate::{
     fixtures::{Ledger, LedgerEvent},
     scenario::Expect,
@@ -167,12 +162,8 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-/// The file of snapshot `name`.
-pub fn snapshot_path(dir: &Path, name: &str) -> PathBuf {
-    dir.join(format!("conformance__{name}.snap.json"))
-}
-
-/// `expect.snapshot`: compares (or, with `--update-snapshots`, records) the result.
+/// `expect.snapshot`: the result (redacted of times and ids) against `fixtures/snapshots/<name>.snap`,
+/// through the same insta assertion the tests use (R-CNF-9).
 pub(crate) fn check_snapshot(
     options: &RunOptions,
     expect: &Expect,
@@ -182,32 +173,8 @@ pub(crate) fn check_snapshot(
     let Some(name) = &expect.snapshot else {
         return Ok(());
     };
-    let path = snapshot_path(&options.snapshot_dir, name);
-    if options.update_snapshots {
-        let mut text = serde_json::to_string_pretty(result).map_err(setup)?;
-        text.push('\n');
-        std::fs::create_dir_all(&options.snapshot_dir).map_err(setup)?;
-        std::fs::write(&path, text)
-            .with_context(|| format!("writing {}", path.display()))
-            .map_err(|e| Failure::Setup(format!("{e:#}")))?;
-        return Ok(());
-    }
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        Failure::Setup(format!(
-            "snapshot {} unreadable ({e}); record it with `run --update-snapshots`",
-            path.display()
-        ))
-    })?;
-    let recorded: Value = serde_json::from_str(&text)
-        .map_err(|e| Failure::Setup(format!("snapshot {} is not JSON: {e}", path.display())))?;
-    if &recorded != result {
-        return Err(Failure::Violated(format!(
-            "the result differs from snapshot {} (first difference at {}); re-record with \
-             `run --update-snapshots` if the change is deliberate",
-            path.display(),
-            first_difference(&recorded, result, String::new())
-        )));
-    }
+    crate::snapshots::check_snapshot(&options.snapshot_dir, name, result)
+        .map_err(Failure::Violated)?;
     summary.push_str(&format!(", matches snapshot {name}"));
     Ok(())
 }

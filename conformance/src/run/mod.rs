@@ -21,7 +21,6 @@ use durable_mcp::{
 use serde::Serialize;
 
 pub(crate) use checks::first_difference;
-pub use checks::snapshot_path;
 pub use proxy_process::{PROXY_BIN, PROXY_BIN_ENV, proxy_bin};
 
 use crate::{
@@ -42,10 +41,9 @@ pub const DEFAULT_SCENARIO_TIMEOUT: Duration = Duration::from_secs(180);
 /// How to run.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// Where `conformance__<name>.snap.json` files live (`fixtures/snapshots`).
+    /// Where the `<name>.snap` files `expect.snapshot` names live (`fixtures/snapshots`);
+    /// `INSTA_UPDATE=always` re-records them (R-CNF-9).
     pub snapshot_dir: PathBuf,
-    /// Rewrite snapshots with what was observed instead of comparing.
-    pub update_snapshots: bool,
     /// The mock upstream binary; `fixtures::mock_upstream_bin()` when `None`.
     pub mock_bin: Option<PathBuf>,
     /// The `durable-mcp-proxy` binary for `[proxy] mode = "process"`; [`proxy_bin`] when `None`.
@@ -61,7 +59,6 @@ impl RunOptions {
     pub fn new(root: &Path) -> Self {
         Self {
             snapshot_dir: root.join("fixtures").join("snapshots"),
-            update_snapshots: false,
             mock_bin: None,
             proxy_bin: None,
             jobs: 1,

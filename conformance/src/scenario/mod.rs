@@ -73,7 +73,7 @@
 //! cancelled_upstream = true    # optional: the upstream saw `notifications/cancelled` for the call
 //! progress_at_least = 1        # optional (mcp): notifications/progress the caller got, under its own token
 //! structured = { status = "RUNNING" }  # optional: the result's structuredContent includes these
-//! snapshot = "name"            # optional: result JSON == fixtures/snapshots/conformance__<name>.snap.json
+//! snapshot = "name"            # optional: the result (times, ids redacted) == fixtures/snapshots/<name>.snap (insta)
 //! save = "first"               # remember this answer (and task ID) for later steps
 //! same_as = "first"            # this answer (result, task ID or error) equals the saved one
 //! ```
