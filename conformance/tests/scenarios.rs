@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use durable_mcp_conformance::{
     harness,
-    report::{RunReport, progress_line},
+    report::{Event, Recorder, RunKind, progress_line, scenario_outcome},
     run::{self, RunOptions},
     scenario::{self, Family},
 };
@@ -141,15 +141,35 @@ async fn bundled_suite_passes_against_the_dev_server() {
     // Two at a time, as `run` does on two cores: the scenarios must not see each other.
     options.jobs = 2;
     let started = std::time::Instant::now();
-    let results = run::run_all(server, &scenarios, &options, |r| {
-        eprintln!("{}", progress_line(r))
+    // The runner's report model: events, as `run` emits them.
+    let mut recorder = Recorder::new();
+    let mut emit = |event: Event| {
+        if let Some(line) = progress_line(&event) {
+            eprintln!("{line}");
+        }
+        recorder.on(&event);
+    };
+    let version = server.version().map(|v| v.to_string()).unwrap_or_default();
+    emit(Event::Started {
+        kind: RunKind::Bundled,
+        target: format!("Temporal {version}"),
+        planned: scenarios.iter().map(|s| s.id.clone()).collect(),
+    });
+    run::run_all(server, &scenarios, &options, |r| {
+        emit(Event::Finished(scenario_outcome(r)))
     })
     .await;
-    let version = server.version().map(|v| v.to_string()).unwrap_or_default();
-    let report = RunReport::new(version, started.elapsed(), results);
+    emit(Event::Ended {
+        duration: started.elapsed(),
+    });
+    let report = recorder.record();
     eprintln!("{}", report.summary());
     // The reports render.
     assert!(report.junit().unwrap().contains("<testsuites"));
+    assert_eq!(
+        report.json()["cases"].as_array().map(Vec::len),
+        Some(scenarios.len())
+    );
     assert!(report.all_passed(), "{}", report.summary());
 }
 
@@ -187,7 +207,10 @@ async fn proxied_calls_and_a_server_restart_on_the_container_backend() {
     let mut options = RunOptions::new(&root());
     options.mock_bin = Some(env!("CARGO_BIN_EXE_durable-mcp-mock-upstream").into());
     let results = run::run_all(&server, &scenarios, &options, |r| {
-        eprintln!("{}", progress_line(r))
+        eprintln!(
+            "{}",
+            progress_line(&Event::Finished(scenario_outcome(r))).unwrap_or_default()
+        )
     })
     .await;
     server.stop().await.expect("stop the container");

@@ -272,6 +272,26 @@ impl Select {
     }
 }
 
+/// Ends a run: the `Ended` event, the summary, the JUnit and JSON reports asked for; exits 1
+/// when a case failed.
+fn finish(
+    mut recorder: report::Recorder,
+    started: std::time::Instant,
+    junit: Option<&std::path::Path>,
+    json: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    recorder.print_and_record(report::Event::Ended {
+        duration: started.elapsed(),
+    });
+    let record = recorder.record();
+    println!("\n{}", record.summary());
+    record.write(junit, json)?;
+    if !record.all_passed() {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -364,34 +384,26 @@ async fn main() -> anyhow::Result<()> {
                         tp.fuzz, tp.fuzz_seed, tp.fuzz, tp.fuzz_seed
                     );
                 }
+                let started = std::time::Instant::now();
                 let mut server = target.server(options).await?;
-                println!(
-                    "Temporal {} at {}",
-                    server
-                        .version()
-                        .map(|v| v.to_string())
-                        .unwrap_or_else(|| "unknown".into()),
-                    server.address()
-                );
-                let report = third_party::run_with_progress(&server, &tp, |check| {
-                    println!("{}", report::outcome_progress_line(&check.outcome()));
+                let version = server
+                    .version()
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "unknown".into());
+                println!("Temporal {version} at {}", server.address());
+                // The same event stream and reports as the bundled run (R-CNF-10).
+                let mut recorder = report::Recorder::new();
+                recorder.print_and_record(report::Event::Started {
+                    kind: report::RunKind::ThirdParty,
+                    target: format!("{} on Temporal {version}", tp.upstream.describe()),
+                    planned: Vec::new(),
+                });
+                third_party::run_with_progress(&server, &tp, |check| {
+                    recorder.print_and_record(report::Event::Finished(check.outcome()));
                 })
                 .await;
                 let _ = server.stop().await;
-                println!("\n{}", report.render());
-                if let Some(path) = &json {
-                    std::fs::write(path, serde_json::to_string_pretty(&report)?)
-                        .with_context(|| format!("writing {}", path.display()))?;
-                    println!("JSON report: {}", path.display());
-                }
-                if let Some(path) = &junit {
-                    std::fs::write(path, report.junit()?)
-                        .with_context(|| format!("writing {}", path.display()))?;
-                    println!("JUnit report: {}", path.display());
-                }
-                if !report.all_passed() {
-                    std::process::exit(1);
-                }
+                finish(recorder, started, junit.as_deref(), json.as_deref())?;
                 return Ok(());
             }
             let (root, scenarios) = select.load()?;
@@ -428,24 +440,19 @@ async fn main() -> anyhow::Result<()> {
                 .map(|v| v.to_string())
                 .unwrap_or_else(|| "unknown".into());
             println!("Temporal {version} at {}", server.address());
-            let results = run::run_all(&server, &scenarios, &run_options, |r| {
-                println!("{}", report::progress_line(r));
+            // One event stream feeds the live progress and every report (R-CNF-10).
+            let mut recorder = report::Recorder::new();
+            recorder.print_and_record(report::Event::Started {
+                kind: report::RunKind::Bundled,
+                target: format!("Temporal {version}"),
+                planned: scenarios.iter().map(|s| s.id.clone()).collect(),
+            });
+            run::run_all(&server, &scenarios, &run_options, |r| {
+                recorder.print_and_record(report::Event::Finished(report::scenario_outcome(r)));
             })
             .await;
             let _ = server.stop().await;
-            let report = report::RunReport::new(version, started.elapsed(), results);
-            println!("\n{}", report.summary());
-            if let Some(path) = &junit {
-                report.write_junit(path)?;
-                println!("JUnit report: {}", path.display());
-            }
-            if let Some(path) = &json {
-                report.write_json(path)?;
-                println!("JSON report: {}", path.display());
-            }
-            if !report.all_passed() {
-                std::process::exit(1);
-            }
+            finish(recorder, started, junit.as_deref(), json.as_deref())?;
         }
         Command::Smoke => {
             println!("durable-mcp smoke run: one durable round trip on a real Temporal dev server");

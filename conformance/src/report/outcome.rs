@@ -1,5 +1,6 @@
 //! The one test-case model both kinds of run report through: a bundled scenario and a
-//! third-party check each become an [`Outcome`], and one JUnit writer renders them.
+//! third-party check each become an [`Outcome`] (carried by `Event::Finished`), and one JUnit
+//! writer renders them.
 
 use std::time::Duration;
 
@@ -24,10 +25,30 @@ pub struct Outcome {
     pub suite: String,
     pub verdict: Verdict,
     pub duration: Option<Duration>,
-    /// The failure's type attribute (the rules a scenario checks), if any.
-    pub kind: Option<String>,
+    /// The SPEC rules a scenario checks (a failure's JUnit type); empty for third-party checks.
+    pub rules: Vec<String>,
     /// Step log or detail, kept as the case's system-out.
     pub output: String,
+}
+
+impl Outcome {
+    /// The case in the JSON report.
+    pub fn json(&self) -> serde_json::Value {
+        let (status, reason) = match &self.verdict {
+            Verdict::Pass => ("pass", None),
+            Verdict::Fail(why) => ("fail", Some(why)),
+            Verdict::Skip(why) => ("skip", Some(why)),
+        };
+        serde_json::json!({
+            "name": self.name,
+            "suite": self.suite,
+            "status": status,
+            "reason": reason,
+            "duration_secs": self.duration.map(|d| d.as_secs_f64()),
+            "rules": self.rules,
+            "output": self.output.lines().collect::<Vec<_>>(),
+        })
+    }
 }
 
 /// The line printed as a test case finishes: `PASS name (1.2 s)`, then the reason indented.
@@ -105,8 +126,8 @@ pub fn junit(
                 Verdict::Fail(why) => {
                     let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
                     s.set_message(why.as_str());
-                    if let Some(kind) = &o.kind {
-                        s.set_type(kind.as_str());
+                    if !o.rules.is_empty() {
+                        s.set_type(o.rules.join(", "));
                     }
                     s.set_description(o.output.as_str());
                     s
@@ -143,7 +164,7 @@ mod tests {
             suite: suite.into(),
             verdict,
             duration: Some(Duration::from_millis(1500)),
-            kind: Some("R-PRX-4".into()),
+            rules: vec!["R-PRX-4".into()],
             output: "step 1: ok".into(),
         };
         let xml = junit(

@@ -1,11 +1,11 @@
-//! The third-party report: one line per check (pass, FAIL or skipped, with why), as text,
-//! JSON or JUnit.
+//! The third-party checks as they are made. Each becomes an [`Outcome`] (an `Event::Finished`),
+//! and the summary, JUnit and JSON come from the one report model in `crate::report`.
 
 use std::fmt;
 
 use serde::Serialize;
 
-use crate::report::{Counts, Outcome, Verdict, junit};
+use crate::report::{Event, Outcome, RunKind, RunRecord, Verdict};
 
 /// The outcome of one check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -46,7 +46,7 @@ impl Check {
                 Status::Skipped(why) => Verdict::Skip(why.clone()),
             },
             duration: None,
-            kind: None,
+            rules: Vec::new(),
             output: self.detail.clone(),
         }
     }
@@ -78,7 +78,7 @@ impl ThirdPartyReport {
     }
 
     pub fn all_passed(&self) -> bool {
-        Counts::of(&self.outcomes()).failed == 0
+        self.record().all_passed()
     }
 
     pub fn check(&self, name: &str) -> Option<&Check> {
@@ -93,29 +93,20 @@ impl ThirdPartyReport {
         });
     }
 
-    /// The printed report: one line per check, then totals.
+    /// The checks as the report model records them (the events a run emits).
+    pub fn record(&self) -> RunRecord {
+        let started = Event::Started {
+            kind: RunKind::ThirdParty,
+            target: self.upstream.clone(),
+            planned: Vec::new(),
+        };
+        let finished = self.checks.iter().map(|c| Event::Finished(c.outcome()));
+        RunRecord::of(&std::iter::once(started).chain(finished).collect::<Vec<_>>())
+    }
+
+    /// The printed summary ([`RunRecord::summary`]).
     pub fn render(&self) -> String {
-        let mut out = format!("third-party upstream ({})\n", self.upstream);
-        for c in &self.checks {
-            out.push_str(&format!("  {c}\n"));
-        }
-        out.push_str(&format!("{}\n", Counts::of(&self.outcomes())));
-        out
-    }
-
-    /// Each check as an [`Outcome`], the model the JUnit writer shares with bundled runs.
-    pub fn outcomes(&self) -> Vec<Outcome> {
-        self.checks.iter().map(Check::outcome).collect()
-    }
-
-    /// JUnit XML: one suite per kind of check, one test case per check.
-    pub fn junit(&self) -> anyhow::Result<String> {
-        junit(
-            "durable-mcp-conformance third-party",
-            "third-party",
-            &self.outcomes(),
-            None,
-        )
+        self.record().summary()
     }
 }
 
@@ -138,7 +129,7 @@ mod tests {
             Status::Skipped("no --cancel-tool".into()),
             "",
         );
-        let xml = r.junit().unwrap();
+        let xml = r.record().junit().unwrap();
         assert!(
             xml.contains(r#"<testsuite name="fidelity" tests="2""#),
             "{xml}"
