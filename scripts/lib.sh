@@ -105,3 +105,31 @@ report_skips() {
     log "0 tests skipped"
   fi
 }
+
+# `just`, the task runner README's commands use (CI runs `just conformance`). When it is not on
+# PATH, the pinned rust-just wheel (a static binary) is pip-installed into the same cache as the
+# Temporal CLI (DURABLE_MCP_CACHE_DIR, default ~/.cache/durable-mcp) and that bin dir is put on
+# PATH for the rest of the script.
+JUST_VERSION="1.59.0"
+need_just() {
+  if command -v just >/dev/null 2>&1; then
+    return 0
+  fi
+  local cache="${DURABLE_MCP_CACHE_DIR:-$HOME/.cache/durable-mcp}"
+  local dir="$cache/rust-just-$JUST_VERSION"
+  if [ ! -x "$dir/bin/just" ]; then
+    log "installing just (pip install rust-just==$JUST_VERSION into $dir)"
+    mkdir -p "$cache"
+    local staging
+    staging=$(mktemp -d "$cache/.rust-just-staging-XXXXXX")
+    if ! python3 -m pip install --disable-pip-version-check --quiet --no-input \
+      --target "$staging" "rust-just==$JUST_VERSION" >&2 || [ ! -x "$staging/bin/just" ]; then
+      rm -rf "$staging"
+      echo "Installing just failed: install it yourself (pip install rust-just, or cargo install just), then run this again." >&2
+      return 1
+    fi
+    # Renamed into place, so a half-done install is never used (another run may win the race).
+    mv -T "$staging" "$dir" 2>/dev/null || rm -rf "$staging"
+  fi
+  export PATH="$dir/bin:$PATH"
+}
