@@ -44,7 +44,7 @@ enum Command {
     /// Third-party mode (--upstream-stdio or --upstream-http; the bundled scenarios are then not
     /// run): discovers the server's tools, prints the retry policy inferred for each and why,
     /// and compares each allowed tool's result called directly and through the durable path.
-    ///   durable-mcp-conformance run --upstream-stdio "npx -y @modelcontextprotocol/server-everything"
+    ///   durable-mcp-conformance run --upstream-stdio "npx -y @modelcontextprotocol/server-everything@2026.8.31 stdio"
     ///   durable-mcp-conformance run --upstream-http http://127.0.0.1:3000/mcp --header "Authorization: Bearer T" --allow-tool add --args args.json
     #[command(verbatim_doc_comment)]
     Run {
