@@ -29,7 +29,8 @@ struct Sandbox {
 }
 
 impl Sandbox {
-    fn new(just_on_path: bool) -> Self {
+    /// `just_at`: `Some(true)` on PATH, `Some(false)` in the cache, `None` nowhere.
+    fn new(just_at: Option<bool>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         for script in ["test", "lib.sh"] {
             let to = dir.path().join("scripts").join(script);
@@ -45,11 +46,13 @@ impl Sandbox {
         };
         write_executable(&dir.path().join("stubs/cargo"), &stub("cargo", "0"));
         let just = stub("just", "${JUST_EXIT:-0}");
-        if just_on_path {
-            write_executable(&dir.path().join("stubs/just"), &just);
-        } else {
+        match just_at {
+            Some(true) => write_executable(&dir.path().join("stubs/just"), &just),
             // Installed earlier into the cache: found there, no pip needed.
-            write_executable(&dir.path().join("cache/rust-just-1.59.0/bin/just"), &just);
+            Some(false) => {
+                write_executable(&dir.path().join("cache/rust-just-1.59.0/bin/just"), &just)
+            }
+            None => {}
         }
         Self { dir }
     }
@@ -83,7 +86,7 @@ impl Sandbox {
 #[test]
 fn the_test_script_installs_just_and_runs_the_main_job_once() {
     // just from the cache (as installed by an earlier run): tests, then `just conformance` once.
-    let sandbox = Sandbox::new(false);
+    let sandbox = Sandbox::new(Some(false));
     let (code, calls) = sandbox.run(&[], 0);
     assert_eq!(code, 0, "{calls:?}");
     assert_eq!(
@@ -108,11 +111,22 @@ fn the_test_script_installs_just_and_runs_the_main_job_once() {
     let (code, calls) = sandbox.run(&[], 3);
     assert_eq!(code, 3, "{calls:?}");
 
-    // Arguments narrow the test run: no conformance run.
-    let sandbox = Sandbox::new(true);
+    // just on PATH is used as it is.
+    let sandbox = Sandbox::new(Some(true));
+    let (code, calls) = sandbox.run(&[], 0);
+    assert_eq!(code, 0, "{calls:?}");
+    assert!(calls.iter().any(|c| c == "just conformance"), "{calls:?}");
+
+    // Arguments narrow the test run: no conformance run, and just is neither needed nor
+    // installed.
+    let sandbox = Sandbox::new(None);
     let (code, calls) = sandbox.run(&["-p", "durable-mcp", "--lib"], 0);
     assert_eq!(code, 0, "{calls:?}");
     assert!(!calls.iter().any(|c| c.starts_with("just")), "{calls:?}");
+    assert!(
+        !sandbox.dir.path().join("cache/rust-just-1.59.0").exists(),
+        "just was installed for a run that does not use it"
+    );
     assert!(
         calls
             .iter()
