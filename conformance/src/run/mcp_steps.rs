@@ -211,7 +211,7 @@ pub(crate) async fn run_mcp_call(
         Err(e) => error_answer(e),
     };
     if let Some(least) = expect.progress_at_least {
-        let seen = client.service().progress.lock().unwrap().clone();
+        let seen = settled(&client.service().progress, least, NOTIFICATION_GRACE).await;
         if let Some(wrong) = seen
             .iter()
             .find(|p| Some(&p.progress_token) != progress_token.as_ref())
@@ -228,19 +228,10 @@ pub(crate) async fn run_mcp_call(
         }
     }
     if let Some(want) = &expect.logs {
-        // The connector writes them before the result, but rmcp's client hands notifications
-        // to its handler on tasks of their own, which may run after the result is delivered:
-        // give them a moment.
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
-        while client.service().logs.lock().unwrap().len() < want.len()
-            && tokio::time::Instant::now() < deadline
-        {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        // The same tasks may also run in any order, so the client cannot see the wire order:
-        // the levels are compared as a multiset here, and the order the connector writes them
-        // in is checked by its unit tests (R-CON-13).
-        let mut seen = client.service().logs.lock().unwrap().clone();
+        // The handler tasks (see `settled`) may also run in any order, so the client cannot see
+        // the wire order: the levels are compared as a multiset here, and the order the
+        // connector writes them in is checked by its unit tests (R-CON-13).
+        let mut seen = settled(&client.service().logs, want.len(), NOTIFICATION_GRACE).await;
         let mut wanted = want.clone();
         seen.sort();
         wanted.sort();
@@ -251,6 +242,29 @@ pub(crate) async fn run_mcp_call(
         }
     }
     check_answer(env, expect, answer, Some(&call.tool), call.key()).await
+}
+
+/// How long the notifications a connector wrote before a result may lag behind it.
+const NOTIFICATION_GRACE: Duration = Duration::from_secs(5);
+
+/// The notifications `received` holds once it has `least` of them, or after `grace`
+/// ([`NOTIFICATION_GRACE`] in steps). The connector writes a call's progress and log messages before its
+/// result (R-CON-10), but rmcp's client hands each notification to its handler on a task of its
+/// own, which on a loaded machine may run after the result is delivered: reading at once would
+/// miss them.
+async fn settled<T: Clone>(
+    received: &std::sync::Mutex<Vec<T>>,
+    least: usize,
+    grace: Duration,
+) -> Vec<T> {
+    let deadline = tokio::time::Instant::now() + grace;
+    loop {
+        let seen = received.lock().unwrap().clone();
+        if seen.len() >= least || tokio::time::Instant::now() >= deadline {
+            return seen;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 fn status_name(task: &Value) -> String {
@@ -440,4 +454,36 @@ async fn check_answer(
     env.saved
         .check_and_save(expect, answer.comparable(), task_id, &mut summary)?;
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// Notifications whose handler tasks run after the result was delivered still count.
+    #[tokio::test]
+    async fn settled_waits_for_notifications_handled_after_the_result() {
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let late = received.clone();
+        tokio::spawn(async move {
+            for n in 0..3 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                late.lock().unwrap().push(n);
+            }
+        });
+        assert_eq!(
+            settled(&received, 3, NOTIFICATION_GRACE).await,
+            vec![0, 1, 2]
+        );
+    }
+
+    /// Fewer than expected: the grace period ends and what arrived is returned for the check.
+    #[tokio::test]
+    async fn settled_returns_what_arrived_after_the_grace_period() {
+        let received = Mutex::new(vec!["info"]);
+        let grace = Duration::from_millis(100);
+        assert_eq!(settled(&received, 2, grace).await, vec!["info"]);
+    }
 }
