@@ -24,8 +24,8 @@ use rmcp::{
 use serde_json::{Value, json};
 
 use crate::support::{
-    HttpConnectorProcess, TestEnv, mock_stdio_upstream, poll_task_until_done, start_proxy,
-    tasks_client_config, temp_path,
+    HttpConnectorProcess, TEST_SIGNING_KEY, TestEnv, connector_command, mock_stdio_upstream,
+    poll_task_until_done, start_proxy, tasks_client_config, temp_path,
 };
 
 /// A minimal identity provider: RFC 8414 metadata naming a JWKS, and tokens signed with its key.
@@ -580,27 +580,84 @@ async fn temporal_tool_families_need_the_scopes_the_operator_set() {
     let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
     let idp = TestIssuer::start().await;
     let config = idp.auth_config();
+
+    // A family left out would be open to every token: the connector refuses to start, naming
+    // the family and the flag, before it connects to anything.
+    for scopes in [Some("read=temporal.read,admin=temporal.admin"), None] {
+        let mut command = connector_command(&env, "mock");
+        command.args([
+            "--transport",
+            "http",
+            "--addr",
+            "127.0.0.1:0",
+            "--auth-config",
+            config.to_str().unwrap(),
+            "--temporal-tools",
+        ]);
+        if let Some(scopes) = scopes {
+            command.args(["--temporal-tools-scopes", scopes]);
+        }
+        command
+            .env("MCP_TASK_SIGNING_KEY", TEST_SIGNING_KEY)
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+            .await
+            .unwrap_or_else(|_| panic!("{scopes:?}: the connector started and kept serving"))
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{scopes:?} started: {stderr}");
+        assert!(
+            stderr.contains("--temporal-tools-scopes") && stderr.contains("write"),
+            "{scopes:?}: {stderr}"
+        );
+    }
+
     let extra = [
         "--auth-config",
         config.to_str().unwrap(),
         "--temporal-tools",
         "--temporal-tools-scopes",
-        "admin=temporal.admin",
+        "read=temporal.read,write=temporal.write,admin=temporal.admin",
     ];
     let connector = HttpConnectorProcess::start(&env, "mock", &extra).await;
-    let reader = idp.token("reader", SCOPE, 1);
+    let plain = idp.token("plain", SCOPE, 1);
+    let writer = idp.token("writer", &format!("{SCOPE} temporal.write"), 1);
+    let reader = idp.token(
+        "reader",
+        &format!("{SCOPE} temporal.read temporal.write"),
+        1,
+    );
     let admin = idp.token("admin", &format!("{SCOPE} temporal.admin"), 1);
     let id = durable_mcp_conformance::harness::unique_name("ops-scoped");
     let workflow = json!({"workflow_id": id});
+    let start =
+        json!({"workflow_type": "never-run", "task_queue": env.task_queue, "workflow_id": id});
+    let refused_for = |answer: &Value, scope: &str| {
+        assert_eq!(answer["isError"], json!(true), "{answer}");
+        assert_eq!(
+            answer["_meta"]["io.durable-mcp/errorType"],
+            json!("InsufficientScope"),
+            "{answer}"
+        );
+        assert!(
+            answer.to_string().contains(scope),
+            "names {scope}: {answer}"
+        );
+    };
 
-    // Write needs no extra scope here: the reader may start a Workflow (no worker runs it).
-    let started = ops_call(
-        &connector.url,
-        &reader,
-        "start_workflow",
-        json!({"workflow_type": "never-run", "task_queue": env.task_queue, "workflow_id": id}),
-    )
-    .await;
+    // A token with only the connector's own scope may neither start nor batch-cancel.
+    let started = ops_call(&connector.url, &plain, "start_workflow", start.clone()).await;
+    refused_for(&started, "temporal.write");
+    let batch = json!({"query": format!("WorkflowId = '{id}'")});
+    let cancelled = ops_call(&connector.url, &plain, "batch_cancel", batch.clone()).await;
+    refused_for(&cancelled, "temporal.write");
+    // Write without read may not batch: the answer would count what the query matches.
+    let cancelled = ops_call(&connector.url, &writer, "batch_cancel", batch).await;
+    refused_for(&cancelled, "temporal.read");
+
+    // The reader (read and write) may start a Workflow (no worker runs it).
+    let started = ops_call(&connector.url, &reader, "start_workflow", start).await;
     assert_eq!(started["isError"], json!(false), "{started}");
 
     // Terminate is admin: refused for the reader, and the Workflow runs on untouched.
@@ -611,16 +668,7 @@ async fn temporal_tool_families_need_the_scopes_the_operator_set() {
         json!({"workflow_id": id, "reason": "not yours"}),
     )
     .await;
-    assert_eq!(refused["isError"], json!(true), "{refused}");
-    assert_eq!(
-        refused["_meta"]["io.durable-mcp/errorType"],
-        json!("InsufficientScope"),
-        "{refused}"
-    );
-    assert!(
-        refused.to_string().contains("temporal.admin"),
-        "names the scope: {refused}"
-    );
+    refused_for(&refused, "temporal.admin");
     let described = ops_call(
         &connector.url,
         &reader,

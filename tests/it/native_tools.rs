@@ -473,3 +473,102 @@ async fn companion_tools_follow_a_long_call_for_clients_without_the_tasks_extens
         c.cancel().await.unwrap();
     }
 }
+
+/// The Temporal tools' answer to `name` as JSON (`isError`, `_meta`, `structuredContent`).
+async fn ops(
+    tools: &durable_mcp::temporal_tools::TemporalToolset,
+    name: &str,
+    args: Value,
+) -> Value {
+    serde_json::to_value(tools.call(name, args.as_object().unwrap()).await).unwrap()
+}
+
+#[tokio::test]
+async fn temporal_tools_neither_show_nor_touch_a_callers_tool_workflow() {
+    use durable_mcp::temporal_tools::{NamespacePolicy, TemporalToolset};
+    let env = TestEnv::shared("native-ops-isolation").await;
+    let _tools = example_tools(&env).await;
+    // Alice's long call runs as a Workflow `mcp/examples/slow_report/...` on the env's queue.
+    let alice = task_client_for(examples_connector(&env)).await;
+    let task_id = slow_report_task(&alice, 600).await;
+    let running = workflows_on(&env, |w| w.len() == 1).await;
+    assert_eq!(running.len(), 1, "{running:?}");
+    let workflow_id = running[0].0.clone();
+    assert!(
+        workflow_id.starts_with("mcp/examples/slow_report/"),
+        "{workflow_id}"
+    );
+
+    // Bob holds the Temporal tools (every family): he sees none of it and can touch none of it.
+    let bob = TemporalToolset::new(
+        env.connection.clone(),
+        &env.namespace,
+        NamespacePolicy::default_only(&env.namespace),
+        None,
+    );
+    let queue = format!("TaskQueue = '{}'", env.task_queue);
+    for query in [queue.clone(), String::new()] {
+        let listed = ops(
+            &bob,
+            "list_workflows",
+            json!({"query": query, "limit": 100}),
+        )
+        .await;
+        assert_eq!(listed["isError"], json!(false), "{listed}");
+        assert!(
+            !listed.to_string().contains("mcp/"),
+            "{query:?} listed {listed}"
+        );
+    }
+    let by_id = json!({"workflow_id": workflow_id, "reason": "r", "signal_name": "s",
+        "query_type": "q", "event_id": 1});
+    for tool in [
+        "describe_workflow",
+        "get_workflow_history",
+        "get_workflow_event",
+        "get_workflow_result",
+        "query_workflow",
+        "signal_workflow",
+        "cancel_workflow",
+        "terminate_workflow",
+        "continue_as_new",
+    ] {
+        let refused = ops(&bob, tool, by_id.clone()).await;
+        assert_eq!(refused["isError"], json!(true), "{tool}: {refused}");
+        assert_eq!(
+            refused["_meta"]["io.durable-mcp/errorType"],
+            json!("PermissionDenied"),
+            "{tool}: {refused}"
+        );
+    }
+    let batch = ops(&bob, "batch_cancel", json!({"query": queue})).await;
+    assert_eq!(batch["structuredContent"]["matched"], json!(0), "{batch}");
+    let reused = ops(
+        &bob,
+        "start_workflow",
+        json!({"workflow_type": "slow_report", "task_queue": env.task_queue,
+            "workflow_id": "mcp/examples/slow_report/bobs"}),
+    )
+    .await;
+    assert_eq!(reused["isError"], json!(true), "{reused}");
+
+    // Alice's task is untouched: still working, and she can still cancel it herself.
+    let got = alice
+        .peer()
+        .get_task(rmcp::model::GetTaskParams::new(&task_id))
+        .await
+        .unwrap();
+    assert_eq!(
+        got.task.status(),
+        rmcp::model::TaskStatus::Working,
+        "{got:?}"
+    );
+    alice
+        .peer()
+        .cancel_task(CancelTaskParams::new(&task_id))
+        .await
+        .unwrap();
+    let done = poll_task_until_done(&alice, &task_id).await;
+    assert_eq!(done["status"], "cancelled", "{done}");
+    alice.cancel().await.unwrap();
+}

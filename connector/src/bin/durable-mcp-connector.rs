@@ -42,11 +42,12 @@ struct Cli {
     /// [default: only the connection's namespace].
     #[arg(long, value_name = "LIST", requires = "temporal_tools")]
     allowed_namespaces: Option<String>,
-    /// With --temporal-tools and --auth-config: the OAuth scope a token must carry for each
-    /// family of those tools, e.g. `read=temporal.read,write=temporal.write,admin=temporal.admin`
-    /// (admin: terminate, batch terminate, delete schedule; write: the other changes). A family
-    /// left out needs only auth's `required_scopes`. A caller without the scope gets an
-    /// `InsufficientScope` tool error and nothing is sent to Temporal.
+    /// With --temporal-tools and --auth-config (then required, all three families): the OAuth
+    /// scope a token must carry for each family of those tools, e.g.
+    /// `read=temporal.read,write=temporal.write,admin=temporal.admin` (admin: terminate, batch
+    /// terminate, delete schedule; write: the other changes; the batch tools also need read).
+    /// A caller without the scope gets an `InsufficientScope` tool error and nothing is sent to
+    /// Temporal.
     #[arg(long, value_name = "FAMILY=SCOPE,...", requires_all = ["temporal_tools", "auth_config"], value_parser = FamilyScopes::parse)]
     temporal_tools_scopes: Option<FamilyScopes>,
     /// How MCP clients reach the connector.
@@ -162,6 +163,9 @@ async fn main() -> anyhow::Result<()> {
             cli.allow_unauthenticated,
         )
         .map_err(anyhow::Error::msg)?;
+    }
+    if cli.temporal_tools && auth.is_some() {
+        missing_family_scopes(cli.temporal_tools_scopes.as_ref()).map_err(anyhow::Error::msg)?;
     }
     let identity = durable_mcp::nexus::worker::default_identity();
     let temporal::TemporalConnection {
@@ -296,6 +300,21 @@ fn load_auth_config(path: &std::path::Path, http: bool) -> anyhow::Result<AuthCo
         "--auth-config needs --transport http (stdio has no inbound authentication)"
     );
     Ok(AuthConfig::load(path)?)
+}
+
+/// With inbound OAuth, every tool family needs its scope: a family left out would be open to
+/// every token the issuer signs (R-OPS-5).
+fn missing_family_scopes(scopes: Option<&FamilyScopes>) -> Result<(), String> {
+    let missing = scopes.cloned().unwrap_or_default().missing();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "--temporal-tools with --auth-config needs an OAuth scope for every tool family; \
+         --temporal-tools-scopes does not name {}. Give all three, e.g. \
+         --temporal-tools-scopes read=temporal.read,write=temporal.write,admin=temporal.admin",
+        missing.join(", ")
+    ))
 }
 
 /// The Temporal operations toolset (R-OPS-1..5) on the connector's connection and codec.

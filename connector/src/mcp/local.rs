@@ -21,10 +21,10 @@ pub trait LocalTools: Send + Sync + 'static {
     ) -> BoxFuture<'a, CallToolResult>;
     /// What this set is called in messages (e.g. `--temporal-tools`).
     fn origin(&self) -> &str;
-    /// The OAuth scope a caller's token must carry to call `name`, if the operator set one
-    /// (R-OPS-5). The connector checks it before calling; without inbound OAuth, a set that
-    /// requires scopes is refused at start.
-    fn required_scope(&self, _name: &str) -> Option<&str> {
-        None
+    /// The OAuth scopes a caller's token must carry to call `name` (R-OPS-5). The connector
+    /// checks them before calling; without inbound OAuth, a set that requires scopes is
+    /// refused at start.
+    fn required_scopes(&self, _name: &str) -> Vec<&str> {
+        Vec::new()
     }
 }

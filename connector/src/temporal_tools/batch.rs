@@ -14,6 +14,7 @@ use super::{
     args::Args,
     error::ToolError,
     payloads::object,
+    reserved,
     workflows::{request_cancel, send_signal, send_terminate},
 };
 
@@ -61,6 +62,7 @@ async fn matches(
                 .executions
                 .into_iter()
                 .filter_map(|e| e.execution)
+                .filter(|e| !reserved::is_reserved(&e.workflow_id))
                 .map(|e| (e.workflow_id, e.run_id)),
         );
         token = response.next_page_token;
@@ -76,7 +78,8 @@ async fn run(ctx: &Ctx<'_>, args: &Args<'_>, op: Op, verb: &str) -> Result<Answe
     let query = args.string("query")?;
     let batch_size = args.int("batch_size", 10, 1, 100)? as usize;
     let max = args.int("max_workflows", 1000, 1, 10_000)? as usize;
-    let (targets, truncated) = matches(ctx, &running_only(&query), max).await?;
+    let (targets, truncated) =
+        matches(ctx, &running_only(&reserved::exclude_reserved(&query)), max).await?;
     let op = &op;
     let outcomes: Vec<(String, String, Result<(), ToolError>)> = stream::iter(targets)
         .map(|(wf, run)| async move {

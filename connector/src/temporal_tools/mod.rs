@@ -5,6 +5,7 @@
 //! connector, not a durable Nexus operation. The rules live in small files:
 //!
 //! - [`namespace`]: which namespaces a call may use (checked before any request).
+//! - [`reserved`]: durable-mcp's own executions, left out and refused (R-OPS-6).
 //! - [`catalog`]: names, schemas, annotations and the scope family of each tool.
 //! - [`args`], [`error`], [`render`], [`payloads`]: arguments, tool errors, text rendering,
 //!   payloads through the codec.
@@ -17,6 +18,7 @@ pub mod error;
 pub mod namespace;
 pub mod payloads;
 pub mod render;
+pub mod reserved;
 pub mod schedules;
 pub mod scopes;
 pub mod workflows;
@@ -139,6 +141,10 @@ impl TemporalToolset {
             )));
         }
         let args = Args(arguments);
+        // durable-mcp's own executions are refused by id, for every tool (R-OPS-6).
+        if let Some(id) = args.opt_string("workflow_id")? {
+            reserved::check_id(&id)?;
+        }
         let namespace = self.policy.resolve(
             args.opt_string("namespace")?.as_deref(),
             &self.default_namespace,
@@ -194,7 +200,9 @@ impl crate::mcp::local::LocalTools for TemporalToolset {
     fn origin(&self) -> &str {
         "--temporal-tools"
     }
-    fn required_scope(&self, name: &str) -> Option<&str> {
-        self.scopes.required(self.family(name)?)
+    fn required_scopes(&self, name: &str) -> Vec<&str> {
+        self.family(name)
+            .map(|family| self.scopes.for_tool(name, family))
+            .unwrap_or_default()
     }
 }

@@ -57,6 +57,7 @@ pub async fn create(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError>
     let workflow_id = args
         .opt_string("workflow_id")?
         .unwrap_or_else(|| schedule_id.clone());
+    super::reserved::check_id(&workflow_id)?;
     let paused = args.bool("paused", false)?;
     let note = args.opt_string("note")?.unwrap_or_default();
     let input = ctx.io.encode(&ctx.namespace, &args.values("args")?).await?;

@@ -1,13 +1,15 @@
-//! OAuth scopes per tool family (R-OPS-5): with inbound OAuth, an operator can require a scope
-//! for reading, another for writing and another for the destructive tools, so a token that may
-//! look at Workflows cannot terminate them.
+//! OAuth scopes per tool family (R-OPS-5): with inbound OAuth, the operator names a scope for
+//! reading, another for writing and another for the destructive tools, so a token that may look
+//! at Workflows cannot terminate them. Every family must have one (fail closed: a family left
+//! out would be open to every token), and the batch tools also need the read scope, since their
+//! answer counts the Workflows a query matches.
 
 use serde::Deserialize;
 
 use super::catalog::ToolFamily;
 
-/// The scope each family needs; a family without one needs only the connector's own
-/// `required_scopes`.
+/// The scope each family needs. With inbound OAuth every family must have one
+/// ([`FamilyScopes::missing`] says which do not; the connector refuses to start then).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FamilyScopes {
@@ -67,11 +69,46 @@ impl FamilyScopes {
         }
     }
 
-    /// `Err(scope)` naming the missing scope when `granted` lacks what `family` needs.
-    pub fn check<'a>(&'a self, family: ToolFamily, granted: &[String]) -> Result<(), &'a str> {
-        match self.required(family) {
-            Some(scope) if !granted.iter().any(|g| g == scope) => Err(scope),
-            _ => Ok(()),
+    /// The families without a scope, as named on the command line.
+    pub fn missing(&self) -> Vec<&'static str> {
+        [
+            ("read", &self.read),
+            ("write", &self.write),
+            ("admin", &self.admin),
+        ]
+        .into_iter()
+        .filter(|(_, scope)| scope.is_none())
+        .map(|(family, _)| family)
+        .collect()
+    }
+
+    /// Every scope calling `tool` (of `family`) needs: its family's, and for a batch tool
+    /// also read's, since its answer says how many Workflows matched.
+    pub fn for_tool(&self, tool: &str, family: ToolFamily) -> Vec<&str> {
+        let mut needed: Vec<&str> = self.required(family).into_iter().collect();
+        if tool.starts_with("batch_")
+            && let Some(read) = self.required(ToolFamily::Read)
+            && !needed.contains(&read)
+        {
+            needed.push(read);
+        }
+        needed
+    }
+
+    /// `Err(scope)` naming the first missing scope when `granted` lacks what `tool` needs.
+    pub fn check<'a>(
+        &'a self,
+        tool: &str,
+        family: ToolFamily,
+        granted: &[String],
+    ) -> Result<(), &'a str> {
+        match self
+            .for_tool(tool, family)
+            .into_iter()
+            .find(|scope| !granted.iter().any(|g| g == scope))
+        {
+            Some(scope) => Err(scope),
+            None => Ok(()),
         }
     }
 }
@@ -82,20 +119,60 @@ mod tests {
 
     #[test]
     fn each_family_needs_its_own_scope_when_configured() {
-        let scopes: FamilyScopes =
-            serde_yaml::from_str("{read: temporal.read, admin: temporal.admin}").unwrap();
+        let scopes =
+            FamilyScopes::parse("read=temporal.read,write=temporal.write,admin=temporal.admin")
+                .unwrap();
         let reader = vec!["temporal.read".to_owned()];
-        assert_eq!(scopes.check(ToolFamily::Read, &reader), Ok(()));
+        let check = |tool, family, granted: &[String]| scopes.check(tool, family, granted);
         assert_eq!(
-            scopes.check(ToolFamily::Write, &reader),
-            Ok(()),
-            "write needs nothing extra"
+            check("describe_workflow", ToolFamily::Read, &reader),
+            Ok(())
         );
         assert_eq!(
-            scopes.check(ToolFamily::Admin, &reader),
+            check("start_workflow", ToolFamily::Write, &reader),
+            Err("temporal.write")
+        );
+        assert_eq!(
+            check("terminate_workflow", ToolFamily::Admin, &reader),
             Err("temporal.admin")
         );
-        assert_eq!(scopes.check(ToolFamily::Read, &[]), Err("temporal.read"));
+        assert_eq!(
+            check("list_workflows", ToolFamily::Read, &[]),
+            Err("temporal.read")
+        );
+    }
+
+    #[test]
+    fn batch_tools_also_need_read_since_they_count_matches() {
+        let scopes =
+            FamilyScopes::parse("read=temporal.read,write=temporal.write,admin=temporal.admin")
+                .unwrap();
+        let writer = vec!["temporal.write".to_owned()];
+        assert_eq!(
+            scopes.check("batch_cancel", ToolFamily::Write, &writer),
+            Err("temporal.read")
+        );
+        assert_eq!(
+            scopes.check("cancel_workflow", ToolFamily::Write, &writer),
+            Ok(())
+        );
+        let both = vec!["temporal.write".to_owned(), "temporal.read".to_owned()];
+        assert_eq!(
+            scopes.check("batch_cancel", ToolFamily::Write, &both),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_family_left_out_is_reported_missing() {
+        let scopes = FamilyScopes::parse("read=temporal.read,admin=temporal.admin").unwrap();
+        assert_eq!(scopes.missing(), ["write"]);
+        assert_eq!(
+            FamilyScopes::default().missing(),
+            ["read", "write", "admin"]
+        );
+        let all = FamilyScopes::parse("read=r,write=w,admin=a").unwrap();
+        assert!(all.missing().is_empty());
     }
 
     #[test]

@@ -24,6 +24,7 @@ use super::{
     args::Args,
     error::{ErrorKind, ToolError},
     payloads::{Decode, object, proto_json, prune},
+    reserved,
 };
 use crate::temporal::proto_duration;
 
@@ -124,6 +125,7 @@ pub async fn start(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> 
     let workflow_id = args
         .opt_string("workflow_id")?
         .unwrap_or_else(|| format!("{workflow_type}-{}", uuid::Uuid::new_v4()));
+    reserved::check_id(&workflow_id)?;
     let input = ctx.io.encode(&ctx.namespace, &args.values("args")?).await?;
     let timeout = args.int("execution_timeout_seconds", 0, 0, 31_536_000)?;
     let response = ctx
@@ -373,12 +375,22 @@ pub async fn list(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
                 namespace: ctx.namespace.clone(),
                 page_size: (want - found.len()).min(1000) as i32,
                 next_page_token: token,
-                query: query.clone(),
+                query: reserved::exclude_reserved(&query),
             }))
             .await
             .map_err(|s| ToolError::from_status(&s, &format!("visibility query {query:?}")))?
             .into_inner();
-        found.extend(response.executions.iter().map(summary));
+        found.extend(
+            response
+                .executions
+                .iter()
+                .filter(|e| {
+                    !e.execution
+                        .as_ref()
+                        .is_some_and(|x| reserved::is_reserved(&x.workflow_id))
+                })
+                .map(summary),
+        );
         token = response.next_page_token;
         if token.is_empty() || found.len() >= want {
             break;
@@ -432,6 +444,7 @@ pub(super) fn event_json(event: &HistoryEvent) -> Value {
         "attributes": attributes,
     });
     prune(&mut v);
+    reserved::redact_callbacks(&mut v);
     v
 }
 

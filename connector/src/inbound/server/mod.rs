@@ -274,8 +274,11 @@ impl ServerHandler for Typed {
         if let Some(local) = self.local_for(&request.name) {
             // A management call made directly, not a durable operation (R-OPS-1), by a caller
             // whose token carries the scope its family needs (R-OPS-5).
-            if let Some(needed) = local.required_scope(&request.name)
-                && !granted_scopes(&context).is_some_and(|g| g.0.contains(needed))
+            let granted = granted_scopes(&context);
+            if let Some(needed) = local
+                .required_scopes(&request.name)
+                .into_iter()
+                .find(|needed| !granted.as_ref().is_some_and(|g| g.0.contains(*needed)))
             {
                 info!(tool = %request.name, caller = ?scope, "local tool refused: missing scope");
                 let mut result = insufficient_scope(&request.name, needed);
