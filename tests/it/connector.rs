@@ -90,7 +90,7 @@ async fn mcp_client_lists_and_calls_tools_through_the_connector() {
 }
 
 #[tokio::test]
-async fn two_routes_exposing_one_tool_name_is_an_error_naming_both() {
+async fn two_routes_exposing_one_tool_name_leave_it_out_and_a_call_names_both() {
     let env = TestEnv::shared("connector-dup").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let _proxy = start_proxy(
@@ -105,13 +105,25 @@ async fn two_routes_exposing_one_tool_name_is_an_error_naming_both() {
         ConnectorOptions::new(vec![route(&env, "first"), route(&env, "second")]),
     );
     let client = client_for(connector).await;
+    // Both mocks list the same tools: every name is ambiguous, so none is listed, and the
+    // listing itself still answers.
+    let tools = client.peer().list_all_tools().await.unwrap();
+    assert!(
+        !tools.iter().any(|t| t.name == "echo"),
+        "{:?}",
+        tools.iter().map(|t| &t.name).collect::<Vec<_>>()
+    );
     let err = client
         .peer()
-        .list_all_tools()
+        .call_tool(tool_call("echo", json!({"key": "dup"})))
         .await
         .unwrap_err()
         .to_string();
-    assert!(err.contains("first") && err.contains("second"), "{err}");
+    assert!(
+        err.contains("\"echo\"") && err.contains("\"first\"") && err.contains("\"second\""),
+        "{err}"
+    );
+    assert!(ledger.read().is_empty(), "nothing ran: {:?}", ledger.read());
     client.cancel().await.unwrap();
 }
 

@@ -875,7 +875,7 @@ async fn a_bad_allowed_namespaces_list_stops_the_connector_with_the_reason() {
 }
 
 #[tokio::test]
-async fn a_routed_tool_named_like_a_temporal_tool_is_refused_naming_both() {
+async fn a_routed_tool_named_like_a_temporal_tool_is_left_out_naming_both() {
     use durable_mcp::{
         inbound::server::{Connector, ConnectorOptions},
         mcp::{listing::LIST_TOOLS, payload},
@@ -885,7 +885,10 @@ async fn a_routed_tool_named_like_a_temporal_tool_is_refused_naming_both() {
     let service = Service::new("clashing").operation(
         LIST_TOOLS,
         start_fn(|_, _| async {
-            let tools = json!([{"name": "start_workflow", "inputSchema": {"type": "object"}}]);
+            let tools = json!([
+                {"name": "start_workflow", "inputSchema": {"type": "object"}},
+                {"name": "harmless", "inputSchema": {"type": "object"}}
+            ]);
             Ok(StartOutcome::Sync(payload::to_payload(&tools).unwrap()))
         }),
     );
@@ -895,24 +898,33 @@ async fn a_routed_tool_named_like_a_temporal_tool_is_refused_naming_both() {
         ConnectorOptions::new(vec![route(&env, "clashing")]),
         Some(std::sync::Arc::new(default_toolset(&env))),
     );
-    let collision = connector.check_local_names().await.unwrap_err();
+    let collisions = connector.check_tool_names().await.unwrap();
+    assert_eq!(collisions.len(), 1, "{collisions:?}");
     assert!(
-        collision.contains("\"start_workflow\"")
-            && collision.contains("--temporal-tools")
-            && collision.contains("\"clashing\""),
-        "{collision}"
+        collisions[0].contains("\"start_workflow\"")
+            && collisions[0].contains("--temporal-tools")
+            && collisions[0].contains("\"clashing\""),
+        "{collisions:?}"
     );
+    // The listing still works: the routed tool of that name is left out, the Temporal tool and
+    // the route's other tools stay.
     let client = client_for(connector).await;
-    let err = client
-        .peer()
-        .list_all_tools()
-        .await
-        .unwrap_err()
-        .to_string();
+    let tools = client.peer().list_all_tools().await.unwrap();
+    let named: Vec<_> = tools
+        .iter()
+        .filter(|t| t.name == "start_workflow")
+        .collect();
+    assert_eq!(named.len(), 1);
     assert!(
-        err.contains("start_workflow") && err.contains("clashing"),
-        "{err}"
+        named[0]
+            .description
+            .as_deref()
+            .unwrap_or_default()
+            .contains("Workflow"),
+        "the Temporal tool keeps the name: {:?}",
+        named[0]
     );
+    assert!(tools.iter().any(|t| t.name == "harmless"));
     client.cancel().await.unwrap();
     worker.stop().await;
 }

@@ -223,12 +223,12 @@ async fn main() -> anyhow::Result<()> {
     let has_routes = !options.routes.is_empty();
     let connector = Connector::with_local_tools(client, options, local);
     if cli.temporal_tools && has_routes {
-        match connector.check_local_names().await {
-            Err(collision) => anyhow::bail!("{collision}"),
-            Ok(Some(why)) => tracing::warn!(
-                "could not list the routed tools yet ({why}); tool names are checked against --temporal-tools at every tools/list"
-            ),
-            Ok(None) => {}
+        // A routed tool named like a Temporal tool is logged (by the merge) and left out
+        // (R-CON-2); the connector starts either way, so one upstream cannot keep it down.
+        if let Err(why) = connector.check_tool_names().await {
+            tracing::warn!(
+                "could not list the routed tools yet ({why}); tool names are checked at every tools/list"
+            );
         }
     }
     match cli.transport {

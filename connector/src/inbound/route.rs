@@ -5,7 +5,9 @@
 //! read by one YAML parser, JSON being YAML's flow style.
 //!
 //! Tool names must be unique across routes: a `tools/call` names only the tool, so a name
-//! exposed twice could not be routed. The connector refuses such a list rather than picking.
+//! exposed twice could not be routed. The connector never picks: an ambiguous name is left out
+//! of the merged list (the other tools stay listed) and reported, so one upstream cannot break
+//! the listing of all the others (R-CON-2).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -136,45 +138,106 @@ pub fn check_routes(routes: &[Route]) -> Result<(), RouteError> {
 }
 
 /// Two routes (or one route twice) expose the same tool name.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "tool `{tool}` is exposed by service `{}` (endpoint `{}`) and by service `{}` (endpoint `{}`); tool names must be unique across routes",
-    first.service, first.endpoint, second.service, second.endpoint
-)]
-pub struct DuplicateTool {
+/// A tool name exposed more than once: by two routes, or by a route and the connector's own
+/// local tools. Every owner is named, in route order (the local tools first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ambiguous {
     pub tool: String,
-    pub first: Route,
-    pub second: Route,
+    /// `--temporal-tools`, or `service "a" (endpoint "e")`.
+    pub owners: Vec<String>,
+    /// Whether one owner is the connector's own local tool set, which keeps the name.
+    pub local: bool,
+}
+
+impl fmt::Display for Ambiguous {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "tool {:?} is exposed by {}; tool names must be unique across routes, so ",
+            self.tool,
+            self.owners.join(" and by ")
+        )?;
+        if self.local {
+            write!(
+                f,
+                "the routed one is left out (the connector's own tool keeps the name): rename the routed tool"
+            )
+        } else {
+            write!(
+                f,
+                "the connector lists and calls none of them: rename the tool in all but one service"
+            )
+        }
+    }
+}
+
+/// The merged tool list: the tools that can be routed, and the names that cannot.
+#[derive(Debug, Default)]
+pub struct Merged {
+    /// (route, MCP Tool object), in route order.
+    pub tools: Vec<(Route, Value)>,
+    /// The names left out, with their owners.
+    pub ambiguous: Vec<Ambiguous>,
+}
+
+fn owner(route: &Route) -> String {
+    format!(
+        "service {:?} (endpoint {:?})",
+        route.service, route.endpoint
+    )
 }
 
 /// Merges each route's `list_tools` answer into one list of (route, MCP Tool object), in route
-/// order, failing on the first tool name seen twice.
+/// order. `local` answers the origin of a local tool of that name (e.g. `--temporal-tools`).
 ///
-/// A tool without a string `name` cannot be called through MCP; it is left out with a warning
-/// naming its route rather than failing the whole list.
-pub fn merge_tool_lists(
+/// A name two routes expose is left out altogether; a routed name a local tool has is left out
+/// of the routed list (the local tool keeps it). Either way it is reported in
+/// [`Merged::ambiguous`], and the rest is still listed (R-CON-2). A tool without a string
+/// `name` cannot be called through MCP; it is left out with a warning naming its route.
+pub fn merge_tool_lists<'a>(
     lists: Vec<(Route, Vec<Value>)>,
-) -> Result<Vec<(Route, Value)>, DuplicateTool> {
-    let mut owner_of: HashMap<String, Route> = HashMap::new();
-    let mut merged = Vec::new();
+    local: impl Fn(&str) -> Option<&'a str>,
+) -> Merged {
+    let mut owners: HashMap<String, Vec<Route>> = HashMap::new();
+    let mut order = Vec::new();
     for (route, tools) in lists {
         for tool in tools {
             let Some(name) = tool.get("name").and_then(Value::as_str) else {
                 tracing::warn!(route = %route, "route listed a tool without a name; leaving it out");
                 continue;
             };
-            if let Some(first) = owner_of.get(name) {
-                return Err(DuplicateTool {
-                    tool: name.to_owned(),
-                    first: first.clone(),
-                    second: route,
-                });
+            let routes = owners.entry(name.to_owned()).or_default();
+            if !routes.contains(&route) {
+                routes.push(route.clone());
             }
-            owner_of.insert(name.to_owned(), route.clone());
-            merged.push((route.clone(), tool));
+            order.push((route.clone(), tool));
         }
     }
-    Ok(merged)
+    let mut merged = Merged::default();
+    // Names already listed or reported.
+    let mut reported = HashSet::new();
+    for (route, tool) in order {
+        let name = tool["name"].as_str().unwrap_or_default().to_owned();
+        let routes = &owners[&name];
+        let origin = local(&name);
+        if routes.len() == 1 && origin.is_none() {
+            // A route that lists one name twice: its first listing is the tool.
+            if reported.insert(name) {
+                merged.tools.push((route, tool));
+            }
+        } else if reported.insert(name.clone()) {
+            merged.ambiguous.push(Ambiguous {
+                tool: name,
+                owners: origin
+                    .map(str::to_owned)
+                    .into_iter()
+                    .chain(routes.iter().map(owner))
+                    .collect(),
+                local: origin.is_some(),
+            });
+        }
+    }
+    merged
 }
 
 #[cfg(test)]
@@ -268,49 +331,105 @@ mod tests {
         );
     }
 
+    fn no_local(_: &str) -> Option<&'static str> {
+        None
+    }
+
     #[test]
     fn tool_lists_merge_in_order() {
-        let merged = merge_tool_lists(vec![
-            (
-                route("a", "e"),
-                vec![json!({"name": "t1"}), json!({"name": "t2"})],
-            ),
-            (
-                route("b", "e"),
-                vec![json!({"name": "t3"}), json!({"description": "nameless"})],
-            ),
-        ])
-        .unwrap();
+        let merged = merge_tool_lists(
+            vec![
+                (
+                    route("a", "e"),
+                    vec![json!({"name": "t1"}), json!({"name": "t2"})],
+                ),
+                (
+                    route("b", "e"),
+                    vec![json!({"name": "t3"}), json!({"description": "nameless"})],
+                ),
+            ],
+            no_local,
+        );
         let names: Vec<_> = merged
+            .tools
             .iter()
             .map(|(r, t)| (r.service.as_str(), t["name"].as_str().unwrap()))
             .collect();
         assert_eq!(names, [("a", "t1"), ("a", "t2"), ("b", "t3")]);
+        assert!(merged.ambiguous.is_empty());
     }
 
     #[test]
-    fn duplicate_tools_name_both_routes() {
-        let err = merge_tool_lists(vec![
-            (route("alpha", "e1"), vec![json!({"name": "lookup"})]),
-            (
-                route("beta", "e2"),
-                vec![json!({"name": "other"}), json!({"name": "lookup"})],
-            ),
-        ])
-        .unwrap_err();
-        assert_eq!(
-            err,
-            DuplicateTool {
-                tool: "lookup".into(),
-                first: route("alpha", "e1"),
-                second: route("beta", "e2")
-            }
+    fn a_name_two_routes_expose_is_left_out_and_names_both() {
+        let merged = merge_tool_lists(
+            vec![
+                (
+                    route("alpha", "e1"),
+                    vec![json!({"name": "lookup"}), json!({"name": "mine"})],
+                ),
+                (
+                    route("beta", "e2"),
+                    vec![json!({"name": "other"}), json!({"name": "lookup"})],
+                ),
+            ],
+            no_local,
         );
-        let msg = err.to_string();
+        let names: Vec<_> = merged
+            .tools
+            .iter()
+            .map(|(_, t)| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["mine", "other"], "the rest is still listed");
+        assert_eq!(
+            merged.ambiguous,
+            [Ambiguous {
+                tool: "lookup".into(),
+                owners: vec![
+                    "service \"alpha\" (endpoint \"e1\")".into(),
+                    "service \"beta\" (endpoint \"e2\")".into()
+                ],
+                local: false,
+            }]
+        );
+        let msg = merged.ambiguous[0].to_string();
         assert!(
-            msg.contains("`lookup`") && msg.contains("`alpha`") && msg.contains("`beta`"),
+            msg.contains("\"lookup\"") && msg.contains("\"alpha\"") && msg.contains("\"beta\""),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn a_routed_name_a_local_tool_has_is_left_out_of_the_routed_list() {
+        let local = |name: &str| (name == "list_workflows").then_some("--temporal-tools");
+        let merged = merge_tool_lists(
+            vec![(
+                route("up", "e"),
+                vec![json!({"name": "list_workflows"}), json!({"name": "echo"})],
+            )],
+            local,
+        );
+        assert_eq!(merged.tools.len(), 1);
+        assert_eq!(merged.tools[0].1["name"], "echo");
+        assert_eq!(merged.ambiguous.len(), 1);
+        assert!(merged.ambiguous[0].local);
+        let msg = merged.ambiguous[0].to_string();
+        assert!(
+            msg.contains("--temporal-tools") && msg.contains("\"up\""),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn one_route_listing_a_name_twice_is_not_ambiguous_with_itself() {
+        let merged = merge_tool_lists(
+            vec![(
+                route("a", "e"),
+                vec![json!({"name": "t"}), json!({"name": "t"})],
+            )],
+            no_local,
+        );
+        assert!(merged.ambiguous.is_empty());
+        assert_eq!(merged.tools.len(), 1, "listed once");
     }
 
     proptest! {

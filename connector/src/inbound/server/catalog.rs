@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Connector, internal::internal};
 use crate::{
-    inbound::route::{Route, merge_tool_lists},
+    inbound::route::{Merged, Route, merge_tool_lists},
     mcp::{listing::LIST_TOOLS, payload},
     nexus::{OperationOutcome, StartOperation},
 };
@@ -48,7 +48,7 @@ impl Connector {
     }
 
     /// Every route's tools, merged; two routes exposing one tool name is an error naming both.
-    async fn merged_routes(&self) -> Result<Vec<(Route, Value)>, McpError> {
+    async fn merged_routes(&self) -> Result<Merged, McpError> {
         let routes = &self.inner.options.routes;
         let lists = join_all(routes.iter().map(|r| self.list_route(r))).await;
         let mut ok = Vec::new();
@@ -66,40 +66,44 @@ impl Connector {
                 }
             }
         }
-        merge_tool_lists(ok).map_err(|e| McpError::internal_error(e.to_string(), None))
+        Ok(self.merge(ok).await)
     }
 
-    /// The error for the first routed tool named like a local tool, if any.
-    fn local_collision_in(&self, merged: &[(Route, Value)]) -> Option<String> {
-        let local = self.inner.local.as_ref()?;
-        merged.iter().find_map(|(route, tool)| {
-            let name = tool["name"].as_str().unwrap_or_default();
-            local
-                .has_tool(name)
-                .then(|| local_collision(name, route, local.origin()))
-        })
+    /// Merges the routes' lists (R-CON-2): an ambiguous name is left out, remembered for the
+    /// error a call of it gets, and logged when it first appears.
+    async fn merge(&self, lists: Vec<(Route, Vec<Value>)>) -> Merged {
+        let local = self.inner.local.as_ref();
+        let merged = merge_tool_lists(lists, |name| {
+            local.filter(|l| l.has_tool(name)).map(|l| l.origin())
+        });
+        let mut known = self.inner.ambiguous.write().await;
+        for a in &merged.ambiguous {
+            if !known.contains_key(&a.tool) {
+                tracing::warn!("{a}");
+            }
+        }
+        *known = merged
+            .ambiguous
+            .iter()
+            .map(|a| (a.tool.clone(), a.to_string()))
+            .collect();
+        merged
     }
 
-    /// The start-up check of local tool names (R-OPS-1): `Err` names a routed tool that
-    /// collides with a local one (refuse to start); `Ok(Some(why))` when the routes cannot be
-    /// listed yet (their workers may start later; the check repeats at every `tools/list`).
-    pub async fn check_local_names(&self) -> Result<Option<String>, String> {
+    /// The start-up check of tool names (R-CON-2, R-OPS-1): `Ok` with each ambiguous name's
+    /// description (the connector starts and leaves them out), `Err(why)` when the routes
+    /// cannot be listed yet (their workers may start later).
+    pub async fn check_tool_names(&self) -> Result<Vec<String>, String> {
         match self.merged_routes().await {
-            Ok(merged) => match self.local_collision_in(&merged) {
-                Some(collision) => Err(collision),
-                None => Ok(None),
-            },
-            Err(e) => Ok(Some(e.message.to_string())),
+            Ok(merged) => Ok(merged.ambiguous.iter().map(|a| a.to_string()).collect()),
+            Err(e) => Err(e.message.to_string()),
         }
     }
 
-    /// Asks every route for its tools and replaces the catalog. Two routes exposing one tool
-    /// name, or a routed tool named like a local tool, is an error naming both.
+    /// Asks every route for its tools and replaces the catalog. An ambiguous name is left out
+    /// (R-CON-2).
     pub async fn refresh_tools(&self) -> Result<Vec<(Route, Value)>, McpError> {
-        let merged = self.merged_routes().await?;
-        if let Some(collision) = self.local_collision_in(&merged) {
-            return Err(McpError::internal_error(collision, None));
-        }
+        let merged = self.merged_routes().await?.tools;
         let mut catalog = self.inner.tools.write().await;
         *catalog = merged
             .iter()
@@ -118,25 +122,19 @@ impl Connector {
             return Ok(found.clone());
         }
         self.refresh_tools().await?;
-        self.inner
-            .tools
-            .read()
-            .await
-            .get(tool)
-            .cloned()
-            .ok_or_else(|| {
-                McpError::invalid_params(
-                    format!("unknown tool: {tool}"),
-                    Some(json!({"tool": tool})),
-                )
-            })
+        let found = self.inner.tools.read().await.get(tool).cloned();
+        match found {
+            Some(found) => Ok(found),
+            None => Err(self.unknown_tool(tool).await),
+        }
     }
-}
 
-/// The error for a routed tool named like a local one: both are named, and what to do.
-pub(super) fn local_collision(tool: &str, route: &Route, origin: &str) -> String {
-    format!(
-        "tool {tool:?} is served both by {origin} and by service {:?} (endpoint {:?}); rename the routed tool or drop {origin}",
-        route.service, route.endpoint
-    )
+    /// The error for a tool the catalog lacks: ambiguous (naming every service that exposes
+    /// it, R-CON-2) or unknown.
+    async fn unknown_tool(&self, tool: &str) -> McpError {
+        if let Some(why) = self.inner.ambiguous.read().await.get(tool).cloned() {
+            return McpError::invalid_params(why, Some(json!({"tool": tool, "ambiguous": true})));
+        }
+        McpError::invalid_params(format!("unknown tool: {tool}"), Some(json!({"tool": tool})))
+    }
 }

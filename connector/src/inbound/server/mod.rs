@@ -105,6 +105,8 @@ struct Inner {
     options: ConnectorOptions,
     /// Tool name -> (route, MCP Tool JSON), from the last `tools/list`.
     tools: RwLock<HashMap<String, (Route, Value)>>,
+    /// Tool name -> why it is left out (exposed twice, R-CON-2), from the last `tools/list`.
+    ambiguous: RwLock<HashMap<String, String>>,
     /// Tools served in-process (R-OPS-1), listed after the routed ones.
     local: Option<Arc<dyn LocalTools>>,
 }
@@ -115,7 +117,7 @@ impl Connector {
     }
 
     /// A connector that also serves `local` tools in-process (for example the Temporal
-    /// operations toolset). A routed tool with a local tool's name is an error naming both.
+    /// operations toolset). A routed tool with a local tool's name is left out (R-CON-2).
     pub fn with_local_tools(
         client: OperationClient,
         options: ConnectorOptions,
@@ -126,6 +128,7 @@ impl Connector {
                 client,
                 options,
                 tools: RwLock::default(),
+                ambiguous: RwLock::default(),
                 local,
             }),
             log_level: logging::LogLevel::default(),
