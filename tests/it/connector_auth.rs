@@ -476,9 +476,17 @@ async fn a_session_belongs_to_the_caller_that_opened_it() {
     let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
     let idp = TestIssuer::start().await;
     let config = idp.auth_config();
-    let connector =
-        HttpConnectorProcess::start(&env, "mock", &["--auth-config", config.to_str().unwrap()])
-            .await;
+    let connector = HttpConnectorProcess::start(
+        &env,
+        "mock",
+        &[
+            "--auth-config",
+            config.to_str().unwrap(),
+            "--max-sessions-per-caller",
+            "2",
+        ],
+    )
+    .await;
     let url = connector.url.clone();
     let http = reqwest::Client::new();
     let alice = idp.token("alice", SCOPE, 1);
@@ -499,7 +507,7 @@ async fn a_session_belongs_to_the_caller_that_opened_it() {
         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                    "clientInfo": {"name": "raw", "version": "0"}},
     });
-    let opened = post(&alice, None, initialize).await.unwrap();
+    let opened = post(&alice, None, initialize.clone()).await.unwrap();
     assert_eq!(opened.status(), 200);
     let session = opened.headers()["mcp-session-id"]
         .to_str()
@@ -541,6 +549,35 @@ async fn a_session_belongs_to_the_caller_that_opened_it() {
         .await
         .unwrap();
     assert_eq!(delete.status(), 404);
+
+    // Bob opening sessions in a loop evicts only his own oldest (R-CON-28): two at most.
+    let mut bobs = Vec::new();
+    for _ in 0..3 {
+        let opened = post(&bob, None, initialize.clone()).await.unwrap();
+        assert_eq!(opened.status(), 200);
+        bobs.push(
+            opened.headers()["mcp-session-id"]
+                .to_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(
+        post(&bob, Some(&bobs[0]), initialized.clone())
+            .await
+            .unwrap()
+            .status(),
+        404,
+        "the oldest went"
+    );
+    assert_eq!(
+        post(&bob, Some(&bobs[2]), initialized)
+            .await
+            .unwrap()
+            .status(),
+        202
+    );
 
     // Alice's session is untouched.
     let listed = post(&alice, Some(&session), list.clone()).await.unwrap();

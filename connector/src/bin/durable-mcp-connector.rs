@@ -99,6 +99,11 @@ struct Cli {
     /// authenticates every caller; without it such an address is refused at startup.
     #[arg(long)]
     allow_unauthenticated: bool,
+    /// With --auth-config: the most MCP sessions one caller (token subject) may hold at once;
+    /// opening one more closes that caller's longest idle session, so one token cannot fill
+    /// the connector's memory with sessions.
+    #[arg(long, value_name = "N", default_value_t = durable_mcp::inbound::auth::MAX_SESSIONS_PER_CALLER, value_parser = clap::value_parser!(usize))]
+    max_sessions_per_caller: usize,
     /// Without authentication, callers share one task and idempotency scope per name: this
     /// name [default: the transport, "stdio" or "http"]. Deployments that must not see each
     /// other's tasks (and share a signing key and connector name) need different names.
@@ -251,7 +256,8 @@ async fn main() -> anyhow::Result<()> {
                             None => host.to_owned(),
                         });
                     }
-                    let authenticator = Authenticator::new(config);
+                    let authenticator = Authenticator::new(config)
+                        .with_sessions_per_caller(cli.max_sessions_per_caller);
                     if let Err(e) = authenticator.preload().await {
                         tracing::warn!(
                             error = %e,

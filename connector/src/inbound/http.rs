@@ -209,9 +209,14 @@ fn router_counting(
     mcp_ct: CancellationToken,
     in_flight: Arc<InFlight>,
 ) -> axum::Router {
+    let sessions = Arc::new(LocalSessionManager::default());
+    if let Some(auth) = &options.auth {
+        // Sessions the auth table evicts (a caller's oldest beyond its share) close here too.
+        auth.close_evicted_sessions_in(sessions.clone());
+    }
     let service: StreamableHttpService<Typed, LocalSessionManager> = StreamableHttpService::new(
         move || Ok(connector.typed()),
-        Arc::new(LocalSessionManager::default()),
+        sessions,
         mcp_config(options, bound, mcp_ct),
     );
     let mut mcp = axum::Router::new().fallback_service(service);

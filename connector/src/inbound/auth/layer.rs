@@ -10,6 +10,9 @@ use axum::{
     middleware::Next,
     response::{IntoResponse, Response},
 };
+use rmcp::transport::streamable_http_server::session::{
+    SessionId, SessionManager, local::LocalSessionManager,
+};
 use serde_json::{Value, json};
 
 use super::{
@@ -27,6 +30,9 @@ pub struct Authenticator {
     /// the session's streams and requests, so only its owner may use it, whatever other valid
     /// token comes with it.
     sessions: std::sync::Mutex<SessionOwners>,
+    /// The MCP server's sessions, so a session evicted from [`Self::sessions`] is closed
+    /// there too (R-CON-28).
+    server_sessions: std::sync::OnceLock<Arc<LocalSessionManager>>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -44,7 +50,22 @@ impl Authenticator {
             config,
             keys,
             sessions: Default::default(),
+            server_sessions: Default::default(),
         }
+    }
+
+    /// At most `per_caller` MCP sessions per caller; opening one more closes that caller's
+    /// longest idle (R-CON-28).
+    pub fn with_sessions_per_caller(self, per_caller: usize) -> Self {
+        let owners = SessionOwners::default().with_per_caller(per_caller);
+        *self.sessions.lock().unwrap() = owners;
+        self
+    }
+
+    /// The session manager of the MCP server this authenticator guards, whose sessions it
+    /// closes when it evicts them. Set once; later calls are ignored.
+    pub fn close_evicted_sessions_in(&self, manager: Arc<LocalSessionManager>) {
+        let _ = self.server_sessions.set(manager);
     }
 
     pub fn config(&self) -> &AuthConfig {
@@ -219,7 +240,21 @@ pub async fn require_bearer(
                 .get(SESSION_HEADER)
                 .and_then(|v| v.to_str().ok())
             {
-                sessions.open(id, caller, Instant::now());
+                let evicted = sessions.open(id, caller, Instant::now());
+                if !evicted.is_empty() {
+                    tracing::info!(
+                        sessions = evicted.len(),
+                        "closing sessions evicted for new ones (a caller's oldest beyond its share, or idle)"
+                    );
+                }
+                if let Some(manager) = auth.server_sessions.get() {
+                    for id in evicted {
+                        let manager = manager.clone();
+                        tokio::spawn(async move {
+                            let _ = manager.close_session(&SessionId::from(id)).await;
+                        });
+                    }
+                }
             }
         }
         Some(id) if closing || response.status() == StatusCode::NOT_FOUND => {

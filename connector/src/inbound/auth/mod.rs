@@ -16,5 +16,5 @@ mod token;
 pub use config::{AuthConfig, AuthConfigError, DEFAULT_ALGORITHMS, WELL_KNOWN_RESOURCE};
 pub use keys::{KeySource, metadata_urls};
 pub use layer::{Authenticator, metadata, require_bearer};
-pub use sessions::{MAX_SESSIONS, SESSION_IDLE, SessionOwners};
+pub use sessions::{MAX_SESSIONS, MAX_SESSIONS_PER_CALLER, SESSION_IDLE, SessionOwners};
 pub use token::{AuthError, GrantedScopes, VerifiedCaller, bearer_token, key_id, verify};

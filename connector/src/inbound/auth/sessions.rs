@@ -1,8 +1,11 @@
 //! Who opened which MCP session (R-CON-9): a session id is a handle to the session's streams
 //! and requests, so only the caller that opened it may use it. The table fails closed (an id
 //! it does not hold, because it was never opened here, was pruned or evicted, is refused like
-//! another caller's), forgets sessions idle for [`SESSION_IDLE`], and holds at most
-//! [`MAX_SESSIONS`], evicting the longest idle when full.
+//! another caller's), forgets sessions idle for [`SESSION_IDLE`], holds at most
+//! [`MAX_SESSIONS`], evicting the longest idle when full, and at most
+//! [`MAX_SESSIONS_PER_CALLER`] per caller (R-CON-28): one token opening sessions in a loop
+//! evicts its own oldest, not everyone's. [`SessionOwners::open`] answers the evicted ids so
+//! the HTTP layer closes them in the MCP server too (their memory goes with them).
 
 use std::{
     collections::HashMap,
@@ -18,12 +21,17 @@ pub const SESSION_IDLE: Duration = Duration::from_secs(3600);
 /// The most sessions remembered at once.
 pub const MAX_SESSIONS: usize = 10_000;
 
+/// The most sessions one caller may hold at once (an MCP client needs one; a few for
+/// reconnects and parallel agents).
+pub const MAX_SESSIONS_PER_CALLER: usize = 64;
+
 /// Session id -> (owner, last use).
 #[derive(Debug)]
 pub struct SessionOwners {
     owners: HashMap<String, (CallerScope, Instant)>,
     idle: Duration,
     max: usize,
+    per_caller: usize,
 }
 
 impl Default for SessionOwners {
@@ -38,7 +46,23 @@ impl SessionOwners {
             owners: HashMap::new(),
             idle,
             max: max.max(1),
+            per_caller: MAX_SESSIONS_PER_CALLER,
         }
+    }
+
+    /// At most `per_caller` sessions for one caller (at least 1).
+    pub fn with_per_caller(mut self, per_caller: usize) -> Self {
+        self.per_caller = per_caller.max(1);
+        self
+    }
+
+    /// The longest idle session among those `keep` holds.
+    fn longest_idle(&self, keep: impl Fn(&CallerScope) -> bool) -> Option<String> {
+        self.owners
+            .iter()
+            .filter(|(_, (owner, _))| keep(owner))
+            .min_by_key(|(_, (_, used))| *used)
+            .map(|(id, _)| id.clone())
     }
 
     /// Whether `caller` may use session `id` now; a use keeps the session alive.
@@ -52,25 +76,39 @@ impl SessionOwners {
         }
     }
 
-    /// Records that `caller` opened session `id`.
-    pub fn open(&mut self, id: &str, caller: CallerScope, now: Instant) {
-        if self.owners.len() >= self.max {
-            let idle = self.idle;
-            self.owners
-                .retain(|_, (_, used)| now.duration_since(*used) < idle);
+    /// Records that `caller` opened session `id`; answers the ids evicted to make room (the
+    /// caller's own longest idle beyond its share, else anyone's longest idle when the table
+    /// is full), for the caller to close.
+    pub fn open(&mut self, id: &str, caller: CallerScope, now: Instant) -> Vec<String> {
+        let mut evicted = Vec::new();
+        let idle = self.idle;
+        self.owners.retain(|id, (_, used)| {
+            let keep = now.duration_since(*used) < idle;
+            if !keep {
+                evicted.push(id.clone());
+            }
+            keep
+        });
+        while self.owners.values().filter(|(o, _)| *o == caller).count() >= self.per_caller {
+            match self.longest_idle(|o| *o == caller) {
+                Some(id) => {
+                    self.owners.remove(&id);
+                    evicted.push(id);
+                }
+                None => break,
+            }
         }
         while self.owners.len() >= self.max {
-            let oldest = self
-                .owners
-                .iter()
-                .min_by_key(|(_, (_, used))| *used)
-                .map(|(id, _)| id.clone());
-            match oldest {
-                Some(id) => self.owners.remove(&id),
+            match self.longest_idle(|_| true) {
+                Some(id) => {
+                    self.owners.remove(&id);
+                    evicted.push(id);
+                }
                 None => break,
-            };
+            }
         }
         self.owners.insert(id.to_owned(), (caller, now));
+        evicted
     }
 
     /// Forgets session `id` (closed, or unknown to the MCP server).
@@ -138,7 +176,27 @@ mod tests {
         );
         assert!(owners.admit("b", &who("b"), t + Duration::from_secs(10)));
         // Much later, everything is idle: the next one prunes them all.
-        owners.open("e", who("e"), t + Duration::from_secs(500));
+        let evicted = owners.open("e", who("e"), t + Duration::from_secs(500));
+        assert_eq!(evicted.len(), 3, "{evicted:?}");
         assert_eq!(owners.len(), 1);
+    }
+
+    #[test]
+    fn one_caller_opening_sessions_in_a_loop_evicts_only_its_own_oldest() {
+        let mut owners = SessionOwners::new(Duration::from_secs(3600), 100).with_per_caller(2);
+        let t = Instant::now();
+        owners.open("bob-1", who("bob"), t);
+        for i in 0..50u64 {
+            let at = t + Duration::from_secs(i + 1);
+            let evicted = owners.open(&format!("m-{i}"), who("mallory"), at);
+            if i >= 2 {
+                assert_eq!(evicted, [format!("m-{}", i - 2)], "at {i}");
+            }
+        }
+        assert_eq!(owners.len(), 3, "two of mallory's and bob's");
+        let later = t + Duration::from_secs(60);
+        assert!(owners.admit("bob-1", &who("bob"), later), "bob keeps his");
+        assert!(owners.admit("m-49", &who("mallory"), later));
+        assert!(!owners.admit("m-0", &who("mallory"), later));
     }
 }
