@@ -92,7 +92,7 @@ pub fn redact_callbacks(v: &mut Value) {
     match v {
         Value::Object(o) => {
             for (key, child) in o.iter_mut() {
-                let k = key.to_ascii_lowercase().replace('_', "");
+                let k = key.to_ascii_lowercase().replace(['_', '-'], "");
                 if k == "completioncallbacks" || k == "callbacks" || k == "nexusheader" {
                     blank_strings(child);
                 } else if k.contains("callbacktoken") || k == "token" {
