@@ -25,11 +25,10 @@ use url::Url;
 /// (the file holds none: only public URLs and names).
 #[derive(Debug, thiserror::Error)]
 pub enum AuthConfigError {
-    #[error("--auth-config {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    /// The OS error is in the message, not a `source`: a caller printing the chain would
+    /// otherwise show it twice.
+    #[error("--auth-config {path}: {error}")]
+    Read { path: String, error: std::io::Error },
     #[error("--auth-config {path}: {message}")]
     Invalid { path: String, message: String },
 }
@@ -93,9 +92,9 @@ impl AuthConfig {
     /// Reads and checks a YAML file.
     pub fn load(path: &Path) -> Result<Self, AuthConfigError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| AuthConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| AuthConfigError::Read {
             path: shown.clone(),
-            source,
+            error,
         })?;
         Self::parse(&text).map_err(|message| AuthConfigError::Invalid {
             path: shown,
@@ -317,5 +316,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.issuer, "http://localhost:9/");
+    }
+
+    #[test]
+    fn a_missing_file_names_the_os_error_once() {
+        let err = AuthConfig::load(Path::new("/nonexistent/auth.yaml")).unwrap_err();
+        let chain = format!("{:#}", anyhow::Error::from(err));
+        assert_eq!(chain.matches("os error").count(), 1, "{chain}");
+        assert!(chain.contains("/nonexistent/auth.yaml"), "{chain}");
     }
 }
