@@ -789,3 +789,17 @@ async fn fault_reset_fails_to_connect() {
     assert_ne!(error, "timed out");
     assert!(server.connections() >= 1);
 }
+
+#[test]
+fn help_describes_the_mock_upstream_not_the_conformance_crate() {
+    let output = std::process::Command::new(BIN)
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{help}");
+    assert!(
+        help.starts_with("A mock upstream MCP server"),
+        "the first line says what this binary is: {help}"
+    );
+}

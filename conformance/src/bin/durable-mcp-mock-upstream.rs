@@ -21,7 +21,7 @@ enum Transport {
 /// return every content type or send progress, as a spec file says, and which appends every
 /// invocation to a ledger file.
 #[derive(Debug, Parser)]
-#[command(version, about, long_about = None)]
+#[command(version, long_about = None)]
 struct Cli {
     /// Spec file (JSON or TOML), re-read whenever it changes. Default: the built-in standard
     /// spec (echo, flaky, refuse, slow, crash, everything, write_once, progress, large).
