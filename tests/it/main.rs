@@ -16,6 +16,7 @@ mod nexus_roundtrip;
 mod progress;
 mod proxy;
 mod proxy_everything;
+mod proxy_library;
 mod python_client;
 mod secrets;
 mod server_restart;

@@ -85,6 +85,9 @@ impl ProxyLauncher {
                 upstream.insert("transport".into(), "http".into());
                 upstream.insert("url".into(), url.to_string().into());
             }
+            TransportConfig::Custom(_) => {
+                anyhow::bail!("a client factory cannot be written to a proxy.toml")
+            }
         }
         if !self.upstream.overrides.is_empty() {
             upstream.insert(

@@ -11,12 +11,16 @@
 //! The I/O around them: [`upstream`] (rmcp connections to upstream servers), [`raw`] (the
 //! upstream's answers as written, beside rmcp's typed view), [`discovery`]
 //! (`tools/list` outside activities), [`service`] (the Nexus service per upstream),
-//! [`call_activity`] (the tool-call activity) and [`proxy`] (both workers in one process).
+//! [`call_activity`] (the tool-call activity), [`factory`] (upstreams reached through a
+//! program's own client factory), [`library`] (proxied upstreams on a program's own worker,
+//! next to its native tools) and [`proxy`] (the `durable-mcp-proxy` worker, built on it).
 
 pub mod call_activity;
 pub mod config;
 pub mod discovery;
 pub mod errors;
+pub mod factory;
+pub mod library;
 pub mod options;
 pub mod proxy;
 pub mod raw;
@@ -25,4 +29,6 @@ pub mod service;
 pub mod upstream;
 
 pub use config::{ProxyConfig, TransportConfig, UpstreamConfig};
+pub use factory::{UpstreamFactory, UpstreamTransport};
+pub use library::{Proxy, ProxyBuilder, ProxyWorkerPlugin};
 pub use proxy::{ProxyError, ProxyOptions, run_proxy};

@@ -256,6 +256,18 @@ impl UpstreamClient {
                     .await
                     .map_err(|e| connect_error(e.to_string()))?
             }
+            // The program's own factory (R-PRX-27), asked anew for every connection.
+            TransportConfig::Custom(custom) => {
+                let opened = custom
+                    .0
+                    .connect()
+                    .await
+                    .map_err(|e| connect_error(e.to_string()))?;
+                self.handler(raw.clone(), None)
+                    .serve(opened.into_tapped(raw))
+                    .await
+                    .map_err(|e| connect_error(e.to_string()))?
+            }
         };
         info!(service = %self.service, "connected to upstream MCP server");
         // Log messages are filtered per caller by the connector: ask for all of them.
@@ -323,6 +335,8 @@ impl UpstreamClient {
             TransportConfig::Stdio { .. } => Phase::NotDelivered,
             TransportConfig::Http { .. } if never_processed(err) => Phase::NotDelivered,
             TransportConfig::Http { .. } => Phase::MayHaveRun,
+            // What a factory's transport did with a failed send is unknown: assume it arrived.
+            TransportConfig::Custom(_) => Phase::MayHaveRun,
         }
     }
 

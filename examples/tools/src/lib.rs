@@ -5,6 +5,9 @@
 //! - `slow_report` (Workflow-backed): `{"seconds": n}`; the [`SlowReport`] Workflow sleeps `n`
 //!   seconds, reporting progress each second, and ends CANCELED when the call is cancelled.
 //! - `server_info`: a Nexus operation that is not a tool (MCP hosts never see it).
+//!
+//! [`serve`] shows a worker of one's own serving these native tools and proxied MCP servers
+//! side by side on one task queue (R-PRX-26).
 
 use std::time::Duration;
 
@@ -12,6 +15,7 @@ use durable_mcp::{
     mcp::call::ToolProgress,
     native::{BuildError, Structured, Tool, ToolFailure, ToolService, report_progress},
     nexus::{NexusWorker, NexusWorkerOptions, Service},
+    outbound::{Proxy, UpstreamConfig},
     temporal::TemporalConnection,
 };
 use schemars::JsonSchema;
@@ -139,20 +143,38 @@ pub fn tool_service(temporal: TemporalConnection, task_queue: &str) -> Result<Se
         .build()
 }
 
-/// Serves the `examples` service (a Nexus worker) and runs its Workflow (an SDK worker) on
-/// `task_queue` until `shutdown` fires. `ready` is called once both poll. The SDK worker's
-/// future is not `Send`: await this on the runtime's own thread (`block_on`, a `LocalSet`).
+/// Serves the `examples` service and runs its Workflow on `task_queue` until `shutdown`
+/// fires: [`serve`] with no proxied upstreams.
 pub async fn run(
     temporal: TemporalConnection,
     task_queue: &str,
     shutdown: CancellationToken,
     ready: impl FnOnce(),
 ) -> anyhow::Result<()> {
-    let service = tool_service(temporal.clone(), task_queue)?;
+    serve(temporal, task_queue, Vec::new(), shutdown, ready).await
+}
+
+/// One worker, one task queue, native and proxied tools side by side (R-PRX-26): the
+/// `examples` service and one Nexus service per upstream in `upstreams` on one Nexus worker, and
+/// the [`SlowReport`] Workflow with the proxy's tool-call Activity (its plugin) on one SDK
+/// worker. `ready` is called once both poll. The SDK worker's future is not `Send`: await this
+/// on the runtime's own thread (`block_on`, a `LocalSet`).
+pub async fn serve(
+    temporal: TemporalConnection,
+    task_queue: &str,
+    upstreams: Vec<UpstreamConfig>,
+    shutdown: CancellationToken,
+    ready: impl FnOnce(),
+) -> anyhow::Result<()> {
+    let proxy = Proxy::builder(temporal.clone(), task_queue)
+        .upstreams(upstreams)
+        .build()?;
+    let mut services = proxy.services();
+    services.push(tool_service(temporal.clone(), task_queue)?);
     let nexus = NexusWorker::new(
         temporal.connection.clone(),
         NexusWorkerOptions::new(&temporal.namespace, task_queue),
-        [service],
+        services,
     )
     .await?;
     let nexus_shutdown = nexus.shutdown_handle();
@@ -170,15 +192,22 @@ pub async fn run(
             ),
         )
         .register_workflow::<SlowReport>()?
+        .worker_plugin(proxy.worker_plugin())
         .build();
     let mut workflows = Worker::new(&runtime, client, options)?;
     let workflows_shutdown = workflows.shutdown_handle();
     ready();
-    let (nexus_result, workflows_result, ()) = tokio::join!(nexus.run(), workflows.run(), async {
-        shutdown.cancelled().await;
-        nexus_shutdown.shutdown();
-        workflows_shutdown();
-    });
+    let stop = shutdown.clone();
+    let (nexus_result, workflows_result, (), ()) = tokio::join!(
+        nexus.run(),
+        workflows.run(),
+        proxy.run(shutdown),
+        async move {
+            stop.cancelled().await;
+            nexus_shutdown.shutdown();
+            workflows_shutdown();
+        }
+    );
     nexus_result?;
     workflows_result?;
     Ok(())

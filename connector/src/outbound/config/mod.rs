@@ -113,6 +113,16 @@ pub enum TransportConfig {
         url: Url,
         headers: BTreeMap<String, String>,
     },
+    /// Reached through a program's own client factory (R-PRX-27); never in a config file.
+    Custom(super::factory::CustomTransport),
+}
+
+impl TransportConfig {
+    /// An upstream reached through `factory` (a closure returning an
+    /// [`UpstreamTransport`](super::factory::UpstreamTransport) is one).
+    pub fn custom(factory: impl super::factory::UpstreamFactory) -> Self {
+        Self::Custom(super::factory::CustomTransport::new(factory))
+    }
 }
 
 /// Why the config could not be loaded. Its `Display` is the message for the user: it names the

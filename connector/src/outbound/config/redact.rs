@@ -27,6 +27,7 @@ impl fmt::Debug for TransportConfig {
                 .field("url", &redacted_url(url))
                 .field("headers", &RedactedValues(headers))
                 .finish(),
+            Self::Custom(custom) => custom.fmt(f),
         }
     }
 }
