@@ -414,10 +414,10 @@ async fn main() -> anyhow::Result<()> {
             });
             anyhow::ensure!(run_options.jobs > 0, "--jobs must be at least 1");
             // Fail before starting anything when the mock upstream is missing.
-            if scenarios
-                .iter()
-                .any(|s| s.upstream.transport == scenario::UpstreamTransport::Stdio)
-            {
+            if scenarios.iter().any(|s| {
+                s.tool_service.is_none()
+                    && s.upstream.transport == scenario::UpstreamTransport::Stdio
+            }) {
                 run_options.mock_bin =
                     Some(durable_mcp_conformance::fixtures::mock_upstream_bin()?);
             }
@@ -427,6 +427,10 @@ async fn main() -> anyhow::Result<()> {
                 .any(|s| s.proxy.mode == scenario::ProxyMode::Process)
             {
                 run_options.proxy_bin = Some(run::proxy_bin()?);
+            }
+            // And the native tool service that [tool_service] scenarios run.
+            if scenarios.iter().any(|s| s.tool_service.is_some()) {
+                run_options.example_tools_bin = Some(run::example_tools_bin()?);
             }
             let started = std::time::Instant::now();
             println!(

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     DevServer,
     harness::{ServerProcess, unique_name},
-    run::proxy_process::ProxyLauncher,
+    run::proxy_process::{ProxyLauncher, Serves},
 };
 
 /// Task slots of the proxy and the floor worker (the proxy's default `max_concurrent_calls`).
@@ -402,7 +402,7 @@ fn start_proxy(
             task_queue: task_queue.to_owned(),
             max_concurrent_calls: WORKER_SLOTS,
         },
-        upstream,
+        serves: Serves::Upstream(Box::new(upstream)),
         bin: Some(crate::run::proxy_bin()?),
         dir: dir.to_owned(),
     };

@@ -2,7 +2,8 @@
 //! over Streamable HTTP (`durable_mcp::inbound::http::serve_http` on a loopback port).
 //!
 //! The replicas of a scenario share one signing key (so any of them can serve any task of the
-//! same caller) unless one asks for its own, and route to the scenario's proxy; each has its own
+//! same caller) unless one asks for its own, and route to the scenario's proxy (or native tool
+//! service); each has its own
 //! caller scope.
 
 use std::{
@@ -33,7 +34,6 @@ use rmcp::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::SERVICE;
 use crate::scenario::{ConnectorDef, ConnectorTransport};
 
 /// The MCP client of one replica.
@@ -81,6 +81,8 @@ pub(crate) struct Replicas {
     defs: Vec<ConnectorDef>,
     client: OperationClient,
     endpoint: String,
+    /// The Nexus service every replica routes to.
+    service: String,
     /// The signing key of each replica: the shared one, or its own (`own_key`).
     keys: HashMap<String, SigningKey>,
     running: HashMap<String, Replica>,
@@ -107,6 +109,7 @@ impl Replicas {
         defs: &[ConnectorDef],
         client: OperationClient,
         endpoint: &str,
+        service: &str,
     ) -> anyhow::Result<Self> {
         let shared = SigningKey::try_generate()?;
         let mut keys = HashMap::new();
@@ -122,6 +125,7 @@ impl Replicas {
             defs: defs.to_vec(),
             client,
             endpoint: endpoint.to_owned(),
+            service: service.to_owned(),
             keys,
             running: HashMap::new(),
         };
@@ -134,7 +138,7 @@ impl Replicas {
 
     async fn connect(&self, def: &ConnectorDef) -> anyhow::Result<Replica> {
         let mut options = ConnectorOptions::new(vec![Route {
-            service: SERVICE.into(),
+            service: self.service.clone(),
             endpoint: self.endpoint.clone(),
         }]);
         options.task_after = Duration::from_millis(def.task_after_ms);
@@ -144,6 +148,7 @@ impl Replicas {
             .cloned()
             .ok_or_else(|| anyhow::anyhow!("no signing key for {:?}", def.name))?;
         options.caller_scope = CallerScope::Process(def.caller.clone());
+        options.companion_tools = def.companion_tools;
         // The Temporal operations toolset, limited to the run's namespace (R-OPS-2).
         let local = def.temporal_tools.then(|| {
             let namespace = self.client.namespace().to_owned();

@@ -23,6 +23,8 @@ use super::{
 };
 use crate::scenario::{Expect, ExpectedOutcome, McpCallStep, TaskStep};
 
+/// `_meta` key of the task ID in a companion-tools answer (R-CON-11).
+const TASK_ID_META: &str = durable_mcp::inbound::server::companion::TASK_ID_META;
 /// `_meta` key of the failure's type in a connector's error results (R-CON-4).
 const ERROR_TYPE_META: &str = "io.durable-mcp/errorType";
 /// How long `tasks_get` with `until_done` polls.
@@ -139,6 +141,7 @@ pub(crate) async fn run_mcp_call(
     let mut arguments = call.arguments.clone();
     for value in arguments.values_mut() {
         fill_placeholders(value, &env.placeholders);
+        fill_task_ids(value, env)?;
     }
     let mut params = CallToolRequestParams::new(call.tool.clone()).with_arguments(arguments);
     if let Some(key) = &call.idempotency_key {
@@ -356,6 +359,33 @@ fn fill_placeholders(value: &mut Value, placeholders: &[(&'static str, String)])
     }
 }
 
+/// Replaces `{task:NAME}` with the task ID the step that saved `NAME` got: a created task's,
+/// or the one a companion-tools answer carries (R-CON-11).
+fn fill_task_ids(value: &mut Value, env: &StepEnv<'_>) -> Result<(), Failure> {
+    let mut names = Vec::new();
+    crate::scenario::task_placeholders(value, &mut names);
+    for name in names {
+        let id = env.saved.get(&name)?.task_id.clone().ok_or_else(|| {
+            Failure::Setup(format!("the step that saved {name:?} got no task ID"))
+        })?;
+        replace_in_strings(value, &format!("{{task:{name}}}"), &id);
+    }
+    Ok(())
+}
+
+fn replace_in_strings(value: &mut Value, from: &str, to: &str) {
+    match value {
+        Value::String(s) if s.contains(from) => *s = s.replace(from, to),
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|v| replace_in_strings(v, from, to)),
+        Value::Object(map) => map
+            .values_mut()
+            .for_each(|v| replace_in_strings(v, from, to)),
+        _ => {}
+    }
+}
+
 /// `tasks_cancel`: one `tasks/cancel`.
 pub(crate) async fn run_tasks_cancel(
     env: &mut StepEnv<'_>,
@@ -447,8 +477,11 @@ async fn check_answer(
     if let Some(result) = answer.result() {
         check_snapshot(env.options, expect, result, &mut summary)?;
     }
+    super::workflows::check_workflows(env, expect, &mut summary).await?;
     let task_id = match &answer {
         Answer::Task { id, .. } => id.clone(),
+        // A call that continues as a task for a client without the extension (R-CON-11).
+        Answer::Result(r) => r["_meta"][TASK_ID_META].as_str().map(str::to_owned),
         _ => None,
     };
     env.saved

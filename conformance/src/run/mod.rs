@@ -7,6 +7,7 @@ mod connector_driver;
 mod mcp_steps;
 mod nexus_call;
 pub(crate) mod proxy_process;
+mod workflows;
 
 use std::{
     collections::BTreeMap,
@@ -21,7 +22,10 @@ use durable_mcp::{
 use serde::Serialize;
 
 pub(crate) use checks::first_difference;
-pub use proxy_process::{PROXY_BIN, PROXY_BIN_ENV, proxy_bin};
+pub use proxy_process::{
+    EXAMPLE_TOOLS_BIN, EXAMPLE_TOOLS_BIN_ENV, PROXY_BIN, PROXY_BIN_ENV, example_tools_bin,
+    proxy_bin,
+};
 
 use crate::{
     DevServerOptions,
@@ -31,7 +35,7 @@ use crate::{
 };
 use checks::{Saved, wait_count};
 use connector_driver::Replicas;
-use proxy_process::{Proxy, ProxyLauncher};
+use proxy_process::{Proxy, ProxyLauncher, Serves};
 
 /// The Nexus service name the scenario's upstream is registered under.
 const SERVICE: &str = "mock";
@@ -48,6 +52,9 @@ pub struct RunOptions {
     pub mock_bin: Option<PathBuf>,
     /// The `durable-mcp-proxy` binary for `[proxy] mode = "process"`; [`proxy_bin`] when `None`.
     pub proxy_bin: Option<PathBuf>,
+    /// The `durable-mcp-example-tools` binary for `[tool_service]`; [`example_tools_bin`] when
+    /// `None`.
+    pub example_tools_bin: Option<PathBuf>,
     /// How many scenarios run at once (at least 1). Each has its own task queue, endpoint,
     /// upstream and proxy, so they do not see each other (R-CNF-6).
     pub jobs: usize,
@@ -61,6 +68,7 @@ impl RunOptions {
             snapshot_dir: root.join("fixtures").join("snapshots"),
             mock_bin: None,
             proxy_bin: None,
+            example_tools_bin: None,
             jobs: 1,
             scenario_timeout: DEFAULT_SCENARIO_TIMEOUT,
         }
@@ -224,6 +232,9 @@ impl ServerSlot<'_> {
 pub(crate) struct StepEnv<'a> {
     client: OperationClient,
     endpoint: &'a str,
+    /// The Nexus service the scenario calls: the mock's, or the native tool service's.
+    service: String,
+    task_queue: String,
     ledger: &'a Ledger,
     options: &'a RunOptions,
     saved: Saved,
@@ -294,7 +305,8 @@ async fn execute(
     let mut wiremock = None;
     let mut spec_file = None;
     let transport = match scenario.upstream.transport {
-        UpstreamTransport::Stdio => {
+        _ if scenario.tool_service.is_some() => None,
+        UpstreamTransport::Stdio => Some({
             let file = dir.path().join("spec.json");
             spec.write_json(&file).map_err(setup)?;
             let bin = match &options.mock_bin {
@@ -309,8 +321,8 @@ async fn execute(
             ];
             spec_file = Some(file);
             proxy_process::stdio_transport(bin.to_string_lossy().into_owned(), args)
-        }
-        UpstreamTransport::Http if scenario.upstream.fault.is_some() => {
+        }),
+        UpstreamTransport::Http if scenario.upstream.fault.is_some() => Some({
             let fault = scenario.upstream.fault.clone().expect("checked");
             let server = fixtures::faults::faulty_upstream(&spec, fault, ledger.clone()).await;
             let url = fixtures::faults::mcp_url(&server).parse().map_err(setup)?;
@@ -319,8 +331,8 @@ async fn execute(
                 url,
                 headers: BTreeMap::new(),
             }
-        }
-        UpstreamTransport::Http => {
+        }),
+        UpstreamTransport::Http => Some({
             let upstream = fixtures::serve_http(
                 SpecSource::Inline(spec.clone()),
                 Some(ledger.path().to_owned()),
@@ -334,7 +346,26 @@ async fn execute(
                 url,
                 headers: BTreeMap::new(),
             }
-        }
+        }),
+    };
+    let (service, serves) = match (transport, &scenario.tool_service) {
+        (Some(transport), _) => (
+            SERVICE.to_owned(),
+            Serves::Upstream(Box::new(UpstreamConfig {
+                service: SERVICE.into(),
+                transport,
+                activity_options: Default::default(),
+                overrides: scenario.proxy.overrides.clone(),
+            })),
+        ),
+        (None, Some(native)) => (
+            native.kind.service().to_owned(),
+            Serves::ToolService(match &options.example_tools_bin {
+                Some(b) => b.clone(),
+                None => example_tools_bin().map_err(setup)?,
+            }),
+        ),
+        (None, None) => unreachable!("a scenario without a tool service has an upstream"),
     };
 
     // The proxy.
@@ -354,25 +385,24 @@ async fn execute(
             task_queue: task_queue.clone(),
             max_concurrent_calls: 50,
         },
-        upstream: UpstreamConfig {
-            service: SERVICE.into(),
-            transport,
-            activity_options: Default::default(),
-            overrides: scenario.proxy.overrides.clone(),
-        },
+        serves,
         bin,
         dir: dir.path().to_owned(),
     };
-    let proxy = launcher
+    let mut proxy = launcher
         .start()
         .map_err(|e| Failure::Setup(format!("starting the proxy: {e:#}")))?;
+    launcher
+        .ready(&mut proxy)
+        .await
+        .map_err(|e| Failure::Setup(format!("starting the tool service: {e:#}")))?;
 
     *phase = "setup: starting the connectors".into();
     let replicas = if scenario.connectors.is_empty() {
         None
     } else {
         Some(
-            Replicas::start(&scenario.connectors, client.clone(), &endpoint)
+            Replicas::start(&scenario.connectors, client.clone(), &endpoint, &service)
                 .await
                 .map_err(|e| Failure::Setup(format!("starting the connectors: {e:#}")))?,
         )
@@ -381,6 +411,8 @@ async fn execute(
     let mut env = StepEnv {
         client,
         endpoint: &endpoint,
+        service,
+        task_queue: task_queue.clone(),
         ledger: &ledger,
         options,
         saved: Saved::default(),
@@ -512,6 +544,10 @@ async fn run_step(env: &mut StepEnv<'_>, step: &crate::scenario::Step) -> Result
                 .launcher
                 .start()
                 .map_err(|e| Failure::Setup(format!("restarting the proxy: {e:#}")))?;
+            env.launcher
+                .ready(&mut env.proxy)
+                .await
+                .map_err(|e| Failure::Setup(format!("restarting the tool service: {e:#}")))?;
             Ok("proxy restarted".into())
         }
         Action::RestartServer => {

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Failure, SERVICE, StepEnv,
+    Failure, StepEnv,
     checks::{
         cancel_point, check_cancelled_upstream, check_invocations, check_is_error, check_snapshot,
         short,
@@ -34,7 +34,7 @@ pub(crate) async fn run_call(
     let mut start = StartOperation::new(
         unique_name(&format!("call-{}", call.tool)),
         env.endpoint,
-        SERVICE,
+        &env.service,
         &call.tool,
         payload::to_payload(&arguments).map_err(setup)?,
     );
@@ -147,6 +147,7 @@ pub(crate) async fn run_call(
     if let Some(result) = &result {
         check_snapshot(env.options, expect, result, &mut summary)?;
     }
+    super::workflows::check_workflows(env, expect, &mut summary).await?;
     let answer =
         result.unwrap_or_else(|| json!({"outcome": kind.to_string(), "error_type": error_type}));
     env.saved

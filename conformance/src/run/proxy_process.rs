@@ -25,6 +25,20 @@ pub fn proxy_bin() -> anyhow::Result<PathBuf> {
     crate::fixtures::workspace_bin(PROXY_BIN, PROXY_BIN_ENV, "-p durable-mcp")
 }
 
+/// The native example tool service's binary.
+pub const EXAMPLE_TOOLS_BIN: &str = "durable-mcp-example-tools";
+/// Environment variable that overrides where [`example_tools_bin`] looks.
+pub const EXAMPLE_TOOLS_BIN_ENV: &str = "DURABLE_MCP_EXAMPLE_TOOLS";
+
+/// `$DURABLE_MCP_EXAMPLE_TOOLS`, else `durable-mcp-example-tools` next to the running executable.
+pub fn example_tools_bin() -> anyhow::Result<PathBuf> {
+    crate::fixtures::workspace_bin(
+        EXAMPLE_TOOLS_BIN,
+        EXAMPLE_TOOLS_BIN_ENV,
+        "-p durable-mcp-examples",
+    )
+}
+
 /// A running proxy of either kind.
 pub(crate) enum Proxy {
     Thread(ProxyThread),
@@ -41,23 +55,41 @@ pub(crate) struct ProxyLauncher {
     /// For the in-process proxy.
     pub connection: temporalio_client::ConnectionOptions,
     pub options: ProxyOptions,
-    pub upstream: UpstreamConfig,
+    /// What the proxy fronts: the mock upstream, or a native tool service instead of a proxy.
+    pub serves: Serves,
     /// `Some`: run this binary as a child with a config file in `dir`.
     pub bin: Option<PathBuf>,
     pub dir: PathBuf,
 }
 
+/// What a scenario's worker process serves.
+pub(crate) enum Serves {
+    /// The proxy, fronting this upstream.
+    Upstream(Box<UpstreamConfig>),
+    /// A native tool service binary (`durable-mcp-example-tools`), instead of the proxy.
+    ToolService(PathBuf),
+}
+
+/// What the native tool service prints once both its workers poll.
+const TOOL_SERVICE_READY: &str = "durable-mcp-example-tools: serving";
+/// How long a native tool service may take to start.
+const TOOL_SERVICE_START: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl ProxyLauncher {
     pub fn start(&self) -> anyhow::Result<Proxy> {
+        let upstream = match &self.serves {
+            Serves::Upstream(upstream) => upstream,
+            Serves::ToolService(bin) => return self.start_tool_service(bin),
+        };
         let Some(bin) = &self.bin else {
             return Ok(Proxy::Thread(ProxyThread::start_with(
                 Connect::Options(Box::new(self.connection.clone())),
                 self.options.clone(),
-                vec![self.upstream.clone()],
+                vec![(**upstream).clone()],
             )));
         };
         let config = self.dir.join("proxy.toml");
-        std::fs::write(&config, self.config_toml()?)?;
+        std::fs::write(&config, self.config_toml(upstream)?)?;
         let log = std::fs::File::create(self.dir.join("proxy.log"))?;
         let mut command = Command::new(bin);
         command
@@ -71,10 +103,10 @@ impl ProxyLauncher {
     }
 
     /// The `proxy.toml` for the child: the scenario's task queue, server and upstream.
-    fn config_toml(&self) -> anyhow::Result<String> {
+    fn config_toml(&self, upstream_config: &UpstreamConfig) -> anyhow::Result<String> {
         let mut upstream = toml::Table::new();
         upstream.insert("service".into(), SERVICE.into());
-        match &self.upstream.transport {
+        match &upstream_config.transport {
             TransportConfig::Stdio { command, args, .. } => {
                 upstream.insert("transport".into(), "stdio".into());
                 upstream.insert("command".into(), escape(command).into());
@@ -89,10 +121,10 @@ impl ProxyLauncher {
                 anyhow::bail!("a client factory cannot be written to a proxy.toml")
             }
         }
-        if !self.upstream.overrides.is_empty() {
+        if !upstream_config.overrides.is_empty() {
             upstream.insert(
                 "overrides".into(),
-                toml::Value::try_from(&self.upstream.overrides)?,
+                toml::Value::try_from(&upstream_config.overrides)?,
             );
         }
         let mut worker = toml::Table::new();
@@ -105,6 +137,51 @@ impl ProxyLauncher {
         root.insert("temporal".into(), temporal.into());
         root.insert("upstream".into(), toml::Value::Array(vec![upstream.into()]));
         Ok(toml::to_string(&root)?)
+    }
+}
+
+impl ProxyLauncher {
+    /// The native tool service as a child on the scenario's task queue, reaching the server
+    /// through Temporal's environment configuration (TLS and API key inherited). Wait for it
+    /// with [`Proxy::ready`].
+    fn start_tool_service(&self, bin: &Path) -> anyhow::Result<Proxy> {
+        let log = std::fs::File::create(self.dir.join("proxy.log"))?;
+        let mut command = Command::new(bin);
+        command
+            .args(["--task-queue", &self.options.task_queue])
+            .env("TEMPORAL_ADDRESS", &self.address)
+            .env("TEMPORAL_NAMESPACE", &self.options.namespace)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        Ok(Proxy::Process(ServerProcess::spawn(command)?))
+    }
+
+    /// Waits until a native tool service says both its workers poll (a proxy needs no wait:
+    /// the server holds a start until a worker polls).
+    pub async fn ready(&self, proxy: &mut Proxy) -> anyhow::Result<()> {
+        if !matches!(self.serves, Serves::ToolService(_)) {
+            return Ok(());
+        }
+        let deadline = tokio::time::Instant::now() + TOOL_SERVICE_START;
+        loop {
+            let log = std::fs::read_to_string(self.dir.join("proxy.log")).unwrap_or_default();
+            if log.contains(TOOL_SERVICE_READY) {
+                return Ok(());
+            }
+            if let Some(error) = proxy.error() {
+                anyhow::bail!("the tool service stopped: {error}\n{}", log_tail(&self.dir));
+            }
+            if tokio::time::Instant::now() > deadline {
+                anyhow::bail!(
+                    "the tool service did not start within {} s:\n{}",
+                    TOOL_SERVICE_START.as_secs(),
+                    log_tail(&self.dir)
+                );
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
     }
 }
 

@@ -18,6 +18,11 @@
 //! # fault = { kind = "status", code = 503, times = 2 }  # http only: a wiremock upstream that echoes
 //! #                            # and injects status | reset | stall (ms) into the first `times` calls
 //!
+//! # Or, instead of [upstream] and [proxy], a native tool service (R-NAT-*):
+//! # [tool_service]
+//! # kind = "example_tools"     # durable-mcp-example-tools as a child process: Nexus service
+//! #                            # "examples" (word_count, slow_report, server_info) on the task queue
+//!
 //! [proxy]                      # optional
 //! mode = "in_process"          # in_process (a thread of the runner) | process (durable-mcp-proxy child)
 //! [proxy.overrides.t]          # optional: proxy.toml activity options for one tool
@@ -31,6 +36,7 @@
 //! transport = "pipe"           # pipe (in memory, as stdio) | http (session) | http_stateless (2026-07-28)
 //! own_key = false              # true: sign task IDs with a key of its own (another deployment)
 //! temporal_tools = false       # true: also serve the Temporal operations tools (R-OPS), run's namespace only
+//! companion_tools = false      # true: also serve task_status, task_result and task_cancel (R-CON-11)
 //!
 //! # Each step has exactly one action and, for calls and task methods, an `[steps.expect]`.
 //! [[steps]]
@@ -39,8 +45,8 @@
 //! [[steps]]
 //! mcp = { connector = "a", tool = "t", arguments = { key = "k" }, idempotency_key = "order-1" }
 //!                              # optional: cancel_after_ms (the client drops the request);
-//!                              # "{run}" (unique per run) and "{task_queue}" in argument strings
-//!                              # are filled in
+//!                              # "{run}" (unique per run), "{task_queue}" and "{task:NAME}" (the
+//!                              # task ID an earlier step saved) in argument strings are filled in
 //! [[steps]]
 //! tasks_get = { connector = "b", task = "t1", until_done = true }   # or forged = "ID"; alter = true
 //! [[steps]]
@@ -73,6 +79,8 @@
 //! cancelled_upstream = true    # optional: the upstream saw `notifications/cancelled` for the call
 //! progress_at_least = 1        # optional (mcp): notifications/progress the caller got, under its own token
 //! structured = { status = "RUNNING" }  # optional: the result's structuredContent includes these
+//! workflows = { count = 1, status = "CANCELED" }  # optional: the Workflows on the scenario's task
+//!                              # queue, read from the server (visibility; waits up to 60 s)
 //! snapshot = "name"            # optional: the result (times, ids redacted) == fixtures/snapshots/<name>.snap (insta)
 //! save = "first"               # remember this answer (and task ID) for later steps
 //! same_as = "first"            # this answer (result, task ID or error) equals the saved one
@@ -93,9 +101,10 @@ use crate::fixtures::{Behavior, ToolSpec, UpstreamSpec, faults::HttpFault};
 
 pub mod rules;
 mod step;
+pub(crate) use step::task_placeholders;
 pub use step::{
     Action, CallStep, Expect, ExpectedOutcome, Invocations, KillProxy, McpCallStep, SetAnnotations,
-    Step, TaskStep, WaitFor,
+    Step, TaskStep, WaitFor, WorkflowsExpect,
 };
 
 /// A check family.
@@ -166,7 +175,12 @@ pub struct Scenario {
     pub rules: Vec<String>,
     #[serde(default)]
     pub description: String,
+    /// The mock upstream the proxy fronts; absent with `tool_service`.
+    #[serde(default)]
     pub upstream: UpstreamDef,
+    /// A native tool service instead of a proxied mock upstream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_service: Option<ToolServiceDef>,
     /// How the proxy runs.
     #[serde(default)]
     pub proxy: ProxyDef,
@@ -178,6 +192,37 @@ pub struct Scenario {
     /// The file it was loaded from.
     #[serde(skip)]
     pub path: PathBuf,
+}
+
+/// A native tool service a scenario runs instead of the proxy (R-NAT-*).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolServiceDef {
+    pub kind: ToolServiceKind,
+}
+
+/// Which native tool service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolServiceKind {
+    /// `durable-mcp-example-tools` as a child process on the scenario's task queue.
+    ExampleTools,
+}
+
+impl ToolServiceKind {
+    /// The Nexus service it serves.
+    pub fn service(self) -> &'static str {
+        match self {
+            ToolServiceKind::ExampleTools => "examples",
+        }
+    }
+
+    /// Its operations (tools and the hidden one).
+    pub fn operations(self) -> &'static [&'static str] {
+        match self {
+            ToolServiceKind::ExampleTools => &["word_count", "slow_report", "server_info"],
+        }
+    }
 }
 
 /// How the scenario's proxy runs.
@@ -228,6 +273,11 @@ pub struct ConnectorDef {
     /// Also serve the Temporal operations toolset (R-OPS), limited to the run's namespace.
     #[serde(default)]
     pub temporal_tools: bool,
+    /// Also serve the companion tools `task_status`, `task_result` and `task_cancel`, and
+    /// answer a call still running at `task_after_ms` with its task ID when the client lacks
+    /// the tasks extension (R-CON-11).
+    #[serde(default)]
+    pub companion_tools: bool,
 }
 
 /// How a connector replica's client reaches it.
@@ -265,7 +315,7 @@ pub enum UpstreamTransport {
 }
 
 /// The mock upstream of a scenario.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamDef {
     #[serde(default)]
@@ -341,6 +391,17 @@ impl Scenario {
         }
         let spec = self.upstream.spec();
         spec.validate().context("upstream")?;
+        if self.tool_service.is_some()
+            && (self.upstream.standard
+                || !self.upstream.tools.is_empty()
+                || self.upstream.fault.is_some()
+                || self.proxy.mode != ProxyMode::InProcess
+                || !self.proxy.overrides.is_empty())
+        {
+            bail!(
+                "tool_service: a scenario with a native tool service has no [upstream] or [proxy]"
+            );
+        }
         if self.upstream.fault.is_some() {
             if self.upstream.transport != UpstreamTransport::Http {
                 bail!("upstream.fault: needs transport = \"http\"");
@@ -370,6 +431,12 @@ impl Scenario {
             .any(|c| c.temporal_tools)
             .then(durable_mcp::temporal_tools::TemporalToolset::names)
             .unwrap_or_default();
+        let companion: &[&str] = if self.connectors.iter().any(|c| c.companion_tools) {
+            &["task_status", "task_result", "task_cancel"]
+        } else {
+            &[]
+        };
+        let native = self.tool_service.as_ref().map(|t| t.kind.operations());
         let mut saved = Vec::new();
         for (i, step) in self.steps.iter().enumerate() {
             let field = format!("steps[{i}]");
@@ -377,12 +444,18 @@ impl Scenario {
             let action = step.action()?;
             if let Some(tool) = action.tool()
                 && tool != "list_tools"
-                && spec.tool(tool).is_none()
                 && !temporal_tools.contains(&tool)
+                && !companion.contains(&tool)
+                && !native.map_or(spec.tool(tool).is_some(), |ops| ops.contains(&tool))
             {
                 let key = action.label();
                 let key = key.split(' ').next().unwrap_or_default();
-                bail!("{field}.{key}.tool: {tool:?} is not a tool of the upstream");
+                let of = if native.is_some() {
+                    "tool service"
+                } else {
+                    "upstream"
+                };
+                bail!("{field}.{key}.tool: {tool:?} is not a tool of the {of}");
             }
             match action {
                 Action::KillProxy(_) | Action::RestartProxy

@@ -367,6 +367,10 @@ pub struct Expect {
     /// `tasks_get`: the task's status (`working`, `completed`, `cancelled`, `failed`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_status: Option<String>,
+    /// The Workflows on the scenario's task queue, as the server lists them (a Workflow-backed
+    /// tool runs one per call, R-NAT-4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflows: Option<WorkflowsExpect>,
     /// Remember this step's answer (and task ID) under a name for later steps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub save: Option<String>,
@@ -374,6 +378,45 @@ pub struct Expect {
     /// this name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub same_as: Option<String>,
+}
+
+/// The Workflows on the scenario's task queue: exactly `count`, each in `status` when given.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowsExpect {
+    pub count: usize,
+    /// RUNNING | COMPLETED | FAILED | CANCELED | TERMINATED | CONTINUED_AS_NEW | TIMED_OUT
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
+/// The Workflow statuses `workflows.status` may name.
+pub const WORKFLOW_STATUSES: [&str; 7] = [
+    "RUNNING",
+    "COMPLETED",
+    "FAILED",
+    "CANCELED",
+    "TERMINATED",
+    "CONTINUED_AS_NEW",
+    "TIMED_OUT",
+];
+
+/// The names `{task:NAME}` placeholders in `value`'s strings refer to.
+pub(crate) fn task_placeholders(value: &Value, names: &mut Vec<String>) {
+    match value {
+        Value::String(s) => {
+            let mut rest = s.as_str();
+            while let Some(at) = rest.find("{task:") {
+                let after = &rest[at + "{task:".len()..];
+                let Some(end) = after.find('}') else { return };
+                names.push(after[..end].to_owned());
+                rest = &after[end..];
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| task_placeholders(v, names)),
+        Value::Object(map) => map.values().for_each(|v| task_placeholders(v, names)),
+        _ => {}
+    }
 }
 
 /// How many times the upstream's tool was called (`called` ledger events).
@@ -446,6 +489,13 @@ pub(crate) fn validate_step(
         }
         if t.until_done && key == "tasks_cancel" {
             bail!("{field}.tasks_cancel.until_done: only for tasks_get");
+        }
+    }
+    if let Action::Mcp(c) = action {
+        let mut named = Vec::new();
+        task_placeholders(&Value::Object(c.arguments.clone()), &mut named);
+        if let Some(name) = named.iter().find(|n| !saved.contains(n)) {
+            bail!("{field}.mcp.arguments: {{task:{name}}} names no task an earlier step saved");
         }
     }
     let needs_expect = matches!(
@@ -527,6 +577,14 @@ pub(crate) fn validate_step(
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'))
     {
         bail!("{field}.expect.snapshot: {name:?} must be [A-Za-z0-9_-]+");
+    }
+    if let Some(status) = e.workflows.as_ref().and_then(|w| w.status.as_deref())
+        && !WORKFLOW_STATUSES.contains(&status)
+    {
+        bail!(
+            "{field}.expect.workflows.status: {status:?} is not one of {}",
+            WORKFLOW_STATUSES.join(", ")
+        );
     }
     if let Some(name) = &e.same_as
         && !saved.contains(name)
