@@ -75,12 +75,10 @@ async fn install() -> PathBuf {
 fn stdio_upstream(entry: &std::path::Path) -> UpstreamConfig {
     UpstreamConfig {
         service: SERVICE.into(),
-        transport: TransportConfig::Stdio {
-            command: "node".into(),
-            args: vec![entry.to_string_lossy().into_owned(), "stdio".into()],
-            env: BTreeMap::new(),
-            cwd: None,
-        },
+        transport: TransportConfig::stdio(
+            "node",
+            vec![entry.to_string_lossy().into_owned(), "stdio".into()],
+        ),
         activity_options: Default::default(),
         overrides: BTreeMap::new(),
     }

@@ -2,7 +2,10 @@
 //! `RUST_LOG=trace` (every crate, every level), serve real calls carrying a bearer token, a
 //! task signing key and upstream credentials, and their whole logs are searched for them.
 
-use std::{path::Path, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use durable_mcp::{
     mcp::payload,
@@ -40,6 +43,35 @@ async fn announced(log: &Path, line_prefix: &str, child: &mut tokio::process::Ch
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The `[worker]` and `[temporal]` tables of a `proxy.toml` for `env`.
+fn proxy_toml_head(env: &TestEnv) -> String {
+    format!(
+        "[worker]\ntask_queue = \"{}\"\n\n[temporal]\naddress = \"{}\"\nnamespace = \"{}\"\n",
+        env.task_queue, env.address, env.namespace
+    )
+}
+
+/// The `durable-mcp-proxy` binary at `RUST_LOG=trace` with `config` and the extra environment
+/// `vars`; its stdout and stderr go to the returned log file.
+fn spawn_proxy(config: &str, vars: &[(&str, &str)]) -> (tokio::process::Child, PathBuf) {
+    let config_path = temp_path("proxy.toml");
+    std::fs::write(&config_path, config).unwrap();
+    let log_path = config_path.with_file_name("proxy.log");
+    let log_file = std::fs::File::create(&log_path).unwrap();
+    let child = tokio::process::Command::new(workspace_bin("durable-mcp-proxy"))
+        .arg("--config")
+        .arg(&config_path)
+        .env("RUST_LOG", "trace")
+        .envs(vars.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .stdout(log_file.try_clone().unwrap())
+        .stderr(log_file)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    (child, log_path)
 }
 
 /// Asserts that none of `secrets` occurs in the log.
@@ -159,18 +191,8 @@ async fn no_upstream_credential_reaches_the_proxy_log_or_temporal() {
     .unwrap();
     let header_secret = format!("hdr-{}", uuid::Uuid::new_v4().simple());
     let env_secret = format!("env-{}", uuid::Uuid::new_v4().simple());
-    let config_path = temp_path("proxy.toml");
-    std::fs::write(
-        &config_path,
-        format!(
-            r#"
-[worker]
-task_queue = "{task_queue}"
-
-[temporal]
-address = "{address}"
-namespace = "{namespace}"
-
+    let config = format!(
+        r#"{head}
 [[upstream]]
 service = "web"
 transport = "http"
@@ -184,29 +206,18 @@ command = "{mock}"
 args = ["--ledger", "{ledger}"]
 env = {{ API_KEY = "${{UPSTREAM_API_KEY}}" }}
 "#,
-            task_queue = env.task_queue,
-            address = env.address,
-            namespace = env.namespace,
-            url = http.url,
-            mock = fixtures::mock_upstream_bin().unwrap().display(),
-            ledger = ledger.path().display(),
-        ),
-    )
-    .unwrap();
-    let log_path = temp_path("proxy.log");
-    let log_file = std::fs::File::create(&log_path).unwrap();
-    let mut child = tokio::process::Command::new(workspace_bin("durable-mcp-proxy"))
-        .arg("--config")
-        .arg(&config_path)
-        .env("RUST_LOG", "trace")
-        .env("UPSTREAM_TOKEN", &header_secret)
-        .env("UPSTREAM_API_KEY", &env_secret)
-        .stdin(std::process::Stdio::null())
-        .stdout(log_file.try_clone().unwrap())
-        .stderr(log_file)
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+        head = proxy_toml_head(&env),
+        url = http.url,
+        mock = fixtures::mock_upstream_bin().unwrap().display(),
+        ledger = ledger.path().display(),
+    );
+    let (mut child, log_path) = spawn_proxy(
+        &config,
+        &[
+            ("UPSTREAM_TOKEN", &header_secret),
+            ("UPSTREAM_API_KEY", &env_secret),
+        ],
+    );
 
     // One call per upstream through Nexus, as any caller would make it.
     for (service, key) in [("web", "p1"), ("local", "p2")] {
@@ -248,4 +259,147 @@ env = {{ API_KEY = "${{UPSTREAM_API_KEY}}" }}
             ("upstream env value", &env_secret),
         ],
     );
+}
+
+/// Whether process `pid` runs (a zombie does not).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat.rsplit_once(") ")?.1.chars().next()?;
+            Some(!matches!(state, 'Z' | 'X'))
+        })
+        .unwrap_or(false)
+}
+
+/// Waits until `file` holds a line (the shell wrappers below write them before exec).
+async fn read_when_written(file: &Path) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        if text.ends_with('\n') {
+            return text;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} never written",
+            file.display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// R-PRX-11, the reproduction of the review: a proxy started with another upstream's token in
+/// its environment, and a stdio upstream wrapped in `sh -c 'env > file; ...; exec server'`.
+#[tokio::test]
+async fn stdio_children_get_a_minimal_environment_and_die_with_the_proxy_grandchildren_included() {
+    let env = TestEnv::shared("secrets-child-env").await;
+    let dir = temp_path("children");
+    std::fs::create_dir_all(&dir).unwrap();
+    let token = format!("tok-{}", uuid::Uuid::new_v4().simple());
+    let mock = fixtures::mock_upstream_bin().unwrap();
+    let ledger = Ledger::new(dir.join("ledger.jsonl"));
+    // `$$` is a literal `$` in proxy.toml: `$$!` is the shell's `$!`, `$$$$` its `$$`.
+    let wrapper = |name: &str| {
+        format!(
+            "env > {dir}/{name}.env; sleep 300 & echo $$! > {dir}/{name}.grandchild; \
+             echo $$$$ > {dir}/{name}.server; exec {mock} --ledger {ledger}",
+            dir = dir.display(),
+            mock = mock.display(),
+            ledger = ledger.path().display(),
+        )
+    };
+    let config = format!(
+        r#"{head}
+[[upstream]]
+service = "web"
+transport = "http"
+url = "http://127.0.0.1:9/mcp"
+headers = {{ Authorization = "Bearer ${{OTHER_UPSTREAM_TOKEN}}" }}
+
+[[upstream]]
+service = "isolated"
+transport = "stdio"
+command = "sh"
+args = ["-c", "{isolated}"]
+env = {{ OWN_SETTING = "mine" }}
+
+[[upstream]]
+service = "inheriting"
+transport = "stdio"
+command = "sh"
+args = ["-c", "{inheriting}"]
+inherit_env = true
+"#,
+        head = proxy_toml_head(&env),
+        isolated = wrapper("isolated"),
+        inheriting = wrapper("inheriting"),
+    );
+    let (mut proxy, log_path) = spawn_proxy(&config, &[("OTHER_UPSTREAM_TOKEN", &token)]);
+
+    // Discovery at startup starts both children.
+    let pids = |name: &str| {
+        let dir = dir.clone();
+        let name = name.to_owned();
+        async move {
+            let pid = |what: &str| {
+                let file = dir.join(format!("{name}.{what}"));
+                async move {
+                    read_when_written(&file)
+                        .await
+                        .trim()
+                        .parse::<u32>()
+                        .unwrap()
+                }
+            };
+            [pid("server").await, pid("grandchild").await]
+        }
+    };
+    let mut all = Vec::new();
+    for name in ["isolated", "inheriting"] {
+        all.extend(pids(name).await);
+    }
+    let isolated = std::fs::read_to_string(dir.join("isolated.env")).unwrap();
+    let inheriting = std::fs::read_to_string(dir.join("inheriting.env")).unwrap();
+    assert!(
+        !isolated.contains(&token) && !isolated.contains("RUST_LOG="),
+        "another upstream's secret reached a child: {isolated}"
+    );
+    assert!(
+        isolated.contains("OWN_SETTING=mine") && isolated.contains("PATH="),
+        "{isolated}"
+    );
+    assert!(
+        inheriting.contains(&token) && !inheriting.contains("OWN_SETTING"),
+        "inherit_env passes the whole environment: {inheriting}"
+    );
+
+    // The isolated child is a working upstream.
+    let mut start = StartOperation::new(
+        format!("child-env-{}", uuid::Uuid::new_v4()),
+        &env.endpoint,
+        "isolated",
+        "echo",
+        payload::to_payload(&json!({"key": "c1"})).unwrap(),
+    );
+    start.schedule_to_close = Some(Duration::from_secs(60));
+    let (_, outcome) = start_and_wait(&env, start).await;
+    assert!(
+        matches!(outcome, OperationOutcome::Succeeded(_)),
+        "{outcome:?}\n{}",
+        std::fs::read_to_string(&log_path).unwrap_or_default()
+    );
+
+    // SIGKILL: the proxy has no chance to clean up, and still nothing of its children stays.
+    assert!(all.iter().all(|pid| running(*pid)), "{all:?}");
+    proxy.kill().await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while all.iter().any(|pid| running(*pid)) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "children outlived the proxy: {:?}",
+            all.iter().filter(|pid| running(**pid)).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -479,15 +479,12 @@ pub fn mock_stdio_upstream_with_args(
     ]);
     durable_mcp::outbound::UpstreamConfig {
         service: service.into(),
-        transport: durable_mcp::outbound::TransportConfig::Stdio {
-            command: durable_mcp_conformance::fixtures::mock_upstream_bin()
+        transport: durable_mcp::outbound::TransportConfig::stdio(
+            durable_mcp_conformance::fixtures::mock_upstream_bin()
                 .unwrap()
-                .to_string_lossy()
-                .into_owned(),
+                .to_string_lossy(),
             args,
-            env: Default::default(),
-            cwd: None,
-        },
+        ),
         activity_options: Default::default(),
         overrides: Default::default(),
     }

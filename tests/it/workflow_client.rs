@@ -843,12 +843,10 @@ async fn the_example_agent_prints_one_result_per_call_equal_to_direct_calls() {
     let env = TestEnv::shared("wfc-agent").await;
     let upstream = durable_mcp::outbound::UpstreamConfig {
         service: "everything".into(),
-        transport: durable_mcp::outbound::TransportConfig::Stdio {
-            command: "node".into(),
-            args: vec![entry.to_string_lossy().into_owned(), "stdio".into()],
-            env: Default::default(),
-            cwd: None,
-        },
+        transport: durable_mcp::outbound::TransportConfig::stdio(
+            "node",
+            vec![entry.to_string_lossy().into_owned(), "stdio".into()],
+        ),
         activity_options: Default::default(),
         overrides: Default::default(),
     };

@@ -2,7 +2,6 @@
 //! (with a generated `proxy.toml`) that `kill_proxy` can SIGKILL like a crashed machine.
 
 use std::{
-    collections::BTreeMap,
     path::{Path, PathBuf},
     process::{Command, Stdio},
 };
@@ -235,12 +234,7 @@ pub(crate) fn log_tail(dir: &Path) -> String {
     lines.into_iter().rev().collect::<Vec<_>>().join("\n")
 }
 
-/// Empty environment and no working directory: the child inherits the runner's.
+/// The minimal environment and the runner's working directory.
 pub(crate) fn stdio_transport(command: String, args: Vec<String>) -> TransportConfig {
-    TransportConfig::Stdio {
-        command,
-        args,
-        env: BTreeMap::new(),
-        cwd: None,
-    }
+    TransportConfig::stdio(command, args)
 }

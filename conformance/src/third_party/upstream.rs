@@ -87,11 +87,14 @@ impl Upstream {
     /// How the proxy reaches it.
     pub fn transport(&self) -> anyhow::Result<TransportConfig> {
         Ok(match self {
+            // The server under test gets the environment its direct run gets, so that the
+            // two runs of a tool that reads it (server-everything's `get-env`) compare equal.
             Upstream::Stdio { command, args } => TransportConfig::Stdio {
                 command: command.clone(),
                 args: args.clone(),
                 env: BTreeMap::new(),
                 cwd: None,
+                inherit_env: true,
             },
             Upstream::Http { url, headers } => TransportConfig::Http {
                 url: url.parse().with_context(|| format!("URL {url:?}"))?,

@@ -8,14 +8,16 @@
 //! - [`errors`]: stable error types, and which transport and JSON-RPC failures are safe to retry.
 //! - [`config`]: the `proxy.toml` file, with `${VAR}` expansion for secrets.
 //!
-//! The I/O around them: [`upstream`] (rmcp connections to upstream servers), [`raw`] (the
-//! upstream's answers as written, beside rmcp's typed view), [`discovery`]
+//! The I/O around them: [`upstream`] (rmcp connections to upstream servers), [`child`] (how a
+//! stdio upstream's process is started), [`raw`] (the upstream's answers as written, beside
+//! rmcp's typed view), [`discovery`]
 //! (`tools/list` outside activities), [`service`] (the Nexus service per upstream),
 //! [`call_activity`] (the tool-call activity), [`factory`] (upstreams reached through a
 //! program's own client factory), [`library`] (proxied upstreams on a program's own worker,
 //! next to its native tools) and [`proxy`] (the `durable-mcp-proxy` worker, built on it).
 
 pub mod call_activity;
+pub mod child;
 pub mod config;
 pub mod discovery;
 pub mod errors;

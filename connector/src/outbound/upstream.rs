@@ -28,6 +28,7 @@ use tokio::sync::{Mutex, watch};
 use tracing::{info, warn};
 
 use super::{
+    child,
     config::TransportConfig,
     errors::Phase,
     raw::{RawResults, TapHttpClient, TapReader},
@@ -82,8 +83,8 @@ struct UpstreamHandler {
     tools_changed: Arc<watch::Sender<u64>>,
     progress: ProgressDispatcher,
     raw: RawResults,
-    /// Killed when the connection is dropped (`kill_on_drop`).
-    _child: Option<Arc<tokio::process::Child>>,
+    /// Its process group is killed when the connection is dropped.
+    _child: Option<Arc<super::child::Group>>,
 }
 
 impl ClientHandler for UpstreamHandler {
@@ -168,7 +169,7 @@ impl UpstreamClient {
     /// A handler for one new connection. Progress tokens are numbered per connection, so
     /// each connection has its own dispatcher: a call still running on an old connection can
     /// never receive a new connection's progress, nor the other way round.
-    fn handler(&self, raw: RawResults, child: Option<tokio::process::Child>) -> UpstreamHandler {
+    fn handler(&self, raw: RawResults, child: Option<child::Group>) -> UpstreamHandler {
         UpstreamHandler {
             tools_changed: self.tools_changed.clone(),
             progress: ProgressDispatcher::new(),
@@ -199,30 +200,23 @@ impl UpstreamClient {
                 args,
                 env,
                 cwd,
+                inherit_env,
             } => {
-                use std::process::Stdio;
-                let mut cmd = tokio::process::Command::new(command);
-                cmd.args(args)
-                    .envs(env)
-                    .stdin(Stdio::piped())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .kill_on_drop(true);
-                if let Some(dir) = cwd {
-                    cmd.current_dir(dir);
-                }
-                let mut child = cmd
+                let spawned = child::command(command, args, env, *inherit_env, cwd.as_deref())
                     .spawn()
                     .map_err(|e| connect_error(format!("cannot start {command:?}: {e}")))?;
-                let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+                let mut group = child::Group::new(spawned);
+                let process = group.child_mut();
+                let (Some(stdin), Some(stdout)) = (process.stdin.take(), process.stdout.take())
+                else {
                     return Err(connect_error("the child's stdio could not be piped".into()));
                 };
-                if let Some(stderr) = child.stderr.take() {
+                if let Some(stderr) = process.stderr.take() {
                     forward_stderr(self.service.clone(), stderr);
                 }
                 // rmcp reads the child's stdout through a tap that keeps answers as written.
                 let transport = (TapReader::new(stdout, raw.clone()), stdin);
-                self.handler(raw, Some(child))
+                self.handler(raw, Some(group))
                     .serve(transport)
                     .await
                     .map_err(|e| connect_error(e.to_string()))?

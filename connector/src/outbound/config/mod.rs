@@ -25,8 +25,9 @@
 //! transport = "stdio"
 //! command = "npx"
 //! args = ["-y", "@modelcontextprotocol/server-everything", "stdio"]
-//! env = { LOG_LEVEL = "warn" }
+//! env = { LOG_LEVEL = "warn" }     # the child's environment: these plus PATH, HOME, USER, ...
 //! cwd = "/tmp"
+//! # inherit_env = true              # pass the proxy's whole environment (and its secrets) too
 //! ```
 //!
 //! ## Environment variables
@@ -101,12 +102,15 @@ pub struct UpstreamConfig {
 /// `Debug` redacts header and `env` values: they are where credentials live.
 #[derive(Clone, PartialEq)]
 pub enum TransportConfig {
-    /// A child process speaking MCP on stdin/stdout.
+    /// A child process speaking MCP on stdin/stdout. It gets a minimal environment (the
+    /// variables in [`crate::outbound::child::PASSED_THROUGH`]) plus `env`, or the proxy's
+    /// whole environment plus `env` when `inherit_env` is set (R-PRX-11).
     Stdio {
         command: String,
         args: Vec<String>,
         env: BTreeMap<String, String>,
         cwd: Option<PathBuf>,
+        inherit_env: bool,
     },
     /// MCP Streamable HTTP.
     Http {
@@ -122,6 +126,20 @@ impl TransportConfig {
     /// [`UpstreamTransport`](super::factory::UpstreamTransport) is one).
     pub fn custom(factory: impl super::factory::UpstreamFactory) -> Self {
         Self::Custom(super::factory::CustomTransport::new(factory))
+    }
+}
+
+impl TransportConfig {
+    /// A stdio child with no `env` of its own, the minimal environment and the worker's
+    /// working directory.
+    pub fn stdio(command: impl Into<String>, args: Vec<String>) -> Self {
+        Self::Stdio {
+            command: command.into(),
+            args,
+            env: BTreeMap::new(),
+            cwd: None,
+            inherit_env: false,
+        }
     }
 }
 

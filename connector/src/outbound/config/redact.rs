@@ -15,12 +15,14 @@ impl fmt::Debug for TransportConfig {
                 args,
                 env,
                 cwd,
+                inherit_env,
             } => f
                 .debug_struct("Stdio")
                 .field("command", command)
                 .field("args", args)
                 .field("env", &RedactedValues(env))
                 .field("cwd", cwd)
+                .field("inherit_env", inherit_env)
                 .finish(),
             Self::Http { url, headers } => f
                 .debug_struct("Http")

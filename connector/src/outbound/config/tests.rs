@@ -128,6 +128,7 @@ fn full_example_parses() {
             ],
             env: BTreeMap::from([("LOG_LEVEL".into(), "warn".into())]),
             cwd: Some(PathBuf::from("/tmp")),
+            inherit_env: false,
         }
     );
     assert_eq!(files.activity_options, ActivityOptions::default());
@@ -141,12 +142,7 @@ fn optional_sections_may_be_left_out() {
     assert_eq!(config.worker.max_concurrent_calls, None);
     assert_eq!(
         config.upstreams[0].transport,
-        TransportConfig::Stdio {
-            command: "server".into(),
-            args: vec![],
-            env: BTreeMap::new(),
-            cwd: None
-        }
+        TransportConfig::stdio("server", vec![])
     );
 }
 
@@ -199,6 +195,7 @@ cwd = "${UNSET:-/srv}""#,
         args,
         env: vars,
         cwd,
+        ..
     } = parse(&text, &env).unwrap().upstreams.remove(0).transport
     else {
         panic!("stdio expected")

@@ -20,6 +20,7 @@ pub(super) struct RawUpstream {
     args: Option<Vec<String>>,
     env: Option<BTreeMap<String, String>>,
     cwd: Option<String>,
+    inherit_env: Option<bool>,
     #[serde(default)]
     activity_options: ActivityOptions,
     #[serde(default)]
@@ -63,6 +64,7 @@ pub(super) fn upstream(
                 ("args", raw.args.is_some()),
                 ("env", raw.env.is_some()),
                 ("cwd", raw.cwd.is_some()),
+                ("inherit_env", raw.inherit_env.is_some()),
             ],
         ),
         TransportKind::Stdio => (
@@ -143,6 +145,7 @@ pub(super) fn upstream(
                 args,
                 env: vars,
                 cwd,
+                inherit_env: raw.inherit_env.unwrap_or(false),
             }
         }
     };

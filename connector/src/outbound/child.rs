@@ -1,0 +1,214 @@
+//! How a stdio upstream's process is started (R-PRX-11).
+//!
+//! A stdio upstream is often third-party code (`npx some-server`): it must not see the other
+//! upstreams' secrets, the Temporal API key or TLS key paths that sit in the proxy's environment,
+//! and it must not outlive the proxy. So a child gets a minimal environment (as MCP hosts give
+//! theirs) plus its own `env`, runs in a process group of its own, and is started under a tiny
+//! watchdog that kills the whole group, grandchildren included, as soon as the proxy is gone,
+//! however it went (a SIGKILL included). Dropping the connection kills the group as well.
+
+use std::{
+    collections::BTreeMap,
+    ffi::{OsStr, OsString},
+    path::Path,
+};
+
+/// The proxy's variables a child gets without `inherit_env`: what programs need to find
+/// their tools, home, user, locale and temporary directory, and nothing that holds a secret.
+pub const PASSED_THROUGH: &[&str] = &[
+    "HOME", "LANG", "LC_ALL", "LOGNAME", "PATH", "SHELL", "TERM", "TMPDIR", "USER",
+];
+
+/// The environment of a child: the variables of `parent` named in [`PASSED_THROUGH`] (all of
+/// them with `inherit`), then the upstream's own `env`, which wins.
+pub fn child_environment(
+    inherit: bool,
+    own: &BTreeMap<String, String>,
+    parent: impl IntoIterator<Item = (OsString, OsString)>,
+) -> BTreeMap<OsString, OsString> {
+    let mut vars: BTreeMap<OsString, OsString> = parent
+        .into_iter()
+        .filter(|(name, _)| inherit || PASSED_THROUGH.iter().any(|p| OsStr::new(p) == name))
+        .collect();
+    vars.extend(own.iter().map(|(k, v)| (k.into(), v.into())));
+    vars
+}
+
+/// The command for a stdio upstream: only the environment [`child_environment`] gives, its
+/// stdio piped, a new process group, and (on Linux) the watchdog. Spawn it and keep the child
+/// in a [`Group`], whose drop kills every process in the group.
+pub fn command(
+    program: &str,
+    args: &[String],
+    env: &BTreeMap<String, String>,
+    inherit_env: bool,
+    cwd: Option<&Path>,
+) -> tokio::process::Command {
+    use std::process::Stdio;
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .env_clear()
+        .envs(child_environment(inherit_env, env, std::env::vars_os()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    #[cfg(unix)]
+    cmd.process_group(0);
+    #[cfg(target_os = "linux")]
+    watchdog::install(&mut cmd);
+    cmd
+}
+
+/// A started stdio upstream. Dropping it kills its whole process group (a `killpg`), so
+/// grandchildren (`npx`, `sh -c` wrappers) go with it; `kill_on_drop` alone would only reach
+/// the group's leader.
+#[derive(Debug)]
+pub struct Group(tokio::process::Child);
+
+impl Group {
+    pub fn new(child: tokio::process::Child) -> Self {
+        Self(child)
+    }
+
+    pub fn child_mut(&mut self) -> &mut tokio::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(pid) = self.0.id() {
+            // SAFETY: a plain syscall; the group is the one `command` made (its leader's pid).
+            unsafe {
+                libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
+            }
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod watchdog {
+    //! The watchdog is the process the proxy starts; it forks the upstream server and waits.
+    //! It is the leader of the group. When the server exits, it kills what the server left in
+    //! the group and exits with the server's status; it ignores the polite signals meant for the server (SIGTERM, SIGINT, SIGHUP), and kills the
+    //! group when its parent, the proxy, is gone. The server dies with the watchdog
+    //! (`PR_SET_PDEATHSIG`), so even a SIGKILL of the watchdog alone leaves no server behind.
+    //!
+    //! It runs between fork and exec, so it uses only async-signal-safe calls and allocates
+    //! nothing.
+
+    /// How often the watchdog looks for its parent and its server.
+    const POLL: libc::timespec = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 100_000_000,
+    };
+
+    pub(super) fn install(cmd: &mut tokio::process::Command) {
+        let proxy = std::process::id() as libc::pid_t;
+        // SAFETY: `run` makes only async-signal-safe calls and never allocates.
+        unsafe {
+            cmd.pre_exec(move || {
+                run(proxy);
+                Ok(())
+            });
+        }
+    }
+
+    /// Returns in the server process (which goes on to exec); never returns in the watchdog.
+    unsafe fn run(proxy: libc::pid_t) {
+        unsafe {
+            libc::setpgid(0, 0);
+            let watchdog = libc::getpid();
+            let server = libc::fork();
+            if server < 0 {
+                // No watchdog: the server still runs in its own group, killed with it.
+                return;
+            }
+            if server == 0 {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+                if libc::getppid() != watchdog {
+                    libc::_exit(1);
+                }
+                return;
+            }
+            for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+                libc::signal(signal, libc::SIG_IGN);
+            }
+            // The pipes belong to the server, and the proxy's spawn waits for the end of its
+            // exec-status pipe: hold none of them.
+            if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
+                for fd in 0..4096 {
+                    libc::close(fd);
+                }
+            }
+            loop {
+                let mut status = 0;
+                let reaped = libc::waitpid(server, &mut status, libc::WNOHANG);
+                if reaped == server {
+                    // What the server left behind goes with it. The watchdog steps out of the
+                    // group first (into the proxy's), so that the proxy still gets the
+                    // server's status; with the proxy gone, the status matters to nobody.
+                    if libc::setpgid(0, libc::getpgid(proxy)) == 0 {
+                        libc::kill(-watchdog, libc::SIGKILL);
+                    } else {
+                        libc::kill(0, libc::SIGKILL);
+                    }
+                    libc::_exit(if libc::WIFEXITED(status) {
+                        libc::WEXITSTATUS(status)
+                    } else {
+                        128 + libc::WTERMSIG(status)
+                    });
+                }
+                if reaped < 0 || libc::getppid() != proxy {
+                    libc::kill(0, libc::SIGKILL);
+                    libc::_exit(1);
+                }
+                libc::nanosleep(&POLL, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parent() -> Vec<(OsString, OsString)> {
+        [
+            ("PATH", "/usr/bin"),
+            ("HOME", "/home/p"),
+            ("TEMPORAL_API_KEY", "secret"),
+            ("OTHER_UPSTREAM_TOKEN", "secret"),
+            ("LANG", "C.UTF-8"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect()
+    }
+
+    #[test]
+    fn a_child_gets_the_minimal_environment_and_its_own() {
+        let own = BTreeMap::from([
+            ("API_KEY".to_owned(), "mine".to_owned()),
+            ("PATH".to_owned(), "/opt/bin".to_owned()),
+        ]);
+        let vars = child_environment(false, &own, parent());
+        let names: Vec<_> = vars.keys().map(|k| k.to_str().unwrap()).collect();
+        assert_eq!(names, ["API_KEY", "HOME", "LANG", "PATH"]);
+        assert_eq!(vars[OsStr::new("PATH")], "/opt/bin", "its own env wins");
+    }
+
+    #[test]
+    fn inherit_env_passes_everything_and_its_own_still_wins() {
+        let own = BTreeMap::from([("TEMPORAL_API_KEY".to_owned(), "its own".to_owned())]);
+        let vars = child_environment(true, &own, parent());
+        assert_eq!(vars.len(), 5);
+        assert_eq!(vars[OsStr::new("OTHER_UPSTREAM_TOKEN")], "secret");
+        assert_eq!(vars[OsStr::new("TEMPORAL_API_KEY")], "its own");
+    }
+}
