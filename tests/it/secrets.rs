@@ -191,6 +191,8 @@ async fn no_upstream_credential_reaches_the_proxy_log_or_temporal() {
     .unwrap();
     let header_secret = format!("hdr-{}", uuid::Uuid::new_v4().simple());
     let env_secret = format!("env-{}", uuid::Uuid::new_v4().simple());
+    let url_token = format!("qry-{}", uuid::Uuid::new_v4().simple());
+    let url_password = format!("pwd-{}", uuid::Uuid::new_v4().simple());
     let config = format!(
         r#"{head}
 [[upstream]]
@@ -200,6 +202,11 @@ url = "{url}"
 headers = {{ Authorization = "Bearer ${{UPSTREAM_TOKEN}}" }}
 
 [[upstream]]
+service = "down"
+transport = "http"
+url = "http://u:${{URL_PASSWORD}}@127.0.0.1:9/mcp?api_key=${{URL_TOKEN}}"
+
+[[upstream]]
 service = "local"
 transport = "stdio"
 command = "{mock}"
@@ -207,7 +214,8 @@ args = ["--ledger", "{ledger}"]
 env = {{ API_KEY = "${{UPSTREAM_API_KEY}}" }}
 "#,
         head = proxy_toml_head(&env),
-        url = http.url,
+        url =
+            http.url.replacen("http://", "http://u:${URL_PASSWORD}@", 1) + "?api_key=${URL_TOKEN}",
         mock = fixtures::mock_upstream_bin().unwrap().display(),
         ledger = ledger.path().display(),
     );
@@ -216,8 +224,11 @@ env = {{ API_KEY = "${{UPSTREAM_API_KEY}}" }}
         &[
             ("UPSTREAM_TOKEN", &header_secret),
             ("UPSTREAM_API_KEY", &env_secret),
+            ("URL_TOKEN", &url_token),
+            ("URL_PASSWORD", &url_password),
         ],
     );
+    let secrets = [&header_secret, &env_secret, &url_token, &url_password];
 
     // One call per upstream through Nexus, as any caller would make it.
     for (service, key) in [("web", "p1"), ("local", "p2")] {
@@ -245,11 +256,31 @@ env = {{ API_KEY = "${{UPSTREAM_API_KEY}}" }}
             "{text} {:?} {}",
             described.headers, described.operation_token
         );
-        assert!(
-            !seen.contains(&header_secret) && !seen.contains(&env_secret),
-            "{seen}"
-        );
+        assert!(!secrets.iter().any(|s| seen.contains(s.as_str())), "{seen}");
     }
+    // An upstream that cannot be reached: the HTTP client's error quotes the URL, and that
+    // error goes to the log and into Temporal as the start's failure.
+    let mut start = StartOperation::new(
+        format!("secrets-down-{}", uuid::Uuid::new_v4()),
+        &env.endpoint,
+        "down",
+        "echo",
+        payload::to_payload(&json!({"key": "p3"})).unwrap(),
+    );
+    start.schedule_to_close = Some(Duration::from_secs(30));
+    let (op, _) = env.client.start(start).await.unwrap();
+    let failure = loop {
+        let described = env.client.describe(&op).await.unwrap();
+        if let Some(failure) = described.last_attempt_failure {
+            break failure;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(failure.contains("127.0.0.1:9"), "{failure}");
+    assert!(
+        !secrets.iter().any(|s| failure.contains(s.as_str())),
+        "{failure}"
+    );
     child.kill().await.unwrap();
     let log = std::fs::read_to_string(&log_path).unwrap();
     assert_absent(
@@ -257,6 +288,8 @@ env = {{ API_KEY = "${{UPSTREAM_API_KEY}}" }}
         &[
             ("upstream header value", &header_secret),
             ("upstream env value", &env_secret),
+            ("upstream URL query", &url_token),
+            ("upstream URL password", &url_password),
         ],
     );
 }

@@ -10,7 +10,7 @@
 //!
 //! The I/O around them: [`upstream`] (rmcp connections to upstream servers), [`child`] (how a
 //! stdio upstream's process is started), [`raw`] (the upstream's answers as written, beside
-//! rmcp's typed view), [`discovery`]
+//! rmcp's typed view), [`http_client`] (its HTTP errors scrubbed of URL secrets), [`discovery`]
 //! (`tools/list` outside activities), [`service`] (the Nexus service per upstream),
 //! [`call_activity`] (the tool-call activity), [`factory`] (upstreams reached through a
 //! program's own client factory), [`library`] (proxied upstreams on a program's own worker,
@@ -23,6 +23,7 @@ pub mod discovery;
 pub mod errors;
 pub mod factory;
 pub mod library;
+pub mod http_client;
 pub mod options;
 pub mod proxy;
 pub mod raw;

@@ -32,6 +32,7 @@ use tokio::{
     sync::mpsc::{UnboundedReceiver, UnboundedSender},
 };
 
+use super::{config::UrlSecrets, http_client as scrub};
 use crate::mcp::call::ToolLog;
 
 /// How long an answer nobody claimed is kept (the request's caller gave up, or it was rmcp's
@@ -190,18 +191,24 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapReader<R> {
 pub struct TapHttpClient {
     inner: reqwest::Client,
     raw: RawResults,
+    /// Taken out of every error before rmcp sees it (R-PRX-1).
+    secrets: Arc<UrlSecrets>,
 }
 
 impl TapHttpClient {
     /// Redirects are not followed (a redirect would replay headers to wherever it points);
     /// idle connections are not pooled, as in rmcp's own default client (it avoids delayed-ACK
-    /// stalls on reused connections).
-    pub fn new(raw: RawResults) -> Result<Self, reqwest::Error> {
+    /// stalls on reused connections). Errors lose the upstream's URL and its `secrets`.
+    pub fn new(raw: RawResults, secrets: UrlSecrets) -> Result<Self, reqwest::Error> {
         let inner = reqwest::Client::builder()
             .pool_max_idle_per_host(0)
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
-        Ok(Self { inner, raw })
+        Ok(Self {
+            inner,
+            raw,
+            secrets: Arc::new(secrets),
+        })
     }
 
     fn tap_events(
@@ -248,8 +255,8 @@ impl StreamableHttpClient for TapHttpClient {
         let response = self
             .inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
-            .await?;
-        Ok(self.tap_post(response))
+            .await;
+        scrub::clean_response(&self.secrets, response.map(|r| self.tap_post(r)))
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -271,8 +278,8 @@ impl StreamableHttpClient for TapHttpClient {
                 custom_headers,
                 max_sse_event_size,
             )
-            .await?;
-        Ok(self.tap_post(response))
+            .await;
+        scrub::clean_response(&self.secrets, response.map(|r| self.tap_post(r)))
     }
 
     async fn post_message_with_response_limits(
@@ -294,8 +301,8 @@ impl StreamableHttpClient for TapHttpClient {
                 custom_headers,
                 limits,
             )
-            .await?;
-        Ok(self.tap_post(response))
+            .await;
+        scrub::clean_response(&self.secrets, response.map(|r| self.tap_post(r)))
     }
 
     async fn delete_session(
@@ -308,6 +315,7 @@ impl StreamableHttpClient for TapHttpClient {
         self.inner
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
+            .map_err(|e| scrub::clean(&self.secrets, e))
     }
 
     async fn get_stream(
@@ -321,8 +329,9 @@ impl StreamableHttpClient for TapHttpClient {
         let events = self
             .inner
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await?;
-        Ok(self.tap_events(events))
+            .await
+            .map_err(|e| scrub::clean(&self.secrets, e))?;
+        Ok(scrub::clean_stream(&self.secrets, self.tap_events(events)))
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -344,8 +353,9 @@ impl StreamableHttpClient for TapHttpClient {
                 custom_headers,
                 max_sse_event_size,
             )
-            .await?;
-        Ok(self.tap_events(events))
+            .await
+            .map_err(|e| scrub::clean(&self.secrets, e))?;
+        Ok(scrub::clean_stream(&self.secrets, self.tap_events(events)))
     }
 }
 

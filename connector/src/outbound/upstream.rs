@@ -29,7 +29,7 @@ use tracing::{info, warn};
 
 use super::{
     child,
-    config::TransportConfig,
+    config::{TransportConfig, UrlSecrets, redacted_url},
     errors::Phase,
     raw::{RawResults, TapHttpClient, TapReader},
 };
@@ -140,6 +140,8 @@ pub struct UpstreamClient {
     transport: TransportConfig,
     connection: Mutex<Option<Connection>>,
     tools_changed: Arc<watch::Sender<u64>>,
+    /// Taken out of every error's text: HTTP client errors quote the URL (R-PRX-1).
+    secrets: UrlSecrets,
 }
 
 impl std::fmt::Debug for UpstreamClient {
@@ -153,7 +155,12 @@ impl std::fmt::Debug for UpstreamClient {
 
 impl UpstreamClient {
     pub fn new(service: impl Into<String>, transport: TransportConfig) -> Self {
+        let secrets = match &transport {
+            TransportConfig::Http { url, .. } => UrlSecrets::of(url),
+            TransportConfig::Stdio { .. } => UrlSecrets::default(),
+        };
         Self {
+            secrets,
             service: service.into(),
             transport,
             connection: Mutex::new(None),
@@ -191,7 +198,7 @@ impl UpstreamClient {
         }
         let connect_error = |reason: String| UpstreamError::Connect {
             service: self.service.clone(),
-            reason,
+            reason: self.secrets.scrub(&reason),
         };
         let raw = RawResults::default();
         let running = match &self.transport {
@@ -242,13 +249,14 @@ impl UpstreamClient {
                 backoff.base_duration = Duration::from_millis(200);
                 backoff.max_delay = Some(Duration::from_secs(2));
                 config.retry_config = Arc::new(backoff);
-                let client = TapHttpClient::new(raw.clone())
+                let client = TapHttpClient::new(raw.clone(), self.secrets.clone())
                     .map_err(|e| connect_error(format!("cannot build the HTTP client: {e}")))?;
                 let transport = StreamableHttpClientTransport::with_client(client, config);
+                // Where it failed, with the secrets shown as `***`.
                 self.handler(raw, None)
                     .serve(transport)
                     .await
-                    .map_err(|e| connect_error(e.to_string()))?
+                    .map_err(|e| connect_error(format!("{}: {e}", redacted_url(url))))?
             }
             // The program's own factory (R-PRX-27), asked anew for every connection.
             TransportConfig::Custom(custom) => {
@@ -295,12 +303,12 @@ impl UpstreamClient {
             ServiceError::McpError(err) => UpstreamError::JsonRpc {
                 service,
                 code: err.code.0,
-                message: err.message.to_string(),
+                message: self.secrets.scrub(&err.message),
             },
             ServiceError::TransportSend(err) => UpstreamError::Transport {
                 service,
                 phase: self.send_failure_phase(&err),
-                reason: err.to_string(),
+                reason: self.secrets.scrub(&err.to_string()),
             },
             ServiceError::TransportClosed => UpstreamError::Transport {
                 service,
@@ -314,7 +322,7 @@ impl UpstreamClient {
             },
             other => UpstreamError::Protocol {
                 service,
-                reason: other.to_string(),
+                reason: self.secrets.scrub(&other.to_string()),
             },
         }
     }

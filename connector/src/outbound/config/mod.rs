@@ -14,6 +14,7 @@
 //! transport = "http"
 //! url = "https://mcp.example.com/mcp"
 //! headers = { Authorization = "Bearer ${WEATHER_TOKEN}" }
+//! # allow_insecure_http = true      # only to send credentials over plain http off loopback
 //! [upstream.activity_options]       # see `options::ActivityOptions`
 //! start_to_close_timeout = "30s"
 //! [upstream.overrides.get_forecast_report]   # per tool; only the keys given change
@@ -55,6 +56,7 @@ use serde::Deserialize;
 use url::Url;
 
 use super::options::ActivityOptions;
+pub use redact::{UrlSecrets, redacted_url};
 use upstream::{RawUpstream, upstream};
 
 /// A loaded and validated `proxy.toml`, with environment variables expanded.

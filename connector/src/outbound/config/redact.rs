@@ -1,5 +1,6 @@
 //! How a transport is shown in logs and `Debug` output: header and `env` values, a URL's
-//! password and query become `***` (R-PRX-1).
+//! user info and query become `***`; and [`UrlSecrets`], which takes a URL's secrets out of
+//! any error text (R-PRX-1).
 
 use std::{collections::BTreeMap, fmt};
 
@@ -47,9 +48,12 @@ impl fmt::Debug for RedactedValues<'_> {
     }
 }
 
-/// The URL with its password and query (where API keys tend to go) replaced by `***`.
-fn redacted_url(url: &Url) -> String {
+/// The URL with its user info and query (where API keys tend to go) replaced by `***`.
+pub fn redacted_url(url: &Url) -> String {
     let mut shown = url.clone();
+    if !shown.username().is_empty() {
+        let _ = shown.set_username(REDACTED);
+    }
     if shown.password().is_some() {
         let _ = shown.set_password(Some(REDACTED));
     }
@@ -57,4 +61,76 @@ fn redacted_url(url: &Url) -> String {
         shown.set_query(Some(REDACTED));
     }
     shown.to_string()
+}
+
+/// The secret parts of an upstream URL, to take out of any text before it is logged, put in a
+/// failure (and so in Temporal history) or shown to a caller: HTTP client errors quote the URL
+/// they failed on (R-PRX-1).
+#[derive(Clone, Default)]
+pub struct UrlSecrets {
+    /// (text to find, what to put instead), longest first.
+    replacements: Vec<(String, String)>,
+}
+
+/// Query values shorter than this are replaced only as part of the whole query or URL, so
+/// that `?v=1` does not turn every `1` of a message into `***`.
+const SHORTEST_SECRET: usize = 6;
+
+impl UrlSecrets {
+    /// The secrets of `url`: the whole URL (as written and as shown), its user name, password
+    /// and query, and each query value, raw and percent-decoded.
+    pub fn of(url: &Url) -> Self {
+        let mut replacements = Vec::new();
+        let shown = redacted_url(url);
+        if shown == url.as_str() {
+            return Self::default();
+        }
+        replacements.push((url.as_str().to_owned(), shown.clone()));
+        replacements.push((url.as_str().trim_end_matches('/').to_owned(), shown));
+        let mut piece = |raw: &str, short_ok: bool| {
+            let decoded = percent_decode(raw);
+            for text in [raw.to_owned(), decoded] {
+                if !text.is_empty() && (short_ok || text.chars().count() >= SHORTEST_SECRET) {
+                    replacements.push((text, REDACTED.to_owned()));
+                }
+            }
+        };
+        piece(url.username(), false);
+        if let Some(password) = url.password() {
+            piece(password, true);
+        }
+        if let Some(query) = url.query() {
+            piece(query, true);
+            for pair in query.split('&') {
+                piece(pair.split_once('=').map_or(pair, |(_, v)| v), false);
+            }
+        }
+        replacements.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.cmp(b)));
+        replacements.dedup();
+        Self { replacements }
+    }
+
+    /// `text` with every secret replaced.
+    pub fn scrub(&self, text: &str) -> String {
+        let mut text = text.to_owned();
+        for (find, put) in &self.replacements {
+            if text.contains(find.as_str()) {
+                text = text.replace(find.as_str(), put);
+            }
+        }
+        text
+    }
+}
+
+impl fmt::Debug for UrlSecrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "UrlSecrets({} redactions)", self.replacements.len())
+    }
+}
+
+fn percent_decode(text: &str) -> String {
+    url::form_urlencoded::parse(format!("x={text}").as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
 }

@@ -409,7 +409,7 @@ fn debug_output_redacts_credentials() {
     };
     let debug = format!("{with_password:?}");
     assert!(
-        !debug.contains(SECRET) && debug.contains("user:***@h"),
+        !debug.contains(SECRET) && debug.contains("***:***@h"),
         "{debug}"
     );
 }
@@ -429,5 +429,73 @@ fn load_reads_a_file_and_names_it_when_missing() {
     assert!(
         missing.starts_with("cannot read /nonexistent/proxy.toml: "),
         "{missing}"
+    );
+}
+
+#[test]
+fn plain_http_with_credentials_is_refused_off_loopback() {
+    let upstream = |url: &str, extra: &str| {
+        with_upstream(&format!(
+            "service = \"s\"\ntransport = \"http\"\nurl = \"{url}\"\n{extra}"
+        ))
+    };
+    let header = "headers = { Authorization = \"Bearer ${WEATHER_TOKEN}\" }";
+    for (url, extra) in [
+        ("http://mcp.example.com/mcp", header),
+        ("http://10.0.0.5/mcp?key=${WEATHER_TOKEN}", ""),
+        ("http://user:${WEATHER_TOKEN}@mcp.example.com/mcp", ""),
+        ("http://${WEATHER_TOKEN}@mcp.example.com/mcp", ""),
+    ] {
+        let error = parse(&upstream(url, extra), &env).unwrap_err().to_string();
+        assert!(
+            error.starts_with("upstream[0].url: plain http to a host that is not loopback")
+                && error.contains("allow_insecure_http = true")
+                && !error.contains(SECRET),
+            "{url}: {error}"
+        );
+        let allowed = format!("{extra}\nallow_insecure_http = true");
+        parse(&upstream(url, &allowed), &env).unwrap();
+    }
+    // https, loopback, and plain http without credentials are fine.
+    for (url, extra) in [
+        ("https://mcp.example.com/mcp?key=${WEATHER_TOKEN}", header),
+        ("http://127.0.0.1:3001/mcp?key=${WEATHER_TOKEN}", header),
+        ("http://localhost:3001/mcp", header),
+        ("http://[::1]:3001/mcp", header),
+        ("http://mcp.example.com/mcp", ""),
+    ] {
+        parse(&upstream(url, extra), &env).unwrap();
+    }
+    let misplaced = parse(&stdio("allow_insecure_http = true"), &env)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        misplaced.starts_with("upstream[0].allow_insecure_http: only for transport = \"http\""),
+        "{misplaced}"
+    );
+}
+
+#[test]
+fn url_secrets_are_scrubbed_from_any_text() {
+    let url = Url::parse(&format!(
+        "https://bot:{SECRET}@h.example/mcp?api_key={SECRET}&v=1&sig=a%2Bb%2Fc%3D%3D"
+    ))
+    .unwrap();
+    let secrets = UrlSecrets::of(&url);
+    let text = format!(
+        "error sending request for url ({url}): refused; key {SECRET}; sig a+b/c== and a%2Bb%2Fc%3D%3D; version 1"
+    );
+    let scrubbed = secrets.scrub(&text);
+    assert_eq!(
+        scrubbed,
+        "error sending request for url (https://***:***@h.example/mcp?***): refused; key ***; \
+         sig *** and ***; version 1"
+    );
+    assert!(!format!("{secrets:?}").contains(SECRET));
+    // Nothing secret, nothing changed.
+    let plain = UrlSecrets::of(&Url::parse("http://127.0.0.1:9/mcp").unwrap());
+    assert_eq!(
+        plain.scrub("url (http://127.0.0.1:9/mcp)"),
+        "url (http://127.0.0.1:9/mcp)"
     );
 }

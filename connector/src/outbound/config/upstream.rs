@@ -21,6 +21,7 @@ pub(super) struct RawUpstream {
     env: Option<BTreeMap<String, String>>,
     cwd: Option<String>,
     inherit_env: Option<bool>,
+    allow_insecure_http: Option<bool>,
     #[serde(default)]
     activity_options: ActivityOptions,
     #[serde(default)]
@@ -73,6 +74,7 @@ pub(super) fn upstream(
             &[
                 ("url", raw.url.is_some()),
                 ("headers", raw.headers.is_some()),
+                ("allow_insecure_http", raw.allow_insecure_http.is_some()),
             ],
         ),
     };
@@ -105,6 +107,16 @@ pub(super) fn upstream(
                     return Err(invalid(field, "value contains a line break or NUL"));
                 }
                 headers.insert(name, value);
+            }
+            if !raw.allow_insecure_http.unwrap_or(false)
+                && sends_credentials_in_clear(&url, !headers.is_empty())
+            {
+                return Err(invalid(
+                    at("url"),
+                    "plain http to a host that is not loopback would send the credentials \
+                     (headers, user info or query) in clear: use https, or set \
+                     allow_insecure_http = true",
+                ));
             }
             TransportConfig::Http { url, headers }
         }
@@ -167,6 +179,22 @@ pub(super) fn upstream(
         activity_options: raw.activity_options,
         overrides: raw.overrides,
     })
+}
+
+/// Whether a request to `url` would carry credentials (configured headers, user info, a
+/// query) unencrypted over a network: `http` to anything but a loopback address.
+fn sends_credentials_in_clear(url: &Url, has_headers: bool) -> bool {
+    let carries = has_headers
+        || !url.username().is_empty()
+        || url.password().is_some()
+        || url.query().is_some();
+    let loopback = match url.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    url.scheme() == "http" && carries && !loopback
 }
 
 /// HTTP token characters (RFC 9110), the only ones a header name may have.
