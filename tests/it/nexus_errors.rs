@@ -256,11 +256,17 @@ async fn sync_handler_overrunning_its_deadline_is_cancelled_and_retried() {
             async move {
                 record(&key, "attempt");
                 if count(&key, "attempt") == 1 {
+                    // Records "dropped" unless the handler runs to its end.
+                    let mut alive = DropRecorder(Some(key.clone()));
                     // Far beyond the ~8 s request deadline: the runtime must cancel us.
                     tokio::select! {
                         _ = ctx.cancelled.cancelled() => record(&key, "cancelled-by-runtime"),
                         _ = tokio::time::sleep(Duration::from_secs(60)) => record(&key, "not-cancelled"),
                     }
+                    // ... and drop us when we ignore that and go on.
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    record(&key, "ran-past-its-cancellation");
+                    alive.0 = None;
                     return Ok(StartOutcome::Sync(payload::to_payload(&json!("late")).unwrap()));
                 }
                 Ok(StartOutcome::Sync(input))
@@ -287,5 +293,27 @@ async fn sync_handler_overrunning_its_deadline_is_cancelled_and_retried() {
     );
     assert_eq!(count(&key, "cancelled-by-runtime"), 1, "{:?}", events(&key));
     assert_eq!(count(&key, "not-cancelled"), 0);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while count(&key, "dropped") == 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        count(&key, "dropped"),
+        1,
+        "the handler ignoring its cancellation was dropped: {:?}",
+        events(&key)
+    );
+    assert_eq!(count(&key, "ran-past-its-cancellation"), 0);
     worker.stop().await;
+}
+
+/// Records `dropped` for its key when dropped while still armed.
+struct DropRecorder(Option<String>);
+
+impl Drop for DropRecorder {
+    fn drop(&mut self) {
+        if let Some(key) = self.0.take() {
+            record(&key, "dropped");
+        }
+    }
 }

@@ -806,3 +806,46 @@ async fn a_fast_call_records_no_heartbeat() {
     }
     driven.client.close().await;
 }
+
+/// R-PRX-12, the review's reproduction: a first upstream that never answers `initialize`
+/// (`sleep 300`) and a healthy second one. The proxy polls at once, the healthy upstream is
+/// served, and the silent one's listing fails clearly within the discovery bound.
+#[tokio::test]
+async fn a_silent_upstream_does_not_hold_back_the_proxy_or_the_others() {
+    let env = TestEnv::shared("proxy-silent").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let silent = UpstreamConfig {
+        service: "silent".into(),
+        transport: durable_mcp::outbound::TransportConfig::stdio("sleep", vec!["300".into()]),
+        activity_options: Default::default(),
+        overrides: Default::default(),
+    };
+    let _proxy = start_proxy(&env, vec![silent, mock_stdio_upstream("healthy", &ledger)]);
+    let mut listing = StartOperation::new(
+        format!("silent-list-{}", uuid::Uuid::new_v4()),
+        &env.endpoint,
+        "silent",
+        "list_tools",
+        payload::to_payload(&json!(null)).unwrap(),
+    );
+    listing.schedule_to_close = Some(Duration::from_secs(30));
+    let (listing, _) = env.client.start(listing).await.unwrap();
+    // While the silent upstream's listing waits, the healthy one answers.
+    let echoed = tool_result(call(&env, "healthy", "echo", json!({"key": "h1"})).await);
+    assert!(echoed.to_string().contains("h1"), "{echoed}");
+    let failure = loop {
+        let described = env.client.describe(&listing).await.unwrap();
+        if let Some(failure) = described.last_attempt_failure {
+            break failure;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        failure.contains("\"silent\"") && failure.contains("no MCP connection within"),
+        "{failure}"
+    );
+    env.client
+        .terminate(&listing, "the test is done")
+        .await
+        .unwrap();
+}

@@ -233,6 +233,29 @@ impl NexusWorker {
     }
 }
 
+/// A spawned handler that is aborted when its dispatch is dropped, as the future it stands for.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> std::future::Future for AbortOnDrop<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// How long a cancelled handler may take to stop on its own before it is dropped.
+pub const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Task token -> the token that cancels its handler. Whoever removes an entry first (the
 /// handler's answer, or core's cancel) is the one that completes the task.
 type InFlight = Arc<Mutex<HashMap<Vec<u8>, CancellationToken>>>;
@@ -252,7 +275,19 @@ impl Dispatch {
         cancelled: CancellationToken,
     ) {
         let task_token = task.task_token.clone();
-        let status = self.answer(task, endpoint, deadline, cancelled).await;
+        // A handler that ignores its cancellation is dropped a moment later: it no longer holds
+        // a slot (core freed it with the cancel), so it must not keep running (R-NEX-6).
+        let ignored_cancel = async {
+            cancelled.cancelled().await;
+            tokio::time::sleep(CANCEL_GRACE).await;
+        };
+        let status = tokio::select! {
+            status = self.answer(task, endpoint, deadline, cancelled.clone()) => status,
+            () = ignored_cancel => {
+                warn!("dropping a Nexus handler still running {CANCEL_GRACE:?} after its cancellation");
+                return;
+            }
+        };
         let still_ours = self.in_flight.lock().unwrap().remove(&task_token).is_some();
         if still_ours {
             complete(&self.core, task_token, status).await;
@@ -299,8 +334,10 @@ impl Dispatch {
                     cancelled,
                 };
                 let input = start.payload.unwrap_or_default();
-                // Run the handler in its own task so a panic becomes an INTERNAL error.
-                let outcome = tokio::spawn(handler.start(ctx, input).instrument(span)).await;
+                // Run the handler in its own task so a panic becomes an INTERNAL error; the task
+                // ends when this dispatch is dropped.
+                let outcome =
+                    AbortOnDrop(tokio::spawn(handler.start(ctx, input).instrument(span))).await;
                 match outcome {
                     Ok(Ok(StartOutcome::Sync(payload))) => {
                         start_response(start_operation_response::Variant::SyncSuccess(
@@ -343,7 +380,7 @@ impl Dispatch {
                     deadline,
                     cancelled,
                 };
-                match tokio::spawn(handler.cancel(ctx)).await {
+                match AbortOnDrop(tokio::spawn(handler.cancel(ctx))).await {
                     Ok(Ok(())) => nexus_task_completion::Status::Completed(Response {
                         variant: Some(response::Variant::CancelOperation(
                             CancelOperationResponse {},

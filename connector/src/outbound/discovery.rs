@@ -85,7 +85,16 @@ impl Discovery {
     }
 
     /// Asks the upstream again unless it is backing off; answers the freshest good list.
+    /// Takes at most [`DISCOVERY_TIMEOUT`], connecting included.
     pub async fn refresh(&self) -> Result<Arc<Vec<serde_json::Value>>, DiscoveryError> {
+        self.refresh_within(DISCOVERY_TIMEOUT).await
+    }
+
+    /// [`Self::refresh`] with its own bound on the time taken.
+    pub async fn refresh_within(
+        &self,
+        timeout: Duration,
+    ) -> Result<Arc<Vec<serde_json::Value>>, DiscoveryError> {
         {
             let state = self.state.lock().unwrap();
             if let Some(at) = state.retry_at
@@ -94,7 +103,7 @@ impl Discovery {
                 return state.tools.clone().ok_or_else(|| self.error(&state));
             }
         }
-        match self.client.list_tools(DISCOVERY_TIMEOUT).await {
+        match self.client.list_tools(timeout).await {
             Ok(tools) => {
                 let tools = Arc::new(tools);
                 let mut state = self.state.lock().unwrap();

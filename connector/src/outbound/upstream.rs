@@ -8,9 +8,19 @@
 // MCP logging is deprecated (SEP-2577) but upstreams still send it: it reaches callers (R-PRX-10).
 #![allow(deprecated)]
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
 
-use futures::StreamExt as _;
+use futures::{
+    FutureExt as _, StreamExt as _,
+    future::{BoxFuture, Shared},
+};
 use rmcp::{
     ClientHandler, Peer, RoleClient, ServiceExt,
     handler::client::progress::ProgressDispatcher,
@@ -24,7 +34,7 @@ use rmcp::{
         StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
     },
 };
-use tokio::sync::{Mutex, watch};
+use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::{
@@ -72,6 +82,22 @@ impl UpstreamError {
 }
 
 type Connection = Arc<RunningService<RoleClient, UpstreamHandler>>;
+
+/// A handshake in progress, awaited by every caller that needs the connection meanwhile.
+type Handshake = Shared<BoxFuture<'static, Result<Connection, UpstreamError>>>;
+
+/// How long starting or reaching an upstream and its MCP `initialize` handshake may take
+/// (an `npx` server may download its package first); then the attempt fails and a child is
+/// killed. Callers wait for a handshake no longer than their own budget.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The connection of one upstream, as the lock sees it: the lock is never held across a
+/// handshake.
+enum Slot {
+    Idle,
+    Connecting { attempt: u64, handshake: Handshake },
+    Connected(Connection),
+}
 
 /// What the proxy does with the upstream's own messages: `notifications/tools/list_changed`
 /// bumps a counter that discovery follows, so new annotations (and so retry policies) apply
@@ -138,7 +164,9 @@ const SSE_RESUME_ATTEMPTS: usize = 3;
 pub struct UpstreamClient {
     service: String,
     transport: TransportConfig,
-    connection: Mutex<Option<Connection>>,
+    connection: Mutex<Slot>,
+    /// Numbers the connection attempts, so a finished one updates only its own slot.
+    attempts: AtomicU64,
     tools_changed: Arc<watch::Sender<u64>>,
     /// Taken out of every error's text: HTTP client errors quote the URL (R-PRX-1).
     secrets: UrlSecrets,
@@ -163,7 +191,8 @@ impl UpstreamClient {
             secrets,
             service: service.into(),
             transport,
-            connection: Mutex::new(None),
+            connection: Mutex::new(Slot::Idle),
+            attempts: AtomicU64::new(0),
             tools_changed: Arc::new(watch::channel(0).0),
         }
     }
@@ -173,90 +202,44 @@ impl UpstreamClient {
         self.tools_changed.subscribe()
     }
 
-    /// A handler for one new connection. Progress tokens are numbered per connection, so
-    /// each connection has its own dispatcher: a call still running on an old connection can
-    /// never receive a new connection's progress, nor the other way round.
-    fn handler(&self, raw: RawResults, child: Option<child::Group>) -> UpstreamHandler {
-        UpstreamHandler {
-            tools_changed: self.tools_changed.clone(),
-            progress: ProgressDispatcher::new(),
-            raw,
-            _child: child.map(Arc::new),
-        }
-    }
-
     pub fn service(&self) -> &str {
         &self.service
     }
 
+    /// The open connection, or a new one. The handshake runs on a task of its own, bounded by
+    /// [`CONNECT_TIMEOUT`], and callers share it: no lock is held while it runs, so a silent
+    /// upstream holds back only the callers that need it, each for no longer than it waits.
     async fn connect(&self) -> Result<Connection, UpstreamError> {
-        let mut slot = self.connection.lock().await;
-        if let Some(conn) = slot.as_ref()
-            && !conn.is_closed()
-        {
-            return Ok(conn.clone());
-        }
-        let connect_error = |reason: String| UpstreamError::Connect {
-            service: self.service.clone(),
-            reason: self.secrets.scrub(&reason),
-        };
-        let raw = RawResults::default();
-        let running = match &self.transport {
-            TransportConfig::Stdio {
-                command,
-                args,
-                env,
-                cwd,
-                inherit_env,
-            } => {
-                let spawned = child::command(command, args, env, *inherit_env, cwd.as_deref())
-                    .spawn()
-                    .map_err(|e| connect_error(format!("cannot start {command:?}: {e}")))?;
-                let mut group = child::Group::new(spawned);
-                let process = group.child_mut();
-                let (Some(stdin), Some(stdout)) = (process.stdin.take(), process.stdout.take())
-                else {
-                    return Err(connect_error("the child's stdio could not be piped".into()));
-                };
-                if let Some(stderr) = process.stderr.take() {
-                    forward_stderr(self.service.clone(), stderr);
+        let (attempt, handshake) = {
+            let mut slot = self.connection.lock().unwrap();
+            match &*slot {
+                Slot::Connected(conn) if !conn.is_closed() => return Ok(conn.clone()),
+                Slot::Connecting { attempt, handshake } => (*attempt, handshake.clone()),
+                Slot::Idle | Slot::Connected(_) => {
+                    let attempt = self.attempts.fetch_add(1, Ordering::Relaxed);
+                    let opening = tokio::spawn(open(
+                        self.service.clone(),
+                        self.transport.clone(),
+                        self.tools_changed.clone(),
+                        self.secrets.clone(),
+                    ));
+                    let service = self.service.clone();
+                    let handshake = async move {
+                        opening.await.unwrap_or_else(|e| {
+                            Err(UpstreamError::Connect {
+                                service,
+                                reason: format!("the connection attempt failed: {e}"),
+                            })
+                        })
+                    }
+                    .boxed()
+                    .shared();
+                    *slot = Slot::Connecting {
+                        attempt,
+                        handshake: handshake.clone(),
+                    };
+                    (attempt, handshake)
                 }
-                // rmcp reads the child's stdout through a tap that keeps answers as written.
-                let transport = (TapReader::new(stdout, raw.clone()), stdin);
-                self.handler(raw, Some(group))
-                    .serve(transport)
-                    .await
-                    .map_err(|e| connect_error(e.to_string()))?
-            }
-            TransportConfig::Http { url, headers } => {
-                let mut custom = HashMap::new();
-                for (name, value) in headers {
-                    let name = http::HeaderName::try_from(name.as_str())
-                        .map_err(|e| connect_error(format!("header name {name:?}: {e}")))?;
-                    // The value is a secret: never echo it in errors.
-                    let value = http::HeaderValue::try_from(value.as_str()).map_err(|_| {
-                        connect_error(format!("header {name} has an invalid value"))
-                    })?;
-                    custom.insert(name, value);
-                }
-                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .custom_headers(custom);
-                // rmcp's default resumes an aborted response stream forever, so a call whose
-                // upstream died mid-response would hang: bound it, and let the failure surface.
-                let mut backoff =
-                    rmcp::transport::common::client_side_sse::ExponentialBackoff::default();
-                backoff.max_times = Some(SSE_RESUME_ATTEMPTS);
-                backoff.base_duration = Duration::from_millis(200);
-                backoff.max_delay = Some(Duration::from_secs(2));
-                config.retry_config = Arc::new(backoff);
-                let client = TapHttpClient::new(raw.clone(), self.secrets.clone())
-                    .map_err(|e| connect_error(format!("cannot build the HTTP client: {e}")))?;
-                let transport = StreamableHttpClientTransport::with_client(client, config);
-                // Where it failed, with the secrets shown as `***`.
-                self.handler(raw, None)
-                    .serve(transport)
-                    .await
-                    .map_err(|e| connect_error(format!("{}: {e}", redacted_url(url))))?
             }
             // The program's own factory (R-PRX-27), asked anew for every connection.
             TransportConfig::Custom(custom) => {
@@ -271,29 +254,23 @@ impl UpstreamClient {
                     .map_err(|e| connect_error(e.to_string()))?
             }
         };
-        info!(service = %self.service, "connected to upstream MCP server");
-        // Log messages are filtered per caller by the connector: ask for all of them.
-        if running
-            .peer()
-            .peer_info()
-            .is_some_and(|info| info.capabilities.logging.is_some())
-        {
-            let all = rmcp::model::SetLevelRequestParams::new(rmcp::model::LoggingLevel::Debug);
-            if let Err(e) = running.peer().set_level(all).await {
-                warn!(service = %self.service, error = %e, "the upstream refused logging/setLevel");
-            }
+        let result = handshake.await;
+        let mut slot = self.connection.lock().unwrap();
+        if matches!(&*slot, Slot::Connecting { attempt: a, .. } if *a == attempt) {
+            *slot = match &result {
+                Ok(conn) => Slot::Connected(conn.clone()),
+                Err(_) => Slot::Idle,
+            };
         }
-        let conn = Arc::new(running);
-        *slot = Some(conn.clone());
-        Ok(conn)
+        result
     }
 
     /// Drops the connection if it is still `conn`, so the next use reconnects.
-    async fn invalidate(&self, conn: &Connection) {
-        let mut slot = self.connection.lock().await;
-        if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
+    fn invalidate(&self, conn: &Connection) {
+        let mut slot = self.connection.lock().unwrap();
+        if matches!(&*slot, Slot::Connected(c) if Arc::ptr_eq(c, conn)) {
             warn!(service = %self.service, "dropping the upstream connection after a failure");
-            *slot = None;
+            *slot = Slot::Idle;
         }
     }
 
@@ -347,14 +324,20 @@ impl UpstreamClient {
         &self,
         timeout: Duration,
     ) -> Result<Vec<serde_json::Value>, UpstreamError> {
-        let conn = self.connect().await?;
-        let listed = tokio::time::timeout(timeout, self.list_all_raw(&conn)).await;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let conn = tokio::time::timeout_at(deadline, self.connect())
+            .await
+            .map_err(|_| UpstreamError::Connect {
+                service: self.service.clone(),
+                reason: format!("no MCP connection within {timeout:?} (still trying)"),
+            })??;
+        let listed = tokio::time::timeout_at(deadline, self.list_all_raw(&conn)).await;
         match listed {
             Ok(Ok(tools)) => Ok(tools),
             Ok(Err(ListError::Service(e))) => {
                 let err = self.map_error(e);
                 if matches!(err, UpstreamError::Transport { .. }) {
-                    self.invalidate(&conn).await;
+                    self.invalidate(&conn);
                 }
                 Err(err)
             }
@@ -447,7 +430,7 @@ impl UpstreamClient {
         let fail = |e: ServiceError| async {
             let err = self.map_error(e);
             if matches!(err, UpstreamError::Transport { .. }) {
-                self.invalidate(&conn).await;
+                self.invalidate(&conn);
             }
             err
         };
@@ -530,12 +513,126 @@ impl UpstreamClient {
 
     /// Closes the connection (ends a stdio child).
     pub async fn close(&self) {
-        if let Some(conn) = self.connection.lock().await.take()
+        let slot = std::mem::replace(&mut *self.connection.lock().unwrap(), Slot::Idle);
+        if let Slot::Connected(conn) = slot
             && let Ok(running) = Arc::try_unwrap(conn)
         {
             let _ = running.cancel().await;
         }
     }
+}
+
+/// Starts (stdio) or reaches (HTTP) the upstream and runs the MCP `initialize` handshake,
+/// within [`CONNECT_TIMEOUT`]; a child that does not answer in time is killed.
+/// A handler for one new connection. Progress tokens are numbered per connection, so each
+/// connection has its own dispatcher: a call still running on an old connection can never
+/// receive a new connection's progress, nor the other way round.
+fn handler(
+    tools_changed: &Arc<watch::Sender<u64>>,
+    raw: RawResults,
+    child: Option<child::Group>,
+) -> UpstreamHandler {
+    UpstreamHandler {
+        tools_changed: tools_changed.clone(),
+        progress: ProgressDispatcher::new(),
+        raw,
+        _child: child.map(Arc::new),
+    }
+}
+
+/// Spawns or reaches the upstream and runs the MCP handshake, bounded by [`CONNECT_TIMEOUT`].
+async fn open(
+    service: String,
+    transport: TransportConfig,
+    tools_changed: Arc<watch::Sender<u64>>,
+    secrets: UrlSecrets,
+) -> Result<Connection, UpstreamError> {
+    let connect_error = |reason: String| UpstreamError::Connect {
+        service: service.clone(),
+        reason: secrets.scrub(&reason),
+    };
+    let raw = RawResults::default();
+    let handshake = async {
+        let running = match &transport {
+            TransportConfig::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+                inherit_env,
+            } => {
+                let spawned = child::command(command, args, env, *inherit_env, cwd.as_deref())
+                    .spawn()
+                    .map_err(|e| connect_error(format!("cannot start {command:?}: {e}")))?;
+                let mut group = child::Group::new(spawned);
+                let process = group.child_mut();
+                let (Some(stdin), Some(stdout)) = (process.stdin.take(), process.stdout.take())
+                else {
+                    return Err(connect_error("the child's stdio could not be piped".into()));
+                };
+                if let Some(stderr) = process.stderr.take() {
+                    forward_stderr(service.clone(), stderr);
+                }
+                // rmcp reads the child's stdout through a tap that keeps answers as written.
+                let transport = (TapReader::new(stdout, raw.clone()), stdin);
+                handler(&tools_changed, raw.clone(), Some(group))
+                    .serve(transport)
+                    .await
+                    .map_err(|e| connect_error(e.to_string()))?
+            }
+            TransportConfig::Http { url, headers } => {
+                let mut custom = HashMap::new();
+                for (name, value) in headers {
+                    let name = http::HeaderName::try_from(name.as_str())
+                        .map_err(|e| connect_error(format!("header name {name:?}: {e}")))?;
+                    // The value is a secret: never echo it in errors.
+                    let value = http::HeaderValue::try_from(value.as_str()).map_err(|_| {
+                        connect_error(format!("header {name} has an invalid value"))
+                    })?;
+                    custom.insert(name, value);
+                }
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(custom);
+                // rmcp's default resumes an aborted response stream forever, so a call whose
+                // upstream died mid-response would hang: bound it, and let the failure surface.
+                let mut backoff =
+                    rmcp::transport::common::client_side_sse::ExponentialBackoff::default();
+                backoff.max_times = Some(SSE_RESUME_ATTEMPTS);
+                backoff.base_duration = Duration::from_millis(200);
+                backoff.max_delay = Some(Duration::from_secs(2));
+                config.retry_config = Arc::new(backoff);
+                let client = TapHttpClient::new(raw.clone(), secrets.clone())
+                    .map_err(|e| connect_error(format!("cannot build the HTTP client: {e}")))?;
+                let transport = StreamableHttpClientTransport::with_client(client, config);
+                // Where it failed, with the secrets shown as `***`.
+                handler(&tools_changed, raw.clone(), None)
+                    .serve(transport)
+                    .await
+                    .map_err(|e| connect_error(format!("{}: {e}", redacted_url(url))))?
+            }
+        };
+        // Log messages are filtered per caller by the connector: ask for all of them.
+        if running
+            .peer()
+            .peer_info()
+            .is_some_and(|info| info.capabilities.logging.is_some())
+        {
+            let all = rmcp::model::SetLevelRequestParams::new(rmcp::model::LoggingLevel::Debug);
+            if let Err(e) = running.peer().set_level(all).await {
+                warn!(service = %service, error = %e, "the upstream refused logging/setLevel");
+            }
+        }
+        Ok(running)
+    };
+    let running = tokio::time::timeout(CONNECT_TIMEOUT, handshake)
+        .await
+        .map_err(|_| {
+            connect_error(format!(
+                "no answer to the MCP initialize handshake within {CONNECT_TIMEOUT:?}"
+            ))
+        })??;
+    info!(service = %service, "connected to upstream MCP server");
+    Ok(Arc::new(running))
 }
 
 /// Whether an error's chain shows that the upstream never processed the request: no
