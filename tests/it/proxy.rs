@@ -849,3 +849,48 @@ async fn a_silent_upstream_does_not_hold_back_the_proxy_or_the_others() {
         .await
         .unwrap();
 }
+
+/// R-PRX-13: a start Temporal refuses for good (an activity id over its length limit, input
+/// over its blob limit) fails at once with a non-retryable error that says why, instead of
+/// being retried until the tool's deadline.
+#[tokio::test]
+async fn permanent_start_failures_fail_at_once_and_say_why() {
+    let env = TestEnv::shared("proxy-permanent").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let _ = tool_result(call(&env, "mock", "echo", json!({"key": "warm"})).await);
+    let long_tool = "t".repeat(990);
+    // Just under the limit as the caller's input, over it once the proxy wraps it.
+    let big = json!({"key": "big", "pad": "x".repeat(2 * 1024 * 1024 - 64)});
+    for (tool, args, why) in [
+        (long_tool.as_str(), json!({"key": "long"}), "activity id"),
+        ("echo", big, "2 MiB"),
+    ] {
+        let mut start = StartOperation::new(
+            format!("permanent-{}", uuid::Uuid::new_v4()),
+            &env.endpoint,
+            "mock",
+            tool,
+            payload::to_payload(&args).unwrap(),
+        );
+        start.schedule_to_close = Some(Duration::from_secs(60));
+        let (_, outcome) = start_and_wait(&env, start).await;
+        let OperationOutcome::Failed {
+            message,
+            handler_error,
+            ..
+        } = &outcome
+        else {
+            panic!("{why}: expected a failure, got {outcome:?}")
+        };
+        assert_eq!(
+            *handler_error,
+            Some(durable_mcp::nexus::HandlerErrorKind::BadRequest),
+            "{why}: {message}"
+        );
+        assert!(
+            message.contains(why) && message.contains("will not succeed"),
+            "{why}: {message}"
+        );
+    }
+}

@@ -7,6 +7,7 @@
 //! - [`retry`]: the retry policy inferred from a tool's MCP annotations.
 //! - [`errors`]: stable error types, and which transport and JSON-RPC failures are safe to retry.
 //! - [`config`]: the `proxy.toml` file, with `${VAR}` expansion for secrets.
+//! - [`refusal`]: which of Temporal's refusals fail a call at once.
 //!
 //! The I/O around them: [`upstream`] (rmcp connections to upstream servers), [`child`] (how a
 //! stdio upstream's process is started), [`raw`] (the upstream's answers as written, beside
@@ -27,6 +28,7 @@ pub mod http_client;
 pub mod options;
 pub mod proxy;
 pub mod raw;
+pub mod refusal;
 pub mod retry;
 pub mod service;
 pub mod upstream;

@@ -12,6 +12,7 @@ use super::{
     call_activity::{CALL_TOOL_ACTIVITY, ToolCallInput},
     discovery::Discovery,
     options::{ActivityOptions, ResolvedCallOptions, resolve},
+    refusal::{self, Refusal},
     retry::ToolHints,
 };
 use crate::{
@@ -127,12 +128,16 @@ impl OperationHandler for ToolCall {
                 .expect("a CallToken always serializes"),
             };
             let rpc_error = |what: &str, s: tonic::Status| -> StartError {
-                HandlerError::new(
-                    HandlerErrorKind::Unavailable,
-                    format!("{what}: {}", s.message()),
-                )
-                .with_retry(RetryBehavior::Retryable)
-                .into()
+                match refusal::classify(what, s.code(), s.message()) {
+                    Refusal::Permanent(message) => HandlerError::bad_request(message)
+                        .with_retry(RetryBehavior::NonRetryable)
+                        .into(),
+                    Refusal::Transient(message) => {
+                        HandlerError::new(HandlerErrorKind::Unavailable, message)
+                            .with_retry(RetryBehavior::Retryable)
+                            .into()
+                    }
+                }
             };
             // A retried start must not depend on discovery, which may have changed (or failed)
             // since the first attempt recorded its input and options. When the tool is listed,
