@@ -93,6 +93,8 @@ impl Env {
                 TransportConfig::Http {
                     url: upstream.url.parse().unwrap(),
                     headers: BTreeMap::new(),
+                    unavailable_means_not_run: false,
+                    oauth: None,
                 },
             )],
             50,

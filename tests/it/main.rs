@@ -22,4 +22,5 @@ mod secrets;
 mod server_restart;
 mod spec_rules;
 mod temporal_tools;
+mod upstream_oauth;
 mod workflow_client;

@@ -894,3 +894,75 @@ async fn permanent_start_failures_fail_at_once_and_say_why() {
         );
     }
 }
+
+/// R-PRX-14: a gateway that answers 503 after forwarding the call (the tool ran). By default a
+/// tool that must run at most once gets `ToolCallOutcomeUnknown` and is not sent again; an
+/// upstream configured with `unavailable_means_not_run` (no such gateway in front) has a 503
+/// retried within the attempt, and its tool still runs once.
+#[tokio::test]
+async fn a_503_after_forwarding_is_an_unknown_outcome_unless_the_upstream_says_503_means_not_run() {
+    use durable_mcp::outbound::TransportConfig;
+    use durable_mcp_conformance::fixtures::faults::{self, HttpFault};
+    let env = TestEnv::shared("proxy-503").await;
+    let after = Ledger::new(temp_path("ledger.jsonl"));
+    let gateway = faults::faulty_upstream(
+        &UpstreamSpec::standard(),
+        HttpFault::StatusAfterRun {
+            code: 503,
+            times: 1,
+        },
+        after.clone(),
+    )
+    .await;
+    let before = Ledger::new(temp_path("ledger.jsonl"));
+    let honest = faults::faulty_upstream(
+        &UpstreamSpec::standard(),
+        HttpFault::Status {
+            code: 503,
+            times: 1,
+        },
+        before.clone(),
+    )
+    .await;
+    let mut trusted = http_upstream("trusted", &faults::mcp_url(&honest));
+    let TransportConfig::Http {
+        unavailable_means_not_run,
+        ..
+    } = &mut trusted.transport
+    else {
+        unreachable!()
+    };
+    *unavailable_means_not_run = true;
+    let _proxy = start_proxy(
+        &env,
+        vec![
+            http_upstream("gateway", &faults::mcp_url(&gateway)),
+            trusted,
+        ],
+    );
+
+    let outcome = call(&env, "gateway", "write_once", json!({"key": "g1"})).await;
+    let OperationOutcome::Failed { error_type, .. } = &outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(
+        error_type.as_deref(),
+        Some("ToolCallOutcomeUnknown"),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        after.count_key("write_once", LedgerEvent::Called, "g1"),
+        1,
+        "a 503 after the tool ran must not run it again: {:?}",
+        after.read()
+    );
+
+    let result = tool_result(call(&env, "trusted", "write_once", json!({"key": "t1"})).await);
+    assert_eq!(result["structuredContent"]["key"], json!("t1"));
+    assert_eq!(
+        before.count_key("write_once", LedgerEvent::Called, "t1"),
+        1,
+        "{:?}",
+        before.read()
+    );
+}

@@ -90,6 +90,8 @@ fn http_upstream(url: &str) -> UpstreamConfig {
         transport: TransportConfig::Http {
             url: url.parse().unwrap(),
             headers: BTreeMap::new(),
+            unavailable_means_not_run: false,
+            oauth: None,
         },
         activity_options: Default::default(),
         overrides: BTreeMap::new(),

@@ -193,6 +193,26 @@ async fn no_upstream_credential_reaches_the_proxy_log_or_temporal() {
     let env_secret = format!("env-{}", uuid::Uuid::new_v4().simple());
     let url_token = format!("qry-{}", uuid::Uuid::new_v4().simple());
     let url_password = format!("pwd-{}", uuid::Uuid::new_v4().simple());
+    // An upstream behind OAuth client credentials (R-PRX-15): its client secret and the token
+    // the (wiremock) token endpoint hands out must not leave the proxy either.
+    let client_secret = format!("cs-{}", uuid::Uuid::new_v4().simple());
+    let access_token = format!("at-{}", uuid::Uuid::new_v4().simple());
+    let token_endpoint = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(json!({
+            "access_token": access_token, "token_type": "Bearer", "expires_in": 3600
+        })))
+        .mount(&token_endpoint)
+        .await;
+    let guarded = fixtures::faults::faulty_upstream(
+        &UpstreamSpec::standard(),
+        fixtures::faults::HttpFault::Status {
+            code: 500,
+            times: 0,
+        },
+        ledger.clone(),
+    )
+    .await;
     let config = format!(
         r#"{head}
 [[upstream]]
@@ -207,6 +227,15 @@ transport = "http"
 url = "http://u:${{URL_PASSWORD}}@127.0.0.1:9/mcp?api_key=${{URL_TOKEN}}"
 
 [[upstream]]
+service = "guarded"
+transport = "http"
+url = "{guarded}"
+[upstream.oauth]
+token_url = "{token_url}"
+client_id = "proxy"
+client_secret_env = "OAUTH_CLIENT_SECRET"
+
+[[upstream]]
 service = "local"
 transport = "stdio"
 command = "{mock}"
@@ -218,6 +247,8 @@ env = {{ API_KEY = "${{UPSTREAM_API_KEY}}" }}
             http.url.replacen("http://", "http://u:${URL_PASSWORD}@", 1) + "?api_key=${URL_TOKEN}",
         mock = fixtures::mock_upstream_bin().unwrap().display(),
         ledger = ledger.path().display(),
+        guarded = fixtures::faults::mcp_url(&guarded),
+        token_url = token_endpoint.uri() + "/token",
     );
     let (mut child, log_path) = spawn_proxy(
         &config,
@@ -226,12 +257,20 @@ env = {{ API_KEY = "${{UPSTREAM_API_KEY}}" }}
             ("UPSTREAM_API_KEY", &env_secret),
             ("URL_TOKEN", &url_token),
             ("URL_PASSWORD", &url_password),
+            ("OAUTH_CLIENT_SECRET", &client_secret),
         ],
     );
-    let secrets = [&header_secret, &env_secret, &url_token, &url_password];
+    let secrets = [
+        &header_secret,
+        &env_secret,
+        &url_token,
+        &url_password,
+        &client_secret,
+        &access_token,
+    ];
 
     // One call per upstream through Nexus, as any caller would make it.
-    for (service, key) in [("web", "p1"), ("local", "p2")] {
+    for (service, key) in [("web", "p1"), ("local", "p2"), ("guarded", "p4")] {
         let input = payload::to_payload(&json!({"key": key})).unwrap();
         let mut start = StartOperation::new(
             format!("secrets-{key}-{}", uuid::Uuid::new_v4()),
@@ -290,7 +329,25 @@ env = {{ API_KEY = "${{UPSTREAM_API_KEY}}" }}
             ("upstream env value", &env_secret),
             ("upstream URL query", &url_token),
             ("upstream URL password", &url_password),
+            ("OAuth client secret", &client_secret),
+            ("OAuth access token", &access_token),
         ],
+    );
+    // The token did reach the upstream, as a bearer token.
+    let carried = guarded
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| {
+            r.headers
+                .get("authorization")
+                .is_some_and(|v| v.as_bytes() == format!("Bearer {access_token}").as_bytes())
+        })
+        .count();
+    assert!(
+        carried > 0,
+        "no request to the guarded upstream carried the token"
     );
 }
 

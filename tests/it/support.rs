@@ -497,6 +497,8 @@ pub fn http_upstream(service: &str, url: &str) -> durable_mcp::outbound::Upstrea
         transport: durable_mcp::outbound::TransportConfig::Http {
             url: url.parse().unwrap(),
             headers: Default::default(),
+            unavailable_means_not_run: false,
+            oauth: None,
         },
         activity_options: Default::default(),
         overrides: Default::default(),

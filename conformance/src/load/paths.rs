@@ -390,6 +390,8 @@ fn start_proxy(
         transport: TransportConfig::Http {
             url: upstream_url.parse()?,
             headers: Default::default(),
+            unavailable_means_not_run: false,
+            oauth: None,
         },
         activity_options: Default::default(),
         overrides: Default::default(),

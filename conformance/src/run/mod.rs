@@ -330,6 +330,8 @@ async fn execute(
             TransportConfig::Http {
                 url,
                 headers: BTreeMap::new(),
+                unavailable_means_not_run: scenario.upstream.unavailable_means_not_run,
+                oauth: None,
             }
         }),
         UpstreamTransport::Http => Some({
@@ -345,6 +347,8 @@ async fn execute(
             TransportConfig::Http {
                 url,
                 headers: BTreeMap::new(),
+                unavailable_means_not_run: scenario.upstream.unavailable_means_not_run,
+                oauth: None,
             }
         }),
     };

@@ -112,9 +112,16 @@ impl ProxyLauncher {
                 let args: Vec<toml::Value> = args.iter().map(|a| escape(a).into()).collect();
                 upstream.insert("args".into(), args.into());
             }
-            TransportConfig::Http { url, .. } => {
+            TransportConfig::Http {
+                url,
+                unavailable_means_not_run,
+                ..
+            } => {
                 upstream.insert("transport".into(), "http".into());
                 upstream.insert("url".into(), url.to_string().into());
+                if *unavailable_means_not_run {
+                    upstream.insert("unavailable_means_not_run".into(), true.into());
+                }
             }
             TransportConfig::Custom(_) => {
                 anyhow::bail!("a client factory cannot be written to a proxy.toml")

@@ -329,6 +329,9 @@ pub struct UpstreamDef {
     /// and injects this fault into the first calls (`fixtures::faults::HttpFault`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<HttpFault>,
+    /// HTTP only: the proxy's `unavailable_means_not_run` for this upstream (R-PRX-14).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unavailable_means_not_run: bool,
 }
 
 impl UpstreamDef {

@@ -99,6 +99,8 @@ impl Upstream {
             Upstream::Http { url, headers } => TransportConfig::Http {
                 url: url.parse().with_context(|| format!("URL {url:?}"))?,
                 headers: headers.clone(),
+                unavailable_means_not_run: false,
+                oauth: None,
             },
         })
     }

@@ -55,6 +55,31 @@ pub enum Phase {
     MayHaveRun,
 }
 
+/// What a failed HTTP request to an upstream shows about whether it reached the tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpFailure {
+    /// No connection was ever made (refused, unreachable, DNS): the request never left.
+    NeverConnected,
+    /// An answer of 503 Service Unavailable or 429 Too Many Requests. The upstream declines
+    /// requests so before running them, but a gateway in front of it may answer so after
+    /// forwarding one.
+    Unavailable,
+    /// Anything else (a reset, a 500, a 502, a closed stream): the request may have run.
+    Other,
+}
+
+/// The [`Phase`] of a failed HTTP request (R-PRX-14). A 503 or 429 proves the tool never ran
+/// only when the upstream's config says so (`unavailable_means_not_run`): by default a gateway
+/// may have forwarded the request first, so a tool that must run at most once gets
+/// `ToolCallOutcomeUnknown` rather than a second run.
+pub fn http_failure_phase(failure: HttpFailure, unavailable_means_not_run: bool) -> Phase {
+    match failure {
+        HttpFailure::NeverConnected => Phase::NotDelivered,
+        HttpFailure::Unavailable if unavailable_means_not_run => Phase::NotDelivered,
+        HttpFailure::Unavailable | HttpFailure::Other => Phase::MayHaveRun,
+    }
+}
+
 /// What to do about a transport failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailureAction {
@@ -142,6 +167,27 @@ mod tests {
     use proptest::prelude::*;
 
     use super::{ToolCallErrorType::*, *};
+
+    #[test]
+    fn a_503_or_429_proves_nothing_unless_the_upstream_says_so() {
+        use HttpFailure::*;
+        assert_eq!(
+            http_failure_phase(NeverConnected, false),
+            Phase::NotDelivered
+        );
+        assert_eq!(
+            http_failure_phase(NeverConnected, true),
+            Phase::NotDelivered
+        );
+        assert_eq!(http_failure_phase(Unavailable, false), Phase::MayHaveRun);
+        assert_eq!(http_failure_phase(Unavailable, true), Phase::NotDelivered);
+        assert_eq!(http_failure_phase(Other, true), Phase::MayHaveRun);
+        // So by default a one-attempt tool behind a gateway gets an unknown outcome.
+        assert_eq!(
+            on_transport_failure(http_failure_phase(Unavailable, false), true, false),
+            FailureAction::FailNonRetryable(ToolCallOutcomeUnknown)
+        );
+    }
 
     #[test]
     fn transport_failures() {

@@ -1,4 +1,4 @@
-//! What the HTTP client behind a Streamable HTTP upstream ([`super::raw::TapHttpClient`]) does
+//! What the HTTP client behind a Streamable HTTP upstream (`TapHttpClient`) does
 //! to its errors before rmcp sees them: the upstream's URL is taken out, since rmcp logs
 //! transport errors as they are and reqwest's quote the URL, query and all (R-PRX-1).
 

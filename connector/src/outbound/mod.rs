@@ -9,7 +9,8 @@
 //! - [`config`]: the `proxy.toml` file, with `${VAR}` expansion for secrets.
 //! - [`refusal`]: which of Temporal's refusals fail a call at once.
 //!
-//! The I/O around them: [`upstream`] (rmcp connections to upstream servers), [`child`] (how a
+//! The I/O around them: [`upstream`] (rmcp connections to upstream servers), [`auth`] (their
+//! bearer tokens: OAuth client credentials, or a provider of your own), [`child`] (how a
 //! stdio upstream's process is started), [`raw`] (the upstream's answers as written, beside
 //! rmcp's typed view), [`http_client`] (its HTTP errors scrubbed of URL secrets), [`discovery`]
 //! (`tools/list` outside activities), [`service`] (the Nexus service per upstream),
@@ -17,6 +18,7 @@
 //! program's own client factory), [`library`] (proxied upstreams on a program's own worker,
 //! next to its native tools) and [`proxy`] (the `durable-mcp-proxy` worker, built on it).
 
+pub mod auth;
 pub mod call_activity;
 pub mod child;
 pub mod config;

@@ -32,7 +32,11 @@ use tokio::{
     sync::mpsc::{UnboundedReceiver, UnboundedSender},
 };
 
-use super::{config::UrlSecrets, http_client as scrub};
+use super::{
+    auth::{AuthError, AuthProvider},
+    config::UrlSecrets,
+    http_client as scrub,
+};
 use crate::mcp::call::ToolLog;
 
 /// How long an answer nobody claimed is kept (the request's caller gave up, or it was rmcp's
@@ -193,13 +197,20 @@ pub struct TapHttpClient {
     raw: RawResults,
     /// Taken out of every error before rmcp sees it (R-PRX-1).
     secrets: Arc<UrlSecrets>,
+    /// Gives each request its bearer token (R-PRX-15).
+    auth: Option<Arc<dyn AuthProvider>>,
 }
 
 impl TapHttpClient {
     /// Redirects are not followed (a redirect would replay headers to wherever it points);
     /// idle connections are not pooled, as in rmcp's own default client (it avoids delayed-ACK
     /// stalls on reused connections). Errors lose the upstream's URL and its `secrets`.
-    pub fn new(raw: RawResults, secrets: UrlSecrets) -> Result<Self, reqwest::Error> {
+    /// With `auth`, every request carries its token.
+    pub fn new(
+        raw: RawResults,
+        secrets: UrlSecrets,
+        auth: Option<Arc<dyn AuthProvider>>,
+    ) -> Result<Self, reqwest::Error> {
         let inner = reqwest::Client::builder()
             .pool_max_idle_per_host(0)
             .redirect(reqwest::redirect::Policy::none())
@@ -208,7 +219,32 @@ impl TapHttpClient {
             inner,
             raw,
             secrets: Arc::new(secrets),
+            auth,
         })
+    }
+
+    /// Sends a request with the provider's token (or `given`, without a provider); after a 401
+    /// (the request never ran), tells the provider and sends it once more with a new token.
+    /// A token that cannot be had fails the request as one that never left (R-PRX-15).
+    async fn authorized<T, Fut>(
+        &self,
+        given: Option<String>,
+        send: impl Fn(Option<String>) -> Fut,
+    ) -> HttpResult<T>
+    where
+        Fut: Future<Output = HttpResult<T>>,
+    {
+        let Some(auth) = &self.auth else {
+            return send(given).await;
+        };
+        let token = auth.token().await.map_err(no_token)?;
+        match send(Some(token.clone())).await {
+            Err(e) if unauthorized(&e) => {
+                auth.rejected(&token);
+                send(Some(auth.token().await.map_err(no_token)?)).await
+            }
+            other => other,
+        }
     }
 
     fn tap_events(
@@ -241,6 +277,20 @@ impl TapHttpClient {
 type Headers = HashMap<HeaderName, HeaderValue>;
 type HttpResult<T> = Result<T, StreamableHttpError<reqwest::Error>>;
 
+/// A 401 answer, with or without a `WWW-Authenticate` challenge.
+fn unauthorized(e: &StreamableHttpError<reqwest::Error>) -> bool {
+    match e {
+        StreamableHttpError::AuthRequired(_) => true,
+        StreamableHttpError::HttpStatus(s) => s.status == 401,
+        _ => false,
+    }
+}
+
+/// A request that could not get its token: it never left (see `upstream::classify`).
+fn no_token(e: AuthError) -> StreamableHttpError<reqwest::Error> {
+    StreamableHttpError::Io(std::io::Error::other(e))
+}
+
 impl StreamableHttpClient for TapHttpClient {
     type Error = reqwest::Error;
 
@@ -253,8 +303,15 @@ impl StreamableHttpClient for TapHttpClient {
         custom_headers: Headers,
     ) -> HttpResult<StreamableHttpPostResponse> {
         let response = self
-            .inner
-            .post_message(uri, message, session_id, auth_header, custom_headers)
+            .authorized(auth_header, |auth| {
+                self.inner.post_message(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    auth,
+                    custom_headers.clone(),
+                )
+            })
             .await;
         scrub::clean_response(&self.secrets, response.map(|r| self.tap_post(r)))
     }
@@ -269,15 +326,16 @@ impl StreamableHttpClient for TapHttpClient {
         max_sse_event_size: usize,
     ) -> HttpResult<StreamableHttpPostResponse> {
         let response = self
-            .inner
-            .post_message_with_max_sse_event_size(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
+            .authorized(auth_header, |auth| {
+                self.inner.post_message_with_max_sse_event_size(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    auth,
+                    custom_headers.clone(),
+                    max_sse_event_size,
+                )
+            })
             .await;
         scrub::clean_response(&self.secrets, response.map(|r| self.tap_post(r)))
     }
@@ -292,15 +350,16 @@ impl StreamableHttpClient for TapHttpClient {
         limits: StreamableHttpResponseLimits,
     ) -> HttpResult<StreamableHttpPostResponse> {
         let response = self
-            .inner
-            .post_message_with_response_limits(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                limits,
-            )
+            .authorized(auth_header, |auth| {
+                self.inner.post_message_with_response_limits(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    auth,
+                    custom_headers.clone(),
+                    limits,
+                )
+            })
             .await;
         scrub::clean_response(&self.secrets, response.map(|r| self.tap_post(r)))
     }
@@ -312,10 +371,16 @@ impl StreamableHttpClient for TapHttpClient {
         auth_header: Option<String>,
         custom_headers: Headers,
     ) -> HttpResult<()> {
-        self.inner
-            .delete_session(uri, session_id, auth_header, custom_headers)
-            .await
-            .map_err(|e| scrub::clean(&self.secrets, e))
+        self.authorized(auth_header, |auth| {
+            self.inner.delete_session(
+                uri.clone(),
+                session_id.clone(),
+                auth,
+                custom_headers.clone(),
+            )
+        })
+        .await
+        .map_err(|e| scrub::clean(&self.secrets, e))
     }
 
     async fn get_stream(
@@ -327,8 +392,15 @@ impl StreamableHttpClient for TapHttpClient {
         custom_headers: Headers,
     ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
         let events = self
-            .inner
-            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .authorized(auth_header, |auth| {
+                self.inner.get_stream(
+                    uri.clone(),
+                    session_id.clone(),
+                    last_event_id.clone(),
+                    auth,
+                    custom_headers.clone(),
+                )
+            })
             .await
             .map_err(|e| scrub::clean(&self.secrets, e))?;
         Ok(scrub::clean_stream(&self.secrets, self.tap_events(events)))
@@ -344,15 +416,16 @@ impl StreamableHttpClient for TapHttpClient {
         max_sse_event_size: usize,
     ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
         let events = self
-            .inner
-            .get_stream_with_max_sse_event_size(
-                uri,
-                session_id,
-                last_event_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
+            .authorized(auth_header, |auth| {
+                self.inner.get_stream_with_max_sse_event_size(
+                    uri.clone(),
+                    session_id.clone(),
+                    last_event_id.clone(),
+                    auth,
+                    custom_headers.clone(),
+                    max_sse_event_size,
+                )
+            })
             .await
             .map_err(|e| scrub::clean(&self.secrets, e))?;
         Ok(scrub::clean_stream(&self.secrets, self.tap_events(events)))

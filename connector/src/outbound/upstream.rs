@@ -38,9 +38,10 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::{
+    auth::{AuthError, AuthProvider, ClientCredentialsProvider},
     child,
     config::{TransportConfig, UrlSecrets, redacted_url},
-    errors::Phase,
+    errors::{HttpFailure, Phase, http_failure_phase},
     raw::{RawResults, TapHttpClient, TapReader},
 };
 use crate::mcp::call::{CallNotification, ToolProgress};
@@ -170,6 +171,8 @@ pub struct UpstreamClient {
     tools_changed: Arc<watch::Sender<u64>>,
     /// Taken out of every error's text: HTTP client errors quote the URL (R-PRX-1).
     secrets: UrlSecrets,
+    /// Gives an HTTP upstream's requests their bearer token (R-PRX-15).
+    auth: Option<Arc<dyn AuthProvider>>,
 }
 
 impl std::fmt::Debug for UpstreamClient {
@@ -183,18 +186,32 @@ impl std::fmt::Debug for UpstreamClient {
 
 impl UpstreamClient {
     pub fn new(service: impl Into<String>, transport: TransportConfig) -> Self {
-        let secrets = match &transport {
-            TransportConfig::Http { url, .. } => UrlSecrets::of(url),
-            TransportConfig::Stdio { .. } => UrlSecrets::default(),
+        let (secrets, auth) = match &transport {
+            TransportConfig::Http { url, oauth, .. } => (
+                UrlSecrets::of(url),
+                oauth.clone().map(|config| {
+                    Arc::new(ClientCredentialsProvider::new(config)) as Arc<dyn AuthProvider>
+                }),
+            ),
+            TransportConfig::Stdio { .. } => (UrlSecrets::default(), None),
         };
         Self {
             secrets,
+            auth,
             service: service.into(),
             transport,
             connection: Mutex::new(Slot::Idle),
             attempts: AtomicU64::new(0),
             tools_changed: Arc::new(watch::channel(0).0),
         }
+    }
+
+    /// An HTTP upstream whose requests get their bearer token from `auth` (instead of the
+    /// config's `oauth`, if any): the hook for a scheme the config does not offer. It sees
+    /// every request and a 401 answer (R-PRX-15). A stdio upstream ignores it.
+    pub fn with_auth(mut self, auth: Arc<dyn AuthProvider>) -> Self {
+        self.auth = Some(auth);
+        self
     }
 
     /// Changes every time the upstream says its tool list changed.
@@ -222,6 +239,7 @@ impl UpstreamClient {
                         self.transport.clone(),
                         self.tools_changed.clone(),
                         self.secrets.clone(),
+                        self.auth.clone(),
                     ));
                     let service = self.service.clone();
                     let handshake = async move {
@@ -306,14 +324,17 @@ impl UpstreamClient {
 
     /// Whether a failed send can have reached the tool. Over stdio a failed write means the
     /// child is gone before it read the request. Over HTTP the "send" is the whole POST: only a
-    /// connection that was never made, or a 503/429 refusal, proves the upstream never ran the
-    /// request; a connection that broke after the request went out (a reset, a close before the
-    /// answer) may have run the tool, so it must not be sent again to a one-attempt tool.
+    /// connection that was never made proves the upstream never ran the request, and a 503/429
+    /// refusal does when the upstream's config says so (R-PRX-14); a connection that broke after
+    /// the request went out (a reset, a close before the answer) may have run the tool, so it
+    /// must not be sent again to a one-attempt tool.
     fn send_failure_phase(&self, err: &rmcp::transport::DynamicTransportError) -> Phase {
         match &self.transport {
             TransportConfig::Stdio { .. } => Phase::NotDelivered,
-            TransportConfig::Http { .. } if never_processed(err) => Phase::NotDelivered,
-            TransportConfig::Http { .. } => Phase::MayHaveRun,
+            TransportConfig::Http {
+                unavailable_means_not_run,
+                ..
+            } => http_failure_phase(classify(err), *unavailable_means_not_run),
             // What a factory's transport did with a failed send is unknown: assume it arrived.
             TransportConfig::Custom(_) => Phase::MayHaveRun,
         }
@@ -546,6 +567,7 @@ async fn open(
     transport: TransportConfig,
     tools_changed: Arc<watch::Sender<u64>>,
     secrets: UrlSecrets,
+    auth: Option<Arc<dyn AuthProvider>>,
 ) -> Result<Connection, UpstreamError> {
     let connect_error = |reason: String| UpstreamError::Connect {
         service: service.clone(),
@@ -580,7 +602,7 @@ async fn open(
                     .await
                     .map_err(|e| connect_error(e.to_string()))?
             }
-            TransportConfig::Http { url, headers } => {
+            TransportConfig::Http { url, headers, .. } => {
                 let mut custom = HashMap::new();
                 for (name, value) in headers {
                     let name = http::HeaderName::try_from(name.as_str())
@@ -601,7 +623,7 @@ async fn open(
                 backoff.base_duration = Duration::from_millis(200);
                 backoff.max_delay = Some(Duration::from_secs(2));
                 config.retry_config = Arc::new(backoff);
-                let client = TapHttpClient::new(raw.clone(), secrets.clone())
+                let client = TapHttpClient::new(raw.clone(), secrets.clone(), auth.clone())
                     .map_err(|e| connect_error(format!("cannot build the HTTP client: {e}")))?;
                 let transport = StreamableHttpClientTransport::with_client(client, config);
                 // Where it failed, with the secrets shown as `***`.
@@ -635,17 +657,21 @@ async fn open(
     Ok(Arc::new(running))
 }
 
-/// Whether an error's chain shows that the upstream never processed the request: no
-/// connection was ever made (refused, unreachable, DNS), or the server declined it with 503
-/// Service Unavailable or 429 Too Many Requests. Other statuses (500, 502, 504) may come after
-/// the tool ran.
-fn never_processed(err: &(dyn std::error::Error + 'static)) -> bool {
+/// What an error's chain shows about the request: no connection was ever made (refused,
+/// unreachable, DNS, no bearer token to send), the server (or a gateway) answered 503 Service
+/// Unavailable or 429 Too Many Requests, or anything else. Other statuses (500, 502, 504) may
+/// come after the tool ran.
+fn classify(err: &(dyn std::error::Error + 'static)) -> HttpFailure {
     use rmcp::transport::streamable_http_client::StreamableHttpError;
     let mut current = Some(err);
     while let Some(e) = current {
         match e.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
             Some(StreamableHttpError::HttpStatus(status)) => {
-                return matches!(status.status, 429 | 503);
+                return if matches!(status.status, 429 | 503) {
+                    HttpFailure::Unavailable
+                } else {
+                    HttpFailure::Other
+                };
             }
             // rmcp's client error does not expose its cause as a `source`: step in by hand.
             Some(StreamableHttpError::Client(inner)) => {
@@ -657,7 +683,13 @@ fn never_processed(err: &(dyn std::error::Error + 'static)) -> bool {
         if let Some(r) = e.downcast_ref::<reqwest::Error>()
             && r.is_connect()
         {
-            return true;
+            return HttpFailure::NeverConnected;
+        }
+        // No bearer token to send: the request never left.
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && io.get_ref().is_some_and(|inner| inner.is::<AuthError>())
+        {
+            return HttpFailure::NeverConnected;
         }
         if let Some(io) = e.downcast_ref::<std::io::Error>()
             && matches!(
@@ -668,11 +700,11 @@ fn never_processed(err: &(dyn std::error::Error + 'static)) -> bool {
                     | std::io::ErrorKind::HostUnreachable
             )
         {
-            return true;
+            return HttpFailure::NeverConnected;
         }
         current = e.source();
     }
-    false
+    HttpFailure::Other
 }
 
 /// Why listing tools failed.

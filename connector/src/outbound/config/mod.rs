@@ -15,6 +15,13 @@
 //! url = "https://mcp.example.com/mcp"
 //! headers = { Authorization = "Bearer ${WEATHER_TOKEN}" }
 //! # allow_insecure_http = true      # only to send credentials over plain http off loopback
+//! # unavailable_means_not_run = true # 503/429 prove a call never ran (no gateway in between)
+//! # [upstream.oauth]                 # a bearer token from OAuth client credentials instead
+//! # token_url = "https://auth.example.com/oauth/token"
+//! # client_id = "durable-mcp"
+//! # client_secret_env = "WEATHER_CLIENT_SECRET"   # the variable that holds the secret
+//! # scopes = ["tools:call"]
+//! # audience = "https://mcp.example.com"
 //! [upstream.activity_options]       # see `options::ActivityOptions`
 //! start_to_close_timeout = "30s"
 //! [upstream.overrides.get_forecast_report]   # per tool; only the keys given change
@@ -42,6 +49,7 @@
 //! to every user of the machine in its process list anyway, so pass secrets through `env`.
 
 mod expand;
+mod oauth;
 mod redact;
 #[cfg(test)]
 mod tests;
@@ -56,6 +64,7 @@ use serde::Deserialize;
 use url::Url;
 
 use super::options::ActivityOptions;
+pub use oauth::ClientCredentials;
 pub use redact::{UrlSecrets, redacted_url};
 use upstream::{RawUpstream, upstream};
 
@@ -118,6 +127,12 @@ pub enum TransportConfig {
     Http {
         url: Url,
         headers: BTreeMap<String, String>,
+        /// HTTP 503 and 429 answers prove the tool did not run, so even a tool that must run
+        /// at most once is sent again (R-PRX-14). Set it only when nothing between the proxy
+        /// and the server (a gateway, a load balancer) answers so after forwarding a request.
+        unavailable_means_not_run: bool,
+        /// Its bearer token comes from OAuth 2.0 client credentials (R-PRX-15).
+        oauth: Option<ClientCredentials>,
     },
     /// Reached through a program's own client factory (R-PRX-27); never in a config file.
     Custom(super::factory::CustomTransport),

@@ -25,10 +25,17 @@ impl fmt::Debug for TransportConfig {
                 .field("cwd", cwd)
                 .field("inherit_env", inherit_env)
                 .finish(),
-            Self::Http { url, headers } => f
+            Self::Http {
+                url,
+                headers,
+                unavailable_means_not_run,
+                oauth,
+            } => f
                 .debug_struct("Http")
                 .field("url", &redacted_url(url))
                 .field("headers", &RedactedValues(headers))
+                .field("unavailable_means_not_run", unavailable_means_not_run)
+                .field("oauth", oauth)
                 .finish(),
             Self::Custom(custom) => custom.fmt(f),
         }

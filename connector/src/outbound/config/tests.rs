@@ -97,6 +97,8 @@ fn full_example_parses() {
         TransportConfig::Http {
             url: Url::parse("https://mcp.example.com/mcp").unwrap(),
             headers: BTreeMap::from([("Authorization".into(), format!("Bearer {SECRET}"))]),
+            unavailable_means_not_run: false,
+            oauth: None,
         }
     );
     assert_eq!(
@@ -406,6 +408,8 @@ fn debug_output_redacts_credentials() {
     let with_password = TransportConfig::Http {
         url: Url::parse(&format!("https://user:{SECRET}@h/mcp")).unwrap(),
         headers: BTreeMap::new(),
+        unavailable_means_not_run: false,
+        oauth: None,
     };
     let debug = format!("{with_password:?}");
     assert!(
@@ -498,4 +502,82 @@ fn url_secrets_are_scrubbed_from_any_text() {
         plain.scrub("url (http://127.0.0.1:9/mcp)"),
         "url (http://127.0.0.1:9/mcp)"
     );
+}
+
+#[test]
+fn oauth_config_is_validated_field_by_field() {
+    let oauth = |body: &str| http(&format!("[upstream.oauth]\n{body}"));
+    let good = "token_url = \"https://auth.example/token\"\nclient_id = \"proxy\"\n\
+                client_secret_env = \"WEATHER_TOKEN\"\nscopes = [\"tools:call\"]\n\
+                audience = \"https://h\"";
+    let config = parse(&oauth(good), &env).unwrap();
+    let TransportConfig::Http {
+        oauth: Some(credentials),
+        unavailable_means_not_run,
+        ..
+    } = &config.upstreams[0].transport
+    else {
+        panic!("oauth expected")
+    };
+    assert!(!unavailable_means_not_run, "off by default");
+    assert_eq!(credentials.client_secret, SECRET);
+    assert_eq!(credentials.scopes, ["tools:call"]);
+    let debug = format!("{:?}", config.upstreams[0]);
+    assert!(!debug.contains(SECRET), "{debug}");
+
+    for (body, field, problem) in [
+        (
+            good.replace("https://auth.example", "http://auth.example"),
+            "token_url",
+            "must be https",
+        ),
+        (
+            good.replace("WEATHER_TOKEN", "UNSET_SECRET"),
+            "client_secret_env",
+            "UNSET_SECRET is not set",
+        ),
+        (
+            good.replace("client_id = \"proxy\"", "client_id = \" \""),
+            "client_id",
+            "must not be empty",
+        ),
+        (
+            good.replace("tools:call", "tools call"),
+            "scopes[0]",
+            "not an OAuth scope token",
+        ),
+    ] {
+        let error = parse(&oauth(&body), &env).unwrap_err().to_string();
+        assert!(
+            error.starts_with(&format!("upstream[0].oauth.{field}: ")) && error.contains(problem),
+            "{error}"
+        );
+        assert!(!error.contains(SECRET), "{error}");
+    }
+    // Loopback token endpoints may be plain http.
+    parse(
+        &oauth(&good.replace("https://auth.example", "http://127.0.0.1:9")),
+        &env,
+    )
+    .unwrap();
+    let both = http(&format!(
+        "headers = {{ Authorization = \"Bearer x\" }}\n[upstream.oauth]\n{good}"
+    ));
+    let error = parse(&both, &env).unwrap_err().to_string();
+    assert!(error.starts_with("upstream[0].oauth: "), "{error}");
+    let misplaced = parse(&stdio("unavailable_means_not_run = true"), &env)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        misplaced.starts_with("upstream[0].unavailable_means_not_run: only for transport"),
+        "{misplaced}"
+    );
+    let flag = parse(&http("unavailable_means_not_run = true"), &env).unwrap();
+    assert!(matches!(
+        flag.upstreams[0].transport,
+        TransportConfig::Http {
+            unavailable_means_not_run: true,
+            ..
+        }
+    ));
 }

@@ -6,7 +6,12 @@ use std::{collections::BTreeMap, path::PathBuf};
 use serde::Deserialize;
 use url::Url;
 
-use super::{ConfigError, TransportConfig, UpstreamConfig, expand::expand, invalid};
+use super::{
+    ConfigError, TransportConfig, UpstreamConfig,
+    expand::expand,
+    invalid,
+    oauth::{RawClientCredentials, client_credentials},
+};
 use crate::outbound::options::ActivityOptions;
 
 #[derive(Deserialize)]
@@ -22,6 +27,8 @@ pub(super) struct RawUpstream {
     cwd: Option<String>,
     inherit_env: Option<bool>,
     allow_insecure_http: Option<bool>,
+    unavailable_means_not_run: Option<bool>,
+    oauth: Option<RawClientCredentials>,
     #[serde(default)]
     activity_options: ActivityOptions,
     #[serde(default)]
@@ -75,6 +82,11 @@ pub(super) fn upstream(
                 ("url", raw.url.is_some()),
                 ("headers", raw.headers.is_some()),
                 ("allow_insecure_http", raw.allow_insecure_http.is_some()),
+                (
+                    "unavailable_means_not_run",
+                    raw.unavailable_means_not_run.is_some(),
+                ),
+                ("oauth", raw.oauth.is_some()),
             ],
         ),
     };
@@ -109,7 +121,7 @@ pub(super) fn upstream(
                 headers.insert(name, value);
             }
             if !raw.allow_insecure_http.unwrap_or(false)
-                && sends_credentials_in_clear(&url, !headers.is_empty())
+                && sends_credentials_in_clear(&url, !headers.is_empty() || raw.oauth.is_some())
             {
                 return Err(invalid(
                     at("url"),
@@ -118,7 +130,28 @@ pub(super) fn upstream(
                      allow_insecure_http = true",
                 ));
             }
-            TransportConfig::Http { url, headers }
+            let oauth = match raw.oauth {
+                Some(oauth) => {
+                    if headers
+                        .keys()
+                        .any(|h| h.eq_ignore_ascii_case("authorization"))
+                    {
+                        return Err(invalid(
+                            at("oauth"),
+                            "the upstream has an Authorization header already: use one or the other",
+                        ));
+                    }
+                    let at_oauth = |key: &str| at(&format!("oauth.{key}"));
+                    Some(client_credentials(oauth, &at_oauth, env)?)
+                }
+                None => None,
+            };
+            TransportConfig::Http {
+                url,
+                headers,
+                unavailable_means_not_run: raw.unavailable_means_not_run.unwrap_or(false),
+                oauth,
+            }
         }
         TransportKind::Stdio => {
             let command_text = raw
@@ -188,13 +221,17 @@ fn sends_credentials_in_clear(url: &Url, has_headers: bool) -> bool {
         || !url.username().is_empty()
         || url.password().is_some()
         || url.query().is_some();
-    let loopback = match url.host() {
+    url.scheme() == "http" && carries && !is_loopback(url)
+}
+
+/// Whether `url`'s host is `localhost` or a loopback address.
+pub(super) fn is_loopback(url: &Url) -> bool {
+    match url.host() {
         Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
         Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
         None => false,
-    };
-    url.scheme() == "http" && carries && !loopback
+    }
 }
 
 /// HTTP token characters (RFC 9110), the only ones a header name may have.
