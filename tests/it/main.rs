@@ -17,6 +17,7 @@ mod progress;
 mod proxy;
 mod proxy_everything;
 mod proxy_library;
+mod proxy_options;
 mod python_client;
 mod secrets;
 mod server_restart;

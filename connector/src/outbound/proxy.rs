@@ -2,7 +2,10 @@
 //! (R-PRX-26), on a Nexus worker and an SDK worker of their own, on one task queue.
 
 use temporalio_client::{Client, ClientOptions, Connection};
-use temporalio_sdk::{Runtime, Worker, WorkerOptions};
+use temporalio_sdk::{
+    Runtime, Worker, WorkerOptions,
+    runtime::worker_tuner::{FixedSizeSlotSupplier, TunerHolder},
+};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
@@ -22,6 +25,8 @@ pub use super::library::PROGRESS_HEARTBEAT;
 pub struct ProxyOptions {
     pub namespace: String,
     pub task_queue: String,
+    /// Tool calls running at once in this process (Activity slots), and Nexus tasks (starts,
+    /// cancels, listings) handled at once: each at most this many (R-PRX-16).
     pub max_concurrent_calls: usize,
 }
 
@@ -34,6 +39,18 @@ pub enum ProxyError {
     Nexus(#[from] crate::nexus::NexusWorkerError),
     #[error("the activity worker failed: {0}")]
     Activity(String),
+}
+
+/// A tuner whose activity slots (one per running tool call) number `calls`; the other kinds,
+/// unused by this worker, keep the SDK's default of 100.
+fn calls_tuner(calls: usize) -> TunerHolder {
+    let default = || FixedSizeSlotSupplier::new(100);
+    TunerHolder::builder()
+        .workflow_task_slot_supplier(default())
+        .activity_task_slot_supplier(FixedSizeSlotSupplier::new(calls.max(1)))
+        .local_activity_task_slot_supplier(default())
+        .nexus_task_slot_supplier(default())
+        .build()
 }
 
 /// Runs the proxy until `shutdown` fires. Tool calls in flight finish or are cancelled by the
@@ -69,6 +86,9 @@ pub async fn run_proxy(
     )
     .map_err(|e| ProxyError::Activity(e.to_string()))?;
     let worker_options = WorkerOptions::new(options.task_queue.clone())
+        // At most max_concurrent_calls tool calls run at once in this process (R-PRX-16): the
+        // Activity worker takes no more tasks than that.
+        .tuner(calls_tuner(options.max_concurrent_calls))
         .deployment_options(
             temporalio_common::worker::WorkerDeploymentOptions::from_build_id(
                 concat!("durable-mcp-", env!("CARGO_PKG_VERSION")).to_owned(),

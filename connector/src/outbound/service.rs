@@ -204,6 +204,8 @@ impl OperationHandler for ToolCall {
                             .map_err(|e| HandlerError::bad_request(e.to_string()))?,
                     ],
                     schedule_to_close: Some(call_timeout(&options)),
+                    schedule_to_start: options.schedule_to_start,
+                    search_attributes: options.search_attributes.clone(),
                     start_to_close: Some(options.start_to_close),
                     heartbeat: Some(options.heartbeat),
                     retry_policy: Some(options.retry_policy.to_proto()),

@@ -3,13 +3,16 @@
 //! The SDK's `start_activity` cannot attach completion callbacks, and callbacks are how an
 //! activity's result reaches a Nexus operation: so the proxy (and tests) start activities here.
 
-use std::{collections::HashMap, time::Duration};
+use std::{
+    collections::{BTreeMap, HashMap},
+    time::Duration,
+};
 
 use temporalio_client::Connection;
 use temporalio_protos::temporal::api::{
     common::v1::{
         ActivityType, Callback, OnConflictOptions, Payload, Payloads, Priority, RetryPolicy,
-        callback,
+        SearchAttributes, callback,
     },
     enums::v1::{ActivityIdConflictPolicy, ActivityIdReusePolicy},
     sdk::v1::UserMetadata,
@@ -31,9 +34,13 @@ pub struct ActivityStart {
     pub task_queue: String,
     pub input: Vec<Payload>,
     pub schedule_to_close: Option<Duration>,
+    /// How long the Activity may wait for a worker to pick it up.
+    pub schedule_to_start: Option<Duration>,
     pub start_to_close: Option<Duration>,
     pub heartbeat: Option<Duration>,
     pub retry_policy: Option<RetryPolicy>,
+    /// Search attributes by name, each value as JSON (plain: Temporal indexes them).
+    pub search_attributes: Option<BTreeMap<String, serde_json::Value>>,
     /// Attach to a running activity with the same id instead of failing; with it, this
     /// request's id and callbacks are attached too, so several callers can await one run.
     pub use_existing: bool,
@@ -43,6 +50,20 @@ pub struct ActivityStart {
     pub priority: Option<Priority>,
     /// A one-line summary for the Temporal UI. Never put secrets here.
     pub summary: Option<String>,
+}
+
+/// Search attributes as Temporal takes them: each value a `json/plain` payload, whose type the
+/// server reads from the attribute's registration.
+fn search_attributes(
+    values: Option<&BTreeMap<String, serde_json::Value>>,
+) -> Option<SearchAttributes> {
+    let values = values.filter(|v| !v.is_empty())?;
+    Some(SearchAttributes {
+        indexed_fields: values
+            .iter()
+            .filter_map(|(name, value)| Some((name.clone(), payload::to_payload(value).ok()?)))
+            .collect(),
+    })
 }
 
 /// Starts the activity; answers `(run_id, started)` where `started` is false when the request
@@ -65,7 +86,9 @@ pub async fn start_activity(
             ..Default::default()
         }),
         schedule_to_close_timeout: start.schedule_to_close.map(proto_duration),
+        schedule_to_start_timeout: start.schedule_to_start.map(proto_duration),
         start_to_close_timeout: start.start_to_close.map(proto_duration),
+        search_attributes: search_attributes(start.search_attributes.as_ref()),
         heartbeat_timeout: start.heartbeat.map(proto_duration),
         retry_policy: start.retry_policy,
         input: Some(Payloads {
