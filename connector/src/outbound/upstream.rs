@@ -193,7 +193,9 @@ impl UpstreamClient {
                     Arc::new(ClientCredentialsProvider::new(config)) as Arc<dyn AuthProvider>
                 }),
             ),
-            TransportConfig::Stdio { .. } => (UrlSecrets::default(), None),
+            TransportConfig::Stdio { .. } | TransportConfig::Custom(_) => {
+                (UrlSecrets::default(), None)
+            }
         };
         Self {
             secrets,
@@ -258,18 +260,6 @@ impl UpstreamClient {
                     };
                     (attempt, handshake)
                 }
-            }
-            // The program's own factory (R-PRX-27), asked anew for every connection.
-            TransportConfig::Custom(custom) => {
-                let opened = custom
-                    .0
-                    .connect()
-                    .await
-                    .map_err(|e| connect_error(e.to_string()))?;
-                self.handler(raw.clone(), None)
-                    .serve(opened.into_tapped(raw))
-                    .await
-                    .map_err(|e| connect_error(e.to_string()))?
             }
         };
         let result = handshake.await;
@@ -631,6 +621,18 @@ async fn open(
                     .serve(transport)
                     .await
                     .map_err(|e| connect_error(format!("{}: {e}", redacted_url(url))))?
+            }
+            // The program's own factory (R-PRX-27), asked anew for every connection.
+            TransportConfig::Custom(custom) => {
+                let opened = custom
+                    .0
+                    .connect()
+                    .await
+                    .map_err(|e| connect_error(e.to_string()))?;
+                handler(&tools_changed, raw.clone(), None)
+                    .serve(opened.into_tapped(raw.clone()))
+                    .await
+                    .map_err(|e| connect_error(e.to_string()))?
             }
         };
         // Log messages are filtered per caller by the connector: ask for all of them.
