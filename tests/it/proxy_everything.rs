@@ -404,30 +404,167 @@ async fn the_connector_writes_what_server_everything_wrote() {
         .await
         .expect("raw stdio client");
 
-    let wire_tools = wire.list_tools().await.unwrap();
     let listed = through.list_tools().await.unwrap();
+    let mut results = Vec::new();
+    for (tool, args) in cases() {
+        results.push(through.call(tool, args).await.unwrap());
+    }
+    compare_connector_with_the_wire(&listed, &results, &mut wire).await;
+}
+
+/// What a client read from the connector (its listing, then the answers to [`cases`] in order)
+/// against what server-everything itself writes: equal field for field, with only the durable
+/// layer's namespaced `_meta` keys added and `execution.taskSupport` saying what the connector
+/// offers; integers stay integers.
+async fn compare_connector_with_the_wire(
+    listed: &[Value],
+    results: &[Value],
+    wire: &mut RawStdioClient,
+) {
+    let wire_tools = wire.list_tools().await.unwrap();
+    assert_eq!(listed.len(), wire_tools.len(), "every tool is listed");
     for wire_tool in &wire_tools {
         let name = wire_tool["name"].as_str().unwrap();
         let mut expected = wire_tool.clone();
         expected["execution"]["taskSupport"] = json!("optional");
         assert_eq!(
-            without_proxy_meta(find(&listed, name)),
+            without_proxy_meta(find(listed, name)),
             expected,
             "{name}: listed through the connector"
         );
     }
-
-    for (tool, args) in cases() {
-        let via = mask_timestamps(&through.call(tool, args.clone()).await.unwrap());
+    for ((tool, args), via) in cases().into_iter().zip(results) {
         let direct = mask_timestamps(&wire.call(tool, args.clone()).await.unwrap());
-        assert_eq!(via, direct, "{tool} {args}: through the connector");
+        assert_eq!(
+            mask_timestamps(via),
+            direct,
+            "{tool} {args}: through the connector"
+        );
     }
-    let annotated = through
-        .call("get-annotated-message", json!({"messageType": "error"}))
-        .await
-        .unwrap();
     assert!(
-        annotated["content"][0]["annotations"]["priority"].is_u64(),
-        "priority stays an integer through the connector: {annotated}"
+        results
+            .iter()
+            .any(|r| r["content"][0]["annotations"]["priority"].is_u64()),
+        "an integer priority was compared"
     );
+}
+
+/// The same over Streamable HTTP (R-CON-12): a client reading the bytes of the connector's HTTP
+/// answers (event streams of a stateful session, no SDK on the client side) sees what
+/// server-everything wrote. rmcp's HTTP service alone would write `"priority": 1.0` and drop
+/// unknown fields.
+#[tokio::test]
+async fn the_connector_over_http_writes_what_server_everything_wrote() {
+    require_node!();
+    let entry = install().await;
+    let env = TestEnv::shared("everything-connector-http-wire").await;
+    let _proxy = start_proxy(&env, vec![stdio_upstream(&entry)]);
+    let shutdown = CancellationToken::new();
+    let _stop = shutdown.clone().drop_guard();
+    let server = durable_mcp::inbound::http::serve_http(
+        connector_for(&env, SERVICE),
+        durable_mcp::inbound::http::HttpOptions::new(([127, 0, 0, 1], 0).into()),
+        shutdown,
+    )
+    .await
+    .expect("the connector serves HTTP");
+    let mut through = RawHttpClient::initialize(&server.url).await;
+    let listed = through.request("tools/list", json!({})).await["tools"]
+        .as_array()
+        .cloned()
+        .expect("tools");
+    let mut results = Vec::new();
+    for (tool, args) in cases() {
+        results.push(
+            through
+                .request("tools/call", json!({"name": tool, "arguments": args}))
+                .await,
+        );
+    }
+    let mut wire = RawStdioClient::start(&entry)
+        .await
+        .expect("raw stdio client");
+    compare_connector_with_the_wire(&listed, &results, &mut wire).await;
+}
+
+/// JSON-RPC over Streamable HTTP with a stateful session and no MCP SDK: the `result` of each
+/// answer exactly as the server wrote it (a JSON body or the event stream's data).
+struct RawHttpClient {
+    http: reqwest::Client,
+    url: String,
+    session: Option<String>,
+    next_id: u64,
+}
+
+impl RawHttpClient {
+    async fn initialize(url: &str) -> Self {
+        let mut client = Self {
+            http: reqwest::Client::new(),
+            url: url.to_owned(),
+            session: None,
+            next_id: 1,
+        };
+        client
+            .request(
+                "initialize",
+                json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "durable-mcp-raw", "version": "0"}}),
+            )
+            .await;
+        client
+            .post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        client
+    }
+
+    async fn post(&mut self, message: &Value) -> reqwest::Response {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(message);
+        if let Some(session) = &self.session {
+            request = request.header("mcp-session-id", session);
+        }
+        let response = request.send().await.expect("POST to the connector");
+        assert!(
+            response.status().is_success(),
+            "{message}: {}",
+            response.status()
+        );
+        if let Some(session) = response.headers().get("mcp-session-id") {
+            self.session = Some(session.to_str().unwrap().to_owned());
+        }
+        response
+    }
+
+    /// Sends a request; its `result` as written (an error fails the test).
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let response = self
+            .post(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        let body = tokio::time::timeout(Duration::from_secs(60), response.text())
+            .await
+            .unwrap_or_else(|_| panic!("{method}: no answer within 60 s"))
+            .unwrap();
+        let messages: Vec<Value> = if body.trim_start().starts_with('{') {
+            vec![serde_json::from_str(&body).unwrap()]
+        } else {
+            body.split("\n\n")
+                .filter_map(|event| {
+                    let data = event.lines().find_map(|l| l.strip_prefix("data:"))?;
+                    serde_json::from_str(data.trim_start()).ok()
+                })
+                .collect()
+        };
+        let answer = messages
+            .into_iter()
+            .find(|m| m["id"] == json!(id) && m.get("method").is_none())
+            .unwrap_or_else(|| panic!("{method}: no answer in {body}"));
+        assert!(answer.get("error").is_none(), "{method}: {answer}");
+        answer["result"].clone()
+    }
 }

@@ -219,7 +219,12 @@ fn router_counting(
         sessions,
         mcp_config(options, bound, mcp_ct),
     );
-    let mut mcp = axum::Router::new().fallback_service(service);
+    // Answers written as the tool service gave them, not as rmcp's typed view (R-CON-12).
+    let mut mcp = axum::Router::new()
+        .fallback_service(service)
+        .layer(axum::middleware::from_fn(
+            super::faithful_http::write_faithfully,
+        ));
     if let Some(auth) = &options.auth {
         let auth = auth.clone();
         mcp = mcp.layer(axum::middleware::from_fn(

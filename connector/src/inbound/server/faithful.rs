@@ -9,13 +9,14 @@
 
 use std::{
     borrow::Cow,
+    collections::HashMap,
     sync::{Arc, Mutex},
 };
 
 use rmcp::{
     ErrorData as McpError, RoleServer, Service,
     model::{
-        ClientNotification, ClientRequest, CustomResult, ProtocolVersion, ServerConfig,
+        ClientNotification, ClientRequest, CustomResult, ProtocolVersion, RequestId, ServerConfig,
         ServerResult,
     },
     service::{NotificationContext, RequestContext},
@@ -28,17 +29,59 @@ use super::Connector;
 /// task for a caller that declared the tasks extension, and others wait for the result.
 pub const TASK_SUPPORT: &str = "optional";
 
-/// The answer to one request as it is to be written, if the typed handler set one.
+/// The answer to one request as it is to be written, if the typed handler set one: the slot of
+/// one request served through the connector's own `Service` (stdio, library hosts).
 #[derive(Clone, Default)]
-pub(super) struct Written(Arc<Mutex<Option<Value>>>);
+pub(crate) struct Written(Arc<Mutex<Option<Value>>>);
 
 impl Written {
-    pub(super) fn keep(&self, value: Value) {
+    fn keep(&self, value: Value) {
         *self.0.lock().unwrap() = Some(value);
     }
 
     fn take(&self) -> Option<Value> {
         self.0.lock().unwrap().take()
+    }
+}
+
+/// The answers of one HTTP request as they are to be written, by JSON-RPC id: put in the
+/// request's extensions by [`crate::inbound::faithful_http`] before rmcp sees the request, filled
+/// by the typed handler (rmcp hands the request's HTTP parts to it), and taken when the response
+/// body is written. It lives as long as that one request, so nothing outlives the answer.
+#[derive(Clone, Default)]
+pub struct HttpAnswers(Arc<Mutex<HashMap<String, Value>>>);
+
+impl HttpAnswers {
+    /// The answer kept for the JSON-RPC response with this `id`, taken once.
+    pub fn take(&self, id: &Value) -> Option<Value> {
+        self.0.lock().unwrap().remove(&id.to_string())
+    }
+
+    #[cfg(test)]
+    pub(crate) fn insert_for_test(&self, id: &Value, value: Value) {
+        self.0.lock().unwrap().insert(id.to_string(), value);
+    }
+
+    fn keep(&self, id: &RequestId, value: Value) {
+        if let Ok(id) = serde_json::to_value(id) {
+            self.0.lock().unwrap().insert(id.to_string(), value);
+        }
+    }
+}
+
+/// Keeps the answer to `context`'s request as it is to be written: in the HTTP request's
+/// [`HttpAnswers`] when it came over HTTP, else in `written` (the connector's own `Service`
+/// takes it). A handler with neither (rmcp's HTTP service without the rewriting layer) keeps
+/// nothing.
+pub(crate) fn keep(written: Option<&Written>, context: &RequestContext<RoleServer>, value: Value) {
+    let http = context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<HttpAnswers>());
+    match (http, written) {
+        (Some(answers), _) => answers.keep(&context.id, value),
+        (None, Some(written)) => written.keep(value),
+        (None, None) => {}
     }
 }
 
@@ -61,39 +104,51 @@ pub(super) fn as_listed(mut tool: Value) -> Value {
 
 /// The typed answer with the written JSON in place of rmcp's re-serialisation.
 fn written_answer(typed: ServerResult, written: Value) -> ServerResult {
-    match (&typed, written) {
-        (ServerResult::ListToolsResult(list), Value::Array(mut tools))
-            if list.tools.len() == tools.len() =>
-        {
-            let Ok(Value::Object(mut answer)) = serde_json::to_value(list) else {
-                return typed;
-            };
-            for (tool, typed_tool) in tools.iter_mut().zip(&list.tools) {
+    let Ok(typed_json) = serde_json::to_value(&typed) else {
+        return typed;
+    };
+    match written_result(&typed_json, written) {
+        Some(answer) => ServerResult::CustomResult(CustomResult(answer)),
+        None => typed,
+    }
+}
+
+/// A `tools/list` or `tools/call` result as it is to be written: `written` (the tools array, or
+/// the CallToolResult) in place of what rmcp serialised (`typed`), keeping what rmcp decided for
+/// this peer. `None` keeps rmcp's answer (the written JSON does not fit this answer).
+pub fn written_result(typed: &Value, written: Value) -> Option<Value> {
+    match written {
+        Value::Array(mut tools) => {
+            let typed_tools = typed.get("tools")?.as_array()?;
+            if typed_tools.len() != tools.len() {
+                return None;
+            }
+            for (tool, typed_tool) in tools.iter_mut().zip(typed_tools) {
                 // rmcp drops a non-object outputSchema for legacy peers: so does this.
-                if typed_tool.output_schema.is_none()
+                if typed_tool.get("outputSchema").is_none()
                     && let Value::Object(tool) = tool
                 {
                     tool.remove("outputSchema");
                 }
             }
+            let mut answer = typed.as_object()?.clone();
             answer.insert("tools".into(), Value::Array(tools));
-            ServerResult::CustomResult(CustomResult(Value::Object(answer)))
+            Some(Value::Object(answer))
         }
-        (ServerResult::CallToolResult(result), Value::Object(mut answer)) => {
+        Value::Object(mut answer) => {
             // rmcp moved non-object structured content into the text for a legacy peer.
-            if result.structured_content.is_none() && answer.contains_key("structuredContent") {
-                return typed;
+            if typed.get("structuredContent").is_none() && answer.contains_key("structuredContent")
+            {
+                return None;
             }
-            match &result.result_type {
-                Some(t) => answer.insert(
-                    "resultType".into(),
-                    serde_json::to_value(t).unwrap_or(Value::Null),
-                ),
+            typed.get("content")?;
+            match typed.get("resultType") {
+                Some(t) => answer.insert("resultType".into(), t.clone()),
                 None => answer.remove("resultType"),
             };
-            ServerResult::CustomResult(CustomResult(Value::Object(answer)))
+            Some(Value::Object(answer))
         }
-        _ => typed,
+        _ => None,
     }
 }
 
@@ -109,7 +164,8 @@ impl Service<RoleServer> for Connector {
         );
         let handler = self.typed_sharing_level();
         let typed = handler.handle_request(request, context).await?;
-        Ok(match handler.written.take() {
+        let written = handler.written.as_ref().and_then(Written::take);
+        Ok(match written {
             Some(written) if faithful => written_answer(typed, written),
             _ => typed,
         })

@@ -34,7 +34,7 @@ use crate::{mcp::local::LocalTools, nexus::OperationClient};
 mod call;
 mod catalog;
 pub mod companion;
-mod faithful;
+pub(crate) mod faithful;
 mod internal;
 mod logging;
 mod scope;
@@ -153,11 +153,15 @@ impl Connector {
 
 /// The rmcp handler behind [`Connector`]'s `Service` (see [`faithful`]): one per request, so
 /// the answer as it is to be written can be handed back beside rmcp's typed one. rmcp's
-/// Streamable HTTP service needs a `ServerHandler` and serves this one ([`Connector::typed`]).
+/// Streamable HTTP service needs a `ServerHandler` and serves this one ([`Connector::typed`]),
+/// one per session; its answers as written go into the HTTP request's
+/// [`faithful::HttpAnswers`] instead (see [`crate::inbound::faithful_http`]).
 #[derive(Clone)]
 pub struct Typed {
     connector: Connector,
-    written: faithful::Written,
+    /// Set for a handler serving one request through the connector's own `Service`; `None` for
+    /// rmcp's HTTP service, which keeps nothing beyond the request.
+    written: Option<faithful::Written>,
     /// The caller's `logging/setLevel` (R-CON-13): one per session over HTTP, one per
     /// connector value over stdio and for library hosts.
     log_level: logging::LogLevel,
@@ -169,7 +173,7 @@ impl Connector {
     pub fn typed(&self) -> Typed {
         Typed {
             connector: self.clone(),
-            written: faithful::Written::default(),
+            written: None,
             log_level: logging::LogLevel::default(),
         }
     }
@@ -179,6 +183,7 @@ impl Connector {
     fn typed_sharing_level(&self) -> Typed {
         Typed {
             log_level: self.log_level.clone(),
+            written: Some(faithful::Written::default()),
             ..self.typed()
         }
     }
@@ -209,7 +214,7 @@ impl ServerHandler for Typed {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let mut listed: Vec<Value> = self
             .refresh_tools()
@@ -250,7 +255,7 @@ impl ServerHandler for Typed {
                 McpError::internal_error(format!("a local tool is not valid MCP: {e}"), None)
             })?);
         }
-        self.written.keep(Value::Array(written));
+        faithful::keep(self.written.as_ref(), &context, Value::Array(written));
         Ok(ListToolsResult::with_all_items(
             tools.into_iter().chain(local).collect(),
         ))
@@ -346,7 +351,7 @@ impl ServerHandler for Typed {
             self.finish_call(&op, &context.ct, progress, one_attempt)
                 .await?
         };
-        self.written.keep(json.clone());
+        faithful::keep(self.written.as_ref(), &context, json.clone());
         complete(json)
     }
 

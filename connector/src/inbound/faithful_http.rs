@@ -1,0 +1,218 @@
+//! Answers over Streamable HTTP written as the tool service gave them (R-CON-12).
+//!
+//! rmcp's HTTP service serves the connector's typed handler, so it writes rmcp's typed view of
+//! `tools/list` and `tools/call` answers (`"priority": 1` would become `1.0`, unknown keys would
+//! be dropped). This layer wraps that service: before rmcp sees a POST it puts an empty
+//! [`HttpAnswers`] into the request's extensions; the handler, which gets the request's HTTP
+//! parts from rmcp, keeps each answer as it is to be written there, by JSON-RPC id; and as the
+//! response body goes out (one JSON body, or the events of an event stream, each passed on as
+//! soon as it is complete so progress and log messages stay live) the response with that id is
+//! written with [`written_result`] instead, keeping what rmcp decided for the peer. Everything
+//! else passes byte for byte. The answers live as long as the request: nothing is kept once its
+//! response was written.
+//!
+//! Limits: an event stream replayed on a later GET (`Last-Event-ID` resumption) carries rmcp's
+//! typed view, since that request kept no answers.
+
+use std::sync::{Arc, Mutex};
+
+use axum::{
+    body::{Body, Bytes},
+    extract::Request,
+    http::{Method, header::CONTENT_TYPE},
+    middleware::Next,
+    response::Response,
+};
+use futures::StreamExt as _;
+use serde_json::Value;
+
+use rmcp::{RoleServer, service::RequestContext};
+
+pub use super::server::faithful::written_result;
+use super::server::faithful::{self, HttpAnswers};
+
+/// Keeps `value` (a `tools/list` answer's tools array, or a `CallToolResult`) as the answer to
+/// `context`'s request as it is to be written, when the request came through
+/// [`write_faithfully`]; otherwise does nothing. For any rmcp handler served behind the layer
+/// (the connector's, or a test's MCP server that must write JSON rmcp's model would change).
+pub fn keep_answer(context: &RequestContext<RoleServer>, value: Value) {
+    faithful::keep(None, context, value);
+}
+
+/// Axum middleware (`axum::middleware::from_fn(write_faithfully)`) around rmcp's
+/// `StreamableHttpService` serving [`super::server::Connector::typed`]: its `tools/list` and
+/// `tools/call` answers are written as the tool service gave them. `durable-mcp-connector`
+/// mounts it; a library host mounting the connector itself adds it the same way.
+pub async fn write_faithfully(mut request: Request, next: Next) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let answers = HttpAnswers::default();
+    request.extensions_mut().insert(answers.clone());
+    let response = next.run(request).await;
+    let kind = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let (parts, body) = response.into_parts();
+    if kind.starts_with("application/json") {
+        let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+            return Response::from_parts(parts, Body::empty());
+        };
+        let rewritten = rewrite_message(&bytes, &answers).map_or(bytes, Bytes::from);
+        let mut parts = parts;
+        parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+        return Response::from_parts(parts, Body::from(rewritten));
+    }
+    if !kind.starts_with("text/event-stream") {
+        return Response::from_parts(parts, body);
+    }
+    let events = Arc::new(Mutex::new(EventSplitter::default()));
+    let rest = events.clone();
+    let stream = body
+        .into_data_stream()
+        .map(move |chunk| {
+            chunk.map(|bytes| Bytes::from(events.lock().unwrap().push(&bytes, &answers)))
+        })
+        .chain(futures::stream::once(async move {
+            Ok(Bytes::from(rest.lock().unwrap().finish()))
+        }));
+    Response::from_parts(parts, Body::from_stream(stream))
+}
+
+/// Splits an event stream into whole events (ended by a blank line) and writes each one, its
+/// answer rewritten, as soon as it is complete.
+#[derive(Default)]
+struct EventSplitter {
+    pending: Vec<u8>,
+}
+
+impl EventSplitter {
+    /// The complete events so far, rewritten; an incomplete one waits for more bytes.
+    fn push(&mut self, bytes: &[u8], answers: &HttpAnswers) -> Vec<u8> {
+        self.pending.extend_from_slice(bytes);
+        let mut out = Vec::new();
+        while let Some(end) = self.pending.windows(2).position(|w| w == b"\n\n") {
+            let event: Vec<u8> = self.pending.drain(..end + 2).collect();
+            out.extend(rewrite_event(&event, answers).unwrap_or(event));
+        }
+        out
+    }
+
+    /// What is left when the stream ends (an event without its blank line), unchanged.
+    fn finish(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.pending)
+    }
+}
+
+/// One event (`field: value` lines and the blank line) with its `data` rewritten, if it is the
+/// answer to a request that kept one; `None` leaves it as it is.
+fn rewrite_event(event: &[u8], answers: &HttpAnswers) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(event).ok()?;
+    let lines: Vec<&str> = text.split('\n').collect();
+    let mut data = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("data:"));
+    let (at, line) = data.next()?;
+    if data.next().is_some() {
+        return None; // rmcp writes one data line per message
+    }
+    let value = &line["data:".len()..];
+    let json = value.strip_prefix(' ').unwrap_or(value);
+    let rewritten = rewrite_message(json.as_bytes(), answers)?;
+    let mut out = String::with_capacity(text.len());
+    for (i, l) in lines.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        if i == at {
+            out.push_str("data: ");
+            out.push_str(std::str::from_utf8(&rewritten).ok()?);
+        } else {
+            out.push_str(l);
+        }
+    }
+    Some(out.into_bytes())
+}
+
+/// A JSON-RPC message rewritten when it answers a request whose answer was kept.
+fn rewrite_message(json: &[u8], answers: &HttpAnswers) -> Option<Vec<u8>> {
+    let mut message: Value = serde_json::from_slice(json).ok()?;
+    let object = message.as_object_mut()?;
+    if object.contains_key("method") {
+        return None;
+    }
+    let typed = object.get("result")?;
+    let written = answers.take(object.get("id")?)?;
+    let answer = written_result(typed, written)?;
+    object.insert("result".into(), answer);
+    serde_json::to_vec(&message).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn answers_with(id: Value, written: Value) -> HttpAnswers {
+        let answers = HttpAnswers::default();
+        answers.insert_for_test(&id, written);
+        answers
+    }
+
+    #[test]
+    fn answers_in_events_are_rewritten_and_everything_else_passes_byte_for_byte() {
+        let written = json!({"content": [{"type": "text", "text": "x",
+            "annotations": {"priority": 1}}], "x-extra": true});
+        let answers = answers_with(json!(7), written);
+        let progress = b"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1.0}}\nid: 0\n\n";
+        let typed = b"data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"x\",\"annotations\":{\"priority\":1.0}}],\"resultType\":\"complete\"}}\nid: 1\n\n";
+        let mut stream: Vec<u8> = Vec::new();
+        stream.extend(b": keep-alive\n\n");
+        stream.extend(progress);
+        stream.extend(typed);
+        let mut splitter = EventSplitter::default();
+        let mut out = Vec::new();
+        // Cut anywhere: events are written whole, as soon as they are complete.
+        for chunk in stream.chunks(5) {
+            out.extend(splitter.push(chunk, &answers));
+        }
+        out.extend(splitter.finish());
+        let text = String::from_utf8(out).unwrap();
+        let events: Vec<&str> = text.split("\n\n").collect();
+        assert_eq!(events[0], ": keep-alive");
+        assert_eq!(
+            format!("{}\n\n", events[1]).as_bytes(),
+            progress,
+            "notifications pass unchanged"
+        );
+        let (data, id) = events[2].split_once('\n').unwrap();
+        assert_eq!(id, "id: 1", "the event id stays");
+        let message: Value = serde_json::from_str(data.strip_prefix("data: ").unwrap()).unwrap();
+        assert!(message["result"]["content"][0]["annotations"]["priority"].is_u64());
+        assert_eq!(message["result"]["x-extra"], true);
+        assert_eq!(message["result"]["resultType"], "complete", "rmcp's choice");
+        assert_eq!(message["id"], 7);
+        assert!(answers.take(&json!(7)).is_none(), "taken once");
+    }
+
+    #[test]
+    fn only_the_answer_with_the_kept_id_is_rewritten() {
+        let answers = answers_with(json!("7"), json!({"content": [], "n": 1}));
+        let other = br#"{"jsonrpc":"2.0","id":7,"result":{"content":[]}}"#;
+        assert!(
+            rewrite_message(other, &answers).is_none(),
+            "a number id is not the string id"
+        );
+        let error = br#"{"jsonrpc":"2.0","id":"7","error":{"code":-32603,"message":"m"}}"#;
+        assert!(rewrite_message(error, &answers).is_none());
+        let body = br#"{"jsonrpc":"2.0","id":"7","result":{"content":[]}}"#;
+        let rewritten: Value =
+            serde_json::from_slice(&rewrite_message(body, &answers).unwrap()).unwrap();
+        assert_eq!(rewritten["result"], json!({"content": [], "n": 1}));
+    }
+}
