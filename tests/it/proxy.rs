@@ -30,6 +30,8 @@ fn spec() -> UpstreamSpec {
         input_schema: None,
         output_schema: None,
         meta: None,
+        execution: None,
+        icons: None,
         behavior: Behavior::FailTimes {
             times: 1,
             error: FailKind::JsonRpc {

@@ -168,6 +168,8 @@ fn spec() -> UpstreamSpec {
         input_schema: None,
         output_schema: None,
         meta: None,
+        execution: None,
+        icons: None,
         behavior: Behavior::Sleep { ms: 8_000 },
     });
     spec

@@ -23,6 +23,57 @@ use crate::{
     scenario::{CallStep, Expect, ExpectedOutcome},
 };
 
+/// `expect.written`: the result is exactly the JSON the upstream wrote.
+fn check_written(expect: &Expect, result: &Value, summary: &mut String) -> Result<(), Failure> {
+    let Some(want) = &expect.written else {
+        return Ok(());
+    };
+    if result != want {
+        return Err(Failure::Violated(format!(
+            "the result changed on the way: the upstream wrote {want}, the caller got {result}"
+        )));
+    }
+    summary.push_str(", result as written");
+    Ok(())
+}
+
+/// The proxy's `list_tools` operation: the tools as it lists them.
+async fn list_tools(env: &StepEnv<'_>) -> Result<Vec<Value>, Failure> {
+    let mut start = StartOperation::new(
+        unique_name("list-tools"),
+        env.endpoint,
+        SERVICE,
+        "list_tools",
+        payload::to_payload(&json!({})).map_err(setup)?,
+    );
+    start.schedule_to_close = Some(Duration::from_secs(60));
+    let (op, _) = env
+        .client
+        .start(start)
+        .await
+        .map_err(|e| Failure::Setup(format!("starting list_tools: {e}")))?;
+    match env.client.wait(&op, &CancellationToken::new()).await {
+        Ok(OperationOutcome::Succeeded(p)) => payload::to_json(&p)
+            .ok()
+            .and_then(|v| v.as_array().cloned())
+            .ok_or_else(|| Failure::Violated("list_tools did not answer a list".into())),
+        other => Err(Failure::Violated(format!("list_tools: {other:?}"))),
+    }
+}
+
+/// A listed tool without the durable layer's own `_meta` keys (and without `_meta` when those
+/// were all it held).
+fn without_durable_meta(tool: &Value) -> Value {
+    let mut tool = tool.clone();
+    if let Some(meta) = tool.get_mut("_meta").and_then(Value::as_object_mut) {
+        meta.retain(|k, _| !k.starts_with("io.durable-mcp/"));
+        if meta.is_empty() {
+            tool.as_object_mut().map(|t| t.remove("_meta"));
+        }
+    }
+    tool
+}
+
 /// Runs one call step and checks its expectations; returns a one-line summary.
 pub(crate) async fn run_call(
     env: &mut StepEnv<'_>,
@@ -146,6 +197,22 @@ pub(crate) async fn run_call(
     }
     if let Some(result) = &result {
         check_snapshot(env.options, expect, result, &mut summary)?;
+        check_written(expect, result, &mut summary)?;
+    }
+    if let Some(want) = &expect.listed {
+        let listed = list_tools(env).await?;
+        let tool = listed
+            .iter()
+            .find(|t| t["name"] == call.tool.as_str())
+            .ok_or_else(|| Failure::Violated(format!("list_tools does not list {}", call.tool)))?;
+        let seen = without_durable_meta(tool);
+        if seen != *want {
+            return Err(Failure::Violated(format!(
+                "{} listed as {seen}, the upstream wrote {want}",
+                call.tool
+            )));
+        }
+        summary.push_str(", listed as written");
     }
     super::workflows::check_workflows(env, expect, &mut summary).await?;
     let answer =

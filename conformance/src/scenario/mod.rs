@@ -82,6 +82,8 @@
 //! workflows = { count = 1, status = "CANCELED" }  # optional: the Workflows on the scenario's task
 //!                              # queue, read from the server (visibility; waits up to 60 s)
 //! snapshot = "name"            # optional: the result (times, ids redacted) == fixtures/snapshots/<name>.snap (insta)
+//! written = { content = [] }    # optional (call): the result is exactly this JSON (1 is not 1.0)
+//! listed = { name = "t" }       # optional (call): list_tools lists the tool as exactly this (durable _meta aside)
 //! save = "first"               # remember this answer (and task ID) for later steps
 //! same_as = "first"            # this answer (result, task ID or error) equals the saved one
 //! ```

@@ -360,6 +360,14 @@ pub struct Expect {
     pub logs: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<String>,
+    /// `call`: the whole `CallToolResult` equals this JSON exactly, numbers' form included (`1`
+    /// is not `1.0`), unknown keys included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written: Option<serde_json::Value>,
+    /// `call`: the proxy's `list_tools`, asked after the call, lists the step's tool as exactly
+    /// this JSON, apart from the durable layer's own `_meta` keys (`io.durable-mcp/...`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listed: Option<serde_json::Value>,
     /// The result's `structuredContent` includes these keys with these values (objects are
     /// compared key by key, recursively; anything else must be equal).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -546,6 +554,9 @@ pub(crate) fn validate_step(
         bail!(
             "{field}.expect: snapshot, is_error and structured only apply to a result or a finished task"
         );
+    }
+    if (e.written.is_some() || e.listed.is_some()) && !(is_call && has_result) {
+        bail!("{field}.expect: written and listed only apply to a call step ending in a result");
     }
     if e.error_code.is_some() && e.outcome != ExpectedOutcome::Error {
         bail!("{field}.expect.error_code: only applies to outcome = \"error\"");
