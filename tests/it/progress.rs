@@ -47,6 +47,8 @@ fn spec_file() -> std::path::PathBuf {
         input_schema: None,
         output_schema: None,
         meta: None,
+        execution: None,
+        icons: None,
         behavior: Behavior::Progress { steps: 3, ms: 2000 },
     });
     let path = temp_path("spec.json");
@@ -160,4 +162,93 @@ async fn upstream_progress_reaches_a_waiting_caller_and_a_tasks_status() {
         "{messages:?}"
     );
     tasks.cancel().await.unwrap();
+}
+
+/// A client that keeps every log message it gets, with a signal for each.
+#[derive(Clone)]
+struct LogRecorder {
+    seen: Arc<Mutex<Vec<String>>>,
+    arrived: tokio::sync::mpsc::UnboundedSender<()>,
+}
+
+impl ClientHandler for LogRecorder {
+    #[allow(deprecated)] // MCP logging (SEP-2577)
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let text = params.data.as_str().unwrap_or_default().to_owned();
+        self.seen.lock().unwrap().push(text);
+        let _ = self.arrived.send(());
+    }
+}
+
+/// R-CON-13: the log messages of a long call reach its waiting caller while the tool still
+/// runs (read from the call's heartbeats), in order, each once, not only just before the
+/// result. The tool logs at once, again 3 s later, and returns 3 s after that.
+#[tokio::test]
+async fn a_long_calls_log_messages_reach_the_waiting_caller_live() {
+    let env = TestEnv::shared("live-logs").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let mut spec = UpstreamSpec::standard();
+    spec.tools.push(ToolSpec {
+        name: "slow_logger".into(),
+        title: None,
+        description: Some("logs at once and 3 s later, returns 3 s after that".into()),
+        annotations: Some(json!({"readOnlyHint": true})),
+        input_schema: None,
+        output_schema: None,
+        meta: None,
+        execution: None,
+        icons: None,
+        behavior: Behavior::Log {
+            levels: vec!["info".into(), "warning".into()],
+            every_ms: 3000,
+            ms: 3000,
+        },
+    });
+    let path = temp_path("spec.json");
+    std::fs::write(&path, serde_json::to_vec(&spec).unwrap()).unwrap();
+    let _proxy = start_proxy(
+        &env,
+        vec![mock_stdio_upstream_with_args(
+            "mock",
+            vec!["--spec".into(), path.to_string_lossy().into_owned()],
+            &ledger,
+        )],
+    );
+    let (arrived, mut arrivals) = tokio::sync::mpsc::unbounded_channel();
+    let recorder = LogRecorder {
+        seen: Arc::default(),
+        arrived,
+    };
+    let client = serve_in_memory(connector_for(&env, "mock"), recorder.clone()).await;
+    let peer = client.peer().clone();
+    let call = tokio::spawn(async move {
+        peer.call_tool(tool_call("slow_logger", json!({"key": "live"})))
+            .await
+    });
+    // The first message must come while the tool still runs (it returns 6 s after it): the
+    // upstream's ledger has not recorded its end yet.
+    let first = tokio::time::timeout(Duration::from_secs(120), arrivals.recv()).await;
+    assert!(first.is_ok(), "no log message within 120 s");
+    let entries = ledger.read();
+    assert!(
+        !entries.iter().any(|e| e.tool == "slow_logger"
+            && e.event == durable_mcp_conformance::fixtures::LedgerEvent::Completed),
+        "the first log message came only once the tool had ended: {:?} {entries:?}",
+        recorder.seen.lock().unwrap()
+    );
+    let result = call.await.unwrap().expect("the call answers");
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    // Each message once, in order (notifications are handled on tasks of their own: wait for
+    // the second, then make sure no third comes).
+    let _ = tokio::time::timeout(Duration::from_secs(10), arrivals.recv()).await;
+    let _ = tokio::time::timeout(Duration::from_millis(500), arrivals.recv()).await;
+    assert_eq!(
+        *recorder.seen.lock().unwrap(),
+        ["info from slow_logger", "warning from slow_logger"]
+    );
+    client.cancel().await.unwrap();
 }

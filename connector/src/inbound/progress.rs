@@ -16,8 +16,8 @@ use rmcp::{
 
 use crate::{
     mcp::call::{
-        CallHeartbeat, CallNotification, CallNotifications, CallToken, PROGRESS_MEMO_KEY, ToolLog,
-        ToolProgress, WorkflowCallToken,
+        CallHeartbeat, CallNotification, CallNotifications, CallToken, LiveNotifications,
+        PROGRESS_MEMO_KEY, ToolLog, ToolProgress, WorkflowCallToken,
     },
     nexus::{OperationClient, OperationRef},
     temporal::{activity::describe_activity, workflow::describe_workflow},
@@ -44,7 +44,8 @@ pub const PROGRESS_POLL: Duration = Duration::from_secs(1);
 
 /// What looking up a call's progress found.
 enum Lookup {
-    Progress(ToolProgress),
+    /// What the call's heartbeat (or a Workflow's progress memo) holds.
+    Found(CallHeartbeat),
     /// Nothing reported yet, or a passing failure: ask again later.
     NotYet,
     /// The activity cannot be seen from here (another namespace, no permission): stop asking.
@@ -76,7 +77,12 @@ async fn lookup(client: &OperationClient, source: &ProgressSource) -> Lookup {
                     .memo
                     .get(PROGRESS_MEMO_KEY)
                     .and_then(|p| serde_json::from_value::<ToolProgress>(p.clone()).ok())
-                    .map_or(Lookup::NotYet, Lookup::Progress),
+                    .map_or(Lookup::NotYet, |progress| {
+                        Lookup::Found(CallHeartbeat {
+                            progress: Some(progress),
+                            ..CallHeartbeat::default()
+                        })
+                    }),
                 Ok(None) => Lookup::Unreachable,
                 Err(status) => unreachable_or_not_yet(&status),
             };
@@ -93,8 +99,7 @@ async fn lookup(client: &OperationClient, source: &ProgressSource) -> Lookup {
         Ok(Some(activity)) => activity
             .heartbeat
             .and_then(|h| serde_json::from_value::<CallHeartbeat>(h).ok())
-            .and_then(|h| h.progress)
-            .map_or(Lookup::NotYet, Lookup::Progress),
+            .map_or(Lookup::NotYet, Lookup::Found),
         Ok(None) => Lookup::Unreachable,
         Err(status) => unreachable_or_not_yet(&status),
     }
@@ -106,26 +111,30 @@ pub async fn call_progress(
     call: &ProgressSource,
 ) -> Option<ToolProgress> {
     match lookup(client, call).await {
-        Lookup::Progress(p) => Some(p),
+        Lookup::Found(h) => h.progress,
         Lookup::NotYet | Lookup::Unreachable => None,
     }
 }
 
-/// Sends the caller `notifications/progress` under its own token whenever the call's progress
-/// changes. Runs until dropped (the caller's wait ends), or until it is clear that there is no
-/// progress to read: an operation that is not a proxied tool call, or an activity this
-/// connector cannot see (the proxy's activities live in the endpoint's target namespace, which
-/// must be the connector's for progress to flow). One RPC per poll once the call is known.
-/// `seen` is updated with the last progress value the caller got.
-pub async fn forward_progress(
+/// Sends the caller what its call reports while it runs: `notifications/progress` under its own
+/// token whenever the progress changes (when it sent a token), and the upstream's log messages
+/// at or above `min_level` (when it has one), in order (R-CON-10, R-CON-13). Runs until dropped
+/// (the caller's wait ends), or until it is clear that there is nothing to read: an operation
+/// that is not a proxied tool call, or an activity this connector cannot see (the proxy's
+/// activities live in the endpoint's target namespace, which must be the connector's). One RPC
+/// per poll once the call is known. `live` records what the caller got, for the replay.
+pub async fn forward_live(
     client: &OperationClient,
     op: &OperationRef,
     peer: &Peer<RoleServer>,
-    token: ProgressToken,
-    seen: &Mutex<Option<f64>>,
+    token: Option<ProgressToken>,
+    min_level: Option<usize>,
+    live: &Mutex<LiveNotifications>,
 ) {
+    if token.is_none() && min_level.is_none() {
+        return;
+    }
     let mut call: Option<ProgressSource> = None;
-    let mut last: Option<ToolProgress> = None;
     loop {
         tokio::time::sleep(PROGRESS_POLL).await;
         if call.is_none() {
@@ -141,48 +150,47 @@ pub async fn forward_progress(
             }
         }
         let Some(found) = &call else { continue };
-        let progress = match lookup(client, found).await {
-            Lookup::Progress(p) => p,
+        let heartbeat = match lookup(client, found).await {
+            Lookup::Found(h) => h,
             Lookup::NotYet => continue,
             Lookup::Unreachable => return,
         };
-        if last.as_ref() == Some(&progress) {
-            continue;
+        let new = live.lock().unwrap().from_heartbeat(&heartbeat, min_level);
+        for item in &new {
+            if send(peer, token.as_ref(), item).await.is_err() {
+                return; // The caller is gone; the wait ends on its own.
+            }
         }
-        if notify(peer, &token, &progress).await.is_err() {
-            return; // The caller is gone; the wait ends on its own.
-        }
-        *seen.lock().unwrap() = Some(progress.progress);
-        last = Some(progress);
     }
 }
 
 /// Sends the caller, in order, what its call's result carried that it has not had: progress
-/// later than `seen` (the last progress value it got live) under its progress token, when it
-/// sent one, and log messages at or above `min_level` (R-CON-10, R-CON-13).
+/// later than what it got live under its progress token, when it sent one, and log messages
+/// it did not get live at or above `min_level` (R-CON-10, R-CON-13).
 pub async fn replay_notifications(
     peer: &Peer<RoleServer>,
     token: Option<&ProgressToken>,
     carried: &CallNotifications,
-    seen: Option<f64>,
+    live: &LiveNotifications,
     min_level: Option<usize>,
 ) {
-    let seen = if token.is_some() {
-        seen
-    } else {
-        Some(f64::INFINITY)
-    };
-    for item in carried.replay(seen, min_level) {
-        let sent = match (item, token) {
-            (CallNotification::Progress(progress), Some(token)) => {
-                notify(peer, token, progress).await
-            }
-            (CallNotification::Progress(_), None) => Ok(()),
-            (CallNotification::Log(log), _) => notify_log(peer, log).await,
-        };
-        if sent.is_err() {
+    for item in live.replay(carried, min_level) {
+        if send(peer, token, item).await.is_err() {
             return;
         }
+    }
+}
+
+/// One notification to the caller; progress only under its token (none without one).
+async fn send(
+    peer: &Peer<RoleServer>,
+    token: Option<&ProgressToken>,
+    item: &CallNotification,
+) -> Result<(), rmcp::service::ServiceError> {
+    match (item, token) {
+        (CallNotification::Progress(progress), Some(token)) => notify(peer, token, progress).await,
+        (CallNotification::Progress(_), None) => Ok(()),
+        (CallNotification::Log(log), _) => notify_log(peer, log).await,
     }
 }
 

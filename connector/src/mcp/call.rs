@@ -59,6 +59,149 @@ pub struct CallHeartbeat {
     /// The upstream's latest `notifications/progress` for this call, if it sent any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<ToolProgress>,
+    /// The `seq` the next log message was to get when `progress` came: the log messages before
+    /// it are those with a lower `seq`, so a reader keeps their order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_before_log: Option<u64>,
+    /// The call's latest log messages, oldest first, numbered ([`ToolLog::seq`]): at most
+    /// [`LIVE_LOGS`] of them and [`LIVE_LOG_BYTES`] of JSON (R-PRX-10, R-CON-13).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub logs: Vec<ToolLog>,
+}
+
+/// At most this many log messages ride in a heartbeat (the latest ones).
+pub const LIVE_LOGS: usize = 32;
+/// ... and at most this much of their JSON: a larger message is left to travel with the result.
+pub const LIVE_LOG_BYTES: usize = 32 * 1024;
+
+impl CallHeartbeat {
+    /// Records the upstream's latest progress, after the log messages numbered below `next_log`.
+    pub fn set_progress(&mut self, progress: ToolProgress, next_log: u64) {
+        self.progress = Some(progress);
+        self.progress_before_log = Some(next_log);
+    }
+
+    /// Adds a numbered log message, dropping the oldest beyond [`LIVE_LOGS`] and
+    /// [`LIVE_LOG_BYTES`].
+    pub fn push_log(&mut self, log: ToolLog) {
+        self.logs.push(log);
+        let size = |l: &ToolLog| serde_json::to_vec(l).map_or(usize::MAX, |j| j.len());
+        let mut total: usize = self.logs.iter().map(size).fold(0, usize::saturating_add);
+        while !self.logs.is_empty() && (self.logs.len() > LIVE_LOGS || total > LIVE_LOG_BYTES) {
+            total = total.saturating_sub(size(&self.logs.remove(0)));
+        }
+    }
+
+    /// Forgets what an earlier try reported (a retry within the attempt starts over). Whether
+    /// anything changed.
+    pub fn reset(&mut self) -> bool {
+        let changed = self.progress.is_some() || !self.logs.is_empty();
+        *self = Self::default();
+        changed
+    }
+}
+
+/// The number of a call's `n`-th log message in attempt `attempt`: numbers only grow, across
+/// attempts too, so a reader that got messages of one attempt takes the next attempt's from
+/// its start.
+pub fn log_seq(attempt: u32, n: u32) -> u64 {
+    (u64::from(attempt) << 32) | u64::from(n)
+}
+
+/// Whether `seq` comes right after the messages a reader got, when it expects `next`: the next
+/// number, or the first message of a later attempt.
+fn follows(next: u64, seq: u64) -> bool {
+    seq == next || (seq & 0xffff_ffff == 0 && seq >> 32 > next >> 32)
+}
+
+/// What a waiting caller has been sent of a call's notifications, so each reaches it once and in
+/// order: live from heartbeats ([`LiveNotifications::from_heartbeat`]), the rest from the result
+/// ([`LiveNotifications::replay`]). Log messages go live only while none is missed: when a
+/// heartbeat no longer holds the next one (more than [`LIVE_LOGS`] came between two reads, or
+/// one was too large), live log messages stop and the rest come, in order, with the result.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LiveNotifications {
+    /// The last progress the caller got.
+    pub progress: Option<ToolProgress>,
+    /// The `seq` of the next log message the caller is to get (`None`: none got yet).
+    pub next_log: Option<u64>,
+    /// Set once a log message was missed: no more live log messages.
+    pub logs_stopped: bool,
+}
+
+impl LiveNotifications {
+    /// What the caller gets from this heartbeat, in order: log messages it has not had (all of
+    /// them counted; those at or above `min_level` sent), and the progress if it changed, placed
+    /// among them where it came.
+    pub fn from_heartbeat(
+        &mut self,
+        heartbeat: &CallHeartbeat,
+        min_level: Option<usize>,
+    ) -> Vec<CallNotification> {
+        let mut out = Vec::new();
+        let mut logs: Vec<&ToolLog> = Vec::new();
+        if !self.logs_stopped {
+            let fresh: Vec<&ToolLog> = heartbeat
+                .logs
+                .iter()
+                .filter(|l| l.seq.is_some_and(|s| self.next_log.is_none_or(|n| s >= n)))
+                .collect();
+            if let Some(first) = fresh.first().and_then(|l| l.seq) {
+                let in_order = match self.next_log {
+                    Some(next) => follows(next, first),
+                    None => first & 0xffff_ffff == 0,
+                };
+                if in_order {
+                    logs = fresh;
+                } else {
+                    self.logs_stopped = true;
+                }
+            }
+        }
+        let changed = heartbeat.progress.is_some() && heartbeat.progress != self.progress;
+        let progress_at = heartbeat.progress_before_log.unwrap_or(0);
+        let mut progress_sent = !changed;
+        for log in logs {
+            let seq = log.seq.unwrap_or_default();
+            if !progress_sent && seq >= progress_at {
+                out.push(CallNotification::Progress(
+                    heartbeat.progress.clone().unwrap(),
+                ));
+                progress_sent = true;
+            }
+            self.next_log = Some(seq + 1);
+            if min_level.is_some_and(|min| log_rank(&log.level) >= min) {
+                out.push(CallNotification::Log(log.clone()));
+            }
+        }
+        if !progress_sent {
+            out.push(CallNotification::Progress(
+                heartbeat.progress.clone().unwrap(),
+            ));
+        }
+        if changed {
+            self.progress = heartbeat.progress.clone();
+        }
+        out
+    }
+
+    /// What the caller gets replayed from the notifications that travelled with the result, in
+    /// order: progress later than what it got live, log messages it has not had at or above
+    /// `min_level` (`None`: no log messages).
+    pub fn replay<'a>(
+        &self,
+        carried: &'a CallNotifications,
+        min_level: Option<usize>,
+    ) -> impl Iterator<Item = &'a CallNotification> {
+        let seen = self.progress.as_ref().map(|p| p.progress);
+        let next = self.next_log;
+        carried
+            .replay(seen, min_level)
+            .filter(move |item| match item {
+                CallNotification::Log(l) => next.is_none_or(|n| l.seq.is_none_or(|s| s >= n)),
+                CallNotification::Progress(_) => true,
+            })
+    }
 }
 
 /// The async operation token of a Workflow-backed tool call (a native tool service, R-NAT-4):
@@ -99,6 +242,10 @@ pub struct ToolLog {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logger: Option<String>,
     pub data: serde_json::Value,
+    /// Its number among the call's log messages ([`log_seq`]), given by the proxy so a caller
+    /// that got it live from a heartbeat is not sent it again with the result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
 }
 
 /// MCP's log levels, least severe first.
@@ -199,6 +346,7 @@ mod tests {
             level: level.into(),
             logger: None,
             data: serde_json::json!(level),
+            seq: None,
         })
     }
 
@@ -246,6 +394,92 @@ mod tests {
             CallNotifications::from_payload(&Payload::default()),
             CallNotifications::default()
         );
+    }
+
+    fn numbered(level: &str, seq: u64) -> ToolLog {
+        ToolLog {
+            level: level.into(),
+            logger: None,
+            data: serde_json::json!(seq),
+            seq: Some(seq),
+        }
+    }
+
+    fn progress(p: f64) -> ToolProgress {
+        ToolProgress {
+            progress: p,
+            total: None,
+            message: None,
+        }
+    }
+
+    #[test]
+    fn live_log_messages_go_once_in_order_with_progress_and_the_result_sends_the_rest() {
+        let info = Some(log_rank("info"));
+        let mut hb = CallHeartbeat::default();
+        hb.push_log(numbered("info", log_seq(1, 0)));
+        hb.set_progress(progress(10.0), log_seq(1, 1));
+        hb.push_log(numbered("debug", log_seq(1, 1)));
+        hb.push_log(numbered("warning", log_seq(1, 2)));
+        let mut live = LiveNotifications::default();
+        let sent = live.from_heartbeat(&hb, info);
+        assert_eq!(
+            kinds(sent.iter()),
+            ["info", "10", "warning"],
+            "in order, progress where it came, debug below the level"
+        );
+        assert!(live.from_heartbeat(&hb, info).is_empty(), "nothing twice");
+        hb.push_log(numbered("error", log_seq(1, 3)));
+        assert_eq!(kinds(live.from_heartbeat(&hb, info).iter()), ["error"]);
+
+        // The result carries everything; the caller gets only what it has not had.
+        let mut carried = CallNotifications::default();
+        carried.push(CallNotification::Log(numbered("info", log_seq(1, 0))));
+        carried.push(CallNotification::Progress(progress(10.0)));
+        for (n, level) in [(1, "debug"), (2, "warning"), (3, "error"), (4, "critical")] {
+            carried.push(CallNotification::Log(numbered(level, log_seq(1, n))));
+        }
+        carried.push(CallNotification::Progress(progress(20.0)));
+        assert_eq!(kinds(live.replay(&carried, info)), ["critical", "20"]);
+    }
+
+    #[test]
+    fn a_missed_log_message_stops_live_logs_and_the_result_sends_the_rest_in_order() {
+        let all = Some(log_rank("debug"));
+        let mut hb = CallHeartbeat::default();
+        for n in 0..(LIVE_LOGS as u32 + 5) {
+            hb.push_log(numbered("info", log_seq(1, n)));
+        }
+        assert_eq!(hb.logs.len(), LIVE_LOGS, "the heartbeat keeps the latest");
+        let mut live = LiveNotifications::default();
+        assert!(
+            live.from_heartbeat(&hb, all).is_empty(),
+            "the first five fell out"
+        );
+        assert!(live.logs_stopped);
+        let mut carried = CallNotifications::default();
+        for n in 0..(LIVE_LOGS as u32 + 5) {
+            carried.push(CallNotification::Log(numbered("info", log_seq(1, n))));
+        }
+        assert_eq!(live.replay(&carried, all).count(), LIVE_LOGS + 5);
+
+        // A later attempt's messages follow the earlier attempt's.
+        let mut live = LiveNotifications::default();
+        let mut first = CallHeartbeat::default();
+        first.push_log(numbered("info", log_seq(1, 0)));
+        assert_eq!(live.from_heartbeat(&first, all).len(), 1);
+        let mut retry = CallHeartbeat::default();
+        retry.push_log(numbered("info", log_seq(2, 0)));
+        assert_eq!(live.from_heartbeat(&retry, all).len(), 1);
+        assert!(!live.logs_stopped);
+
+        // Too large to ride in a heartbeat: it falls out at once.
+        let mut hb = CallHeartbeat::default();
+        hb.push_log(ToolLog {
+            data: serde_json::json!("x".repeat(LIVE_LOG_BYTES)),
+            ..numbered("info", 0)
+        });
+        assert!(hb.logs.is_empty());
     }
 
     #[test]

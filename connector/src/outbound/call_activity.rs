@@ -1,8 +1,8 @@
 //! The tool-call Activity: one upstream `tools/call`, heartbeating while it is in flight.
 //!
 //! Each heartbeat carries [`CallHeartbeat`]: the upstream's latest progress notification for
-//! the call, which callers can read from the activity (the connector turns it into MCP
-//! progress for its own caller).
+//! the call and its latest log messages, numbered, which callers can read from the activity
+//! (the connector turns them into MCP notifications for its own caller, R-PRX-9, R-PRX-10).
 //!
 //! Cancellation (a Nexus cancel, or the attempt's timeout) reaches the activity on its next
 //! heartbeat; dropping the in-flight call then sends `notifications/cancelled` upstream, so a
@@ -13,7 +13,10 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU32, Ordering},
+    },
     time::Duration,
 };
 
@@ -30,7 +33,7 @@ use super::{
     upstream::{UpstreamClient, UpstreamError},
 };
 use crate::mcp::{
-    call::{CallHeartbeat, CallNotification, CallNotifications},
+    call::{CallHeartbeat, CallNotification, CallNotifications, log_seq},
     errors::ToolCallErrorType,
     payload,
 };
@@ -134,33 +137,47 @@ impl ProxyActivities {
         let backoff = Backoff::within_attempt();
         let every = heartbeat_every(ctx.info().heartbeat_timeout);
         let mut tries = 0u32;
-        // The upstream's progress, recorded as soon as it arrives (the SDK sends the latest
-        // details when its throttle allows) and again on every heartbeat tick.
+        // The upstream's progress and log messages, recorded as soon as they arrive (the SDK
+        // sends the latest details when its throttle allows) and again on every heartbeat tick.
         let (progress_tx, mut progress_rx) = watch::channel(CallHeartbeat::default());
         let heartbeat = |rx: &watch::Receiver<CallHeartbeat>| heartbeat_details(&rx.borrow());
+        // Log messages are numbered across the attempt's tries, and above an earlier attempt's
+        // (R-PRX-10), so a caller that read some live is not sent them again.
+        let attempt = ctx.info().attempt;
+        let logged = Arc::new(AtomicU32::new(0));
         loop {
             // Each try reports its own progress (a retry within the attempt starts over). Only a
             // real reset counts as a change: marking an unchanged watch changed would heartbeat
             // at once, one RPC (and one server write) on every call, however short.
-            progress_tx.send_if_modified(|h| h.progress.take().is_some());
+            progress_tx.send_if_modified(CallHeartbeat::reset);
             let sink = progress_tx.clone();
             // ... and every notification travels with the result too (R-CON-10).
             let carried = Arc::new(Mutex::new(CallNotifications::default()));
             let carry = carried.clone();
+            let logged = logged.clone();
             let call =
                 client.call_tool_reporting(&input.tool, input.arguments.clone(), move |note| {
-                    let CallNotification::Progress(mut p) = note else {
-                        carry.lock().unwrap().push(note);
-                        return;
-                    };
-                    if let Some(m) = &mut p.message {
-                        truncate_chars(m, MAX_PROGRESS_MESSAGE_CHARS);
+                    match note {
+                        CallNotification::Log(mut log) => {
+                            log.seq = Some(log_seq(attempt, logged.fetch_add(1, Ordering::SeqCst)));
+                            carry
+                                .lock()
+                                .unwrap()
+                                .push(CallNotification::Log(log.clone()));
+                            sink.send_modify(|h| h.push_log(log));
+                        }
+                        CallNotification::Progress(mut p) => {
+                            if let Some(m) = &mut p.message {
+                                truncate_chars(m, MAX_PROGRESS_MESSAGE_CHARS);
+                            }
+                            carry
+                                .lock()
+                                .unwrap()
+                                .push(CallNotification::Progress(p.clone()));
+                            let next_log = log_seq(attempt, logged.load(Ordering::SeqCst));
+                            sink.send_modify(|h| h.set_progress(p, next_log));
+                        }
                     }
-                    carry
-                        .lock()
-                        .unwrap()
-                        .push(CallNotification::Progress(p.clone()));
-                    sink.send_modify(|h| h.progress = Some(p));
                 });
             tokio::pin!(call);
             let outcome = loop {

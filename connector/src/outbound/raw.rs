@@ -126,6 +126,7 @@ impl RawResults {
             level: params["level"].as_str().unwrap_or("info").to_owned(),
             logger: params["logger"].as_str().map(str::to_owned),
             data: params.get("data").cloned().unwrap_or_default(),
+            seq: None,
         };
         let only = match self.calls.lock().unwrap().calls.as_slice() {
             [(_, only)] => Some(only.clone()),

@@ -17,11 +17,11 @@ use crate::{
             FingerprintKey, IdempotencyKey, arguments_fingerprint, key_from_meta,
             operation_id as idempotent_operation_id,
         },
-        progress::{forward_progress, replay_notifications},
+        progress::{forward_live, replay_notifications},
         task_ref::CallerScope,
     },
     mcp::{
-        call::CallNotifications,
+        call::{CallNotifications, LiveNotifications},
         listing::{advertised_one_attempt, advertised_timeout},
         outcome::{ERROR_TYPE_META, Outcome, to_call_tool_result_for},
         payload,
@@ -120,15 +120,13 @@ impl Connector {
         listener: Option<Listener>,
         one_attempt: bool,
     ) -> Result<Value, McpError> {
-        let progress = listener
-            .as_ref()
-            .and_then(|l| Some((l.peer.clone(), l.progress_token.clone()?)));
         let client = &self.inner.client;
-        // The last progress the caller got live, so the replay below sends only what it missed.
-        let seen = std::sync::Mutex::new(None);
+        // What the caller got live, so the replay below sends only what it missed.
+        let live = std::sync::Mutex::new(LiveNotifications::default());
         let forward = async {
-            if let Some((peer, token)) = progress.clone() {
-                forward_progress(client, op, &peer, token, &seen).await;
+            if let Some(l) = &listener {
+                let token = l.progress_token.clone();
+                forward_live(client, op, &l.peer, token, l.min_log_level, &live).await;
             }
             // Nothing (more) to forward: keep waiting for the outcome.
             std::future::pending::<()>().await
@@ -151,15 +149,16 @@ impl Connector {
             }
             Err(e) => return Err(internal("waiting for the tool call", e)),
         };
-        // Progress the heartbeats could not show (a call shorter than the polling interval)
-        // travelled with the result: the caller gets it now, in order, before the result.
+        // What the heartbeats could not show (a call shorter than the polling interval, log
+        // messages missed live) travelled with the result: the caller gets it now, in order,
+        // before the result.
         if let (Some(listener), OperationOutcome::Succeeded(result)) = (&listener, &outcome) {
-            let seen = *seen.lock().unwrap();
+            let live = live.lock().unwrap().clone();
             replay_notifications(
                 &listener.peer,
                 listener.progress_token.as_ref(),
                 &CallNotifications::from_payload(result),
-                seen,
+                &live,
                 listener.min_log_level,
             )
             .await;
