@@ -14,7 +14,33 @@ async fn mock_upstream_over_stdio() {
     let server = harness::shared().await.expect("shared Temporal dev server");
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger.jsonl");
-    let upstream = Upstream::stdio(&format!("{BIN} --ledger {}", ledger.display())).unwrap();
+    // The standard mock plus a tool that logs while it serves a call.
+    let mut spec = durable_mcp_conformance::fixtures::UpstreamSpec::standard();
+    spec.tools
+        .push(durable_mcp_conformance::fixtures::ToolSpec {
+            name: "chatty".into(),
+            title: None,
+            description: Some("logs at two levels, then echoes".into()),
+            annotations: Some(serde_json::json!({"readOnlyHint": true})),
+            input_schema: None,
+            output_schema: None,
+            meta: None,
+            execution: None,
+            icons: None,
+            behavior: durable_mcp_conformance::fixtures::Behavior::Log {
+                levels: vec!["debug".into(), "warning".into()],
+                ms: 0,
+                every_ms: 0,
+            },
+        });
+    let spec_path = dir.path().join("spec.json");
+    std::fs::write(&spec_path, serde_json::to_vec(&spec).unwrap()).unwrap();
+    let upstream = Upstream::stdio(&format!(
+        "{BIN} --ledger {} --spec {}",
+        ledger.display(),
+        spec_path.display()
+    ))
+    .unwrap();
     let mut options = ThirdPartyOptions::new(upstream);
     // `slow` is read-only but sleeps 60 s unless told otherwise (as an --args file would); it
     // runs long enough to be cancelled half a second in.
@@ -54,6 +80,24 @@ async fn mock_upstream_over_stdio() {
         Status::Skipped(why) => assert!(why.contains("not read-only"), "{text}"),
         other => panic!("write_once must be skipped, was {other:?}\n{text}"),
     }
+    // Progress and log messages arrive through the durable path as they do directly (R-CNF-3).
+    let progress = report
+        .check("notifications/progress")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(progress.status, Status::Pass, "{text}");
+    assert!(
+        progress.detail.contains("3 progress notification(s)"),
+        "{text}"
+    );
+    let chatty = report
+        .check("notifications/chatty")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(chatty.status, Status::Pass, "{text}");
+    assert!(chatty.detail.contains("2 log message(s)"), "{text}");
+    assert!(
+        report.check("notifications/echo").is_none(),
+        "no check for a tool that sends none: {text}"
+    );
     // write_once was never called, directly or through the proxy.
     let ledger_text = std::fs::read_to_string(&ledger).unwrap_or_default();
     assert!(!ledger_text.contains("write_once"), "{ledger_text}");

@@ -4,9 +4,95 @@
 //! of a read-only tool differ, the places where they differ are the tool's own variation, and
 //! the durable result is compared everywhere else.
 
+use durable_mcp::mcp::call::{CallNotification, CallNotifications};
 use serde_json::Value;
 
 use super::report::Status;
+
+/// A call's notifications as a caller sees them: progress as `progress/total "message"`, log
+/// messages as `level logger: data` (the proxy's numbering left out).
+fn seen(notes: &CallNotifications) -> Vec<String> {
+    notes
+        .items
+        .iter()
+        .map(|n| match n {
+            CallNotification::Progress(p) => format!(
+                "progress {}{}{}",
+                p.progress,
+                p.total.map(|t| format!("/{t}")).unwrap_or_default(),
+                p.message
+                    .as_ref()
+                    .map(|m| format!(" {m:?}"))
+                    .unwrap_or_default()
+            ),
+            CallNotification::Log(l) => format!(
+                "log {}{}: {}",
+                l.level,
+                l.logger
+                    .as_ref()
+                    .map(|g| format!(" {g}"))
+                    .unwrap_or_default(),
+                l.data
+            ),
+        })
+        .collect()
+}
+
+/// The progress and logging verdict for one tool (R-CNF-3): the notifications a direct call
+/// got against those that travelled with the durable result, in order. `None` when the tool
+/// sent none either way (nothing to check). When they differ, `again` (a second direct call's)
+/// tells a tool whose notifications vary by themselves apart.
+pub fn notifications_verdict(
+    direct: &CallNotifications,
+    durable: &CallNotifications,
+    again: Option<&CallNotifications>,
+) -> Option<(Status, String)> {
+    if direct.is_empty() && durable.is_empty() {
+        return None;
+    }
+    let (a, b) = (seen(direct), seen(durable));
+    let count = |notes: &[String], kind: &str| notes.iter().filter(|n| n.starts_with(kind)).count();
+    if a == b {
+        return Some((
+            Status::Pass,
+            format!(
+                "{} progress notification(s) and {} log message(s), the same both ways, in order",
+                count(&a, "progress"),
+                count(&a, "log")
+            ),
+        ));
+    }
+    if again.is_some_and(|again| seen(again) != a) {
+        return Some((
+            Status::Skipped(
+                "the tool's own notifications differ between two direct calls (timing or content)"
+                    .into(),
+            ),
+            String::new(),
+        ));
+    }
+    let first = a
+        .iter()
+        .zip(&b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()));
+    let at = |notes: &[String]| {
+        notes
+            .get(first)
+            .map_or("nothing more".to_owned(), |n| short(n))
+    };
+    Some((
+        Status::Fail(format!(
+            "notifications differ at #{}: direct {}, durable {} ({} direct, {} durable)",
+            first + 1,
+            at(&a),
+            at(&b),
+            a.len(),
+            b.len()
+        )),
+        format!("direct: {}\ndurable: {}", a.join("; "), b.join("; ")),
+    ))
+}
 
 /// Every place where `a` and `b` differ, as JSON pointers (`/content/1/text`); an array whose
 /// lengths differ, or a value whose type differs, counts as one place.
@@ -168,6 +254,67 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn progress_and_log_messages_are_compared_in_order() {
+        use durable_mcp::mcp::call::{ToolLog, ToolProgress};
+        let progress = |p: f64| {
+            CallNotification::Progress(ToolProgress {
+                progress: p,
+                total: Some(100.0),
+                message: None,
+            })
+        };
+        let log = |data: &str, seq: Option<u64>| {
+            CallNotification::Log(ToolLog {
+                level: "info".into(),
+                logger: None,
+                data: json!(data),
+                seq,
+            })
+        };
+        let notes = |items: Vec<CallNotification>| CallNotifications { items };
+        let direct = notes(vec![progress(0.0), log("a", None), progress(100.0)]);
+        assert!(notifications_verdict(&notes(vec![]), &notes(vec![]), None).is_none());
+        let (status, detail) = notifications_verdict(
+            &direct,
+            &notes(vec![progress(0.0), log("a", Some(7)), progress(100.0)]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            status,
+            Status::Pass,
+            "the proxy's numbering is not compared"
+        );
+        assert!(
+            detail.contains("2 progress") && detail.contains("1 log"),
+            "{detail}"
+        );
+        let (status, _) =
+            notifications_verdict(&direct, &notes(vec![progress(100.0)]), None).unwrap();
+        let Status::Fail(why) = status else {
+            panic!("{status:?}")
+        };
+        assert!(
+            why.contains("#1") && why.contains("progress 0/100"),
+            "{why}"
+        );
+        let (status, _) = notifications_verdict(
+            &direct,
+            &notes(vec![log("a", None), progress(0.0), progress(100.0)]),
+            Some(&direct),
+        )
+        .unwrap();
+        assert!(
+            matches!(status, Status::Fail(_)),
+            "order counts: {status:?}"
+        );
+        let (status, _) =
+            notifications_verdict(&direct, &notes(vec![]), Some(&notes(vec![progress(0.0)])))
+                .unwrap();
+        assert!(matches!(status, Status::Skipped(_)), "{status:?}");
+    }
 
     #[test]
     fn differences_are_all_listed() {

@@ -9,7 +9,10 @@ use std::{
 };
 
 use durable_mcp::{
-    mcp::{call::CallToken, payload},
+    mcp::{
+        call::{CallNotifications, CallToken},
+        payload,
+    },
     nexus::{
         OperationClient, OperationOutcome, OperationRef, StartContext, StartOperation, StartOutcome,
     },
@@ -107,13 +110,32 @@ impl DurablePath {
 
     /// Calls `tool` as a standalone Nexus operation: the result JSON, or why it failed.
     pub async fn call(&self, tool: &str, args: &JsonObject) -> Result<Value, String> {
-        let op = self.start_call(tool, args).await?;
-        let outcome = self
-            .client
-            .wait(&op, &CancellationToken::new())
-            .await
-            .map_err(|e| self.with_proxy_error(format!("waiting for the outcome: {e}")))?;
-        outcome_json(outcome)
+        self.call_reporting(tool, args).await.0
+    }
+
+    /// [`Self::call`], and the upstream's notifications that travelled with the result (what
+    /// the connector replays to a caller, R-CON-10): none when it failed.
+    pub async fn call_reporting(
+        &self,
+        tool: &str,
+        args: &JsonObject,
+    ) -> (Result<Value, String>, CallNotifications) {
+        let op = match self.start_call(tool, args).await {
+            Ok(op) => op,
+            Err(e) => return (Err(e), CallNotifications::default()),
+        };
+        let outcome = match self.client.wait(&op, &CancellationToken::new()).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                let e = self.with_proxy_error(format!("waiting for the outcome: {e}"));
+                return (Err(e), CallNotifications::default());
+            }
+        };
+        let carried = match &outcome {
+            OperationOutcome::Succeeded(p) => CallNotifications::from_payload(p),
+            _ => CallNotifications::default(),
+        };
+        (outcome_json(outcome), carried)
     }
 
     /// Starts `tool`, cancels it after `after`, and checks that the operation ends Canceled

@@ -7,6 +7,8 @@
 //! 3. **fidelity/<tool>**: for the tools allowed (read-only by default, plus `--allow-tool`),
 //!    calls each directly and through the durable path (a Nexus operation on a proxy fronting
 //!    the upstream, on a dev server) and compares the two results as JSON;
+//!    **notifications/<tool>**: where the tool sends progress or log messages, those a direct
+//!    call got against those that travelled with the durable result, in order;
 //! 4. **reattachment/<tool>**: delivers one start twice with the same Nexus request id to the
 //!    proxy's handler, as the server does when it retries a start, and checks that both attach
 //!    to one activity run that completes once with the direct result (`--reattach-tool`, else
@@ -26,9 +28,12 @@ mod upstream;
 use std::{collections::BTreeMap, path::Path, time::Duration};
 
 use anyhow::Context;
-use durable_mcp::outbound::{
-    retry::{ToolHints, infer},
-    upstream::UpstreamClient,
+use durable_mcp::{
+    mcp::call::CallNotifications,
+    outbound::{
+        retry::{ToolHints, infer},
+        upstream::UpstreamClient,
+    },
 };
 use rmcp::model::JsonObject;
 use serde_json::Value;
@@ -228,9 +233,12 @@ pub async fn run_with_progress(
 
     // 3. Fidelity: direct calls first, then the durable path.
     let mut direct: BTreeMap<String, Result<Value, String>> = BTreeMap::new();
+    let mut direct_notes: BTreeMap<String, CallNotifications> = BTreeMap::new();
     for tool in &plan {
         if let Ok(args) = &tool.arguments {
-            direct.insert(tool.name.clone(), call_direct(&raw, &tool.name, args).await);
+            let (result, notes) = call_direct_reporting(&raw, &tool.name, args).await;
+            direct.insert(tool.name.clone(), result);
+            direct_notes.insert(tool.name.clone(), notes);
         }
     }
     let needs_durable = !direct.is_empty() || !options.cancel_tools.is_empty();
@@ -249,9 +257,12 @@ pub async fn run_with_progress(
                 continue;
             }
         };
-        let durable_result = match &durable {
-            Some(Ok(path)) => path.call(&tool.name, args).await,
-            Some(Err(e)) => Err(format!("durable path unavailable: {e:#}")),
+        let (durable_result, durable_notes) = match &durable {
+            Some(Ok(path)) => path.call_reporting(&tool.name, args).await,
+            Some(Err(e)) => (
+                Err(format!("durable path unavailable: {e:#}")),
+                CallNotifications::default(),
+            ),
             None => unreachable!("a tool to call means a durable path"),
         };
         // A mismatch on a read-only tool: call it directly once more to tell the tool's own
@@ -269,6 +280,22 @@ pub async fn run_with_progress(
             reattach_candidates.push(tool.name.clone());
         }
         report.push(check, status, detail);
+
+        // Progress and log messages: what a direct call got against what travelled with the
+        // durable result (what the connector replays to its caller), where the tool sends any.
+        let notes = &direct_notes[&tool.name];
+        let again = if compare::notifications_verdict(notes, &durable_notes, None)
+            .is_some_and(|(s, _)| matches!(s, Status::Fail(_)))
+        {
+            Some(call_direct_reporting(&raw, &tool.name, args).await.1)
+        } else {
+            None
+        };
+        if let Some((status, detail)) =
+            compare::notifications_verdict(notes, &durable_notes, again.as_ref())
+        {
+            report.push(format!("notifications/{}", tool.name), status, detail);
+        }
     }
 
     // 3b. Fuzzing: more valid inputs per tool, compared the same way.
@@ -474,6 +501,22 @@ async fn fuzz_tool(
             options.fuzz_seed
         ),
     )
+}
+
+/// [`call_direct`], and the progress and log messages the upstream sent for the call.
+async fn call_direct_reporting(
+    client: &UpstreamClient,
+    name: &str,
+    args: &JsonObject,
+) -> (Result<Value, String>, CallNotifications) {
+    let mut notes = CallNotifications::default();
+    let call = client.call_tool_reporting(name, args.clone(), |n| notes.push(n));
+    let result = match tokio::time::timeout(CALL_TIMEOUT, call).await {
+        Ok(Ok(result)) => Ok(result),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("timed out after {} s", CALL_TIMEOUT.as_secs())),
+    };
+    (result, notes)
 }
 
 async fn call_direct(
