@@ -15,6 +15,9 @@
 //! name = "t"
 //! annotations = { readOnlyHint = true }
 //! behavior = { kind = "fail_times", times = 2, error = { kind = "json_rpc", code = -32603, message = "x" } }
+//! # also: title, description, input_schema, output_schema, _meta, execution, icons (listed as
+//! # written, unknown keys and integers kept); behavior kinds: echo | fail_times | is_error | sleep
+//! # | crash | all_content | large | progress | log | written (a CallToolResult JSON answered as written)
 //! # fault = { kind = "status", code = 503, times = 2 }  # http only: a wiremock upstream that echoes
 //! #                            # and injects status | reset | stall (ms) into the first `times` calls
 //!
