@@ -42,7 +42,7 @@ async fn list_tools(env: &StepEnv<'_>) -> Result<Vec<Value>, Failure> {
     let mut start = StartOperation::new(
         unique_name("list-tools"),
         env.endpoint,
-        SERVICE,
+        &env.service,
         "list_tools",
         payload::to_payload(&json!({})).map_err(setup)?,
     );
