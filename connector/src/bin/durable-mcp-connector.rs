@@ -62,6 +62,16 @@ struct Cli {
     /// Timeout for tools whose listing carries none, e.g. "5m".
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     default_timeout: Duration,
+    /// How long a route's tool listing is reused before `tools/list`, or a call of a tool the
+    /// connector does not know, asks the route again, e.g. "5s" ("0s" asks every time). Each
+    /// ask is one persisted Nexus operation per route.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    list_cache: Duration,
+    /// How many Temporal operations (tool calls being waited for, listings) the connector
+    /// holds at once. Past it, a call is refused with an error naming this limit and nothing
+    /// is started; a call that became a task no longer counts.
+    #[arg(long, default_value_t = durable_mcp::inbound::server::DEFAULT_MAX_IN_FLIGHT, value_parser = parse_positive)]
+    max_in_flight: usize,
     /// URL of a remote codec server (`/encode`, `/decode`, `X-Namespace`), when the Nexus
     /// handlers encode payloads (for example to encrypt them). Must match their codec.
     #[arg(long, value_name = "URL")]
@@ -121,6 +131,15 @@ enum Transport {
     Stdio,
     /// MCP over Streamable HTTP at `--addr` (sessions for older clients, stateless 2026-07-28).
     Http,
+}
+
+/// A count of at least 1.
+fn parse_positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("not a count: {e}")),
+    }
 }
 
 fn parse_route_arg(s: &str) -> Result<Route, String> {
@@ -187,6 +206,8 @@ async fn main() -> anyhow::Result<()> {
         options.operation_id_prefix = prefix;
     }
     options.default_timeout = cli.default_timeout;
+    options.list_cache = cli.list_cache;
+    options.max_in_flight = cli.max_in_flight;
     options.task_after = cli.task_after;
     options.companion_tools = cli.companion_tools;
     options.require_verified_caller = auth.is_some();
@@ -203,12 +224,24 @@ async fn main() -> anyhow::Result<()> {
         durable_mcp::inbound::task_ref::SigningKey::from_env()?,
         cli.transport,
     ) {
-        (Some(key), _) => options.signing_key = key,
+        (Some(key), _) => {
+            options.signing_key = key;
+            options.previous_signing_keys =
+                durable_mcp::inbound::task_ref::SigningKey::previous_from_env()?;
+        }
         (None, Transport::Http) => anyhow::bail!(
             "--transport http needs {}: at least 32 random bytes, base64 (for example `openssl rand -base64 32`)",
             durable_mcp::inbound::task_ref::SIGNING_KEY_ENV
         ),
-        (None, Transport::Stdio) => {}
+        (None, Transport::Stdio) => {
+            if !durable_mcp::inbound::task_ref::SigningKey::previous_from_env()?.is_empty() {
+                anyhow::bail!(
+                    "{} is set but {} is not: previous keys only verify task IDs beside a current key; set {1} too",
+                    durable_mcp::inbound::task_ref::PREVIOUS_KEYS_ENV,
+                    durable_mcp::inbound::task_ref::SIGNING_KEY_ENV
+                );
+            }
+        }
     }
     let mut client = OperationClient::new(connection.clone(), namespace.clone());
     if let Some(endpoint) = &cli.codec_endpoint {

@@ -13,6 +13,12 @@
 //! before the connector makes any Temporal call, both in constant time, and every failure is
 //! the same [`TaskRefError::Invalid`], so a caller cannot tell a forged ID from someone else's.
 //!
+//! Keys rotate (R-CON-18): each task ID names its key by a [`key_id`] (`kid`, a MAC of a
+//! constant, which reveals nothing about the key), and [`verify_with_ring`] checks it with the
+//! current key or any previous key still listed ([`KeyRing`]), so a task started before a
+//! rotation can still be followed and cancelled. New task IDs are always signed with the current
+//! key.
+//!
 //! The caller hash ([`caller_hash`]) is keyed with the same secret, so it cannot be computed,
 //! or reversed to an identity, without the key. It lives only inside task IDs and in
 //! idempotency operation IDs (hashed once more there); it is never sent to Temporal as such.
@@ -32,6 +38,11 @@ type HmacSha256 = Hmac<Sha256>;
 
 /// Environment variable holding the base64 task signing key.
 pub const SIGNING_KEY_ENV: &str = "MCP_TASK_SIGNING_KEY";
+/// Environment variable listing earlier signing keys (base64, separated by commas or
+/// whitespace) whose task IDs still verify after a rotation (R-CON-18).
+pub const PREVIOUS_KEYS_ENV: &str = "MCP_TASK_SIGNING_KEYS_PREVIOUS";
+/// Length of a [`key_id`].
+pub const KEY_ID_LEN: usize = 8;
 /// Fewest key bytes accepted: HMAC-SHA256's own block of security, 256 bits.
 pub const MIN_KEY_BYTES: usize = 32;
 /// Longest task ID [`verify`] looks at. Checked before decoding or hashing, so an oversized
@@ -74,6 +85,11 @@ pub enum KeyError {
     TooShort { bytes: usize },
     #[error("the operating system's random number generator failed: {0}")]
     Random(String),
+    #[error("entry {position} of {PREVIOUS_KEYS_ENV} is unusable: {reason}")]
+    Previous {
+        position: usize,
+        reason: Box<KeyError>,
+    },
 }
 
 /// Standard and URL-safe base64, padded or not: `openssl rand -base64` and every other tool
@@ -127,6 +143,30 @@ impl SigningKey {
         Self::from_base64(&value).map(Some)
     }
 
+    /// The earlier keys in [`PREVIOUS_KEYS_ENV`] (none when unset or blank), each checked like
+    /// the current key; an error names the entry by position, never by content.
+    pub fn previous_from_env() -> Result<Vec<Self>, KeyError> {
+        match std::env::var_os(PREVIOUS_KEYS_ENV) {
+            None => Ok(Vec::new()),
+            Some(value) => {
+                Self::parse_previous(&value.into_string().map_err(|_| KeyError::NotUnicode)?)
+            }
+        }
+    }
+
+    fn parse_previous(list: &str) -> Result<Vec<Self>, KeyError> {
+        list.split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|entry| !entry.is_empty())
+            .enumerate()
+            .map(|(i, entry)| {
+                Self::from_base64(entry).map_err(|reason| KeyError::Previous {
+                    position: i + 1,
+                    reason: Box::new(reason),
+                })
+            })
+            .collect()
+    }
+
     fn mac(&self) -> HmacSha256 {
         HmacSha256::new_from_slice(&self.0).expect("HMAC accepts keys of any length")
     }
@@ -156,6 +196,9 @@ pub struct TaskRef {
     pub owner: String,
     /// Format version, [`TASK_REF_VERSION`].
     pub v: u8,
+    /// The [`key_id`] of the key that signed it; absent in IDs from before rotation existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kid: Option<String>,
 }
 
 impl TaskRef {
@@ -172,6 +215,7 @@ impl TaskRef {
             run: run.into(),
             owner: owner.into(),
             v: TASK_REF_VERSION,
+            kid: None,
         }
     }
 }
@@ -218,6 +262,69 @@ pub fn caller_hash(key: &SigningKey, scope: &CallerScope) -> String {
     let mut hash = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
     hash.truncate(CALLER_HASH_LEN);
     hash
+}
+
+/// A key's public name: HMAC-SHA256(key, `"kid"`), base64url, [`KEY_ID_LEN`] characters. Task
+/// IDs carry it so that the verifier knows which key to try; it cannot be turned back into the
+/// key.
+pub fn key_id(key: &SigningKey) -> String {
+    let mut mac = key.mac();
+    mac.update(b"kid");
+    let mut id = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
+    id.truncate(KEY_ID_LEN);
+    id
+}
+
+/// The current signing key and the earlier ones whose task IDs still verify (R-CON-18).
+#[derive(Clone, Debug)]
+pub struct KeyRing {
+    pub current: SigningKey,
+    pub previous: Vec<SigningKey>,
+}
+
+impl KeyRing {
+    /// Every key, current first.
+    fn keys(&self) -> impl Iterator<Item = &SigningKey> {
+        std::iter::once(&self.current).chain(&self.previous)
+    }
+}
+
+/// Signs `r` with the ring's current key, naming it in the ID's `kid`.
+pub fn sign_current(ring: &KeyRing, r: &TaskRef) -> String {
+    let r = TaskRef {
+        kid: Some(key_id(&ring.current)),
+        ..r.clone()
+    };
+    sign(&ring.current, &r)
+}
+
+/// [`verify`] with whichever ring key signed the ID: the one its `kid` names, or (an ID
+/// without `kid`) each key in turn. `owner_of` gives the caller's [`caller_hash`] under a key,
+/// since owner hashes are keyed too. Any failure is the one [`TaskRefError::Invalid`].
+pub fn verify_with_ring(
+    ring: &KeyRing,
+    task_id: &str,
+    owner_of: impl Fn(&SigningKey) -> String,
+) -> Result<TaskRef, TaskRefError> {
+    if task_id.len() > MAX_TASK_ID_LEN {
+        return Err(TaskRefError::Invalid);
+    }
+    // The kid is read before the MAC is checked: it only chooses a key, and the MAC under
+    // that key then covers it.
+    let kid = task_id
+        .split_once('.')
+        .and_then(|(json, _)| URL_SAFE_NO_PAD.decode(json).ok())
+        .and_then(|json| serde_json::from_slice::<TaskRef>(&json).ok())
+        .and_then(|r| r.kid);
+    let mut candidates: Vec<&SigningKey> = match &kid {
+        Some(kid) => ring.keys().filter(|k| key_id(k) == *kid).collect(),
+        None => ring.keys().collect(),
+    };
+    candidates.dedup_by(|a, b| a.0 == b.0);
+    candidates
+        .into_iter()
+        .find_map(|key| verify(key, task_id, &owner_of(key)).ok())
+        .ok_or(TaskRefError::Invalid)
 }
 
 /// Signs a reference into a task ID (see the module doc for the format).
@@ -376,7 +483,7 @@ mod tests {
     fn other_versions_are_rejected_even_when_signed() {
         let k = key(7);
         let (mut r, _) = sample(&k);
-        r.v = 2;
+        r.v = TASK_REF_VERSION + 1;
         assert_eq!(
             verify(&k, &sign(&k, &r), &r.owner),
             Err(TaskRefError::Invalid)
@@ -468,6 +575,114 @@ mod tests {
                 KeyError::NotUnicode
             );
         }
+    }
+
+    fn ring(current: u8, previous: &[u8]) -> KeyRing {
+        KeyRing {
+            current: key(current),
+            previous: previous.iter().map(|&b| key(b)).collect(),
+        }
+    }
+
+    fn alice() -> CallerScope {
+        CallerScope::Subject {
+            issuer: "https://idp".into(),
+            subject: "alice".into(),
+        }
+    }
+
+    /// A task ID as the connector makes it: owned by alice under the ring's current key.
+    fn ring_id(ring: &KeyRing) -> String {
+        let owner = caller_hash(&ring.current, &alice());
+        sign_current(ring, &TaskRef::new("default", "conn-x-123", "run", owner))
+    }
+
+    #[test]
+    fn task_ids_signed_before_a_rotation_verify_while_the_old_key_is_listed() {
+        let before = ring(7, &[]);
+        let id = ring_id(&before);
+        let owner_of = |k: &SigningKey| caller_hash(k, &alice());
+        assert!(verify_with_ring(&before, &id, owner_of).is_ok());
+        // Rotated: 8 is current, 7 listed as previous.
+        let rotated = ring(8, &[7]);
+        let r = verify_with_ring(&rotated, &id, owner_of).unwrap();
+        assert_eq!(r.op, "conn-x-123");
+        assert_eq!(r.kid.as_deref(), Some(key_id(&key(7)).as_str()));
+        // New IDs carry the new key's id and verify too.
+        assert!(verify_with_ring(&rotated, &ring_id(&rotated), owner_of).is_ok());
+        // Once the old key is dropped, its IDs are unknown, like any other bad ID.
+        assert_eq!(
+            verify_with_ring(&ring(8, &[]), &id, owner_of),
+            Err(TaskRefError::Invalid)
+        );
+        // The owner is still checked, under the key that signed.
+        let bob = |k: &SigningKey| {
+            caller_hash(
+                k,
+                &CallerScope::Subject {
+                    issuer: "https://idp".into(),
+                    subject: "bob".into(),
+                },
+            )
+        };
+        assert_eq!(
+            verify_with_ring(&rotated, &id, bob),
+            Err(TaskRefError::Invalid)
+        );
+    }
+
+    #[test]
+    fn ids_without_a_kid_try_every_key_and_a_changed_kid_breaks_the_mac() {
+        let owner_of = |k: &SigningKey| caller_hash(k, &alice());
+        let legacy = sign(
+            &key(7),
+            &TaskRef::new("default", "op", "run", caller_hash(&key(7), &alice())),
+        );
+        assert!(verify_with_ring(&ring(8, &[9, 7]), &legacy, owner_of).is_ok());
+        // The kid is covered by the MAC: pointing it at another listed key fails.
+        let id = ring_id(&ring(7, &[]));
+        let json = URL_SAFE_NO_PAD
+            .decode(id.split('.').next().unwrap())
+            .unwrap();
+        let mut r: TaskRef = serde_json::from_slice(&json).unwrap();
+        r.kid = Some(key_id(&key(8)));
+        let forged = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(serde_json::to_vec(&r).unwrap()),
+            id.split('.').nth(1).unwrap()
+        );
+        assert_eq!(
+            verify_with_ring(&ring(8, &[7]), &forged, owner_of),
+            Err(TaskRefError::Invalid)
+        );
+    }
+
+    #[test]
+    fn key_ids_are_short_distinct_and_not_the_key() {
+        let (a, b) = (key_id(&key(7)), key_id(&key(8)));
+        assert_eq!(a.len(), KEY_ID_LEN);
+        assert_ne!(a, b);
+        assert!(!URL_SAFE_NO_PAD.encode(&key(7).0).contains(&a));
+    }
+
+    #[test]
+    fn previous_keys_parse_from_a_list_and_errors_name_the_entry_not_the_key() {
+        let good = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+        assert!(SigningKey::parse_previous("").unwrap().is_empty());
+        assert_eq!(
+            SigningKey::parse_previous(&format!("{good}, {good}\n{good}"))
+                .unwrap()
+                .len(),
+            3
+        );
+        let short = "c2hvcnQtc2VjcmV0LWtleQ==";
+        let err = SigningKey::parse_previous(&format!("{good},{short}")).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("entry 2 of MCP_TASK_SIGNING_KEYS_PREVIOUS") && text.contains("bytes"),
+            "{text}"
+        );
+        assert!(!text.contains(short) && !text.contains(good), "{text}");
     }
 
     #[test]

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use super::{
     failure::{FailureSummary, summarize},
     handler::HandlerErrorKind,
+    outage::{Backoff, is_transient},
 };
 use crate::temporal::{
     payload::{self, IdentityCodec, PayloadCodec, PayloadError},
@@ -229,6 +230,51 @@ impl OperationClientError {
             },
         }
     }
+
+    /// Whether sending the same request again may succeed: Temporal could not be reached or
+    /// gave up on its side (R-CON-16), as during a restart of the server.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Rpc { status, .. } if is_transient(status.code()))
+    }
+}
+
+/// How long [`OperationClient::wait`] keeps retrying through an outage when its caller names no
+/// deadline.
+pub const DEFAULT_OUTAGE_BUDGET: Duration = Duration::from_secs(300);
+
+/// Runs `attempt` until it succeeds, fails for good, or `deadline` would pass before the next
+/// try; transient failures (R-CON-16) are retried with [`Backoff`]. `cancel` ends the retries
+/// with the last error.
+async fn retrying<T, F, Fut>(
+    what: &str,
+    operation_id: &str,
+    deadline: tokio::time::Instant,
+    cancel: Option<&CancellationToken>,
+    mut attempt: F,
+) -> Result<T, OperationClientError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, OperationClientError>>,
+{
+    let mut backoff = Backoff::default();
+    loop {
+        let error = match attempt().await {
+            Err(e) if e.is_transient() => e,
+            done => return done,
+        };
+        let delay = backoff.next_delay();
+        if tokio::time::Instant::now() + delay > deadline {
+            return Err(error);
+        }
+        tracing::warn!(operation_id, error = %error, retry_in = ?delay, "Temporal unreachable while {what}; retrying");
+        match cancel {
+            Some(c) => tokio::select! {
+                _ = c.cancelled() => return Err(error),
+                _ = tokio::time::sleep(delay) => {}
+            },
+            None => tokio::time::sleep(delay).await,
+        }
+    }
 }
 
 /// How long one poll waits on the server; it answers empty after about 29 s by itself.
@@ -332,6 +378,21 @@ impl OperationClient {
         ))
     }
 
+    /// Like [`OperationClient::start`], retrying through a Temporal outage (R-CON-16) until
+    /// `deadline`. Safe: every try carries the same request id, which the server answers with
+    /// the same run.
+    pub async fn start_until(
+        &self,
+        req: StartOperation,
+        deadline: tokio::time::Instant,
+    ) -> Result<(OperationRef, bool), OperationClientError> {
+        let operation_id = req.operation_id.clone();
+        retrying("starting", &operation_id, deadline, None, || {
+            self.start(req.clone())
+        })
+        .await
+    }
+
     /// One long poll for the outcome: `None` when the server's poll window passed first.
     pub async fn poll_outcome(
         &self,
@@ -371,24 +432,45 @@ impl OperationClient {
         }
     }
 
-    /// Waits until the operation closes. Survives the server's empty long-poll answers;
-    /// returns [`OperationClientError::WaitCancelled`] as soon as `cancel` fires.
+    /// Waits until the operation closes. Survives the server's empty long-poll answers and
+    /// outages of up to [`DEFAULT_OUTAGE_BUDGET`]; returns
+    /// [`OperationClientError::WaitCancelled`] as soon as `cancel` fires.
     pub async fn wait(
         &self,
         op: &OperationRef,
         cancel: &CancellationToken,
     ) -> Result<OperationOutcome, OperationClientError> {
+        self.wait_until(
+            op,
+            cancel,
+            tokio::time::Instant::now() + DEFAULT_OUTAGE_BUDGET,
+        )
+        .await
+    }
+
+    /// Like [`OperationClient::wait`], riding out Temporal outages (R-CON-16) until `deadline`
+    /// (the tool's own timeout, past which the operation is over anyway): a poll that fails
+    /// because the server is unreachable is retried with backoff, and the wait goes on.
+    pub async fn wait_until(
+        &self,
+        op: &OperationRef,
+        cancel: &CancellationToken,
+        deadline: tokio::time::Instant,
+    ) -> Result<OperationOutcome, OperationClientError> {
+        let cancelled = || OperationClientError::WaitCancelled {
+            operation_id: op.operation_id.clone(),
+        };
         loop {
-            tokio::select! {
+            let polled = tokio::select! {
                 biased;
-                _ = cancel.cancelled() => {
-                    return Err(OperationClientError::WaitCancelled { operation_id: op.operation_id.clone() });
-                }
-                polled = self.poll_outcome(op) => {
-                    if let Some(outcome) = polled? {
-                        return Ok(outcome);
-                    }
-                }
+                _ = cancel.cancelled() => return Err(cancelled()),
+                polled = retrying("waiting for the outcome", &op.operation_id, deadline, Some(cancel), || self.poll_outcome(op)) => polled,
+            };
+            if cancel.is_cancelled() {
+                return Err(cancelled());
+            }
+            if let Some(outcome) = polled? {
+                return Ok(outcome);
             }
         }
     }
@@ -448,6 +530,32 @@ impl OperationClient {
         op: &OperationRef,
         reason: &str,
     ) -> Result<(), OperationClientError> {
+        self.cancel_until(op, reason, tokio::time::Instant::now())
+            .await
+    }
+
+    /// Like [`OperationClient::cancel`], retrying through a Temporal outage (R-CON-16) until
+    /// `deadline`: a cancel requested while the server is down is delivered once it is back.
+    /// Every try carries the same request id, so the server records one cancel request.
+    pub async fn cancel_until(
+        &self,
+        op: &OperationRef,
+        reason: &str,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), OperationClientError> {
+        let request_id = uuid::Uuid::new_v4().to_string();
+        retrying("cancelling", &op.operation_id, deadline, None, || {
+            self.request_cancel(op, reason, &request_id)
+        })
+        .await
+    }
+
+    async fn request_cancel(
+        &self,
+        op: &OperationRef,
+        reason: &str,
+        request_id: &str,
+    ) -> Result<(), OperationClientError> {
         self.service()
             .request_cancel_nexus_operation_execution(tonic::Request::new(
                 RequestCancelNexusOperationExecutionRequest {
@@ -455,7 +563,7 @@ impl OperationClient {
                     operation_id: op.operation_id.clone(),
                     run_id: op.run_id.clone(),
                     identity: self.identity.clone(),
-                    request_id: uuid::Uuid::new_v4().to_string(),
+                    request_id: request_id.to_owned(),
                     reason: reason.to_owned(),
                 },
             ))

@@ -4,6 +4,7 @@
 pub mod client;
 pub mod failure;
 pub mod handler;
+pub mod outage;
 pub mod worker;
 
 pub use client::{

@@ -43,12 +43,22 @@ impl Connector {
         key: Option<(IdempotencyKey, &CallerScope)>,
     ) -> Result<Started, McpError> {
         let (route, definition) = self.lookup(tool).await?;
+        let slot = self
+            .inner
+            .in_flight
+            .try_start(&format!("calling tool {tool:?}"))?;
         let timeout = advertised_timeout(&definition).unwrap_or(self.inner.options.default_timeout);
         let arguments = Value::Object(arguments);
         let input = payload::to_payload(&arguments)
             .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
         check_arguments_size(tool, input.data.len())?;
         let client = &self.inner.client;
+        let now = tokio::time::Instant::now();
+        // Through a Temporal outage (R-CON-16) the start is retried for a while (same request
+        // id: one run), and the wait for as long as the tool may run, plus time to read the
+        // outcome once the server is back.
+        let start_deadline = now + timeout.min(START_OUTAGE_BUDGET);
+        let deadline = now + timeout + OUTCOME_GRACE;
         let Some((key, scope)) = key else {
             let mut start = StartOperation::new(
                 self.operation_id(""),
@@ -59,11 +69,11 @@ impl Connector {
             );
             start.schedule_to_close = Some(timeout);
             let (op, _) = client
-                .start(start)
+                .start_until(start, start_deadline)
                 .await
                 .map_err(|e| internal("starting the tool call", e))?;
             info!(operation_id = %op.operation_id, tool, service = %route.service, "tool call started");
-            return Ok(Started::Op(op));
+            return Ok(Started::Op(Call { op, deadline, slot }));
         };
         let fingerprint_key = FingerprintKey::derive(&self.inner.options.signing_key);
         let operation_id = idempotent_operation_id(
@@ -86,10 +96,10 @@ impl Connector {
         start
             .headers
             .insert(FINGERPRINT_HEADER.into(), fingerprint.clone());
-        let op = match client.start(start).await {
+        let op = match client.start_until(start, start_deadline).await {
             Ok((op, true)) => {
                 info!(operation_id = %op.operation_id, tool, "idempotent tool call started");
-                return Ok(Started::Op(op));
+                return Ok(Started::Op(Call { op, deadline, slot }));
             }
             Ok((op, false)) => op,
             // Closed, and started by a request with other arguments.
@@ -107,15 +117,21 @@ impl Connector {
             return Ok(Started::Conflict);
         }
         info!(operation_id = %op.operation_id, tool, "reattached to an idempotent tool call");
-        Ok(Started::Op(existing.reference))
+        Ok(Started::Op(Call {
+            op: existing.reference,
+            deadline,
+            slot,
+        }))
     }
 
     /// Waits for the operation; `cancel` (the MCP request's cancellation) cancels it. A waiting
     /// caller (`listener`) gets the upstream's progress meanwhile when it sent a progress token,
-    /// and, before the result, what travelled with it (R-CON-10, R-CON-13).
+    /// and, before the result, what travelled with it (R-CON-10, R-CON-13). Until `deadline`
+    /// the wait rides out Temporal outages, and so does the cancel (R-CON-16).
     pub(super) async fn finish_call(
         &self,
         op: &OperationRef,
+        deadline: tokio::time::Instant,
         cancel: &CancellationToken,
         listener: Option<Listener>,
         one_attempt: bool,
@@ -132,16 +148,23 @@ impl Connector {
             std::future::pending::<()>().await
         };
         let waited = tokio::select! {
-            waited = client.wait(op, cancel) => waited,
+            waited = client.wait_until(op, cancel, deadline) => waited,
             _ = forward => unreachable!("forwarding never ends on its own"),
         };
         let outcome = match waited {
             Ok(outcome) => outcome,
             Err(OperationClientError::WaitCancelled { .. }) => {
-                // The caller cancelled: cancel the operation, and report truthfully.
-                if let Err(e) = client.cancel(op, "MCP request cancelled").await {
-                    warn!(operation_id = %op.operation_id, error = %e, "could not cancel the operation");
-                }
+                // The caller cancelled: cancel the operation, and report truthfully. The cancel
+                // is retried through an outage, on a task of its own: the caller is gone.
+                let (client, op) = (client.clone(), op.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = client
+                        .cancel_until(&op, "MCP request cancelled", deadline)
+                        .await
+                    {
+                        warn!(operation_id = %op.operation_id, error = %e, "could not cancel the operation");
+                    }
+                });
                 return Err(McpError::internal_error(
                     "the tool call was cancelled by the client",
                     None,
@@ -186,9 +209,10 @@ impl Connector {
         cancel: CancellationToken,
     ) -> Result<Value, McpError> {
         match self.start_call(tool, arguments, None).await? {
-            Started::Op(op) => {
+            Started::Op(call) => {
                 let one_attempt = self.one_attempt(tool).await;
-                self.finish_call(&op, &cancel, None, one_attempt).await
+                self.finish_call(&call.op, call.deadline, &cancel, None, one_attempt)
+                    .await
             }
             Started::Conflict => Ok(conflict_result()),
         }
@@ -222,9 +246,25 @@ pub(super) struct Listener {
 /// Nexus header carrying the arguments' fingerprint of an idempotent call.
 const FINGERPRINT_HEADER: &str = "x-durable-mcp-arguments";
 
+/// How long a start is retried through a Temporal outage at most (R-CON-16).
+const START_OUTAGE_BUDGET: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How long past a tool's timeout the connector keeps waiting through an outage: the operation
+/// is over by then, and a server that comes back tells how.
+const OUTCOME_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A started call.
+pub(super) struct Call {
+    pub op: OperationRef,
+    /// Until when the connector waits for it through outages (R-CON-16).
+    pub deadline: tokio::time::Instant,
+    /// Its place under `--max-in-flight` (R-CON-17), held while the connector waits for it.
+    pub slot: tokio::sync::OwnedSemaphorePermit,
+}
+
 /// How a start went.
 pub(super) enum Started {
-    Op(OperationRef),
+    Op(Call),
     /// The idempotency key names an execution with other arguments; it was not touched.
     Conflict,
 }

@@ -1,5 +1,7 @@
 //! The tool catalog: every route's `list_tools` (R-NXC-2), merged into one list (R-CON-2).
 
+use std::time::Instant;
+
 use futures::future::join_all;
 use rmcp::ErrorData as McpError;
 use serde_json::{Value, json};
@@ -24,16 +26,18 @@ impl Connector {
             input,
         );
         start.schedule_to_close = Some(o.list_timeout);
+        // Through a Temporal outage (R-CON-16) the listing waits as long as it may take.
+        let deadline = tokio::time::Instant::now() + o.list_timeout;
         let (op, _) = self
             .inner
             .client
-            .start(start)
+            .start_until(start, deadline)
             .await
             .map_err(|e| e.to_string())?;
         match self
             .inner
             .client
-            .wait(&op, &CancellationToken::new())
+            .wait_until(&op, &CancellationToken::new(), deadline)
             .await
             .map_err(|e| e.to_string())?
         {
@@ -47,15 +51,40 @@ impl Connector {
         }
     }
 
+    /// One route's tools: its listing from the last [`ConnectorOptions::list_cache`] when
+    /// there is one (R-CON-17), else a new `list_tools` operation. Concurrent askers of one
+    /// route share one operation.
+    ///
+    /// [`ConnectorOptions::list_cache`]: super::ConnectorOptions::list_cache
+    async fn cached_route(&self, index: usize) -> Result<Vec<Value>, RouteError> {
+        let ttl = self.inner.options.list_cache;
+        let mut listing = self.inner.listings[index].lock().await;
+        if let Some(tools) = listing.fresh(ttl, Instant::now()) {
+            return Ok(tools.clone());
+        }
+        let _slot = self
+            .inner
+            .in_flight
+            .try_start("listing the tools")
+            .map_err(RouteError::OverCap)?;
+        let tools = self
+            .list_route(&self.inner.options.routes[index])
+            .await
+            .map_err(RouteError::Failed)?;
+        listing.store(tools.clone(), Instant::now());
+        Ok(tools)
+    }
+
     /// Every route's tools, merged; two routes exposing one tool name is an error naming both.
     async fn merged_routes(&self) -> Result<Merged, McpError> {
         let routes = &self.inner.options.routes;
-        let lists = join_all(routes.iter().map(|r| self.list_route(r))).await;
+        let lists = join_all((0..routes.len()).map(|i| self.cached_route(i))).await;
         let mut ok = Vec::new();
         for (route, listed) in routes.iter().zip(lists) {
             match listed {
                 Ok(tools) => ok.push((route.clone(), tools)),
-                Err(e) => {
+                Err(RouteError::OverCap(e)) => return Err(e),
+                Err(RouteError::Failed(e)) => {
                     return Err(internal(
                         "listing the tools",
                         format_args!(
@@ -117,6 +146,9 @@ impl Connector {
         Ok(merged)
     }
 
+    /// The tool's route and listing. A tool the catalog lacks is looked up again through the
+    /// routes' cached listings (R-CON-17): calls of unknown tools start no operation while the
+    /// cache is fresh.
     pub(super) async fn lookup(&self, tool: &str) -> Result<(Route, Value), McpError> {
         if let Some(found) = self.inner.tools.read().await.get(tool) {
             return Ok(found.clone());
@@ -137,4 +169,12 @@ impl Connector {
         }
         McpError::invalid_params(format!("unknown tool: {tool}"), Some(json!({"tool": tool})))
     }
+}
+
+/// Why a route's tools could not be had.
+enum RouteError {
+    /// `--max-in-flight` operations are running (R-CON-17): the caller reads why.
+    OverCap(McpError),
+    /// The listing failed: internal, logged (R-CON-15).
+    Failed(String),
 }

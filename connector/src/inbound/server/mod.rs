@@ -36,6 +36,7 @@ mod catalog;
 pub mod companion;
 pub(crate) mod faithful;
 mod internal;
+mod limits;
 mod logging;
 mod scope;
 mod tasks;
@@ -58,6 +59,12 @@ pub struct ConnectorOptions {
     pub default_timeout: Duration,
     /// How long `list_tools` on one route may take.
     pub list_timeout: Duration,
+    /// How long a route's listing is reused before `tools/list` or a call of an unknown tool
+    /// asks the route again (R-CON-17); zero asks every time.
+    pub list_cache: Duration,
+    /// How many Temporal operations (calls and listings) the connector waits for at once;
+    /// past that, callers get an error naming the cap (R-CON-17).
+    pub max_in_flight: usize,
     /// How long a task-capable caller waits before the call becomes a task.
     pub task_after: Duration,
     /// Serve the companion tools (`task_status`, `task_result`, `task_cancel`) and answer a
@@ -65,6 +72,9 @@ pub struct ConnectorOptions {
     pub companion_tools: bool,
     /// Signs task IDs. Replicas that serve each other's tasks share it.
     pub signing_key: SigningKey,
+    /// Earlier signing keys: task IDs they signed still verify (R-CON-18), so rotating the
+    /// key does not orphan running tasks. New IDs are signed with `signing_key`.
+    pub previous_signing_keys: Vec<SigningKey>,
     /// Whose tasks these are when the request names no verified caller: one stdio client, or
     /// (HTTP without authentication) everyone.
     pub caller_scope: CallerScope,
@@ -81,9 +91,12 @@ impl ConnectorOptions {
             operation_id_prefix: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),
             default_timeout: Duration::from_secs(300),
             list_timeout: Duration::from_secs(30),
+            list_cache: DEFAULT_LIST_CACHE,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             task_after: Duration::from_secs(2),
             companion_tools: false,
             signing_key: SigningKey::generate(),
+            previous_signing_keys: Vec::new(),
             // One stdio client, or everyone on an unauthenticated HTTP connector: a stable scope,
             // so idempotency keys and tasks survive a restart with the same signing key.
             caller_scope: CallerScope::Anonymous,
@@ -91,6 +104,14 @@ impl ConnectorOptions {
         }
     }
 }
+
+/// How long a route's listing is reused by default (R-CON-17): long enough that a burst of
+/// `tools/list` or unknown-tool calls costs one operation per route, short enough that a
+/// changed upstream shows within seconds.
+pub const DEFAULT_LIST_CACHE: Duration = Duration::from_secs(5);
+
+/// How many operations a connector waits for at once by default (R-CON-17).
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 512;
 
 /// The MCP server. Cheap to clone; clones share the tool catalog.
 #[derive(Clone)]
@@ -107,6 +128,11 @@ struct Inner {
     tools: RwLock<HashMap<String, (Route, Value)>>,
     /// Tool name -> why it is left out (exposed twice, R-CON-2), from the last `tools/list`.
     ambiguous: RwLock<HashMap<String, String>>,
+    /// Per route (same order as the options' routes): its last listing (R-CON-17). The lock
+    /// makes concurrent askers share one `list_tools` operation.
+    listings: Vec<tokio::sync::Mutex<limits::Listing>>,
+    /// The cap on operations in flight (R-CON-17).
+    in_flight: limits::InFlight,
     /// Tools served in-process (R-OPS-1), listed after the routed ones.
     local: Option<Arc<dyn LocalTools>>,
 }
@@ -126,6 +152,8 @@ impl Connector {
         Self {
             inner: Arc::new(Inner {
                 client,
+                listings: options.routes.iter().map(|_| Default::default()).collect(),
+                in_flight: limits::InFlight::new(options.max_in_flight),
                 options,
                 tools: RwLock::default(),
                 ambiguous: RwLock::default(),
@@ -307,11 +335,16 @@ impl ServerHandler for Typed {
                 .await?;
             return complete(json);
         }
-        let op = match self
+        // The call holds its in-flight slot (R-CON-17) until this answer: a result, or a task.
+        let call::Call {
+            op,
+            deadline,
+            slot: _slot,
+        } = match self
             .start_call(&request.name, arguments, key.map(|k| (k, &scope)))
             .await?
         {
-            Started::Op(op) => op,
+            Started::Op(call) => call,
             Started::Conflict => return complete(conflict_result()),
         };
         let progress = Some(call::Listener {
@@ -324,7 +357,7 @@ impl ServerHandler for Typed {
             // A task-capable caller waits `task_after`, then gets a task it can poll from any
             // replica; after that only tasks/cancel cancels the call.
             tokio::select! {
-                finished = self.finish_call(&op, &context.ct, progress, one_attempt) => finished?,
+                finished = self.finish_call(&op, deadline, &context.ct, progress, one_attempt) => finished?,
                 _ = tokio::time::sleep(self.inner.options.task_after) => {
                     let now = now_rfc3339();
                     let task = Task::new(self.task_id(&op, &scope), TaskStatus::Working, now.clone(), now)
@@ -337,7 +370,7 @@ impl ServerHandler for Typed {
             // No tasks extension, but companion tools: after `task_after` the caller gets the
             // task ID in a text result and follows it with the companion tools.
             tokio::select! {
-                finished = self.finish_call(&op, &context.ct, progress, one_attempt) => finished?,
+                finished = self.finish_call(&op, deadline, &context.ct, progress, one_attempt) => finished?,
                 _ = tokio::time::sleep(self.inner.options.task_after) => {
                     info!(operation_id = %op.operation_id, "tool call continues as a companion task");
                     let has_output_schema = self
@@ -348,7 +381,7 @@ impl ServerHandler for Typed {
                 }
             }
         } else {
-            self.finish_call(&op, &context.ct, progress, one_attempt)
+            self.finish_call(&op, deadline, &context.ct, progress, one_attempt)
                 .await?
         };
         faithful::keep(self.written.as_ref(), &context, json.clone());

@@ -12,7 +12,7 @@ use super::{Connector, internal::internal};
 use crate::{
     inbound::{
         progress::{ProgressSource, call_progress},
-        task_ref::{CallerScope, TaskRef, sign, verify},
+        task_ref::{CallerScope, KeyRing, TaskRef, caller_hash, sign_current, verify_with_ring},
     },
     mcp::outcome::{Outcome, to_call_tool_result_for},
     nexus::{OperationOutcome, OperationRef, OperationStatus},
@@ -27,10 +27,19 @@ impl Connector {
             &op.run_id,
             self.owner(scope),
         );
-        sign(&self.inner.options.signing_key, &r)
+        sign_current(&self.key_ring(), &r)
     }
 
-    /// Verifies a task ID (signature, then owner, then namespace) before any Temporal call.
+    /// The current signing key and the previous ones still accepted (R-CON-18).
+    fn key_ring(&self) -> KeyRing {
+        KeyRing {
+            current: self.inner.options.signing_key.clone(),
+            previous: self.inner.options.previous_signing_keys.clone(),
+        }
+    }
+
+    /// Verifies a task ID (signature under the current or a listed previous key, then owner,
+    /// then namespace) before any Temporal call.
     /// Every kind of bad ID gets the same answer.
     pub(super) fn task_op(
         &self,
@@ -38,7 +47,7 @@ impl Connector {
         scope: &CallerScope,
     ) -> Result<OperationRef, McpError> {
         let unknown = || McpError::invalid_params("unknown task", None);
-        let r = verify(&self.inner.options.signing_key, task_id, &self.owner(scope))
+        let r = verify_with_ring(&self.key_ring(), task_id, |key| caller_hash(key, scope))
             .map_err(|_| unknown())?;
         if r.ns != self.inner.client.namespace() {
             return Err(unknown());
@@ -91,16 +100,21 @@ impl Connector {
         Ok(DetailedTask::new(task, payload))
     }
 
-    /// Requests cancellation of the task's operation.
+    /// Requests cancellation of the task's operation, retrying for a while through a Temporal
+    /// outage (R-CON-16); a cancel that still could not be delivered is an error, never dropped.
     pub async fn cancel_task_op(&self, task_id: &str, scope: &CallerScope) -> Result<(), McpError> {
         let op = self.task_op(task_id, scope)?;
+        let deadline = tokio::time::Instant::now() + TASK_CANCEL_OUTAGE_BUDGET;
         self.inner
             .client
-            .cancel(&op, "MCP tasks/cancel")
+            .cancel_until(&op, "MCP tasks/cancel", deadline)
             .await
             .map_err(|e| internal("cancelling the task", e))
     }
 }
+
+/// How long `tasks/cancel` keeps trying to reach Temporal before it answers with an error.
+const TASK_CANCEL_OUTAGE_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
 
 pub(super) fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()

@@ -1,0 +1,161 @@
+//! R-CON-17: the connector's listings are cached per route, so a burst of `tools/list` and of
+//! calls of unknown tools starts one `list_tools` operation, and the operations in flight are
+//! capped by `max_in_flight` with an error naming the cap. Counted on the real server: the
+//! route's Nexus handler counts the `list_tools` operations it is asked to run.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use durable_mcp::{
+    inbound::server::{Connector, ConnectorOptions},
+    mcp::{listing::LIST_TOOLS, payload},
+    nexus::{Service, StartOutcome, start_fn},
+};
+use rmcp::model::CallToolRequestParams;
+use serde_json::json;
+
+use crate::support::*;
+
+/// A tool service whose `list_tools` counts its operations: `hold` (counted in `holds`) runs
+/// until cancelled, `quick` answers at once.
+fn counting_service(lists: Arc<AtomicUsize>, holds: Arc<AtomicUsize>) -> Service {
+    let listing = json!([
+        {"name": "hold", "inputSchema": {"type": "object"}},
+        {"name": "quick", "inputSchema": {"type": "object"}},
+    ]);
+    Service::new("tools")
+        .operation(
+            LIST_TOOLS,
+            start_fn(move |_ctx, _input| {
+                lists.fetch_add(1, Ordering::SeqCst);
+                let listing = listing.clone();
+                async move { Ok(StartOutcome::Sync(payload::to_payload(&listing).unwrap())) }
+            }),
+        )
+        .operation(
+            "hold",
+            start_fn(move |_ctx, _input| {
+                holds.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    Ok(StartOutcome::Async {
+                        token: "never-completed".into(),
+                    })
+                }
+            }),
+        )
+        .operation(
+            "quick",
+            start_fn(|_ctx, _input| async move {
+                let result = json!({"content": [{"type": "text", "text": "done"}]});
+                Ok(StartOutcome::Sync(payload::to_payload(&result).unwrap()))
+            }),
+        )
+}
+
+#[tokio::test]
+async fn a_burst_of_listings_and_unknown_tools_starts_one_list_operation() {
+    let env = TestEnv::shared("connector-list-cache").await;
+    let lists = Arc::new(AtomicUsize::new(0));
+    let holds = Arc::new(AtomicUsize::new(0));
+    let _worker = env
+        .nexus_worker(vec![counting_service(lists.clone(), holds)])
+        .await;
+    let mut options = ConnectorOptions::new(vec![route(&env, "tools")]);
+    // Long enough that the whole burst below falls in one cache period on a loaded machine.
+    options.list_cache = Duration::from_secs(600);
+    let client = client_for(Connector::new(env.client.clone(), options)).await;
+
+    // Concurrent listings share one operation, later ones reuse its answer.
+    let burst = (0..5).map(|_| client.peer().list_all_tools());
+    for listed in futures::future::join_all(burst).await {
+        assert_eq!(listed.unwrap().len(), 2);
+    }
+    for _ in 0..5 {
+        assert_eq!(client.peer().list_all_tools().await.unwrap().len(), 2);
+    }
+    // Unknown tools are answered from the cached listing.
+    for i in 0..5 {
+        let err = client
+            .peer()
+            .call_tool(CallToolRequestParams::new(format!("no_such_tool_{i}")))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("unknown tool"), "{err}");
+    }
+    assert_eq!(
+        lists.load(Ordering::SeqCst),
+        1,
+        "one list_tools operation for 10 listings and 5 unknown tools"
+    );
+
+    // Without a cache every listing asks the route again.
+    let mut options = ConnectorOptions::new(vec![route(&env, "tools")]);
+    options.list_cache = Duration::ZERO;
+    let uncached = client_for(Connector::new(env.client.clone(), options)).await;
+    for _ in 0..3 {
+        uncached.peer().list_all_tools().await.unwrap();
+    }
+    assert_eq!(lists.load(Ordering::SeqCst), 4);
+    client.cancel().await.unwrap();
+    uncached.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn calls_past_max_in_flight_are_refused_with_the_cap_named() {
+    let env = TestEnv::shared("connector-in-flight").await;
+    let holds = Arc::new(AtomicUsize::new(0));
+    let _worker = env
+        .nexus_worker(vec![counting_service(Default::default(), holds.clone())])
+        .await;
+    let mut options = ConnectorOptions::new(vec![route(&env, "tools")]);
+    options.max_in_flight = 2;
+    options.list_cache = Duration::from_secs(600);
+    let client = client_for(Connector::new(env.client.clone(), options)).await;
+    client.peer().list_all_tools().await.unwrap();
+
+    // Two calls wait (their operations never complete): the cap is reached.
+    let holding: Vec<_> = (0..2)
+        .map(|_| {
+            let peer = client.peer().clone();
+            tokio::spawn(async move { peer.call_tool(tool_call("hold", json!({}))).await })
+        })
+        .collect();
+    eventually(
+        Duration::from_secs(60),
+        "both holding calls started",
+        || holds.load(Ordering::SeqCst) == 2,
+    )
+    .await;
+    let refused = client
+        .peer()
+        .call_tool(tool_call("quick", json!({})))
+        .await
+        .expect_err("a third call is refused while two wait")
+        .to_string();
+    assert!(
+        refused.contains("--max-in-flight 2") && refused.contains("nothing was started"),
+        "{refused}"
+    );
+
+    // A caller that gives up frees its slot.
+    holding[0].abort();
+    let done = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            match client.peer().call_tool(tool_call("quick", json!({}))).await {
+                Ok(result) => break result,
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    })
+    .await
+    .expect("a call succeeds once a slot is free");
+    assert_ne!(done.is_error, Some(true), "{done:?}");
+    assert!(format!("{:?}", done.content).contains("done"), "{done:?}");
+    holding[1].abort();
+    client.cancel().await.unwrap();
+}
