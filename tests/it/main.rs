@@ -8,6 +8,7 @@ mod support;
 mod connector;
 mod connector_auth;
 mod connector_http;
+mod connector_http_limits;
 mod connector_keys;
 mod connector_limits;
 mod connector_outage;

@@ -60,12 +60,12 @@ struct Cli {
     #[arg(long)]
     operation_id_prefix: Option<String>,
     /// Timeout for tools whose listing carries none, e.g. "5m".
-    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "5m", value_parser = |s: &str| duration_within(s, Duration::from_secs(1), MAX_TOOL_TIMEOUT))]
     default_timeout: Duration,
     /// How long a route's tool listing is reused before `tools/list`, or a call of a tool the
     /// connector does not know, asks the route again, e.g. "5s" ("0s" asks every time). Each
     /// ask is one persisted Nexus operation per route.
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = |s: &str| duration_within(s, Duration::ZERO, HOUR))]
     list_cache: Duration,
     /// How many Temporal operations (tool calls being waited for, listings) the connector
     /// holds at once. Past it, a call is refused with an error naming this limit and nothing
@@ -84,7 +84,7 @@ struct Cli {
     auth_config: Option<std::path::PathBuf>,
     /// How long a task-capable client waits before a call becomes an MCP task, e.g. "2s".
     /// Clients without the tasks extension wait until the call completes.
-    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = |s: &str| duration_within(s, Duration::ZERO, HOUR))]
     task_after: Duration,
     /// Add three tools, task_status, task_result and task_cancel, for MCP hosts without the
     /// tasks extension (many give up on a call after about a minute): such a host's call still
@@ -121,8 +121,35 @@ struct Cli {
     anonymous_scope: Option<String>,
     /// With `--transport http`: how long a shutdown (SIGINT/SIGTERM) waits for in-flight
     /// requests; operations still running afterwards keep running in Temporal.
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = |s: &str| duration_within(s, Duration::ZERO, HOUR))]
     shutdown_grace: Duration,
+    /// With `--transport http`: how long a connection may take to send a request's headers,
+    /// and how long a keep-alive connection may sit idle between requests, before it is closed
+    /// (stalled and slowloris clients cannot hold connections). Response streams are not cut.
+    #[arg(long, default_value = "30s", value_parser = |s: &str| duration_within(s, Duration::from_secs(1), HOUR))]
+    http_header_timeout: Duration,
+    /// With `--transport http`: how many connections are served at once; more wait until one
+    /// closes.
+    #[arg(long, default_value_t = durable_mcp::inbound::listener::DEFAULT_MAX_CONNECTIONS, value_parser = parse_positive)]
+    http_max_connections: usize,
+}
+
+/// The longest `--default-timeout`: a year (Temporal's own limits are far above any tool's).
+const MAX_TOOL_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// A duration (`30s`, `5m`, `2h`) between `min` and `max`; clap names the flag in its error.
+fn duration_within(s: &str, min: Duration, max: Duration) -> Result<Duration, String> {
+    let d =
+        humantime::parse_duration(s).map_err(|e| format!("{e}; write it like 30s, 5m or 2h"))?;
+    if d < min || d > max {
+        return Err(format!(
+            "must be between {} and {}",
+            humantime::format_duration(min),
+            humantime::format_duration(max)
+        ));
+    }
+    Ok(d)
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -173,6 +200,12 @@ async fn main() -> anyhow::Result<()> {
         (None, Some(p)) => p.clone(),
         (None, None) => "/mcp".to_owned(),
     };
+    if let Err(e) = durable_mcp::inbound::http::check_mcp_path(&http_path) {
+        match cli.http_path {
+            Some(_) => anyhow::bail!("--http-path: {e}"),
+            None => anyhow::bail!("the path of auth.resource in --auth-config: {e}"),
+        }
+    }
     if let Some(endpoint) = &cli.codec_endpoint {
         // Fail on a bad URL before connecting to anything.
         durable_mcp::temporal::codec::RemoteCodec::new(endpoint, "")?;
@@ -191,6 +224,21 @@ async fn main() -> anyhow::Result<()> {
     if cli.temporal_tools && auth.is_some() {
         missing_family_scopes(cli.temporal_tools_scopes.as_ref()).map_err(anyhow::Error::msg)?;
     }
+    // Task IDs are signed with MCP_TASK_SIGNING_KEY (checked before connecting to anything).
+    // HTTP needs it (replicas and restarts must verify each other's task IDs); stdio without
+    // it gets a process-local key. Previous keys (R-CON-18) only make sense beside it.
+    use durable_mcp::inbound::task_ref::{PREVIOUS_KEYS_ENV, SIGNING_KEY_ENV, SigningKey};
+    let previous = SigningKey::previous_from_env()?;
+    let signing = match (SigningKey::from_env()?, cli.transport) {
+        (Some(key), _) => Some((key, previous)),
+        (None, Transport::Http) => anyhow::bail!(
+            "--transport http needs {SIGNING_KEY_ENV}: at least 32 random bytes, base64 (for example `openssl rand -base64 32`)"
+        ),
+        (None, Transport::Stdio) if !previous.is_empty() => anyhow::bail!(
+            "{PREVIOUS_KEYS_ENV} is set but {SIGNING_KEY_ENV} is not: previous keys only verify task IDs beside a current key; set {SIGNING_KEY_ENV} too"
+        ),
+        (None, Transport::Stdio) => None,
+    };
     let identity = durable_mcp::nexus::worker::default_identity();
     let temporal::TemporalConnection {
         connection,
@@ -218,30 +266,9 @@ async fn main() -> anyhow::Result<()> {
         }
         .to_owned()
     }));
-    // Task IDs are signed with MCP_TASK_SIGNING_KEY. HTTP needs it (replicas and restarts must
-    // verify each other's task IDs); stdio without it gets a process-local key.
-    match (
-        durable_mcp::inbound::task_ref::SigningKey::from_env()?,
-        cli.transport,
-    ) {
-        (Some(key), _) => {
-            options.signing_key = key;
-            options.previous_signing_keys =
-                durable_mcp::inbound::task_ref::SigningKey::previous_from_env()?;
-        }
-        (None, Transport::Http) => anyhow::bail!(
-            "--transport http needs {}: at least 32 random bytes, base64 (for example `openssl rand -base64 32`)",
-            durable_mcp::inbound::task_ref::SIGNING_KEY_ENV
-        ),
-        (None, Transport::Stdio) => {
-            if !durable_mcp::inbound::task_ref::SigningKey::previous_from_env()?.is_empty() {
-                anyhow::bail!(
-                    "{} is set but {} is not: previous keys only verify task IDs beside a current key; set {1} too",
-                    durable_mcp::inbound::task_ref::PREVIOUS_KEYS_ENV,
-                    durable_mcp::inbound::task_ref::SIGNING_KEY_ENV
-                );
-            }
-        }
+    if let Some((key, previous)) = signing {
+        options.signing_key = key;
+        options.previous_signing_keys = previous;
     }
     let mut client = OperationClient::new(connection.clone(), namespace.clone());
     if let Some(endpoint) = &cli.codec_endpoint {
@@ -280,6 +307,10 @@ async fn main() -> anyhow::Result<()> {
             options.allowed_hosts = cli.allowed_hosts;
             options.path = http_path;
             options.shutdown_grace = cli.shutdown_grace;
+            options.limits = durable_mcp::inbound::listener::ConnectionLimits {
+                header_read: cli.http_header_timeout,
+                max_connections: cli.http_max_connections,
+            };
             match auth {
                 Some(config) => {
                     // The public host reaches us through a reverse proxy under its own name.
@@ -374,4 +405,44 @@ fn temporal_toolset(
     Ok(std::sync::Arc::new(
         TemporalToolset::new(connection.clone(), namespace, policy, codec).with_scopes(scopes),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absurd_durations_and_counts_are_startup_errors_naming_the_flag() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(
+                [
+                    "durable-mcp-connector",
+                    "--route",
+                    "{service: s, endpoint: e}",
+                ]
+                .iter()
+                .chain(args),
+            )
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(parse(&["--default-timeout", "10m"]), Ok(()));
+        for (flag, value) in [
+            ("--default-timeout", "1000000years"),
+            ("--default-timeout", "0s"),
+            ("--task-after", "2days"),
+            ("--list-cache", "5years"),
+            ("--shutdown-grace", "99999h"),
+            ("--http-header-timeout", "0s"),
+            ("--default-timeout", "soon"),
+        ] {
+            let err = parse(&[flag, value]).unwrap_err();
+            assert!(err.contains(flag), "{flag} {value}: {err}");
+        }
+        assert!(
+            parse(&["--max-in-flight", "0"])
+                .unwrap_err()
+                .contains("--max-in-flight")
+        );
+    }
 }

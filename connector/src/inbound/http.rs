@@ -33,7 +33,6 @@
 //! cancel the handlers, and the connector turns a cancelled request into a cancelled operation).
 
 use std::{
-    future::IntoFuture as _,
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
     sync::{
         Arc,
@@ -52,6 +51,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     auth::Authenticator,
+    listener::{self, ConnectionLimits},
     server::{Connector, Typed},
 };
 
@@ -75,6 +75,42 @@ pub fn check_exposure(
     ))
 }
 
+/// Where the health check is served.
+pub const HEALTH_PATH: &str = "/healthz";
+
+/// Whether `path` can be the MCP endpoint's path (R-CON-19): it starts with `/`, is not `/`,
+/// holds only URL path characters (no `{`, `}` or `*`, which the router would read as
+/// patterns, no query, fragment, spaces or control characters), and does not collide with the
+/// health check or the OAuth metadata paths (`/.well-known/...`). The error names the path and
+/// what to do; the binary names its flag.
+pub fn check_mcp_path(path: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("MCP path {path:?} {why}"));
+    if !path.starts_with('/') || path == "/" {
+        return bad("must start with '/' and not be '/', for example /mcp");
+    }
+    if path.ends_with('/') || path.contains("//") {
+        return bad("must not end with '/' or contain '//'");
+    }
+    if let Some(c) = path.chars().find(|c| {
+        !(c.is_ascii_alphanumeric() || matches!(c, '/' | '-' | '_' | '.' | '~' | '%' | '@' | ':'))
+    }) {
+        return bad(&format!(
+            "contains {c:?}; use letters, digits and - _ . ~ only"
+        ));
+    }
+    let collides = |reserved: &str| {
+        path == reserved
+            || path.starts_with(&format!("{reserved}/"))
+            || reserved.starts_with(&format!("{path}/"))
+    };
+    if collides(HEALTH_PATH) || collides("/.well-known") {
+        return bad(&format!(
+            "collides with the connector's own {HEALTH_PATH} or /.well-known/ paths; choose another, for example /mcp"
+        ));
+    }
+    Ok(())
+}
+
 /// Where and how the connector listens for MCP over HTTP.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -89,6 +125,8 @@ pub struct HttpOptions {
     /// Inbound OAuth: when set, every MCP request needs a valid bearer token, and its caller
     /// scope comes from the token (see [`super::auth`]); the RFC 9728 metadata is served.
     pub auth: Option<Arc<Authenticator>>,
+    /// Header-read (and keep-alive idle) timeout and connection cap (R-CON-19).
+    pub limits: ConnectionLimits,
 }
 
 impl HttpOptions {
@@ -99,6 +137,7 @@ impl HttpOptions {
             path: "/mcp".into(),
             shutdown_grace: Duration::from_secs(5),
             auth: None,
+            limits: ConnectionLimits::default(),
         }
     }
 }
@@ -240,7 +279,7 @@ fn router_counting(
             async move { count_in_flight(in_flight, request, next).await }
         },
     ));
-    let mut router = axum::Router::new().route("/healthz", axum::routing::get(|| async { "ok" }));
+    let mut router = axum::Router::new().route(HEALTH_PATH, axum::routing::get(|| async { "ok" }));
     if let Some(auth) = &options.auth {
         // Public: clients read it to find the authorization server. RFC 9728 puts it under the
         // resource's path; many clients also try the bare well-known path.
@@ -304,12 +343,7 @@ pub async fn serve_http(
     options: HttpOptions,
     shutdown: CancellationToken,
 ) -> anyhow::Result<HttpServerHandle> {
-    if !options.path.starts_with('/') || options.path == "/" {
-        anyhow::bail!(
-            "the MCP path must start with '/' and not be '/': {:?}",
-            options.path
-        );
-    }
+    check_mcp_path(&options.path).map_err(anyhow::Error::msg)?;
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await
         .with_context(|| format!("binding {}", options.addr))?;
@@ -334,11 +368,13 @@ pub async fn serve_http(
         options.path
     );
     let grace = options.shutdown_grace;
+    let limits = options.limits;
     let task = tokio::spawn(async move {
-        let stop_accepting = shutdown.clone();
-        let server = axum::serve(listener, app)
-            .with_graceful_shutdown(stop_accepting.cancelled_owned())
-            .into_future();
+        let server = listener::serve(listener, app, limits, shutdown.clone());
+        let server = async move {
+            server.await;
+            anyhow::Ok(())
+        };
         tokio::pin!(server);
         tokio::select! {
             result = &mut server => return result.context("the HTTP server failed"),
@@ -381,6 +417,40 @@ pub async fn serve_http(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mcp_paths_that_collide_or_are_patterns_are_refused() {
+        for good in [
+            "/mcp",
+            "/api/v1/mcp",
+            "/a.b-c_d~e",
+            "/healthzz",
+            "/.well-knownx",
+        ] {
+            assert_eq!(check_mcp_path(good), Ok(()), "{good}");
+        }
+        for (bad, says) in [
+            ("mcp", "must start with '/'"),
+            ("/", "must start with '/'"),
+            ("/mcp/", "must not end"),
+            ("/a//b", "must not end"),
+            ("/healthz", "collides"),
+            ("/healthz/x", "collides"),
+            ("/.well-known", "collides"),
+            ("/.well-known/oauth-protected-resource", "collides"),
+            ("/{id}", "contains '{'"),
+            ("/mcp/*rest", "contains '*'"),
+            ("/mcp?x=1", "contains '?'"),
+            ("/m cp", "contains ' '"),
+            ("/m\ncp", "contains '\\n'"),
+        ] {
+            let err = check_mcp_path(bad).unwrap_err();
+            assert!(
+                err.contains(says) && err.contains("MCP path"),
+                "{bad}: {err}"
+            );
+        }
+    }
 
     #[test]
     fn unauthenticated_http_only_on_loopback_unless_allowed() {

@@ -7,13 +7,15 @@
 //! - [`route`]: `--route` values and the merged tool list of all routes.
 //!
 //! The I/O around them: [`server`] (the rmcp `ServerHandler`), [`http`] (Streamable HTTP in
-//! axum, with [`faithful_http`] writing answers as the tool service gave them), [`auth`] (inbound OAuth: bearer tokens to caller scopes) and [`progress`] (the
+//! axum, on the bounded accept loop of [`listener`], with [`faithful_http`] writing answers as
+//! the tool service gave them), [`auth`] (inbound OAuth: bearer tokens to caller scopes) and [`progress`] (the
 //! upstream's progress for waiting callers).
 
 pub mod auth;
 pub mod faithful_http;
 pub mod http;
 pub mod idempotency;
+pub mod listener;
 pub mod progress;
 pub mod route;
 pub mod server;

@@ -172,12 +172,8 @@ impl KeySource {
         for url in metadata_urls(&self.issuer)? {
             match self.get_json::<IssuerMetadata>(&url).await {
                 Ok(m) => {
-                    if m.issuer.as_deref().is_some_and(|i| i != self.issuer) {
-                        errors.push(format!(
-                            "{url} is the metadata of issuer {:?}, not {:?}",
-                            m.issuer.unwrap_or_default(),
-                            self.issuer
-                        ));
+                    if let Err(e) = check_metadata_issuer(&url, m.issuer.as_deref(), &self.issuer) {
+                        errors.push(e);
                         continue;
                     }
                     return super::config::public_url("jwks_uri", &m.jwks_uri)
@@ -211,6 +207,21 @@ impl KeySource {
     }
 }
 
+/// Metadata found by discovery must name the configured issuer (RFC 8414 section 3.3, OpenID
+/// Discovery 4.3): metadata without `issuer`, or naming another, could be anyone's, so its keys
+/// are not used.
+pub fn check_metadata_issuer(url: &Url, named: Option<&str>, expected: &str) -> Result<(), String> {
+    match named {
+        Some(issuer) if issuer == expected => Ok(()),
+        Some(issuer) => Err(format!(
+            "{url} is the metadata of issuer {issuer:?}, not {expected:?}"
+        )),
+        None => Err(format!(
+            "{url} names no issuer (RFC 8414 requires it), so it cannot be the metadata of {expected:?}"
+        )),
+    }
+}
+
 /// Where the issuer's metadata may be: RFC 8414 inserts the well-known path before the issuer's
 /// path; OpenID Connect Discovery appends it.
 pub fn metadata_urls(issuer: &str) -> Result<Vec<Url>, String> {
@@ -228,6 +239,24 @@ mod tests {
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
     use super::*;
+
+    #[test]
+    fn discovered_metadata_must_name_the_configured_issuer() {
+        let url = Url::parse("https://idp.example.com/.well-known/openid-configuration").unwrap();
+        let expected = "https://idp.example.com/";
+        assert_eq!(
+            check_metadata_issuer(&url, Some(expected), expected),
+            Ok(())
+        );
+        let other =
+            check_metadata_issuer(&url, Some("https://evil.example/"), expected).unwrap_err();
+        assert!(
+            other.contains("evil.example") && other.contains(expected),
+            "{other}"
+        );
+        let missing = check_metadata_issuer(&url, None, expected).unwrap_err();
+        assert!(missing.contains("names no issuer"), "{missing}");
+    }
 
     #[test]
     fn metadata_urls_follow_both_specs() {

@@ -103,6 +103,7 @@ pub fn verify(
 ) -> Result<VerifiedCaller, AuthError> {
     let header = jsonwebtoken::decode_header(token)
         .map_err(|e| AuthError::Invalid(format!("malformed token: {e}")))?;
+    check_type(header.typ.as_deref())?;
     if !config.algorithms.contains(&header.alg) {
         return Err(AuthError::Invalid(format!(
             "algorithm {:?} is not accepted",
@@ -155,6 +156,22 @@ pub fn verify(
         Some(e) => describe(&e),
         None => "no usable key of the issuer matches the token".into(),
     }))
+}
+
+/// The token's `typ`, when present, must say access token: `at+jwt` (RFC 9068, also as
+/// `application/at+jwt`) or the generic `JWT` many providers write. Any other type (an
+/// ID token profile, a logout or DPoP proof, a security event) is not a bearer token for this
+/// resource, whatever it claims.
+fn check_type(typ: Option<&str>) -> Result<(), AuthError> {
+    let Some(typ) = typ else { return Ok(()) };
+    let t = typ.to_ascii_lowercase();
+    let t = t.strip_prefix("application/").unwrap_or(&t);
+    if matches!(t, "at+jwt" | "jwt") {
+        return Ok(());
+    }
+    Err(AuthError::Invalid(format!(
+        "the token's type {typ:?} is not an access token (at+jwt, RFC 9068)"
+    )))
 }
 
 fn caller(claims: Claims, config: &AuthConfig) -> Result<VerifiedCaller, AuthError> {
@@ -278,6 +295,33 @@ mod tests {
         // No kid: every key of the set is tried.
         let token = mint(&idp, None, &good_claims());
         assert!(verify(&token, &keys(&[&issuer("k0"), &idp]), &config()).is_ok());
+    }
+
+    #[test]
+    fn only_access_token_types_are_accepted() {
+        let idp = issuer("k1");
+        let set = keys(&[&idp]);
+        let typed = |typ: Option<&str>| {
+            let mut header = Header::new(Algorithm::ES256);
+            header.kid = Some("k1".into());
+            header.typ = typ.map(str::to_owned);
+            jsonwebtoken::encode(&header, &good_claims(), &idp.key).unwrap()
+        };
+        for ok in [
+            None,
+            Some("at+jwt"),
+            Some("application/at+JWT"),
+            Some("JWT"),
+        ] {
+            assert!(verify(&typed(ok), &set, &config()).is_ok(), "{ok:?}");
+        }
+        for bad in ["dpop+jwt", "logout+jwt", "secevent+jwt", "id_token+jwt"] {
+            let refused = verify(&typed(Some(bad)), &set, &config()).unwrap_err();
+            assert!(
+                matches!(&refused, AuthError::Invalid(r) if r.contains(bad) && r.contains("at+jwt")),
+                "{refused:?}"
+            );
+        }
     }
 
     #[test]

@@ -58,7 +58,7 @@ impl Connector {
         // id: one run), and the wait for as long as the tool may run, plus time to read the
         // outcome once the server is back.
         let start_deadline = now + timeout.min(START_OUTAGE_BUDGET);
-        let deadline = now + timeout + OUTCOME_GRACE;
+        let deadline = outage_deadline(now, timeout);
         let Some((key, scope)) = key else {
             let mut start = StartOperation::new(
                 self.operation_id(""),
@@ -262,6 +262,16 @@ pub(super) struct Call {
     pub slot: tokio::sync::OwnedSemaphorePermit,
 }
 
+/// Until when a call's wait rides out outages: its timeout plus [`OUTCOME_GRACE`], at most a
+/// year (a listing may advertise any timeout, and an `Instant` must not overflow).
+fn outage_deadline(
+    now: tokio::time::Instant,
+    timeout: std::time::Duration,
+) -> tokio::time::Instant {
+    const YEAR: std::time::Duration = std::time::Duration::from_secs(365 * 24 * 3600);
+    now + timeout.saturating_add(OUTCOME_GRACE).min(YEAR)
+}
+
 /// How a start went.
 pub(super) enum Started {
     Op(Call),
@@ -304,6 +314,14 @@ pub(super) fn idempotency_key(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outage_deadlines_add_the_grace_and_never_overflow() {
+        let now = tokio::time::Instant::now();
+        let minute = std::time::Duration::from_secs(60);
+        assert_eq!(outage_deadline(now, minute), now + minute + OUTCOME_GRACE);
+        assert!(outage_deadline(now, std::time::Duration::MAX) > now + minute);
+    }
 
     #[test]
     fn oversized_arguments_are_invalid_params_naming_size_and_limit() {

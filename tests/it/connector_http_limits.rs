@@ -1,0 +1,145 @@
+//! R-CON-19: the HTTP connector closes connections that do not send their request headers in
+//! time (slowloris) or idle between requests, and serves at most `max_connections` at once.
+
+use std::time::Duration;
+
+use durable_mcp::inbound::listener::ConnectionLimits;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+
+use crate::support::*;
+
+/// Reads until the server closes the connection (or `limit` passes): whether it closed.
+async fn closed_within(stream: &mut TcpStream, limit: Duration) -> bool {
+    let mut buf = [0u8; 1024];
+    tokio::time::timeout(limit, async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+/// `GET /healthz` on a new connection; the status line.
+async fn health(stream: &mut TcpStream) -> String {
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 256];
+    let n = stream.read(&mut buf).await.unwrap();
+    String::from_utf8_lossy(&buf[..n])
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn slow_headers_and_idle_connections_are_closed_and_connections_are_capped() {
+    let env = TestEnv::shared("connector-http-limits").await;
+    let mut options = loopback_http_options();
+    options.limits = ConnectionLimits {
+        header_read: Duration::from_secs(2),
+        max_connections: 2,
+    };
+    let (server, shutdown) = serve_connector_http(connector_for(&env, "none"), options).await;
+    let addr = server.local_addr;
+
+    // Slowloris: headers a byte at a time, never finished. The connection is closed.
+    let mut slow = TcpStream::connect(addr).await.unwrap();
+    let trickle = async {
+        for byte in b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nX-Slow: "
+            .iter()
+            .cycle()
+        {
+            if slow.write_all(&[*byte]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), trickle)
+        .await
+        .expect("a connection sending its headers slowly is closed within 60 s");
+
+    // A keep-alive connection idle after a request is closed too.
+    let mut idle = TcpStream::connect(addr).await.unwrap();
+    assert!(health(&mut idle).await.contains("200"));
+    assert!(
+        closed_within(&mut idle, Duration::from_secs(60)).await,
+        "an idle keep-alive connection is closed"
+    );
+
+    shutdown.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
+
+    // A server whose timeout outlasts the test: two open connections hold both slots, and a
+    // third waits until one closes.
+    let mut options = loopback_http_options();
+    options.limits = ConnectionLimits {
+        header_read: Duration::from_secs(600),
+        max_connections: 2,
+    };
+    let (server, shutdown) = serve_connector_http(connector_for(&env, "none"), options).await;
+    let addr = server.local_addr;
+    let first = TcpStream::connect(addr).await.unwrap();
+    let mut second = TcpStream::connect(addr).await.unwrap();
+    assert!(health(&mut second).await.contains("200"));
+    let mut third = TcpStream::connect(addr).await.unwrap();
+    third
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 256];
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), third.read(&mut buf))
+            .await
+            .is_err(),
+        "a third connection is not served while two are open"
+    );
+    drop(first);
+    let n = tokio::time::timeout(Duration::from_secs(60), third.read(&mut buf))
+        .await
+        .expect("the third connection is served once a slot is free")
+        .unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("200"));
+    drop(second);
+
+    shutdown.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
+}
+
+#[tokio::test]
+async fn startup_refuses_previous_keys_without_a_current_one_and_colliding_paths() {
+    // Both are refused before the connector connects to anything: no server is needed.
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut command = std::process::Command::new(workspace_bin("durable-mcp-connector"));
+        command
+            .args(["--route", "{service: s, endpoint: e}"])
+            .args(args)
+            .env_remove("MCP_TASK_SIGNING_KEY")
+            .env_remove("MCP_TASK_SIGNING_KEYS_PREVIOUS")
+            .env("TEMPORAL_ADDRESS", "127.0.0.1:1");
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let out = command.output().unwrap();
+        assert!(!out.status.success(), "{args:?} started");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run(&["--transport", "http", "--http-path", "/healthz"], &[]);
+    assert!(
+        err.contains("--http-path") && err.contains("collides"),
+        "{err}"
+    );
+    let err = run(&[], &[("MCP_TASK_SIGNING_KEYS_PREVIOUS", TEST_SIGNING_KEY)]);
+    assert!(
+        err.contains("MCP_TASK_SIGNING_KEYS_PREVIOUS") && !err.contains(TEST_SIGNING_KEY),
+        "{err}"
+    );
+}
