@@ -257,6 +257,7 @@ fn tool_handler(
         activity_options: Default::default(),
         overrides: BTreeMap::new(),
         discovery,
+        codec: None,
     });
     service.handler(tool).unwrap().clone()
 }

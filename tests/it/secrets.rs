@@ -1,6 +1,7 @@
 //! No secret reaches a log line or Temporal: the connector and the proxy binaries run at
 //! `RUST_LOG=trace` (every crate, every level), serve real calls carrying a bearer token, a
-//! task signing key and upstream credentials, and their whole logs are searched for them.
+//! task signing key and upstream credentials, and their whole logs are searched for them. With
+//! an encrypting codec on both sides, Temporal stores no argument or result in clear.
 
 use std::{
     path::{Path, PathBuf},
@@ -14,6 +15,7 @@ use durable_mcp::{
 use durable_mcp_conformance::fixtures::{self, Ledger, SpecSource, UpstreamSpec};
 use rmcp::model::{CallToolRequestParams, CallToolResponse, GetTaskParams};
 use serde_json::json;
+use temporalio_protos::temporal::api::common::v1::Payload;
 
 use crate::{
     connector_auth::{SCOPE, TestIssuer, args, client},
@@ -491,5 +493,250 @@ inherit_env = true
             all.iter().filter(|pid| running(**pid)).collect::<Vec<_>>()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The bytes Temporal stores for these payloads: data and every metadata value.
+fn stored_bytes<'a>(payloads: impl IntoIterator<Item = &'a Payload>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for p in payloads {
+        out.extend_from_slice(&p.data);
+        for (k, v) in &p.metadata {
+            out.extend_from_slice(k.as_bytes());
+            out.extend_from_slice(v);
+        }
+        out.push(b'\n');
+    }
+    out
+}
+
+/// Every payload is sealed by the test codec server (R-PRX-20).
+fn assert_sealed<'a>(what: &str, payloads: impl IntoIterator<Item = &'a Payload>) {
+    let mut n = 0;
+    for p in payloads {
+        n += 1;
+        assert_eq!(
+            payload::encoding(p),
+            Some(fixtures::codec::ENCRYPTED_ENCODING),
+            "{what} is stored unencrypted: {p:?}"
+        );
+    }
+    assert!(n > 0, "{what}: Temporal holds no payload to check");
+}
+
+fn find(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+/// End to end with an encrypting codec on both sides (R-PRX-20, R-PRX-21, R-CON-8): an MCP
+/// client calls the connector binary (`--codec-endpoint`), which calls the proxy binary
+/// (`[codec]`) through Temporal, which calls the upstream. The call succeeds with the argument
+/// echoed back, and what Temporal stores for the Nexus operation (input, result) and for the
+/// call's Activity (input, result, heartbeats, failure text) holds neither the argument nor the
+/// result in clear. The codec's bearer token reaches no log.
+#[tokio::test]
+async fn with_a_codec_on_both_sides_temporal_holds_no_plaintext_argument_or_result() {
+    use temporalio_protos::temporal::api::workflowservice::v1::{
+        DescribeActivityExecutionRequest, DescribeNexusOperationExecutionRequest,
+        ListNexusOperationExecutionsRequest, describe_nexus_operation_execution_response::Outcome,
+    };
+    let env = TestEnv::shared("secrets-codec").await;
+    let codec_token = format!("codec-{}", uuid::Uuid::new_v4().simple());
+    let codec = fixtures::CodecServer::start(
+        "127.0.0.1:0".parse().unwrap(),
+        None,
+        Some(format!("Bearer {codec_token}")),
+    )
+    .await
+    .unwrap();
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let config_path = temp_path("proxy.toml");
+    std::fs::write(
+        &config_path,
+        format!(
+            r#"
+[worker]
+task_queue = "{task_queue}"
+
+[temporal]
+address = "{address}"
+namespace = "{namespace}"
+
+[codec]
+endpoint = "{codec}"
+headers = {{ Authorization = "Bearer ${{CODEC_TOKEN}}" }}
+
+[[upstream]]
+service = "local"
+transport = "stdio"
+command = "{mock}"
+args = ["--ledger", "{ledger}"]
+"#,
+            task_queue = env.task_queue,
+            address = env.address,
+            namespace = env.namespace,
+            codec = codec.url,
+            mock = fixtures::mock_upstream_bin().unwrap().display(),
+            ledger = ledger.path().display(),
+        ),
+    )
+    .unwrap();
+    let proxy_log = temp_path("proxy.log");
+    let log_file = std::fs::File::create(&proxy_log).unwrap();
+    let mut proxy = tokio::process::Command::new(workspace_bin("durable-mcp-proxy"))
+        .arg("--config")
+        .arg(&config_path)
+        .env("RUST_LOG", "debug")
+        .env("CODEC_TOKEN", &codec_token)
+        .stdin(std::process::Stdio::null())
+        .stdout(log_file.try_clone().unwrap())
+        .stderr(log_file)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let connector_log = temp_path("connector.log");
+    let mut connector = connector_command(&env, "local")
+        .args(["--transport", "http", "--addr", "127.0.0.1:0"])
+        .args(["--codec-endpoint", &codec.url])
+        .env("TEMPORAL_CODEC_AUTH", format!("Bearer {codec_token}"))
+        .env("MCP_TASK_SIGNING_KEY", TEST_SIGNING_KEY)
+        .env("RUST_LOG", "debug")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&connector_log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let url = announced(
+        &connector_log,
+        "durable-mcp-connector listening on ",
+        &mut connector,
+    )
+    .await;
+
+    let canary = format!("plaintext-canary-{}", uuid::Uuid::new_v4().simple());
+    let client = crate::support::session_http_client(&url).await;
+    let result = client
+        .peer()
+        .call_tool(CallToolRequestParams::new("echo").with_arguments(args(json!({"key": canary}))))
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "the call failed: {e}\nproxy log:\n{}",
+                std::fs::read_to_string(&proxy_log).unwrap_or_default()
+            )
+        });
+    let shown = serde_json::to_string(&result).unwrap();
+    assert!(
+        result.is_error != Some(true) && shown.contains(&canary),
+        "the argument did not come back: {shown}"
+    );
+    assert!(codec.encodes() > 0 && codec.decodes() > 0);
+    assert!(
+        codec.namespaces().iter().all(|n| n == &env.namespace),
+        "{:?}",
+        codec.namespaces()
+    );
+
+    // What Temporal stores for the Nexus operation (visibility lags: wait for the listing).
+    let mut service = env.connection.workflow_service();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let op = loop {
+        let listed = service
+            .list_nexus_operation_executions(tonic::Request::new(
+                ListNexusOperationExecutionsRequest {
+                    namespace: env.namespace.clone(),
+                    page_size: 100,
+                    query: format!("Endpoint = '{}' AND Operation = 'echo'", env.endpoint),
+                    ..Default::default()
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        if let Some(op) = listed.operations.into_iter().next() {
+            break op;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the echo operation never became visible"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let described = service
+        .describe_nexus_operation_execution(tonic::Request::new(
+            DescribeNexusOperationExecutionRequest {
+                namespace: env.namespace.clone(),
+                operation_id: op.operation_id.clone(),
+                run_id: op.run_id.clone(),
+                include_input: true,
+                include_outcome: true,
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let Some(Outcome::Result(op_result)) = described.outcome.clone() else {
+        panic!("the operation has no result: {described:?}")
+    };
+    let op_payloads = [described.input.clone().unwrap(), op_result];
+    assert_sealed("the Nexus operation's input and result", &op_payloads);
+    let op_text = format!("{described:?}");
+    assert!(!find(&stored_bytes(&op_payloads), &canary) && !op_text.contains(&canary));
+
+    // ... and for the call's Activity.
+    let token: durable_mcp::mcp::call::CallToken =
+        serde_json::from_str(&described.info.unwrap().operation_token).unwrap();
+    let activity = service
+        .describe_activity_execution(tonic::Request::new(DescribeActivityExecutionRequest {
+            namespace: env.namespace.clone(),
+            activity_id: token.activity_id.clone(),
+            run_id: token.run_id.clone(),
+            include_input: true,
+            include_outcome: true,
+            include_heartbeat_details: true,
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    let input = activity.input.clone().unwrap_or_default().payloads;
+    assert_sealed("the Activity's input", &input);
+    let outcome = activity.outcome.clone().and_then(|o| o.value);
+    let Some(
+        temporalio_protos::temporal::api::activity::v1::activity_execution_outcome::Value::Result(
+            act_result,
+        ),
+    ) = outcome
+    else {
+        panic!("the Activity has no result: {activity:?}")
+    };
+    assert_sealed("the Activity's result", &act_result.payloads);
+    let heartbeats = activity
+        .info
+        .as_ref()
+        .and_then(|i| i.heartbeat_details.clone())
+        .unwrap_or_default()
+        .payloads;
+    let stored = stored_bytes(input.iter().chain(&act_result.payloads).chain(&heartbeats));
+    assert!(
+        !find(&stored, &canary),
+        "the Activity stores the canary in clear"
+    );
+    assert!(!format!("{activity:?}").contains(&canary));
+
+    client.cancel().await.unwrap();
+    connector.kill().await.unwrap();
+    proxy.kill().await.unwrap();
+    for log in [&proxy_log, &connector_log] {
+        let text = std::fs::read_to_string(log).unwrap();
+        assert!(
+            !text.contains(&codec_token),
+            "the codec token reached {}",
+            log.display()
+        );
     }
 }

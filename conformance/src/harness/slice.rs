@@ -69,6 +69,7 @@ impl Slice {
             namespace: self.namespace.clone(),
             task_queue: self.task_queue.clone(),
             max_concurrent_calls,
+            codec: None,
         };
         ProxyThread::start_with(
             Connect::Options(Box::new(self.connection_options.clone())),

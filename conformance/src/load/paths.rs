@@ -403,6 +403,7 @@ fn start_proxy(
             namespace: server.namespace().to_owned(),
             task_queue: task_queue.to_owned(),
             max_concurrent_calls: WORKER_SLOTS,
+            codec: None,
         },
         serves: Serves::Upstream(Box::new(upstream)),
         bin: Some(crate::run::proxy_bin()?),

@@ -388,6 +388,7 @@ async fn execute(
             namespace: s.namespace().to_owned(),
             task_queue: task_queue.clone(),
             max_concurrent_calls: 50,
+            codec: None,
         },
         serves,
         bin,

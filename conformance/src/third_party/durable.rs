@@ -353,6 +353,7 @@ impl DurablePath {
             activity_options: Default::default(),
             overrides: BTreeMap::new(),
             discovery,
+            codec: None,
         });
         let Some(handler) = service.handler(tool).cloned() else {
             return (

@@ -73,9 +73,20 @@ struct Cli {
     #[arg(long, default_value_t = durable_mcp::inbound::server::DEFAULT_MAX_IN_FLIGHT, value_parser = parse_positive)]
     max_in_flight: usize,
     /// URL of a remote codec server (`/encode`, `/decode`, `X-Namespace`), when the Nexus
-    /// handlers encode payloads (for example to encrypt them). Must match their codec.
+    /// handlers encode payloads (for example to encrypt them). Must match their codec (the
+    /// proxy's [codec] table). https, or plain http to a loopback address only.
     #[arg(long, value_name = "URL")]
     codec_endpoint: Option<String>,
+    /// Authorization header value for the codec server (e.g. "Bearer ..."); read it from the
+    /// environment rather than the command line, which other users can see.
+    #[arg(
+        long,
+        value_name = "VALUE",
+        env = "TEMPORAL_CODEC_AUTH",
+        hide_env_values = true,
+        requires = "codec_endpoint"
+    )]
+    codec_auth: Option<String>,
     /// YAML file with inbound OAuth resource-server settings (needs --transport http): the
     /// public resource URL (its path is the MCP path), the trusted issuer, the audience and
     /// required scopes. Every MCP request then needs a bearer token from that issuer, and
@@ -206,10 +217,8 @@ async fn main() -> anyhow::Result<()> {
             None => anyhow::bail!("the path of auth.resource in --auth-config: {e}"),
         }
     }
-    if let Some(endpoint) = &cli.codec_endpoint {
-        // Fail on a bad URL before connecting to anything.
-        durable_mcp::temporal::codec::RemoteCodec::new(endpoint, "")?;
-    }
+    // Fail on a bad codec URL before connecting to anything; the namespace is set below.
+    let codec = remote_codec(&cli)?;
     if !cli.routes.is_empty() {
         check_routes(&cli.routes)?;
     }
@@ -271,16 +280,16 @@ async fn main() -> anyhow::Result<()> {
         options.previous_signing_keys = previous;
     }
     let mut client = OperationClient::new(connection.clone(), namespace.clone());
-    if let Some(endpoint) = &cli.codec_endpoint {
-        let codec = durable_mcp::temporal::codec::RemoteCodec::new(endpoint, namespace.clone())?;
-        client = client.with_codec(std::sync::Arc::new(codec));
+    let codec = codec.map(|c| c.with_namespace(namespace.clone()));
+    if let Some(codec) = &codec {
+        client = client.with_codec(std::sync::Arc::new(codec.clone()));
     }
     let local = match cli.temporal_tools {
         true => Some(temporal_toolset(
             &connection,
             &namespace,
             cli.allowed_namespaces.as_deref(),
-            cli.codec_endpoint.as_deref(),
+            codec,
             cli.temporal_tools_scopes.unwrap_or_default(),
         )?),
         false => None,
@@ -387,21 +396,35 @@ fn missing_family_scopes(scopes: Option<&FamilyScopes>) -> Result<(), String> {
     ))
 }
 
+/// The codec client of `--codec-endpoint` and `--codec-auth`, if any (R-CON-8).
+fn remote_codec(cli: &Cli) -> anyhow::Result<Option<durable_mcp::temporal::codec::RemoteCodec>> {
+    use durable_mcp::temporal::codec::{CodecOptions, RemoteCodec};
+    let Some(endpoint) = &cli.codec_endpoint else {
+        return Ok(None);
+    };
+    let options = CodecOptions {
+        headers: cli
+            .codec_auth
+            .iter()
+            .map(|v| ("Authorization".to_owned(), v.clone()))
+            .collect(),
+        ..Default::default()
+    };
+    Ok(Some(RemoteCodec::with_options(endpoint, "", options)?))
+}
+
 /// The Temporal operations toolset (R-OPS-1..5) on the connector's connection and codec.
 fn temporal_toolset(
     connection: &temporalio_client::Connection,
     namespace: &str,
     allowed: Option<&str>,
-    codec_endpoint: Option<&str>,
+    codec: Option<durable_mcp::temporal::codec::RemoteCodec>,
     scopes: FamilyScopes,
 ) -> anyhow::Result<std::sync::Arc<dyn durable_mcp::mcp::local::LocalTools>> {
     let policy = match allowed {
         Some(list) => NamespacePolicy::parse(list, namespace)?,
         None => NamespacePolicy::default_only(namespace),
     };
-    let codec = codec_endpoint
-        .map(|e| durable_mcp::temporal::codec::RemoteCodec::new(e, namespace))
-        .transpose()?;
     Ok(std::sync::Arc::new(
         TemporalToolset::new(connection.clone(), namespace, policy, codec).with_scopes(scopes),
     ))

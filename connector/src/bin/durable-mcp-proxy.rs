@@ -20,6 +20,10 @@ use tracing::info;
 /// variables, TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE). Point a Nexus endpoint at the task
 /// queue, e.g. `temporal operator nexus endpoint create --name mcp-proxy
 /// --target-namespace default --target-task-queue mcp-proxy`.
+///
+/// With a [codec] table (endpoint, headers, timeout), tool arguments and results pass through
+/// that remote codec server (Temporal's /encode and /decode protocol) before Temporal stores
+/// them; connectors calling this proxy need the same codec (--codec-endpoint).
 #[derive(Parser)]
 #[command(version, about, long_about)]
 struct Cli {
@@ -74,10 +78,16 @@ async fn serve(config: config::ProxyConfig) -> anyhow::Result<()> {
         connection,
         namespace,
     } = temporal::connect_from_env(&identity).await?;
+    let codec = config
+        .codec
+        .as_ref()
+        .map(|c| c.client(&namespace))
+        .transpose()?;
     let options = ProxyOptions {
         namespace,
         task_queue: config.worker.task_queue.clone(),
         max_concurrent_calls: config.worker.max_concurrent_calls.unwrap_or(100),
+        codec,
     };
     let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();

@@ -20,7 +20,11 @@ use crate::{
         PROGRESS_MEMO_KEY, ToolLog, ToolProgress, WorkflowCallToken,
     },
     nexus::{OperationClient, OperationRef},
-    temporal::{activity::describe_activity, workflow::describe_workflow},
+    temporal::{
+        activity::describe_activity,
+        payload::{decode_one, to_json},
+        workflow::describe_workflow,
+    },
 };
 
 /// Where a call's progress is kept: the proxy's call Activity or a native tool's Workflow.
@@ -96,10 +100,20 @@ async fn lookup(client: &OperationClient, source: &ProgressSource) -> Lookup {
     )
     .await
     {
-        Ok(Some(activity)) => activity
-            .heartbeat
-            .and_then(|h| serde_json::from_value::<CallHeartbeat>(h).ok())
-            .map_or(Lookup::NotYet, Lookup::Found),
+        Ok(Some(activity)) => {
+            // With a codec the proxy's heartbeats are encoded too (R-PRX-20).
+            let heartbeat = match (activity.heartbeat, activity.encoded_heartbeat) {
+                (Some(h), _) => Some(h),
+                (None, Some(p)) => decode_one(client.codec().as_ref(), p)
+                    .await
+                    .ok()
+                    .and_then(|p| to_json(&p).ok()),
+                (None, None) => None,
+            };
+            heartbeat
+                .and_then(|h| serde_json::from_value::<CallHeartbeat>(h).ok())
+                .map_or(Lookup::NotYet, Lookup::Found)
+        }
         Ok(None) => Lookup::Unreachable,
         Err(status) => unreachable_or_not_yet(&status),
     }

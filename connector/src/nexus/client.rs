@@ -310,6 +310,12 @@ impl OperationClient {
         &self.namespace
     }
 
+    /// The codec this client sends payloads through, for payloads read outside operations
+    /// (a call Activity's heartbeats, R-PRX-20).
+    pub fn codec(&self) -> &Arc<dyn PayloadCodec> {
+        &self.codec
+    }
+
     /// The Temporal connection, for RPCs beyond Nexus operations.
     pub fn connection(&self) -> &Connection {
         &self.connection

@@ -34,12 +34,14 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use super::{
     failure::{handler_error_to_failure, operation_error_to_failure},
     handler::{
-        CancelContext, HandlerError, NexusLink, Service, StartContext, StartError, StartOutcome,
+        CancelContext, HandlerError, HandlerErrorKind, NexusLink, OperationError, RetryBehavior,
+        Service, StartContext, StartError, StartOutcome,
     },
 };
+use crate::temporal::payload::{self, PayloadCodec, PayloadError};
 
 /// How a [`NexusWorker`] polls and how much it runs at once.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct NexusWorkerOptions {
     pub namespace: String,
     pub task_queue: String,
@@ -51,6 +53,9 @@ pub struct NexusWorkerOptions {
     pub identity: Option<String>,
     /// On shutdown, tasks still running after this long are cancelled.
     pub graceful_shutdown: Duration,
+    /// Decodes every start's input and encodes every sync result and failure detail (R-PAY-4),
+    /// so handlers see plain payloads whatever codec their callers use.
+    pub codec: Option<Arc<dyn PayloadCodec>>,
 }
 
 impl NexusWorkerOptions {
@@ -62,7 +67,22 @@ impl NexusWorkerOptions {
             pollers: 2,
             identity: None,
             graceful_shutdown: Duration::from_secs(10),
+            codec: None,
         }
+    }
+}
+
+impl std::fmt::Debug for NexusWorkerOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NexusWorkerOptions")
+            .field("namespace", &self.namespace)
+            .field("task_queue", &self.task_queue)
+            .field("max_concurrent_tasks", &self.max_concurrent_tasks)
+            .field("pollers", &self.pollers)
+            .field("identity", &self.identity)
+            .field("graceful_shutdown", &self.graceful_shutdown)
+            .field("codec", &self.codec.is_some())
+            .finish()
     }
 }
 
@@ -102,6 +122,7 @@ pub struct NexusWorker {
     core: Arc<CoreWorker>,
     services: Arc<HashMap<String, Service>>,
     task_queue: String,
+    codec: Option<Arc<dyn PayloadCodec>>,
     // Core's runtime (telemetry, worker heartbeats) must outlive the worker.
     _runtime: Arc<CoreRuntime>,
 }
@@ -154,6 +175,7 @@ impl NexusWorker {
             core: Arc::new(core),
             services: Arc::new(by_name),
             task_queue: options.task_queue,
+            codec: options.codec,
             _runtime: Arc::new(runtime),
         })
     }
@@ -190,6 +212,7 @@ impl NexusWorker {
                         core: self.core.clone(),
                         services: self.services.clone(),
                         in_flight: in_flight.clone(),
+                        codec: self.codec.clone(),
                     };
                     tasks.spawn(dispatch.run(task, endpoint, deadline, token));
                 }
@@ -264,6 +287,7 @@ struct Dispatch {
     core: Arc<CoreWorker>,
     services: Arc<HashMap<String, Service>>,
     in_flight: InFlight,
+    codec: Option<Arc<dyn PayloadCodec>>,
 }
 
 impl Dispatch {
@@ -333,11 +357,24 @@ impl Dispatch {
                     deadline,
                     cancelled,
                 };
-                let input = start.payload.unwrap_or_default();
+                let mut input = start.payload.unwrap_or_default();
+                if let Some(codec) = &self.codec {
+                    input = match payload::decode_one(codec.as_ref(), input).await {
+                        Ok(p) => p,
+                        Err(e) => {
+                            return handler_failure(codec_unavailable("decoding the input", e));
+                        }
+                    };
+                }
                 // Run the handler in its own task so a panic becomes an INTERNAL error; the task
                 // ends when this dispatch is dropped.
-                let outcome =
+                let mut outcome =
                     AbortOnDrop(tokio::spawn(handler.start(ctx, input).instrument(span))).await;
+                if let Some(codec) = &self.codec
+                    && let Err(e) = encode_outcome(codec.as_ref(), &mut outcome).await
+                {
+                    return handler_failure(codec_unavailable("encoding the result", e));
+                }
                 match outcome {
                     Ok(Ok(StartOutcome::Sync(payload))) => {
                         start_response(start_operation_response::Variant::SyncSuccess(
@@ -412,6 +449,28 @@ impl Dispatch {
             ))
         })
     }
+}
+
+/// A codec failure: the codec server may be back soon, so the server retries the request.
+fn codec_unavailable(what: &str, e: PayloadError) -> HandlerError {
+    HandlerError::new(HandlerErrorKind::Unavailable, format!("{what}: {e}"))
+        .with_retry(RetryBehavior::Retryable)
+}
+
+/// Encodes the payloads a start answers with: a sync result and a failure's details.
+async fn encode_outcome(
+    codec: &dyn PayloadCodec,
+    outcome: &mut Result<Result<StartOutcome, StartError>, tokio::task::JoinError>,
+) -> Result<(), PayloadError> {
+    let slot = match outcome {
+        Ok(Ok(StartOutcome::Sync(p))) => p,
+        Ok(Err(StartError::Operation(OperationError::Failed {
+            details: Some(p), ..
+        }))) => p,
+        _ => return Ok(()),
+    };
+    *slot = payload::encode_one(codec, std::mem::take(slot)).await?;
+    Ok(())
 }
 
 fn start_response(variant: start_operation_response::Variant) -> nexus_task_completion::Status {

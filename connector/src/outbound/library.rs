@@ -78,9 +78,18 @@ pub struct ProxyBuilder {
     temporal: TemporalConnection,
     task_queue: String,
     upstreams: Vec<UpstreamConfig>,
+    codec: Option<Arc<dyn crate::temporal::payload::PayloadCodec>>,
 }
 
 impl ProxyBuilder {
+    /// Encodes each call Activity's input with `codec` (R-PRX-20); give the same codec to the
+    /// Nexus worker (`NexusWorkerOptions::codec`) and to the SDK worker's data converter
+    /// (`temporal::codec::data_converter`).
+    pub fn codec(mut self, codec: Option<Arc<dyn crate::temporal::payload::PayloadCodec>>) -> Self {
+        self.codec = codec;
+        self
+    }
+
     /// Fronts `upstream` as the Nexus service `upstream.service`. A config file's tables, or
     /// values built in code: [`TransportConfig::custom`](super::TransportConfig::custom) takes
     /// a client factory (R-PRX-27).
@@ -125,6 +134,7 @@ impl ProxyBuilder {
                 activity_options: upstream.activity_options,
                 overrides: upstream.overrides,
                 discovery,
+                codec: self.codec.clone(),
             }));
         }
         Ok(Proxy {
@@ -152,6 +162,7 @@ impl Proxy {
             temporal,
             task_queue: task_queue.into(),
             upstreams: Vec::new(),
+            codec: None,
         }
     }
 

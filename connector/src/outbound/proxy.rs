@@ -15,7 +15,11 @@ use super::{
 };
 use crate::{
     nexus::{NexusWorker, NexusWorkerOptions},
-    temporal::TemporalConnection,
+    temporal::{
+        TemporalConnection,
+        codec::{RemoteCodec, data_converter},
+        payload::PayloadCodec,
+    },
 };
 
 pub use super::library::PROGRESS_HEARTBEAT;
@@ -28,6 +32,9 @@ pub struct ProxyOptions {
     /// Tool calls running at once in this process (Activity slots), and Nexus tasks (starts,
     /// cancels, listings) handled at once: each at most this many (R-PRX-16).
     pub max_concurrent_calls: usize,
+    /// The remote codec of `[codec]` (R-PRX-20): Nexus inputs and results, Activity inputs,
+    /// results and heartbeats all go through it.
+    pub codec: Option<RemoteCodec>,
 }
 
 /// Why the proxy could not run.
@@ -64,27 +71,36 @@ pub async fn run_proxy(
     upstreams: Vec<UpstreamConfig>,
     shutdown: CancellationToken,
 ) -> Result<(), ProxyError> {
+    let codec: Option<std::sync::Arc<dyn PayloadCodec>> = options
+        .codec
+        .clone()
+        .map(|c| std::sync::Arc::new(c) as std::sync::Arc<dyn PayloadCodec>);
     let temporal = TemporalConnection {
         connection: connection.clone(),
         namespace: options.namespace.clone(),
     };
     let proxy = Proxy::builder(temporal, options.task_queue.clone())
         .upstreams(upstreams)
+        .codec(codec.clone())
         .build()?;
     let upstream_count = proxy.service_names().len();
 
     let mut nexus_options = NexusWorkerOptions::new(&options.namespace, &options.task_queue);
     nexus_options.max_concurrent_tasks = options.max_concurrent_calls;
+    nexus_options.codec = codec.clone();
     let nexus = NexusWorker::new(connection.clone(), nexus_options, proxy.services()).await?;
     let nexus_shutdown = nexus.shutdown_handle();
 
     let runtime = Runtime::from_current_tokio(Default::default())
         .map_err(|e| ProxyError::Activity(e.to_string()))?;
-    let client = Client::new(
-        connection,
-        ClientOptions::new(options.namespace.clone()).build(),
-    )
-    .map_err(|e| ProxyError::Activity(e.to_string()))?;
+    let client_options = match codec {
+        Some(codec) => ClientOptions::new(options.namespace.clone())
+            .data_converter(data_converter(codec))
+            .build(),
+        None => ClientOptions::new(options.namespace.clone()).build(),
+    };
+    let client =
+        Client::new(connection, client_options).map_err(|e| ProxyError::Activity(e.to_string()))?;
     let worker_options = WorkerOptions::new(options.task_queue.clone())
         // At most max_concurrent_calls tool calls run at once in this process (R-PRX-16): the
         // Activity worker takes no more tasks than that.

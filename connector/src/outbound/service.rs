@@ -26,7 +26,10 @@ use crate::{
         CancelContext, HandlerError, HandlerErrorKind, OperationError, OperationHandler,
         RetryBehavior, Service, StartContext, StartError, StartOutcome, start_fn,
     },
-    temporal::activity::{ActivityStart, cancel_activity, find_activity, start_activity},
+    temporal::{
+        activity::{ActivityStart, cancel_activity, find_activity, start_activity},
+        payload::{PayloadCodec, encode_one},
+    },
 };
 
 /// The overall time budget of one call: the configured schedule-to-close, else one attempt
@@ -51,6 +54,9 @@ pub struct ServiceContext {
     pub activity_options: ActivityOptions,
     pub overrides: BTreeMap<String, ActivityOptions>,
     pub discovery: Arc<Discovery>,
+    /// Encodes the call Activity's input (R-PRX-20); the Nexus worker and the Activity worker
+    /// apply the same codec to everything else.
+    pub codec: Option<Arc<dyn PayloadCodec>>,
 }
 
 impl ServiceContext {
@@ -191,6 +197,19 @@ impl OperationHandler for ToolCall {
                 arguments,
                 one_attempt: options.one_attempt,
             };
+            let mut activity_input = payload::to_payload(&recorded)
+                .map_err(|e| HandlerError::bad_request(e.to_string()))?;
+            if let Some(codec) = &ctx.codec {
+                activity_input = encode_one(codec.as_ref(), activity_input)
+                    .await
+                    .map_err(|e| {
+                        HandlerError::new(
+                            HandlerErrorKind::Unavailable,
+                            format!("encoding the call's input: {e}"),
+                        )
+                        .with_retry(RetryBehavior::Retryable)
+                    })?;
+            }
             let started_activity = start_activity(
                 &ctx.connection,
                 &ctx.namespace,
@@ -199,10 +218,7 @@ impl OperationHandler for ToolCall {
                     request_id: start.request_id.clone(),
                     activity_type: CALL_TOOL_ACTIVITY.into(),
                     task_queue: ctx.task_queue.clone(),
-                    input: vec![
-                        payload::to_payload(&recorded)
-                            .map_err(|e| HandlerError::bad_request(e.to_string()))?,
-                    ],
+                    input: vec![activity_input],
                     schedule_to_close: Some(call_timeout(&options)),
                     schedule_to_start: options.schedule_to_start,
                     search_attributes: options.search_attributes.clone(),

@@ -196,6 +196,9 @@ pub struct ActivityDescription {
     pub outcome: Option<Result<serde_json::Value, String>>,
     /// The last heartbeat's first detail, as JSON (for a tool call: its `CallHeartbeat`).
     pub heartbeat: Option<serde_json::Value>,
+    /// That detail as stored, when it is not plain JSON (a codec encoded it): decode it with
+    /// the codec, then read it as JSON.
+    pub encoded_heartbeat: Option<Payload>,
 }
 
 impl ActivityDescription {
@@ -237,11 +240,12 @@ pub async fn describe_activity(
         Err(status) => return Err(status),
     };
     let info = resp.info.unwrap_or_default();
-    let heartbeat = info
+    let first = info
         .heartbeat_details
         .as_ref()
-        .and_then(|d| d.payloads.first())
-        .and_then(|p| payload::to_json(p).ok());
+        .and_then(|d| d.payloads.first());
+    let heartbeat = first.and_then(|p| payload::to_json(p).ok());
+    let encoded_heartbeat = first.filter(|_| heartbeat.is_none()).cloned();
     let outcome = resp.outcome.and_then(|o| o.value).map(|v| match v {
         Outcome::Result(payloads) => payloads
             .payloads
@@ -257,5 +261,6 @@ pub async fn describe_activity(
         started: info.last_started_time.is_some(),
         outcome,
         heartbeat,
+        encoded_heartbeat,
     }))
 }

@@ -9,6 +9,11 @@
 //! address = "localhost:7233"        # configuration (TEMPORAL_ADDRESS, temporal.toml profiles, ...)
 //! namespace = "default"
 //!
+//! [codec]                           # optional: a remote codec server (R-PRX-20)
+//! endpoint = "https://codec.example.com"   # https, or http to a loopback address
+//! headers = { Authorization = "Bearer ${CODEC_TOKEN}" }
+//! timeout = "10s"
+//!
 //! [[upstream]]
 //! service = "weather-tools"         # Nexus service name: required, unique, [A-Za-z0-9_.-]+
 //! transport = "http"
@@ -48,6 +53,7 @@
 //! values and for a URL's password and query. Command-line `args` are shown: they are visible
 //! to every user of the machine in its process list anyway, so pass secrets through `env`.
 
+mod codec;
 mod expand;
 mod oauth;
 mod redact;
@@ -66,6 +72,8 @@ use url::Url;
 use super::options::ActivityOptions;
 pub use oauth::ClientCredentials;
 pub use redact::{UrlSecrets, redacted_url};
+pub use codec::CodecConfig;
+use codec::{RawCodec, codec};
 use upstream::{RawUpstream, upstream};
 
 /// A loaded and validated `proxy.toml`, with environment variables expanded.
@@ -77,6 +85,8 @@ pub struct ProxyConfig {
     pub worker: WorkerSection,
     /// `None` when the file has no `[temporal]` table: Temporal's environment config is used.
     pub temporal: Option<TemporalSection>,
+    /// `None` when the file has no `[codec]` table: payloads are stored as they are.
+    pub codec: Option<CodecConfig>,
     /// The `[[upstream]]` tables, in file order; at least one.
     pub upstreams: Vec<UpstreamConfig>,
 }
@@ -235,9 +245,11 @@ pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<ProxyCo
         }
         upstreams.push(upstream);
     }
+    let codec = raw.codec.map(|c| codec(c, env)).transpose()?;
     Ok(ProxyConfig {
         worker: raw.worker,
         temporal: raw.temporal,
+        codec,
         upstreams,
     })
 }
@@ -249,6 +261,7 @@ pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<ProxyCo
 struct RawConfig {
     worker: WorkerSection,
     temporal: Option<TemporalSection>,
+    codec: Option<RawCodec>,
     #[serde(default)]
     upstream: Vec<RawUpstream>,
 }

@@ -581,3 +581,74 @@ fn oauth_config_is_validated_field_by_field() {
         }
     ));
 }
+
+/// A minimal config with a `[codec]` table whose body is `codec`.
+fn with_codec(codec: &str) -> String {
+    format!(
+        "[worker]\ntask_queue = \"q\"\n[codec]\n{codec}\n[[upstream]]\nservice = \"s\"\ntransport = \"stdio\"\ncommand = \"x\"\n"
+    )
+}
+
+#[test]
+fn codec_table_is_expanded_checked_and_redacted() {
+    let config = parse(
+        &with_codec(
+            "endpoint = \"https://codec.example.com/c\"\nheaders = { Authorization = \"Bearer ${WEATHER_TOKEN}\" }\ntimeout = \"3s\"",
+        ),
+        &env,
+    )
+    .unwrap();
+    let codec = config.codec.clone().unwrap();
+    assert_eq!(codec.endpoint, "https://codec.example.com/c");
+    assert_eq!(codec.headers["Authorization"], format!("Bearer {SECRET}"));
+    assert_eq!(codec.timeout, Some(Duration::from_secs(3)));
+    assert!(codec.client("default").is_ok());
+    let shown = format!("{config:?}");
+    assert!(
+        shown.contains("Authorization") && !shown.contains(SECRET),
+        "{shown}"
+    );
+    // Without the table, no codec.
+    assert!(
+        parse(
+            &with_upstream("service = \"s\"\ntransport = \"stdio\"\ncommand = \"x\""),
+            &env
+        )
+        .unwrap()
+        .codec
+        .is_none()
+    );
+}
+
+#[test]
+fn codec_errors_name_the_field_and_never_the_value() {
+    let plain = error(&with_codec("endpoint = \"http://codec.example.com\""));
+    assert!(
+        plain.starts_with("codec.endpoint: plain http is accepted only to a loopback address"),
+        "{plain}"
+    );
+    assert!(parse(&with_codec("endpoint = \"http://127.0.0.1:9\""), &env).is_ok());
+    let bad = error(&with_codec("endpoint = \"${BAD_URL}\""));
+    assert!(
+        bad.starts_with("codec.endpoint: not a valid URL") && !bad.contains(SECRET),
+        "{bad}"
+    );
+    let unset = error(&with_codec(
+        "endpoint = \"https://c\"\nheaders = { X = \"${NOPE}\" }",
+    ));
+    assert!(
+        unset.starts_with("codec.headers.X: environment variable NOPE"),
+        "{unset}"
+    );
+    let crlf = error(&with_codec(
+        "endpoint = \"https://c\"\nheaders = { X = \"${CRLF}\" }",
+    ));
+    assert!(
+        crlf.starts_with("codec.headers.X: ") && !crlf.contains(SECRET),
+        "{crlf}"
+    );
+    let zero = error(&with_codec("endpoint = \"https://c\"\ntimeout = \"0s\""));
+    assert!(zero.starts_with("codec.timeout: "), "{zero}");
+    let unknown = error(&with_codec("endpoint = \"https://c\"\nauth = \"x\""));
+    assert!(unknown.contains("auth"), "{unknown}");
+}
