@@ -5,6 +5,7 @@
 
 mod support;
 
+mod codec_client;
 mod connector;
 mod connector_auth;
 mod connector_http;

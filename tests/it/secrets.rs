@@ -530,12 +530,35 @@ fn find(haystack: &[u8], needle: &str) -> bool {
         .any(|w| w == needle.as_bytes())
 }
 
+/// The standard mock plus `steps`: three progress notifications 2 s apart, then an echo (so
+/// the call heartbeats at least once).
+fn steps_spec() -> std::path::PathBuf {
+    let mut spec = UpstreamSpec::standard();
+    spec.tools.push(fixtures::ToolSpec {
+        name: "steps".into(),
+        title: None,
+        description: Some("reports progress three times, 2 s apart".into()),
+        annotations: Some(json!({"readOnlyHint": true})),
+        input_schema: None,
+        output_schema: None,
+        meta: None,
+        behavior: fixtures::Behavior::Progress {
+            steps: 3,
+            ms: 2000,
+        },
+    });
+    let path = temp_path("spec.json");
+    std::fs::write(&path, serde_json::to_vec(&spec).unwrap()).unwrap();
+    path
+}
+
 /// End to end with an encrypting codec on both sides (R-PRX-20, R-PRX-21, R-CON-8): an MCP
 /// client calls the connector binary (`--codec-endpoint`), which calls the proxy binary
 /// (`[codec]`) through Temporal, which calls the upstream. The call succeeds with the argument
 /// echoed back, and what Temporal stores for the Nexus operation (input, result) and for the
-/// call's Activity (input, result, heartbeats, failure text) holds neither the argument nor the
-/// result in clear. The codec's bearer token reaches no log.
+/// call's Activity (input, result, heartbeats) holds neither the argument nor the
+/// result in clear. The upstream's progress still shows in the call's task status (the connector
+/// decodes the encrypted heartbeats), and the codec's bearer token reaches no log.
 #[tokio::test]
 async fn with_a_codec_on_both_sides_temporal_holds_no_plaintext_argument_or_result() {
     use temporalio_protos::temporal::api::workflowservice::v1::{
@@ -572,12 +595,13 @@ headers = {{ Authorization = "Bearer ${{CODEC_TOKEN}}" }}
 service = "local"
 transport = "stdio"
 command = "{mock}"
-args = ["--ledger", "{ledger}"]
+args = ["--ledger", "{ledger}", "--spec", "{spec}"]
 "#,
             task_queue = env.task_queue,
             address = env.address,
             namespace = env.namespace,
             codec = codec.url,
+            spec = steps_spec().display(),
             mock = fixtures::mock_upstream_bin().unwrap().display(),
             ledger = ledger.path().display(),
         ),
@@ -598,7 +622,7 @@ args = ["--ledger", "{ledger}"]
         .unwrap();
     let connector_log = temp_path("connector.log");
     let mut connector = connector_command(&env, "local")
-        .args(["--transport", "http", "--addr", "127.0.0.1:0"])
+        .args(["--transport", "http", "--addr", "127.0.0.1:0", "--task-after", "300ms"])
         .args(["--codec-endpoint", &codec.url])
         .env("TEMPORAL_CODEC_AUTH", format!("Bearer {codec_token}"))
         .env("MCP_TASK_SIGNING_KEY", TEST_SIGNING_KEY)
@@ -616,22 +640,41 @@ args = ["--ledger", "{ledger}"]
     )
     .await;
 
+    // A call that reports progress, so the Activity heartbeats: the connector must decode the
+    // encrypted heartbeats to forward the progress.
     let canary = format!("plaintext-canary-{}", uuid::Uuid::new_v4().simple());
-    let client = crate::support::session_http_client(&url).await;
-    let result = client
-        .peer()
-        .call_tool(CallToolRequestParams::new("echo").with_arguments(args(json!({"key": canary}))))
-        .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "the call failed: {e}\nproxy log:\n{}",
-                std::fs::read_to_string(&proxy_log).unwrap_or_default()
+    let client =
+        crate::support::stateless_http_client_with(&url, crate::support::tasks_client_config())
+            .await;
+    let task = crate::support::task_id_of(
+        client
+            .peer()
+            .call_tool_once(
+                CallToolRequestParams::new("steps").with_arguments(args(json!({"key": canary}))),
             )
-        });
-    let shown = serde_json::to_string(&result).unwrap();
+            .await
+            .unwrap(),
+    );
+    // While it works, the task's status shows the upstream's progress, which the connector
+    // reads from the Activity's (encrypted) heartbeats.
+    let mut messages = Vec::new();
+    let done = crate::support::poll_task_watching(&client, &task, |got| {
+        if let Some(m) = got["statusMessage"].as_str() {
+            messages.push(m.to_owned());
+        }
+    })
+    .await;
+    let shown = done.to_string();
     assert!(
-        result.is_error != Some(true) && shown.contains(&canary),
-        "the argument did not come back: {shown}"
+        shown.contains(&canary) && done["status"] == "completed",
+        "the argument did not come back: {shown}\nproxy log:\n{}",
+        std::fs::read_to_string(&proxy_log).unwrap_or_default()
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.starts_with("step ") && m.ends_with(" of 3")),
+        "no progress came through the encrypted heartbeats: {messages:?}"
     );
     assert!(codec.encodes() > 0 && codec.decodes() > 0);
     assert!(
@@ -649,7 +692,7 @@ args = ["--ledger", "{ledger}"]
                 ListNexusOperationExecutionsRequest {
                     namespace: env.namespace.clone(),
                     page_size: 100,
-                    query: format!("Endpoint = '{}' AND Operation = 'echo'", env.endpoint),
+                    query: format!("Endpoint = '{}' AND Operation = 'steps'", env.endpoint),
                     ..Default::default()
                 },
             ))
@@ -661,7 +704,7 @@ args = ["--ledger", "{ledger}"]
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the echo operation never became visible"
+            "the steps operation never became visible"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
@@ -721,6 +764,7 @@ args = ["--ledger", "{ledger}"]
         .and_then(|i| i.heartbeat_details.clone())
         .unwrap_or_default()
         .payloads;
+    assert_sealed("the Activity's heartbeats", &heartbeats);
     let stored = stored_bytes(input.iter().chain(&act_result.payloads).chain(&heartbeats));
     assert!(
         !find(&stored, &canary),
