@@ -65,7 +65,10 @@ async fn a_codec_that_never_answers_times_out_and_an_endless_answer_is_cut_off()
     assert!(err.contains("codec /encode unreachable"), "{err}");
     assert!(!err.contains("/stuck"), "the error repeats the URL: {err}");
 
-    for (path, what) in [("endless", "a stream without end"), ("huge", "a large body")] {
+    for (path, what) in [
+        ("endless", "a stream without end"),
+        ("huge", "a large body"),
+    ] {
         let codec = RemoteCodec::new(&format!("{base}/{path}"), "default").unwrap();
         let err = tokio::time::timeout(Duration::from_secs(120), codec.decode(one()))
             .await

@@ -572,3 +572,103 @@ async fn temporal_tools_neither_show_nor_touch_a_callers_tool_workflow() {
     assert_eq!(done["status"], "cancelled", "{done}");
     alice.cancel().await.unwrap();
 }
+
+/// R-PAY-4 on a native tool service: its Nexus worker has the codec, so it reads the encoded
+/// arguments a codec-using caller sends and encodes its answer; Temporal stores both sealed.
+#[tokio::test]
+async fn a_native_tool_service_with_a_codec_reads_and_answers_encoded_payloads() {
+    use durable_mcp::{
+        nexus::{NexusWorker, NexusWorkerOptions},
+        temporal::{codec::RemoteCodec, payload::PayloadCodec},
+    };
+    use temporalio_protos::temporal::api::workflowservice::v1::{
+        DescribeNexusOperationExecutionRequest,
+        describe_nexus_operation_execution_response::Outcome,
+    };
+    let env = TestEnv::shared("native-codec").await;
+    let server = durable_mcp_conformance::fixtures::CodecServer::start(
+        "127.0.0.1:0".parse().unwrap(),
+        None,
+        None,
+    )
+    .await
+    .unwrap();
+    let codec: std::sync::Arc<dyn PayloadCodec> =
+        std::sync::Arc::new(RemoteCodec::new(&server.url, &env.namespace).unwrap());
+    let service = durable_mcp_examples::tool_service(
+        TemporalConnection {
+            connection: env.connection.clone(),
+            namespace: env.namespace.clone(),
+        },
+        &env.task_queue,
+    )
+    .unwrap();
+    let mut options = NexusWorkerOptions::new(&env.namespace, &env.task_queue);
+    options.graceful_shutdown = Duration::from_secs(2);
+    options.codec = Some(codec.clone());
+    let worker = NexusWorker::new(env.connection.clone(), options, [service])
+        .await
+        .unwrap();
+    let shutdown = worker.shutdown_handle();
+    let join = tokio::spawn(worker.run());
+
+    let canary = format!("canary{}", uuid::Uuid::new_v4().simple());
+    let client = env.client.clone().with_codec(codec);
+    let (op, _) = client
+        .start(StartOperation::new(
+            uuid::Uuid::new_v4().to_string(),
+            &env.endpoint,
+            "examples",
+            "word_count",
+            payload::to_payload(&json!({"text": format!("{canary} b c")})).unwrap(),
+        ))
+        .await
+        .unwrap();
+    let outcome = client
+        .wait(&op, &tokio_util::sync::CancellationToken::new())
+        .await
+        .unwrap();
+    let OperationOutcome::Succeeded(p) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(
+        payload::to_json(&p).unwrap()["structuredContent"],
+        json!({"words": 3})
+    );
+
+    let stored = env
+        .connection
+        .workflow_service()
+        .describe_nexus_operation_execution(tonic::Request::new(
+            DescribeNexusOperationExecutionRequest {
+                namespace: env.namespace.clone(),
+                operation_id: op.operation_id.clone(),
+                run_id: op.run_id.clone(),
+                include_input: true,
+                include_outcome: true,
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let Some(Outcome::Result(result)) = &stored.outcome else {
+        panic!("no result stored: {stored:?}")
+    };
+    for (what, p) in [
+        ("input", stored.input.as_ref().unwrap()),
+        ("result", result),
+    ] {
+        assert_eq!(
+            payload::encoding(p),
+            Some(durable_mcp_conformance::fixtures::codec::ENCRYPTED_ENCODING),
+            "the {what} is stored unencrypted"
+        );
+        assert!(
+            !p.data.windows(canary.len()).any(|w| w == canary.as_bytes()),
+            "the {what} holds the argument in clear"
+        );
+    }
+    shutdown.shutdown();
+    join.await.unwrap().unwrap();
+}

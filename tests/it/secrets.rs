@@ -542,10 +542,7 @@ fn steps_spec() -> std::path::PathBuf {
         input_schema: None,
         output_schema: None,
         meta: None,
-        behavior: fixtures::Behavior::Progress {
-            steps: 3,
-            ms: 2000,
-        },
+        behavior: fixtures::Behavior::Progress { steps: 3, ms: 2000 },
     });
     let path = temp_path("spec.json");
     std::fs::write(&path, serde_json::to_vec(&spec).unwrap()).unwrap();
@@ -622,7 +619,14 @@ args = ["--ledger", "{ledger}", "--spec", "{spec}"]
         .unwrap();
     let connector_log = temp_path("connector.log");
     let mut connector = connector_command(&env, "local")
-        .args(["--transport", "http", "--addr", "127.0.0.1:0", "--task-after", "300ms"])
+        .args([
+            "--transport",
+            "http",
+            "--addr",
+            "127.0.0.1:0",
+            "--task-after",
+            "300ms",
+        ])
         .args(["--codec-endpoint", &codec.url])
         .env("TEMPORAL_CODEC_AUTH", format!("Bearer {codec_token}"))
         .env("MCP_TASK_SIGNING_KEY", TEST_SIGNING_KEY)

@@ -107,6 +107,25 @@ enum Command {
         #[arg(long)]
         task_queue: String,
     },
+    /// Serves the encrypting test codec server until Ctrl-C, to try the connector and the proxy
+    /// with a codec: Temporal's remote codec protocol (POST /encode, /decode) at
+    /// http://ADDR/codec, AES-256-GCM. A test fixture, not a key manager: the key comes from
+    /// DURABLE_MCP_CODEC_KEY (32 bytes, base64), else a random one that dies with the process
+    /// (payloads it sealed cannot be read after a restart).
+    ///
+    /// Example:
+    ///   durable-mcp-conformance codec-server --addr 127.0.0.1:8081
+    ///   durable-mcp-connector --codec-endpoint http://127.0.0.1:8081/codec ...
+    #[command(verbatim_doc_comment)]
+    CodecServer {
+        /// Where to listen (keep it on loopback: payloads arrive in clear).
+        #[arg(long, default_value = "127.0.0.1:8081")]
+        addr: std::net::SocketAddr,
+        /// Require this Authorization header value (e.g. "Bearer ..."); read from the
+        /// environment by default.
+        #[arg(long, env = "DURABLE_MCP_CODEC_AUTH", hide_env_values = true)]
+        authorization: Option<String>,
+    },
     /// Runs a dev server with the flags durable-mcp needs, for manual use, until Ctrl-C.
     ///
     /// Prints the address to export as TEMPORAL_ADDRESS. State lives in --db-filename when
@@ -308,6 +327,13 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    if let Command::CodecServer {
+        addr,
+        authorization,
+    } = &cli.command
+    {
+        return codec_server(*addr, authorization.clone()).await;
+    }
     if let Command::List { select, rules } = &cli.command {
         if *rules {
             // Every scenario, so each rule shows all that cite it; --rule narrows the rules.
@@ -347,7 +373,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let options = DevServerOptions::from_env()?;
     match cli.command {
-        Command::List { .. } => unreachable!(),
+        Command::List { .. } | Command::CodecServer { .. } => unreachable!(),
         Command::Load(args) => {
             let report = durable_mcp_conformance::load::run(&args, options).await?;
             println!("{}", report.render());
@@ -490,6 +516,38 @@ async fn main() -> anyhow::Result<()> {
             server.stop().await?;
         }
     }
+    Ok(())
+}
+
+/// `codec-server`: serves until Ctrl-C.
+async fn codec_server(
+    addr: std::net::SocketAddr,
+    authorization: Option<String>,
+) -> anyhow::Result<()> {
+    use base64::Engine as _;
+    let key = match std::env::var("DURABLE_MCP_CODEC_KEY") {
+        Ok(b64) => {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(b64.trim())
+                .map_err(|e| anyhow::anyhow!("DURABLE_MCP_CODEC_KEY is not base64: {e}"))?;
+            Some(<[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| {
+                anyhow::anyhow!(
+                    "DURABLE_MCP_CODEC_KEY must be 32 bytes (e.g. `openssl rand -base64 32`), got {}",
+                    bytes.len()
+                )
+            })?)
+        }
+        Err(_) => {
+            eprintln!("DURABLE_MCP_CODEC_KEY is not set: using a random key for this run");
+            None
+        }
+    };
+    let server = durable_mcp_conformance::fixtures::CodecServer::start(addr, key, authorization)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+    println!("codec server at {}", server.url);
+    println!("Press Ctrl-C to stop.");
+    tokio::signal::ctrl_c().await?;
     Ok(())
 }
 
