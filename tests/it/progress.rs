@@ -94,7 +94,7 @@ async fn upstream_progress_reaches_a_waiting_caller_and_a_tasks_status() {
     );
     let seen = recorder.seen.lock().unwrap().clone();
     // At least one update arrives (how many depends on timing: heartbeats reach Temporal at
-    // most every 2 s, and the connector looks every second).
+    // most every 2 s, and the connector looks on the schedule of R-CON-26).
     assert!(!seen.is_empty(), "progress reached the caller: {seen:?}");
     for p in &seen {
         assert_eq!(
@@ -251,4 +251,78 @@ async fn a_long_calls_log_messages_reach_the_waiting_caller_live() {
         ["info from slow_logger", "warning from slow_logger"]
     );
     client.cancel().await.unwrap();
+
+/// Progress look-ups of a waiting caller's call (R-CON-10, R-CON-26), counted by a dedicated dev
+/// server's own RPC counters: a call that reports no progress costs a few look-ups however long
+/// it runs, and a short one none (its progress, if any, travels with the result). rmcp sends a
+/// progress token with every request, so every call of such a client used to be described
+/// every second: seven RPCs for a 7 s call.
+#[tokio::test]
+async fn a_quiet_call_costs_few_progress_look_ups_and_a_short_one_none() {
+    use durable_mcp_conformance::{
+        harness::{DevServer, DevServerOptions},
+        load::metrics,
+    };
+    init_tracing();
+    let mut server = DevServer::start(DevServerOptions::default())
+        .await
+        .expect("dedicated dev server");
+    let address = server
+        .metrics_address()
+        .expect("the process backend serves its metrics");
+    let env = TestEnv::on(&server, "lookups").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let client = serve_in_memory(connector_for(&env, "mock"), ProgressRecorder::default()).await;
+    let describes = |c: &metrics::Counters| {
+        c.0.get("frontend/DescribeNexusOperationExecution")
+            .copied()
+            .unwrap_or(0.0)
+            + c.0
+                .get("frontend/DescribeActivityExecution")
+                .copied()
+                .unwrap_or(0.0)
+    };
+
+    // Warm up (the proxy's first call opens its upstream), then a short call: no look-up.
+    for key in ["warm", "short"] {
+        let before = metrics::scrape(&address).await.unwrap();
+        let started = std::time::Instant::now();
+        let result = client
+            .peer()
+            .call_tool(tool_call("echo", json!({"key": key})))
+            .await
+            .unwrap();
+        assert_ne!(result.is_error, Some(true), "{result:?}");
+        let elapsed = started.elapsed();
+        let after = metrics::scrape(&address).await.unwrap();
+        if key == "short" && elapsed < durable_mcp::inbound::progress::FIRST_LOOKUP {
+            assert_eq!(
+                describes(&after.since(&before)),
+                0.0,
+                "a call of {elapsed:?} looked its progress up: {:?}",
+                after.since(&before)
+            );
+        }
+    }
+
+    // A 7 s call with no progress: look-ups at 2 s (the operation, then its activity) and 6 s
+    // (the activity): 3 RPCs, 4 if the loaded machine stretches it past 14 s. One a second
+    // was at least 8.
+    let before = metrics::scrape(&address).await.unwrap();
+    let result = client
+        .peer()
+        .call_tool(tool_call("slow", json!({"key": "quiet", "sleep_ms": 7000})))
+        .await
+        .unwrap();
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    let spent = metrics::scrape(&address).await.unwrap().since(&before);
+    let n = describes(&spent);
+    assert!(
+        (1.0..=4.0).contains(&n),
+        "a quiet 7 s call cost {n} describe RPCs: {spent:?}"
+    );
+    client.cancel().await.unwrap();
+    drop(_proxy);
+    let _ = server.stop().await;
 }

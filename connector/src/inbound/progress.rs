@@ -43,8 +43,51 @@ impl ProgressSource {
     }
 }
 
-/// How often a waiting caller's progress is looked up.
+/// When a waiting caller's progress is looked up (R-CON-10, R-CON-26). Each look-up is one or two Temporal
+/// RPCs and every call a client makes carries a progress token (rmcp sends one with every
+/// request), so looking every second made a call's cost grow with its duration: a loaded server
+/// (slow calls) was asked the most. Instead: nothing for the first [`FIRST_LOOKUP`] (a shorter
+/// call's progress travels with its result and is replayed before it); then every
+/// [`PROGRESS_POLL`] after a look-up that found new progress, and twice the last wait, up to
+/// [`QUIET_POLL_MAX`], after one that found nothing new. A call that reports nothing costs
+/// a few look-ups however long it runs; a steady reporter is read every second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LookupSchedule {
+    wait: Duration,
+}
+
+/// No progress look-up before a call has run this long.
+pub const FIRST_LOOKUP: Duration = Duration::from_secs(2);
+/// The wait after a look-up that found new progress.
 pub const PROGRESS_POLL: Duration = Duration::from_secs(1);
+/// The longest wait between look-ups of a call whose progress does not change.
+pub const QUIET_POLL_MAX: Duration = Duration::from_secs(8);
+
+impl Default for LookupSchedule {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LookupSchedule {
+    pub fn new() -> Self {
+        Self { wait: FIRST_LOOKUP }
+    }
+
+    /// How long to wait before the next look-up.
+    pub fn wait(&self) -> Duration {
+        self.wait
+    }
+
+    /// Records what the look-up found: new progress, or nothing new.
+    pub fn looked(&mut self, changed: bool) {
+        self.wait = if changed {
+            PROGRESS_POLL
+        } else {
+            (self.wait * 2).min(QUIET_POLL_MAX)
+        };
+    }
+}
 
 /// What looking up a call's progress found.
 enum Lookup {
@@ -136,7 +179,8 @@ pub async fn call_progress(
 /// (the caller's wait ends), or until it is clear that there is nothing to read: an operation
 /// that is not a proxied tool call, or an activity this connector cannot see (the proxy's
 /// activities live in the endpoint's target namespace, which must be the connector's). One RPC
-/// per poll once the call is known. `live` records what the caller got, for the replay.
+/// per look-up once the call is known; look-ups follow [`LookupSchedule`] (R-CON-26). `live`
+/// records what the caller got, for the replay.
 pub async fn forward_live(
     client: &OperationClient,
     op: &OperationRef,
@@ -149,14 +193,18 @@ pub async fn forward_live(
         return;
     }
     let mut call: Option<ProgressSource> = None;
+    let mut schedule = LookupSchedule::new();
     loop {
-        tokio::time::sleep(PROGRESS_POLL).await;
+        tokio::time::sleep(schedule.wait()).await;
         if call.is_none() {
             let Ok(described) = client.describe(op).await else {
+                schedule.looked(false);
                 continue;
             };
             if described.operation_token.is_empty() {
-                continue; // Not started yet (or a sync operation, which ends with its answer).
+                // Not started yet (or a sync operation, which ends with its answer).
+                schedule.looked(false);
+                continue;
             }
             match ProgressSource::parse(&described.operation_token) {
                 Some(found) => call = Some(found),
@@ -166,10 +214,14 @@ pub async fn forward_live(
         let Some(found) = &call else { continue };
         let heartbeat = match lookup(client, found).await {
             Lookup::Found(h) => h,
-            Lookup::NotYet => continue,
+            Lookup::NotYet => {
+                schedule.looked(false);
+                continue;
+            }
             Lookup::Unreachable => return,
         };
         let new = live.lock().unwrap().from_heartbeat(&heartbeat, min_level);
+        schedule.looked(!new.is_empty());
         for item in &new {
             if send(peer, token.as_ref(), item).await.is_err() {
                 return; // The caller is gone; the wait ends on its own.
@@ -229,4 +281,63 @@ async fn notify(
     note.total = progress.total;
     note.message = progress.message.clone();
     peer.notify_progress(note).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_is_looked_up_before_the_first_interval() {
+        assert_eq!(LookupSchedule::new().wait(), FIRST_LOOKUP);
+        assert!(FIRST_LOOKUP > PROGRESS_POLL);
+    }
+
+    #[test]
+    fn quiet_calls_are_looked_up_ever_less_often_up_to_the_cap() {
+        let mut s = LookupSchedule::new();
+        let mut waits = vec![s.wait()];
+        for _ in 0..5 {
+            s.looked(false);
+            waits.push(s.wait());
+        }
+        let secs: Vec<u64> = waits.iter().map(|w| w.as_secs()).collect();
+        assert_eq!(secs, [2, 4, 8, 8, 8, 8]);
+    }
+
+    #[test]
+    fn new_progress_brings_the_next_look_up_back_to_a_second() {
+        let mut s = LookupSchedule::new();
+        s.looked(false);
+        s.looked(false);
+        s.looked(true);
+        assert_eq!(s.wait(), PROGRESS_POLL);
+        s.looked(false);
+        assert_eq!(s.wait(), Duration::from_secs(2));
+    }
+
+    /// Look-ups of a call that reports nothing for `secs` seconds: bounded by the logarithm of
+    /// its duration, where one a second made it linear.
+    fn quiet_lookups(secs: u64) -> usize {
+        let mut s = LookupSchedule::new();
+        let (mut at, mut n) = (Duration::ZERO, 0);
+        loop {
+            at += s.wait();
+            if at > Duration::from_secs(secs) {
+                return n;
+            }
+            n += 1;
+            s.looked(false);
+        }
+    }
+
+    #[test]
+    fn a_quiet_call_costs_few_look_ups_however_long_it_runs() {
+        // Look-ups at 2, 6, 14, 22, ... s.
+        assert_eq!(quiet_lookups(1), 0);
+        assert_eq!(quiet_lookups(5), 1);
+        assert_eq!(quiet_lookups(6), 2);
+        assert_eq!(quiet_lookups(13), 2);
+        assert_eq!(quiet_lookups(60), 8);
+    }
 }
