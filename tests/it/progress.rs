@@ -318,6 +318,7 @@ async fn a_quiet_call_costs_few_progress_look_ups_and_a_short_one_none() {
     assert_ne!(result.is_error, Some(true), "{result:?}");
     let spent = metrics::scrape(&address).await.unwrap().since(&before);
     let n = describes(&spent);
+    println!("a quiet 7 s call: {n} describe RPCs");
     assert!(
         (1.0..=4.0).contains(&n),
         "a quiet 7 s call cost {n} describe RPCs: {spent:?}"

@@ -18,8 +18,10 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct Samples {
     /// Latencies of the calls that returned their own answer.
     pub latencies: Vec<Duration>,
-    /// Indexes of the calls that failed, timed out or returned someone else's answer.
+    /// Indexes of the calls that reported an error or returned someone else's answer.
     pub failed: Vec<usize>,
+    /// Indexes of the calls that got neither an answer nor an error within [`CALL_TIMEOUT`].
+    pub unanswered: Vec<usize>,
     /// The first failure's message, for the report.
     pub first_error: Option<String>,
     /// From the first call's start to the last call's end.
@@ -47,17 +49,19 @@ where
                     break;
                 }
                 let at = Instant::now();
-                let result = match tokio::time::timeout(CALL_TIMEOUT, call(i)).await {
-                    Ok(r) => r,
-                    Err(_) => Err(anyhow::anyhow!("no answer within {CALL_TIMEOUT:?}")),
-                };
+                let result = tokio::time::timeout(CALL_TIMEOUT, call(i)).await;
                 let took = at.elapsed();
                 let mut out = out.lock().unwrap();
                 match result {
-                    Ok(()) => out.latencies.push(took),
-                    Err(e) => {
+                    Ok(Ok(())) => out.latencies.push(took),
+                    Ok(Err(e)) => {
                         out.failed.push(i);
                         out.first_error.get_or_insert_with(|| format!("{e:#}"));
+                    }
+                    Err(_) => {
+                        out.unanswered.push(i);
+                        out.first_error
+                            .get_or_insert_with(|| format!("no answer within {CALL_TIMEOUT:?}"));
                     }
                 }
             }

@@ -5,10 +5,12 @@
 //!
 //! Files: `paths` (what each path runs and how it calls), `floor` (the floor's worker),
 //! `peer` (the peer's install, worker and client), `measure` (the driver and percentiles),
+//! `loss` (which calls were lost or run twice),
 //! `procstat` (CPU and RSS from `/proc`), `metrics` (the server's Prometheus counters),
 //! `report` (the table and JSON).
 
 pub mod floor;
+pub mod loss;
 pub mod measure;
 pub mod metrics;
 pub mod paths;
@@ -301,15 +303,31 @@ async fn measure_row(
             *runs.entry(key).or_default() += 1;
         }
     }
+    let failed: std::collections::HashSet<usize> = samples.failed.iter().copied().collect();
+    let unanswered: std::collections::HashSet<usize> = samples.unanswered.iter().copied().collect();
+    let ended: Vec<(String, loss::Ended)> = (0..calls)
+        .map(|i| {
+            let how = if failed.contains(&i) {
+                loss::Ended::Failed
+            } else if unanswered.contains(&i) {
+                loss::Ended::Unanswered
+            } else {
+                loss::Ended::Answered
+            };
+            (format!("{prefix}{i}"), how)
+        })
+        .collect();
+    // The floor's Activity echoes by itself: its calls never reach the upstream's ledger.
+    let tally = loss::tally(&ended, (kind != PathKind::Floor).then_some(&runs));
     let ms = |p: f64| measure::percentile(&samples.latencies, p).as_secs_f64() * 1000.0;
     Row {
         path: kind,
         label: kind.label().to_owned(),
         concurrency,
         calls,
-        errors: samples.failed.len(),
-        lost: samples.failed.len(),
-        duplicated: runs.values().filter(|n| **n > 1).count(),
+        errors: tally.errors,
+        lost: tally.lost,
+        duplicated: tally.duplicated,
         p50_ms: ms(50.0),
         p90_ms: ms(90.0),
         p99_ms: ms(99.0),

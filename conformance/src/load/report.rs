@@ -12,9 +12,11 @@ pub struct Row {
     pub label: String,
     pub concurrency: usize,
     pub calls: usize,
-    /// Calls that failed, timed out or got someone else's answer.
+    /// Calls that did not get their own answer: an error was reported, someone else's answer
+    /// came, or nothing came within the driver's limit.
     pub errors: usize,
-    /// Calls whose caller never got their own answer.
+    /// Calls the upstream never ran although no error was reported for them (for the floor,
+    /// whose work never reaches the upstream: calls with neither answer nor error).
     pub lost: usize,
     /// Calls the upstream ran more than once (from its invocation ledger).
     pub duplicated: usize,
