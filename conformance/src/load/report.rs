@@ -15,8 +15,8 @@ pub struct Row {
     /// Calls that did not get their own answer: an error was reported, someone else's answer
     /// came, or nothing came within the driver's limit.
     pub errors: usize,
-    /// Calls the upstream never ran although no error was reported for them (for the floor,
-    /// whose work never reaches the upstream: calls with neither answer nor error).
+    /// Calls the upstream never ran although no error was reported for them (always 0 for the
+    /// floor, whose work never reaches the upstream's ledger).
     pub lost: usize,
     /// Calls the upstream ran more than once (from its invocation ledger).
     pub duplicated: usize,
