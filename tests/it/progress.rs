@@ -251,6 +251,7 @@ async fn a_long_calls_log_messages_reach_the_waiting_caller_live() {
         ["info from slow_logger", "warning from slow_logger"]
     );
     client.cancel().await.unwrap();
+}
 
 /// Progress look-ups of a waiting caller's call (R-CON-10, R-CON-26), counted by a dedicated dev
 /// server's own RPC counters: a call that reports no progress costs a few look-ups however long

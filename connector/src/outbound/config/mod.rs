@@ -70,10 +70,10 @@ use serde::Deserialize;
 use url::Url;
 
 use super::options::ActivityOptions;
-pub use oauth::ClientCredentials;
-pub use redact::{UrlSecrets, redacted_url};
 pub use codec::CodecConfig;
 use codec::{RawCodec, codec};
+pub use oauth::ClientCredentials;
+pub use redact::{UrlSecrets, redacted_url};
 use upstream::{RawUpstream, upstream};
 
 /// A loaded and validated `proxy.toml`, with environment variables expanded.
