@@ -542,6 +542,8 @@ fn steps_spec() -> std::path::PathBuf {
         input_schema: None,
         output_schema: None,
         meta: None,
+        execution: None,
+        icons: None,
         behavior: fixtures::Behavior::Progress { steps: 3, ms: 2000 },
     });
     let path = temp_path("spec.json");
