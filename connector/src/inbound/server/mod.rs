@@ -183,7 +183,7 @@ impl Connector {
 /// the answer as it is to be written can be handed back beside rmcp's typed one. rmcp's
 /// Streamable HTTP service needs a `ServerHandler` and serves this one ([`Connector::typed`]),
 /// one per session; its answers as written go into the HTTP request's
-/// [`faithful::HttpAnswers`] instead (see [`crate::inbound::faithful_http`]).
+/// [`faithful::HttpAnswers`] instead (see the `inbound::faithful_http` module).
 #[derive(Clone)]
 pub struct Typed {
     connector: Connector,
