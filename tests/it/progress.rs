@@ -36,9 +36,22 @@ impl ClientHandler for ProgressRecorder {
     }
 }
 
-/// The standard mock plus `steps`: three progress notifications 2 s apart, then an echo.
+/// The standard mock plus `steps`: three progress notifications 2 s apart, then an echo; and
+/// `burst`: five progress notifications written back to back, the last just before its result.
 fn spec_file() -> std::path::PathBuf {
     let mut spec = UpstreamSpec::standard();
+    spec.tools.push(ToolSpec {
+        name: "burst".into(),
+        title: None,
+        description: Some("reports progress five times at once, then returns".into()),
+        annotations: Some(json!({"readOnlyHint": true})),
+        input_schema: None,
+        output_schema: None,
+        meta: None,
+        execution: None,
+        icons: None,
+        behavior: Behavior::Progress { steps: 5, ms: 0 },
+    });
     spec.tools.push(ToolSpec {
         name: "steps".into(),
         title: None,
@@ -327,4 +340,58 @@ async fn a_quiet_call_costs_few_progress_look_ups_and_a_short_one_none() {
     client.cancel().await.unwrap();
     drop(_proxy);
     let _ = server.stop().await;
+}
+
+/// R-PRX-9: progress written just before the result is never lost to the race between rmcp's
+/// per-notification handler tasks and the answer, nor to an early notification: every one of
+/// 30 short calls brings all five of its updates to the caller, in order.
+#[tokio::test]
+async fn progress_written_just_before_the_result_is_never_lost() {
+    let env = TestEnv::shared("progress").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let spec = spec_file();
+    let _proxy = start_proxy(
+        &env,
+        vec![mock_stdio_upstream_with_args(
+            "mock",
+            vec!["--spec".into(), spec.to_string_lossy().into_owned()],
+            &ledger,
+        )],
+    );
+    let recorder = ProgressRecorder::default();
+    let client = serve_in_memory(connector_for(&env, "mock"), recorder.clone()).await;
+    for n in 0..30 {
+        let handle = client
+            .peer()
+            .send_request_with_option(
+                ClientRequest::CallToolRequest(CallToolRequest::new(tool_call(
+                    "burst",
+                    json!({"key": format!("burst-{n}")}),
+                ))),
+                PeerRequestOptions::no_options(),
+            )
+            .await
+            .unwrap();
+        let token = handle.progress_token.clone();
+        let ServerResult::CallToolResult(result) = handle.await_response().await.unwrap() else {
+            panic!("not a CallToolResult")
+        };
+        assert_eq!(result.is_error, Some(false), "call {n}: {result:?}");
+        // This client's rmcp also hands each notification to a task of its own: wait for them.
+        let seen_for_call = || {
+            let seen = recorder.seen.lock().unwrap();
+            seen.iter()
+                .filter(|p| p.progress_token == token)
+                .map(|p| p.progress)
+                .collect::<Vec<_>>()
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while seen_for_call().len() < 5 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut got = seen_for_call();
+        got.sort_by(f64::total_cmp);
+        assert_eq!(got, [1.0, 2.0, 3.0, 4.0, 5.0], "call {n}");
+    }
+    client.cancel().await.unwrap();
 }

@@ -28,6 +28,7 @@ pub mod factory;
 pub mod http_client;
 pub mod library;
 pub mod options;
+pub mod progress;
 pub mod proxy;
 pub mod raw;
 pub mod refusal;

@@ -19,7 +19,7 @@ use std::{
 use futures::{StreamExt as _, stream::BoxStream};
 use http::{HeaderName, HeaderValue};
 use rmcp::{
-    model::{ClientJsonRpcMessage, RequestId},
+    model::{ClientJsonRpcMessage, ProgressToken, RequestId},
     transport::streamable_http_client::{
         SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
         StreamableHttpResponseLimits,
@@ -36,6 +36,7 @@ use super::{
     auth::{AuthError, AuthProvider},
     config::UrlSecrets,
     http_client as scrub,
+    progress::{Following, ProgressRoutes},
 };
 use crate::mcp::call::ToolLog;
 
@@ -49,6 +50,7 @@ const UNCLAIMED_FOR: Duration = Duration::from_secs(60);
 pub struct RawResults {
     kept: Arc<Mutex<VecDeque<(Instant, String, Value)>>>,
     calls: Arc<Mutex<InFlight>>,
+    progress: Arc<Mutex<ProgressRoutes>>,
 }
 
 /// The calls in flight on one connection, each with where its log messages go.
@@ -76,14 +78,19 @@ impl Drop for LeaveOnDrop {
 
 impl RawResults {
     /// Looks at one JSON-RPC message as the upstream wrote it; keeps its `result` if it is a
-    /// response. Anything else (notifications, requests, errors, garbage) is ignored: rmcp
-    /// handles those.
+    /// response; passes log messages and progress on to the calls they belong to. Anything else
+    /// (other notifications, requests, errors, garbage) is ignored: rmcp handles those.
     pub fn observe(&self, text: &[u8]) {
         let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(text) else {
             return;
         };
         if message.get("method").and_then(Value::as_str) == Some("notifications/message") {
             self.attribute_log(message.remove("params").unwrap_or_default());
+            return;
+        }
+        if message.get("method").and_then(Value::as_str) == Some("notifications/progress") {
+            let params = message.remove("params").unwrap_or_default();
+            self.progress.lock().unwrap().deliver(&params);
             return;
         }
         let (Some(id), Some(result)) = (message.remove("id"), message.remove("result")) else {
@@ -140,6 +147,12 @@ impl RawResults {
                 "upstream log message not attributable to one call (none or several in flight); dropped"
             ),
         }
+    }
+
+    /// The progress the upstream reports under `token` (R-PRX-9), in wire order, including
+    /// what arrived before this call: rmcp picks the token inside the send.
+    pub fn follow_progress(&self, token: &ProgressToken) -> Following {
+        Following::new(self.progress.clone(), token)
     }
 
     /// The raw `result` of the answer to request `id`, if a tap saw it. Called after rmcp

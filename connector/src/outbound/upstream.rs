@@ -42,9 +42,10 @@ use super::{
     child,
     config::{TransportConfig, UrlSecrets, redacted_url},
     errors::{HttpFailure, Phase, http_failure_phase},
+    progress::CallProgress,
     raw::{RawResults, TapHttpClient, TapReader},
 };
-use crate::mcp::call::{CallNotification, ToolProgress};
+use crate::mcp::call::CallNotification;
 
 /// Why an upstream request failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -454,13 +455,14 @@ impl UpstreamClient {
             Ok(handle) => handle,
             Err(e) => return Err(fail(e).await),
         };
-        // Subscribed after the send (rmcp picks the token inside it): a progress notification
-        // arriving in between would be missed, which costs one update, nothing else.
-        let mut progress = conn
-            .service()
-            .progress
-            .subscribe(handle.progress_token.clone())
-            .await;
+        // rmcp picks the token inside the send: the tap keeps what arrives before this.
+        let mut progress = CallProgress::new(
+            conn.service().raw.follow_progress(&handle.progress_token),
+            conn.service()
+                .progress
+                .subscribe(handle.progress_token.clone())
+                .await,
+        );
         let request_id = handle.id.clone();
         let mut guard = CancelOnDrop {
             peer: conn.peer().clone(),
@@ -468,17 +470,19 @@ impl UpstreamClient {
         };
         let response = handle.await_response();
         tokio::pin!(response);
+        // Notifications first: the answer is taken only when none is ready.
         let answered = loop {
             tokio::select! {
-                answered = &mut response => break answered,
-                Some(p) = progress.next() => on_note(CallNotification::Progress(ToolProgress {
-                    progress: p.progress,
-                    total: p.total,
-                    message: p.message,
-                })),
+                biased;
+                p = progress.next() => on_note(CallNotification::Progress(p)),
                 Some(log) = logs.recv() => on_note(CallNotification::Log(log)),
+                answered = &mut response => break answered,
             }
         };
+        // The taps saw everything written before the answer: pass on what is still queued.
+        for p in progress.drain() {
+            on_note(CallNotification::Progress(p));
+        }
         while let Ok(log) = logs.try_recv() {
             on_note(CallNotification::Log(log));
         }
