@@ -18,7 +18,7 @@ use std::{
 };
 
 use futures::{
-    FutureExt as _, StreamExt as _,
+    FutureExt as _,
     future::{BoxFuture, Shared},
 };
 use rmcp::{
