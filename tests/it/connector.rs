@@ -665,3 +665,58 @@ async fn internal_failures_reach_callers_as_stable_messages_without_details() {
     }
     client.cancel().await.unwrap();
 }
+
+/// R-NXC-5: MCP tool names may hold characters a Nexus operation name cannot carry as is (a
+/// `/`, as in `files/read`, or a space); the connector, the proxy and the listing agree on a
+/// reversible encoding, so such a tool is listed under its own name and callable.
+#[tokio::test]
+async fn tools_whose_names_hold_slashes_are_listed_and_callable() {
+    let env = TestEnv::shared("connector-slash").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let mut spec = UpstreamSpec::standard();
+    let echo = spec
+        .tools
+        .iter()
+        .find(|t| t.name == "echo")
+        .unwrap()
+        .clone();
+    let names = ["files/read", "a b~c%2F", "..", "docs.v2/list"];
+    for name in names {
+        let mut tool = echo.clone();
+        tool.name = name.to_owned();
+        spec.tools.push(tool);
+    }
+    let spec_file = temp_path("spec.json");
+    std::fs::write(&spec_file, serde_json::to_vec(&spec).unwrap()).unwrap();
+    let upstream = mock_stdio_upstream_with_args(
+        "slashes",
+        vec!["--spec".into(), spec_file.to_string_lossy().into_owned()],
+        &ledger,
+    );
+    let _proxy = start_proxy(&env, vec![upstream]);
+    let client = client_for(connector_for(&env, "slashes")).await;
+
+    let listed: Vec<_> = client
+        .peer()
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    for name in names {
+        assert!(listed.iter().any(|n| n == name), "{name} in {listed:?}");
+        let result = client
+            .peer()
+            .call_tool(tool_call(name, json!({"key": name})))
+            .await
+            .unwrap();
+        assert_eq!(
+            result.structured_content,
+            Some(json!({"key": name})),
+            "{name}: {result:?}"
+        );
+        assert_eq!(ledger.count_key(name, LedgerEvent::Called, name), 1);
+    }
+    client.cancel().await.unwrap();
+}

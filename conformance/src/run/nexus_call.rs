@@ -86,7 +86,7 @@ pub(crate) async fn run_call(
         unique_name(&format!("call-{}", call.tool)),
         env.endpoint,
         &env.service,
-        &call.tool,
+        durable_mcp::mcp::operation_name::operation_for_tool(&call.tool),
         payload::to_payload(&arguments).map_err(setup)?,
     );
     start.schedule_to_close = Some(Duration::from_millis(call.timeout_ms.unwrap_or(60_000)));

@@ -89,7 +89,7 @@ impl DurablePath {
             unique_name(&format!("third-party-{tool}")),
             &self.endpoint,
             SERVICE,
-            tool,
+            durable_mcp::mcp::operation_name::operation_for_tool(tool),
             payload,
         );
         start.schedule_to_close = Some(CALL_TIMEOUT);

@@ -4,6 +4,7 @@
 //! module and on nothing of each other's:
 //!
 //! - [`listing`]: the reserved `list_tools` operation and the advertised per-tool timeout.
+//! - [`operation_name`]: a tool's Nexus operation name, reversibly encoded (R-NXC-5).
 //! - [`call`]: the operation token of an Activity-backed call, its heartbeat and progress shapes.
 //! - [`outcome`]: a Nexus outcome as the MCP `CallToolResult` a caller sees.
 //! - [`errors`]: the stable error type names.
@@ -16,5 +17,6 @@ pub mod call;
 pub mod errors;
 pub mod listing;
 pub mod local;
+pub mod operation_name;
 pub mod outcome;
 pub mod payload;

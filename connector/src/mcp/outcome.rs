@@ -28,7 +28,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{errors::ToolCallErrorType, payload};
-use crate::nexus::OperationOutcome;
+use crate::nexus::{HandlerErrorKind, OperationOutcome};
 
 /// `_meta` key carrying a failed operation's error type (for example an application error type
 /// such as `IdempotencyConflict`).
@@ -64,8 +64,8 @@ pub enum Outcome {
 
 impl Outcome {
     /// The outcome of a Nexus operation, with its result payload decoded. A result that cannot
-    /// be decoded is a failure saying why; a handler error's kind stands in for a missing
-    /// application error type.
+    /// be decoded is a failure saying why; a handler error (no application error type) gets
+    /// the stable type of its kind (R-NXC-6), its kind stays in the message.
     pub fn from_operation(outcome: OperationOutcome) -> Self {
         match outcome {
             OperationOutcome::Succeeded(p) => {
@@ -87,11 +87,28 @@ impl Outcome {
                 handler_error,
             } => Outcome::Failed {
                 message,
-                error_type: error_type.or_else(|| handler_error.map(|k| k.as_str().to_owned())),
+                error_type: error_type
+                    .or_else(|| handler_error.map(|k| handler_error_type(k).as_str().to_owned())),
             },
             OperationOutcome::Canceled { message } => Outcome::Canceled { message },
             OperationOutcome::TimedOut { message } => Outcome::TimedOut { message },
             OperationOutcome::Terminated { message } => Outcome::Terminated { message },
+        }
+    }
+}
+
+/// The stable type (R-NXC-4) of a Nexus handler error (R-NXC-6): the kinds are Nexus's words
+/// for a request that failed, which callers matching on R-NXC-4's types cannot know.
+pub fn handler_error_type(kind: HandlerErrorKind) -> ToolCallErrorType {
+    use HandlerErrorKind as K;
+    match kind {
+        // The service has no such operation: the tool is not there.
+        K::NotFound | K::NotImplemented => ToolCallErrorType::UnknownTool,
+        K::BadRequest => ToolCallErrorType::InvalidArguments,
+        K::RequestTimeout | K::UpstreamTimeout => ToolCallErrorType::UpstreamTimeout,
+        K::Unauthenticated | K::Unauthorized | K::Conflict => ToolCallErrorType::UpstreamRejected,
+        K::ResourceExhausted | K::Internal | K::Unavailable => {
+            ToolCallErrorType::UpstreamUnavailable
         }
     }
 }
@@ -254,6 +271,41 @@ mod tests {
                 json!({"content": [{"type": "text", "text": text}], "isError": false})
             );
         }
+    }
+
+    #[test]
+    fn handler_errors_get_stable_types_and_keep_their_kind_in_the_message() {
+        for kind in HandlerErrorKind::ALL {
+            let outcome = Outcome::from_operation(OperationOutcome::Failed {
+                message: format!("handler error ({}): no", kind.as_str()),
+                error_type: None,
+                handler_error: Some(kind),
+            });
+            let Outcome::Failed {
+                error_type,
+                message,
+            } = &outcome
+            else {
+                panic!("{outcome:?}")
+            };
+            let t = error_type.as_deref().unwrap();
+            assert!(ToolCallErrorType::parse(t).is_some(), "{kind:?} became {t}");
+            assert!(message.contains(kind.as_str()), "{message}");
+        }
+        assert_eq!(
+            handler_error_type(HandlerErrorKind::NotFound),
+            ToolCallErrorType::UnknownTool
+        );
+        // An application error type the tool service chose is kept.
+        let kept = Outcome::from_operation(OperationOutcome::Failed {
+            message: "x".into(),
+            error_type: Some("IdempotencyConflict".into()),
+            handler_error: Some(HandlerErrorKind::Conflict),
+        });
+        assert!(
+            matches!(&kept, Outcome::Failed { error_type: Some(t), .. } if t == "IdempotencyConflict"),
+            "{kept:?}"
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::{
     tool::{BuildContext, Tool},
 };
 use crate::{
-    mcp::{listing::LIST_TOOLS, payload},
+    mcp::{listing::LIST_TOOLS, operation_name::operation_for_tool, payload},
     nexus::{Service, StartOutcome, start_fn},
     temporal::TemporalConnection,
 };
@@ -155,7 +155,7 @@ impl ToolService {
                 tool: Some(t.name.clone()),
                 reason,
             })?;
-            service = service.operation(t.name, handler);
+            service = service.operation(operation_for_tool(&t.name), handler);
         }
         Ok(service)
     }

@@ -20,6 +20,7 @@ use crate::{
         call::CallToken,
         errors::ToolCallErrorType,
         listing::{LIST_TOOLS, advertise_one_attempt, advertise_timeout},
+        operation_name::tool_for_operation,
         payload,
     },
     nexus::{
@@ -123,7 +124,13 @@ impl OperationHandler for ToolCall {
     ) -> BoxFuture<'static, Result<StartOutcome, StartError>> {
         let ctx = self.ctx.clone();
         Box::pin(async move {
-            let tool = start.operation.clone();
+            // The proxy decodes what callers encoded (R-NXC-5).
+            let tool = tool_for_operation(&start.operation).ok_or_else(|| {
+                HandlerError::not_found(format!(
+                    "{:?} is not the operation name of any tool (R-NXC-5)",
+                    start.operation
+                ))
+            })?;
             let activity_id = ctx.activity_id(&tool, &start.request_id);
             // The answer for a run of this call's activity.
             let token = |run_id: String| StartOutcome::Async {

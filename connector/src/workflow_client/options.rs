@@ -8,6 +8,8 @@ use temporalio_sdk::{
     NexusOperationCancellationType, NexusOperationOptions, WorkflowCancellationToken,
 };
 
+use crate::mcp::operation_name::operation_for_tool;
+
 /// The schedule-to-close of a call whose tool advertises no timeout: the connector's default
 /// (`--default-timeout`, R-CON-3).
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(300);
@@ -73,7 +75,7 @@ pub fn nexus_options(
     let mut built = NexusOperationOptions::builder()
         .endpoint(endpoint)
         .service(service)
-        .operation(operation)
+        .operation(operation_for_tool(operation))
         .input(input)
         .schedule_to_close_timeout(timeout)
         .nexus_header(options.headers.iter().cloned().collect())

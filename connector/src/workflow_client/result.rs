@@ -83,7 +83,8 @@ impl ToolCallError {
     }
 
     /// The failure's type as Temporal reports it: one of the stable types, another application
-    /// type (e.g. `IdempotencyConflict`), or a Nexus handler error kind (e.g. `NOT_FOUND`).
+    /// type (e.g. `IdempotencyConflict`); a Nexus handler error has its kind's stable type
+    /// (R-NXC-6, e.g. `NOT_FOUND` is `UnknownTool`).
     pub fn failure_type(&self) -> Option<&str> {
         match &self.outcome {
             Outcome::Failed { error_type, .. } => error_type.as_deref(),

@@ -23,6 +23,7 @@ use crate::{
     mcp::{
         call::{CallNotifications, LiveNotifications},
         listing::{advertised_one_attempt, advertised_timeout},
+        operation_name::operation_for_tool,
         outcome::{ERROR_TYPE_META, Outcome, to_call_tool_result_for},
         payload,
     },
@@ -64,7 +65,7 @@ impl Connector {
                 self.operation_id(""),
                 &route.endpoint,
                 &route.service,
-                tool,
+                operation_for_tool(tool),
                 input,
             );
             start.schedule_to_close = Some(timeout);
@@ -84,8 +85,13 @@ impl Connector {
             &key,
         );
         let fingerprint = arguments_fingerprint(&fingerprint_key, &arguments);
-        let mut start =
-            StartOperation::new(&operation_id, &route.endpoint, &route.service, tool, input);
+        let mut start = StartOperation::new(
+            &operation_id,
+            &route.endpoint,
+            &route.service,
+            operation_for_tool(tool),
+            input,
+        );
         // Same key and same arguments => same request id: the server answers with the same
         // run, even after it closed. Temporal attaches silently on a conflict, so the
         // arguments' fingerprint travels in a header and is compared here.
