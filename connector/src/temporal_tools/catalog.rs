@@ -276,7 +276,7 @@ pub fn specs() -> Vec<ToolSpec> {
         ToolSpec {
             name: "list_workflows",
             title: "List Workflows",
-            description: "List Workflow executions matching a visibility query (e.g. ExecutionStatus = 'Running' AND WorkflowType = 'Order'), newest first, with `limit` and `skip` for paging.",
+            description: "List Workflow executions matching a visibility query (e.g. ExecutionStatus = 'Running' AND WorkflowType = 'Order'), newest first, with `limit` and `skip` for paging. `history_length` is null for running Workflows (visibility records it at close; describe_workflow has the current one).",
             family: Read,
             idempotent: true,
             inputs: vec![

@@ -72,6 +72,17 @@ pub(super) fn summary(info: &WorkflowExecutionInfo) -> Value {
     })
 }
 
+/// One Workflow execution as visibility lists it. Visibility records `HistoryLength` only when
+/// a run closes, so a running Workflow's length is unknown here (null, not a misleading 0);
+/// `describe_workflow` reports the current one.
+pub(super) fn listed_summary(info: &WorkflowExecutionInfo) -> Value {
+    let mut v = summary(info);
+    if info.status == WorkflowExecutionStatus::Running as i32 {
+        v["history_length"] = Value::Null;
+    }
+    v
+}
+
 async fn describe_raw(
     ctx: &Ctx<'_>,
     workflow_id: &str,
@@ -389,7 +400,7 @@ pub async fn list(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
                         .as_ref()
                         .is_some_and(|x| reserved::is_reserved(&x.workflow_id))
                 })
-                .map(summary),
+                .map(listed_summary),
         );
         token = response.next_page_token;
         if token.is_empty() || found.len() >= want {
@@ -803,4 +814,28 @@ pub async fn continue_as_new(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, T
             ("status", json!(status)),
         ]),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(status: WorkflowExecutionStatus, history_length: i64) -> WorkflowExecutionInfo {
+        WorkflowExecutionInfo {
+            status: status as i32,
+            history_length,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_listed_running_workflow_has_no_history_length_and_a_closed_one_has_its_own() {
+        let running = listed_summary(&info(WorkflowExecutionStatus::Running, 0));
+        assert_eq!(running["history_length"], Value::Null, "{running}");
+        let closed = listed_summary(&info(WorkflowExecutionStatus::Completed, 77));
+        assert_eq!(closed["history_length"], 77);
+        // describe_workflow reads the live length of a running run.
+        let described = summary(&info(WorkflowExecutionStatus::Running, 77));
+        assert_eq!(described["history_length"], 77);
+    }
 }
