@@ -1,6 +1,6 @@
 //! The tool catalog: every route's `list_tools` (R-NXC-2), merged into one list (R-CON-2).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use rmcp::ErrorData as McpError;
@@ -47,7 +47,7 @@ impl Connector {
                     other => Err(format!("list_tools answered {other}, not a list of tools")),
                 }
             }
-            other => Err(format!("list_tools did not succeed: {other:?}")),
+            other => Err(list_did_not_succeed(&other, o.list_timeout)),
         }
     }
 
@@ -177,4 +177,41 @@ enum RouteError {
     OverCap(McpError),
     /// The listing failed: internal, logged (R-CON-15).
     Failed(String),
+}
+
+/// Why a listing did not succeed, for the log (R-CON-15 keeps it from callers). A timeout most
+/// often means that nothing polls the endpoint's task queue, so the line says where to look.
+fn list_did_not_succeed(outcome: &OperationOutcome, timeout: Duration) -> String {
+    match outcome {
+        OperationOutcome::TimedOut { message } => format!(
+            "list_tools timed out after {timeout:?} ({message}): no worker may be polling the \
+             endpoint's task queue; check that the proxy or tool service serving this service \
+             runs and polls the task queue the endpoint targets"
+        ),
+        other => format!("list_tools did not succeed: {other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listing_that_timed_out_points_at_the_task_queue_worker() {
+        let timed_out = OperationOutcome::TimedOut {
+            message: "operation timed out".into(),
+        };
+        let line = list_did_not_succeed(&timed_out, Duration::from_secs(10));
+        assert!(
+            line.contains("10s")
+                && line.contains("no worker may be polling the endpoint's task queue"),
+            "{line}"
+        );
+        let failed = OperationOutcome::Failed {
+            message: "no".into(),
+            error_type: None,
+            handler_error: None,
+        };
+        assert!(!list_did_not_succeed(&failed, Duration::from_secs(10)).contains("task queue"));
+    }
 }
