@@ -423,3 +423,38 @@ fn server_dies_with_its_test_binary() {
         "dev server {pid} outlived its test binary (orphan)"
     );
 }
+
+/// `durable-mcp-conformance temporal --port P` serves on 127.0.0.1:P and says so; Ctrl-C stops
+/// it.
+#[test]
+fn the_temporal_command_listens_on_the_port_it_is_given() {
+    let port = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_durable-mcp-conformance"))
+        .args(["temporal", "--port", &port.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let wanted = format!("export TEMPORAL_ADDRESS=127.0.0.1:{port}");
+    let mut seen = Vec::new();
+    for line in stdout.lines() {
+        let line = line.unwrap();
+        let done = line.contains("Press Ctrl-C");
+        seen.push(line);
+        if done {
+            break;
+        }
+    }
+    assert!(
+        seen.iter().any(|l| l.trim() == wanted),
+        "{wanted:?} in {seen:?}"
+    );
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+}

@@ -134,6 +134,11 @@ enum Command {
         /// Keep state in this SQLite file.
         #[arg(long)]
         db_filename: Option<std::path::PathBuf>,
+        /// Listen for clients on 127.0.0.1:PORT (e.g. 7233, Temporal's usual port, so tools
+        /// that default to localhost:7233 find it). Default: a free port, printed at start.
+        /// The server runs headless: there is no web UI port.
+        #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+        port: Option<u16>,
     },
 }
 
@@ -499,9 +504,10 @@ async fn main() -> anyhow::Result<()> {
                 report.server_version
             );
         }
-        Command::Temporal { db_filename } => {
+        Command::Temporal { db_filename, port } => {
             let mut server = DevServer::start(DevServerOptions {
                 db_file: db_filename,
+                grpc_port: port,
                 ..options
             })
             .await?;

@@ -158,9 +158,15 @@ impl ContainerServer {
     pub(crate) async fn start(opts: &DevServerOptions) -> Result<Self, HarnessError> {
         check_engine().await?;
         let image = image::resolve(&opts.container_image).await?;
-        let host_port = Ports::pick()
-            .map_err(|e| HarnessError::io("picking a free port", e))?
-            .grpc;
+        // Only gRPC is published: the UI port has no meaning here.
+        let host_port = match opts.grpc_port {
+            Some(port) => port,
+            None => {
+                Ports::pick()
+                    .map_err(|e| HarnessError::io("picking a free port", e))?
+                    .grpc
+            }
+        };
         let (name, tag) = split_image(&image);
 
         let db_in_container = opts.db_file.as_ref().map(|db| {

@@ -114,6 +114,9 @@ pub struct DevServerOptions {
     pub container_image: String,
     /// How long to wait for the server to answer after launch.
     pub startup_timeout: Duration,
+    /// The frontend gRPC port on 127.0.0.1 (the address clients use); `None` picks a free one.
+    /// The server runs headless, so there is no web UI port to choose.
+    pub grpc_port: Option<u16>,
 }
 
 impl Default for DevServerOptions {
@@ -129,6 +132,7 @@ impl Default for DevServerOptions {
                 .filter(|v| !v.trim().is_empty())
                 .unwrap_or_else(|| DEFAULT_IMAGE.to_owned()),
             startup_timeout: Duration::from_secs(60),
+            grpc_port: None,
         }
     }
 }

@@ -25,21 +25,29 @@ impl Ports {
     /// Picks four distinct free ports. All listeners are held until every port is chosen, so the
     /// kernel cannot hand out the same port twice.
     pub fn pick() -> io::Result<Self> {
-        let mut held = Vec::with_capacity(4);
-        let mut seen = HashSet::new();
-        while held.len() < 4 {
+        Self::pick_with(None)
+    }
+
+    /// Like [`Ports::pick`], with the gRPC port fixed where given (the user's `--port`); the
+    /// others are picked distinct from it.
+    pub fn pick_with(grpc: Option<u16>) -> io::Result<Self> {
+        let needed = if grpc.is_some() { 3 } else { 4 };
+        let mut held = Vec::with_capacity(needed);
+        let mut seen: HashSet<u16> = grpc.into_iter().collect();
+        while held.len() < needed {
             let listener = TcpListener::bind(("127.0.0.1", 0))?;
             let port = listener.local_addr()?.port();
             if seen.insert(port) {
                 held.push((listener, port));
             }
         }
-        let port = |i: usize| held[i].1;
+        let mut free = held.iter().map(|(_, p)| *p);
+        let mut next = || free.next().expect("enough ports were picked");
         Ok(Self {
-            grpc: port(0),
-            ui: port(1),
-            http: port(2),
-            metrics: port(3),
+            grpc: grpc.unwrap_or_else(&mut next),
+            ui: next(),
+            http: next(),
+            metrics: next(),
         })
         // `held` drops here, releasing the ports for the server.
     }
@@ -54,6 +62,14 @@ pub(crate) fn mentions_port_in_use(log: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fixed_grpc_port_is_kept_and_the_others_differ_from_it() {
+        let p = Ports::pick_with(Some(7233)).unwrap();
+        assert_eq!(p.grpc, 7233);
+        let all: HashSet<u16> = [p.grpc, p.ui, p.http, p.metrics].into();
+        assert_eq!(all.len(), 4, "{p:?}");
+    }
 
     #[test]
     fn picks_four_distinct_nonzero_ports() {

@@ -300,7 +300,8 @@ impl ProcessServer {
         let mut server = Self {
             cli,
             version,
-            ports: Ports::pick().map_err(|e| HarnessError::io("picking free ports", e))?,
+            ports: Ports::pick_with(opts.grpc_port)
+                .map_err(|e| HarnessError::io("picking free ports", e))?,
             namespace: opts.namespace.clone(),
             db_file: opts.db_file.clone(),
             startup_timeout: opts.startup_timeout,
@@ -311,7 +312,10 @@ impl ProcessServer {
         for attempt in 1..=START_ATTEMPTS {
             match server.launch().await {
                 Ok(()) => return Ok(server),
-                Err(Launch::PortTaken(e)) if attempt < START_ATTEMPTS => {
+                // A port the user fixed stays taken: only freshly picked ports are worth a retry.
+                Err(Launch::PortTaken(e))
+                    if attempt < START_ATTEMPTS && opts.grpc_port.is_none() =>
+                {
                     tracing::warn!("dev server lost a port race ({e}); retrying with fresh ports");
                     server.ports =
                         Ports::pick().map_err(|e| HarnessError::io("picking free ports", e))?;
