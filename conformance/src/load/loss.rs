@@ -37,17 +37,14 @@ pub fn tally(ended: &[(String, Ended)], runs: Option<&HashMap<String, usize>>) -
         if *how != Ended::Answered {
             t.errors += 1;
         }
-        match runs {
-            Some(runs) => {
-                let n = runs.get(key).copied().unwrap_or(0);
-                if n == 0 && *how != Ended::Failed {
-                    t.lost += 1;
-                }
-                if n > 1 {
-                    t.duplicated += 1;
-                }
+        if let Some(runs) = runs {
+            let n = runs.get(key).copied().unwrap_or(0);
+            if n == 0 && *how != Ended::Failed {
+                t.lost += 1;
             }
-            None => {}
+            if n > 1 {
+                t.duplicated += 1;
+            }
         }
     }
     t
