@@ -17,8 +17,9 @@ use durable_mcp::{
     nexus::{OperationOutcome, StartOperation},
     outbound::{TransportConfig, UpstreamConfig},
 };
-use durable_mcp_conformance::fixtures::everything::{
-    self, DirectClient, RawStdioClient, mask_timestamps, numbers_as_f64,
+use durable_mcp_conformance::fixtures::{
+    RawHttpClient,
+    everything::{self, DirectClient, RawStdioClient, mask_timestamps, numbers_as_f64},
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -468,103 +469,16 @@ async fn the_connector_over_http_writes_what_server_everything_wrote() {
     )
     .await
     .expect("the connector serves HTTP");
-    let mut through = RawHttpClient::initialize(&server.url).await;
-    let listed = through.request("tools/list", json!({})).await["tools"]
-        .as_array()
-        .cloned()
-        .expect("tools");
+    let mut through = RawHttpClient::initialize(&server.url)
+        .await
+        .expect("raw HTTP session with the connector");
+    let listed = through.list_tools().await.unwrap();
     let mut results = Vec::new();
     for (tool, args) in cases() {
-        results.push(
-            through
-                .request("tools/call", json!({"name": tool, "arguments": args}))
-                .await,
-        );
+        results.push(through.call(tool, args).await.unwrap());
     }
     let mut wire = RawStdioClient::start(&entry)
         .await
         .expect("raw stdio client");
     compare_connector_with_the_wire(&listed, &results, &mut wire).await;
-}
-
-/// JSON-RPC over Streamable HTTP with a stateful session and no MCP SDK: the `result` of each
-/// answer exactly as the server wrote it (a JSON body or the event stream's data).
-struct RawHttpClient {
-    http: reqwest::Client,
-    url: String,
-    session: Option<String>,
-    next_id: u64,
-}
-
-impl RawHttpClient {
-    async fn initialize(url: &str) -> Self {
-        let mut client = Self {
-            http: reqwest::Client::new(),
-            url: url.to_owned(),
-            session: None,
-            next_id: 1,
-        };
-        client
-            .request(
-                "initialize",
-                json!({"protocolVersion": "2025-11-25", "capabilities": {},
-                       "clientInfo": {"name": "durable-mcp-raw", "version": "0"}}),
-            )
-            .await;
-        client
-            .post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await;
-        client
-    }
-
-    async fn post(&mut self, message: &Value) -> reqwest::Response {
-        let mut request = self
-            .http
-            .post(&self.url)
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-11-25")
-            .json(message);
-        if let Some(session) = &self.session {
-            request = request.header("mcp-session-id", session);
-        }
-        let response = request.send().await.expect("POST to the connector");
-        assert!(
-            response.status().is_success(),
-            "{message}: {}",
-            response.status()
-        );
-        if let Some(session) = response.headers().get("mcp-session-id") {
-            self.session = Some(session.to_str().unwrap().to_owned());
-        }
-        response
-    }
-
-    /// Sends a request; its `result` as written (an error fails the test).
-    async fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        let response = self
-            .post(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await;
-        let body = tokio::time::timeout(Duration::from_secs(60), response.text())
-            .await
-            .unwrap_or_else(|_| panic!("{method}: no answer within 60 s"))
-            .unwrap();
-        let messages: Vec<Value> = if body.trim_start().starts_with('{') {
-            vec![serde_json::from_str(&body).unwrap()]
-        } else {
-            body.split("\n\n")
-                .filter_map(|event| {
-                    let data = event.lines().find_map(|l| l.strip_prefix("data:"))?;
-                    serde_json::from_str(data.trim_start()).ok()
-                })
-                .collect()
-        };
-        let answer = messages
-            .into_iter()
-            .find(|m| m["id"] == json!(id) && m.get("method").is_none())
-            .unwrap_or_else(|| panic!("{method}: no answer in {body}"));
-        assert!(answer.get("error").is_none(), "{method}: {answer}");
-        answer["result"].clone()
-    }
 }

@@ -179,36 +179,8 @@ pub(crate) fn check_snapshot(
     Ok(())
 }
 
-/// A JSON pointer to the first place `a` and `b` differ (also used by third-party mode).
-pub(crate) fn first_difference(a: &Value, b: &Value, at: String) -> String {
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            for k in x.keys().chain(y.keys()) {
-                match (x.get(k), y.get(k)) {
-                    (Some(p), Some(q)) if p == q => {}
-                    (Some(p), Some(q)) => return first_difference(p, q, format!("{at}/{k}")),
-                    _ => return format!("{at}/{k}"),
-                }
-            }
-            at
-        }
-        (Value::Array(x), Value::Array(y)) => {
-            for (i, (p, q)) in x.iter().zip(y).enumerate() {
-                if p != q {
-                    return first_difference(p, q, format!("{at}/{i}"));
-                }
-            }
-            format!("{at} (length {} vs {})", x.len(), y.len())
-        }
-        _ => {
-            if at.is_empty() {
-                "/".into()
-            } else {
-                at
-            }
-        }
-    }
-}
+// Also used by third-party mode.
+pub(crate) use crate::fixtures::as_written::first_difference;
 
 pub(crate) fn short(s: &str) -> String {
     const MAX: usize = 160;

@@ -19,6 +19,7 @@ use super::{
     setup,
 };
 use crate::{
+    fixtures::as_written::without_durable_meta,
     harness::unique_name,
     scenario::{CallStep, Expect, ExpectedOutcome},
 };
@@ -59,19 +60,6 @@ async fn list_tools(env: &StepEnv<'_>) -> Result<Vec<Value>, Failure> {
             .ok_or_else(|| Failure::Violated("list_tools did not answer a list".into())),
         other => Err(Failure::Violated(format!("list_tools: {other:?}"))),
     }
-}
-
-/// A listed tool without the durable layer's own `_meta` keys (and without `_meta` when those
-/// were all it held).
-fn without_durable_meta(tool: &Value) -> Value {
-    let mut tool = tool.clone();
-    if let Some(meta) = tool.get_mut("_meta").and_then(Value::as_object_mut) {
-        meta.retain(|k, _| !k.starts_with("io.durable-mcp/"));
-        if meta.is_empty() {
-            tool.as_object_mut().map(|t| t.remove("_meta"));
-        }
-    }
-    tool
 }
 
 /// Runs one call step and checks its expectations; returns a one-line summary.
