@@ -27,6 +27,7 @@ mod python_client;
 mod secrets;
 mod server_restart;
 mod spec_rules;
+mod task_fidelity;
 mod temporal_tools;
 mod upstream_oauth;
 mod workflow_client;

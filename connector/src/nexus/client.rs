@@ -25,6 +25,7 @@ use super::{
     failure::{FailureSummary, summarize},
     handler::HandlerErrorKind,
     outage::{Backoff, is_transient},
+    times::OperationTimes,
 };
 use crate::temporal::{
     payload::{self, IdentityCodec, PayloadCodec, PayloadError},
@@ -193,6 +194,8 @@ pub struct OperationDescription {
     pub operation_token: String,
     /// Present once the operation closed.
     pub outcome: Option<OperationOutcome>,
+    /// When it was scheduled and last changed, as the server records them.
+    pub times: OperationTimes,
 }
 
 /// Why a client call failed.
@@ -504,6 +507,7 @@ impl OperationClient {
             })?
             .into_inner();
         let info = resp.info.unwrap_or_default();
+        let times = OperationTimes::of(&info);
         let status = OperationStatus::from(info.status());
         use describe_nexus_operation_execution_response::Outcome;
         let outcome = match resp.outcome {
@@ -526,6 +530,7 @@ impl OperationClient {
             headers: info.nexus_header,
             operation_token: info.operation_token,
             outcome,
+            times,
         })
     }
 

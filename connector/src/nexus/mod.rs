@@ -5,6 +5,7 @@ pub mod client;
 pub mod failure;
 pub mod handler;
 pub mod outage;
+pub mod times;
 pub mod worker;
 
 pub use client::{
@@ -15,4 +16,5 @@ pub use handler::{
     CancelContext, HandlerError, HandlerErrorKind, NexusLink, OperationError, OperationHandler,
     RetryBehavior, Service, StartContext, StartError, StartOutcome, start_fn,
 };
+pub use times::OperationTimes;
 pub use worker::{NexusWorker, NexusWorkerError, NexusWorkerOptions, ShutdownHandle};

@@ -202,7 +202,7 @@ impl NexusWorker {
                     request_deadline,
                     endpoint,
                 }) => {
-                    let deadline = request_deadline.and_then(timestamp_to_system_time);
+                    let deadline = request_deadline.and_then(crate::temporal::system_time);
                     let token = CancellationToken::new();
                     in_flight
                         .lock()
@@ -498,12 +498,6 @@ async fn complete(core: &CoreWorker, task_token: Vec<u8>, status: nexus_task_com
     if let Err(e) = core.complete_nexus_task(completion).await {
         warn!(error = %e, "could not complete a Nexus task");
     }
-}
-
-fn timestamp_to_system_time(ts: prost_wkt_types::Timestamp) -> Option<SystemTime> {
-    let secs = u64::try_from(ts.seconds).ok()?;
-    let nanos = u32::try_from(ts.nanos).ok()?;
-    SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
 }
 
 /// `durable-mcp@<host>-<pid>`: readable in the Temporal UI and unique per process.

@@ -81,6 +81,13 @@ pub fn proto_duration(d: Duration) -> prost_wkt_types::Duration {
     }
 }
 
+/// A protobuf timestamp as a system time (`None` before 1970 or out of range).
+pub fn system_time(ts: prost_wkt_types::Timestamp) -> Option<std::time::SystemTime> {
+    let secs = u64::try_from(ts.seconds).ok()?;
+    let nanos = u32::try_from(ts.nanos).ok()?;
+    std::time::SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
+}
+
 /// A protobuf duration as a std duration (negative becomes zero).
 pub fn std_duration(d: &prost_wkt_types::Duration) -> Duration {
     if d.seconds < 0 || d.nanos < 0 {

@@ -16,8 +16,7 @@ use rmcp::{
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
         CreateTaskResult, GetTaskParams, GetTaskResult, Implementation, ListToolsResult,
-        PaginatedRequestParams, ResultType, ServerCapabilities, ServerConfig, Task, TaskStatus,
-        Tool,
+        PaginatedRequestParams, ResultType, ServerCapabilities, ServerConfig, Tool,
     },
     service::RequestContext,
 };
@@ -45,7 +44,7 @@ use call::{Started, conflict_result, idempotency_key};
 use companion::{companion_tools, continues_as_task, is_companion};
 pub use logging::DEFAULT_LOG_LEVEL;
 use scope::{granted_scopes, insufficient_scope};
-use tasks::{now_rfc3339, supports_tasks, tasks_extension_required};
+use tasks::{supports_tasks, tasks_extension_required};
 
 /// How the connector names and times its operations.
 #[derive(Debug, Clone)]
@@ -359,9 +358,7 @@ impl ServerHandler for Typed {
             tokio::select! {
                 finished = self.finish_call(&op, deadline, &context.ct, progress, one_attempt) => finished?,
                 _ = tokio::time::sleep(self.inner.options.task_after) => {
-                    let now = now_rfc3339();
-                    let task = Task::new(self.task_id(&op, &scope), TaskStatus::Working, now.clone(), now)
-                        .with_poll_interval_ms(1000);
+                    let task = self.created_task(&op, &scope).await;
                     info!(operation_id = %op.operation_id, "tool call continues as a task");
                     return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
                 }

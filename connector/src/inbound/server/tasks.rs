@@ -1,6 +1,8 @@
 //! MCP tasks (R-CON-4, R-CON-6): signed, caller-scoped task IDs over Nexus operations, with no
 //! task table anywhere; `tasks/get` reads the operation, `tasks/cancel` cancels it.
 
+use std::time::SystemTime;
+
 use rmcp::{
     ErrorData as McpError, RoleServer,
     model::{DetailedTask, ErrorCode, TASKS_EXTENSION_ID, Task, TaskPayload, TaskStatus},
@@ -15,7 +17,7 @@ use crate::{
         task_ref::{CallerScope, KeyRing, TaskRef, caller_hash, sign_current, verify_with_ring},
     },
     mcp::outcome::{Outcome, to_call_tool_result_for},
-    nexus::{OperationOutcome, OperationRef, OperationStatus},
+    nexus::{OperationOutcome, OperationRef, OperationStatus, OperationTimes},
 };
 
 impl Connector {
@@ -71,10 +73,9 @@ impl Connector {
             .describe(&op)
             .await
             .map_err(|e| internal("reading the task", e))?;
-        let now = now_rfc3339();
-        let task =
-            Task::new(task_id, TaskStatus::Working, now.clone(), now).with_poll_interval_ms(1000);
-        let mut task = task;
+        let (created, updated) = task_times(described.times, SystemTime::now());
+        let mut task =
+            Task::new(task_id, TaskStatus::Working, created, updated).with_poll_interval_ms(1000);
         let payload = match (described.status, described.outcome) {
             (OperationStatus::Running | OperationStatus::Unknown, _) | (_, None) => {
                 // The upstream's latest progress message, when the tool reports one.
@@ -100,6 +101,26 @@ impl Connector {
         Ok(DetailedTask::new(task, payload))
     }
 
+    /// The task a call continues as (R-CON-6), with its times from Temporal (R-CON-29): the
+    /// same `createdAt` every later `tasks/get` reports.
+    pub(super) async fn created_task(&self, op: &OperationRef, scope: &CallerScope) -> Task {
+        let times = match self.inner.client.describe(op).await {
+            Ok(described) => described.times,
+            Err(e) => {
+                tracing::debug!(error = %e, "the new task's times are the connector's clock");
+                OperationTimes::default()
+            }
+        };
+        let (created, updated) = task_times(times, SystemTime::now());
+        Task::new(
+            self.task_id(op, scope),
+            TaskStatus::Working,
+            created,
+            updated,
+        )
+        .with_poll_interval_ms(1000)
+    }
+
     /// Requests cancellation of the task's operation, retrying for a while through a Temporal
     /// outage (R-CON-16); a cancel that still could not be delivered is an error, never dropped.
     pub async fn cancel_task_op(&self, task_id: &str, scope: &CallerScope) -> Result<(), McpError> {
@@ -116,8 +137,15 @@ impl Connector {
 /// How long `tasks/cancel` keeps trying to reach Temporal before it answers with an error.
 const TASK_CANCEL_OUTAGE_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
 
-pub(super) fn now_rfc3339() -> String {
-    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+/// A task's `createdAt` and `lastUpdatedAt` (R-CON-29), RFC 3339 with milliseconds: when its
+/// operation was scheduled and when its state last changed, as Temporal records them, so they
+/// hold still between reads and agree across replicas. `now` stands in only for a time the
+/// server did not give; `lastUpdatedAt` is never before `createdAt`.
+fn task_times(times: OperationTimes, now: SystemTime) -> (String, String) {
+    let created = times.scheduled.unwrap_or(now);
+    let updated = times.last_changed.unwrap_or(created).max(created);
+    let format = |t| humantime::format_rfc3339_millis(t).to_string();
+    (format(created), format(updated))
 }
 
 /// Whether the request's caller declared the tasks extension (per request for stateless
@@ -140,4 +168,50 @@ pub(super) fn tasks_extension_required() -> McpError {
         "this method needs the io.modelcontextprotocol/tasks extension",
         Some(json!({"requiredCapabilities": {"extensions": {TASKS_EXTENSION_ID: {}}}})),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn task_times_are_temporals_and_never_run_backwards() {
+        let at = |s| Some(SystemTime::UNIX_EPOCH + Duration::from_secs(s));
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000_000);
+        let times = OperationTimes {
+            scheduled: at(1_800_000_000),
+            last_changed: at(1_800_000_002),
+        };
+        assert_eq!(
+            task_times(times, now),
+            (
+                "2027-01-15T08:00:00.000Z".to_owned(),
+                "2027-01-15T08:00:02.000Z".to_owned()
+            ),
+            "the clock plays no part"
+        );
+        let (created, updated) = task_times(
+            OperationTimes {
+                scheduled: at(1_800_000_000),
+                last_changed: None,
+            },
+            now,
+        );
+        assert_eq!(created, updated);
+        let (created, updated) = task_times(OperationTimes::default(), now);
+        assert_eq!(
+            (created.as_str(), updated.as_str()),
+            ("2033-05-18T03:33:20.000Z", "2033-05-18T03:33:20.000Z")
+        );
+        let (created, updated) = task_times(
+            OperationTimes {
+                scheduled: at(1_800_000_005),
+                last_changed: at(1_800_000_000),
+            },
+            now,
+        );
+        assert!(created <= updated, "{created} <= {updated}");
+    }
 }
