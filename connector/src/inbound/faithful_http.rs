@@ -8,18 +8,25 @@
 //! response body goes out (one JSON body, or the events of an event stream, each passed on as
 //! soon as it is complete so progress and log messages stay live) the response with that id is
 //! written with [`written_result`] instead, keeping what rmcp decided for the peer. Everything
-//! else passes byte for byte. The answers live as long as the request: nothing is kept once its
-//! response was written.
+//! else passes byte for byte. A stateless request's answers live as long as the request: nothing
+//! is kept once its response was written.
 //!
-//! Limits: an event stream replayed on a later GET (`Last-Event-ID` resumption) carries rmcp's
-//! typed view, since that request kept no answers.
+//! Replays: rmcp keeps a session request's events (typed) for a `GET` with `Last-Event-ID`, the
+//! way a client resumes a stream it lost, for a minute after the request completed. So a
+//! session's answers are kept beside them (while the request runs and [`REPLAY_KEPT`]
+//! after) and a replay is written with them too. Without a session (stateless
+//! 2026-07-28 requests) rmcp keeps nothing to replay, and neither does this.
 
-use std::sync::{Arc, Mutex};
+use std::{
+    collections::HashMap,
+    sync::{Arc, LazyLock, Mutex},
+    time::{Duration, Instant},
+};
 
 use axum::{
     body::{Body, Bytes},
     extract::Request,
-    http::{Method, header::CONTENT_TYPE},
+    http::{HeaderMap, Method, header::CONTENT_TYPE},
     middleware::Next,
     response::Response,
 };
@@ -41,15 +48,43 @@ pub fn keep_answer(context: &RequestContext<RoleServer>, value: Value) {
 
 /// Axum middleware (`axum::middleware::from_fn(write_faithfully)`) around rmcp's
 /// `StreamableHttpService` serving [`super::server::Connector::typed`]: its `tools/list` and
-/// `tools/call` answers are written as the tool service gave them. `durable-mcp-connector`
-/// mounts it; a library host mounting the connector itself adds it the same way.
+/// `tools/call` answers are written as the tool service gave them, also when a session's stream
+/// is replayed. `durable-mcp-connector` mounts it; a library host mounting the connector itself
+/// adds it the same way.
 pub async fn write_faithfully(mut request: Request, next: Next) -> Response {
+    let session = session_of(request.headers());
+    if request.method() == Method::GET && request.headers().contains_key(LAST_EVENT_ID) {
+        let response = next.run(request).await;
+        return match session {
+            Some(session) => {
+                let lookup = move |id: &Value| REPLAYS.find(&session, id, Instant::now());
+                rewrite_body(response, Arc::new(lookup)).await
+            }
+            None => response,
+        };
+    }
     if request.method() != Method::POST {
         return next.run(request).await;
     }
     let answers = HttpAnswers::default();
     request.extensions_mut().insert(answers.clone());
+    let lookup: Lookup = match session {
+        Some(session) => {
+            REPLAYS.keep(&session, &answers, Instant::now());
+            Arc::new(move |id: &Value| answers.get(id))
+        }
+        None => Arc::new(move |id: &Value| answers.take(id)),
+    };
     let response = next.run(request).await;
+    rewrite_body(response, lookup).await
+}
+
+/// Finds the answer as written for a JSON-RPC response id.
+type Lookup = Arc<dyn Fn(&Value) -> Option<Value> + Send + Sync>;
+
+/// The response with its answers written from `lookup`: one JSON body, or the events of an
+/// event stream, each passed on as soon as it is complete.
+async fn rewrite_body(response: Response, lookup: Lookup) -> Response {
     let kind = response
         .headers()
         .get(CONTENT_TYPE)
@@ -61,7 +96,7 @@ pub async fn write_faithfully(mut request: Request, next: Next) -> Response {
         let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
             return Response::from_parts(parts, Body::empty());
         };
-        let rewritten = rewrite_message(&bytes, &answers).map_or(bytes, Bytes::from);
+        let rewritten = rewrite_message(&bytes, &*lookup).map_or(bytes, Bytes::from);
         let mut parts = parts;
         parts.headers.remove(axum::http::header::CONTENT_LENGTH);
         return Response::from_parts(parts, Body::from(rewritten));
@@ -74,7 +109,7 @@ pub async fn write_faithfully(mut request: Request, next: Next) -> Response {
     let stream = body
         .into_data_stream()
         .map(move |chunk| {
-            chunk.map(|bytes| Bytes::from(events.lock().unwrap().push(&bytes, &answers)))
+            chunk.map(|bytes| Bytes::from(events.lock().unwrap().push(&bytes, &*lookup)))
         })
         .chain(futures::stream::once(async move {
             Ok(Bytes::from(rest.lock().unwrap().finish()))
@@ -91,7 +126,7 @@ struct EventSplitter {
 
 impl EventSplitter {
     /// The complete events so far, rewritten; an incomplete one waits for more bytes.
-    fn push(&mut self, bytes: &[u8], answers: &HttpAnswers) -> Vec<u8> {
+    fn push(&mut self, bytes: &[u8], answers: &dyn Fn(&Value) -> Option<Value>) -> Vec<u8> {
         self.pending.extend_from_slice(bytes);
         let mut out = Vec::new();
         while let Some(end) = self.pending.windows(2).position(|w| w == b"\n\n") {
@@ -109,7 +144,7 @@ impl EventSplitter {
 
 /// One event (`field: value` lines and the blank line) with its `data` rewritten, if it is the
 /// answer to a request that kept one; `None` leaves it as it is.
-fn rewrite_event(event: &[u8], answers: &HttpAnswers) -> Option<Vec<u8>> {
+fn rewrite_event(event: &[u8], answers: &dyn Fn(&Value) -> Option<Value>) -> Option<Vec<u8>> {
     let text = std::str::from_utf8(event).ok()?;
     let lines: Vec<&str> = text.split('\n').collect();
     let mut data = lines
@@ -139,17 +174,107 @@ fn rewrite_event(event: &[u8], answers: &HttpAnswers) -> Option<Vec<u8>> {
 }
 
 /// A JSON-RPC message rewritten when it answers a request whose answer was kept.
-fn rewrite_message(json: &[u8], answers: &HttpAnswers) -> Option<Vec<u8>> {
+fn rewrite_message(json: &[u8], answers: &dyn Fn(&Value) -> Option<Value>) -> Option<Vec<u8>> {
     let mut message: Value = serde_json::from_slice(json).ok()?;
     let object = message.as_object_mut()?;
     if object.contains_key("method") {
         return None;
     }
     let typed = object.get("result")?;
-    let written = answers.take(object.get("id")?)?;
+    let written = answers(object.get("id")?)?;
     let answer = written_result(typed, written)?;
     object.insert("result".into(), answer);
     serde_json::to_vec(&message).ok()
+}
+
+/// The session a request belongs to (`Mcp-Session-Id`), if any.
+fn session_of(headers: &HeaderMap) -> Option<String> {
+    let id = headers.get("mcp-session-id")?.to_str().ok()?;
+    (!id.is_empty()).then(|| id.to_owned())
+}
+
+const LAST_EVENT_ID: &str = "last-event-id";
+
+/// How long a session's answers stay for a replay once their request ended (its handler done
+/// and its response written): rmcp keeps its typed copies a minute
+/// (`SessionConfig::DEFAULT_COMPLETED_CACHE_TTL`); this outlasts them.
+pub const REPLAY_KEPT: Duration = Duration::from_secs(90);
+
+/// Pruned at most this often, so a busy connector does not scan every kept answer per request.
+const PRUNE_EVERY: Duration = Duration::from_secs(1);
+
+/// Every session's answers for replays, process-wide: the layer is a plain function, and
+/// session ids are random, so connectors sharing a process never see each other's. A replay
+/// only reads its own session's answers; under inbound auth (R-CON-9, which runs first) only the
+/// caller that opened a session can use its id.
+static REPLAYS: LazyLock<Replays> = LazyLock::new(Replays::default);
+
+/// The answers of session requests, by session id.
+#[derive(Default)]
+struct Replays(Mutex<ReplayState>);
+
+#[derive(Default)]
+struct ReplayState {
+    sessions: HashMap<String, Vec<Kept>>,
+    pruned: Option<Instant>,
+}
+
+/// One request's answers, and when its request was first seen ended.
+struct Kept {
+    answers: HttpAnswers,
+    ended: Option<Instant>,
+}
+
+impl Replays {
+    /// Keeps a session request's answers for replays.
+    fn keep(&self, session: &str, answers: &HttpAnswers, now: Instant) {
+        let mut state = self.0.lock().unwrap();
+        state.prune(now);
+        state
+            .sessions
+            .entry(session.to_owned())
+            .or_default()
+            .push(Kept {
+                answers: answers.clone(),
+                ended: None,
+            });
+    }
+
+    /// The answer as written to the session's request with this JSON-RPC id.
+    fn find(&self, session: &str, id: &Value, now: Instant) -> Option<Value> {
+        let mut state = self.0.lock().unwrap();
+        state.prune(now);
+        state
+            .sessions
+            .get(session)?
+            .iter()
+            .rev()
+            .find_map(|k| k.answers.get(id))
+    }
+}
+
+impl ReplayState {
+    /// Drops the answers of requests that ended over [`REPLAY_KEPT`] ago (at once when they
+    /// kept none), at most every [`PRUNE_EVERY`].
+    fn prune(&mut self, now: Instant) {
+        if self
+            .pruned
+            .is_some_and(|at| now.saturating_duration_since(at) < PRUNE_EVERY)
+        {
+            return;
+        }
+        self.pruned = Some(now);
+        self.sessions.retain(|_, kept| {
+            kept.retain_mut(|k| {
+                if k.answers.in_use() {
+                    return true;
+                }
+                let ended = *k.ended.get_or_insert(now);
+                !k.answers.is_empty() && now.saturating_duration_since(ended) < REPLAY_KEPT
+            });
+            !kept.is_empty()
+        });
+    }
 }
 
 #[cfg(test)]
@@ -162,6 +287,10 @@ mod tests {
         let answers = HttpAnswers::default();
         answers.insert_for_test(&id, written);
         answers
+    }
+
+    fn taking(answers: &HttpAnswers) -> impl Fn(&Value) -> Option<Value> + '_ {
+        move |id| answers.take(id)
     }
 
     #[test]
@@ -179,7 +308,7 @@ mod tests {
         let mut out = Vec::new();
         // Cut anywhere: events are written whole, as soon as they are complete.
         for chunk in stream.chunks(5) {
-            out.extend(splitter.push(chunk, &answers));
+            out.extend(splitter.push(chunk, &taking(&answers)));
         }
         out.extend(splitter.finish());
         let text = String::from_utf8(out).unwrap();
@@ -205,14 +334,45 @@ mod tests {
         let answers = answers_with(json!("7"), json!({"content": [], "n": 1}));
         let other = br#"{"jsonrpc":"2.0","id":7,"result":{"content":[]}}"#;
         assert!(
-            rewrite_message(other, &answers).is_none(),
+            rewrite_message(other, &taking(&answers)).is_none(),
             "a number id is not the string id"
         );
         let error = br#"{"jsonrpc":"2.0","id":"7","error":{"code":-32603,"message":"m"}}"#;
-        assert!(rewrite_message(error, &answers).is_none());
+        assert!(rewrite_message(error, &taking(&answers)).is_none());
         let body = br#"{"jsonrpc":"2.0","id":"7","result":{"content":[]}}"#;
         let rewritten: Value =
-            serde_json::from_slice(&rewrite_message(body, &answers).unwrap()).unwrap();
+            serde_json::from_slice(&rewrite_message(body, &taking(&answers)).unwrap()).unwrap();
         assert_eq!(rewritten["result"], json!({"content": [], "n": 1}));
+    }
+
+    #[test]
+    fn a_sessions_answers_stay_for_replays_while_in_use_and_a_while_after() {
+        let replays = Replays::default();
+        let t0 = Instant::now();
+        let answers = answers_with(json!(3), json!({"content": [], "n": 1}));
+        replays.keep("s1", &answers, t0);
+        replays.keep("s1", &HttpAnswers::default(), t0);
+        assert_eq!(
+            replays.find("s1", &json!(3), t0),
+            Some(json!({"content": [], "n": 1}))
+        );
+        assert_eq!(replays.find("s2", &json!(3), t0), None, "another session's");
+        // The request is still in flight (the handler holds its answers): kept however long.
+        let later = t0 + REPLAY_KEPT * 3;
+        assert!(replays.find("s1", &json!(3), later).is_some());
+        drop(answers);
+        let ended = later + PRUNE_EVERY;
+        assert!(
+            replays.find("s1", &json!(3), ended).is_some(),
+            "kept after it ended"
+        );
+        assert_eq!(
+            replays.0.lock().unwrap().sessions["s1"].len(),
+            1,
+            "a request that kept no answer is dropped at once"
+        );
+        let gone = ended + REPLAY_KEPT + PRUNE_EVERY;
+        assert_eq!(replays.find("s1", &json!(3), gone), None);
+        assert!(replays.0.lock().unwrap().sessions.is_empty());
     }
 }

@@ -57,6 +57,21 @@ impl HttpAnswers {
         self.0.lock().unwrap().remove(&id.to_string())
     }
 
+    /// The answer kept for the JSON-RPC response with this `id`, kept for a later replay.
+    pub fn get(&self, id: &Value) -> Option<Value> {
+        self.0.lock().unwrap().get(&id.to_string()).cloned()
+    }
+
+    /// Whether anything besides the caller holds these answers: the request's handler or its
+    /// response body (both end with the request).
+    pub(crate) fn in_use(&self) -> bool {
+        Arc::strong_count(&self.0) > 1
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.lock().unwrap().is_empty()
+    }
+
     #[cfg(test)]
     pub(crate) fn insert_for_test(&self, id: &Value, value: Value) {
         self.0.lock().unwrap().insert(id.to_string(), value);

@@ -332,6 +332,8 @@ impl ServerHandler for Typed {
             let json = self
                 .call_companion(&request.name, &arguments, &scope)
                 .await?;
+            // `task_result` answers the call's own result: written as the tool wrote it.
+            faithful::keep(self.written.as_ref(), &context, json.clone());
             return complete(json);
         }
         // The call holds its in-flight slot (R-CON-17) until this answer: a result, or a task.
