@@ -608,3 +608,47 @@ async fn unauthenticated_http_on_a_public_address_is_refused_unless_allowed() {
     let log = allowed.startup_log.join("\n");
     assert!(log.contains("has no authentication"), "{log}");
 }
+
+/// R-CON-30: a JSON POST body rmcp cannot read gets HTTP 400 with a JSON-RPC error (-32700 for
+/// a body that is not JSON, -32600 for JSON that is not one JSON-RPC 2.0 message), not rmcp's
+/// 415; a wrong `Content-Type` keeps its 415, and a readable body is served as before.
+#[tokio::test]
+async fn unreadable_bodies_get_json_rpc_errors_and_a_wrong_content_type_keeps_415() {
+    let env = TestEnv::shared("connector-http-unreadable").await;
+    let (server, shutdown) =
+        serve_connector_http(connector_for(&env, "mock"), loopback_http_options()).await;
+    let _stop = shutdown.drop_guard();
+    let http = reqwest::Client::new();
+    let post = |content_type: &'static str, body: &'static str| {
+        let request = http
+            .post(&server.url)
+            .header("content-type", content_type)
+            .header("accept", "application/json, text/event-stream")
+            .body(body);
+        async move {
+            let response = request.send().await.expect("POST to the connector");
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap_or_default())
+        }
+    };
+    for (body, code) in [
+        ("{\"jsonrpc\": \"2.0\", \"id\": 1,", -32700),
+        (
+            "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]",
+            -32600,
+        ),
+        ("{\"id\": 3, \"hello\": true}", -32600),
+    ] {
+        let (status, answer) = post("application/json", body).await;
+        assert_eq!(status, 400, "{body}: {answer}");
+        let answer: serde_json::Value = serde_json::from_str(&answer)
+            .unwrap_or_else(|e| panic!("{body}: a JSON-RPC error, not {answer:?}: {e}"));
+        assert_eq!(answer["jsonrpc"], "2.0", "{answer}");
+        assert_eq!(answer["error"]["code"], code, "{body}: {answer}");
+    }
+    let (status, _) = post("text/plain", INITIALIZE).await;
+    assert_eq!(status, 415, "a wrong Content-Type is rmcp's 415");
+    let (status, answer) = post("application/json", INITIALIZE).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("protocolVersion"), "{answer}");
+}

@@ -194,7 +194,9 @@ fn mcp_config(
     bound: SocketAddr,
     ct: CancellationToken,
 ) -> StreamableHttpServerConfig {
-    let mut config = StreamableHttpServerConfig::default().with_cancellation_token(ct);
+    let mut config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(ct)
+        .with_max_request_body_bytes(super::unreadable_body::MAX_REQUEST_BODY_BYTES);
     // Defaults are loopback only; add, never replace (an empty list disables the check).
     let mut hosts = config.allowed_hosts.clone();
     let ip = bound.ip();
@@ -259,8 +261,12 @@ fn router_counting(
         mcp_config(options, bound, mcp_ct),
     );
     // Answers written as the tool service gave them, not as rmcp's typed view (R-CON-12).
+    // Unreadable bodies get JSON-RPC errors, not rmcp's 415 (R-CON-30).
     let mut mcp = axum::Router::new()
         .fallback_service(service)
+        .layer(axum::middleware::from_fn(
+            super::unreadable_body::answer_unreadable_bodies,
+        ))
         .layer(axum::middleware::from_fn(
             super::faithful_http::write_faithfully,
         ));

@@ -8,7 +8,8 @@
 //!
 //! The I/O around them: [`server`] (the rmcp `ServerHandler`), [`http`] (Streamable HTTP in
 //! axum, on the bounded accept loop of [`listener`], with [`faithful_http`] writing answers as
-//! the tool service gave them), [`auth`] (inbound OAuth: bearer tokens to caller scopes) and [`progress`] (the
+//! the tool service gave them and [`unreadable_body`] answering bodies rmcp cannot read with
+//! JSON-RPC errors), [`auth`] (inbound OAuth: bearer tokens to caller scopes) and [`progress`] (the
 //! upstream's progress for waiting callers).
 
 pub mod auth;
@@ -20,3 +21,4 @@ pub mod progress;
 pub mod route;
 pub mod server;
 pub mod task_ref;
+pub mod unreadable_body;
