@@ -34,7 +34,11 @@ use rmcp::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::scenario::{ConnectorDef, ConnectorTransport};
+use super::wire_check::RawClient;
+use crate::{
+    fixtures::{RawHttpClient, everything::RawStdioClient},
+    scenario::{ConnectorDef, ConnectorTransport},
+};
 
 /// The MCP client of one replica.
 pub(crate) type McpClient = RunningService<RoleClient, ScenarioClient>;
@@ -88,10 +92,18 @@ pub(crate) struct Replicas {
     running: HashMap<String, Replica>,
 }
 
-/// One running replica: its client, and what stops an HTTP server.
+/// One running replica: its client, what stops an HTTP server, and how a raw client reaches it.
 struct Replica {
     client: McpClient,
     server: Option<CancellationToken>,
+    raw: RawTarget,
+}
+
+/// How a raw JSON-RPC client (no MCP SDK) reaches a replica: its HTTP URL, or, for a pipe
+/// replica, the same connector served once more over a fresh in-memory pipe.
+enum RawTarget {
+    Url(String),
+    Pipe(Connector),
 }
 
 impl Replica {
@@ -174,6 +186,7 @@ impl Replicas {
             logs: Arc::default(),
         };
         if def.transport == ConnectorTransport::Pipe {
+            let raw = RawTarget::Pipe(connector.clone());
             let (server_side, client_side) = tokio::io::duplex(1 << 20);
             tokio::spawn(async move {
                 match connector.serve(tokio::io::split(server_side)).await {
@@ -187,6 +200,7 @@ impl Replicas {
             return Ok(Replica {
                 client,
                 server: None,
+                raw,
             });
         }
         let stop = CancellationToken::new();
@@ -211,11 +225,39 @@ impl Replicas {
         Ok(Replica {
             client,
             server: Some(stop),
+            raw: RawTarget::Url(server.url.clone()),
         })
     }
 
     /// The client of replica `name`, or of the first replica.
     pub fn get(&self, name: Option<&str>) -> anyhow::Result<&McpClient> {
+        self.replica(name).map(|r| &r.client)
+    }
+
+    /// A raw JSON-RPC client (no MCP SDK, no capabilities) of replica `name`, or of the first:
+    /// a session of its own over HTTP, or the same connector served over a fresh pipe.
+    pub async fn raw_client(&self, name: Option<&str>) -> anyhow::Result<RawClient> {
+        match &self.replica(name)?.raw {
+            RawTarget::Url(url) => Ok(RawClient::Http(Box::new(
+                RawHttpClient::initialize(url).await?,
+            ))),
+            RawTarget::Pipe(connector) => {
+                let (server_side, client_side) = tokio::io::duplex(1 << 22);
+                let connector = connector.clone();
+                tokio::spawn(async move {
+                    if let Ok(running) = connector.serve(tokio::io::split(server_side)).await {
+                        let _ = running.waiting().await;
+                    }
+                });
+                let (read, write) = tokio::io::split(client_side);
+                Ok(RawClient::Lines(Box::new(
+                    RawStdioClient::over(read, write).await?,
+                )))
+            }
+        }
+    }
+
+    fn replica(&self, name: Option<&str>) -> anyhow::Result<&Replica> {
         let name = match name {
             Some(n) => n,
             None => self
@@ -226,7 +268,6 @@ impl Replicas {
         };
         self.running
             .get(name)
-            .map(|r| &r.client)
             .ok_or_else(|| anyhow::anyhow!("no connector named {name:?}"))
     }
 

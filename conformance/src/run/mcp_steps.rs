@@ -143,7 +143,8 @@ pub(crate) async fn run_mcp_call(
         fill_placeholders(value, &env.placeholders);
         fill_task_ids(value, env)?;
     }
-    let mut params = CallToolRequestParams::new(call.tool.clone()).with_arguments(arguments);
+    let mut params =
+        CallToolRequestParams::new(call.tool.clone()).with_arguments(arguments.clone());
     if let Some(key) = &call.idempotency_key {
         params.meta =
             Some(serde_json::from_value(json!({ "idempotencyKey": key })).map_err(setup)?);
@@ -244,7 +245,11 @@ pub(crate) async fn run_mcp_call(
             )));
         }
     }
-    check_answer(env, expect, answer, Some(&call.tool), call.key()).await
+    let mut summary = check_answer(env, expect, answer, Some(&call.tool), call.key()).await?;
+    if expect.wire_matches_upstream {
+        super::wire_check::check_wire(env, call, &arguments, &mut summary).await?;
+    }
+    Ok(summary)
 }
 
 /// How long the notifications a connector wrote before a result may lag behind it.

@@ -7,6 +7,7 @@ mod connector_driver;
 mod mcp_steps;
 mod nexus_call;
 pub(crate) mod proxy_process;
+mod wire_check;
 mod workflows;
 
 use std::{
@@ -245,6 +246,9 @@ pub(crate) struct StepEnv<'a> {
     /// The upstream's spec and (stdio) the file the mock reads it from.
     spec: UpstreamSpec,
     spec_file: Option<PathBuf>,
+    /// The mock upstream's transport, when the scenario has a mock upstream without a fault
+    /// (`expect.wire_matches_upstream` calls a twin of it).
+    mock: Option<UpstreamTransport>,
     /// What `mcp` step arguments may name: `{run}` and `{task_queue}`.
     placeholders: Vec<(&'static str, String)>,
 }
@@ -427,6 +431,8 @@ async fn execute(
         launcher,
         spec,
         spec_file,
+        mock: (scenario.tool_service.is_none() && scenario.upstream.fault.is_none())
+            .then_some(scenario.upstream.transport),
         placeholders: vec![
             ("{run}", crate::harness::unique_name("run")),
             ("{task_queue}", task_queue.clone()),

@@ -17,7 +17,8 @@
 //! behavior = { kind = "fail_times", times = 2, error = { kind = "json_rpc", code = -32603, message = "x" } }
 //! # also: title, description, input_schema, output_schema, _meta, execution, icons (listed as
 //! # written, unknown keys and integers kept); behavior kinds: echo | fail_times | is_error | sleep
-//! # | crash | all_content | large | progress | log | written (a CallToolResult JSON answered as written)
+//! # | crash | all_content | large | progress | log | written (a CallToolResult JSON answered as written,
+//! # after `ms` or the argument `sleep_ms`)
 //! # fault = { kind = "status", code = 503, times = 2 }  # http only: a wiremock upstream that echoes
 //! #                            # and injects status | reset | stall (ms) into the first `times` calls
 //!
@@ -87,6 +88,9 @@
 //! snapshot = "name"            # optional: the result (times, ids redacted) == fixtures/snapshots/<name>.snap (insta)
 //! written = { content = [] }    # optional (call): the result is exactly this JSON (1 is not 1.0)
 //! listed = { name = "t" }       # optional (call): list_tools lists the tool as exactly this (durable _meta aside)
+//! wire_matches_upstream = true # optional (mcp, result): the same call and listing read raw (no MCP SDK)
+//!                              # through the connector equal a direct call to a twin of the mock upstream
+//!                              # field for field (namespaced _meta and execution.taskSupport aside)
 //! save = "first"               # remember this answer (and task ID) for later steps
 //! same_as = "first"            # this answer (result, task ID or error) equals the saved one
 //! ```
@@ -478,6 +482,17 @@ impl Scenario {
                 }
                 _ => {}
             }
+            if step
+                .expect
+                .as_ref()
+                .is_some_and(|e| e.wire_matches_upstream)
+                && (self.tool_service.is_some() || self.upstream.fault.is_some())
+            {
+                bail!(
+                    "{field}.expect.wire_matches_upstream: needs a mock upstream without a fault \
+                     (it calls a twin of the upstream directly)"
+                );
+            }
         }
         Ok(())
     }
@@ -754,6 +769,38 @@ mod tests {
             err.contains("upstream.tools") && err.contains("echo"),
             "{err}"
         );
+    }
+
+    const WIRE: &str = r#"
+        id = "fidelity/x"
+        family = "fidelity"
+        rules = ["R-CON-12"]
+        [upstream]
+        [[upstream.tools]]
+        name = "echo"
+        [[connectors]]
+        name = "a"
+        [[steps]]
+        mcp = { tool = "echo" }
+        [steps.expect]
+        outcome = "result"
+        wire_matches_upstream = true
+    "#;
+
+    #[test]
+    fn wire_checks_need_an_mcp_result_and_a_mock_upstream() {
+        Scenario::parse(WIRE, Path::new("x.toml")).unwrap();
+        let field = "steps[0].expect.wire_matches_upstream";
+        let call = WIRE.replace("mcp = { tool", "call = { tool");
+        assert!(parse_err(&call).contains(field), "{}", parse_err(&call));
+        let task = WIRE.replace("outcome = \"result\"", "outcome = \"task\"");
+        assert!(parse_err(&task).contains(field), "{}", parse_err(&task));
+        let faulty = WIRE.replace(
+            "[upstream]",
+            "[upstream]\n        transport = \"http\"\n        fault = { kind = \"reset\", times = 1 }",
+        );
+        let err = parse_err(&faulty);
+        assert!(err.contains(field) && err.contains("fault"), "{err}");
     }
 
     /// The format documented here and in `scenarios/README.md` is the same text.

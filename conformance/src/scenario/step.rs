@@ -368,6 +368,15 @@ pub struct Expect {
     /// this JSON, apart from the durable layer's own `_meta` keys (`io.durable-mcp/...`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listed: Option<serde_json::Value>,
+    /// `mcp`: the step's `tools/call` (its tool and arguments, without its idempotency key) and
+    /// `tools/list`, sent again as raw JSON-RPC (no MCP SDK in between) through the step's
+    /// connector replica and straight to a twin of the upstream (the same mock program and
+    /// spec, writing no ledger), are answered with the same JSON values field for field (`1`
+    /// is not `1.0`, nothing dropped): the result apart from the durable layer's namespaced
+    /// `_meta` keys, the step's tool as listed apart from those and `execution.taskSupport`,
+    /// which says what the connector offers (R-CON-12).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wire_matches_upstream: bool,
     /// The result's `structuredContent` includes these keys with these values (objects are
     /// compared key by key, recursively; anything else must be equal).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -557,6 +566,13 @@ pub(crate) fn validate_step(
     }
     if (e.written.is_some() || e.listed.is_some()) && !(is_call && has_result) {
         bail!("{field}.expect: written and listed only apply to a call step ending in a result");
+    }
+    if e.wire_matches_upstream
+        && !(matches!(action, Action::Mcp(_)) && e.outcome == ExpectedOutcome::Result)
+    {
+        bail!(
+            "{field}.expect.wire_matches_upstream: only applies to an mcp step ending in a result"
+        );
     }
     if e.error_code.is_some() && e.outcome != ExpectedOutcome::Error {
         bail!("{field}.expect.error_code: only applies to outcome = \"error\"");
