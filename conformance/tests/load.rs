@@ -2,8 +2,9 @@
 //! through its real processes on a real dev server. Its figures are printed, never asserted
 //! (speed belongs to benchmarks), and so are its errors: a call that failed and said so (a
 //! timeout on a loaded machine) is not lost. What is asserted is that no call was lost (never
-//! run, no error reported) or run twice (R-CNF-13), and that every path produced its rows (the
-//! peer may be skipped, with its reason, without Python).
+//! run, no error reported) or run twice (R-CNF-13), that every path produced its rows (the
+//! peer may be skipped, with its reason, without Python), and that the connector was read with
+//! 50 MCP tasks in flight (R-CNF-16).
 
 const BIN: &str = env!("CARGO_BIN_EXE_durable-mcp-conformance");
 
@@ -44,4 +45,21 @@ fn load_short_runs_every_path_and_loses_no_call() {
         }
         assert_eq!(ran, 2, "{path} has a row per concurrency level:\n{stdout}");
     }
+    // The connector's memory with tasks in flight (R-CNF-16): every call became a task, none
+    // was lost or run twice after the cancel.
+    let tasks = &report["tasks_run"];
+    assert!(
+        tasks.is_object(),
+        "no tasks run: {}\n{stdout}",
+        report["tasks_failed"]
+    );
+    assert_eq!(tasks["tasks"], 50, "{tasks}");
+    assert_eq!(tasks["created"], 50, "every call becomes a task: {tasks}");
+    assert_eq!(tasks["tally"]["lost"], 0, "{tasks}");
+    assert_eq!(tasks["tally"]["duplicated"], 0, "{tasks}");
+    assert!(tasks["idle_rss_mib"].as_f64().unwrap() > 0.0, "{tasks}");
+    assert!(
+        tasks["in_flight_rss_mib"].as_f64().unwrap() > 0.0,
+        "{tasks}"
+    );
 }

@@ -89,12 +89,14 @@ enum Command {
     /// temporalio-mcp 0.2.0 (pip-installed into the cache; skipped when Python is missing).
     /// Each Temporal path gets a fresh dev server. Per row: p50/p90/p99, calls/s, errors,
     /// lost and duplicated calls, CPU ms per call of every process, peak RSS and the server's
-    /// RPCs and database operations per call. Build with --release for real figures.
+    /// RPCs and database operations per call. Then the connector's memory: its VmRSS idle and
+    /// with --tasks-in-flight MCP tasks open. Build with --release for real figures.
     ///
     /// Examples:
     ///   durable-mcp-conformance load
     ///   durable-mcp-conformance load --short --json target/load.json
     ///   durable-mcp-conformance load --paths floor,full-http --concurrency 16 --count 10000
+    ///   durable-mcp-conformance load --paths full-http --concurrency 1 --tasks-in-flight 1000
     #[command(verbatim_doc_comment)]
     Load(durable_mcp_conformance::load::LoadArgs),
     /// The load run's floor worker (started by `load` itself).

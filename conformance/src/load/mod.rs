@@ -5,9 +5,9 @@
 //!
 //! Files: `paths` (what each path runs and how it calls), `floor` (the floor's worker),
 //! `peer` (the peer's install, worker and client), `measure` (the driver and percentiles),
-//! `loss` (which calls were lost or run twice),
-//! `procstat` (CPU and RSS from `/proc`), `metrics` (the server's Prometheus counters),
-//! `report` (the table and JSON).
+//! `loss` (which calls were lost or run twice), `tasks` (the connector's memory with many MCP
+//! tasks in flight), `procstat` (CPU and RSS from `/proc`), `metrics` (the server's Prometheus
+//! counters), `report` (the table and JSON).
 
 pub mod floor;
 pub mod loss;
@@ -17,6 +17,7 @@ pub mod paths;
 pub mod peer;
 pub mod procstat;
 pub mod report;
+pub mod tasks;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -43,14 +44,21 @@ pub struct LoadArgs {
     /// Calls per row (at least twice the row's concurrency).
     #[arg(long, default_value_t = 400)]
     pub calls: usize,
-    /// A few hundred calls in all (concurrency 1 and 16, 100 calls a row): checks the
-    /// machinery, as CI does.
+    /// A few hundred calls in all (concurrency 1 and 16, 100 calls a row, 50 tasks in
+    /// flight): checks the machinery, as CI does.
     #[arg(long)]
     pub short: bool,
     /// Then this many calls in a row through the full path over HTTP at concurrency 64,
     /// counting lost and duplicated calls (e.g. --count 10000).
     #[arg(long, value_name = "N")]
     pub count: Option<usize>,
+    /// Then, with the full path over HTTP, a connector of its own is read (VmRSS) idle after
+    /// initialize and with this many MCP tasks in flight: as many calls of a slow tool opened
+    /// at once by a client declaring the tasks extension, each becoming a task; then all are
+    /// cancelled and followed to their end (none may be lost or run twice). 0 skips it.
+    /// [default: 1000, or 50 with --short]
+    #[arg(long, value_name = "N")]
+    pub tasks_in_flight: Option<usize>,
     /// Only these paths (comma-separated): direct, floor, full-http, full-stdio, peer.
     #[arg(long, value_delimiter = ',', value_parser = parse_path)]
     pub paths: Vec<PathKind>,
@@ -86,6 +94,13 @@ impl LoadArgs {
         }
     }
 
+    fn tasks(&self) -> usize {
+        self.tasks_in_flight.unwrap_or(match self.short {
+            true => tasks::SHORT_TASKS,
+            false => 1000,
+        })
+    }
+
     fn calls_at(&self, concurrency: usize) -> usize {
         if self.short {
             100
@@ -119,6 +134,8 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
         rows: Vec::new(),
         skipped: Vec::new(),
         count_run: None,
+        tasks_run: None,
+        tasks_failed: None,
     };
     let peer = if selected.contains(&PathKind::Peer) {
         match peer::python()
@@ -222,6 +239,25 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
         }
         if let Ok(caller) = Arc::try_unwrap(caller) {
             caller.close().await;
+        }
+        if let (PathKind::FullHttp, Some(server), Some(route), n @ 1..) =
+            (kind, server.as_ref(), setup.route.as_deref(), args.tasks())
+        {
+            eprintln!("load: {} with {n} tasks in flight", kind.label());
+            let prefix = format!("{run_id}-tasks-");
+            match tasks::run(server, route, n, &prefix, &ledger, &path_dir).await {
+                Ok(run) => {
+                    eprintln!(
+                        "load: connector VmRSS idle {:.1} MiB, with {} tasks in flight {:.1} MiB",
+                        run.idle_rss_mib, run.in_flight, run.in_flight_rss_mib
+                    );
+                    report.tasks_run = Some(run);
+                }
+                Err(e) => {
+                    eprintln!("load: the tasks run failed: {e:#}");
+                    report.tasks_failed = Some(format!("{e:#}"));
+                }
+            }
         }
         for child in setup.children {
             child.stop().await;

@@ -171,7 +171,7 @@ impl Child {
 
 /// Spawns `command` with stdout and stderr in `log` and waits until `log` has a line starting
 /// with `marker`; answers the rest of that line.
-async fn spawn_until(
+pub(super) async fn spawn_until(
     role: &'static str,
     mut command: Command,
     log: &Path,
@@ -221,6 +221,8 @@ pub async fn start_upstream(dir: &Path, ledger: &Path) -> anyhow::Result<(Child,
 pub struct Setup {
     pub caller: Caller,
     pub children: Vec<Child>,
+    /// The full path's connector `--route` (its proxy's endpoint), for more connectors.
+    pub route: Option<String>,
 }
 
 /// Starts what `kind` needs on `server` (none for [`PathKind::Direct`]) and checks one call.
@@ -232,6 +234,7 @@ pub async fn start(
     peer: Option<&(String, PathBuf)>,
 ) -> anyhow::Result<Setup> {
     let mut children = Vec::new();
+    let mut connector_route = None;
     let caller = match kind {
         PathKind::Direct => Caller::Mcp(
             ().serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
@@ -280,6 +283,7 @@ pub async fn start(
                 "-p durable-mcp",
             )?);
             let route = format!("{{service: {SERVICE}, endpoint: {endpoint}}}");
+            connector_route = Some(route.clone());
             if kind == PathKind::FullHttp {
                 let mut command = connector;
                 command
@@ -375,7 +379,11 @@ pub async fn start(
             Err(_) => anyhow::bail!("{}: the warm-up call got no answer in 30 s", kind.label()),
         }
     }
-    Ok(Setup { caller, children })
+    Ok(Setup {
+        caller,
+        children,
+        route: connector_route,
+    })
 }
 
 /// `durable-mcp-proxy` as a child with a generated config fronting the HTTP upstream.
@@ -416,7 +424,7 @@ fn start_proxy(
 }
 
 /// A random task-signing key for the HTTP connector (it refuses to start without one).
-fn signing_key() -> String {
+pub(super) fn signing_key() -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(uuid::Uuid::new_v4().as_bytes().repeat(2))
 }

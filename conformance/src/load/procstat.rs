@@ -10,6 +10,8 @@ pub struct ProcSample {
     pub cpu: Duration,
     /// Peak resident set size (`VmHWM`), in KiB.
     pub peak_rss_kib: u64,
+    /// Resident set size now (`VmRSS`), in KiB.
+    pub rss_kib: u64,
 }
 
 /// Reads `/proc/<pid>/stat` and `/proc/<pid>/status`; `None` once the process is gone (or off
@@ -23,6 +25,7 @@ pub fn sample(pid: u32) -> Option<ProcSample> {
     Some(ProcSample {
         cpu: Duration::from_secs_f64(ticks as f64 / per_second),
         peak_rss_kib: peak_rss_kib(&status).unwrap_or(0),
+        rss_kib: status_kib(&status, "VmRSS:").unwrap_or(0),
     })
 }
 
@@ -39,9 +42,14 @@ pub fn cpu_ticks(stat: &str) -> Option<u64> {
 
 /// `VmHWM` from `/proc/<pid>/status`, in KiB.
 pub fn peak_rss_kib(status: &str) -> Option<u64> {
+    status_kib(status, "VmHWM:")
+}
+
+/// A `field:` line of `/proc/<pid>/status` (`VmRSS:`, `VmHWM:`), in KiB.
+fn status_kib(status: &str, field: &str) -> Option<u64> {
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .find_map(|l| l.strip_prefix(field))?
         .split_whitespace()
         .next()?
         .parse()
@@ -64,6 +72,7 @@ mod tests {
     fn reads_the_peak_resident_set() {
         let status = "Name:\tx\nVmPeak:\t  9000 kB\nVmHWM:\t   2048 kB\nVmRSS:\t 1024 kB\n";
         assert_eq!(peak_rss_kib(status), Some(2048));
+        assert_eq!(status_kib(status, "VmRSS:"), Some(1024));
         assert_eq!(peak_rss_kib("Name: x\n"), None);
     }
 
@@ -71,5 +80,6 @@ mod tests {
     fn samples_this_process() {
         let me = sample(std::process::id()).expect("this process is readable");
         assert!(me.peak_rss_kib > 0);
+        assert!(me.rss_kib > 0 && me.rss_kib <= me.peak_rss_kib);
     }
 }

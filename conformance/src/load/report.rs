@@ -3,7 +3,7 @@
 
 use std::{collections::BTreeMap, fmt::Write as _};
 
-use super::{metrics::Counters, paths::PathKind};
+use super::{metrics::Counters, paths::PathKind, tasks::TasksRun};
 
 /// One path at one concurrency.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -66,6 +66,10 @@ pub struct LoadReport {
     pub skipped: Vec<(PathKind, String)>,
     /// The `--count` run (full path over HTTP), if asked for.
     pub count_run: Option<Row>,
+    /// The connector's memory idle and with `--tasks-in-flight` MCP tasks (R-CNF-16).
+    pub tasks_run: Option<TasksRun>,
+    /// Why the tasks run did not finish, when it did not.
+    pub tasks_failed: Option<String>,
 }
 
 /// `a / b`, or `None` when either is missing or `b` is zero.
@@ -93,6 +97,10 @@ impl LoadReport {
             .iter()
             .chain(self.count_run.as_ref())
             .all(|r| r.lost == 0 && r.duplicated == 0)
+            && self
+                .tasks_run
+                .as_ref()
+                .is_none_or(|t| t.tally.lost == 0 && t.tally.duplicated == 0)
     }
 
     pub fn render(&self) -> String {
@@ -229,6 +237,12 @@ impl LoadReport {
                 ops.join(", ")
             );
         }
+        if let Some(t) = &self.tasks_run {
+            let _ = write!(out, "\n{}", render_tasks(t));
+        }
+        if let Some(why) = &self.tasks_failed {
+            let _ = writeln!(out, "\nCONNECTOR MEMORY: the tasks run failed: {why}");
+        }
         let lost: usize = self
             .rows
             .iter()
@@ -252,9 +266,70 @@ impl LoadReport {
     }
 }
 
+/// The connector's memory section (R-CNF-16).
+fn render_tasks(t: &TasksRun) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "CONNECTOR MEMORY (full path over HTTP; a connector of its own with {})",
+        t.connector_flags.join(" ")
+    );
+    let _ = writeln!(
+        out,
+        "idle, after initialize: VmRSS {:.1} MiB",
+        t.idle_rss_mib
+    );
+    let _ = writeln!(
+        out,
+        "{} calls of a slow tool opened at once by a task-capable client: {} became tasks in {:.1} s, {} in flight when read: VmRSS {:.1} MiB (highest while opening {:.1} MiB, VmHWM {:.1} MiB)",
+        t.tasks, t.created, t.open_s, t.in_flight, t.in_flight_rss_mib, t.peak_rss_mib, t.hwm_mib
+    );
+    let _ = writeln!(
+        out,
+        "then cancelled: {} cancelled, {} completed in {:.1} s; {} errors, {} lost, {} duplicated{}",
+        t.cancelled,
+        t.completed,
+        t.cancel_s,
+        t.tally.errors,
+        t.tally.lost,
+        t.tally.duplicated,
+        t.first_error
+            .as_ref()
+            .map_or(String::new(), |e| format!(" (first error: {e})"))
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_memory_section_names_flags_figures_and_losses() {
+        let t = TasksRun {
+            tasks: 50,
+            connector_flags: vec!["--max-in-flight".into(), "512".into()],
+            idle_rss_mib: 12.3,
+            in_flight_rss_mib: 30.0,
+            peak_rss_mib: 41.0,
+            hwm_mib: 41.5,
+            created: 50,
+            in_flight: 50,
+            cancelled: 50,
+            ..TasksRun::default()
+        };
+        let text = render_tasks(&t);
+        for part in [
+            "--max-in-flight 512",
+            "VmRSS 12.3 MiB",
+            "50 in flight when read: VmRSS 30.0 MiB",
+            "highest while opening 41.0 MiB",
+            "50 cancelled",
+            "0 lost, 0 duplicated",
+        ] {
+            assert!(text.contains(part), "{part:?} missing from:\n{text}");
+        }
+    }
 
     #[test]
     fn ratios_need_both_sides() {
