@@ -317,3 +317,81 @@ impl Drop for DropRecorder {
         }
     }
 }
+
+/// R-CON-37: learning how an operation failed costs no describe RPC when the failure itself
+/// tells it (counted by a dedicated dev server's own counters): an operation error of a sync
+/// handler, a canceled one, and a tool's failure through the proxy's Activity and its callback
+/// (a result too large to carry). Each used to cost one `DescribeNexusOperationExecution`.
+#[tokio::test]
+async fn a_failed_call_costs_no_describe() {
+    use durable_mcp_conformance::{
+        fixtures::Ledger,
+        harness::{DevServer, DevServerOptions},
+        load::metrics,
+    };
+    init_tracing();
+    let mut server = DevServer::start(DevServerOptions::default())
+        .await
+        .expect("dedicated dev server");
+    let address = server
+        .metrics_address()
+        .expect("the process backend serves its metrics");
+    let sync_env = TestEnv::on(&server, "nodescribe-sync").await;
+    let worker = sync_env.nexus_worker(vec![failing_service()]).await;
+    let proxy_env = TestEnv::on(&server, "nodescribe-proxy").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&proxy_env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let t = Duration::from_secs(60);
+    // Warm up: the proxy polls and has opened its upstream.
+    let warm = run(&proxy_env, "mock", "echo", json!({"key": "warm"}), t).await;
+    assert!(matches!(warm, OperationOutcome::Succeeded(_)), "{warm:?}");
+
+    let describes = |c: &metrics::Counters| {
+        c.0.get("frontend/DescribeNexusOperationExecution")
+            .copied()
+            .unwrap_or(0.0)
+    };
+    // The server publishes its counters about once a second: let the warm-up's land first.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = metrics::scrape(&address).await.unwrap();
+    let failed = run(
+        &sync_env,
+        "fail",
+        "fail",
+        json!({"kind": "operation-failed"}),
+        t,
+    )
+    .await;
+    assert!(
+        matches!(&failed, OperationOutcome::Failed { error_type: Some(e), handler_error: None, .. } if e == "ToolRefused"),
+        "{failed:?}"
+    );
+    let canceled = run(
+        &sync_env,
+        "fail",
+        "fail",
+        json!({"kind": "operation-canceled"}),
+        t,
+    )
+    .await;
+    assert!(
+        matches!(canceled, OperationOutcome::Canceled { .. }),
+        "{canceled:?}"
+    );
+    let too_large = run(&proxy_env, "mock", "large", json!({"key": "big"}), t).await;
+    assert!(
+        matches!(&too_large, OperationOutcome::Failed { error_type: Some(e), .. } if e == "ResultTooLarge"),
+        "{too_large:?}"
+    );
+    // The server publishes its counters about once a second.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let spent = metrics::scrape(&address).await.unwrap().since(&before);
+    assert_eq!(
+        describes(&spent),
+        0.0,
+        "three failed operations were described: {spent:?}"
+    );
+    worker.stop().await;
+    drop(_proxy);
+    let _ = server.stop().await;
+}

@@ -151,6 +151,26 @@ impl OperationOutcome {
     }
 }
 
+/// What a closed operation's failure alone tells about its status (R-CON-37), so that learning
+/// how a call failed costs no describe. The server closes an operation Canceled, TimedOut or
+/// Terminated with that failure outermost; an application failure outermost is a failed
+/// operation (the handler's operation error, or its work's failure through the completion
+/// callback); and an operation that had started (`started`: it has a token) ends by its
+/// completion callback, which makes it Canceled only with a canceled failure outermost, and
+/// Failed otherwise. `None` when only a describe can tell: a start that never succeeded and
+/// ended with a handler error, which the server may have retried until the operation timed out.
+pub fn status_from_failure(failure: &Failure, started: bool) -> Option<OperationStatus> {
+    use temporalio_protos::temporal::api::failure::v1::failure::FailureInfo;
+    match &failure.failure_info {
+        Some(FailureInfo::CanceledFailureInfo(_)) => Some(OperationStatus::Canceled),
+        Some(FailureInfo::TimeoutFailureInfo(_)) => Some(OperationStatus::TimedOut),
+        Some(FailureInfo::TerminatedFailureInfo(_)) => Some(OperationStatus::Terminated),
+        Some(FailureInfo::ApplicationFailureInfo(_)) => Some(OperationStatus::Failed),
+        _ if started => Some(OperationStatus::Failed),
+        _ => None,
+    }
+}
+
 /// An operation's status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OperationStatus {
@@ -433,9 +453,13 @@ impl OperationClient {
                 payload::decode_one(self.codec.as_ref(), p).await?,
             ))),
             Some(Outcome::Failure(f)) => {
-                // The failure chain alone can be ambiguous (a cancel wraps its cause): ask for
-                // the status, which is authoritative.
-                let status = self.describe(op).await.ok().map(|d| d.status);
+                // The failure chain alone can be ambiguous (a cancel wraps its cause): the status
+                // is authoritative. The failure itself tells it, except after a start that never
+                // succeeded; only then is it asked for (R-CON-37).
+                let status = match status_from_failure(&f, !resp.operation_token.is_empty()) {
+                    Some(status) => Some(status),
+                    None => self.describe(op).await.ok().map(|d| d.status),
+                };
                 Ok(Some(OperationOutcome::from_failure(&f, status)))
             }
         }
@@ -611,5 +635,87 @@ impl OperationClient {
                 OperationClientError::rpc("TerminateNexusOperationExecution", s, &op.operation_id)
             })?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use temporalio_protos::temporal::api::failure::v1::{
+        ApplicationFailureInfo, CanceledFailureInfo, NexusHandlerFailureInfo,
+        TerminatedFailureInfo, TimeoutFailureInfo, failure::FailureInfo,
+    };
+
+    fn failure(info: Option<FailureInfo>, cause: Option<Failure>) -> Failure {
+        Failure {
+            message: "m".into(),
+            failure_info: info,
+            cause: cause.map(Box::new),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_failures_outermost_kind_tells_the_status() {
+        let canceled = Some(FailureInfo::CanceledFailureInfo(
+            CanceledFailureInfo::default(),
+        ));
+        let timeout = Some(FailureInfo::TimeoutFailureInfo(
+            TimeoutFailureInfo::default(),
+        ));
+        let terminated = Some(FailureInfo::TerminatedFailureInfo(
+            TerminatedFailureInfo::default(),
+        ));
+        let application = Some(FailureInfo::ApplicationFailureInfo(
+            ApplicationFailureInfo::default(),
+        ));
+        let handler = Some(FailureInfo::NexusHandlerFailureInfo(
+            NexusHandlerFailureInfo::default(),
+        ));
+        for started in [false, true] {
+            let status = |info: &Option<FailureInfo>| {
+                status_from_failure(&failure(info.clone(), None), started)
+            };
+            assert_eq!(status(&canceled), Some(OperationStatus::Canceled));
+            assert_eq!(status(&timeout), Some(OperationStatus::TimedOut));
+            assert_eq!(status(&terminated), Some(OperationStatus::Terminated));
+            assert_eq!(status(&application), Some(OperationStatus::Failed));
+        }
+        // A handler error on a start that never succeeded may have been retried until the
+        // operation timed out: only a describe tells.
+        assert_eq!(
+            status_from_failure(&failure(handler.clone(), None), false),
+            None
+        );
+        assert_eq!(status_from_failure(&failure(None, None), false), None);
+        // Once started, the operation ended by its completion callback: failed.
+        assert_eq!(
+            status_from_failure(&failure(handler, None), true),
+            Some(OperationStatus::Failed)
+        );
+    }
+
+    #[test]
+    fn a_cancel_wrapping_a_timeout_stays_a_cancel_without_a_describe() {
+        // The ambiguity the status resolves: the chain holds both a cancel and a timeout.
+        let f = failure(
+            Some(FailureInfo::CanceledFailureInfo(
+                CanceledFailureInfo::default(),
+            )),
+            Some(failure(
+                Some(FailureInfo::TimeoutFailureInfo(
+                    TimeoutFailureInfo::default(),
+                )),
+                None,
+            )),
+        );
+        assert!(matches!(
+            OperationOutcome::from_failure(&f, None),
+            OperationOutcome::TimedOut { .. }
+        ));
+        assert!(matches!(
+            OperationOutcome::from_failure(&f, status_from_failure(&f, true)),
+            OperationOutcome::Canceled { .. }
+        ));
     }
 }
