@@ -76,6 +76,27 @@ fn spawn_proxy(config: &str, vars: &[(&str, &str)]) -> (tokio::process::Child, P
     (child, log_path)
 }
 
+/// Spawns `command` (a `durable-mcp-connector --transport http`) with the test signing key at
+/// `RUST_LOG=rust_log`, its stderr in a log file; once it announced its address: the child, the
+/// log file and the MCP URL.
+async fn spawn_http_connector(
+    mut command: tokio::process::Command,
+    rust_log: &str,
+) -> (tokio::process::Child, PathBuf, String) {
+    let log = temp_path("connector.log");
+    let mut child = command
+        .env("MCP_TASK_SIGNING_KEY", TEST_SIGNING_KEY)
+        .env("RUST_LOG", rust_log)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let url = announced(&log, "durable-mcp-connector listening on ", &mut child).await;
+    (child, log, url)
+}
+
 /// Asserts that none of `secrets` occurs in the log.
 fn assert_absent(log: &str, secrets: &[(&str, &str)]) {
     assert!(
@@ -99,8 +120,8 @@ async fn no_bearer_token_or_signing_key_reaches_the_connector_log() {
     let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
     let idp = TestIssuer::start().await;
     let config = idp.auth_config();
-    let log_path = temp_path("connector.log");
-    let mut child = connector_command(&env, "mock")
+    let mut command = connector_command(&env, "mock");
+    command
         .args([
             "--transport",
             "http",
@@ -110,16 +131,8 @@ async fn no_bearer_token_or_signing_key_reaches_the_connector_log() {
             "300ms",
         ])
         .arg("--auth-config")
-        .arg(&config)
-        .env("RUST_LOG", "trace")
-        .env("MCP_TASK_SIGNING_KEY", TEST_SIGNING_KEY)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log_path).unwrap())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let url = announced(&log_path, "durable-mcp-connector listening on ", &mut child).await;
+        .arg(&config);
+    let (mut child, log_path, url) = spawn_http_connector(command, "trace").await;
 
     let token = idp.token("alice", SCOPE, 1);
     let alice = client(&url, &token).await;
@@ -533,18 +546,27 @@ fn find(haystack: &[u8], needle: &str) -> bool {
 /// The standard mock plus `steps`: three progress notifications 2 s apart, then an echo (so
 /// the call heartbeats at least once).
 fn steps_spec() -> std::path::PathBuf {
+    spec_file_with(
+        "steps",
+        "reports progress three times, 2 s apart",
+        fixtures::Behavior::Progress { steps: 3, ms: 2000 },
+    )
+}
+
+/// The standard upstream spec plus one read-only tool, written to a file for the mock.
+fn spec_file_with(name: &str, description: &str, behavior: fixtures::Behavior) -> PathBuf {
     let mut spec = UpstreamSpec::standard();
     spec.tools.push(fixtures::ToolSpec {
-        name: "steps".into(),
+        name: name.into(),
         title: None,
-        description: Some("reports progress three times, 2 s apart".into()),
+        description: Some(description.into()),
         annotations: Some(json!({"readOnlyHint": true})),
         input_schema: None,
         output_schema: None,
         meta: None,
         execution: None,
         icons: None,
-        behavior: fixtures::Behavior::Progress { steps: 3, ms: 2000 },
+        behavior,
     });
     let path = temp_path("spec.json");
     std::fs::write(&path, serde_json::to_vec(&spec).unwrap()).unwrap();
@@ -619,8 +641,8 @@ args = ["--ledger", "{ledger}", "--spec", "{spec}"]
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let connector_log = temp_path("connector.log");
-    let mut connector = connector_command(&env, "local")
+    let mut command = connector_command(&env, "local");
+    command
         .args([
             "--transport",
             "http",
@@ -630,21 +652,8 @@ args = ["--ledger", "{ledger}", "--spec", "{spec}"]
             "300ms",
         ])
         .args(["--codec-endpoint", &codec.url])
-        .env("TEMPORAL_CODEC_AUTH", format!("Bearer {codec_token}"))
-        .env("MCP_TASK_SIGNING_KEY", TEST_SIGNING_KEY)
-        .env("RUST_LOG", "debug")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&connector_log).unwrap())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let url = announced(
-        &connector_log,
-        "durable-mcp-connector listening on ",
-        &mut connector,
-    )
-    .await;
+        .env("TEMPORAL_CODEC_AUTH", format!("Bearer {codec_token}"));
+    let (mut connector, connector_log, url) = spawn_http_connector(command, "debug").await;
 
     // A call that reports progress, so the Activity heartbeats: the connector must decode the
     // encrypted heartbeats to forward the progress.
@@ -789,4 +798,110 @@ args = ["--ledger", "{ledger}", "--spec", "{spec}"]
             log.display()
         );
     }
+}
+
+/// R-CON-33: rmcp logs whole JSON-RPC messages (a tool call's arguments and its result at
+/// `debug`, every notification it receives at `info`, everything at `trace`). With both binaries
+/// at `RUST_LOG=trace`, a call's argument and result, the upstream's log message and its
+/// progress message reach no line of the connector's or the proxy's log; the call is logged by
+/// its tool and sizes instead.
+#[tokio::test]
+async fn no_tool_argument_result_or_notification_reaches_a_log_line() {
+    let env = TestEnv::shared("secrets-contents").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let spec_path = spec_file_with(
+        "told",
+        "sends one log message, then echoes",
+        fixtures::Behavior::Log {
+            levels: vec!["warning".into()],
+            ms: 0,
+            every_ms: 0,
+        },
+    );
+    let config = format!(
+        r#"{head}
+[[upstream]]
+service = "local"
+transport = "stdio"
+command = "{mock}"
+args = ["--ledger", "{ledger}", "--spec", "{spec}"]
+"#,
+        head = proxy_toml_head(&env),
+        mock = fixtures::mock_upstream_bin().unwrap().display(),
+        ledger = ledger.path().display(),
+        spec = spec_path.display(),
+    );
+    let (mut proxy, proxy_log) = spawn_proxy(&config, &[]);
+    let mut command = connector_command(&env, "local");
+    command.args(["--transport", "http", "--addr", "127.0.0.1:0"]);
+    let (mut connector, connector_log, url) = spawn_http_connector(command, "trace").await;
+
+    let canary = format!("argument-canary-{}", uuid::Uuid::new_v4().simple());
+    let client = crate::support::session_http_client(&url).await;
+    for (tool, arguments) in [
+        // Not in `key`, which the mock upstream itself writes to its stderr (the proxy's log).
+        ("echo", json!({"key": "e", "note": canary})),
+        ("told", json!({"key": "t"})),
+        ("progress", json!({"key": "p"})),
+    ] {
+        let answer = client
+            .peer()
+            .call_tool_once(CallToolRequestParams::new(tool).with_arguments(args(arguments)))
+            .await
+            .unwrap();
+        let CallToolResponse::Complete(result) = answer else {
+            panic!("{tool}: {answer:?}")
+        };
+        assert_ne!(result.is_error, Some(true), "{tool}: {result:?}");
+        if tool == "echo" {
+            assert!(serde_json::to_string(&result).unwrap().contains(&canary));
+        }
+    }
+    client.cancel().await.unwrap();
+    connector.kill().await.unwrap();
+    proxy.kill().await.unwrap();
+
+    let contents = [
+        ("tool argument (and result)", canary.as_str()),
+        ("upstream log message", "warning from told"),
+        ("upstream progress message", "step 1 of 3"),
+    ];
+    let connector_text = without_colours(&std::fs::read_to_string(&connector_log).unwrap());
+    assert_absent(&connector_text, &contents);
+    let proxy_text = without_colours(&std::fs::read_to_string(&proxy_log).unwrap());
+    assert_absent(&proxy_text, &contents);
+    // What is logged instead: the tool, the operation and sizes.
+    assert!(
+        connector_text
+            .lines()
+            .any(|l| l.contains("tool call started")
+                && l.contains("tool=\"echo\"")
+                && l.contains("arguments_bytes=")),
+        "no start line with the tool and the arguments' size"
+    );
+    assert!(connector_text.contains("result_bytes="));
+    assert!(
+        proxy_text
+            .lines()
+            .any(|l| l.contains("tool call answered") && l.contains("result_bytes=")),
+        "no proxy line with the result's size"
+    );
+}
+
+/// `text` without its ANSI colour sequences (`ESC [ ... m`), as the log lines read.
+fn without_colours(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

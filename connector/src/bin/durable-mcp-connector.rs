@@ -186,13 +186,8 @@ fn parse_route_arg(s: &str) -> Result<Route, String> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // stdout is the MCP channel: logs go to stderr.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // stdout is the MCP channel: logs go to stderr, without MCP message contents (R-CON-33).
+    durable_mcp::mcp::logs::init_stderr_logging("warn");
     let cli = Cli::parse();
     let auth = match &cli.auth_config {
         Some(path) => Some(load_auth_config(

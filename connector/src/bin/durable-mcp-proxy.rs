@@ -37,12 +37,8 @@ struct Cli {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // Logs go to stderr, without MCP message contents (R-CON-33).
+    durable_mcp::mcp::logs::init_stderr_logging("info");
     let cli = Cli::parse();
     let config =
         config::load(&cli.config).map_err(|e| anyhow::anyhow!("{}: {e}", cli.config.display()))?;

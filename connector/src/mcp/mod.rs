@@ -10,13 +10,16 @@
 //! - [`errors`]: the stable error type names.
 //! - [`payload`]: MCP values as Temporal payloads (the `CallToolResult` marker).
 //! - [`local`]: tools a connector serves in-process beside its routed ones.
+//! - [`logs`]: the binaries' logger, which keeps MCP message contents out of log lines.
 //!
-//! Plain data and pure functions only; the I/O is in the layers above and below.
+//! Plain data and pure functions only (but for installing that logger); the I/O is in the
+//! layers above and below.
 
 pub mod call;
 pub mod errors;
 pub mod listing;
 pub mod local;
+pub mod logs;
 pub mod operation_name;
 pub mod outcome;
 pub mod payload;

@@ -125,6 +125,17 @@ pub enum OperationOutcome {
 }
 
 impl OperationOutcome {
+    /// How it ended, in one word, for log lines that must not hold the result or the message.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Succeeded(_) => "succeeded",
+            Self::Failed { .. } => "failed",
+            Self::Canceled { .. } => "canceled",
+            Self::TimedOut { .. } => "timed_out",
+            Self::Terminated { .. } => "terminated",
+        }
+    }
+
     /// Classifies a failure outcome by its chain; `status` (from describe) wins when known.
     pub fn from_failure(failure: &Failure, status: Option<OperationStatus>) -> Self {
         let FailureSummary {

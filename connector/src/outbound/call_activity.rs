@@ -221,6 +221,8 @@ impl ProxyActivities {
                             ),
                         ));
                     }
+                    // The tool and the size only: results are callers' data (R-CON-33).
+                    debug!(tool = %input.tool, result_bytes = payload.data.len(), "tool call answered");
                     return Ok(RawValue::new(vec![payload]));
                 }
                 Err(e) => e,

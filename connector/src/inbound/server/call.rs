@@ -8,7 +8,7 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::{Connector, internal::internal};
 use crate::{
@@ -52,7 +52,8 @@ impl Connector {
         let arguments = Value::Object(arguments);
         let input = payload::to_payload(&arguments)
             .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
-        check_arguments_size(tool, input.data.len())?;
+        let arguments_bytes = input.data.len();
+        check_arguments_size(tool, arguments_bytes)?;
         let client = &self.inner.client;
         let now = tokio::time::Instant::now();
         // Through a Temporal outage (R-CON-16) the start is retried for a while (same request
@@ -73,7 +74,8 @@ impl Connector {
                 .start_until(start, start_deadline)
                 .await
                 .map_err(|e| internal("starting the tool call", e))?;
-            info!(operation_id = %op.operation_id, tool, service = %route.service, "tool call started");
+            // The tool and sizes only: arguments are the caller's data (R-CON-33).
+            info!(operation_id = %op.operation_id, tool, service = %route.service, arguments_bytes, "tool call started");
             return Ok(Started::Op(Call { op, deadline, slot }));
         };
         let fingerprint_key = FingerprintKey::derive(&self.inner.options.signing_key);
@@ -104,7 +106,7 @@ impl Connector {
             .insert(FINGERPRINT_HEADER.into(), fingerprint.clone());
         let op = match client.start_until(start, start_deadline).await {
             Ok((op, true)) => {
-                info!(operation_id = %op.operation_id, tool, "idempotent tool call started");
+                info!(operation_id = %op.operation_id, tool, arguments_bytes, "idempotent tool call started");
                 return Ok(Started::Op(Call { op, deadline, slot }));
             }
             Ok((op, false)) => op,
@@ -178,6 +180,14 @@ impl Connector {
             }
             Err(e) => return Err(internal("waiting for the tool call", e)),
         };
+        match &outcome {
+            OperationOutcome::Succeeded(result) => {
+                debug!(operation_id = %op.operation_id, result_bytes = result.data.len(), "tool call succeeded");
+            }
+            other => {
+                debug!(operation_id = %op.operation_id, outcome = other.kind(), "tool call ended")
+            }
+        }
         // What the heartbeats could not show (a call shorter than the polling interval, log
         // messages missed live) travelled with the result: the caller gets it now, in order,
         // before the result.
