@@ -181,3 +181,58 @@ async fn a_cancel_sent_while_temporal_is_down_reaches_the_tool() {
     let mut server = server;
     server.stop().await.unwrap();
 }
+
+/// R-CON-34: when Temporal stays away past a call's outage budget (its timeout plus 30 s while
+/// waiting, its timeout while starting), the caller is not told to "try again later": the call
+/// may have run, and the answer says so and how a retry reaches the same call.
+#[tokio::test]
+async fn a_call_cut_off_by_a_lasting_outage_says_it_may_have_run() {
+    let mut server = restartable_server().await;
+    let env = TestEnv::on(&server, "outage-lasting").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let mut config = mock_stdio_upstream("mock", &ledger);
+    // Every tool advertises a 3 s timeout: the wait gives up 33 s after the start.
+    config.activity_options = ActivityOptions {
+        schedule_to_close_timeout: Some(Duration::from_secs(3)),
+        ..Default::default()
+    };
+    let proxy = start_proxy(&env, vec![config]);
+    let client = client_for(connector_for(&env, "mock")).await;
+    client.peer().list_all_tools().await.unwrap();
+
+    let call = tokio::spawn({
+        let peer = client.peer().clone();
+        async move {
+            peer.call_tool(tool_call("slow", json!({"key": "w", "sleep_ms": 60000})))
+                .await
+        }
+    });
+    assert_eq!(wait_for(&ledger, LedgerEvent::Called, "w", 30).await, 1);
+    server.stop().await.unwrap();
+    let waited = tokio::time::timeout(Duration::from_secs(120), call)
+        .await
+        .expect("the wait gives up within 120 s")
+        .unwrap()
+        .expect_err("no outcome could be read");
+    // A start while the server is down (the tool is known from the listing above).
+    let started = client
+        .peer()
+        .call_tool(tool_call("echo", json!({"key": "s"})))
+        .await
+        .expect_err("nothing could be started");
+    for (what, error) in [
+        ("waiting for the tool call", waited),
+        ("starting the tool call", started),
+    ] {
+        let text = error.to_string();
+        assert!(
+            text.contains(&format!("{what} failed"))
+                && text.contains("may have run")
+                && text.contains("idempotencyKey")
+                && !text.contains("Try again"),
+            "{text}"
+        );
+    }
+    client.cancel().await.unwrap();
+    drop(proxy);
+}

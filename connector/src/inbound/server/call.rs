@@ -10,7 +10,10 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::{Connector, internal::internal};
+use super::{
+    Connector,
+    internal::{internal, outcome_unknown},
+};
 use crate::{
     inbound::{
         idempotency::{
@@ -73,7 +76,7 @@ impl Connector {
             let (op, _) = client
                 .start_until(start, start_deadline)
                 .await
-                .map_err(|e| internal("starting the tool call", e))?;
+                .map_err(start_failed)?;
             // The tool and sizes only: arguments are the caller's data (R-CON-33).
             info!(operation_id = %op.operation_id, tool, service = %route.service, arguments_bytes, "tool call started");
             return Ok(Started::Op(Call { op, deadline, slot }));
@@ -115,7 +118,7 @@ impl Connector {
                 operation_id,
                 run_id: String::new(),
             },
-            Err(e) => return Err(internal("starting the tool call", e)),
+            Err(e) => return Err(start_failed(e)),
         };
         let existing = client
             .describe(&op)
@@ -178,7 +181,8 @@ impl Connector {
                     None,
                 ));
             }
-            Err(e) => return Err(internal("waiting for the tool call", e)),
+            // Started, and maybe run: never "try again" (R-CON-34).
+            Err(e) => return Err(outcome_unknown("waiting for the tool call", e)),
         };
         match &outcome {
             OperationOutcome::Succeeded(result) => {
@@ -232,6 +236,16 @@ impl Connector {
             }
             Started::Conflict => Ok(conflict_result()),
         }
+    }
+}
+
+/// The caller's error for a start that failed: refused (nothing started, R-CON-15), or cut
+/// off by an outage after which it may have reached Temporal (R-CON-34).
+fn start_failed(e: OperationClientError) -> McpError {
+    if e.is_transient() {
+        outcome_unknown("starting the tool call", e)
+    } else {
+        internal("starting the tool call", e)
     }
 }
 

@@ -16,6 +16,23 @@ pub fn internal(what: &str, detail: impl Display) -> McpError {
     McpError::internal_error(caller_message(what, &reference), None)
 }
 
+/// The caller's error for `what` failing, because of `detail`, after a tool call may have
+/// started (R-CON-34): Temporal went away while the call was being started or waited for. "Try
+/// again later" would invite a second run of a tool that may have run, so the caller reads
+/// that it may have run, and how a retry can reach this call instead of starting another.
+pub fn outcome_unknown(what: &str, detail: impl Display) -> McpError {
+    let reference = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+    warn!(%reference, error = %detail, "{what} failed; the call may have run");
+    McpError::internal_error(unknown_outcome_message(what, &reference), None)
+}
+
+/// What the caller reads when the call may have run.
+fn unknown_outcome_message(what: &str, reference: &str) -> String {
+    format!(
+        "{what} failed: the tool service could not be reached, after the call may have          started. The tool may have run, or may still be running: calling it again may run it          twice. A call with an idempotency key (_meta.idempotencyKey) can be repeated with the          same key, which returns this call's outcome instead of running the tool again; the          connector's operator can look up reference {reference} in its log."
+    )
+}
+
 /// What the caller reads.
 fn caller_message(what: &str, reference: &str) -> String {
     format!(
@@ -51,5 +68,25 @@ mod tests {
             );
         }
         assert!(error.data.is_none());
+    }
+
+    #[test]
+    fn a_call_that_may_have_started_says_it_may_have_run_and_how_to_retry_safely() {
+        let error = outcome_unknown(
+            "waiting for the tool call",
+            "status: Unavailable, message: \"secret-host:7233 refused\"",
+        );
+        let text = error.message.to_string();
+        assert!(
+            text.starts_with("waiting for the tool call failed: ")
+                && text.contains("may have run")
+                && text.contains("idempotencyKey")
+                && text.contains("reference "),
+            "{text}"
+        );
+        assert!(
+            !text.contains("Try again") && !text.contains("secret-host"),
+            "{text}"
+        );
     }
 }
