@@ -1,5 +1,6 @@
-//! R-CON-19: the HTTP connector closes connections that do not send their request headers in
-//! time (slowloris) or idle between requests, and serves at most `max_connections` at once.
+//! R-CON-19: the HTTP connector closes connections that do not send their request headers or
+//! body in time (slowloris) or idle between requests, and serves at most `max_connections` at
+//! once.
 
 use std::time::Duration;
 
@@ -109,6 +110,56 @@ async fn slow_headers_and_idle_connections_are_closed_and_connections_are_capped
         .unwrap();
     assert!(String::from_utf8_lossy(&buf[..n]).contains("200"));
     drop(second);
+
+    shutdown.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
+}
+
+/// R-CON-19: hyper's timer covers a request's headers only; a POST whose body trickles in and
+/// stalls is answered 408 and closed after the same time, and its place under the cap is freed.
+#[tokio::test]
+async fn a_request_body_that_trickles_in_is_refused_and_frees_its_connection() {
+    let env = TestEnv::shared("connector-http-limits").await;
+    let mut options = loopback_http_options();
+    options.limits = ConnectionLimits {
+        header_read: Duration::from_secs(4),
+        max_connections: 1,
+    };
+    let (server, shutdown) = serve_connector_http(connector_for(&env, "none"), options).await;
+    let addr = server.local_addr;
+
+    let mut slow = TcpStream::connect(addr).await.unwrap();
+    slow.write_all(
+        b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+          Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{",
+    )
+    .await
+    .unwrap();
+    // A byte every 200 ms for a second, then nothing: the rest of the body never comes. (The
+    // writes stop before the deadline, so the server has read every byte it got and closes
+    // cleanly, and the answer can be read.)
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // (On a loaded machine the deadline may pass first: the answer is read below anyway.)
+        let _ = slow.write_all(b" ").await;
+    }
+    let mut answer = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(60), slow.read_to_end(&mut answer))
+        .await
+        .expect("a connection whose body does not arrive is closed within 60 s");
+    assert!(closed.is_ok(), "{closed:?}");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 408") && answer.contains("--http-header-timeout"),
+        "{answer}"
+    );
+
+    // The only place is free again.
+    let mut next = TcpStream::connect(addr).await.unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(60), health(&mut next))
+        .await
+        .expect("the next connection is served");
+    assert!(status.contains("200"), "{status}");
 
     shutdown.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;

@@ -42,6 +42,7 @@ use std::{
 };
 
 use anyhow::Context as _;
+use axum::response::IntoResponse as _;
 use futures::StreamExt as _;
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
@@ -255,11 +256,10 @@ fn router_counting(
         // Sessions the auth table evicts (a caller's oldest beyond its share) close here too.
         auth.close_evicted_sessions_in(sessions.clone());
     }
-    let service: StreamableHttpService<Typed, LocalSessionManager> = StreamableHttpService::new(
-        move || Ok(connector.typed()),
-        sessions,
-        mcp_config(options, bound, mcp_ct),
-    );
+    let config = mcp_config(options, bound, mcp_ct);
+    let (body_time, body_bytes) = (options.limits.header_read, config.max_request_body_bytes);
+    let service: StreamableHttpService<Typed, LocalSessionManager> =
+        StreamableHttpService::new(move || Ok(connector.typed()), sessions, config);
     // Answers written as the tool service gave them, not as rmcp's typed view (R-CON-12).
     // Unreadable bodies get JSON-RPC errors, not rmcp's 415 (R-CON-30).
     let mut mcp = axum::Router::new()
@@ -269,6 +269,12 @@ fn router_counting(
         ))
         .layer(axum::middleware::from_fn(
             super::faithful_http::write_faithfully,
+        ))
+        // Inside the bearer check: only an authenticated request's body is read (R-CON-19).
+        .layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| async move {
+                read_body_in_time(body_time, body_bytes, request, next).await
+            },
         ));
     if let Some(auth) = &options.auth {
         let auth = auth.clone();
@@ -303,6 +309,59 @@ fn router_counting(
         }
     }
     router.nest_service(&options.path, mcp)
+}
+
+/// Reads a POST's whole body within `time`, at most `max_bytes` of it, before rmcp sees the
+/// request (R-CON-19). hyper's timer covers a request's headers only, so a client that sent
+/// its body a byte at a time held its connection, and a place under `--http-max-connections`,
+/// for as long as it liked. An MCP request is one JSON message that rmcp reads whole anyway.
+/// A body too slow or too large is answered (408, 413) and the connection closed.
+async fn read_body_in_time(
+    time: Duration,
+    max_bytes: usize,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::StatusCode;
+    if request.method() != axum::http::Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let read = async {
+        let mut chunks = body.into_data_stream();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(|_| StatusCode::BAD_REQUEST)?;
+            if bytes.len() + chunk.len() > max_bytes {
+                return Err(StatusCode::PAYLOAD_TOO_LARGE);
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
+    };
+    let refused = |status: StatusCode, why: String| {
+        tracing::debug!(%status, "request body refused: {why}");
+        (status, [(axum::http::header::CONNECTION, "close")], why).into_response()
+    };
+    match tokio::time::timeout(time, read).await {
+        Ok(Ok(bytes)) => {
+            let body = axum::body::Body::from(bytes);
+            next.run(axum::extract::Request::from_parts(parts, body))
+                .await
+        }
+        Ok(Err(status)) if status == StatusCode::PAYLOAD_TOO_LARGE => refused(
+            status,
+            format!("the request body is over {max_bytes} bytes; an MCP request must be smaller"),
+        ),
+        Ok(Err(status)) => refused(status, "the request body broke off".into()),
+        Err(_) => refused(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request body did not arrive within {} (--http-header-timeout); send the whole request at once",
+                humantime::format_duration(time)
+            ),
+        ),
+    }
 }
 
 /// Counts POSTs (MCP requests) until their response body ends or is dropped. GETs are the
