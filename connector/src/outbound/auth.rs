@@ -18,6 +18,7 @@ use serde::Deserialize;
 use tokio::time::Instant;
 
 use super::config::ClientCredentials;
+use crate::temporal::direct_http::client_builder;
 
 /// Why no token could be had. Its text never holds a token or a secret.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -65,7 +66,9 @@ pub struct ClientCredentialsProvider {
 
 impl ClientCredentialsProvider {
     pub fn new(config: ClientCredentials) -> Self {
-        let http = reqwest::Client::builder()
+        // A token endpoint on loopback is reached directly, never through a proxy from the
+        // environment: the client secret travels to it (R-PAY-7).
+        let http = client_builder(&config.token_url)
             .timeout(TOKEN_REQUEST_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
             .build()

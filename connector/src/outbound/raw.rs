@@ -219,13 +219,15 @@ impl TapHttpClient {
     /// Redirects are not followed (a redirect would replay headers to wherever it points);
     /// idle connections are not pooled, as in rmcp's own default client (it avoids delayed-ACK
     /// stalls on reused connections). Errors lose the upstream's URL and its `secrets`.
-    /// With `auth`, every request carries its token.
+    /// With `auth`, every request carries its token. An upstream on loopback is reached
+    /// directly, never through a proxy from the environment (R-PAY-7).
     pub fn new(
+        endpoint: &url::Url,
         raw: RawResults,
         secrets: UrlSecrets,
         auth: Option<Arc<dyn AuthProvider>>,
     ) -> Result<Self, reqwest::Error> {
-        let inner = reqwest::Client::builder()
+        let inner = crate::temporal::direct_http::client_builder(endpoint)
             .pool_max_idle_per_host(0)
             .redirect(reqwest::redirect::Policy::none())
             .build()?;

@@ -617,7 +617,7 @@ async fn open(
                 backoff.base_duration = Duration::from_millis(200);
                 backoff.max_delay = Some(Duration::from_secs(2));
                 config.retry_config = Arc::new(backoff);
-                let client = TapHttpClient::new(raw.clone(), secrets.clone(), auth.clone())
+                let client = TapHttpClient::new(url, raw.clone(), secrets.clone(), auth.clone())
                     .map_err(|e| connect_error(format!("cannot build the HTTP client: {e}")))?;
                 let transport = StreamableHttpClientTransport::with_client(client, config);
                 // Where it failed, with the secrets shown as `***`.

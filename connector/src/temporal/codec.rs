@@ -8,7 +8,7 @@
 //! runaway codec server fails a call instead of holding it or exhausting memory (R-PAY-5).
 //! [`SdkCodec`] hands the same codec to the Temporal SDK's workers (R-PRX-20).
 
-use std::{collections::HashMap, net::IpAddr, sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use base64::{Engine, engine::general_purpose::STANDARD};
 use futures::future::BoxFuture;
@@ -18,7 +18,10 @@ use temporalio_common::data_converters::{
 };
 use temporalio_protos::temporal::api::common::v1::Payload;
 
-use super::payload::{PayloadCodec, PayloadError};
+use super::{
+    direct_http::{client_builder, is_loopback},
+    payload::{PayloadCodec, PayloadError},
+};
 
 /// The longest one codec request may take, connection included.
 pub const CODEC_TIMEOUT: Duration = Duration::from_secs(10);
@@ -90,15 +93,6 @@ struct WirePayload {
     data: String,
 }
 
-/// Whether plain `http` may carry payloads to `host`: only to this machine.
-fn is_loopback(host: &url::Host<&str>) -> bool {
-    match host {
-        url::Host::Domain(d) => d.eq_ignore_ascii_case("localhost"),
-        url::Host::Ipv4(ip) => ip.is_loopback(),
-        url::Host::Ipv6(ip) => IpAddr::V6(*ip).is_loopback(),
-    }
-}
-
 /// Checks a codec endpoint (R-PAY-5) and gives its base URL, ending in `/`.
 pub fn check_endpoint(endpoint: &str, field: &str) -> Result<url::Url, CodecConfigError> {
     let mut base = url::Url::parse(endpoint).map_err(|e| CodecConfigError::Url {
@@ -109,8 +103,8 @@ pub fn check_endpoint(endpoint: &str, field: &str) -> Result<url::Url, CodecConf
     match base.scheme() {
         "https" => {}
         "http" => {
-            let host = base.host();
-            if !host.as_ref().is_some_and(is_loopback) {
+            // Only to this machine: the codec sees payloads in clear.
+            if !is_loopback(&base) {
                 return Err(CodecConfigError::InsecureHttp {
                     field: field.into(),
                     host: base.host_str().unwrap_or_default().into(),
@@ -161,7 +155,8 @@ impl RemoteCodec {
             value_ok.set_sensitive(true);
             headers.insert(name_ok, value_ok);
         }
-        let http = reqwest::Client::builder()
+        // On loopback, never through a proxy from the environment (R-PAY-7).
+        let http = client_builder(&base)
             .redirect(reqwest::redirect::Policy::none())
             .timeout(options.timeout.unwrap_or(CODEC_TIMEOUT))
             .connect_timeout(options.timeout.unwrap_or(CODEC_TIMEOUT))

@@ -4,6 +4,7 @@
 
 pub mod activity;
 pub mod codec;
+pub mod direct_http;
 pub mod failure;
 pub mod payload;
 pub mod workflow;

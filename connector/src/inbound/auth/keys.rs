@@ -12,6 +12,8 @@ use jsonwebtoken::jwk::JwkSet;
 use serde::Deserialize;
 use url::Url;
 
+use crate::temporal::direct_http::client_builder;
+
 /// Cached keys older than this are fetched again (in the background: the old ones keep
 /// answering meanwhile).
 const MAX_AGE: Duration = Duration::from_secs(600);
@@ -50,7 +52,13 @@ struct IssuerMetadata {
 
 impl KeySource {
     pub fn new(issuer: &str, jwks_uri: Option<Url>) -> Self {
-        let http = reqwest::Client::builder()
+        // Keys from a provider on loopback are fetched directly, never through a proxy from
+        // the environment, which could hand out keys of its own (R-PAY-7).
+        let endpoint = jwks_uri.clone().or_else(|| Url::parse(issuer).ok());
+        let builder = endpoint
+            .as_ref()
+            .map_or_else(reqwest::Client::builder, client_builder);
+        let http = builder
             .timeout(Duration::from_secs(10))
             // Key material comes from where the configuration says, not from where a
             // redirect points.

@@ -224,15 +224,7 @@ fn sends_credentials_in_clear(url: &Url, has_headers: bool) -> bool {
     url.scheme() == "http" && carries && !is_loopback(url)
 }
 
-/// Whether `url`'s host is `localhost` or a loopback address.
-pub(super) fn is_loopback(url: &Url) -> bool {
-    match url.host() {
-        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    }
-}
+pub(super) use crate::temporal::direct_http::is_loopback;
 
 /// HTTP token characters (RFC 9110), the only ones a header name may have.
 fn is_header_name_byte(b: u8) -> bool {
