@@ -74,7 +74,7 @@ pub(crate) async fn run_call(
         unique_name(&format!("call-{}", call.tool)),
         env.endpoint,
         &env.service,
-        durable_mcp::mcp::operation_name::operation_for_tool(&call.tool),
+        step_operation(&call.tool),
         payload::to_payload(&arguments).map_err(setup)?,
     );
     start.schedule_to_close = Some(Duration::from_millis(call.timeout_ms.unwrap_or(60_000)));
@@ -208,4 +208,16 @@ pub(crate) async fn run_call(
     env.saved
         .check_and_save(expect, answer, None, &mut summary)?;
     Ok(summary)
+}
+
+/// The Nexus operation a `call` step starts: `list_tools` is the reserved listing itself
+/// (R-NXC-2), any other name the tool's operation (R-NXC-5; a tool named `list_tools` is
+/// `list~5Ftools`).
+fn step_operation(tool: &str) -> String {
+    use durable_mcp::mcp::{listing::LIST_TOOLS, operation_name::operation_for_tool};
+    if tool == LIST_TOOLS {
+        LIST_TOOLS.to_owned()
+    } else {
+        operation_for_tool(tool)
+    }
 }

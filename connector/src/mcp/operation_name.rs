@@ -5,9 +5,13 @@
 //! splits it and the call ends in a `NOT_FOUND` handler error. Every byte outside MCP's
 //! tool-name characters (`A-Z a-z 0-9 _ - .`), and `~` itself, is written as `~` and two
 //! upper-case hex digits of its UTF-8 byte; a name made only of dots (`.`, `..`, which a path
-//! would collapse) has its dots written so too. Every name MCP recommends maps to itself, so
+//! would collapse) has its dots written so too, and a tool named like the reserved listing
+//! operation (`list_tools`) has its `_` written so (`list~5Ftools`), so that calling it does not
+//! list the tools. Every other name MCP recommends maps to itself, so
 //! existing operations and Workflow histories are unchanged. The connector, the in-Workflow
 //! client and native services encode; the proxy decodes.
+
+use super::listing::LIST_TOOLS;
 
 /// The escape byte: unreserved in URLs, so it travels through a path untouched.
 const ESCAPE: u8 = b'~';
@@ -15,9 +19,13 @@ const ESCAPE: u8 = b'~';
 /// The Nexus operation name for the MCP tool `tool`.
 pub fn operation_for_tool(tool: &str) -> String {
     let only_dots = !tool.is_empty() && tool.bytes().all(|b| b == b'.');
+    // The listing's own operation is not the tool of that name: its `_` is escaped.
+    let reserved = tool == LIST_TOOLS;
     let mut out = String::with_capacity(tool.len());
     for b in tool.bytes() {
-        if (b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')) && !only_dots {
+        let plain =
+            b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.') || (b == b'_' && !reserved);
+        if plain && !only_dots {
             out.push(b as char);
         } else {
             out.push_str(&format!("~{b:02X}"));
@@ -62,7 +70,7 @@ mod tests {
             "DATA_EXPORT_v2",
             "admin.tools.list",
             "a-b",
-            "list_tools",
+            "list_tools_v2",
         ] {
             assert_eq!(operation_for_tool(name), name);
             assert_eq!(tool_for_operation(name).as_deref(), Some(name));
@@ -78,6 +86,8 @@ mod tests {
             ("%2F", "~252F"),
             ("é", "~C3~A9"),
             ("..", "~2E~2E"),
+            // The tool of that name is not the reserved listing operation.
+            ("list_tools", "list~5Ftools"),
             (".", "~2E"),
             ("", ""),
         ] {
@@ -88,7 +98,17 @@ mod tests {
 
     #[test]
     fn names_no_tool_encodes_to_are_refused() {
-        for op in ["a~", "a~2", "a~zz", "a~2f", "~41", "~FF", "a/b", "a.~2E"] {
+        for op in [
+            "a~",
+            "a~2",
+            "a~zz",
+            "a~2f",
+            "~41",
+            "~FF",
+            "a/b",
+            "a.~2E",
+            "list_tools",
+        ] {
             assert_eq!(tool_for_operation(op), None, "{op:?}");
         }
     }

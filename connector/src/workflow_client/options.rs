@@ -8,8 +8,6 @@ use temporalio_sdk::{
     NexusOperationCancellationType, NexusOperationOptions, WorkflowCancellationToken,
 };
 
-use crate::mcp::operation_name::operation_for_tool;
-
 /// The schedule-to-close of a call whose tool advertises no timeout: the connector's default
 /// (`--default-timeout`, R-CON-3).
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(300);
@@ -63,7 +61,8 @@ pub fn call_timeout(explicit: Option<Duration>, advertised: Option<Duration>) ->
     explicit.or(advertised).unwrap_or(DEFAULT_CALL_TIMEOUT)
 }
 
-/// The Nexus operation a call (or a listing) schedules.
+/// The Nexus operation a call (or a listing) schedules; `operation` is the Nexus operation's
+/// name (a tool's is `mcp::operation_name::operation_for_tool` of it, R-NXC-5).
 pub fn nexus_options(
     endpoint: &str,
     service: &str,
@@ -75,7 +74,7 @@ pub fn nexus_options(
     let mut built = NexusOperationOptions::builder()
         .endpoint(endpoint)
         .service(service)
-        .operation(operation_for_tool(operation))
+        .operation(operation)
         .input(input)
         .schedule_to_close_timeout(timeout)
         .nexus_header(options.headers.iter().cloned().collect())

@@ -18,6 +18,7 @@ use crate::{
     mcp::{
         errors::ToolCallErrorType,
         listing::{LIST_TOOLS, advertised_timeout},
+        operation_name::operation_for_tool,
         payload,
     },
     nexus::OperationOutcome,
@@ -72,7 +73,13 @@ impl<W> McpTools<W> {
         let input = payload::to_payload(&Value::Object(Default::default()))
             .map_err(|e| protocol_error(LIST_TOOLS, e.to_string()))?;
         let outcome = self
-            .run(LIST_TOOLS, input, LIST_TIMEOUT, &CallOptions::default())
+            .run(
+                LIST_TOOLS,
+                LIST_TOOLS,
+                input,
+                LIST_TIMEOUT,
+                &CallOptions::default(),
+            )
             .await?;
         let tools = tool_list(outcome)?;
         let timeouts = tools
@@ -134,7 +141,9 @@ impl<W> McpTools<W> {
             options.timeout,
             self.advertised_timeout(name, &options).await?,
         );
-        let outcome = self.run(name, input, timeout, &options).await?;
+        let outcome = self
+            .run(name, &operation_for_tool(name), input, timeout, &options)
+            .await?;
         call_result(name, outcome)
     }
 
@@ -158,10 +167,12 @@ impl<W> McpTools<W> {
             .and_then(|t| t.get(name).copied().flatten()))
     }
 
-    /// Schedules one Nexus operation and waits for its end.
+    /// Schedules one Nexus operation (`nexus_operation`, for the tool or listing `operation`)
+    /// and waits for its end.
     async fn run(
         &self,
         operation: &str,
+        nexus_operation: &str,
         input: temporalio_protos::temporal::api::common::v1::Payload,
         timeout: Duration,
         options: &CallOptions,
@@ -171,7 +182,7 @@ impl<W> McpTools<W> {
             .start_nexus_operation(nexus_options(
                 &self.endpoint,
                 &self.service,
-                operation,
+                nexus_operation,
                 input,
                 timeout,
                 options,

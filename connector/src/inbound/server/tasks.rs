@@ -16,7 +16,10 @@ use crate::{
         progress::{ProgressSource, call_progress},
         task_ref::{CallerScope, KeyRing, TaskRef, caller_hash, sign_current, verify_with_ring},
     },
-    mcp::outcome::{Outcome, to_call_tool_result_for},
+    mcp::{
+        operation_name::tool_for_operation,
+        outcome::{Outcome, to_call_tool_result_for},
+    },
     nexus::{OperationOutcome, OperationRef, OperationStatus, OperationTimes},
 };
 
@@ -91,7 +94,10 @@ impl Connector {
             }
             (_, Some(OperationOutcome::Canceled { .. })) => TaskPayload::Cancelled,
             (_, Some(outcome)) => {
-                let one_attempt = self.one_attempt(&described.operation).await;
+                // The listing names the tool, not its escaped operation name (R-NXC-5).
+                let tool = tool_for_operation(&described.operation)
+                    .unwrap_or_else(|| described.operation.clone());
+                let one_attempt = self.one_attempt(&tool).await;
                 match to_call_tool_result_for(&Outcome::from_operation(outcome), one_attempt) {
                     Value::Object(result) => TaskPayload::Completed { result },
                     _ => TaskPayload::Working,
