@@ -123,7 +123,7 @@ struct Cli {
     /// With --auth-config: the most MCP sessions one caller (token subject) may hold at once;
     /// opening one more closes that caller's longest idle session, so one token cannot fill
     /// the connector's memory with sessions.
-    #[arg(long, value_name = "N", default_value_t = durable_mcp::inbound::auth::MAX_SESSIONS_PER_CALLER, value_parser = clap::value_parser!(usize))]
+    #[arg(long, value_name = "N", default_value_t = durable_mcp::inbound::auth::MAX_SESSIONS_PER_CALLER, value_parser = parse_positive)]
     max_sessions_per_caller: usize,
     /// Without authentication, callers share one task and idempotency scope per name: this
     /// name [default: the transport, "stdio" or "http"]. Deployments that must not see each
@@ -171,10 +171,15 @@ enum Transport {
     Http,
 }
 
-/// A count of at least 1.
+/// The largest count a flag takes: far above any deployment, and below what a semaphore holds
+/// (a larger `--max-in-flight` or `--http-max-connections` made the connector panic).
+const MAX_COUNT: usize = 1_000_000_000;
+
+/// A count of at least 1, at most [`MAX_COUNT`].
 fn parse_positive(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(0) => Err("must be at least 1".into()),
+        Ok(n) if n > MAX_COUNT => Err(format!("must be at most {MAX_COUNT}")),
         Ok(n) => Ok(n),
         Err(e) => Err(format!("not a count: {e}")),
     }
@@ -457,10 +462,15 @@ mod tests {
             let err = parse(&[flag, value]).unwrap_err();
             assert!(err.contains(flag), "{flag} {value}: {err}");
         }
-        assert!(
-            parse(&["--max-in-flight", "0"])
-                .unwrap_err()
-                .contains("--max-in-flight")
-        );
+        for flag in [
+            "--max-in-flight",
+            "--max-sessions-per-caller",
+            "--http-max-connections",
+        ] {
+            let err = parse(&[flag, "0"]).unwrap_err();
+            assert!(err.contains(flag) && err.contains("at least 1"), "{err}");
+            let err = parse(&[flag, &usize::MAX.to_string()]).unwrap_err();
+            assert!(err.contains(flag) && err.contains("at most"), "{err}");
+        }
     }
 }
