@@ -527,12 +527,29 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether the codec server may listen on `addr`: it decodes any payload for whoever asks, so
+/// off loopback only behind an `Authorization` value (R-PAY-6).
+fn check_codec_server_exposure(
+    addr: std::net::SocketAddr,
+    authorization: bool,
+) -> Result<(), String> {
+    if addr.ip().is_loopback() || authorization {
+        return Ok(());
+    }
+    Err(format!(
+        "codec-server on {addr}, which is not a loopback address, without --authorization would \
+         decode every payload for anyone who can reach it; set DURABLE_MCP_CODEC_AUTH (or \
+         --authorization) or listen on 127.0.0.1"
+    ))
+}
+
 /// `codec-server`: serves until Ctrl-C.
 async fn codec_server(
     addr: std::net::SocketAddr,
     authorization: Option<String>,
 ) -> anyhow::Result<()> {
     use base64::Engine as _;
+    check_codec_server_exposure(addr, authorization.is_some()).map_err(anyhow::Error::msg)?;
     let key = match std::env::var("DURABLE_MCP_CODEC_KEY") {
         Ok(b64) => {
             let bytes = base64::engine::general_purpose::STANDARD
@@ -564,5 +581,24 @@ fn fmt_duration(d: Duration) -> String {
         format!("{} ms", d.as_millis())
     } else {
         format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_codec_server_needs_an_authorization_off_loopback() {
+        let public: std::net::SocketAddr = "0.0.0.0:8081".parse().unwrap();
+        let err = check_codec_server_exposure(public, false).unwrap_err();
+        assert!(
+            err.contains("0.0.0.0:8081") && err.contains("DURABLE_MCP_CODEC_AUTH"),
+            "{err}"
+        );
+        assert!(check_codec_server_exposure(public, true).is_ok());
+        for local in ["127.0.0.1:8081", "[::1]:8081"] {
+            assert!(check_codec_server_exposure(local.parse().unwrap(), false).is_ok());
+        }
     }
 }
