@@ -33,12 +33,9 @@ pub const MAX_CODEC_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 /// names the endpoint, so the operator knows what to change.
 #[derive(Debug, thiserror::Error)]
 pub enum CodecConfigError {
-    #[error("{field} {endpoint:?} is not a valid URL: {reason}")]
-    Url {
-        field: String,
-        endpoint: String,
-        reason: String,
-    },
+    /// The endpoint is not quoted back: a mistyped URL may still hold a credential.
+    #[error("{field} is not a valid URL: {reason}")]
+    Url { field: String, reason: String },
     #[error("{field} must be an http or https URL, got scheme {scheme:?}")]
     Scheme { field: String, scheme: String },
     #[error(
@@ -97,7 +94,6 @@ struct WirePayload {
 pub fn check_endpoint(endpoint: &str, field: &str) -> Result<url::Url, CodecConfigError> {
     let mut base = url::Url::parse(endpoint).map_err(|e| CodecConfigError::Url {
         field: field.into(),
-        endpoint: endpoint.into(),
         reason: e.to_string(),
     })?;
     match base.scheme() {
@@ -164,7 +160,6 @@ impl RemoteCodec {
             .build()
             .map_err(|e| CodecConfigError::Url {
                 field: field.into(),
-                endpoint: endpoint.into(),
                 reason: e.to_string(),
             })?;
         Ok(Self {
@@ -371,6 +366,14 @@ mod tests {
             .to_string();
         assert!(
             err.starts_with("codec.endpoint ") && !err.contains("s3cret"),
+            "{err}"
+        );
+        // A mistyped URL is not quoted back: it may hold a credential too.
+        let err = RemoteCodec::new("https://u:s3cret@codec example.com", "d")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("--codec-endpoint is not a valid URL") && !err.contains("s3cret"),
             "{err}"
         );
         let bad_header = CodecOptions {
