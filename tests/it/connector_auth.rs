@@ -319,6 +319,20 @@ async fn unauthenticated_requests_get_challenges_that_lead_to_the_metadata() {
     assert!(challenge.starts_with("Bearer "), "{challenge}");
     assert!(challenge.contains(metadata_param), "{challenge}");
     assert!(!challenge.contains("error="), "{challenge}");
+    // A refused client does not keep its connection (R-CON-19): also a request without a body,
+    // whose connection hyper would otherwise keep alive.
+    let get = http
+        .get(format!("{base}/mcp"))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 401);
+    assert_eq!(
+        get.headers().get("connection").map(|v| v.as_bytes()),
+        Some(&b"close"[..]),
+        "a refusal closes its connection"
+    );
 
     // Tokens that are not good enough, each with its reason.
     let other_idp = TestIssuer::start().await;

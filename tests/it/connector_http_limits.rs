@@ -47,6 +47,7 @@ async fn slow_headers_and_idle_connections_are_closed_and_connections_are_capped
     options.limits = ConnectionLimits {
         header_read: Duration::from_secs(2),
         max_connections: 2,
+        ..ConnectionLimits::default()
     };
     let (server, shutdown) = serve_connector_http(connector_for(&env, "none"), options).await;
     let addr = server.local_addr;
@@ -85,6 +86,7 @@ async fn slow_headers_and_idle_connections_are_closed_and_connections_are_capped
     options.limits = ConnectionLimits {
         header_read: Duration::from_secs(600),
         max_connections: 2,
+        ..ConnectionLimits::default()
     };
     let (server, shutdown) = serve_connector_http(connector_for(&env, "none"), options).await;
     let addr = server.local_addr;
@@ -124,6 +126,7 @@ async fn a_request_body_that_trickles_in_is_refused_and_frees_its_connection() {
     options.limits = ConnectionLimits {
         header_read: Duration::from_secs(4),
         max_connections: 1,
+        ..ConnectionLimits::default()
     };
     let (server, shutdown) = serve_connector_http(connector_for(&env, "none"), options).await;
     let addr = server.local_addr;
@@ -193,4 +196,50 @@ async fn startup_refuses_previous_keys_without_a_current_one_and_colliding_paths
         err.contains("MCP_TASK_SIGNING_KEYS_PREVIOUS") && !err.contains(TEST_SIGNING_KEY),
         "{err}"
     );
+}
+
+/// R-CON-19: one IP address holds at most `max_per_address` connections; one more is told so
+/// (503 naming the flag) and closed without taking a place, and a closed one frees its place.
+#[tokio::test]
+async fn one_address_cannot_hold_every_connection() {
+    let env = TestEnv::shared("connector-http-limits").await;
+    let mut options = loopback_http_options();
+    options.limits = ConnectionLimits {
+        header_read: Duration::from_secs(600),
+        max_connections: 10,
+        max_per_address: 1,
+    };
+    let (server, shutdown) = serve_connector_http(connector_for(&env, "none"), options).await;
+    let addr = server.local_addr;
+
+    let mut first = TcpStream::connect(addr).await.unwrap();
+    assert!(health(&mut first).await.contains("200"));
+    let mut second = TcpStream::connect(addr).await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(60), second.read_to_string(&mut answer))
+        .await
+        .expect("the refused connection is answered and closed")
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 503 "), "{answer}");
+    assert!(
+        answer.contains("--http-max-connections-per-address"),
+        "{answer}"
+    );
+
+    drop(first);
+    let served = async {
+        loop {
+            let mut again = TcpStream::connect(addr).await.unwrap();
+            if health(&mut again).await.contains("200") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), served)
+        .await
+        .expect("a closed connection frees its address's place");
+
+    shutdown.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
 }

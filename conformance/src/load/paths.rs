@@ -294,6 +294,9 @@ pub async fn start(
                         "http",
                         "--addr",
                         "127.0.0.1:0",
+                        // Every caller comes from loopback: one address.
+                        "--http-max-connections-per-address",
+                        "0",
                     ])
                     .env("TEMPORAL_ADDRESS", server.address())
                     .env("TEMPORAL_NAMESPACE", server.namespace())

@@ -44,7 +44,7 @@ pub const HOLD: Duration = Duration::from_secs(50);
 pub const SHORT_TASKS: usize = 50;
 
 /// The connector's flags for `n` tasks: room for all of them under its own caps (each call
-/// holds an in-flight slot and an HTTP connection until it becomes a task).
+/// holds an in-flight slot and an HTTP connection, all from loopback, until it becomes a task).
 pub fn connector_flags(n: usize) -> Vec<String> {
     let max_in_flight = (n + 64).max(durable_mcp::inbound::server::DEFAULT_MAX_IN_FLIGHT);
     let max_connections = (n + 64).max(durable_mcp::inbound::listener::DEFAULT_MAX_CONNECTIONS);
@@ -52,6 +52,9 @@ pub fn connector_flags(n: usize) -> Vec<String> {
         "--max-in-flight".into(),
         max_in_flight.to_string(),
         "--http-max-connections".into(),
+        max_connections.to_string(),
+        // Every call comes from loopback: one address.
+        "--http-max-connections-per-address".into(),
         max_connections.to_string(),
     ]
 }
@@ -460,7 +463,14 @@ mod tests {
         let flags = connector_flags(1000);
         assert_eq!(
             flags,
-            ["--max-in-flight", "1064", "--http-max-connections", "1064"]
+            [
+                "--max-in-flight",
+                "1064",
+                "--http-max-connections",
+                "1064",
+                "--http-max-connections-per-address",
+                "1064"
+            ]
         );
         // A few tasks keep the defaults.
         let small = connector_flags(50);

@@ -143,6 +143,11 @@ struct Cli {
     /// closes.
     #[arg(long, default_value_t = durable_mcp::inbound::listener::DEFAULT_MAX_CONNECTIONS, value_parser = parse_positive)]
     http_max_connections: usize,
+    /// With `--transport http`: how many of those connections one IP address may hold, so one
+    /// client cannot take them all; more get a 503 and are closed. 0 for no such cap, e.g.
+    /// behind a reverse proxy that brings every client from one address.
+    #[arg(long, default_value_t = durable_mcp::inbound::listener::DEFAULT_MAX_PER_ADDRESS, value_parser = parse_count_or_zero)]
+    http_max_connections_per_address: usize,
 }
 
 /// The longest `--default-timeout`: a year (Temporal's own limits are far above any tool's).
@@ -182,6 +187,14 @@ fn parse_positive(s: &str) -> Result<usize, String> {
         Ok(n) if n > MAX_COUNT => Err(format!("must be at most {MAX_COUNT}")),
         Ok(n) => Ok(n),
         Err(e) => Err(format!("not a count: {e}")),
+    }
+}
+
+/// A count that may be 0 (no cap), at most the same bound as [`parse_positive`].
+fn parse_count_or_zero(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Ok(0),
+        _ => parse_positive(s),
     }
 }
 
@@ -319,6 +332,7 @@ async fn main() -> anyhow::Result<()> {
             options.limits = durable_mcp::inbound::listener::ConnectionLimits {
                 header_read: cli.http_header_timeout,
                 max_connections: cli.http_max_connections,
+                max_per_address: cli.http_max_connections_per_address,
             };
             match auth {
                 Some(config) => {

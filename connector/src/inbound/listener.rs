@@ -8,11 +8,19 @@
 //!   session's event stream, a long call's answer) are not reads and are never cut.
 //! - At most [`ConnectionLimits::max_connections`] connections are served at once; further
 //!   ones wait in the kernel's accept queue until one closes.
+//! - At most [`ConnectionLimits::max_per_address`] of them come from one IP address, so one
+//!   client (authenticated or not) cannot hold every slot; a connection over that gets a 503
+//!   naming the flag and is closed, without taking a slot.
 //! - Shutdown stops accepting, and the returned future ends when every connection has closed
 //!   (hyper's graceful shutdown: idle keep-alive connections close at once, busy ones after
 //!   their response).
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    net::IpAddr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use hyper_util::{
     rt::{TokioIo, TokioTimer},
@@ -30,6 +38,9 @@ pub struct ConnectionLimits {
     pub header_read: Duration,
     /// Connections served at once.
     pub max_connections: usize,
+    /// Connections served at once from one IP address; 0 for no such cap (behind a reverse
+    /// proxy that brings every client from one address, the proxy should bound them instead).
+    pub max_per_address: usize,
 }
 
 /// Default [`ConnectionLimits::header_read`]: generous for a slow client on a slow link,
@@ -37,15 +48,63 @@ pub struct ConnectionLimits {
 pub const DEFAULT_HEADER_READ: Duration = Duration::from_secs(30);
 /// Default [`ConnectionLimits::max_connections`].
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Default [`ConnectionLimits::max_per_address`]: a quarter of the connections, so that no
+/// single address can take them all.
+pub const DEFAULT_MAX_PER_ADDRESS: usize = 256;
 
 impl Default for ConnectionLimits {
     fn default() -> Self {
         Self {
             header_read: DEFAULT_HEADER_READ,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_per_address: DEFAULT_MAX_PER_ADDRESS,
         }
     }
 }
+
+/// Connections open per IP address, for [`ConnectionLimits::max_per_address`].
+#[derive(Debug, Default)]
+struct PerAddress(Mutex<HashMap<IpAddr, usize>>);
+
+impl PerAddress {
+    /// Counts a new connection from `ip`, unless `cap` (non-zero) connections from it are open.
+    fn admit(self: &Arc<Self>, ip: IpAddr, cap: usize) -> Option<AddressSlot> {
+        let mut open = self.0.lock().unwrap();
+        let count = open.entry(ip).or_default();
+        if cap != 0 && *count >= cap {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot {
+            counts: self.clone(),
+            ip,
+        })
+    }
+}
+
+/// One open connection's place in [`PerAddress`], given back when dropped.
+#[derive(Debug)]
+struct AddressSlot {
+    counts: Arc<PerAddress>,
+    ip: IpAddr,
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut open = self.counts.0.lock().unwrap();
+        if let Some(count) = open.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// What a connection over [`ConnectionLimits::max_per_address`] is told before it is closed.
+const OVER_ADDRESS_CAP: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
+Content-Type: text/plain\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 95\r\n\r\n\
+too many connections from this address; close some or raise --http-max-connections-per-address\n";
 
 /// Serves `app` on `listener` within `limits` until `stop` is cancelled, then until every
 /// connection has closed.
@@ -57,6 +116,7 @@ pub async fn serve(
 ) {
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let per_address = Arc::new(PerAddress::default());
     loop {
         let slot = tokio::select! {
             _ = stop.cancelled() => break,
@@ -65,7 +125,7 @@ pub async fn serve(
         let stream = tokio::select! {
             _ = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: pause rather than spin.
                     tracing::warn!(error = %e, "accepting an HTTP connection failed");
@@ -73,6 +133,25 @@ pub async fn serve(
                     continue;
                 }
             },
+        };
+        let (mut stream, peer) = stream;
+        let Some(address_slot) = per_address.admit(peer.ip(), limits.max_per_address) else {
+            drop(slot);
+            // Debug, not warn: a client hammering the cap must not flood the log.
+            tracing::debug!(
+                peer = %peer.ip(),
+                cap = limits.max_per_address,
+                "refused an HTTP connection: too many from this address"
+            );
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt as _;
+                let _ = tokio::time::timeout(Duration::from_secs(5), async {
+                    let _ = stream.write_all(OVER_ADDRESS_CAP).await;
+                    let _ = stream.shutdown().await;
+                })
+                .await;
+            });
+            continue;
         };
         let _ = stream.set_nodelay(true);
         let mut builder = hyper::server::conn::http1::Builder::new();
@@ -87,7 +166,51 @@ pub async fn serve(
                 tracing::debug!(error = %e, "HTTP connection ended with an error");
             }
             drop(slot);
+            drop(address_slot);
         });
     }
     graceful.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_gets_at_most_its_cap_and_a_closed_connection_frees_its_place() {
+        let counts = Arc::new(PerAddress::default());
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let first = counts.admit(a, 2).unwrap();
+        let _second = counts.admit(a, 2).unwrap();
+        assert!(
+            counts.admit(a, 2).is_none(),
+            "a third from one address is refused"
+        );
+        assert!(
+            counts.admit(b, 2).is_some(),
+            "another address is not affected"
+        );
+        drop(first);
+        assert!(
+            counts.admit(a, 2).is_some(),
+            "a closed connection frees its place"
+        );
+        let unlimited: Vec<_> = (0..1000).map(|_| counts.admit(b, 0).unwrap()).collect();
+        assert_eq!(unlimited.len(), 1000, "0 is no cap");
+    }
+
+    #[test]
+    fn the_refusal_is_a_complete_http_answer_naming_the_flag() {
+        let text = std::str::from_utf8(OVER_ADDRESS_CAP).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 503 "));
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Length: "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(length, body.len());
+        assert!(body.contains("--http-max-connections-per-address"));
+    }
 }

@@ -160,6 +160,11 @@ impl Authenticator {
         response
             .headers_mut()
             .insert(header::WWW_AUTHENTICATE, value);
+        // A refused client does not keep its connection (and a place under the connection
+        // caps, R-CON-19) for the keep-alive time: it comes back with a token on a new one.
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
         response
     }
 }
