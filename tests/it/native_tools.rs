@@ -581,10 +581,7 @@ async fn a_native_tool_service_with_a_codec_reads_and_answers_encoded_payloads()
         nexus::{NexusWorker, NexusWorkerOptions},
         temporal::{codec::RemoteCodec, payload::PayloadCodec},
     };
-    use temporalio_protos::temporal::api::workflowservice::v1::{
-        DescribeNexusOperationExecutionRequest,
-        describe_nexus_operation_execution_response::Outcome,
-    };
+    use temporalio_protos::temporal::api::workflowservice::v1::describe_nexus_operation_execution_response::Outcome;
     let env = TestEnv::shared("native-codec").await;
     let server = durable_mcp_conformance::fixtures::CodecServer::start(
         "127.0.0.1:0".parse().unwrap(),
@@ -636,22 +633,7 @@ async fn a_native_tool_service_with_a_codec_reads_and_answers_encoded_payloads()
         json!({"words": 3})
     );
 
-    let stored = env
-        .connection
-        .workflow_service()
-        .describe_nexus_operation_execution(tonic::Request::new(
-            DescribeNexusOperationExecutionRequest {
-                namespace: env.namespace.clone(),
-                operation_id: op.operation_id.clone(),
-                run_id: op.run_id.clone(),
-                include_input: true,
-                include_outcome: true,
-                ..Default::default()
-            },
-        ))
-        .await
-        .unwrap()
-        .into_inner();
+    let stored = stored_operation(&env, &op.operation_id, &op.run_id).await;
     let Some(Outcome::Result(result)) = &stored.outcome else {
         panic!("no result stored: {stored:?}")
     };

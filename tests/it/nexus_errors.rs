@@ -324,18 +324,9 @@ impl Drop for DropRecorder {
 /// (a result too large to carry). Each used to cost one `DescribeNexusOperationExecution`.
 #[tokio::test]
 async fn a_failed_call_costs_no_describe() {
-    use durable_mcp_conformance::{
-        fixtures::Ledger,
-        harness::{DevServer, DevServerOptions},
-        load::metrics,
-    };
+    use durable_mcp_conformance::{fixtures::Ledger, load::metrics};
     init_tracing();
-    let mut server = DevServer::start(DevServerOptions::default())
-        .await
-        .expect("dedicated dev server");
-    let address = server
-        .metrics_address()
-        .expect("the process backend serves its metrics");
+    let (mut server, address) = dedicated_server_with_metrics().await;
     let sync_env = TestEnv::on(&server, "nodescribe-sync").await;
     let worker = sync_env.nexus_worker(vec![failing_service()]).await;
     let proxy_env = TestEnv::on(&server, "nodescribe-proxy").await;

@@ -273,17 +273,9 @@ async fn a_long_calls_log_messages_reach_the_waiting_caller_live() {
 /// every second: seven RPCs for a 7 s call.
 #[tokio::test]
 async fn a_quiet_call_costs_few_progress_look_ups_and_a_short_one_none() {
-    use durable_mcp_conformance::{
-        harness::{DevServer, DevServerOptions},
-        load::metrics,
-    };
+    use durable_mcp_conformance::load::metrics;
     init_tracing();
-    let mut server = DevServer::start(DevServerOptions::default())
-        .await
-        .expect("dedicated dev server");
-    let address = server
-        .metrics_address()
-        .expect("the process backend serves its metrics");
+    let (mut server, address) = dedicated_server_with_metrics().await;
     let env = TestEnv::on(&server, "lookups").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);

@@ -21,7 +21,7 @@ use crate::{
     connector_auth::{SCOPE, TestIssuer, args, client},
     support::{
         TEST_SIGNING_KEY, TestEnv, connector_command, mock_stdio_upstream, start_and_wait,
-        start_proxy, temp_path, workspace_bin,
+        start_proxy, stored_operation, temp_path, workspace_bin,
     },
 };
 
@@ -583,8 +583,8 @@ fn spec_file_with(name: &str, description: &str, behavior: fixtures::Behavior) -
 #[tokio::test]
 async fn with_a_codec_on_both_sides_temporal_holds_no_plaintext_argument_or_result() {
     use temporalio_protos::temporal::api::workflowservice::v1::{
-        DescribeActivityExecutionRequest, DescribeNexusOperationExecutionRequest,
-        ListNexusOperationExecutionsRequest, describe_nexus_operation_execution_response::Outcome,
+        DescribeActivityExecutionRequest, ListNexusOperationExecutionsRequest,
+        describe_nexus_operation_execution_response::Outcome,
     };
     let env = TestEnv::shared("secrets-codec").await;
     let codec_token = format!("codec-{}", uuid::Uuid::new_v4().simple());
@@ -723,20 +723,7 @@ args = ["--ledger", "{ledger}", "--spec", "{spec}"]
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    let described = service
-        .describe_nexus_operation_execution(tonic::Request::new(
-            DescribeNexusOperationExecutionRequest {
-                namespace: env.namespace.clone(),
-                operation_id: op.operation_id.clone(),
-                run_id: op.run_id.clone(),
-                include_input: true,
-                include_outcome: true,
-                ..Default::default()
-            },
-        ))
-        .await
-        .unwrap()
-        .into_inner();
+    let described = stored_operation(&env, &op.operation_id, &op.run_id).await;
     let Some(Outcome::Result(op_result)) = described.outcome.clone() else {
         panic!("the operation has no result: {described:?}")
     };

@@ -858,3 +858,41 @@ pub async fn serve_xor_codec() -> (
     let task = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     (url, task, namespaces)
 }
+
+/// The Nexus operation as Temporal stores it, input and outcome included: what tests that
+/// check stored payloads (codec, secrets) read back from the server.
+pub async fn stored_operation(
+    env: &TestEnv,
+    operation_id: &str,
+    run_id: &str,
+) -> temporalio_protos::temporal::api::workflowservice::v1::DescribeNexusOperationExecutionResponse
+{
+    use temporalio_protos::temporal::api::workflowservice::v1::DescribeNexusOperationExecutionRequest;
+    env.connection
+        .workflow_service()
+        .describe_nexus_operation_execution(tonic::Request::new(
+            DescribeNexusOperationExecutionRequest {
+                namespace: env.namespace.clone(),
+                operation_id: operation_id.to_owned(),
+                run_id: run_id.to_owned(),
+                include_input: true,
+                include_outcome: true,
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect("describing the operation")
+        .into_inner()
+}
+
+/// A dev server of the test's own and its Prometheus address, so that the RPCs its counters
+/// show were the test's alone.
+pub async fn dedicated_server_with_metrics() -> (DevServer, String) {
+    let server = DevServer::start(harness::DevServerOptions::default())
+        .await
+        .expect("dedicated dev server");
+    let address = server
+        .metrics_address()
+        .expect("the process backend serves its metrics");
+    (server, address)
+}
