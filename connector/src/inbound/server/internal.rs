@@ -29,7 +29,11 @@ pub fn outcome_unknown(what: &str, detail: impl Display) -> McpError {
 /// What the caller reads when the call may have run.
 fn unknown_outcome_message(what: &str, reference: &str) -> String {
     format!(
-        "{what} failed: the tool service could not be reached, after the call may have          started. The tool may have run, or may still be running: calling it again may run it          twice. A call with an idempotency key (_meta.idempotencyKey) can be repeated with the          same key, which returns this call's outcome instead of running the tool again; the          connector's operator can look up reference {reference} in its log."
+        "{what} failed: the tool service could not be reached, after the call may have \
+         started. The tool may have run, or may still be running: calling it again may run it \
+         twice. A call with an idempotency key (_meta.idempotencyKey) can be repeated with the \
+         same key, which returns this call's outcome instead of running the tool again; the \
+         connector's operator can look up reference {reference} in its log."
     )
 }
 
@@ -44,6 +48,13 @@ fn caller_message(what: &str, reference: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_may_have_run_message_has_no_runs_of_spaces() {
+        let message = super::unknown_outcome_message("calling the tool", "0123456789ab");
+        assert!(!message.contains("  "), "{message}");
+        assert!(message.contains("may have run"), "{message}");
+    }
+
     use super::*;
 
     #[test]
