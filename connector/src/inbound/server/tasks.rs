@@ -110,10 +110,19 @@ impl Connector {
     /// The task a call continues as (R-CON-6), with its times from Temporal (R-CON-29): the
     /// same `createdAt` every later `tasks/get` reports.
     pub(super) async fn created_task(&self, op: &OperationRef, scope: &CallerScope) -> Task {
-        let times = match self.inner.client.describe(op).await {
-            Ok(described) => described.times,
-            Err(e) => {
+        // Bounded: the caller's answer (its new task) must not wait on a Temporal that
+        // accepted the connection but does not answer.
+        let described = tokio::time::timeout(TASK_TIMES_WAIT, self.inner.client.describe(op)).await;
+        let times = match described {
+            Ok(Ok(described)) => described.times,
+            Ok(Err(e)) => {
                 tracing::debug!(error = %e, "the new task's times are the connector's clock");
+                OperationTimes::default()
+            }
+            Err(_) => {
+                tracing::debug!(
+                    "reading the new task's times timed out; using the connector's clock"
+                );
                 OperationTimes::default()
             }
         };
@@ -139,6 +148,10 @@ impl Connector {
             .map_err(|e| internal("cancelling the task", e))
     }
 }
+
+/// How long the answer that creates a task waits for Temporal's times before it uses the
+/// connector's clock (R-CON-29).
+const TASK_TIMES_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// How long `tasks/cancel` keeps trying to reach Temporal before it answers with an error.
 const TASK_CANCEL_OUTAGE_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
