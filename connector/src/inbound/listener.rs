@@ -62,6 +62,19 @@ impl Default for ConnectionLimits {
     }
 }
 
+/// What the per-address cap counts a peer under: its IPv4 address (also when it arrives
+/// IPv4-mapped), or its IPv6 /64, since one IPv6 client usually holds a whole /64 and could
+/// otherwise spread its connections over many addresses.
+fn address_key(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let bits = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(std::net::Ipv6Addr::from(bits))
+        }
+        v4 => v4,
+    }
+}
+
 /// Connections open per IP address, for [`ConnectionLimits::max_per_address`].
 #[derive(Debug, Default)]
 struct PerAddress(Mutex<HashMap<IpAddr, usize>>);
@@ -135,7 +148,8 @@ pub async fn serve(
             },
         };
         let (mut stream, peer) = stream;
-        let Some(address_slot) = per_address.admit(peer.ip(), limits.max_per_address) else {
+        let Some(address_slot) = per_address.admit(address_key(peer.ip()), limits.max_per_address)
+        else {
             drop(slot);
             // Debug, not warn: a client hammering the cap must not flood the log.
             tracing::debug!(
@@ -197,6 +211,15 @@ mod tests {
         );
         let unlimited: Vec<_> = (0..1000).map(|_| counts.admit(b, 0).unwrap()).collect();
         assert_eq!(unlimited.len(), 1000, "0 is no cap");
+    }
+
+    #[test]
+    fn ipv6_peers_count_by_their_64_and_mapped_ipv4_as_ipv4() {
+        let key = |s: &str| address_key(s.parse().unwrap());
+        assert_eq!(key("2001:db8:1:2:aaaa::1"), key("2001:db8:1:2:bbbb::2"));
+        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+        assert_eq!(key("::ffff:10.0.0.1"), key("10.0.0.1"));
+        assert_ne!(key("10.0.0.1"), key("10.0.0.2"));
     }
 
     #[test]
