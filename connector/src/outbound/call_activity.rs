@@ -44,6 +44,14 @@ pub const CALL_TOOL_ACTIVITY: &str = "durable-mcp.call-tool";
 /// timeout when that is shorter (a short attempt timeout clamps the heartbeat timeout).
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 
+/// Sleeps until `deadline`, or forever without one.
+async fn until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The heartbeat interval for an attempt with this heartbeat timeout.
 pub fn heartbeat_every(heartbeat_timeout: Option<Duration>) -> Duration {
     heartbeat_timeout
@@ -145,6 +153,14 @@ impl ProxyActivities {
         // (R-PRX-10), so a caller that read some live is not sent them again.
         let attempt = ctx.info().attempt;
         let logged = Arc::new(AtomicU32::new(0));
+        // The attempt's own deadline (start-to-close or schedule-to-close): at it the call is
+        // cancelled upstream here, at once, rather than when the next heartbeat learns that the
+        // server timed the attempt out, which can come after the retry has started (R-PRX-7).
+        let deadline = ctx.info().deadline.map(|at| {
+            tokio::time::Instant::now()
+                + at.duration_since(std::time::SystemTime::now())
+                    .unwrap_or_default()
+        });
         loop {
             // Each try reports its own progress (a retry within the attempt starts over). Only a
             // real reset counts as a change: marking an unchanged watch changed would heartbeat
@@ -179,11 +195,16 @@ impl ProxyActivities {
                         }
                     }
                 });
-            tokio::pin!(call);
+            let mut call = Box::pin(call);
+            let mut past_deadline = false;
             let outcome = loop {
                 tokio::select! {
                     result = &mut call => break Some(result),
                     _ = ctx.cancelled() => break None,
+                    _ = until(deadline), if !past_deadline => {
+                        past_deadline = true;
+                        break None;
+                    }
                     Ok(()) = progress_rx.changed() => {
                         let _ = ctx.record_heartbeat(heartbeat(&progress_rx)).await;
                     }
@@ -195,6 +216,19 @@ impl ProxyActivities {
             let Some(result) = outcome else {
                 // Dropping `call` sends notifications/cancelled for the in-flight request.
                 debug!(tool = %input.tool, "tool call cancelled; cancelling it upstream");
+                drop(call);
+                if past_deadline {
+                    // The upstream call is cancelled; the attempt's end stays the server's
+                    // (its timeout reaches the activity through the next heartbeat).
+                    loop {
+                        tokio::select! {
+                            _ = ctx.cancelled() => break,
+                            _ = tokio::time::sleep(every) => {
+                                let _ = ctx.record_heartbeat(heartbeat(&progress_rx)).await;
+                            }
+                        }
+                    }
+                }
                 return Err(ActivityError::cancelled());
             };
             let error = match result {
