@@ -10,10 +10,10 @@ use durable_mcp::{
         task_ref::{CallerScope, SigningKey, TaskRef, caller_hash, sign, verify},
     },
     mcp::{
+        operation,
         outcome::{Outcome, to_call_tool_result},
         payload,
     },
-    nexus::failure,
     outbound::{
         options::{ActivityOptions, RetryPolicySpec, resolve},
         retry::{ToolHints, infer},
@@ -68,7 +68,7 @@ fn failure_summary(c: &mut Criterion) {
         ..Default::default()
     };
     c.bench_function("failure/summarize_nested", |b| {
-        b.iter(|| failure::summarize(black_box(&nested)))
+        b.iter(|| operation::summarize(black_box(&nested)))
     });
 }
 

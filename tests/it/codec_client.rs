@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use axum::{Router, body::Body, routing::post};
-use durable_mcp::temporal::{
-    codec::{CodecOptions, MAX_CODEC_RESPONSE_BYTES, RemoteCodec},
-    payload::{self, PayloadCodec},
+use durable_mcp::{
+    mcp::payload::{self, PayloadCodec},
+    temporal::codec::{CodecOptions, MAX_CODEC_RESPONSE_BYTES, RemoteCodec},
 };
 
 /// A server whose `/stuck/*` never answers and whose `/endless/*` streams zeros forever (no

@@ -1,26 +1,224 @@
-//! The connector crate's layers depend one way (R-LAY-1): temporal <- nexus <- mcp <- {inbound,
-//! outbound, workflow_client}, siblings that never import each other, and no two
-//! modules of one layer importing each other, directly or round a circle.
+//! The crates and their modules depend one way (R-LAY-1).
 //!
-//! The check reads the sources: every `crate::...` and `super::...` path (in `use` trees,
-//! expressions and doc links alike) is expanded and resolved to the module it names.
+//! Crate to crate: `cargo metadata` gives each product crate's dependencies on the others,
+//! checked against [`CRATES`]; `cargo tree` gives each one's whole tree, checked against what
+//! it must never carry ([`KEPT_OUT`]). Module to module, inside every crate: the sources are
+//! read, every `crate::`, `self::` and `super::` path (in `use` trees, expressions and doc
+//! links alike) is resolved to the module it names, and no two modules under one parent may
+//! import each other, directly or round a circle, at any depth. Unit-test modules are exempt.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
     path::{Path, PathBuf},
+    process::Command,
 };
 
-/// The layers, bottom first, and what each may import besides itself.
-const LAYERS: &[(&str, &[&str])] = &[
-    ("temporal", &[]),
-    ("nexus", &["temporal"]),
-    ("mcp", &["nexus", "temporal"]),
-    ("inbound", &["mcp", "nexus", "temporal"]),
-    ("outbound", &["mcp", "nexus", "temporal"]),
-    ("temporal_tools", &["mcp", "temporal"]),
-    ("workflow_client", &["mcp", "nexus", "temporal"]),
-    ("native", &["mcp", "nexus", "temporal"]),
+use serde_json::Value;
+
+/// The product crates under `connector/`, bottom first, and the ones each may depend on.
+const CRATES: &[(&str, &[&str])] = &[
+    ("durable-mcp-contract", &[]),
+    ("durable-mcp-runtime", &["durable-mcp-contract"]),
+    ("durable-mcp-workflow-client", &["durable-mcp-contract"]),
+    (
+        "durable-mcp-connector",
+        &["durable-mcp-contract", "durable-mcp-runtime"],
+    ),
+    (
+        "durable-mcp-proxy",
+        &["durable-mcp-contract", "durable-mcp-runtime"],
+    ),
+    (
+        "durable-mcp-native",
+        &["durable-mcp-contract", "durable-mcp-runtime"],
+    ),
+    (
+        "durable-mcp-cli",
+        &[
+            "durable-mcp-contract",
+            "durable-mcp-runtime",
+            "durable-mcp-connector",
+            "durable-mcp-proxy",
+            "durable-mcp-workflow-client",
+        ],
+    ),
+    (
+        "durable-mcp",
+        &[
+            "durable-mcp-contract",
+            "durable-mcp-runtime",
+            "durable-mcp-connector",
+            "durable-mcp-proxy",
+            "durable-mcp-native",
+            "durable-mcp-workflow-client",
+        ],
+    ),
 ];
+
+/// What a crate's normal dependency tree must not hold: a package name, or `package/feature`
+/// for a feature of one. The contract is plain data; the Workflow client stays off the network
+/// stack (Workflow code must not reach a server by accident); only the CLI parses flags.
+const KEPT_OUT: &[(&str, &[&str])] = &[
+    (
+        "durable-mcp-contract",
+        &[
+            "rmcp",
+            "reqwest",
+            "hyper",
+            "axum",
+            "temporalio-client",
+            "temporalio-sdk-core",
+            "clap",
+        ],
+    ),
+    (
+        "durable-mcp-workflow-client",
+        &[
+            "axum",
+            "hyper",
+            "jsonwebtoken",
+            "clap",
+            "reqwest",
+            "temporalio-client",
+            "temporalio-sdk-core",
+            "rmcp/server",
+            "rmcp/client",
+        ],
+    ),
+    (
+        "durable-mcp-runtime",
+        &["axum", "jsonwebtoken", "clap", "rmcp"],
+    ),
+    (
+        "durable-mcp-proxy",
+        &["axum", "jsonwebtoken", "clap", "rmcp/server"],
+    ),
+    (
+        "durable-mcp-native",
+        &["axum", "jsonwebtoken", "clap", "rmcp/server", "rmcp/client"],
+    ),
+    ("durable-mcp-connector", &["clap", "rmcp/client"]),
+];
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn cargo(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO"))
+        .args(args)
+        .current_dir(workspace_root())
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "cargo {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The product crates (those under `connector/`) and the directory of each.
+fn product_crates() -> BTreeMap<String, (PathBuf, Vec<(String, String)>)> {
+    let meta: Value = serde_json::from_str(&cargo(&[
+        "metadata",
+        "--format-version",
+        "1",
+        "--no-deps",
+        "--offline",
+    ]))
+    .unwrap();
+    let connector = workspace_root().join("connector").canonicalize().unwrap();
+    let mut crates = BTreeMap::new();
+    for package in meta["packages"].as_array().unwrap() {
+        let manifest = PathBuf::from(package["manifest_path"].as_str().unwrap());
+        let dir = manifest.parent().unwrap().to_path_buf();
+        if !dir.starts_with(&connector) {
+            continue;
+        }
+        let deps = package["dependencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                let kind = d["kind"].as_str().unwrap_or("normal").to_owned();
+                (d["name"].as_str().unwrap().to_owned(), kind)
+            })
+            .collect();
+        crates.insert(package["name"].as_str().unwrap().to_owned(), (dir, deps));
+    }
+    crates
+}
+
+#[test]
+fn crates_depend_one_way() {
+    let crates = product_crates();
+    let allowed: BTreeMap<&str, &[&str]> = CRATES.iter().copied().collect();
+    let mut wrong = Vec::new();
+    for (name, (_, deps)) in &crates {
+        let Some(may) = allowed.get(name.as_str()) else {
+            wrong.push(format!("{name} is not in CRATES: say where it stands"));
+            continue;
+        };
+        for (dep, kind) in deps {
+            if crates.contains_key(dep) && !may.contains(&dep.as_str()) {
+                wrong.push(format!("{name} depends on {dep} ({kind})"));
+            }
+        }
+    }
+    for (name, _) in CRATES {
+        if !crates.contains_key(*name) {
+            wrong.push(format!("{name} is in CRATES but not under connector/"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "crate edges against the layer order:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn crates_carry_only_their_own_dependencies() {
+    let mut found = Vec::new();
+    for (name, kept_out) in KEPT_OUT {
+        let tree = cargo(&[
+            "tree",
+            "-p",
+            name,
+            "-e",
+            "normal,features",
+            "--prefix",
+            "none",
+            "--offline",
+        ]);
+        // Lines are `pkg vX.Y.Z` or `pkg feature "name"`.
+        let mut held = BTreeSet::new();
+        for line in tree.lines() {
+            let mut words = line.split_whitespace();
+            let Some(package) = words.next() else {
+                continue;
+            };
+            held.insert(package.to_owned());
+            if words.next() == Some("feature") {
+                let feature = words.next().unwrap_or_default().trim_matches('"');
+                held.insert(format!("{package}/{feature}"));
+            }
+        }
+        for item in *kept_out {
+            if held.contains(*item) {
+                found.push(format!(
+                    "{name} pulls in {item} (cargo tree -p {name} -i ...)"
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "dependencies a crate must not carry:\n{}",
+        found.join("\n")
+    );
+}
 
 /// Every path a `use`-tree (or a plain path) starting at `text` names, as segments.
 fn expand_tree(text: &str) -> (Vec<Vec<String>>, usize) {
@@ -71,8 +269,8 @@ fn expand_tree(text: &str) -> (Vec<Vec<String>>, usize) {
     }
 }
 
-/// The module path of a source file under `src`, e.g. `inbound/server/call.rs` -> `[inbound,
-/// server, call]`, `inbound/server/mod.rs` -> `[inbound, server]`.
+/// The module path of a source file under `src`, e.g. `server/call.rs` -> `[server, call]`,
+/// `server/mod.rs` -> `[server]`, `lib.rs` -> `[]`.
 fn module_of(src: &Path, file: &Path) -> Vec<String> {
     let rel = file.strip_prefix(src).unwrap();
     let mut parts: Vec<String> = rel
@@ -85,11 +283,12 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
     parts
 }
 
-/// The absolute module paths a file refers to through `crate::` and `super::`.
+/// The absolute module paths a file refers to through `crate::`, `self::` and `super::`.
 fn references(module: &[String], text: &str) -> Vec<Vec<String>> {
     let mut found = Vec::new();
     for (anchor, base) in [
         ("crate::", Vec::new()),
+        ("self::", module.to_vec()),
         ("super::", module[..module.len().saturating_sub(1)].to_vec()),
     ] {
         let mut from = 0;
@@ -116,6 +315,8 @@ fn references(module: &[String], text: &str) -> Vec<Vec<String>> {
     found
 }
 
+/// The crate's source files, without binaries (crates of their own) and without files that
+/// are declared only under `#[cfg(test)]`.
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
         let path = entry.path();
@@ -129,69 +330,108 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Strips everything from `#[cfg(test)]` on: unit tests may reach anywhere.
-fn production_part(text: &str) -> &str {
-    text.find("#[cfg(test)]\nmod tests")
-        .map_or(text, |at| &text[..at])
-}
-
-#[test]
-fn layers_depend_one_way_and_modules_import_in_no_circle() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../connector/src");
-    let mut files = Vec::new();
-    sources(&src, &mut files);
-    let allowed: BTreeMap<&str, &[&str]> = LAYERS.iter().copied().collect();
-    let mut upward = Vec::new();
-    // Within a layer: (layer, module) -> modules of the same layer it imports.
-    let mut edges: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
-    for file in &files {
-        let module = module_of(&src, file);
-        let Some(layer) = module.first() else {
-            continue;
-        }; // lib.rs
-        let Some(may) = allowed.get(layer.as_str()) else {
-            upward.push(format!(
-                "{}: layer {layer:?} is not in LAYERS",
-                file.display()
-            ));
+/// The text without unit-test modules: `#[cfg(test)]` on a `mod name { ... }` drops the
+/// block; on `mod name;` the name is returned so its file is skipped.
+fn production_part(text: &str) -> (String, Vec<String>) {
+    let mut kept = String::new();
+    let mut test_files = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        kept.push_str(&rest[..at]);
+        let after = rest[at + "#[cfg(test)]".len()..].trim_start();
+        let Some(decl) = after
+            .strip_prefix("mod ")
+            .or_else(|| after.strip_prefix("pub mod "))
+            .or_else(|| after.strip_prefix("pub(crate) mod "))
+        else {
+            // On another item: keep it (test helpers outside a module are production code).
+            kept.push_str("#[cfg(test)]");
+            rest = &rest[at + "#[cfg(test)]".len()..];
             continue;
         };
-        let text = std::fs::read_to_string(file).unwrap();
-        for target in references(&module, production_part(&text)) {
-            let Some(to_layer) = target.first() else {
-                continue;
-            };
-            if to_layer == layer {
-                if let (Some(from), Some(to)) = (module.get(1), target.get(1))
-                    && from != to
-                    && allowed.contains_key(layer.as_str())
-                {
-                    edges
-                        .entry((layer.clone(), from.clone()))
-                        .or_default()
-                        .insert(to.clone());
+        let name: String = decl
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        let tail = decl[name.len()..].trim_start();
+        if let Some(semi) = tail.strip_prefix(';') {
+            test_files.push(name);
+            rest = semi;
+            continue;
+        }
+        // Skip the block: braces balance at its end.
+        let mut depth = 0usize;
+        let mut end = tail.len();
+        for (i, c) in tail.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = i + 1;
+                        break;
+                    }
                 }
-            } else if allowed.contains_key(to_layer.as_str()) && !may.contains(&to_layer.as_str()) {
-                upward.push(format!(
-                    "{} ({layer}) imports {} ({to_layer})",
-                    file.strip_prefix(&src).unwrap().display(),
-                    target.join("::")
-                ));
+                _ => {}
+            }
+        }
+        rest = &tail[end..];
+    }
+    kept.push_str(rest);
+    (kept, test_files)
+}
+
+/// Edges between sibling modules: (parent, from child) -> to children, for one crate's `src`.
+fn sibling_edges(src: &Path) -> BTreeMap<(Vec<String>, String), BTreeSet<String>> {
+    let mut files = Vec::new();
+    sources(src, &mut files);
+    let mut texts = BTreeMap::new();
+    let mut test_only = BTreeSet::new();
+    for file in &files {
+        let module = module_of(src, file);
+        let (text, tests) = production_part(&std::fs::read_to_string(file).unwrap());
+        for name in tests {
+            let mut path = module.clone();
+            path.push(name);
+            test_only.insert(path);
+        }
+        texts.insert(module, text);
+    }
+    let modules: BTreeSet<Vec<String>> = texts.keys().cloned().collect();
+    let mut edges: BTreeMap<(Vec<String>, String), BTreeSet<String>> = BTreeMap::new();
+    for (module, text) in &texts {
+        if test_only.iter().any(|t| module.starts_with(t)) {
+            continue;
+        }
+        for mut target in references(module, text) {
+            // The deepest module the path names (the rest is an item in it).
+            while !target.is_empty() && !modules.contains(&target) {
+                target.pop();
+            }
+            let common = module
+                .iter()
+                .zip(&target)
+                .take_while(|(a, b)| a == b)
+                .count();
+            if let (Some(from), Some(to)) = (module.get(common), target.get(common)) {
+                edges
+                    .entry((module[..common].to_vec(), from.clone()))
+                    .or_default()
+                    .insert(to.clone());
             }
         }
     }
-    assert!(
-        upward.is_empty(),
-        "imports against the layer order:\n{}",
-        upward.join("\n")
-    );
+    edges
+}
 
-    // Circles among the modules of one layer.
-    let mut circles = Vec::new();
-    for (layer, _) in LAYERS {
+/// Every circle among the children of one parent, as `a -> b -> a`.
+fn circles(edges: &BTreeMap<(Vec<String>, String), BTreeSet<String>>) -> Vec<String> {
+    let parents: BTreeSet<&Vec<String>> = edges.keys().map(|(p, _)| p).collect();
+    let mut out = Vec::new();
+    for parent in parents {
         let graph: BTreeMap<&str, Vec<&str>> = edges
             .iter()
-            .filter(|((l, _), _)| l == layer)
+            .filter(|((p, _), _)| p == parent)
             .map(|((_, m), to)| (m.as_str(), to.iter().map(String::as_str).collect()))
             .collect();
         fn visit<'a>(
@@ -199,12 +439,12 @@ fn layers_depend_one_way_and_modules_import_in_no_circle() {
             graph: &BTreeMap<&'a str, Vec<&'a str>>,
             stack: &mut Vec<&'a str>,
             done: &mut BTreeSet<&'a str>,
-            circles: &mut Vec<String>,
+            found: &mut Vec<String>,
         ) {
             if let Some(at) = stack.iter().position(|n| *n == node) {
                 let mut circle = stack[at..].to_vec();
                 circle.push(node);
-                circles.push(circle.join(" -> "));
+                found.push(circle.join(" -> "));
                 return;
             }
             if !done.insert(node) {
@@ -212,7 +452,7 @@ fn layers_depend_one_way_and_modules_import_in_no_circle() {
             }
             stack.push(node);
             for next in graph.get(node).into_iter().flatten() {
-                visit(next, graph, stack, done, circles);
+                visit(next, graph, stack, done, found);
             }
             stack.pop();
         }
@@ -220,31 +460,80 @@ fn layers_depend_one_way_and_modules_import_in_no_circle() {
         for node in graph.keys() {
             let mut found = Vec::new();
             visit(node, &graph, &mut Vec::new(), &mut done, &mut found);
-            circles.extend(found.into_iter().map(|c| format!("{layer}: {c}")));
+            let at = if parent.is_empty() {
+                "crate".to_owned()
+            } else {
+                parent.join("::")
+            };
+            out.extend(found.into_iter().map(|c| format!("{at}: {c}")));
         }
     }
+    out
+}
+
+#[test]
+fn modules_import_in_no_circle_in_any_crate() {
+    let mut dirs: Vec<PathBuf> = product_crates().into_values().map(|(dir, _)| dir).collect();
+    dirs.push(workspace_root().join("conformance"));
+    let mut found = Vec::new();
+    for dir in dirs {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        found.extend(
+            circles(&sibling_edges(&dir.join("src")))
+                .into_iter()
+                .map(|c| format!("{name}: {c}")),
+        );
+    }
     assert!(
-        circles.is_empty(),
+        found.is_empty(),
         "modules that import each other:\n{}",
-        circles.join("\n")
+        found.join("\n")
     );
 }
 
 #[test]
 fn the_checker_sees_grouped_nested_and_relative_imports() {
-    let module = ["inbound".to_owned(), "server".to_owned(), "call".to_owned()];
+    let module = ["server".to_owned(), "call".to_owned()];
     let text = "use super::{\n    Connector,\n};\nuse crate::{\n    mcp::{call::CallToken, payload},\n    outbound::service::X as Y,\n};\n/// see [`super::super::progress`]";
     let refs: BTreeSet<String> = references(&module, text)
         .iter()
         .map(|p| p.join("::"))
         .collect();
     for expected in [
-        "inbound::server::Connector",
+        "server::Connector",
         "mcp::call::CallToken",
         "mcp::payload",
         "outbound::service::X",
-        "inbound::progress",
+        "progress",
     ] {
         assert!(refs.contains(expected), "{expected} missing from {refs:?}");
     }
+}
+
+#[test]
+fn the_checker_skips_unit_tests_but_reads_on_after_them() {
+    let text = "use crate::a::X;\n#[cfg(test)]\nmod tests {\n    use crate::b::{Y, Z};\n    fn f() { let _ = {}; }\n}\n#[cfg(test)]\nmod more;\nuse crate::c::W;\n";
+    let (kept, test_files) = production_part(text);
+    let refs: BTreeSet<String> = references(&[], &kept)
+        .iter()
+        .map(|p| p.join("::"))
+        .collect();
+    assert!(refs.contains("a::X") && refs.contains("c::W"), "{refs:?}");
+    assert!(!refs.iter().any(|r| r.starts_with('b')), "{refs:?}");
+    assert_eq!(test_files, ["more"]);
+}
+
+#[test]
+fn the_checker_finds_circles_between_siblings_at_any_depth() {
+    let mut edges = BTreeMap::new();
+    let deep = vec!["config".to_owned()];
+    edges.insert(
+        (deep.clone(), "oauth".to_owned()),
+        BTreeSet::from(["upstream".to_owned()]),
+    );
+    edges.insert(
+        (deep, "upstream".to_owned()),
+        BTreeSet::from(["oauth".to_owned()]),
+    );
+    assert_eq!(circles(&edges), ["config: oauth -> upstream -> oauth"]);
 }

@@ -579,7 +579,8 @@ async fn temporal_tools_neither_show_nor_touch_a_callers_tool_workflow() {
 async fn a_native_tool_service_with_a_codec_reads_and_answers_encoded_payloads() {
     use durable_mcp::{
         nexus::{NexusWorker, NexusWorkerOptions},
-        temporal::{codec::RemoteCodec, payload::PayloadCodec},
+        mcp::payload::PayloadCodec,
+        temporal::codec::RemoteCodec,
     };
     use temporalio_protos::temporal::api::workflowservice::v1::describe_nexus_operation_execution_response::Outcome;
     let env = TestEnv::shared("native-codec").await;

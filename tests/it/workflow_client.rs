@@ -958,7 +958,7 @@ fn the_client_uses_no_network_clock_randomness_or_runtime_of_its_own() {
         "HashMap",
         "OperationClient",
     ];
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../connector/src/workflow_client");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../connector/workflow-client/src");
     let mut read = 0;
     for entry in std::fs::read_dir(&dir).unwrap().flatten() {
         let text = std::fs::read_to_string(entry.path()).unwrap();

@@ -280,7 +280,7 @@ pub async fn start(
             let connector = Command::new(crate::fixtures::workspace_bin(
                 "durable-mcp-connector",
                 "DURABLE_MCP_CONNECTOR",
-                "-p durable-mcp",
+                "-p durable-mcp-cli",
             )?);
             let route = format!("{{service: {SERVICE}, endpoint: {endpoint}}}");
             connector_route = Some(route.clone());

@@ -207,7 +207,7 @@ pub async fn run(
     let mut command = std::process::Command::new(crate::fixtures::workspace_bin(
         "durable-mcp-connector",
         "DURABLE_MCP_CONNECTOR",
-        "-p durable-mcp",
+        "-p durable-mcp-cli",
     )?);
     command
         .args([

@@ -13,13 +13,13 @@ use std::{
 };
 
 use durable_mcp::{
+    inbound::local::LocalTools,
     inbound::{
         http::{HttpOptions, serve_http},
         route::Route,
         server::{Connector, ConnectorOptions},
         task_ref::{CallerScope, SigningKey},
     },
-    mcp::local::LocalTools,
     nexus::OperationClient,
     temporal_tools::{NamespacePolicy, TemporalToolset},
 };

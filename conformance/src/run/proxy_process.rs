@@ -21,7 +21,7 @@ pub const PROXY_BIN_ENV: &str = "DURABLE_MCP_PROXY";
 
 /// `$DURABLE_MCP_PROXY`, else `durable-mcp-proxy` next to the running executable.
 pub fn proxy_bin() -> anyhow::Result<PathBuf> {
-    crate::fixtures::workspace_bin(PROXY_BIN, PROXY_BIN_ENV, "-p durable-mcp")
+    crate::fixtures::workspace_bin(PROXY_BIN, PROXY_BIN_ENV, "-p durable-mcp-cli")
 }
 
 /// The native example tool service's binary.

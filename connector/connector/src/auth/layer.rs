@@ -1,0 +1,280 @@
+//! The HTTP face of inbound auth: the bearer check in front of the MCP endpoint, the
+//! `WWW-Authenticate` challenges that send clients to the metadata, and the public RFC 9728
+//! metadata document.
+
+use std::{sync::Arc, time::Instant};
+
+use axum::{
+    extract::Request,
+    http::{HeaderValue, StatusCode, header},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use rmcp::transport::streamable_http_server::session::{
+    SessionId, SessionManager, local::LocalSessionManager,
+};
+use serde_json::{Value, json};
+
+use super::{
+    config::AuthConfig,
+    keys::KeySource,
+    sessions::SessionOwners,
+    token::{AuthError, GrantedScopes, VerifiedCaller, bearer_token, key_id, verify},
+};
+
+/// Checks bearer tokens for one protected resource. Cheap to share behind an `Arc`.
+pub struct Authenticator {
+    config: AuthConfig,
+    keys: Arc<KeySource>,
+    /// `Mcp-Session-Id` -> the caller that opened the session. A session id is a handle to
+    /// the session's streams and requests, so only its owner may use it, whatever other valid
+    /// token comes with it.
+    sessions: std::sync::Mutex<SessionOwners>,
+    /// The MCP server's sessions, so a session evicted from [`Self::sessions`] is closed
+    /// there too (R-CON-28).
+    server_sessions: std::sync::OnceLock<Arc<LocalSessionManager>>,
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authenticator")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Authenticator {
+    pub fn new(config: AuthConfig) -> Self {
+        let keys = Arc::new(KeySource::new(&config.issuer, config.jwks_uri.clone()));
+        Self {
+            config,
+            keys,
+            sessions: Default::default(),
+            server_sessions: Default::default(),
+        }
+    }
+
+    /// At most `per_caller` MCP sessions per caller; opening one more closes that caller's
+    /// longest idle (R-CON-28).
+    pub fn with_sessions_per_caller(self, per_caller: usize) -> Self {
+        let owners = SessionOwners::default().with_per_caller(per_caller);
+        *self.sessions.lock().unwrap() = owners;
+        self
+    }
+
+    /// The session manager of the MCP server this authenticator guards, whose sessions it
+    /// closes when it evicts them. Set once; later calls are ignored.
+    pub fn close_evicted_sessions_in(&self, manager: Arc<LocalSessionManager>) {
+        let _ = self.server_sessions.set(manager);
+    }
+
+    pub fn config(&self) -> &AuthConfig {
+        &self.config
+    }
+
+    /// Fetches the issuer's keys once, so a wrong issuer or `jwks_uri` shows at startup.
+    pub async fn preload(&self) -> Result<(), String> {
+        self.keys.keys(None).await.map(|_| ())
+    }
+
+    /// Verifies the `Authorization` header value.
+    pub async fn authenticate(
+        &self,
+        authorization: Option<&str>,
+    ) -> Result<VerifiedCaller, AuthError> {
+        let token = bearer_token(authorization)?;
+        let kid = key_id(token)?;
+        let keys = self
+            .keys
+            .keys(kid.as_deref())
+            .await
+            .map_err(AuthError::KeysUnavailable)?;
+        verify(token, &keys, &self.config)
+    }
+
+    /// The RFC 9728 protected-resource metadata.
+    pub fn metadata(&self) -> Value {
+        let mut doc = json!({
+            "resource": self.config.resource.as_str(),
+            "authorization_servers": [self.config.issuer],
+            "bearer_methods_supported": ["header"],
+            "resource_name": "durable-mcp connector",
+        });
+        if !self.config.required_scopes.is_empty() {
+            doc["scopes_supported"] = json!(self.config.required_scopes);
+        }
+        doc
+    }
+
+    /// The `WWW-Authenticate` value for a refusal (RFC 6750 section 3, RFC 9728 section 5.1).
+    pub fn challenge(&self, error: &AuthError) -> String {
+        let mut params = vec![format!(
+            "resource_metadata=\"{}\"",
+            self.config.metadata_url()
+        )];
+        let scope = self.config.required_scopes.join(" ");
+        match error {
+            AuthError::Missing | AuthError::KeysUnavailable(_) => {}
+            AuthError::Invalid(reason) => {
+                params.insert(0, "error=\"invalid_token\"".into());
+                params.insert(1, format!("error_description=\"{}\"", quoted(reason)));
+            }
+            AuthError::InsufficientScope { .. } => {
+                params.insert(0, "error=\"insufficient_scope\"".into());
+            }
+        }
+        if !scope.is_empty() {
+            params.push(format!("scope=\"{scope}\""));
+        }
+        format!("Bearer {}", params.join(", "))
+    }
+
+    /// The HTTP answer to a refused request.
+    pub fn refusal(&self, error: &AuthError) -> Response {
+        let (status, code) = match error {
+            AuthError::Missing => (StatusCode::UNAUTHORIZED, "invalid_request"),
+            AuthError::Invalid(_) => (StatusCode::UNAUTHORIZED, "invalid_token"),
+            AuthError::InsufficientScope { .. } => (StatusCode::FORBIDDEN, "insufficient_scope"),
+            // Not the client's fault: no challenge that would send it to log in again.
+            AuthError::KeysUnavailable(_) => {
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    axum::Json(json!({
+                        "error": "temporarily_unavailable",
+                        "error_description": "the identity provider's keys are unavailable; try again later",
+                    })),
+                )
+                    .into_response();
+            }
+        };
+        let mut response = (
+            status,
+            axum::Json(json!({"error": code, "error_description": error.to_string()})),
+        )
+            .into_response();
+        // A reason that cannot be a header value still gets a challenge, without the reason.
+        let value = HeaderValue::from_str(&self.challenge(error)).unwrap_or_else(|_| {
+            HeaderValue::from_str(&self.challenge(&AuthError::Invalid(String::new())))
+                .expect("a challenge without a reason is a valid header value")
+        });
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+        // A refused client does not keep its connection (and a place under the connection
+        // caps, R-CON-19) for the keep-alive time: it comes back with a token on a new one.
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        response
+    }
+}
+
+/// Keeps a challenge parameter a valid quoted-string.
+fn quoted(s: &str) -> String {
+    s.chars()
+        .filter(|c| !c.is_control())
+        .map(|c| if c == '"' || c == '\\' { '\'' } else { c })
+        .collect()
+}
+
+/// The MCP session header.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Middleware: lets a request through only with a valid token, as the token's
+/// [`CallerScope`](crate::task_ref::CallerScope) in the request extensions, and without its `Authorization` header. A
+/// session opened by one caller answers any other caller as an unknown session (404), so a
+/// leaked session id cannot be used to read, resume, cancel or close someone else's calls.
+pub async fn require_bearer(
+    auth: Arc<Authenticator>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let header = match request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str())
+    {
+        None => None,
+        Some(Ok(value)) => Some(value),
+        Some(Err(_)) => {
+            return auth.refusal(&AuthError::Invalid(
+                "the Authorization header is not text".into(),
+            ));
+        }
+    };
+    let (caller, granted) = match auth.authenticate(header).await {
+        Ok(verified) => (verified.scope(), GrantedScopes(verified.scopes)),
+        Err(error) => {
+            match &error {
+                AuthError::KeysUnavailable(_) => tracing::warn!(%error, "request refused"),
+                // Refusals are routine (and anyone can cause them): not worth an info line each.
+                _ => tracing::debug!(%error, "request refused"),
+            }
+            return auth.refusal(&error);
+        }
+    };
+    let session = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Some(id) = &session {
+        let admitted = auth
+            .sessions
+            .lock()
+            .unwrap()
+            .admit(id, &caller, Instant::now());
+        if !admitted {
+            tracing::debug!(
+                "a session id that is not this caller's (another's, or unknown here); answered as unknown"
+            );
+            return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
+        }
+    }
+    let closing = request.method() == axum::http::Method::DELETE;
+    request.headers_mut().remove(header::AUTHORIZATION);
+    request.extensions_mut().insert(caller.clone());
+    request.extensions_mut().insert(granted);
+    let response = next.run(request).await;
+    let mut sessions = auth.sessions.lock().unwrap();
+    match &session {
+        // A new session (initialize): it belongs to whoever opened it.
+        None => {
+            if let Some(id) = response
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+            {
+                let evicted = sessions.open(id, caller, Instant::now());
+                if !evicted.is_empty() {
+                    tracing::info!(
+                        sessions = evicted.len(),
+                        "closing sessions evicted for new ones (a caller's oldest beyond its share, or idle)"
+                    );
+                }
+                if let Some(manager) = auth.server_sessions.get() {
+                    for id in evicted {
+                        let manager = manager.clone();
+                        tokio::spawn(async move {
+                            let _ = manager.close_session(&SessionId::from(id)).await;
+                        });
+                    }
+                }
+            }
+        }
+        Some(id) if closing || response.status() == StatusCode::NOT_FOUND => {
+            sessions.close(id);
+        }
+        Some(_) => {}
+    }
+    response
+}
+
+/// The public metadata document, served without authentication.
+pub async fn metadata(auth: Arc<Authenticator>) -> Response {
+    (
+        [(header::CACHE_CONTROL, "max-age=300")],
+        axum::Json(auth.metadata()),
+    )
+        .into_response()
+}

@@ -1,0 +1,343 @@
+//! Upstream progress for the connector's callers. A proxied tool call runs in an activity
+//! whose heartbeats carry the upstream's latest `notifications/progress`
+//! ([`CallHeartbeat`]); the Nexus operation's token names that activity ([`CallToken`]). So a
+//! caller that sent a `progressToken` gets MCP progress while it waits, and `tasks/get` shows the
+//! latest progress message. A Workflow-backed native tool's token names its Workflow
+//! ([`WorkflowCallToken`]), whose memo holds the latest progress ([`PROGRESS_MEMO_KEY`]). A call
+//! that ends before its progress could be read this way carries it with its result, and the
+//! caller gets it replayed before the result. Other operations simply have none.
+
+use std::{sync::Mutex, time::Duration};
+
+use rmcp::{
+    Peer, RoleServer,
+    model::{ProgressNotificationParam, ProgressToken},
+};
+
+use durable_mcp_contract::call::{
+    CallHeartbeat, CallNotification, CallNotifications, CallToken, LiveNotifications,
+    PROGRESS_MEMO_KEY, ToolLog, ToolProgress, WorkflowCallToken,
+};
+use durable_mcp_contract::payload::{decode_one, to_json};
+use durable_mcp_runtime::nexus::{OperationClient, OperationRef};
+use durable_mcp_runtime::temporal::{activity::describe_activity, workflow::describe_workflow};
+
+/// Where a call's progress is kept: the proxy's call Activity or a native tool's Workflow.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProgressSource {
+    Activity(CallToken),
+    Workflow(WorkflowCallToken),
+}
+
+impl ProgressSource {
+    /// The source an operation token names, if it names one.
+    pub fn parse(operation_token: &str) -> Option<Self> {
+        CallToken::parse(operation_token)
+            .map(Self::Activity)
+            .or_else(|| WorkflowCallToken::parse(operation_token).map(Self::Workflow))
+    }
+}
+
+/// When a waiting caller's progress is looked up (R-CON-10, R-CON-26). Each look-up is one or two Temporal
+/// RPCs and every call a client makes carries a progress token (rmcp sends one with every
+/// request), so looking every second made a call's cost grow with its duration: a loaded server
+/// (slow calls) was asked the most. Instead: nothing for the first [`FIRST_LOOKUP`] (a shorter
+/// call's progress travels with its result and is replayed before it); then every
+/// [`PROGRESS_POLL`] after a look-up that found new progress, and twice the last wait, up to
+/// [`QUIET_POLL_MAX`], after one that found nothing new. A call that reports nothing costs
+/// a few look-ups however long it runs; a steady reporter is read every second.
+///
+/// The activity is not long-polled (`DescribeActivityExecution` with its `long_poll_token`):
+/// the server answers such a poll at any change of the activity, and each heartbeat is one, even
+/// with unchanged details. Measured on the dev server, a quiet 13 s call's long poll came back
+/// every 2 s, once per heartbeat: more RPCs than this schedule, not one per progress change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LookupSchedule {
+    wait: Duration,
+}
+
+/// No progress look-up before a call has run this long.
+pub const FIRST_LOOKUP: Duration = Duration::from_secs(2);
+/// The wait after a look-up that found new progress.
+pub const PROGRESS_POLL: Duration = Duration::from_secs(1);
+/// The longest wait between look-ups of a call whose progress does not change.
+pub const QUIET_POLL_MAX: Duration = Duration::from_secs(8);
+
+impl Default for LookupSchedule {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LookupSchedule {
+    pub fn new() -> Self {
+        Self { wait: FIRST_LOOKUP }
+    }
+
+    /// How long to wait before the next look-up.
+    pub fn wait(&self) -> Duration {
+        self.wait
+    }
+
+    /// Records what the look-up found: new progress, or nothing new.
+    pub fn looked(&mut self, changed: bool) {
+        self.wait = if changed {
+            PROGRESS_POLL
+        } else {
+            (self.wait * 2).min(QUIET_POLL_MAX)
+        };
+    }
+}
+
+/// What looking up a call's progress found.
+enum Lookup {
+    /// What the call's heartbeat (or a Workflow's progress memo) holds.
+    Found(CallHeartbeat),
+    /// Nothing reported yet, or a passing failure: ask again later.
+    NotYet,
+    /// The activity cannot be seen from here (another namespace, no permission): stop asking.
+    Unreachable,
+}
+
+fn unreachable_or_not_yet(status: &tonic::Status) -> Lookup {
+    match status.code() {
+        tonic::Code::PermissionDenied | tonic::Code::InvalidArgument | tonic::Code::NotFound => {
+            Lookup::Unreachable
+        }
+        _ => Lookup::NotYet,
+    }
+}
+
+async fn lookup(client: &OperationClient, source: &ProgressSource) -> Lookup {
+    let call = match source {
+        ProgressSource::Activity(call) => call,
+        ProgressSource::Workflow(wf) => {
+            return match describe_workflow(
+                client.connection(),
+                client.namespace(),
+                &wf.workflow_id,
+                &wf.run_id,
+            )
+            .await
+            {
+                Ok(Some(found)) => found
+                    .memo
+                    .get(PROGRESS_MEMO_KEY)
+                    .and_then(|p| serde_json::from_value::<ToolProgress>(p.clone()).ok())
+                    .map_or(Lookup::NotYet, |progress| {
+                        Lookup::Found(CallHeartbeat {
+                            progress: Some(progress),
+                            ..CallHeartbeat::default()
+                        })
+                    }),
+                Ok(None) => Lookup::Unreachable,
+                Err(status) => unreachable_or_not_yet(&status),
+            };
+        }
+    };
+    match describe_activity(
+        client.connection(),
+        client.namespace(),
+        &call.activity_id,
+        &call.run_id,
+    )
+    .await
+    {
+        Ok(Some(activity)) => {
+            // With a codec the proxy's heartbeats are encoded too (R-PRX-20).
+            let heartbeat = match (activity.heartbeat, activity.encoded_heartbeat) {
+                (Some(h), _) => Some(h),
+                (None, Some(p)) => decode_one(client.codec().as_ref(), p)
+                    .await
+                    .ok()
+                    .and_then(|p| to_json(&p).ok()),
+                (None, None) => None,
+            };
+            heartbeat
+                .and_then(|h| serde_json::from_value::<CallHeartbeat>(h).ok())
+                .map_or(Lookup::NotYet, Lookup::Found)
+        }
+        Ok(None) => Lookup::Unreachable,
+        Err(status) => unreachable_or_not_yet(&status),
+    }
+}
+
+/// The latest progress the upstream reported for a call, if any.
+pub async fn call_progress(
+    client: &OperationClient,
+    call: &ProgressSource,
+) -> Option<ToolProgress> {
+    match lookup(client, call).await {
+        Lookup::Found(h) => h.progress,
+        Lookup::NotYet | Lookup::Unreachable => None,
+    }
+}
+
+/// Sends the caller what its call reports while it runs: `notifications/progress` under its own
+/// token whenever the progress changes (when it sent a token), and the upstream's log messages
+/// at or above `min_level` (when it has one), in order (R-CON-10, R-CON-13). Runs until dropped
+/// (the caller's wait ends), or until it is clear that there is nothing to read: an operation
+/// that is not a proxied tool call, or an activity this connector cannot see (the proxy's
+/// activities live in the endpoint's target namespace, which must be the connector's). One RPC
+/// per look-up once the call is known; look-ups follow [`LookupSchedule`] (R-CON-26). `live`
+/// records what the caller got, for the replay.
+pub async fn forward_live(
+    client: &OperationClient,
+    op: &OperationRef,
+    peer: &Peer<RoleServer>,
+    token: Option<ProgressToken>,
+    min_level: Option<usize>,
+    live: &Mutex<LiveNotifications>,
+) {
+    if token.is_none() && min_level.is_none() {
+        return;
+    }
+    let mut call: Option<ProgressSource> = None;
+    let mut schedule = LookupSchedule::new();
+    loop {
+        tokio::time::sleep(schedule.wait()).await;
+        if call.is_none() {
+            let Ok(described) = client.describe(op).await else {
+                schedule.looked(false);
+                continue;
+            };
+            if described.operation_token.is_empty() {
+                // Not started yet (or a sync operation, which ends with its answer).
+                schedule.looked(false);
+                continue;
+            }
+            match ProgressSource::parse(&described.operation_token) {
+                Some(found) => call = Some(found),
+                None => return, // Neither a proxied call nor a Workflow-backed tool.
+            }
+        }
+        let Some(found) = &call else { continue };
+        let heartbeat = match lookup(client, found).await {
+            Lookup::Found(h) => h,
+            Lookup::NotYet => {
+                schedule.looked(false);
+                continue;
+            }
+            Lookup::Unreachable => return,
+        };
+        let new = live.lock().unwrap().from_heartbeat(&heartbeat, min_level);
+        schedule.looked(!new.is_empty());
+        for item in &new {
+            if send(peer, token.as_ref(), item).await.is_err() {
+                return; // The caller is gone; the wait ends on its own.
+            }
+        }
+    }
+}
+
+/// Sends the caller, in order, what its call's result carried that it has not had: progress
+/// later than what it got live under its progress token, when it sent one, and log messages
+/// it did not get live at or above `min_level` (R-CON-10, R-CON-13).
+pub async fn replay_notifications(
+    peer: &Peer<RoleServer>,
+    token: Option<&ProgressToken>,
+    carried: &CallNotifications,
+    live: &LiveNotifications,
+    min_level: Option<usize>,
+) {
+    for item in live.replay(carried, min_level) {
+        if send(peer, token, item).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// One notification to the caller; progress only under its token (none without one).
+async fn send(
+    peer: &Peer<RoleServer>,
+    token: Option<&ProgressToken>,
+    item: &CallNotification,
+) -> Result<(), rmcp::service::ServiceError> {
+    match (item, token) {
+        (CallNotification::Progress(progress), Some(token)) => notify(peer, token, progress).await,
+        (CallNotification::Progress(_), None) => Ok(()),
+        (CallNotification::Log(log), _) => notify_log(peer, log).await,
+    }
+}
+
+#[allow(deprecated)] // MCP logging (SEP-2577 deprecates it; callers still use it)
+async fn notify_log(
+    peer: &Peer<RoleServer>,
+    log: &ToolLog,
+) -> Result<(), rmcp::service::ServiceError> {
+    let level = serde_json::from_value(serde_json::Value::from(log.level.as_str()))
+        .unwrap_or(rmcp::model::LoggingLevel::Info);
+    let mut note = rmcp::model::LoggingMessageNotificationParam::new(level, log.data.clone());
+    note.logger = log.logger.clone();
+    peer.notify_logging_message(note).await
+}
+
+async fn notify(
+    peer: &Peer<RoleServer>,
+    token: &ProgressToken,
+    progress: &ToolProgress,
+) -> Result<(), rmcp::service::ServiceError> {
+    let mut note = ProgressNotificationParam::new(token.clone(), progress.progress);
+    note.total = progress.total;
+    note.message = progress.message.clone();
+    peer.notify_progress(note).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_is_looked_up_before_the_first_interval() {
+        assert_eq!(LookupSchedule::new().wait(), FIRST_LOOKUP);
+        assert!(FIRST_LOOKUP > PROGRESS_POLL);
+    }
+
+    #[test]
+    fn quiet_calls_are_looked_up_ever_less_often_up_to_the_cap() {
+        let mut s = LookupSchedule::new();
+        let mut waits = vec![s.wait()];
+        for _ in 0..5 {
+            s.looked(false);
+            waits.push(s.wait());
+        }
+        let secs: Vec<u64> = waits.iter().map(|w| w.as_secs()).collect();
+        assert_eq!(secs, [2, 4, 8, 8, 8, 8]);
+    }
+
+    #[test]
+    fn new_progress_brings_the_next_look_up_back_to_a_second() {
+        let mut s = LookupSchedule::new();
+        s.looked(false);
+        s.looked(false);
+        s.looked(true);
+        assert_eq!(s.wait(), PROGRESS_POLL);
+        s.looked(false);
+        assert_eq!(s.wait(), Duration::from_secs(2));
+    }
+
+    /// Look-ups of a call that reports nothing for `secs` seconds: bounded by the logarithm of
+    /// its duration, where one a second made it linear.
+    fn quiet_lookups(secs: u64) -> usize {
+        let mut s = LookupSchedule::new();
+        let (mut at, mut n) = (Duration::ZERO, 0);
+        loop {
+            at += s.wait();
+            if at > Duration::from_secs(secs) {
+                return n;
+            }
+            n += 1;
+            s.looked(false);
+        }
+    }
+
+    #[test]
+    fn a_quiet_call_costs_few_look_ups_however_long_it_runs() {
+        // Look-ups at 2, 6, 14, 22, ... s.
+        assert_eq!(quiet_lookups(1), 0);
+        assert_eq!(quiet_lookups(5), 1);
+        assert_eq!(quiet_lookups(6), 2);
+        assert_eq!(quiet_lookups(13), 2);
+        assert_eq!(quiet_lookups(60), 8);
+    }
+}

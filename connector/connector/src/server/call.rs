@@ -1,0 +1,368 @@
+//! Starting a tool call's Nexus operation and waiting for its outcome (R-CON-3, R-CON-5),
+//! idempotency keys (R-CON-7) and progress for waiting callers (R-CON-10).
+
+use rmcp::{
+    ErrorData as McpError, Peer, RoleServer,
+    model::{CallToolRequestParams, ProgressToken},
+    service::RequestContext,
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::{
+    Connector,
+    internal::{internal, outcome_unknown},
+};
+use crate::{
+    idempotency::{
+        FingerprintKey, IdempotencyKey, arguments_fingerprint, key_from_meta,
+        operation_id as idempotent_operation_id,
+    },
+    progress::{forward_live, replay_notifications},
+    task_ref::CallerScope,
+};
+use durable_mcp_contract::{
+    call::{CallNotifications, LiveNotifications},
+    listing::{advertised_one_attempt, advertised_timeout},
+    operation_name::operation_for_tool,
+    outcome::{ERROR_TYPE_META, Outcome, to_call_tool_result_for},
+    payload,
+};
+use durable_mcp_runtime::nexus::{
+    ConflictPolicy, OperationClientError, OperationOutcome, OperationRef, ReusePolicy,
+    StartOperation,
+};
+
+impl Connector {
+    /// Starts the tool's operation on its route. With an idempotency key the operation id is a
+    /// function of (caller scope, tool, key), so a repeated call reattaches to the same
+    /// execution, running or finished; different arguments under the same key are a conflict.
+    pub(super) async fn start_call(
+        &self,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+        key: Option<(IdempotencyKey, &CallerScope)>,
+    ) -> Result<Started, McpError> {
+        let (route, definition) = self.lookup(tool).await?;
+        let slot = self
+            .inner
+            .in_flight
+            .try_start(&format!("calling tool {tool:?}"))?;
+        let timeout = advertised_timeout(&definition).unwrap_or(self.inner.options.default_timeout);
+        let arguments = Value::Object(arguments);
+        let input = payload::to_payload(&arguments)
+            .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+        let arguments_bytes = input.data.len();
+        check_arguments_size(tool, arguments_bytes)?;
+        let client = &self.inner.client;
+        let now = tokio::time::Instant::now();
+        // Through a Temporal outage (R-CON-16) the start is retried for a while (same request
+        // id: one run), and the wait for as long as the tool may run, plus time to read the
+        // outcome once the server is back.
+        let start_deadline = now + timeout.min(START_OUTAGE_BUDGET);
+        let deadline = outage_deadline(now, timeout);
+        let Some((key, scope)) = key else {
+            let mut start = StartOperation::new(
+                self.operation_id(""),
+                &route.endpoint,
+                &route.service,
+                operation_for_tool(tool),
+                input,
+            );
+            start.schedule_to_close = Some(timeout);
+            let (op, _) = client
+                .start_until(start, start_deadline)
+                .await
+                .map_err(start_failed)?;
+            // The tool and sizes only: arguments are the caller's data (R-CON-33).
+            info!(operation_id = %op.operation_id, tool, service = %route.service, arguments_bytes, "tool call started");
+            return Ok(Started::Op(Call { op, deadline, slot }));
+        };
+        let fingerprint_key = FingerprintKey::derive(&self.inner.options.signing_key);
+        let operation_id = idempotent_operation_id(
+            &fingerprint_key,
+            &self.inner.options.connector_name,
+            &self.owner(scope),
+            tool,
+            &key,
+        );
+        let fingerprint = arguments_fingerprint(&fingerprint_key, &arguments);
+        let mut start = StartOperation::new(
+            &operation_id,
+            &route.endpoint,
+            &route.service,
+            operation_for_tool(tool),
+            input,
+        );
+        // Same key and same arguments => same request id: the server answers with the same
+        // run, even after it closed. Temporal attaches silently on a conflict, so the
+        // arguments' fingerprint travels in a header and is compared here.
+        start.request_id = format!("{operation_id}-{fingerprint}");
+        start.schedule_to_close = Some(timeout);
+        start.conflict_policy = ConflictPolicy::UseExisting;
+        start.reuse_policy = ReusePolicy::RejectDuplicate;
+        start
+            .headers
+            .insert(FINGERPRINT_HEADER.into(), fingerprint.clone());
+        let op = match client.start_until(start, start_deadline).await {
+            Ok((op, true)) => {
+                info!(operation_id = %op.operation_id, tool, arguments_bytes, "idempotent tool call started");
+                return Ok(Started::Op(Call { op, deadline, slot }));
+            }
+            Ok((op, false)) => op,
+            // Closed, and started by a request with other arguments.
+            Err(OperationClientError::AlreadyExists { .. }) => OperationRef {
+                operation_id,
+                run_id: String::new(),
+            },
+            Err(e) => return Err(start_failed(e)),
+        };
+        let existing = client
+            .describe(&op)
+            .await
+            .map_err(|e| internal("starting the tool call", e))?;
+        if existing.headers.get(FINGERPRINT_HEADER) != Some(&fingerprint) {
+            return Ok(Started::Conflict);
+        }
+        info!(operation_id = %op.operation_id, tool, "reattached to an idempotent tool call");
+        Ok(Started::Op(Call {
+            op: existing.reference,
+            deadline,
+            slot,
+        }))
+    }
+
+    /// Waits for the operation; `cancel` (the MCP request's cancellation) cancels it. A waiting
+    /// caller (`listener`) gets the upstream's progress meanwhile when it sent a progress token,
+    /// and, before the result, what travelled with it (R-CON-10, R-CON-13). Until `deadline`
+    /// the wait rides out Temporal outages, and so does the cancel (R-CON-16).
+    pub(super) async fn finish_call(
+        &self,
+        op: &OperationRef,
+        deadline: tokio::time::Instant,
+        cancel: &CancellationToken,
+        listener: Option<Listener>,
+        one_attempt: bool,
+    ) -> Result<Value, McpError> {
+        let client = &self.inner.client;
+        // What the caller got live, so the replay below sends only what it missed.
+        let live = std::sync::Mutex::new(LiveNotifications::default());
+        let forward = async {
+            if let Some(l) = &listener {
+                let token = l.progress_token.clone();
+                forward_live(client, op, &l.peer, token, l.min_log_level, &live).await;
+            }
+            // Nothing (more) to forward: keep waiting for the outcome.
+            std::future::pending::<()>().await
+        };
+        let waited = tokio::select! {
+            waited = client.wait_until(op, cancel, deadline) => waited,
+            _ = forward => unreachable!("forwarding never ends on its own"),
+        };
+        let outcome = match waited {
+            Ok(outcome) => outcome,
+            Err(OperationClientError::WaitCancelled { .. }) => {
+                // The caller cancelled: cancel the operation, and report truthfully. The cancel
+                // is retried through an outage, on a task of its own: the caller is gone.
+                let (client, op) = (client.clone(), op.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = client
+                        .cancel_until(&op, "MCP request cancelled", deadline)
+                        .await
+                    {
+                        warn!(operation_id = %op.operation_id, error = %e, "could not cancel the operation");
+                    }
+                });
+                return Err(McpError::internal_error(
+                    "the tool call was cancelled by the client",
+                    None,
+                ));
+            }
+            // Started, and maybe run: never "try again" (R-CON-34).
+            Err(e) => return Err(outcome_unknown("waiting for the tool call", e)),
+        };
+        match &outcome {
+            OperationOutcome::Succeeded(result) => {
+                debug!(operation_id = %op.operation_id, result_bytes = result.data.len(), "tool call succeeded");
+            }
+            other => {
+                debug!(operation_id = %op.operation_id, outcome = other.kind(), "tool call ended")
+            }
+        }
+        // What the heartbeats could not show (a call shorter than the polling interval, log
+        // messages missed live) travelled with the result: the caller gets it now, in order,
+        // before the result.
+        if let (Some(listener), OperationOutcome::Succeeded(result)) = (&listener, &outcome) {
+            let live = live.lock().unwrap().clone();
+            replay_notifications(
+                &listener.peer,
+                listener.progress_token.as_ref(),
+                &CallNotifications::from_payload(result),
+                &live,
+                listener.min_log_level,
+            )
+            .await;
+        }
+        Ok(to_call_tool_result_for(
+            &Outcome::from_operation(outcome),
+            one_attempt,
+        ))
+    }
+
+    /// Whether the tool's listing says it gets one attempt (R-NXC-4): then a call of it that
+    /// timed out is one of unknown outcome. An unknown tool counts as retried.
+    pub(super) async fn one_attempt(&self, tool: &str) -> bool {
+        self.lookup(tool)
+            .await
+            .is_ok_and(|(_, definition)| advertised_one_attempt(&definition))
+    }
+
+    /// Calls a tool through its route and waits for the outcome. `cancel` (the MCP request's
+    /// cancellation) cancels the Nexus operation.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+        cancel: CancellationToken,
+    ) -> Result<Value, McpError> {
+        match self.start_call(tool, arguments, None).await? {
+            Started::Op(call) => {
+                let one_attempt = self.one_attempt(tool).await;
+                self.finish_call(&call.op, call.deadline, &cancel, None, one_attempt)
+                    .await
+            }
+            Started::Conflict => Ok(conflict_result()),
+        }
+    }
+}
+
+/// The caller's error for a start that failed: refused (nothing started, R-CON-15), or cut
+/// off by an outage after which it may have reached Temporal (R-CON-34).
+fn start_failed(e: OperationClientError) -> McpError {
+    if e.is_transient() {
+        outcome_unknown("starting the tool call", e)
+    } else {
+        internal("starting the tool call", e)
+    }
+}
+
+/// Arguments larger than a Temporal payload may be are refused before anything starts
+/// (R-CON-3), with the size and the limit, instead of Temporal's refusal of the start.
+fn check_arguments_size(tool: &str, size: usize) -> Result<(), McpError> {
+    let limit = payload::MAX_PAYLOAD_BYTES;
+    if size <= limit {
+        return Ok(());
+    }
+    Err(McpError::invalid_params(
+        format!(
+            "the arguments of tool {tool:?} are {size} bytes of JSON, more than the {limit} bytes a durable tool call can carry (Temporal's 2 MiB payload limit, less room for metadata); send less (for example a reference to the data instead of the data)"
+        ),
+        Some(json!({"tool": tool, "size": size, "limit": limit})),
+    ))
+}
+
+/// The caller waiting for a call, to whom the call's notifications go.
+pub(super) struct Listener {
+    pub peer: Peer<RoleServer>,
+    /// The request's progress token: no progress without one.
+    pub progress_token: Option<ProgressToken>,
+    /// The caller's `logging/setLevel`, as a rank in MCP's levels: no log messages without one.
+    pub min_log_level: Option<usize>,
+}
+
+/// Nexus header carrying the arguments' fingerprint of an idempotent call.
+const FINGERPRINT_HEADER: &str = "x-durable-mcp-arguments";
+
+/// How long a start is retried through a Temporal outage at most (R-CON-16).
+const START_OUTAGE_BUDGET: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How long past a tool's timeout the connector keeps waiting through an outage: the operation
+/// is over by then, and a server that comes back tells how.
+const OUTCOME_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A started call.
+pub(super) struct Call {
+    pub op: OperationRef,
+    /// Until when the connector waits for it through outages (R-CON-16).
+    pub deadline: tokio::time::Instant,
+    /// Its place under `--max-in-flight` (R-CON-17), held while the connector waits for it.
+    pub slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// Until when a call's wait rides out outages: its timeout plus [`OUTCOME_GRACE`], at most a
+/// year (a listing may advertise any timeout, and an `Instant` must not overflow).
+fn outage_deadline(
+    now: tokio::time::Instant,
+    timeout: std::time::Duration,
+) -> tokio::time::Instant {
+    const YEAR: std::time::Duration = std::time::Duration::from_secs(365 * 24 * 3600);
+    now + timeout.saturating_add(OUTCOME_GRACE).min(YEAR)
+}
+
+/// How a start went.
+pub(super) enum Started {
+    Op(Call),
+    /// The idempotency key names an execution with other arguments; it was not touched.
+    Conflict,
+}
+
+/// The tool error for a reused idempotency key with different arguments.
+pub(super) fn conflict_result() -> Value {
+    json!({
+        "content": [{"type": "text", "text": "IdempotencyConflict: this idempotency key was already used with different arguments; the first call is unchanged. Use a new key for new arguments."}],
+        "isError": true,
+        "_meta": {ERROR_TYPE_META: "IdempotencyConflict"},
+    })
+}
+
+/// The request's idempotency key, from `_meta` (the params' or the context's).
+pub(super) fn idempotency_key(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Result<Option<IdempotencyKey>, McpError> {
+    let metas = [
+        request
+            .meta
+            .as_ref()
+            .and_then(|m| serde_json::to_value(m).ok()),
+        serde_json::to_value(&context.meta).ok(),
+    ];
+    for meta in metas.into_iter().flatten() {
+        if let Value::Object(map) = meta
+            && let Some(key) =
+                key_from_meta(&map).map_err(|e| McpError::invalid_params(e.to_string(), None))?
+        {
+            return Ok(Some(key));
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outage_deadlines_add_the_grace_and_never_overflow() {
+        let now = tokio::time::Instant::now();
+        let minute = std::time::Duration::from_secs(60);
+        assert_eq!(outage_deadline(now, minute), now + minute + OUTCOME_GRACE);
+        assert!(outage_deadline(now, std::time::Duration::MAX) > now + minute);
+    }
+
+    #[test]
+    fn oversized_arguments_are_invalid_params_naming_size_and_limit() {
+        let limit = payload::MAX_PAYLOAD_BYTES;
+        assert!(check_arguments_size("t", limit).is_ok());
+        let err = check_arguments_size("t", limit + 1).unwrap_err();
+        assert_eq!(err.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+        assert!(
+            err.message.contains(&(limit + 1).to_string()),
+            "{}",
+            err.message
+        );
+        assert!(err.message.contains(&limit.to_string()), "{}", err.message);
+        assert_eq!(err.data.unwrap()["size"], limit + 1);
+    }
+}

@@ -1,0 +1,215 @@
+//! The tool catalog: every route's `list_tools` (R-NXC-2), merged into one list (R-CON-2).
+
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use rmcp::ErrorData as McpError;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{Connector, internal::internal};
+use crate::route::{Merged, Route, merge_tool_lists};
+use durable_mcp_contract::{listing::LIST_TOOLS, payload};
+use durable_mcp_runtime::nexus::{OperationOutcome, StartOperation};
+
+impl Connector {
+    async fn list_route(&self, route: &Route) -> Result<Vec<Value>, String> {
+        let o = &self.inner.options;
+        let input = payload::to_payload(&json!({})).map_err(|e| e.to_string())?;
+        let mut start = StartOperation::new(
+            self.operation_id("list-"),
+            &route.endpoint,
+            &route.service,
+            LIST_TOOLS,
+            input,
+        );
+        start.schedule_to_close = Some(o.list_timeout);
+        // Through a Temporal outage (R-CON-16) the listing waits as long as it may take.
+        let deadline = tokio::time::Instant::now() + o.list_timeout;
+        let (op, _) = self
+            .inner
+            .client
+            .start_until(start, deadline)
+            .await
+            .map_err(|e| e.to_string())?;
+        match self
+            .inner
+            .client
+            .wait_until(&op, &CancellationToken::new(), deadline)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            OperationOutcome::Succeeded(p) => {
+                match payload::to_json(&p).map_err(|e| e.to_string())? {
+                    Value::Array(tools) => Ok(tools),
+                    other => Err(format!("list_tools answered {other}, not a list of tools")),
+                }
+            }
+            other => Err(list_did_not_succeed(&other, o.list_timeout)),
+        }
+    }
+
+    /// One route's tools: its listing from the last [`ConnectorOptions::list_cache`] when
+    /// there is one (R-CON-17), else a new `list_tools` operation. Concurrent askers of one
+    /// route share one operation.
+    ///
+    /// [`ConnectorOptions::list_cache`]: super::ConnectorOptions::list_cache
+    async fn cached_route(&self, index: usize) -> Result<Vec<Value>, RouteError> {
+        let ttl = self.inner.options.list_cache;
+        let mut listing = self.inner.listings[index].lock().await;
+        if let Some(tools) = listing.fresh(ttl, Instant::now()) {
+            return Ok(tools.clone());
+        }
+        let _slot = self
+            .inner
+            .in_flight
+            .try_start("listing the tools")
+            .map_err(RouteError::OverCap)?;
+        let tools = self
+            .list_route(&self.inner.options.routes[index])
+            .await
+            .map_err(RouteError::Failed)?;
+        listing.store(tools.clone(), Instant::now());
+        Ok(tools)
+    }
+
+    /// Every route's tools, merged; two routes exposing one tool name is an error naming both.
+    async fn merged_routes(&self) -> Result<Merged, McpError> {
+        let routes = &self.inner.options.routes;
+        let lists = join_all((0..routes.len()).map(|i| self.cached_route(i))).await;
+        let mut ok = Vec::new();
+        for (route, listed) in routes.iter().zip(lists) {
+            match listed {
+                Ok(tools) => ok.push((route.clone(), tools)),
+                Err(RouteError::OverCap(e)) => return Err(e),
+                Err(RouteError::Failed(e)) => {
+                    return Err(internal(
+                        "listing the tools",
+                        format_args!(
+                            "listing the tools of service {:?} (endpoint {:?}): {e}",
+                            route.service, route.endpoint
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(self.merge(ok).await)
+    }
+
+    /// Merges the routes' lists (R-CON-2): an ambiguous name is left out, remembered for the
+    /// error a call of it gets, and logged when it first appears.
+    async fn merge(&self, lists: Vec<(Route, Vec<Value>)>) -> Merged {
+        let local = self.inner.local.as_ref();
+        let merged = merge_tool_lists(lists, |name| {
+            local.filter(|l| l.has_tool(name)).map(|l| l.origin())
+        });
+        let mut known = self.inner.ambiguous.write().await;
+        for a in &merged.ambiguous {
+            if !known.contains_key(&a.tool) {
+                tracing::warn!("{a}");
+            }
+        }
+        *known = merged
+            .ambiguous
+            .iter()
+            .map(|a| (a.tool.clone(), a.to_string()))
+            .collect();
+        merged
+    }
+
+    /// The start-up check of tool names (R-CON-2, R-OPS-1): `Ok` with each ambiguous name's
+    /// description (the connector starts and leaves them out), `Err(why)` when the routes
+    /// cannot be listed yet (their workers may start later).
+    pub async fn check_tool_names(&self) -> Result<Vec<String>, String> {
+        match self.merged_routes().await {
+            Ok(merged) => Ok(merged.ambiguous.iter().map(|a| a.to_string()).collect()),
+            Err(e) => Err(e.message.to_string()),
+        }
+    }
+
+    /// Asks every route for its tools and replaces the catalog. An ambiguous name is left out
+    /// (R-CON-2).
+    pub async fn refresh_tools(&self) -> Result<Vec<(Route, Value)>, McpError> {
+        let merged = self.merged_routes().await?.tools;
+        let mut catalog = self.inner.tools.write().await;
+        *catalog = merged
+            .iter()
+            .map(|(r, t)| {
+                (
+                    t["name"].as_str().unwrap_or_default().to_owned(),
+                    (r.clone(), t.clone()),
+                )
+            })
+            .collect();
+        Ok(merged)
+    }
+
+    /// The tool's route and listing. A tool the catalog lacks is looked up again through the
+    /// routes' cached listings (R-CON-17): calls of unknown tools start no operation while the
+    /// cache is fresh.
+    pub(super) async fn lookup(&self, tool: &str) -> Result<(Route, Value), McpError> {
+        if let Some(found) = self.inner.tools.read().await.get(tool) {
+            return Ok(found.clone());
+        }
+        self.refresh_tools().await?;
+        let found = self.inner.tools.read().await.get(tool).cloned();
+        match found {
+            Some(found) => Ok(found),
+            None => Err(self.unknown_tool(tool).await),
+        }
+    }
+
+    /// The error for a tool the catalog lacks: ambiguous (naming every service that exposes
+    /// it, R-CON-2) or unknown.
+    async fn unknown_tool(&self, tool: &str) -> McpError {
+        if let Some(why) = self.inner.ambiguous.read().await.get(tool).cloned() {
+            return McpError::invalid_params(why, Some(json!({"tool": tool, "ambiguous": true})));
+        }
+        McpError::invalid_params(format!("unknown tool: {tool}"), Some(json!({"tool": tool})))
+    }
+}
+
+/// Why a route's tools could not be had.
+enum RouteError {
+    /// `--max-in-flight` operations are running (R-CON-17): the caller reads why.
+    OverCap(McpError),
+    /// The listing failed: internal, logged (R-CON-15).
+    Failed(String),
+}
+
+/// Why a listing did not succeed, for the log (R-CON-15 keeps it from callers). A timeout most
+/// often means that nothing polls the endpoint's task queue, so the line says where to look.
+fn list_did_not_succeed(outcome: &OperationOutcome, timeout: Duration) -> String {
+    match outcome {
+        OperationOutcome::TimedOut { message } => format!(
+            "list_tools timed out after {timeout:?} ({message}): no worker may be polling the \
+             endpoint's task queue; check that the proxy or tool service serving this service \
+             runs and polls the task queue the endpoint targets"
+        ),
+        other => format!("list_tools did not succeed: {other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listing_that_timed_out_points_at_the_task_queue_worker() {
+        let timed_out = OperationOutcome::TimedOut {
+            message: "operation timed out".into(),
+        };
+        let line = list_did_not_succeed(&timed_out, Duration::from_secs(10));
+        assert!(
+            line.contains("10s")
+                && line.contains("no worker may be polling the endpoint's task queue"),
+            "{line}"
+        );
+        let failed = OperationOutcome::Failed {
+            message: "no".into(),
+            error_type: None,
+            handler_error: None,
+        };
+        assert!(!list_did_not_succeed(&failed, Duration::from_secs(10)).contains("task queue"));
+    }
+}

@@ -1,0 +1,437 @@
+//! The connector's MCP server: every route's Nexus service is a set of MCP tools; `tools/list`
+//! asks each route's `list_tools` operation and `tools/call` starts a standalone Nexus
+//! operation and waits for it.
+//!
+//! The server is an rmcp [`ServerHandler`], so a host serves it over stdio or Streamable HTTP
+//! and adds its own middleware. One file per concern: [`catalog`] (the merged tool list),
+//! [`call`] (starting and waiting for a call, idempotency keys), [`tasks`] (signed task IDs,
+//! `tasks/get` and `tasks/cancel`), [`companion`] (task tools for callers without the tasks
+//! extension) and [`scope`] (whose request this is); this file holds the options and the rmcp
+//! glue.
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+        CreateTaskResult, GetTaskParams, GetTaskResult, Implementation, ListToolsResult,
+        PaginatedRequestParams, ResultType, ServerCapabilities, ServerConfig, Tool,
+    },
+    service::RequestContext,
+};
+use serde_json::Value;
+use tokio::sync::RwLock;
+use tracing::info;
+
+use super::{
+    route::Route,
+    task_ref::{CallerScope, SigningKey},
+};
+use crate::local::LocalTools;
+use durable_mcp_runtime::nexus::OperationClient;
+
+mod call;
+mod catalog;
+pub mod companion;
+pub(crate) mod faithful;
+mod internal;
+mod limits;
+mod logging;
+mod scope;
+mod tasks;
+
+use call::{Started, conflict_result, idempotency_key};
+use companion::{companion_tools, continues_as_task, is_companion};
+pub use logging::DEFAULT_LOG_LEVEL;
+use scope::{granted_scopes, insufficient_scope};
+use tasks::{supports_tasks, tasks_extension_required};
+
+/// How the connector names and times its operations.
+#[derive(Debug, Clone)]
+pub struct ConnectorOptions {
+    pub routes: Vec<Route>,
+    /// Logical deployment name, shared by replicas; the first part of every operation id.
+    pub connector_name: String,
+    /// The part of operation ids after the connector name (naming and visibility only).
+    pub operation_id_prefix: String,
+    /// Schedule-to-close for tools whose listing carries no timeout.
+    pub default_timeout: Duration,
+    /// How long `list_tools` on one route may take.
+    pub list_timeout: Duration,
+    /// How long a route's listing is reused before `tools/list` or a call of an unknown tool
+    /// asks the route again (R-CON-17); zero asks every time.
+    pub list_cache: Duration,
+    /// How many Temporal operations (calls and listings) the connector waits for at once;
+    /// past that, callers get an error naming the cap (R-CON-17).
+    pub max_in_flight: usize,
+    /// How long a task-capable caller waits before the call becomes a task.
+    pub task_after: Duration,
+    /// Serve the companion tools (`task_status`, `task_result`, `task_cancel`) and answer a
+    /// caller without the tasks extension whose call outlasts `task_after` with a task ID.
+    pub companion_tools: bool,
+    /// Signs task IDs. Replicas that serve each other's tasks share it.
+    pub signing_key: SigningKey,
+    /// Earlier signing keys: task IDs they signed still verify (R-CON-18), so rotating the
+    /// key does not orphan running tasks. New IDs are signed with `signing_key`.
+    pub previous_signing_keys: Vec<SigningKey>,
+    /// Whose tasks these are when the request names no verified caller: one stdio client, or
+    /// (HTTP without authentication) everyone.
+    pub caller_scope: CallerScope,
+    /// Refuse requests that carry no verified [`CallerScope`] in their HTTP extensions (set
+    /// with inbound auth, so a missing middleware can never mean a shared scope).
+    pub require_verified_caller: bool,
+}
+
+impl ConnectorOptions {
+    pub fn new(routes: Vec<Route>) -> Self {
+        Self {
+            routes,
+            connector_name: "durable-mcp".into(),
+            operation_id_prefix: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),
+            default_timeout: Duration::from_secs(300),
+            list_timeout: Duration::from_secs(30),
+            list_cache: DEFAULT_LIST_CACHE,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            task_after: Duration::from_secs(2),
+            companion_tools: false,
+            signing_key: SigningKey::generate(),
+            previous_signing_keys: Vec::new(),
+            // One stdio client, or everyone on an unauthenticated HTTP connector: a stable scope,
+            // so idempotency keys and tasks survive a restart with the same signing key.
+            caller_scope: CallerScope::Anonymous,
+            require_verified_caller: false,
+        }
+    }
+}
+
+/// How long a route's listing is reused by default (R-CON-17): long enough that a burst of
+/// `tools/list` or unknown-tool calls costs one operation per route, short enough that a
+/// changed upstream shows within seconds.
+pub const DEFAULT_LIST_CACHE: Duration = Duration::from_secs(5);
+
+/// How many operations a connector waits for at once by default (R-CON-17).
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 512;
+
+/// The MCP server. Cheap to clone; clones share the tool catalog.
+#[derive(Clone)]
+pub struct Connector {
+    inner: Arc<Inner>,
+    /// The `logging/setLevel` of the client this connector value serves (see [`Typed`]).
+    log_level: logging::LogLevel,
+}
+
+struct Inner {
+    client: OperationClient,
+    options: ConnectorOptions,
+    /// Tool name -> (route, MCP Tool JSON), from the last `tools/list`.
+    tools: RwLock<HashMap<String, (Route, Value)>>,
+    /// Tool name -> why it is left out (exposed twice, R-CON-2), from the last `tools/list`.
+    ambiguous: RwLock<HashMap<String, String>>,
+    /// Per route (same order as the options' routes): its last listing (R-CON-17). The lock
+    /// makes concurrent askers share one `list_tools` operation.
+    listings: Vec<tokio::sync::Mutex<limits::Listing>>,
+    /// The cap on operations in flight (R-CON-17).
+    in_flight: limits::InFlight,
+    /// Tools served in-process (R-OPS-1), listed after the routed ones.
+    local: Option<Arc<dyn LocalTools>>,
+}
+
+impl Connector {
+    pub fn new(client: OperationClient, options: ConnectorOptions) -> Self {
+        Self::with_local_tools(client, options, None)
+    }
+
+    /// A connector that also serves `local` tools in-process (for example the Temporal
+    /// operations toolset). A routed tool with a local tool's name is left out (R-CON-2).
+    pub fn with_local_tools(
+        client: OperationClient,
+        options: ConnectorOptions,
+        local: Option<Arc<dyn LocalTools>>,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                client,
+                listings: options.routes.iter().map(|_| Default::default()).collect(),
+                in_flight: limits::InFlight::new(options.max_in_flight),
+                options,
+                tools: RwLock::default(),
+                ambiguous: RwLock::default(),
+                local,
+            }),
+            log_level: logging::LogLevel::default(),
+        }
+    }
+
+    /// The local tool set, when `name` is one of its tools.
+    fn local_for(&self, name: &str) -> Option<&Arc<dyn LocalTools>> {
+        self.inner.local.as_ref().filter(|n| n.has_tool(name))
+    }
+
+    fn operation_id(&self, what: &str) -> String {
+        let o = &self.inner.options;
+        format!(
+            "{}-{}-{what}{}",
+            o.connector_name,
+            o.operation_id_prefix,
+            uuid::Uuid::new_v4()
+        )
+    }
+}
+
+/// The rmcp handler behind [`Connector`]'s `Service` (see [`faithful`]): one per request, so
+/// the answer as it is to be written can be handed back beside rmcp's typed one. rmcp's
+/// Streamable HTTP service needs a `ServerHandler` and serves this one ([`Connector::typed`]),
+/// one per session; its answers as written go into the HTTP request's
+/// [`faithful::HttpAnswers`] instead (see the `inbound::faithful_http` module).
+#[derive(Clone)]
+pub struct Typed {
+    connector: Connector,
+    /// Set for a handler serving one request through the connector's own `Service`; `None` for
+    /// rmcp's HTTP service, which keeps nothing beyond the request.
+    written: Option<faithful::Written>,
+    /// The caller's `logging/setLevel` (R-CON-13): one per session over HTTP, one per
+    /// connector value over stdio and for library hosts.
+    log_level: logging::LogLevel,
+}
+
+impl Connector {
+    /// The connector as an rmcp `ServerHandler`, for hosts that need one (rmcp's Streamable
+    /// HTTP service).
+    pub fn typed(&self) -> Typed {
+        Typed {
+            connector: self.clone(),
+            written: None,
+            log_level: logging::LogLevel::default(),
+        }
+    }
+
+    /// The typed handler for one request served through this connector's own `Service`, with
+    /// the level its caller set.
+    fn typed_sharing_level(&self) -> Typed {
+        Typed {
+            log_level: self.log_level.clone(),
+            written: Some(faithful::Written::default()),
+            ..self.typed()
+        }
+    }
+}
+
+impl std::ops::Deref for Typed {
+    type Target = Connector;
+    fn deref(&self) -> &Connector {
+        &self.connector
+    }
+}
+
+// MCP logging is deprecated (SEP-2577) but clients still use it (R-CON-13).
+#[allow(deprecated)]
+impl ServerHandler for Typed {
+    fn get_info(&self) -> ServerConfig {
+        let mut info = ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .enable_logging()
+                .build(),
+        );
+        info.server_info = Implementation::new("durable-mcp-connector", env!("CARGO_PKG_VERSION"));
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let mut listed: Vec<Value> = self
+            .refresh_tools()
+            .await?
+            .into_iter()
+            .map(|(_, t)| faithful::as_listed(t))
+            .collect();
+        if self.inner.options.companion_tools {
+            if let Some(clash) = listed
+                .iter()
+                .find(|t| is_companion(t["name"].as_str().unwrap_or_default()))
+            {
+                return Err(McpError::internal_error(
+                    format!(
+                        "a route exposes a tool named {}, which --companion-tools reserves; \
+                         drop --companion-tools or rename the tool",
+                        clash["name"]
+                    ),
+                    None,
+                ));
+            }
+            listed.extend(companion_tools());
+        }
+        let tools = listed
+            .iter()
+            .map(|t| {
+                serde_json::from_value::<Tool>(t.clone()).map_err(|e| {
+                    McpError::internal_error(format!("a listed tool is not valid MCP: {e}"), None)
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        // Local tools are answered here, never as tasks: they list no `execution` (MCP's
+        // default, taskSupport "forbidden").
+        let local: Vec<Tool> = self.inner.local.iter().flat_map(|n| n.tools()).collect();
+        let mut written = listed;
+        for tool in &local {
+            written.push(serde_json::to_value(tool).map_err(|e| {
+                McpError::internal_error(format!("a local tool is not valid MCP: {e}"), None)
+            })?);
+        }
+        faithful::keep(self.written.as_ref(), &context, Value::Array(written));
+        Ok(ListToolsResult::with_all_items(
+            tools.into_iter().chain(local).collect(),
+        ))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        if let Some(local) = self.local_for(name) {
+            return local.tools().into_iter().find(|t| t.name == name);
+        }
+        if self.inner.options.companion_tools && is_companion(name) {
+            let found = companion_tools().into_iter().find(|t| t["name"] == name)?;
+            return serde_json::from_value(found).ok();
+        }
+        let catalog = self.inner.tools.try_read().ok()?;
+        serde_json::from_value(catalog.get(name)?.1.clone()).ok()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let scope = self.request_scope(&context)?;
+        if let Some(local) = self.local_for(&request.name) {
+            // A management call made directly, not a durable operation (R-OPS-1), by a caller
+            // whose token carries the scope its family needs (R-OPS-5).
+            let granted = granted_scopes(&context);
+            if let Some(needed) = local
+                .required_scopes(&request.name)
+                .into_iter()
+                .find(|needed| !granted.as_ref().is_some_and(|g| g.0.contains(*needed)))
+            {
+                info!(tool = %request.name, caller = ?scope, "local tool refused: missing scope");
+                let mut result = insufficient_scope(&request.name, needed);
+                result.result_type = Some(ResultType::COMPLETE);
+                return Ok(result.into());
+            }
+            let arguments = request.arguments.clone().unwrap_or_default();
+            let mut result = local.call(&request.name, &arguments).await;
+            result.result_type = Some(ResultType::COMPLETE);
+            info!(tool = %request.name, caller = ?scope, "local tool called");
+            return Ok(result.into());
+        }
+        let key = idempotency_key(&request, &context)?;
+        let arguments = request.arguments.clone().unwrap_or_default();
+        if self.inner.options.companion_tools && is_companion(&request.name) {
+            let json = self
+                .call_companion(&request.name, &arguments, &scope)
+                .await?;
+            // `task_result` answers the call's own result: written as the tool wrote it.
+            faithful::keep(self.written.as_ref(), &context, json.clone());
+            return complete(json);
+        }
+        // The call holds its in-flight slot (R-CON-17) until this answer: a result, or a task.
+        let call::Call {
+            op,
+            deadline,
+            slot: _slot,
+        } = match self
+            .start_call(&request.name, arguments, key.map(|k| (k, &scope)))
+            .await?
+        {
+            Started::Op(call) => call,
+            Started::Conflict => return complete(conflict_result()),
+        };
+        let progress = Some(call::Listener {
+            peer: context.peer.clone(),
+            progress_token: context.meta.get_progress_token(),
+            min_log_level: Some(self.log_level.get()),
+        });
+        let one_attempt = self.one_attempt(&request.name).await;
+        let json = if supports_tasks(&context) {
+            // A task-capable caller waits `task_after`, then gets a task it can poll from any
+            // replica; after that only tasks/cancel cancels the call.
+            tokio::select! {
+                finished = self.finish_call(&op, deadline, &context.ct, progress, one_attempt) => finished?,
+                _ = tokio::time::sleep(self.inner.options.task_after) => {
+                    let task = self.created_task(&op, &scope).await;
+                    info!(operation_id = %op.operation_id, "tool call continues as a task");
+                    return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
+                }
+            }
+        } else if self.inner.options.companion_tools {
+            // No tasks extension, but companion tools: after `task_after` the caller gets the
+            // task ID in a text result and follows it with the companion tools.
+            tokio::select! {
+                finished = self.finish_call(&op, deadline, &context.ct, progress, one_attempt) => finished?,
+                _ = tokio::time::sleep(self.inner.options.task_after) => {
+                    info!(operation_id = %op.operation_id, "tool call continues as a companion task");
+                    let has_output_schema = self
+                        .lookup(&request.name)
+                        .await
+                        .is_ok_and(|(_, tool)| tool.get("outputSchema").is_some());
+                    continues_as_task(&self.task_id(&op, &scope), has_output_schema)
+                }
+            }
+        } else {
+            self.finish_call(&op, deadline, &context.ct, progress, one_attempt)
+                .await?
+        };
+        faithful::keep(self.written.as_ref(), &context, json.clone());
+        complete(json)
+    }
+
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.log_level.set(request.level);
+        Ok(())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        if !supports_tasks(&context) {
+            return Err(tasks_extension_required());
+        }
+        let scope = self.request_scope(&context)?;
+        Ok(GetTaskResult::new(
+            self.task_state(&request.task_id, &scope).await?,
+        ))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if !supports_tasks(&context) {
+            return Err(tasks_extension_required());
+        }
+        let scope = self.request_scope(&context)?;
+        self.cancel_task_op(&request.task_id, &scope).await
+    }
+}
+
+/// A `CallToolResult` JSON as rmcp's complete answer.
+fn complete(json: Value) -> Result<CallToolResponse, McpError> {
+    let mut result: CallToolResult = serde_json::from_value(json).map_err(|e| {
+        McpError::internal_error(
+            format!("the tool returned an invalid CallToolResult: {e}"),
+            None,
+        )
+    })?;
+    result.result_type = Some(ResultType::COMPLETE);
+    Ok(result.into())
+}

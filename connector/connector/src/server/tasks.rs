@@ -1,0 +1,234 @@
+//! MCP tasks (R-CON-4, R-CON-6): signed, caller-scoped task IDs over Nexus operations, with no
+//! task table anywhere; `tasks/get` reads the operation, `tasks/cancel` cancels it.
+
+use std::time::SystemTime;
+
+use rmcp::{
+    ErrorData as McpError, RoleServer,
+    model::{DetailedTask, ErrorCode, TASKS_EXTENSION_ID, Task, TaskPayload, TaskStatus},
+    service::RequestContext,
+};
+use serde_json::{Value, json};
+
+use super::{Connector, internal::internal};
+use crate::{
+    progress::{ProgressSource, call_progress},
+    task_ref::{CallerScope, KeyRing, TaskRef, caller_hash, sign_current, verify_with_ring},
+};
+use durable_mcp_contract::{
+    operation_name::tool_for_operation,
+    outcome::{Outcome, to_call_tool_result_for},
+};
+use durable_mcp_runtime::nexus::{OperationOutcome, OperationRef, OperationStatus, OperationTimes};
+
+impl Connector {
+    /// The signed task ID for an operation, owned by `scope`.
+    pub fn task_id(&self, op: &OperationRef, scope: &CallerScope) -> String {
+        let r = TaskRef::new(
+            self.inner.client.namespace(),
+            &op.operation_id,
+            &op.run_id,
+            self.owner(scope),
+        );
+        sign_current(&self.key_ring(), &r)
+    }
+
+    /// The current signing key and the previous ones still accepted (R-CON-18).
+    fn key_ring(&self) -> KeyRing {
+        KeyRing {
+            current: self.inner.options.signing_key.clone(),
+            previous: self.inner.options.previous_signing_keys.clone(),
+        }
+    }
+
+    /// Verifies a task ID (signature under the current or a listed previous key, then owner,
+    /// then namespace) before any Temporal call.
+    /// Every kind of bad ID gets the same answer.
+    pub(super) fn task_op(
+        &self,
+        task_id: &str,
+        scope: &CallerScope,
+    ) -> Result<OperationRef, McpError> {
+        let unknown = || McpError::invalid_params("unknown task", None);
+        let r = verify_with_ring(&self.key_ring(), task_id, |key| caller_hash(key, scope))
+            .map_err(|_| unknown())?;
+        if r.ns != self.inner.client.namespace() {
+            return Err(unknown());
+        }
+        Ok(OperationRef {
+            operation_id: r.op,
+            run_id: r.run,
+        })
+    }
+
+    /// The task's state: working while the operation runs, then its result.
+    pub async fn task_state(
+        &self,
+        task_id: &str,
+        scope: &CallerScope,
+    ) -> Result<DetailedTask, McpError> {
+        let op = self.task_op(task_id, scope)?;
+        let described = self
+            .inner
+            .client
+            .describe(&op)
+            .await
+            .map_err(|e| internal("reading the task", e))?;
+        let (created, updated) = task_times(described.times, SystemTime::now());
+        let mut task =
+            Task::new(task_id, TaskStatus::Working, created, updated).with_poll_interval_ms(1000);
+        let payload = match (described.status, described.outcome) {
+            (OperationStatus::Running | OperationStatus::Unknown, _) | (_, None) => {
+                // The upstream's latest progress message, when the tool reports one.
+                let call = ProgressSource::parse(&described.operation_token);
+                let progress = match &call {
+                    Some(call) => call_progress(&self.inner.client, call).await,
+                    None => None,
+                };
+                if let Some(message) = progress.and_then(|p| p.message) {
+                    task = task.with_status_message(message);
+                }
+                TaskPayload::Working
+            }
+            (_, Some(OperationOutcome::Canceled { .. })) => TaskPayload::Cancelled,
+            (_, Some(outcome)) => {
+                // The listing names the tool, not its escaped operation name (R-NXC-5).
+                let tool = tool_for_operation(&described.operation)
+                    .unwrap_or_else(|| described.operation.clone());
+                let one_attempt = self.one_attempt(&tool).await;
+                match to_call_tool_result_for(&Outcome::from_operation(outcome), one_attempt) {
+                    Value::Object(result) => TaskPayload::Completed { result },
+                    _ => TaskPayload::Working,
+                }
+            }
+        };
+        Ok(DetailedTask::new(task, payload))
+    }
+
+    /// The task a call continues as (R-CON-6), with its times from Temporal (R-CON-29): the
+    /// same `createdAt` every later `tasks/get` reports.
+    pub(super) async fn created_task(&self, op: &OperationRef, scope: &CallerScope) -> Task {
+        // Bounded: the caller's answer (its new task) must not wait on a Temporal that
+        // accepted the connection but does not answer.
+        let described = tokio::time::timeout(TASK_TIMES_WAIT, self.inner.client.describe(op)).await;
+        let times = match described {
+            Ok(Ok(described)) => described.times,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "the new task's times are the connector's clock");
+                OperationTimes::default()
+            }
+            Err(_) => {
+                tracing::debug!(
+                    "reading the new task's times timed out; using the connector's clock"
+                );
+                OperationTimes::default()
+            }
+        };
+        let (created, updated) = task_times(times, SystemTime::now());
+        Task::new(
+            self.task_id(op, scope),
+            TaskStatus::Working,
+            created,
+            updated,
+        )
+        .with_poll_interval_ms(1000)
+    }
+
+    /// Requests cancellation of the task's operation, retrying for a while through a Temporal
+    /// outage (R-CON-16); a cancel that still could not be delivered is an error, never dropped.
+    pub async fn cancel_task_op(&self, task_id: &str, scope: &CallerScope) -> Result<(), McpError> {
+        let op = self.task_op(task_id, scope)?;
+        let deadline = tokio::time::Instant::now() + TASK_CANCEL_OUTAGE_BUDGET;
+        self.inner
+            .client
+            .cancel_until(&op, "MCP tasks/cancel", deadline)
+            .await
+            .map_err(|e| internal("cancelling the task", e))
+    }
+}
+
+/// How long the answer that creates a task waits for Temporal's times before it uses the
+/// connector's clock (R-CON-29).
+const TASK_TIMES_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long `tasks/cancel` keeps trying to reach Temporal before it answers with an error.
+const TASK_CANCEL_OUTAGE_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// A task's `createdAt` and `lastUpdatedAt` (R-CON-29), RFC 3339 with milliseconds: when its
+/// operation was scheduled and when its state last changed, as Temporal records them, so they
+/// hold still between reads and agree across replicas. `now` stands in only for a time the
+/// server did not give; `lastUpdatedAt` is never before `createdAt`.
+fn task_times(times: OperationTimes, now: SystemTime) -> (String, String) {
+    let created = times.scheduled.unwrap_or(now);
+    let updated = times.last_changed.unwrap_or(created).max(created);
+    let format = |t| humantime::format_rfc3339_millis(t).to_string();
+    (format(created), format(updated))
+}
+
+/// Whether the request's caller declared the tasks extension (per request for stateless
+/// 2026-07-28 clients, at initialize for session clients).
+pub(super) fn supports_tasks(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .meta
+        .client_capabilities()
+        .is_some_and(|c| c.supports_tasks())
+        || context
+            .peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.supports_tasks())
+}
+
+/// The answer to a task method from a caller without the tasks extension.
+pub(super) fn tasks_extension_required() -> McpError {
+    McpError::new(
+        ErrorCode(-32021),
+        "this method needs the io.modelcontextprotocol/tasks extension",
+        Some(json!({"requiredCapabilities": {"extensions": {TASKS_EXTENSION_ID: {}}}})),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn task_times_are_temporals_and_never_run_backwards() {
+        let at = |s| Some(SystemTime::UNIX_EPOCH + Duration::from_secs(s));
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000_000);
+        let times = OperationTimes {
+            scheduled: at(1_800_000_000),
+            last_changed: at(1_800_000_002),
+        };
+        assert_eq!(
+            task_times(times, now),
+            (
+                "2027-01-15T08:00:00.000Z".to_owned(),
+                "2027-01-15T08:00:02.000Z".to_owned()
+            ),
+            "the clock plays no part"
+        );
+        let (created, updated) = task_times(
+            OperationTimes {
+                scheduled: at(1_800_000_000),
+                last_changed: None,
+            },
+            now,
+        );
+        assert_eq!(created, updated);
+        let (created, updated) = task_times(OperationTimes::default(), now);
+        assert_eq!(
+            (created.as_str(), updated.as_str()),
+            ("2033-05-18T03:33:20.000Z", "2033-05-18T03:33:20.000Z")
+        );
+        let (created, updated) = task_times(
+            OperationTimes {
+                scheduled: at(1_800_000_005),
+                last_changed: at(1_800_000_000),
+            },
+            now,
+        );
+        assert!(created <= updated, "{created} <= {updated}");
+    }
+}

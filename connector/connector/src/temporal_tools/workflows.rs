@@ -1,0 +1,841 @@
+//! The Workflow tools: start, result, describe, list, history, event, query, signal, cancel,
+//! terminate, continue-as-new. Each is one or a few WorkflowService requests.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use temporalio_protos::temporal::api::{
+    common::v1::{WorkflowExecution, WorkflowType},
+    enums::v1::{EventType, HistoryEventFilterType, WorkflowExecutionStatus},
+    history::v1::{HistoryEvent, history_event::Attributes},
+    query::v1::WorkflowQuery,
+    taskqueue::v1::TaskQueue,
+    workflow::v1::WorkflowExecutionInfo,
+    workflowservice::v1::{
+        DescribeWorkflowExecutionRequest, DescribeWorkflowExecutionResponse,
+        GetWorkflowExecutionHistoryRequest, ListWorkflowExecutionsRequest, QueryWorkflowRequest,
+        RequestCancelWorkflowExecutionRequest, SignalWorkflowExecutionRequest,
+        StartWorkflowExecutionRequest, TerminateWorkflowExecutionRequest,
+    },
+};
+
+use super::{
+    Answer, Ctx,
+    args::Args,
+    error::{ErrorKind, ToolError},
+    payloads::{Decode, object, proto_json, prune},
+    reserved,
+};
+use durable_mcp_runtime::temporal::proto_duration;
+
+/// How often a tool that watches a Workflow close looks again.
+const WATCH_INTERVAL: Duration = Duration::from_millis(200);
+
+pub(super) fn execution(workflow_id: &str, run_id: Option<&str>) -> WorkflowExecution {
+    WorkflowExecution {
+        workflow_id: workflow_id.to_owned(),
+        run_id: run_id.unwrap_or_default().to_owned(),
+    }
+}
+
+fn target(workflow_id: &str) -> String {
+    format!("Workflow {workflow_id:?}")
+}
+
+/// `COMPLETED`, `RUNNING`, ... for a status number.
+pub(super) fn status_name(status: i32) -> String {
+    WorkflowExecutionStatus::try_from(status)
+        .map(|s| {
+            s.as_str_name()
+                .trim_start_matches("WORKFLOW_EXECUTION_STATUS_")
+                .to_owned()
+        })
+        .unwrap_or_else(|_| format!("UNKNOWN({status})"))
+}
+
+pub(super) fn time(t: Option<&prost_wkt_types::Timestamp>) -> Value {
+    t.map(proto_json).unwrap_or(Value::Null)
+}
+
+/// One Workflow execution in list form.
+pub(super) fn summary(info: &WorkflowExecutionInfo) -> Value {
+    let exec = info.execution.clone().unwrap_or_default();
+    json!({
+        "workflow_id": exec.workflow_id,
+        "run_id": exec.run_id,
+        "workflow_type": info.r#type.as_ref().map(|t| t.name.clone()).unwrap_or_default(),
+        "status": status_name(info.status),
+        "task_queue": info.task_queue,
+        "start_time": time(info.start_time.as_ref()),
+        "close_time": time(info.close_time.as_ref()),
+        "history_length": info.history_length,
+    })
+}
+
+/// One Workflow execution as visibility lists it. Visibility records `HistoryLength` only when
+/// a run closes, so a running Workflow's length is unknown here (null, not a misleading 0);
+/// `describe_workflow` reports the current one.
+pub(super) fn listed_summary(info: &WorkflowExecutionInfo) -> Value {
+    let mut v = summary(info);
+    if info.status == WorkflowExecutionStatus::Running as i32 {
+        v["history_length"] = Value::Null;
+    }
+    v
+}
+
+async fn describe_raw(
+    ctx: &Ctx<'_>,
+    workflow_id: &str,
+    run_id: Option<&str>,
+) -> Result<DescribeWorkflowExecutionResponse, ToolError> {
+    ctx.connection
+        .workflow_service()
+        .describe_workflow_execution(tonic::Request::new(DescribeWorkflowExecutionRequest {
+            namespace: ctx.namespace.clone(),
+            execution: Some(execution(workflow_id, run_id)),
+        }))
+        .await
+        .map(|r| r.into_inner())
+        .map_err(|s| ToolError::from_status(&s, &target(workflow_id)))
+}
+
+/// The run's status and run id, as described.
+async fn status_of(
+    ctx: &Ctx<'_>,
+    workflow_id: &str,
+    run_id: Option<&str>,
+) -> Result<(String, String), ToolError> {
+    let d = describe_raw(ctx, workflow_id, run_id).await?;
+    let info = d.workflow_execution_info.unwrap_or_default();
+    Ok((
+        status_name(info.status),
+        info.execution.map(|e| e.run_id).unwrap_or_default(),
+    ))
+}
+
+/// Describes the run every [`WATCH_INTERVAL`] until it is no longer running or `wait` passed.
+async fn watch_close(
+    ctx: &Ctx<'_>,
+    workflow_id: &str,
+    run_id: &str,
+    wait: Duration,
+) -> Result<String, ToolError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let (status, _) = status_of(ctx, workflow_id, Some(run_id)).await?;
+        if status != "RUNNING" || tokio::time::Instant::now() >= deadline {
+            return Ok(status);
+        }
+        tokio::time::sleep(WATCH_INTERVAL).await;
+    }
+}
+
+pub async fn start(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
+    let workflow_type = args.string("workflow_type")?;
+    let task_queue = args.string("task_queue")?;
+    let workflow_id = args
+        .opt_string("workflow_id")?
+        .unwrap_or_else(|| format!("{workflow_type}-{}", uuid::Uuid::new_v4()));
+    reserved::check_id(&workflow_id)?;
+    let input = ctx.io.encode(&ctx.namespace, &args.values("args")?).await?;
+    let timeout = args.int("execution_timeout_seconds", 0, 0, 31_536_000)?;
+    let response = ctx
+        .connection
+        .workflow_service()
+        .start_workflow_execution(tonic::Request::new(StartWorkflowExecutionRequest {
+            namespace: ctx.namespace.clone(),
+            workflow_id: workflow_id.clone(),
+            workflow_type: Some(WorkflowType {
+                name: workflow_type.clone(),
+            }),
+            task_queue: Some(TaskQueue {
+                name: task_queue.clone(),
+                ..Default::default()
+            }),
+            input,
+            workflow_execution_timeout: (timeout > 0)
+                .then(|| proto_duration(Duration::from_secs(timeout))),
+            identity: ctx.identity(),
+            request_id: uuid::Uuid::new_v4().to_string(),
+            ..Default::default()
+        }))
+        .await
+        .map_err(|s| ToolError::from_status(&s, &target(&workflow_id)))?
+        .into_inner();
+    Ok(Answer {
+        headline: format!(
+            "Started Workflow {workflow_id:?} ({workflow_type} on task queue {task_queue:?}), run {}",
+            response.run_id
+        ),
+        data: object([
+            ("namespace", json!(ctx.namespace)),
+            ("workflow_id", json!(workflow_id)),
+            ("run_id", json!(response.run_id)),
+            ("started", json!(response.started)),
+        ]),
+    })
+}
+
+/// How a run closed, from its close event.
+struct Closed {
+    status: &'static str,
+    result: Value,
+    failure: Value,
+    next_run: Option<String>,
+}
+
+async fn closed(ctx: &Ctx<'_>, event: HistoryEvent) -> Result<Option<Closed>, ToolError> {
+    let failure = |f: Option<temporalio_protos::temporal::api::failure::v1::Failure>| async move {
+        match f {
+            Some(f) => {
+                let mut v = proto_json(&f);
+                prune(&mut v);
+                ctx.io
+                    .show(&ctx.namespace, &mut v, Decode::Everything)
+                    .await?;
+                Ok::<_, ToolError>(v)
+            }
+            None => Ok(Value::Null),
+        }
+    };
+    let next = |id: String| (!id.is_empty()).then_some(id);
+    Ok(Some(match event.attributes {
+        Some(Attributes::WorkflowExecutionCompletedEventAttributes(a)) => Closed {
+            status: "COMPLETED",
+            result: ctx
+                .io
+                .decode(&ctx.namespace, a.result)
+                .await?
+                .into_iter()
+                .next()
+                .unwrap_or(Value::Null),
+            failure: Value::Null,
+            next_run: next(a.new_execution_run_id),
+        },
+        Some(Attributes::WorkflowExecutionFailedEventAttributes(a)) => Closed {
+            status: "FAILED",
+            result: Value::Null,
+            failure: failure(a.failure).await?,
+            next_run: next(a.new_execution_run_id),
+        },
+        Some(Attributes::WorkflowExecutionCanceledEventAttributes(a)) => Closed {
+            status: "CANCELED",
+            result: json!({"details": ctx.io.decode(&ctx.namespace, a.details).await?}),
+            failure: Value::Null,
+            next_run: None,
+        },
+        Some(Attributes::WorkflowExecutionTerminatedEventAttributes(a)) => Closed {
+            status: "TERMINATED",
+            result: json!({"reason": a.reason}),
+            failure: Value::Null,
+            next_run: None,
+        },
+        Some(Attributes::WorkflowExecutionTimedOutEventAttributes(a)) => Closed {
+            status: "TIMED_OUT",
+            result: Value::Null,
+            failure: Value::Null,
+            next_run: next(a.new_execution_run_id),
+        },
+        Some(Attributes::WorkflowExecutionContinuedAsNewEventAttributes(a)) => Closed {
+            status: "CONTINUED_AS_NEW",
+            result: Value::Null,
+            failure: Value::Null,
+            next_run: next(a.new_execution_run_id),
+        },
+        _ => return Ok(None),
+    }))
+}
+
+pub async fn result(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
+    let workflow_id = args.string("workflow_id")?;
+    let explicit_run = args.opt_string("run_id")?;
+    let wait = Duration::from_secs(args.int("wait_seconds", 30, 0, 300)?);
+    let deadline = tokio::time::Instant::now() + wait;
+    let (_, mut run_id) = status_of(ctx, &workflow_id, explicit_run.as_deref()).await?;
+    let mut page_token = Vec::new();
+    loop {
+        let request = GetWorkflowExecutionHistoryRequest {
+            namespace: ctx.namespace.clone(),
+            execution: Some(execution(&workflow_id, Some(&run_id))),
+            next_page_token: page_token.clone(),
+            wait_new_event: !wait.is_zero(),
+            history_event_filter_type: HistoryEventFilterType::CloseEvent.into(),
+            ..Default::default()
+        };
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let mut service = ctx.connection.workflow_service();
+        let call = service.get_workflow_execution_history(tonic::Request::new(request));
+        let response = match tokio::time::timeout(left.max(Duration::from_millis(1)), call).await {
+            Err(_) => None,
+            Ok(r) => Some(
+                r.map_err(|s| ToolError::from_status(&s, &target(&workflow_id)))?
+                    .into_inner(),
+            ),
+        };
+        let event = response
+            .as_ref()
+            .and_then(|r| r.history.as_ref())
+            .and_then(|h| h.events.last().cloned());
+        let still_running = || Answer {
+            headline: format!(
+                "Workflow {workflow_id:?} is still RUNNING after {}s; call again to keep waiting",
+                wait.as_secs()
+            ),
+            data: object([
+                ("namespace", json!(ctx.namespace)),
+                ("workflow_id", json!(workflow_id)),
+                ("run_id", json!(run_id)),
+                ("status", json!("RUNNING")),
+                ("closed", json!(false)),
+                ("result", Value::Null),
+                ("failure", Value::Null),
+            ]),
+        };
+        let Some(event) = event else {
+            match response {
+                Some(r) if !r.next_page_token.is_empty() => {
+                    page_token = r.next_page_token;
+                    continue;
+                }
+                _ if tokio::time::Instant::now() < deadline => continue,
+                _ => return Ok(still_running()),
+            }
+        };
+        page_token.clear();
+        let Some(closed) = closed(ctx, event).await? else {
+            // Not a close event (never expected with the close-event filter): look again.
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(still_running());
+            }
+            tokio::time::sleep(WATCH_INTERVAL).await;
+            continue;
+        };
+        if let (Some(next), None) = (&closed.next_run, &explicit_run) {
+            run_id = next.clone();
+            continue;
+        }
+        return Ok(Answer {
+            headline: format!(
+                "Workflow {workflow_id:?} (run {run_id}) closed: {}",
+                closed.status
+            ),
+            data: object([
+                ("namespace", json!(ctx.namespace)),
+                ("workflow_id", json!(workflow_id)),
+                ("run_id", json!(run_id)),
+                ("status", json!(closed.status)),
+                ("closed", json!(true)),
+                ("result", closed.result),
+                ("failure", closed.failure),
+            ]),
+        });
+    }
+}
+
+pub async fn describe(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
+    let workflow_id = args.string("workflow_id")?;
+    let d = describe_raw(ctx, &workflow_id, args.opt_string("run_id")?.as_deref()).await?;
+    let info = d.workflow_execution_info.unwrap_or_default();
+    let mut data = summary(&info);
+    let parent = info
+        .parent_execution
+        .map(|p| json!({"workflow_id": p.workflow_id, "run_id": p.run_id}));
+    let mut pending: Vec<Value> = Vec::new();
+    for a in &d.pending_activities {
+        let mut v = json!({
+            "activity_id": a.activity_id,
+            "activity_type": a.activity_type.as_ref().map(|t| t.name.clone()).unwrap_or_default(),
+            "attempt": a.attempt,
+            "last_heartbeat_time": time(a.last_heartbeat_time.as_ref()),
+            "last_failure": a.last_failure.as_ref().map(proto_json).unwrap_or(Value::Null),
+        });
+        prune(&mut v);
+        ctx.io
+            .show(&ctx.namespace, &mut v, Decode::FailuresOnly)
+            .await?;
+        pending.push(v);
+    }
+    let o = data.as_object_mut().expect("summary is an object");
+    o.insert("namespace".into(), json!(ctx.namespace));
+    o.insert("execution_time".into(), time(info.execution_time.as_ref()));
+    o.insert("parent".into(), parent.unwrap_or(Value::Null));
+    o.insert("pending_activities".into(), Value::Array(pending));
+    o.insert("pending_children".into(), json!(d.pending_children.len()));
+    Ok(Answer {
+        headline: format!(
+            "Workflow {workflow_id:?} is {}",
+            o["status"].as_str().unwrap_or_default()
+        ),
+        data,
+    })
+}
+
+pub async fn list(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
+    let query = args.opt_string("query")?.unwrap_or_default();
+    let limit = args.int("limit", 10, 1, 100)? as usize;
+    let skip = args.int("skip", 0, 0, 10_000)? as usize;
+    // One more than asked, to know whether there are more.
+    let want = skip + limit + 1;
+    let mut found: Vec<Value> = Vec::new();
+    let mut token = Vec::new();
+    loop {
+        let response = ctx
+            .connection
+            .workflow_service()
+            .list_workflow_executions(tonic::Request::new(ListWorkflowExecutionsRequest {
+                namespace: ctx.namespace.clone(),
+                page_size: (want - found.len()).min(1000) as i32,
+                next_page_token: token,
+                query: reserved::exclude_reserved(&query),
+            }))
+            .await
+            .map_err(|s| ToolError::from_status(&s, &format!("visibility query {query:?}")))?
+            .into_inner();
+        found.extend(
+            response
+                .executions
+                .iter()
+                .filter(|e| {
+                    !e.execution
+                        .as_ref()
+                        .is_some_and(|x| reserved::is_reserved(&x.workflow_id))
+                })
+                .map(listed_summary),
+        );
+        token = response.next_page_token;
+        if token.is_empty() || found.len() >= want {
+            break;
+        }
+    }
+    let has_more = found.len() > skip + limit;
+    let page: Vec<Value> = found.into_iter().skip(skip).take(limit).collect();
+    Ok(Answer {
+        headline: format!(
+            "{} Workflow(s){}{}",
+            page.len(),
+            if query.is_empty() {
+                String::new()
+            } else {
+                format!(" matching {query:?}")
+            },
+            if has_more {
+                format!("; more after skip={}", skip + limit)
+            } else {
+                String::new()
+            }
+        ),
+        data: object([
+            ("namespace", json!(ctx.namespace)),
+            ("query", json!(query)),
+            ("count", json!(page.len())),
+            ("workflows", Value::Array(page)),
+            ("has_more", json!(has_more)),
+        ]),
+    })
+}
+
+/// An event as JSON: id, time, type and its attributes, defaults dropped.
+pub(super) fn event_json(event: &HistoryEvent) -> Value {
+    let (kind, attributes) = match proto_json(&event.attributes) {
+        Value::Object(o) if o.len() == 1 => {
+            let (k, v) = o.into_iter().next().expect("one entry");
+            (k.trim_end_matches("EventAttributes").to_owned(), v)
+        }
+        _ => (
+            EventType::try_from(event.event_type)
+                .map(|t| t.as_str_name().to_owned())
+                .unwrap_or_default(),
+            Value::Null,
+        ),
+    };
+    let mut v = json!({
+        "event_id": event.event_id,
+        "event_time": time(event.event_time.as_ref()),
+        "event_type": kind,
+        "attributes": attributes,
+    });
+    prune(&mut v);
+    reserved::redact_callbacks(&mut v);
+    v
+}
+
+/// Pages through a run's history; `stop` ends early when it returns true for an event.
+async fn events(
+    ctx: &Ctx<'_>,
+    workflow_id: &str,
+    run_id: &str,
+    max: usize,
+    mut stop: impl FnMut(&HistoryEvent) -> bool,
+) -> Result<(Vec<HistoryEvent>, bool), ToolError> {
+    let mut all = Vec::new();
+    let mut token = Vec::new();
+    loop {
+        let response = ctx
+            .connection
+            .workflow_service()
+            .get_workflow_execution_history(tonic::Request::new(
+                GetWorkflowExecutionHistoryRequest {
+                    namespace: ctx.namespace.clone(),
+                    execution: Some(execution(workflow_id, Some(run_id))),
+                    maximum_page_size: max.min(1000) as i32,
+                    next_page_token: token,
+                    ..Default::default()
+                },
+            ))
+            .await
+            .map_err(|s| ToolError::from_status(&s, &target(workflow_id)))?
+            .into_inner();
+        let page = response.history.map(|h| h.events).unwrap_or_default();
+        let in_page = page.len();
+        for (i, event) in page.into_iter().enumerate() {
+            let done = stop(&event);
+            all.push(event);
+            if done || all.len() >= max {
+                let more = i + 1 < in_page || !response.next_page_token.is_empty();
+                return Ok((all, more));
+            }
+        }
+        token = response.next_page_token;
+        if token.is_empty() {
+            return Ok((all, false));
+        }
+    }
+}
+
+pub async fn history(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
+    let workflow_id = args.string("workflow_id")?;
+    let max = args.int("max_events", 1000, 1, 10_000)? as usize;
+    let (_, run_id) = status_of(ctx, &workflow_id, args.opt_string("run_id")?.as_deref()).await?;
+    let (raw, truncated) = events(ctx, &workflow_id, &run_id, max, |_| false).await?;
+    let mut list = Value::Array(raw.iter().map(event_json).collect());
+    ctx.io
+        .show(&ctx.namespace, &mut list, Decode::FailuresOnly)
+        .await?;
+    let count = raw.len();
+    Ok(Answer {
+        headline: format!(
+            "{count} event(s) of Workflow {workflow_id:?} run {run_id}{}",
+            if truncated {
+                " (truncated: raise max_events for more)"
+            } else {
+                ""
+            }
+        ),
+        data: object([
+            ("namespace", json!(ctx.namespace)),
+            ("workflow_id", json!(workflow_id)),
+            ("run_id", json!(run_id)),
+            ("count", json!(count)),
+            ("truncated", json!(truncated)),
+            ("events", list),
+        ]),
+    })
+}
+
+pub async fn event(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
+    let workflow_id = args.string("workflow_id")?;
+    let event_id = args.int("event_id", 0, 1, i64::MAX as u64)? as i64;
+    if args.0.get("event_id").is_none() {
+        return Err(ToolError::invalid("`event_id` is required"));
+    }
+    let (_, run_id) = status_of(ctx, &workflow_id, args.opt_string("run_id")?.as_deref()).await?;
+    let (raw, _) = events(ctx, &workflow_id, &run_id, usize::MAX, |e| {
+        e.event_id >= event_id
+    })
+    .await?;
+    let Some(found) = raw.iter().find(|e| e.event_id == event_id) else {
+        return Err(ToolError::new(
+            ErrorKind::NotFound,
+            format!(
+                "Workflow {workflow_id:?} run {run_id} has no event {event_id} (it has {})",
+                raw.len()
+            ),
+            "get_workflow_history lists the event ids",
+        ));
+    };
+    let mut event = event_json(found);
+    ctx.io
+        .show(&ctx.namespace, &mut event, Decode::Everything)
+        .await?;
+    Ok(Answer {
+        headline: format!(
+            "Event {event_id} of Workflow {workflow_id:?}: {}",
+            event["event_type"].as_str().unwrap_or_default()
+        ),
+        data: object([
+            ("namespace", json!(ctx.namespace)),
+            ("workflow_id", json!(workflow_id)),
+            ("run_id", json!(run_id)),
+            ("event", event),
+        ]),
+    })
+}
+
+pub async fn query(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
+    let workflow_id = args.string("workflow_id")?;
+    let run_id = args.opt_string("run_id")?;
+    let query_type = args.string("query_type")?;
+    let query_args = ctx.io.encode(&ctx.namespace, &args.values("args")?).await?;
+    let response = ctx
+        .connection
+        .workflow_service()
+        .query_workflow(tonic::Request::new(QueryWorkflowRequest {
+            namespace: ctx.namespace.clone(),
+            execution: Some(execution(&workflow_id, run_id.as_deref())),
+            query: Some(WorkflowQuery {
+                query_type: query_type.clone(),
+                query_args,
+                header: None,
+            }),
+            ..Default::default()
+        }))
+        .await
+        .map_err(|s| {
+            ToolError::from_status(
+                &s,
+                &format!("query {query_type:?} on {}", target(&workflow_id)),
+            )
+        })?
+        .into_inner();
+    if let Some(rejected) = response.query_rejected {
+        return Err(ToolError::new(
+            ErrorKind::FailedPrecondition,
+            format!(
+                "the query was rejected: the Workflow is {}",
+                status_name(rejected.status)
+            ),
+            "query a running Workflow, or read its result with get_workflow_result",
+        ));
+    }
+    let result = ctx
+        .io
+        .decode(&ctx.namespace, response.query_result)
+        .await?
+        .into_iter()
+        .next()
+        .unwrap_or(Value::Null);
+    Ok(Answer {
+        headline: format!("Query {query_type:?} on Workflow {workflow_id:?} answered"),
+        data: object([
+            ("namespace", json!(ctx.namespace)),
+            ("workflow_id", json!(workflow_id)),
+            ("run_id", json!(run_id.unwrap_or_default())),
+            ("query_type", json!(query_type)),
+            ("result", result),
+        ]),
+    })
+}
+
+pub(super) async fn send_signal(
+    ctx: &Ctx<'_>,
+    workflow_id: &str,
+    run_id: Option<&str>,
+    signal_name: &str,
+    input: Option<temporalio_protos::temporal::api::common::v1::Payloads>,
+) -> Result<(), ToolError> {
+    ctx.connection
+        .workflow_service()
+        .signal_workflow_execution(tonic::Request::new(SignalWorkflowExecutionRequest {
+            namespace: ctx.namespace.clone(),
+            workflow_execution: Some(execution(workflow_id, run_id)),
+            signal_name: signal_name.to_owned(),
+            input,
+            identity: ctx.identity(),
+            request_id: uuid::Uuid::new_v4().to_string(),
+            ..Default::default()
+        }))
+        .await
+        .map(|_| ())
+        .map_err(|s| ToolError::from_status(&s, &target(workflow_id)))
+}
+
+pub async fn signal(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
+    let workflow_id = args.string("workflow_id")?;
+    let run_id = args.opt_string("run_id")?;
+    let signal_name = args.string("signal_name")?;
+    let input = ctx.io.encode(&ctx.namespace, &args.values("args")?).await?;
+    send_signal(ctx, &workflow_id, run_id.as_deref(), &signal_name, input).await?;
+    Ok(Answer {
+        headline: format!("Signal {signal_name:?} sent to Workflow {workflow_id:?}"),
+        data: object([
+            ("namespace", json!(ctx.namespace)),
+            ("workflow_id", json!(workflow_id)),
+            ("run_id", json!(run_id.unwrap_or_default())),
+            ("signal_name", json!(signal_name)),
+            ("signalled", json!(true)),
+        ]),
+    })
+}
+
+pub(super) async fn request_cancel(
+    ctx: &Ctx<'_>,
+    workflow_id: &str,
+    run_id: Option<&str>,
+    reason: &str,
+) -> Result<(), ToolError> {
+    ctx.connection
+        .workflow_service()
+        .request_cancel_workflow_execution(tonic::Request::new(
+            RequestCancelWorkflowExecutionRequest {
+                namespace: ctx.namespace.clone(),
+                workflow_execution: Some(execution(workflow_id, run_id)),
+                identity: ctx.identity(),
+                request_id: uuid::Uuid::new_v4().to_string(),
+                reason: reason.to_owned(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .map(|_| ())
+        .map_err(|s| ToolError::from_status(&s, &target(workflow_id)))
+}
+
+/// Refuses to act on a run that already closed: Temporal may accept a request that can no
+/// longer change anything, and the caller must not read that as an effect.
+fn must_be_running(workflow_id: &str, status: &str, what: &str) -> Result<(), ToolError> {
+    if status == "RUNNING" {
+        return Ok(());
+    }
+    Err(ToolError::new(
+        ErrorKind::FailedPrecondition,
+        format!("Workflow {workflow_id:?} already closed as {status}; there is nothing to {what}"),
+        "get_workflow_result shows how it ended",
+    ))
+}
+
+pub async fn cancel(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
+    let workflow_id = args.string("workflow_id")?;
+    let reason = args
+        .opt_string("reason")?
+        .unwrap_or_else(|| "cancel_workflow tool".into());
+    let wait = Duration::from_secs(args.int("wait_seconds", 2, 0, 60)?);
+    let (status, run_id) =
+        status_of(ctx, &workflow_id, args.opt_string("run_id")?.as_deref()).await?;
+    must_be_running(&workflow_id, &status, "cancel")?;
+    request_cancel(ctx, &workflow_id, Some(&run_id), &reason).await?;
+    let status = watch_close(ctx, &workflow_id, &run_id, wait).await?;
+    let cancelled = status == "CANCELED";
+    let headline = match status.as_str() {
+        "CANCELED" => format!("Workflow {workflow_id:?} was cancelled (status CANCELED)"),
+        "RUNNING" => format!(
+            "Cancellation requested; Workflow {workflow_id:?} is still RUNNING after {}s (the Workflow decides how to handle the request; describe_workflow shows when it closes)",
+            wait.as_secs()
+        ),
+        other => format!(
+            "Cancellation requested; Workflow {workflow_id:?} closed as {other}, not as cancelled"
+        ),
+    };
+    Ok(Answer {
+        headline,
+        data: object([
+            ("namespace", json!(ctx.namespace)),
+            ("workflow_id", json!(workflow_id)),
+            ("run_id", json!(run_id)),
+            ("cancel_requested", json!(true)),
+            ("status", json!(status)),
+            ("cancelled", json!(cancelled)),
+        ]),
+    })
+}
+
+pub(super) async fn send_terminate(
+    ctx: &Ctx<'_>,
+    workflow_id: &str,
+    run_id: Option<&str>,
+    reason: &str,
+) -> Result<(), ToolError> {
+    ctx.connection
+        .workflow_service()
+        .terminate_workflow_execution(tonic::Request::new(TerminateWorkflowExecutionRequest {
+            namespace: ctx.namespace.clone(),
+            workflow_execution: Some(execution(workflow_id, run_id)),
+            reason: reason.to_owned(),
+            identity: ctx.identity(),
+            ..Default::default()
+        }))
+        .await
+        .map(|_| ())
+        .map_err(|s| ToolError::from_status(&s, &target(workflow_id)))
+}
+
+pub async fn terminate(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
+    let workflow_id = args.string("workflow_id")?;
+    let reason = args.string("reason")?;
+    let (status, run_id) =
+        status_of(ctx, &workflow_id, args.opt_string("run_id")?.as_deref()).await?;
+    must_be_running(&workflow_id, &status, "terminate")?;
+    send_terminate(ctx, &workflow_id, Some(&run_id), &reason).await?;
+    let (status, _) = status_of(ctx, &workflow_id, Some(&run_id)).await?;
+    Ok(Answer {
+        headline: format!("Workflow {workflow_id:?} terminated (status {status})"),
+        data: object([
+            ("namespace", json!(ctx.namespace)),
+            ("workflow_id", json!(workflow_id)),
+            ("run_id", json!(run_id)),
+            ("terminated", json!(true)),
+            ("status", json!(status)),
+        ]),
+    })
+}
+
+pub async fn continue_as_new(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
+    let workflow_id = args.string("workflow_id")?;
+    let signal_name = args
+        .opt_string("signal_name")?
+        .unwrap_or_else(|| "continue_as_new".into());
+    let wait = Duration::from_secs(args.int("wait_seconds", 5, 0, 60)?);
+    let input = ctx.io.encode(&ctx.namespace, &args.values("args")?).await?;
+    let (status, run_id) = status_of(ctx, &workflow_id, None).await?;
+    must_be_running(&workflow_id, &status, "continue as new")?;
+    send_signal(ctx, &workflow_id, Some(&run_id), &signal_name, input).await?;
+    let status = watch_close(ctx, &workflow_id, &run_id, wait).await?;
+    let continued = status == "CONTINUED_AS_NEW";
+    let new_run = if continued {
+        Some(status_of(ctx, &workflow_id, None).await?.1)
+    } else {
+        None
+    };
+    let headline = match &new_run {
+        Some(run) => format!("Workflow {workflow_id:?} continued as new: run {run}"),
+        None => format!(
+            "Signal {signal_name:?} sent, but run {run_id} is {status} after {}s (does the Workflow handle that signal by continuing as new?)",
+            wait.as_secs()
+        ),
+    };
+    Ok(Answer {
+        headline,
+        data: object([
+            ("namespace", json!(ctx.namespace)),
+            ("workflow_id", json!(workflow_id)),
+            ("previous_run_id", json!(run_id)),
+            ("signal_name", json!(signal_name)),
+            ("continued", json!(continued)),
+            ("new_run_id", json!(new_run)),
+            ("status", json!(status)),
+        ]),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(status: WorkflowExecutionStatus, history_length: i64) -> WorkflowExecutionInfo {
+        WorkflowExecutionInfo {
+            status: status as i32,
+            history_length,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_listed_running_workflow_has_no_history_length_and_a_closed_one_has_its_own() {
+        let running = listed_summary(&info(WorkflowExecutionStatus::Running, 0));
+        assert_eq!(running["history_length"], Value::Null, "{running}");
+        let closed = listed_summary(&info(WorkflowExecutionStatus::Completed, 77));
+        assert_eq!(closed["history_length"], 77);
+        // describe_workflow reads the live length of a running run.
+        let described = summary(&info(WorkflowExecutionStatus::Running, 77));
+        assert_eq!(described["history_length"], 77);
+    }
+}

@@ -1,0 +1,212 @@
+//! Workflow-backed tools (R-NAT-4): the tool's operation starts a Workflow and answers async;
+//! the Workflow's completion callback completes the operation.
+//!
+//! - The Workflow id is `mcp/<service>/<tool>/<Nexus request id>` and the start's request id is
+//!   the Nexus request id, with `UseExisting` and all attach flags: a start the server retries
+//!   attaches to the same Workflow instead of running a second one. After the Workflow closed,
+//!   `RejectDuplicate` keeps the id to that run, which the retried start answers with.
+//! - The operation token ([`WorkflowCallToken`]) names the Workflow; a Nexus cancel (any of the
+//!   connector's cancel routes ends in one) requests the Workflow's cancellation, and a
+//!   Workflow that honours it ends CANCELED, which the callback reports as a canceled operation.
+//! - The Workflow's result is the operation's result: a plain value, which callers turn into a
+//!   `CallToolResult` by the outcome table (R-CON-4; an object becomes `structuredContent`).
+//! - The Workflow reports progress with [`report_progress`] (a memo entry callers read).
+
+use std::{sync::Arc, time::Duration};
+
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::{Serialize, de::DeserializeOwned};
+use temporalio_common::WorkflowDefinition;
+use temporalio_protos::temporal::api::common::v1::Payload;
+use temporalio_sdk::{MemoValue, WorkflowContext};
+
+use super::{
+    result::{decode_arguments, schema_of},
+    tool::{HandlerFactory, Tool},
+};
+use durable_mcp_contract::{
+    call::{PROGRESS_MEMO_KEY, ToolProgress, WorkflowCallToken},
+    payload,
+};
+use durable_mcp_runtime::nexus::{
+    CancelContext, HandlerError, HandlerErrorKind, OperationHandler, RetryBehavior, StartContext,
+    StartError, StartOutcome,
+};
+use durable_mcp_runtime::temporal::{
+    TemporalConnection,
+    workflow::{WorkflowStart, cancel_workflow, describe_workflow, start_workflow},
+};
+
+/// The timeout a Workflow-backed tool advertises unless it sets one.
+pub const DEFAULT_WORKFLOW_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+
+/// The Workflow id of one call: a function of (service, tool, Nexus request id), so a retried
+/// start finds the Workflow its first attempt started.
+pub fn workflow_id(service: &str, tool: &str, request_id: &str) -> String {
+    format!("mcp/{service}/{tool}/{request_id}")
+}
+
+impl Tool {
+    /// Publishes an existing Workflow type as a tool, in one line:
+    /// `Tool::workflow("slow_report", SlowReport::run, "my-task-queue")`. The input schema is
+    /// the Workflow input's, the output schema its output's when that is an object. The
+    /// service needs a Temporal connection (`ToolService::temporal`), and a worker must run
+    /// the Workflow on `task_queue`.
+    pub fn workflow<WD>(
+        name: impl Into<String>,
+        workflow: WD,
+        task_queue: impl Into<String>,
+    ) -> Tool
+    where
+        WD: WorkflowDefinition,
+        WD::Input: DeserializeOwned + Serialize + JsonSchema + Send + 'static,
+        WD::Output: JsonSchema,
+    {
+        let workflow_type = workflow.name().to_owned();
+        let task_queue = task_queue.into();
+        let output = schema_of::<WD::Output>();
+        let output =
+            (output.get("type") == Some(&serde_json::Value::from("object"))).then_some(output);
+        let name = name.into();
+        let tool_name = name.clone();
+        let handler: HandlerFactory = Box::new(move |ctx, timeout| {
+            let temporal = ctx.temporal.clone().ok_or_else(|| {
+                format!(
+                    "tool {tool_name:?} runs a Workflow and needs a Temporal connection: call \
+                     ToolService::temporal(connection) before build()"
+                )
+            })?;
+            Ok(Arc::new(WorkflowTool::<WD::Input> {
+                service: ctx.service.clone(),
+                tool: tool_name,
+                workflow_type,
+                task_queue,
+                temporal,
+                timeout,
+                _input: std::marker::PhantomData,
+            }) as Arc<dyn OperationHandler>)
+        });
+        Tool::new(
+            name,
+            schema_of::<WD::Input>(),
+            output,
+            DEFAULT_WORKFLOW_TIMEOUT,
+            handler,
+        )
+    }
+}
+
+struct WorkflowTool<I> {
+    service: String,
+    tool: String,
+    workflow_type: String,
+    task_queue: String,
+    temporal: TemporalConnection,
+    /// The tool's timeout, which bounds the Workflow too: it never outlives its caller.
+    timeout: Duration,
+    _input: std::marker::PhantomData<fn(I)>,
+}
+
+fn unavailable(what: &str, status: &tonic::Status) -> StartError {
+    HandlerError::new(
+        HandlerErrorKind::Unavailable,
+        format!("{what}: {}", status.message()),
+    )
+    .with_retry(RetryBehavior::Retryable)
+    .into()
+}
+
+impl<I> OperationHandler for WorkflowTool<I>
+where
+    I: DeserializeOwned + Serialize + Send + 'static,
+{
+    fn start(
+        &self,
+        ctx: StartContext,
+        input: Payload,
+    ) -> BoxFuture<'static, Result<StartOutcome, StartError>> {
+        let args = decode_arguments::<I>(&input);
+        let workflow_id = workflow_id(&self.service, &self.tool, &ctx.request_id);
+        let start = WorkflowStart {
+            workflow_id: workflow_id.clone(),
+            request_id: ctx.request_id.clone(),
+            workflow_type: self.workflow_type.clone(),
+            task_queue: self.task_queue.clone(),
+            input: Vec::new(),
+            execution_timeout: Some(self.timeout),
+            // A start delivered by hand has no callback to attach.
+            completion_callback: (!ctx.callback.is_empty())
+                .then(|| (ctx.callback.clone(), ctx.callback_headers.clone())),
+            summary: Some(format!("MCP tool {}/{}", self.service, self.tool)),
+        };
+        let temporal = self.temporal.clone();
+        Box::pin(async move {
+            let args = args?;
+            let input = payload::to_payload(&args)
+                .map_err(|e| HandlerError::internal(format!("encoding the arguments: {e}")))?;
+            let start = WorkflowStart {
+                input: vec![input],
+                ..start
+            };
+            let (conn, ns) = (&temporal.connection, temporal.namespace.as_str());
+            let run_id = match start_workflow(conn, ns, start).await {
+                Ok((run_id, _started)) => run_id,
+                // Closed, and RejectDuplicate keeps the id to that run: a start retried after
+                // the Workflow finished answers with it.
+                Err(s) if s.code() == tonic::Code::AlreadyExists => {
+                    match describe_workflow(conn, ns, &workflow_id, "").await {
+                        Ok(Some(found)) => found.run_id,
+                        Ok(None) => return Err(unavailable("finding the Workflow", &s)),
+                        Err(e) => return Err(unavailable("finding the Workflow", &e)),
+                    }
+                }
+                Err(s) => return Err(unavailable("starting the Workflow", &s)),
+            };
+            let token = serde_json::to_string(&WorkflowCallToken {
+                workflow_id,
+                run_id,
+            })
+            .expect("a token always serializes");
+            Ok(StartOutcome::Async { token })
+        })
+    }
+
+    fn cancel(&self, ctx: CancelContext) -> BoxFuture<'static, Result<(), HandlerError>> {
+        let temporal = self.temporal.clone();
+        Box::pin(async move {
+            let token = WorkflowCallToken::parse(&ctx.token).ok_or_else(|| {
+                HandlerError::bad_request("the operation token names no Workflow")
+                    .with_retry(RetryBehavior::NonRetryable)
+            })?;
+            match cancel_workflow(
+                &temporal.connection,
+                &temporal.namespace,
+                &token.workflow_id,
+                &token.run_id,
+                "the MCP caller cancelled the tool call",
+            )
+            .await
+            {
+                Ok(()) => Ok(()),
+                // Already closed: its outcome is on its way through the callback.
+                Err(s) if s.code() == tonic::Code::NotFound => Ok(()),
+                Err(s) => Err(HandlerError::new(
+                    HandlerErrorKind::Unavailable,
+                    format!("cancelling the Workflow: {}", s.message()),
+                )
+                .with_retry(RetryBehavior::Retryable)),
+            }
+        })
+    }
+}
+
+/// Records a Workflow-backed tool's progress where callers read it (a memo entry under
+/// [`PROGRESS_MEMO_KEY`]): a waiting MCP caller gets it as `notifications/progress`, a task's
+/// `tasks/get` as its status message (R-CON-10).
+pub fn report_progress<W>(ctx: &WorkflowContext<W>, progress: ToolProgress) {
+    if let Err(e) = ctx.upsert_memo([(PROGRESS_MEMO_KEY, Some(MemoValue::new(progress)))]) {
+        // Progress is advisory: a value that does not encode must not fail the Workflow.
+        tracing::warn!("could not record tool progress: {e}");
+    }
+}

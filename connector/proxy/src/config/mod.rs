@@ -1,0 +1,267 @@
+//! The proxy's config file, `proxy.toml`.
+//!
+//! ```toml
+//! [worker]
+//! task_queue = "mcp-proxy"          # required
+//! max_concurrent_calls = 100        # optional
+//!
+//! [temporal]                        # optional; keys left out come from Temporal's environment
+//! address = "localhost:7233"        # configuration (TEMPORAL_ADDRESS, temporal.toml profiles, ...)
+//! namespace = "default"
+//!
+//! [codec]                           # optional: a remote codec server (R-PRX-20)
+//! endpoint = "https://codec.example.com"   # https, or http to a loopback address
+//! headers = { Authorization = "Bearer ${CODEC_TOKEN}" }
+//! timeout = "10s"
+//!
+//! [[upstream]]
+//! service = "weather-tools"         # Nexus service name: required, unique, [A-Za-z0-9_.-]+
+//! transport = "http"
+//! url = "https://mcp.example.com/mcp"
+//! headers = { Authorization = "Bearer ${WEATHER_TOKEN}" }
+//! # allow_insecure_http = true      # only to send credentials over plain http off loopback
+//! # unavailable_means_not_run = true # 503/429 prove a call never ran (no gateway in between)
+//! # [upstream.oauth]                 # a bearer token from OAuth client credentials instead
+//! # token_url = "https://auth.example.com/oauth/token"
+//! # client_id = "durable-mcp"
+//! # client_secret_env = "WEATHER_CLIENT_SECRET"   # the variable that holds the secret
+//! # scopes = ["tools:call"]
+//! # audience = "https://mcp.example.com"
+//! [upstream.activity_options]       # see `options::ActivityOptions`
+//! start_to_close_timeout = "30s"
+//! [upstream.overrides.get_forecast_report]   # per tool; only the keys given change
+//! start_to_close_timeout = "48h"
+//! retry_policy = { maximum_attempts = 3 }
+//!
+//! [[upstream]]
+//! service = "files"
+//! transport = "stdio"
+//! command = "npx"
+//! args = ["-y", "@modelcontextprotocol/server-everything", "stdio"]
+//! env = { LOG_LEVEL = "warn" }     # the child's environment: these plus PATH, HOME, USER, ...
+//! cwd = "/tmp"
+//! # inherit_env = true              # pass the proxy's whole environment (and its secrets) too
+//! ```
+//!
+//! ## Environment variables
+//!
+//! Keep secrets out of the file: `url`, `headers` values, `command`, `args`, `env` values and
+//! `cwd` expand `${NAME}`, and `${NAME:-default}` (the default when `NAME` is unset or empty).
+//! `$$` is a literal `$`; any other `$` is an error, so a forgotten brace is not sent as text.
+//! A variable that is unset, with no default, is an error naming the field. Errors never show
+//! an expanded value, and the `Debug` output of a transport shows `***` for header and `env`
+//! values and for a URL's password and query. Command-line `args` are shown: they are visible
+//! to every user of the machine in its process list anyway, so pass secrets through `env`.
+
+mod codec;
+mod expand;
+mod oauth;
+mod redact;
+#[cfg(test)]
+mod tests;
+mod upstream;
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+};
+
+use serde::Deserialize;
+use url::Url;
+
+use super::options::ActivityOptions;
+pub use codec::CodecConfig;
+use codec::{RawCodec, codec};
+pub use oauth::ClientCredentials;
+pub use redact::{UrlSecrets, redacted_url};
+use upstream::{RawUpstream, upstream};
+
+/// A loaded and validated `proxy.toml`, with environment variables expanded.
+///
+/// It has no `Deserialize`: [`parse`] is the only way in, so expansion and validation cannot be
+/// skipped, and no `Serialize`, so the expanded secrets are not written anywhere.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProxyConfig {
+    pub worker: WorkerSection,
+    /// `None` when the file has no `[temporal]` table: Temporal's environment config is used.
+    pub temporal: Option<TemporalSection>,
+    /// `None` when the file has no `[codec]` table: payloads are stored as they are.
+    pub codec: Option<CodecConfig>,
+    /// The `[[upstream]]` tables, in file order; at least one.
+    pub upstreams: Vec<UpstreamConfig>,
+}
+
+/// `[worker]`: the worker that hosts every upstream's Nexus service.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerSection {
+    pub task_queue: String,
+    /// How many tool calls may run at once; the worker's default when absent.
+    pub max_concurrent_calls: Option<usize>,
+}
+
+/// `[temporal]`: each key given overrides Temporal's environment configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemporalSection {
+    pub address: Option<String>,
+    pub namespace: Option<String>,
+}
+
+/// One `[[upstream]]`: an MCP server fronted as the Nexus service `service`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamConfig {
+    pub service: String,
+    pub transport: TransportConfig,
+    /// Options for every tool of this upstream.
+    pub activity_options: ActivityOptions,
+    /// Per tool name: options laid over `activity_options`.
+    pub overrides: BTreeMap<String, ActivityOptions>,
+}
+
+/// How to reach an upstream; in the file, chosen by `transport = "stdio" | "http"`.
+/// `Debug` redacts header and `env` values: they are where credentials live.
+#[derive(Clone, PartialEq)]
+pub enum TransportConfig {
+    /// A child process speaking MCP on stdin/stdout. It gets a minimal environment (the
+    /// variables in [`crate::child::PASSED_THROUGH`]) plus `env`, or the proxy's
+    /// whole environment plus `env` when `inherit_env` is set (R-PRX-11).
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+        inherit_env: bool,
+    },
+    /// MCP Streamable HTTP.
+    Http {
+        url: Url,
+        headers: BTreeMap<String, String>,
+        /// HTTP 503 and 429 answers prove the tool did not run, so even a tool that must run
+        /// at most once is sent again (R-PRX-14). Set it only when nothing between the proxy
+        /// and the server (a gateway, a load balancer) answers so after forwarding a request.
+        unavailable_means_not_run: bool,
+        /// Its bearer token comes from OAuth 2.0 client credentials (R-PRX-15).
+        oauth: Option<ClientCredentials>,
+    },
+    /// Reached through a program's own client factory (R-PRX-27); never in a config file.
+    Custom(super::factory::CustomTransport),
+}
+
+impl TransportConfig {
+    /// An upstream reached through `factory` (a closure returning an
+    /// [`UpstreamTransport`](super::factory::UpstreamTransport) is one).
+    pub fn custom(factory: impl super::factory::UpstreamFactory) -> Self {
+        Self::Custom(super::factory::CustomTransport::new(factory))
+    }
+}
+
+impl TransportConfig {
+    /// A stdio child with no `env` of its own, the minimal environment and the worker's
+    /// working directory.
+    pub fn stdio(command: impl Into<String>, args: Vec<String>) -> Self {
+        Self::Stdio {
+            command: command.into(),
+            args,
+            env: BTreeMap::new(),
+            cwd: None,
+            inherit_env: false,
+        }
+    }
+}
+
+/// Why the config could not be loaded. Its `Display` is the message for the user: it names the
+/// field and says what is wrong, and never contains an environment variable's value.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Not valid TOML, or a key or value of the wrong shape (unknown key, bad duration, ...);
+    /// the message gives the line and column and quotes that line of the file (as written,
+    /// before any expansion).
+    #[error("{0}")]
+    Toml(#[from] toml::de::Error),
+    /// `field` is a path such as `upstream[0].headers.Authorization`.
+    #[error("{field}: {problem}")]
+    Invalid { field: String, problem: String },
+}
+
+fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        field: field.into(),
+        problem: problem.into(),
+    }
+}
+
+/// Reads and parses `path`, expanding variables from the process environment.
+pub fn load(path: &Path) -> Result<ProxyConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse(&text, &|name| std::env::var(name).ok())
+}
+
+/// Parses and validates a config, expanding variables with `env` (a name to its value).
+pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<ProxyConfig, ConfigError> {
+    let raw: RawConfig = toml::from_str(text)?;
+    if raw.worker.task_queue.trim().is_empty() {
+        return Err(invalid("worker.task_queue", "must not be empty"));
+    }
+    if raw.worker.max_concurrent_calls == Some(0) {
+        return Err(invalid("worker.max_concurrent_calls", "must be at least 1"));
+    }
+    if let Some(t) = &raw.temporal {
+        for (key, value) in [("address", &t.address), ("namespace", &t.namespace)] {
+            if value.as_ref().is_some_and(|v| v.trim().is_empty()) {
+                return Err(invalid(
+                    format!("temporal.{key}"),
+                    "must not be empty (leave it out to use the environment)",
+                ));
+            }
+        }
+    }
+    if raw.upstream.is_empty() {
+        return Err(invalid(
+            "upstream",
+            "no upstreams: add at least one [[upstream]] table",
+        ));
+    }
+    let mut seen = BTreeMap::new();
+    let mut upstreams = Vec::with_capacity(raw.upstream.len());
+    for (i, raw) in raw.upstream.into_iter().enumerate() {
+        let upstream = upstream(i, raw, env)?;
+        if let Some(first) = seen.insert(upstream.service.clone(), i) {
+            return Err(invalid(
+                format!("upstream[{i}].service"),
+                format!(
+                    "duplicate service name {:?}, already used by upstream[{first}]",
+                    upstream.service
+                ),
+            ));
+        }
+        upstreams.push(upstream);
+    }
+    let codec = raw.codec.map(|c| codec(c, env)).transpose()?;
+    Ok(ProxyConfig {
+        worker: raw.worker,
+        temporal: raw.temporal,
+        codec,
+        upstreams,
+    })
+}
+
+/// The file's shape. Transport keys are flat and optional here, and strings unexpanded, so
+/// that serde rejects unknown keys and every later error can name its field.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    worker: WorkerSection,
+    temporal: Option<TemporalSection>,
+    codec: Option<RawCodec>,
+    #[serde(default)]
+    upstream: Vec<RawUpstream>,
+}

@@ -1,0 +1,44 @@
+//! Outbound proxy: unchanged upstream MCP servers (HTTP or stdio) fronted as Nexus services,
+//! every tool call a standalone Activity.
+//!
+//! The pure rules (no I/O beyond reading the config file):
+//!
+//! - [`options`]: per-call Activity options, layered so that only supplied keys change.
+//! - [`retry`]: the retry policy inferred from a tool's MCP annotations.
+//! - [`errors`]: stable error types, and which transport and JSON-RPC failures are safe to retry.
+//! - [`config`]: the `proxy.toml` file, with `${VAR}` expansion for secrets.
+//! - [`refusal`]: which of Temporal's refusals fail a call at once.
+//!
+//! The I/O around them: [`upstream`] (rmcp connections to upstream servers), [`auth`] (their
+//! bearer tokens: OAuth client credentials, or a provider of your own), [`child`] (how a
+//! stdio upstream's process is started), [`raw`] (the upstream's answers as written, beside
+//! rmcp's typed view), [`http_client`] (its HTTP errors scrubbed of URL secrets), [`discovery`]
+//! (`tools/list` outside activities), [`service`] (the Nexus service per upstream),
+//! [`call_activity`] (the tool-call activity), [`factory`] (upstreams reached through a
+//! program's own client factory), [`library`] (proxied upstreams on a program's own worker,
+//! next to its native tools) and [`proxy`] (the `durable-mcp-proxy` worker, built on it).
+
+pub mod auth;
+pub mod call_activity;
+pub mod child;
+pub mod config;
+pub mod discovery;
+pub mod errors;
+pub mod factory;
+pub mod http_client;
+pub mod library;
+#[cfg(test)]
+mod loopback_direct;
+pub mod options;
+pub mod progress;
+pub mod proxy;
+pub mod raw;
+pub mod refusal;
+pub mod retry;
+pub mod service;
+pub mod upstream;
+
+pub use config::{ProxyConfig, TransportConfig, UpstreamConfig};
+pub use factory::{UpstreamFactory, UpstreamTransport};
+pub use library::{Proxy, ProxyBuilder, ProxyWorkerPlugin};
+pub use proxy::{ProxyError, ProxyOptions, run_proxy};

@@ -1,0 +1,277 @@
+//! An upstream's `notifications/progress`, routed to the call whose request carried the token
+//! (R-PRX-9). rmcp hands each notification to a task of its own while the answer goes straight
+//! to the caller, so a tool that reports progress just before it returns can have its last
+//! updates arrive after the call ended. The taps under rmcp (the `raw` module) see every
+//! message in wire order before rmcp delivers the answer: progress is taken from there, and
+//! from rmcp's dispatcher only for transports without a tap, keeping each value once.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use futures::{FutureExt as _, StreamExt as _};
+use rmcp::{handler::client::progress::ProgressSubscriber, model::ProgressToken};
+use serde_json::Value;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+use durable_mcp_contract::call::ToolProgress;
+
+/// How long progress for a token no call follows is kept: rmcp picks the token inside the send,
+/// so the call registers it only after the request may already have been written.
+const UNCLAIMED_FOR: Duration = Duration::from_secs(60);
+/// At most this many unclaimed notifications are kept (late ones for calls that ended).
+const UNCLAIMED_MAX: usize = 256;
+
+/// The calls following progress on one connection, by token, and what no call claimed yet.
+#[derive(Default)]
+pub struct ProgressRoutes {
+    routes: HashMap<String, UnboundedSender<ToolProgress>>,
+    unclaimed: VecDeque<(Instant, String, ToolProgress)>,
+}
+
+/// A token as a map key: its JSON text, so `1` and `"1"` stay apart.
+fn token_key(token: &Value) -> String {
+    token.to_string()
+}
+
+impl ProgressRoutes {
+    /// One `notifications/progress`'s `params`, as the upstream wrote them: to the call that
+    /// follows its token, or kept for a while. Without a token or a numeric progress it is
+    /// not MCP progress, and dropped.
+    pub fn deliver(&mut self, params: &Value) {
+        let (Some(token), Some(progress)) = (
+            params.get("progressToken"),
+            params.get("progress").and_then(Value::as_f64),
+        ) else {
+            return;
+        };
+        let key = token_key(token);
+        let update = ToolProgress {
+            progress,
+            total: params.get("total").and_then(Value::as_f64),
+            message: params
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        };
+        if let Some(call) = self.routes.get(&key) {
+            let _ = call.send(update);
+            return;
+        }
+        let now = Instant::now();
+        while self.unclaimed.len() >= UNCLAIMED_MAX
+            || self
+                .unclaimed
+                .front()
+                .is_some_and(|(at, _, _)| now.duration_since(*at) > UNCLAIMED_FOR)
+        {
+            self.unclaimed.pop_front();
+        }
+        self.unclaimed.push_back((now, key, update));
+    }
+
+    /// Routes `token`'s progress to the returned receiver, starting with what arrived before.
+    fn follow(&mut self, key: String) -> UnboundedReceiver<ToolProgress> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut others = VecDeque::with_capacity(self.unclaimed.len());
+        for (at, k, update) in self.unclaimed.drain(..) {
+            if k == key {
+                let _ = tx.send(update);
+            } else {
+                others.push_back((at, k, update));
+            }
+        }
+        self.unclaimed = others;
+        self.routes.insert(key, tx);
+        rx
+    }
+}
+
+/// One call's progress from a tap, until dropped.
+pub struct Following {
+    routes: Arc<Mutex<ProgressRoutes>>,
+    key: String,
+    updates: UnboundedReceiver<ToolProgress>,
+}
+
+impl Following {
+    pub fn new(routes: Arc<Mutex<ProgressRoutes>>, token: &ProgressToken) -> Self {
+        let key = token_key(&serde_json::to_value(token).unwrap_or_default());
+        let updates = routes.lock().unwrap().follow(key.clone());
+        Self {
+            routes,
+            key,
+            updates,
+        }
+    }
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        self.routes.lock().unwrap().routes.remove(&self.key);
+    }
+}
+
+/// A call's progress from both sources: the tap (wire order, complete before the answer) and
+/// rmcp's dispatcher (for transports without a tap; late for the last updates). MCP's progress
+/// increases with each notification for a token, so a value no greater than the last one
+/// passed on is the other source's copy, and is dropped.
+pub struct CallProgress {
+    tapped: Following,
+    rmcp: ProgressSubscriber,
+    last: Option<f64>,
+}
+
+impl CallProgress {
+    pub fn new(tapped: Following, rmcp: ProgressSubscriber) -> Self {
+        Self {
+            tapped,
+            rmcp,
+            last: None,
+        }
+    }
+
+    /// Whether `update` is new, remembering it if so.
+    fn admit(&mut self, update: &ToolProgress) -> bool {
+        let new = self.last.is_none_or(|last| update.progress > last);
+        if new {
+            self.last = Some(update.progress);
+        }
+        new
+    }
+
+    /// The next new update; cancel-safe. The tap goes first: whatever rmcp delivers, the tap
+    /// saw before rmcp parsed it.
+    pub async fn next(&mut self) -> ToolProgress {
+        loop {
+            let update = tokio::select! {
+                biased;
+                Some(update) = self.tapped.updates.recv() => update,
+                Some(p) = self.rmcp.next() => ToolProgress {
+                    progress: p.progress,
+                    total: p.total,
+                    message: p.message,
+                },
+                else => std::future::pending().await,
+            };
+            if self.admit(&update) {
+                return update;
+            }
+        }
+    }
+
+    /// The new updates already at hand, after the answer arrived: all the tap saw (it saw them
+    /// before the answer), then whatever rmcp has delivered so far.
+    pub fn drain(&mut self) -> Vec<ToolProgress> {
+        let mut updates = Vec::new();
+        while let Ok(update) = self.tapped.updates.try_recv() {
+            updates.push(update);
+        }
+        while let Some(Some(p)) = self.rmcp.next().now_or_never() {
+            updates.push(ToolProgress {
+                progress: p.progress,
+                total: p.total,
+                message: p.message,
+            });
+        }
+        updates.retain(|update| self.admit(update));
+        updates
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::{
+        handler::client::progress::ProgressDispatcher,
+        model::{NumberOrString, ProgressNotificationParam},
+    };
+    use serde_json::json;
+
+    use super::*;
+
+    fn note(token: Value, progress: f64) -> Value {
+        json!({"progressToken": token, "progress": progress, "total": 3, "message": format!("step {progress}")})
+    }
+
+    fn token(n: i64) -> ProgressToken {
+        ProgressToken(NumberOrString::Number(n))
+    }
+
+    fn progress_of(updates: &[ToolProgress]) -> Vec<f64> {
+        updates.iter().map(|u| u.progress).collect()
+    }
+
+    #[tokio::test]
+    async fn progress_before_the_answer_is_all_there_when_the_answer_is() {
+        let routes = Arc::new(Mutex::new(ProgressRoutes::default()));
+        let dispatcher = ProgressDispatcher::new();
+        let mut call = CallProgress::new(
+            Following::new(routes.clone(), &token(1)),
+            dispatcher.subscribe(token(1)).await,
+        );
+        // The tap sees three updates, then the answer; rmcp's handler tasks have not run yet.
+        for step in 1..=3 {
+            routes.lock().unwrap().deliver(&note(json!(1), step.into()));
+        }
+        routes.lock().unwrap().deliver(&note(json!(2), 1.0)); // another call's
+        let got = call.drain();
+        assert_eq!(progress_of(&got), [1.0, 2.0, 3.0]);
+        assert_eq!(got[0].total, Some(3.0));
+        assert_eq!(got[2].message.as_deref(), Some("step 3"));
+        // rmcp's copies arrive late: they are duplicates.
+        for step in 1..=3 {
+            dispatcher
+                .handle_notification(ProgressNotificationParam::new(token(1), step.into()))
+                .await;
+        }
+        assert!(call.drain().is_empty());
+    }
+
+    #[tokio::test]
+    async fn progress_before_the_token_is_followed_is_kept_for_it() {
+        let routes = Arc::new(Mutex::new(ProgressRoutes::default()));
+        routes.lock().unwrap().deliver(&note(json!(7), 1.0));
+        routes.lock().unwrap().deliver(&note(json!("7"), 9.0)); // a string token is another one
+        let dispatcher = ProgressDispatcher::new();
+        let mut call = CallProgress::new(
+            Following::new(routes.clone(), &token(7)),
+            dispatcher.subscribe(token(7)).await,
+        );
+        routes.lock().unwrap().deliver(&note(json!(7), 2.0));
+        assert_eq!(call.next().await.progress, 1.0);
+        assert_eq!(call.next().await.progress, 2.0);
+        drop(call);
+        // Once the call is gone its token is followed no more.
+        routes.lock().unwrap().deliver(&note(json!(7), 3.0));
+        assert!(routes.lock().unwrap().routes.is_empty());
+    }
+
+    #[tokio::test]
+    async fn without_a_tap_rmcp_delivers_and_only_increasing_values_pass() {
+        let routes = Arc::new(Mutex::new(ProgressRoutes::default()));
+        let dispatcher = ProgressDispatcher::new();
+        let mut call = CallProgress::new(
+            Following::new(routes.clone(), &token(3)),
+            dispatcher.subscribe(token(3)).await,
+        );
+        for step in [1.0, 2.0, 2.0, 1.5, 4.0] {
+            dispatcher
+                .handle_notification(ProgressNotificationParam::new(token(3), step))
+                .await;
+        }
+        assert_eq!(call.next().await.progress, 1.0);
+        assert_eq!(progress_of(&call.drain()), [2.0, 4.0]);
+    }
+
+    #[test]
+    fn unclaimed_progress_is_bounded() {
+        let mut routes = ProgressRoutes::default();
+        for n in 0..(UNCLAIMED_MAX + 10) {
+            routes.deliver(&note(json!(n), 1.0));
+        }
+        routes.deliver(&json!({"progressToken": 1})); // no progress: not MCP progress
+        assert_eq!(routes.unclaimed.len(), UNCLAIMED_MAX);
+    }
+}

@@ -1,0 +1,536 @@
+//! The upstream's answers as it wrote them (R-PRX-6). rmcp's typed model changes what it
+//! reads: numbers take the field's type (a content annotation's `"priority": 1` becomes
+//! `1.0`), and fields it has no place for are dropped (a tool's `execution`, unknown annotation
+//! keys). The proxy therefore reads each message twice: rmcp parses it to drive the protocol,
+//! and [`RawResults`] keeps every response's `result` exactly as written, by request id, for
+//! the request that asked. Taps sit under rmcp: [`TapReader`] on a stdio child's stdout and
+//! [`TapHttpClient`] on Streamable HTTP event streams. An HTTP upstream that answers a POST
+//! with a plain JSON body (not an event stream) is parsed by rmcp before any tap sees it; such
+//! answers fall back to rmcp's typed view.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    pin::Pin,
+    sync::{Arc, Mutex},
+    task::{Context, Poll, ready},
+    time::{Duration, Instant},
+};
+
+use futures::{StreamExt as _, stream::BoxStream};
+use http::{HeaderName, HeaderValue};
+use rmcp::{
+    model::{ClientJsonRpcMessage, ProgressToken, RequestId},
+    transport::streamable_http_client::{
+        SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+        StreamableHttpResponseLimits,
+    },
+};
+use serde_json::Value;
+use sse_stream::Sse;
+use tokio::{
+    io::{AsyncRead, ReadBuf},
+    sync::mpsc::{UnboundedReceiver, UnboundedSender},
+};
+
+use super::{
+    auth::{AuthError, AuthProvider},
+    config::UrlSecrets,
+    http_client as scrub,
+    progress::{Following, ProgressRoutes},
+};
+use durable_mcp_contract::call::ToolLog;
+
+/// How long an answer nobody claimed is kept (the request's caller gave up, or it was rmcp's
+/// own request such as `initialize`). Claimed answers leave at once.
+const UNCLAIMED_FOR: Duration = Duration::from_secs(60);
+
+/// Responses' `result` values as the upstream wrote them, by request id, and the calls in
+/// flight that its log messages may belong to. Clones share them.
+#[derive(Clone, Default)]
+pub struct RawResults {
+    kept: Arc<Mutex<VecDeque<(Instant, String, Value)>>>,
+    calls: Arc<Mutex<InFlight>>,
+    progress: Arc<Mutex<ProgressRoutes>>,
+}
+
+/// The calls in flight on one connection, each with where its log messages go.
+#[derive(Default)]
+struct InFlight {
+    next: u64,
+    calls: Vec<(u64, UnboundedSender<ToolLog>)>,
+}
+
+/// Takes a call off the in-flight list when dropped.
+pub struct LeaveOnDrop {
+    calls: Arc<Mutex<InFlight>>,
+    id: u64,
+}
+
+impl Drop for LeaveOnDrop {
+    fn drop(&mut self) {
+        self.calls
+            .lock()
+            .unwrap()
+            .calls
+            .retain(|(id, _)| *id != self.id);
+    }
+}
+
+impl RawResults {
+    /// Looks at one JSON-RPC message as the upstream wrote it; keeps its `result` if it is a
+    /// response; passes log messages and progress on to the calls they belong to. Anything else
+    /// (other notifications, requests, errors, garbage) is ignored: rmcp handles those.
+    pub fn observe(&self, text: &[u8]) {
+        let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(text) else {
+            return;
+        };
+        if message.get("method").and_then(Value::as_str) == Some("notifications/message") {
+            self.attribute_log(message.remove("params").unwrap_or_default());
+            return;
+        }
+        if message.get("method").and_then(Value::as_str) == Some("notifications/progress") {
+            let params = message.remove("params").unwrap_or_default();
+            self.progress.lock().unwrap().deliver(&params);
+            return;
+        }
+        let (Some(id), Some(result)) = (message.remove("id"), message.remove("result")) else {
+            return;
+        };
+        if id.is_null() {
+            return;
+        }
+        let now = Instant::now();
+        let mut kept = self.kept.lock().unwrap();
+        while kept
+            .front()
+            .is_some_and(|(at, _, _)| now.duration_since(*at) > UNCLAIMED_FOR)
+        {
+            kept.pop_front();
+        }
+        kept.push_back((now, id.to_string(), result));
+    }
+
+    /// Registers a call in flight: while it is the only one, the upstream's log messages are
+    /// its own (R-PRX-10). Until the guard drops.
+    pub fn enter_call(&self) -> (LeaveOnDrop, UnboundedReceiver<ToolLog>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut in_flight = self.calls.lock().unwrap();
+        in_flight.next += 1;
+        let id = in_flight.next;
+        in_flight.calls.push((id, tx));
+        let guard = LeaveOnDrop {
+            calls: self.calls.clone(),
+            id,
+        };
+        (guard, rx)
+    }
+
+    /// MCP log messages name no request, so a message belongs to a call only when that call
+    /// is the only one in flight when the message is read (in wire order, before the call's
+    /// answer). Any other message is logged here and dropped (R-PRX-10).
+    fn attribute_log(&self, params: Value) {
+        let log = ToolLog {
+            level: params["level"].as_str().unwrap_or("info").to_owned(),
+            logger: params["logger"].as_str().map(str::to_owned),
+            data: params.get("data").cloned().unwrap_or_default(),
+            seq: None,
+        };
+        let only = match self.calls.lock().unwrap().calls.as_slice() {
+            [(_, only)] => Some(only.clone()),
+            _ => None,
+        };
+        match only.map(|call| call.send(log.clone())) {
+            Some(Ok(())) => {}
+            _ => tracing::info!(
+                target: "durable_mcp::upstream_log",
+                level = %log.level, logger = ?log.logger, data = %log.data,
+                "upstream log message not attributable to one call (none or several in flight); dropped"
+            ),
+        }
+    }
+
+    /// The progress the upstream reports under `token` (R-PRX-9), in wire order, including
+    /// what arrived before this call: rmcp picks the token inside the send.
+    pub fn follow_progress(&self, token: &ProgressToken) -> Following {
+        Following::new(self.progress.clone(), token)
+    }
+
+    /// The raw `result` of the answer to request `id`, if a tap saw it. Called after rmcp
+    /// delivered the typed answer, which it parsed after the tap saw the bytes.
+    pub fn take(&self, id: &RequestId) -> Option<Value> {
+        let key = serde_json::to_string(id).ok()?;
+        let mut kept = self.kept.lock().unwrap();
+        let at = kept.iter().position(|(_, k, _)| *k == key)?;
+        kept.remove(at).map(|(_, _, v)| v)
+    }
+}
+
+/// A stdio child's stdout, passed through unchanged to rmcp; each complete line (one JSON-RPC
+/// message) is shown to [`RawResults::observe`] first.
+pub struct TapReader<R> {
+    inner: R,
+    line: Vec<u8>,
+    raw: RawResults,
+}
+
+impl<R> TapReader<R> {
+    pub fn new(inner: R, raw: RawResults) -> Self {
+        Self {
+            inner,
+            line: Vec::new(),
+            raw,
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for TapReader<R> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+        for chunk in buf.filled()[before..].split_inclusive(|b| *b == b'\n') {
+            this.line.extend_from_slice(chunk);
+            if chunk.ends_with(b"\n") {
+                this.raw.observe(&this.line);
+                this.line.clear();
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// rmcp's reqwest client for Streamable HTTP, with every server-sent event shown to
+/// [`RawResults::observe`] before rmcp parses it.
+#[derive(Clone)]
+pub struct TapHttpClient {
+    inner: reqwest::Client,
+    raw: RawResults,
+    /// Taken out of every error before rmcp sees it (R-PRX-1).
+    secrets: Arc<UrlSecrets>,
+    /// Gives each request its bearer token (R-PRX-15).
+    auth: Option<Arc<dyn AuthProvider>>,
+}
+
+impl TapHttpClient {
+    /// Redirects are not followed (a redirect would replay headers to wherever it points);
+    /// idle connections are not pooled, as in rmcp's own default client (it avoids delayed-ACK
+    /// stalls on reused connections). Errors lose the upstream's URL and its `secrets`.
+    /// With `auth`, every request carries its token. An upstream on loopback is reached
+    /// directly, never through a proxy from the environment (R-PAY-7).
+    pub fn new(
+        endpoint: &url::Url,
+        raw: RawResults,
+        secrets: UrlSecrets,
+        auth: Option<Arc<dyn AuthProvider>>,
+    ) -> Result<Self, reqwest::Error> {
+        let inner = durable_mcp_runtime::temporal::direct_http::client_builder(endpoint)
+            .pool_max_idle_per_host(0)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        Ok(Self {
+            inner,
+            raw,
+            secrets: Arc::new(secrets),
+            auth,
+        })
+    }
+
+    /// Sends a request with the provider's token (or `given`, without a provider); after a 401
+    /// (the request never ran), tells the provider and sends it once more with a new token.
+    /// A token that cannot be had fails the request as one that never left (R-PRX-15).
+    async fn authorized<T, Fut>(
+        &self,
+        given: Option<String>,
+        send: impl Fn(Option<String>) -> Fut,
+    ) -> HttpResult<T>
+    where
+        Fut: Future<Output = HttpResult<T>>,
+    {
+        let Some(auth) = &self.auth else {
+            return send(given).await;
+        };
+        let token = auth.token().await.map_err(no_token)?;
+        match send(Some(token.clone())).await {
+            Err(e) if unauthorized(&e) => {
+                auth.rejected(&token);
+                send(Some(auth.token().await.map_err(no_token)?)).await
+            }
+            other => other,
+        }
+    }
+
+    fn tap_events(
+        &self,
+        events: BoxStream<'static, Result<Sse, SseError>>,
+    ) -> BoxStream<'static, Result<Sse, SseError>> {
+        let raw = self.raw.clone();
+        events
+            .inspect(move |event| {
+                if let Ok(Sse {
+                    data: Some(data), ..
+                }) = event
+                {
+                    raw.observe(data.as_bytes());
+                }
+            })
+            .boxed()
+    }
+
+    fn tap_post(&self, response: StreamableHttpPostResponse) -> StreamableHttpPostResponse {
+        match response {
+            StreamableHttpPostResponse::Sse(events, session) => {
+                StreamableHttpPostResponse::Sse(self.tap_events(events), session)
+            }
+            other => other,
+        }
+    }
+}
+
+type Headers = HashMap<HeaderName, HeaderValue>;
+type HttpResult<T> = Result<T, StreamableHttpError<reqwest::Error>>;
+
+/// A 401 answer, with or without a `WWW-Authenticate` challenge.
+fn unauthorized(e: &StreamableHttpError<reqwest::Error>) -> bool {
+    match e {
+        StreamableHttpError::AuthRequired(_) => true,
+        StreamableHttpError::HttpStatus(s) => s.status == 401,
+        _ => false,
+    }
+}
+
+/// A request that could not get its token: it never left (see `upstream::classify`).
+fn no_token(e: AuthError) -> StreamableHttpError<reqwest::Error> {
+    StreamableHttpError::Io(std::io::Error::other(e))
+}
+
+impl StreamableHttpClient for TapHttpClient {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+    ) -> HttpResult<StreamableHttpPostResponse> {
+        let response = self
+            .authorized(auth_header, |auth| {
+                self.inner.post_message(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    auth,
+                    custom_headers.clone(),
+                )
+            })
+            .await;
+        scrub::clean_response(&self.secrets, response.map(|r| self.tap_post(r)))
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+        max_sse_event_size: usize,
+    ) -> HttpResult<StreamableHttpPostResponse> {
+        let response = self
+            .authorized(auth_header, |auth| {
+                self.inner.post_message_with_max_sse_event_size(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    auth,
+                    custom_headers.clone(),
+                    max_sse_event_size,
+                )
+            })
+            .await;
+        scrub::clean_response(&self.secrets, response.map(|r| self.tap_post(r)))
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+        limits: StreamableHttpResponseLimits,
+    ) -> HttpResult<StreamableHttpPostResponse> {
+        let response = self
+            .authorized(auth_header, |auth| {
+                self.inner.post_message_with_response_limits(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    auth,
+                    custom_headers.clone(),
+                    limits,
+                )
+            })
+            .await;
+        scrub::clean_response(&self.secrets, response.map(|r| self.tap_post(r)))
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+    ) -> HttpResult<()> {
+        self.authorized(auth_header, |auth| {
+            self.inner.delete_session(
+                uri.clone(),
+                session_id.clone(),
+                auth,
+                custom_headers.clone(),
+            )
+        })
+        .await
+        .map_err(|e| scrub::clean(&self.secrets, e))
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+    ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
+        let events = self
+            .authorized(auth_header, |auth| {
+                self.inner.get_stream(
+                    uri.clone(),
+                    session_id.clone(),
+                    last_event_id.clone(),
+                    auth,
+                    custom_headers.clone(),
+                )
+            })
+            .await
+            .map_err(|e| scrub::clean(&self.secrets, e))?;
+        Ok(scrub::clean_stream(&self.secrets, self.tap_events(events)))
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+        max_sse_event_size: usize,
+    ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
+        let events = self
+            .authorized(auth_header, |auth| {
+                self.inner.get_stream_with_max_sse_event_size(
+                    uri.clone(),
+                    session_id.clone(),
+                    last_event_id.clone(),
+                    auth,
+                    custom_headers.clone(),
+                    max_sse_event_size,
+                )
+            })
+            .await
+            .map_err(|e| scrub::clean(&self.secrets, e))?;
+        Ok(scrub::clean_stream(&self.secrets, self.tap_events(events)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncReadExt as _;
+
+    use super::*;
+
+    #[test]
+    fn results_are_kept_as_written_and_taken_once() {
+        let raw = RawResults::default();
+        raw.observe(br#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"x","annotations":{"priority":1}}],"extra":true}}"#);
+        raw.observe(br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#);
+        raw.observe(br#"{"jsonrpc":"2.0","id":4,"error":{"code":-1,"message":"no"}}"#);
+        raw.observe(b"not json");
+        let got = raw.take(&RequestId::Number(3)).unwrap();
+        assert_eq!(
+            got,
+            serde_json::json!({"content":[{"type":"text","text":"x","annotations":{"priority":1}}],"extra":true})
+        );
+        assert!(
+            got["content"][0]["annotations"]["priority"].is_u64(),
+            "{got}"
+        );
+        assert_eq!(raw.take(&RequestId::Number(3)), None);
+        assert_eq!(raw.take(&RequestId::Number(4)), None);
+    }
+
+    #[test]
+    fn log_messages_go_to_the_only_call_in_flight_or_nowhere() {
+        let raw = RawResults::default();
+        let log = br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"warning","logger":"l","data":{"n":1}}}"#;
+        raw.observe(log); // no call in flight: dropped
+        let (first, mut first_logs) = raw.enter_call();
+        raw.observe(log);
+        let got = first_logs.try_recv().unwrap();
+        assert_eq!(
+            (got.level.as_str(), got.logger.as_deref()),
+            ("warning", Some("l"))
+        );
+        assert_eq!(got.data, serde_json::json!({"n": 1}));
+        let (second, mut second_logs) = raw.enter_call();
+        raw.observe(log); // two in flight: nobody's
+        assert!(first_logs.try_recv().is_err() && second_logs.try_recv().is_err());
+        drop(first);
+        raw.observe(log);
+        assert!(second_logs.try_recv().is_ok(), "the remaining call gets it");
+        drop(second);
+    }
+
+    #[test]
+    fn string_and_number_ids_are_told_apart() {
+        let raw = RawResults::default();
+        raw.observe(br#"{"id":"7","result":{"a":"string id"}}"#);
+        raw.observe(br#"{"id":7,"result":{"a":"number id"}}"#);
+        assert_eq!(raw.take(&RequestId::Number(7)).unwrap()["a"], "number id");
+        assert_eq!(
+            raw.take(&RequestId::String("7".into())).unwrap()["a"],
+            "string id"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_reader_passes_bytes_through_and_sees_lines_split_anywhere() {
+        let raw = RawResults::default();
+        let wire =
+            b"{\"id\":1,\"result\":{\"n\":1}}\n{\"id\":2,\"result\":{\"n\":2.50}}\n".to_vec();
+        // A reader that hands out 5 bytes at a time, so messages arrive in pieces.
+        let (mut tx, rx) = tokio::io::duplex(5);
+        let written = wire.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt as _;
+            tx.write_all(&written).await.unwrap();
+        });
+        let mut reader = TapReader::new(rx, raw.clone());
+        let mut read = Vec::new();
+        reader.read_to_end(&mut read).await.unwrap();
+        assert_eq!(read, wire);
+        assert_eq!(
+            raw.take(&RequestId::Number(1)).unwrap().to_string(),
+            r#"{"n":1}"#
+        );
+        assert_eq!(
+            raw.take(&RequestId::Number(2)).unwrap().to_string(),
+            r#"{"n":2.5}"#
+        );
+    }
+}

@@ -1,0 +1,295 @@
+//! The Nexus service that fronts one upstream: `list_tools` (sync) and a catch-all that runs
+//! every other operation name as that tool, in a standalone Activity (async).
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use futures::future::BoxFuture;
+use temporalio_client::Connection;
+use temporalio_protos::temporal::api::{common::v1::Payload, enums::v1::ActivityIdReusePolicy};
+use tracing::info;
+
+use super::{
+    call_activity::{CALL_TOOL_ACTIVITY, ToolCallInput},
+    discovery::Discovery,
+    options::{ActivityOptions, ResolvedCallOptions, resolve},
+    refusal::{self, Refusal},
+    retry::ToolHints,
+};
+use durable_mcp_contract::payload::{PayloadCodec, encode_one};
+use durable_mcp_contract::{
+    call::CallToken,
+    errors::ToolCallErrorType,
+    listing::{LIST_TOOLS, advertise_one_attempt, advertise_timeout},
+    operation_name::tool_for_operation,
+    payload,
+};
+use durable_mcp_runtime::nexus::{
+    CancelContext, HandlerError, HandlerErrorKind, OperationError, OperationHandler, RetryBehavior,
+    Service, StartContext, StartError, StartOutcome, start_fn,
+};
+use durable_mcp_runtime::temporal::activity::{
+    ActivityStart, cancel_activity, find_activity, start_activity,
+};
+
+/// The overall time budget of one call: the configured schedule-to-close, else one attempt
+/// (plus slack) for one-attempt tools, else five attempts' worth.
+pub fn call_timeout(options: &ResolvedCallOptions) -> Duration {
+    options.schedule_to_close.unwrap_or_else(|| {
+        if options.one_attempt {
+            options.start_to_close + Duration::from_secs(10)
+        } else {
+            options.start_to_close * 5
+        }
+    })
+}
+
+/// Where a call's activity runs and how it is configured.
+#[derive(Clone)]
+pub struct ServiceContext {
+    pub service: String,
+    pub connection: Connection,
+    pub namespace: String,
+    pub task_queue: String,
+    pub activity_options: ActivityOptions,
+    pub overrides: BTreeMap<String, ActivityOptions>,
+    pub discovery: Arc<Discovery>,
+    /// Encodes the call Activity's input (R-PRX-20); the Nexus worker and the Activity worker
+    /// apply the same codec to everything else.
+    pub codec: Option<Arc<dyn PayloadCodec>>,
+}
+
+impl ServiceContext {
+    fn resolve(&self, tool: &serde_json::Value) -> ResolvedCallOptions {
+        let name = tool["name"].as_str().unwrap_or_default();
+        resolve(
+            &self.activity_options,
+            self.overrides.get(name),
+            &ToolHints::from_tool_json(tool),
+        )
+    }
+
+    /// The activity id of one call: a function of (service, tool, Nexus request id), so a
+    /// retried start finds the activity its first attempt started.
+    pub fn activity_id(&self, tool: &str, request_id: &str) -> String {
+        durable_mcp_contract::call::call_activity_id(&self.service, tool, request_id)
+    }
+}
+
+/// Builds the Nexus service for one upstream.
+pub fn proxy_service(ctx: ServiceContext) -> Service {
+    let ctx = Arc::new(ctx);
+    let list_ctx = ctx.clone();
+    Service::new(ctx.service.clone())
+        .operation(
+            LIST_TOOLS,
+            start_fn(move |_, _| {
+                let ctx = list_ctx.clone();
+                async move {
+                    let tools = ctx.discovery.refresh().await.map_err(|e| {
+                        HandlerError::new(HandlerErrorKind::Unavailable, e.to_string())
+                            .with_retry(RetryBehavior::Retryable)
+                    })?;
+                    let listed: Vec<serde_json::Value> = tools
+                        .iter()
+                        .map(|tool| {
+                            let mut tool = tool.clone();
+                            let options = ctx.resolve(&tool);
+                            if let Some(obj) = tool.as_object_mut() {
+                                advertise_timeout(obj, call_timeout(&options));
+                                advertise_one_attempt(obj, options.one_attempt);
+                            }
+                            tool
+                        })
+                        .collect();
+                    let payload = payload::to_marked_payload(&listed, payload::TOOL_LIST)
+                        .map_err(|e| HandlerError::internal(e.to_string()))?;
+                    Ok(StartOutcome::Sync(payload))
+                }
+            }),
+        )
+        .catch_all(Arc::new(ToolCall { ctx }))
+}
+
+struct ToolCall {
+    ctx: Arc<ServiceContext>,
+}
+
+impl OperationHandler for ToolCall {
+    fn start(
+        &self,
+        start: StartContext,
+        input: Payload,
+    ) -> BoxFuture<'static, Result<StartOutcome, StartError>> {
+        let ctx = self.ctx.clone();
+        Box::pin(async move {
+            // The proxy decodes what callers encoded (R-NXC-5).
+            let tool = tool_for_operation(&start.operation).ok_or_else(|| {
+                HandlerError::not_found(format!(
+                    "{:?} is not the operation name of any tool (R-NXC-5)",
+                    start.operation
+                ))
+            })?;
+            let activity_id = ctx.activity_id(&tool, &start.request_id);
+            // The answer for a run of this call's activity.
+            let token = |run_id: String| StartOutcome::Async {
+                token: serde_json::to_string(&CallToken {
+                    activity_id: activity_id.clone(),
+                    run_id,
+                })
+                .expect("a CallToken always serializes"),
+            };
+            let rpc_error = |what: &str, s: tonic::Status| -> StartError {
+                match refusal::classify(what, s.code(), s.message()) {
+                    Refusal::Permanent(message) => HandlerError::bad_request(message)
+                        .with_retry(RetryBehavior::NonRetryable)
+                        .into(),
+                    Refusal::Transient(message) => {
+                        HandlerError::new(HandlerErrorKind::Unavailable, message)
+                            .with_retry(RetryBehavior::Retryable)
+                            .into()
+                    }
+                }
+            };
+            // A retried start must not depend on discovery, which may have changed (or failed)
+            // since the first attempt recorded its input and options. When the tool is listed,
+            // the start below attaches to an existing activity by id (UseExisting) and keeps its
+            // recorded options, so no lookup is needed; when it is not, look for the first
+            // attempt's activity before asking discovery anything.
+            let listed = ctx.discovery.tool(&tool);
+            if listed.is_none()
+                && let Some(run_id) = find_activity(&ctx.connection, &ctx.namespace, &activity_id)
+                    .await
+                    .map_err(|s| rpc_error("looking up the call's activity", s))?
+            {
+                info!(%activity_id, "reattaching a retried start to its activity");
+                return Ok(token(run_id));
+            }
+            let arguments = match payload::to_json(&input) {
+                Ok(serde_json::Value::Object(map)) => map,
+                Ok(serde_json::Value::Null) => serde_json::Map::new(),
+                Ok(other) => {
+                    return Err(HandlerError::bad_request(format!(
+                        "tool arguments must be a JSON object, got {}",
+                        json_kind(&other)
+                    ))
+                    .into());
+                }
+                Err(e) => return Err(HandlerError::bad_request(e.to_string()).into()),
+            };
+            let definition = match listed {
+                Some(t) => t,
+                None => {
+                    // Maybe the tool is new: ask once more before calling it unknown.
+                    let tools = ctx.discovery.refresh().await.map_err(|e| {
+                        HandlerError::new(HandlerErrorKind::Unavailable, e.to_string())
+                            .with_retry(RetryBehavior::Retryable)
+                    })?;
+                    tools
+                        .iter()
+                        .find(|t| t["name"] == tool.as_str())
+                        .cloned()
+                        .ok_or_else(|| OperationError::Failed {
+                            message: format!("upstream {:?} has no tool {tool:?}", ctx.service),
+                            error_type: ToolCallErrorType::UnknownTool.as_str().into(),
+                            details: None,
+                        })?
+                }
+            };
+            let options = ctx.resolve(&definition);
+            let recorded = ToolCallInput {
+                service: ctx.service.clone(),
+                tool: tool.clone(),
+                arguments,
+                one_attempt: options.one_attempt,
+            };
+            let mut activity_input = payload::to_payload(&recorded)
+                .map_err(|e| HandlerError::bad_request(e.to_string()))?;
+            if let Some(codec) = &ctx.codec {
+                activity_input = encode_one(codec.as_ref(), activity_input)
+                    .await
+                    .map_err(|e| {
+                        HandlerError::new(
+                            HandlerErrorKind::Unavailable,
+                            format!("encoding the call's input: {e}"),
+                        )
+                        .with_retry(RetryBehavior::Retryable)
+                    })?;
+            }
+            let started_activity = start_activity(
+                &ctx.connection,
+                &ctx.namespace,
+                ActivityStart {
+                    activity_id: activity_id.clone(),
+                    request_id: start.request_id.clone(),
+                    activity_type: CALL_TOOL_ACTIVITY.into(),
+                    task_queue: ctx.task_queue.clone(),
+                    input: vec![activity_input],
+                    schedule_to_close: Some(call_timeout(&options)),
+                    schedule_to_start: options.schedule_to_start,
+                    search_attributes: options.search_attributes.clone(),
+                    start_to_close: Some(options.start_to_close),
+                    heartbeat: Some(options.heartbeat),
+                    retry_policy: Some(options.retry_policy.to_proto()),
+                    use_existing: true,
+                    reuse_policy: Some(ActivityIdReusePolicy::RejectDuplicate),
+                    completion_callback: (!start.callback.is_empty())
+                        .then(|| (start.callback.clone(), start.callback_headers.clone())),
+                    priority: options.priority.as_ref().map(|p| p.to_proto()),
+                    summary: options
+                        .summary
+                        .clone()
+                        .or_else(|| Some(format!("{}: {tool}", ctx.service))),
+                },
+            )
+            .await;
+            let (run_id, started) = match started_activity {
+                Ok(r) => r,
+                // A retried start whose activity already closed: that run is the call.
+                Err(s) if s.code() == tonic::Code::AlreadyExists => {
+                    match find_activity(&ctx.connection, &ctx.namespace, &activity_id)
+                        .await
+                        .map_err(|s| rpc_error("looking up the call's activity", s))?
+                    {
+                        Some(run_id) => {
+                            info!(%activity_id, "reattaching a retried start to its closed activity");
+                            return Ok(token(run_id));
+                        }
+                        None => return Err(rpc_error("starting the call's activity", s)),
+                    }
+                }
+                Err(s) => return Err(rpc_error("starting the call's activity", s)),
+            };
+            info!(%activity_id, started, retry = %options.retry_reason, "tool call activity");
+            Ok(token(run_id))
+        })
+    }
+
+    fn cancel(&self, cancel: CancelContext) -> BoxFuture<'static, Result<(), HandlerError>> {
+        let ctx = self.ctx.clone();
+        Box::pin(async move {
+            let token: CallToken = serde_json::from_str(&cancel.token).map_err(|e| {
+                HandlerError::bad_request(format!("malformed operation token: {e}"))
+            })?;
+            cancel_activity(
+                &ctx.connection,
+                &ctx.namespace,
+                &token.activity_id,
+                &token.run_id,
+                "Nexus operation cancelled",
+            )
+            .await
+            .map_err(|s| HandlerError::new(HandlerErrorKind::Unavailable, s.message().to_owned()))
+        })
+    }
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}

@@ -1,0 +1,739 @@
+//! Connections to upstream MCP servers (stdio children or Streamable HTTP), through rmcp.
+//!
+//! One [`UpstreamClient`] per upstream and process: the connection is made lazily, reused by
+//! every call, and dropped after a transport failure so the next use reconnects (a dead stdio
+//! child is restarted). Errors say whether the request can have reached the tool
+//! ([`Phase`]), which decides whether retrying is safe.
+
+// MCP logging is deprecated (SEP-2577) but upstreams still send it: it reaches callers (R-PRX-10).
+#![allow(deprecated)]
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use futures::{
+    FutureExt as _,
+    future::{BoxFuture, Shared},
+};
+use rmcp::{
+    ClientHandler, Peer, RoleClient, ServiceExt,
+    handler::client::progress::ProgressDispatcher,
+    model::{
+        CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+        ClientRequest, ListToolsRequest, PaginatedRequestParams, ProgressNotificationParam,
+        RequestId, ServerResult,
+    },
+    service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError},
+    transport::{
+        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use super::{
+    auth::{AuthError, AuthProvider, ClientCredentialsProvider},
+    child,
+    config::{TransportConfig, UrlSecrets, redacted_url},
+    errors::{HttpFailure, Phase, http_failure_phase},
+    progress::CallProgress,
+    raw::{RawResults, TapHttpClient, TapReader},
+};
+use durable_mcp_contract::call::CallNotification;
+
+/// Why an upstream request failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum UpstreamError {
+    /// No connection could be made: the request never reached the tool.
+    #[error("could not connect to upstream {service:?}: {reason}")]
+    Connect { service: String, reason: String },
+    /// The connection failed while the request was in flight: the tool may have run.
+    #[error("upstream {service:?} failed during the request: {reason}")]
+    Transport {
+        service: String,
+        reason: String,
+        phase: Phase,
+    },
+    /// The upstream answered with a JSON-RPC error.
+    #[error("upstream {service:?} answered JSON-RPC error {code}: {message}")]
+    JsonRpc {
+        service: String,
+        code: i32,
+        message: String,
+    },
+    /// The upstream answered something that is not valid MCP.
+    #[error("upstream {service:?} broke the protocol: {reason}")]
+    Protocol { service: String, reason: String },
+}
+
+impl UpstreamError {
+    /// Whether the request provably never reached the tool.
+    pub fn phase(&self) -> Phase {
+        match self {
+            Self::Connect { .. } => Phase::NotDelivered,
+            Self::Transport { phase, .. } => *phase,
+            Self::JsonRpc { .. } | Self::Protocol { .. } => Phase::MayHaveRun,
+        }
+    }
+}
+
+type Connection = Arc<RunningService<RoleClient, UpstreamHandler>>;
+
+/// A handshake in progress, awaited by every caller that needs the connection meanwhile.
+type Handshake = Shared<BoxFuture<'static, Result<Connection, UpstreamError>>>;
+
+/// How long starting or reaching an upstream and its MCP `initialize` handshake may take
+/// (an `npx` server may download its package first); then the attempt fails and a child is
+/// killed. Callers wait for a handshake no longer than their own budget.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The connection of one upstream, as the lock sees it: the lock is never held across a
+/// handshake.
+enum Slot {
+    Idle,
+    Connecting { attempt: u64, handshake: Handshake },
+    Connected(Connection),
+}
+
+/// What the proxy does with the upstream's own messages: `notifications/tools/list_changed`
+/// bumps a counter that discovery follows, so new annotations (and so retry policies) apply
+/// without waiting for the next `list_tools`; `notifications/progress` goes to the call whose
+/// request carried the token. Everything else gets rmcp's defaults. It also holds what lives
+/// exactly as long as the connection: the answers as the upstream wrote them, and a stdio child.
+#[derive(Clone)]
+struct UpstreamHandler {
+    tools_changed: Arc<watch::Sender<u64>>,
+    progress: ProgressDispatcher,
+    raw: RawResults,
+    /// Its process group is killed when the connection is dropped.
+    _child: Option<Arc<super::child::Group>>,
+}
+
+impl ClientHandler for UpstreamHandler {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.send_modify(|n| *n += 1);
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.handle_notification(params).await;
+    }
+}
+
+/// Sends `notifications/cancelled` for a request that is dropped before its answer (as rmcp
+/// does for its own typed calls), so abandoning a call cancels it upstream.
+struct CancelOnDrop {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl CancelOnDrop {
+    fn disarm(&mut self) {
+        self.id = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let peer = self.peer.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = peer
+                    .notify_cancelled(CancelledNotificationParam::new(
+                        Some(id),
+                        Some("the call was cancelled".into()),
+                    ))
+                    .await;
+            });
+        }
+    }
+}
+
+/// How often a broken Streamable HTTP response stream is resumed before the call fails.
+const SSE_RESUME_ATTEMPTS: usize = 3;
+
+/// A reusable, self-healing client for one upstream MCP server.
+pub struct UpstreamClient {
+    service: String,
+    transport: TransportConfig,
+    connection: Mutex<Slot>,
+    /// Numbers the connection attempts, so a finished one updates only its own slot.
+    attempts: AtomicU64,
+    tools_changed: Arc<watch::Sender<u64>>,
+    /// Taken out of every error's text: HTTP client errors quote the URL (R-PRX-1).
+    secrets: UrlSecrets,
+    /// Gives an HTTP upstream's requests their bearer token (R-PRX-15).
+    auth: Option<Arc<dyn AuthProvider>>,
+}
+
+impl std::fmt::Debug for UpstreamClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamClient")
+            .field("service", &self.service)
+            .field("transport", &self.transport)
+            .finish()
+    }
+}
+
+impl UpstreamClient {
+    pub fn new(service: impl Into<String>, transport: TransportConfig) -> Self {
+        let (secrets, auth) = match &transport {
+            TransportConfig::Http { url, oauth, .. } => (
+                UrlSecrets::of(url),
+                oauth.clone().map(|config| {
+                    Arc::new(ClientCredentialsProvider::new(config)) as Arc<dyn AuthProvider>
+                }),
+            ),
+            TransportConfig::Stdio { .. } | TransportConfig::Custom(_) => {
+                (UrlSecrets::default(), None)
+            }
+        };
+        Self {
+            secrets,
+            auth,
+            service: service.into(),
+            transport,
+            connection: Mutex::new(Slot::Idle),
+            attempts: AtomicU64::new(0),
+            tools_changed: Arc::new(watch::channel(0).0),
+        }
+    }
+
+    /// An HTTP upstream whose requests get their bearer token from `auth` (instead of the
+    /// config's `oauth`, if any): the hook for a scheme the config does not offer. It sees
+    /// every request and a 401 answer (R-PRX-15). A stdio upstream ignores it.
+    pub fn with_auth(mut self, auth: Arc<dyn AuthProvider>) -> Self {
+        self.auth = Some(auth);
+        self
+    }
+
+    /// Changes every time the upstream says its tool list changed.
+    pub fn tool_list_changes(&self) -> watch::Receiver<u64> {
+        self.tools_changed.subscribe()
+    }
+
+    pub fn service(&self) -> &str {
+        &self.service
+    }
+
+    /// The open connection, or a new one. The handshake runs on a task of its own, bounded by
+    /// [`CONNECT_TIMEOUT`], and callers share it: no lock is held while it runs, so a silent
+    /// upstream holds back only the callers that need it, each for no longer than it waits.
+    async fn connect(&self) -> Result<Connection, UpstreamError> {
+        let (attempt, handshake) = {
+            let mut slot = self.connection.lock().unwrap();
+            match &*slot {
+                Slot::Connected(conn) if !conn.is_closed() => return Ok(conn.clone()),
+                Slot::Connecting { attempt, handshake } => (*attempt, handshake.clone()),
+                Slot::Idle | Slot::Connected(_) => {
+                    let attempt = self.attempts.fetch_add(1, Ordering::Relaxed);
+                    let opening = tokio::spawn(open(
+                        self.service.clone(),
+                        self.transport.clone(),
+                        self.tools_changed.clone(),
+                        self.secrets.clone(),
+                        self.auth.clone(),
+                    ));
+                    let service = self.service.clone();
+                    let handshake = async move {
+                        opening.await.unwrap_or_else(|e| {
+                            Err(UpstreamError::Connect {
+                                service,
+                                reason: format!("the connection attempt failed: {e}"),
+                            })
+                        })
+                    }
+                    .boxed()
+                    .shared();
+                    *slot = Slot::Connecting {
+                        attempt,
+                        handshake: handshake.clone(),
+                    };
+                    (attempt, handshake)
+                }
+            }
+        };
+        let result = handshake.await;
+        let mut slot = self.connection.lock().unwrap();
+        if matches!(&*slot, Slot::Connecting { attempt: a, .. } if *a == attempt) {
+            *slot = match &result {
+                Ok(conn) => Slot::Connected(conn.clone()),
+                Err(_) => Slot::Idle,
+            };
+        }
+        result
+    }
+
+    /// Drops the connection if it is still `conn`, so the next use reconnects.
+    fn invalidate(&self, conn: &Connection) {
+        let mut slot = self.connection.lock().unwrap();
+        if matches!(&*slot, Slot::Connected(c) if Arc::ptr_eq(c, conn)) {
+            warn!(service = %self.service, "dropping the upstream connection after a failure");
+            *slot = Slot::Idle;
+        }
+    }
+
+    fn map_error(&self, e: ServiceError) -> UpstreamError {
+        let service = self.service.clone();
+        match e {
+            ServiceError::McpError(err) => UpstreamError::JsonRpc {
+                service,
+                code: err.code.0,
+                message: self.secrets.scrub(&err.message),
+            },
+            ServiceError::TransportSend(err) => UpstreamError::Transport {
+                service,
+                phase: self.send_failure_phase(&err),
+                reason: self.secrets.scrub(&err.to_string()),
+            },
+            ServiceError::TransportClosed => UpstreamError::Transport {
+                service,
+                reason: "connection closed".into(),
+                phase: Phase::MayHaveRun,
+            },
+            ServiceError::Timeout { timeout } => UpstreamError::Transport {
+                service,
+                reason: format!("no answer within {timeout:?}"),
+                phase: Phase::MayHaveRun,
+            },
+            other => UpstreamError::Protocol {
+                service,
+                reason: self.secrets.scrub(&other.to_string()),
+            },
+        }
+    }
+
+    /// Whether a failed send can have reached the tool. Over stdio a failed write means the
+    /// child is gone before it read the request. Over HTTP the "send" is the whole POST: only a
+    /// connection that was never made proves the upstream never ran the request, and a 503/429
+    /// refusal does when the upstream's config says so (R-PRX-14); a connection that broke after
+    /// the request went out (a reset, a close before the answer) may have run the tool, so it
+    /// must not be sent again to a one-attempt tool.
+    fn send_failure_phase(&self, err: &rmcp::transport::DynamicTransportError) -> Phase {
+        match &self.transport {
+            TransportConfig::Stdio { .. } => Phase::NotDelivered,
+            TransportConfig::Http {
+                unavailable_means_not_run,
+                ..
+            } => http_failure_phase(classify(err), *unavailable_means_not_run),
+            // What a factory's transport did with a failed send is unknown: assume it arrived.
+            TransportConfig::Custom(_) => Phase::MayHaveRun,
+        }
+    }
+
+    /// `tools/list`, all pages, as raw MCP Tool JSON objects.
+    pub async fn list_tools(
+        &self,
+        timeout: Duration,
+    ) -> Result<Vec<serde_json::Value>, UpstreamError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let conn = tokio::time::timeout_at(deadline, self.connect())
+            .await
+            .map_err(|_| UpstreamError::Connect {
+                service: self.service.clone(),
+                reason: format!("no MCP connection within {timeout:?} (still trying)"),
+            })??;
+        let listed = tokio::time::timeout_at(deadline, self.list_all_raw(&conn)).await;
+        match listed {
+            Ok(Ok(tools)) => Ok(tools),
+            Ok(Err(ListError::Service(e))) => {
+                let err = self.map_error(e);
+                if matches!(err, UpstreamError::Transport { .. }) {
+                    self.invalidate(&conn);
+                }
+                Err(err)
+            }
+            Ok(Err(ListError::Protocol(reason))) => Err(UpstreamError::Protocol {
+                service: self.service.clone(),
+                reason,
+            }),
+            Err(_) => Err(UpstreamError::Transport {
+                service: self.service.clone(),
+                reason: format!("tools/list got no answer within {timeout:?}"),
+                phase: Phase::MayHaveRun,
+            }),
+        }
+    }
+
+    /// Every page of `tools/list`, each tool as the upstream wrote it (rmcp's typed `Tool`
+    /// drops `execution` and unknown annotation keys; see [`super::raw`]).
+    async fn list_all_raw(&self, conn: &Connection) -> Result<Vec<serde_json::Value>, ListError> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut params = PaginatedRequestParams::default();
+            params.cursor = cursor.take();
+            let request = ClientRequest::ListToolsRequest(ListToolsRequest {
+                method: Default::default(),
+                params: Some(params),
+                extensions: Default::default(),
+            });
+            let handle = conn
+                .peer()
+                .send_request_with_option(request, PeerRequestOptions::no_options())
+                .await
+                .map_err(ListError::Service)?;
+            let id = handle.id.clone();
+            let typed = match handle.await_response().await.map_err(ListError::Service)? {
+                ServerResult::ListToolsResult(page) => page,
+                _ => {
+                    return Err(ListError::Protocol(
+                        "the answer to tools/list is not a tool list".into(),
+                    ));
+                }
+            };
+            let page = match conn.service().raw.take(&id) {
+                Some(serde_json::Value::Object(mut page)) => {
+                    let Some(serde_json::Value::Array(listed)) = page.remove("tools") else {
+                        return Err(ListError::Protocol("tools/list answered no tools".into()));
+                    };
+                    listed
+                }
+                // Not seen by a tap (an HTTP answer in a plain JSON body): rmcp's view.
+                _ => typed
+                    .tools
+                    .iter()
+                    .map(to_json)
+                    .collect::<Result<_, _>>()
+                    .map_err(ListError::Protocol)?,
+            };
+            tools.extend(page);
+            match typed.next_cursor {
+                Some(next) if !next.is_empty() => cursor = Some(next),
+                _ => return Ok(tools),
+            }
+        }
+    }
+
+    /// `tools/call`. Dropping the returned future cancels the request upstream
+    /// (`notifications/cancelled`).
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<serde_json::Value, UpstreamError> {
+        self.call_tool_reporting(name, arguments, |_| {}).await
+    }
+
+    /// `tools/call`, passing the upstream's notifications for this call to `on_note`: its
+    /// progress, and its log messages while it is the only call in flight on the connection.
+    /// Dropping the returned future cancels the request upstream.
+    pub async fn call_tool_reporting(
+        &self,
+        name: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+        mut on_note: impl FnMut(CallNotification),
+    ) -> Result<serde_json::Value, UpstreamError> {
+        let conn = self.connect().await?;
+        let (_in_flight, mut logs) = conn.service().raw.enter_call();
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+            CallToolRequestParams::new(name.to_owned()).with_arguments(arguments),
+        ));
+        let fail = |e: ServiceError| async {
+            let err = self.map_error(e);
+            if matches!(err, UpstreamError::Transport { .. }) {
+                self.invalidate(&conn);
+            }
+            err
+        };
+        // rmcp gives every request a progress token of its own; the handle says which.
+        let handle = match conn
+            .peer()
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+        {
+            Ok(handle) => handle,
+            Err(e) => return Err(fail(e).await),
+        };
+        // rmcp picks the token inside the send: the tap keeps what arrives before this.
+        let mut progress = CallProgress::new(
+            conn.service().raw.follow_progress(&handle.progress_token),
+            conn.service()
+                .progress
+                .subscribe(handle.progress_token.clone())
+                .await,
+        );
+        let request_id = handle.id.clone();
+        let mut guard = CancelOnDrop {
+            peer: conn.peer().clone(),
+            id: Some(handle.id.clone()),
+        };
+        let response = handle.await_response();
+        tokio::pin!(response);
+        // Notifications first: the answer is taken only when none is ready.
+        let answered = loop {
+            tokio::select! {
+                biased;
+                p = progress.next() => on_note(CallNotification::Progress(p)),
+                Some(log) = logs.recv() => on_note(CallNotification::Log(log)),
+                answered = &mut response => break answered,
+            }
+        };
+        // The taps saw everything written before the answer: pass on what is still queued.
+        for p in progress.drain() {
+            on_note(CallNotification::Progress(p));
+        }
+        while let Ok(log) = logs.try_recv() {
+            on_note(CallNotification::Log(log));
+        }
+        guard.disarm();
+        let result = match answered {
+            Ok(ServerResult::CallToolResult(result)) => result,
+            // A reply without `content` decodes as another shape; rmcp's typed call accepts
+            // these as an empty result (keeping `resultType` and `_meta`), and so does this.
+            Ok(ServerResult::EmptyResult(_)) => CallToolResult::default(),
+            Ok(ServerResult::TaskAckResult(ack)) => {
+                let mut result = CallToolResult::default();
+                result.result_type = Some(ack.result_type);
+                result.meta = ack.meta;
+                result
+            }
+            Ok(ServerResult::CustomResult(custom))
+                if custom
+                    .0
+                    .as_object()
+                    .is_some_and(|o| o.len() == 1 && o.contains_key("_meta")) =>
+            {
+                let mut result = CallToolResult::default();
+                result.meta = serde_json::from_value(custom.0["_meta"].clone()).ok();
+                result
+            }
+            Ok(_) => {
+                return Err(UpstreamError::Protocol {
+                    service: self.service.clone(),
+                    reason: "the answer to tools/call is not a CallToolResult".into(),
+                });
+            }
+            Err(e) => return Err(fail(e).await),
+        };
+        // The answer as the upstream wrote it, when a tap saw it (see `super::raw`).
+        if let Some(raw @ serde_json::Value::Object(_)) = conn.service().raw.take(&request_id) {
+            return Ok(raw);
+        }
+        to_json(&result).map_err(|reason| UpstreamError::Protocol {
+            service: self.service.clone(),
+            reason,
+        })
+    }
+
+    /// Closes the connection (ends a stdio child).
+    pub async fn close(&self) {
+        let slot = std::mem::replace(&mut *self.connection.lock().unwrap(), Slot::Idle);
+        if let Slot::Connected(conn) = slot
+            && let Ok(running) = Arc::try_unwrap(conn)
+        {
+            let _ = running.cancel().await;
+        }
+    }
+}
+
+/// Starts (stdio) or reaches (HTTP) the upstream and runs the MCP `initialize` handshake,
+/// within [`CONNECT_TIMEOUT`]; a child that does not answer in time is killed.
+/// A handler for one new connection. Progress tokens are numbered per connection, so each
+/// connection has its own dispatcher: a call still running on an old connection can never
+/// receive a new connection's progress, nor the other way round.
+fn handler(
+    tools_changed: &Arc<watch::Sender<u64>>,
+    raw: RawResults,
+    child: Option<child::Group>,
+) -> UpstreamHandler {
+    UpstreamHandler {
+        tools_changed: tools_changed.clone(),
+        progress: ProgressDispatcher::new(),
+        raw,
+        _child: child.map(Arc::new),
+    }
+}
+
+/// Spawns or reaches the upstream and runs the MCP handshake, bounded by [`CONNECT_TIMEOUT`].
+async fn open(
+    service: String,
+    transport: TransportConfig,
+    tools_changed: Arc<watch::Sender<u64>>,
+    secrets: UrlSecrets,
+    auth: Option<Arc<dyn AuthProvider>>,
+) -> Result<Connection, UpstreamError> {
+    let connect_error = |reason: String| UpstreamError::Connect {
+        service: service.clone(),
+        reason: secrets.scrub(&reason),
+    };
+    let raw = RawResults::default();
+    let handshake = async {
+        let running = match &transport {
+            TransportConfig::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+                inherit_env,
+            } => {
+                let spawned = child::command(command, args, env, *inherit_env, cwd.as_deref())
+                    .spawn()
+                    .map_err(|e| connect_error(format!("cannot start {command:?}: {e}")))?;
+                let mut group = child::Group::new(spawned);
+                let process = group.child_mut();
+                let (Some(stdin), Some(stdout)) = (process.stdin.take(), process.stdout.take())
+                else {
+                    return Err(connect_error("the child's stdio could not be piped".into()));
+                };
+                if let Some(stderr) = process.stderr.take() {
+                    forward_stderr(service.clone(), stderr);
+                }
+                // rmcp reads the child's stdout through a tap that keeps answers as written.
+                let transport = (TapReader::new(stdout, raw.clone()), stdin);
+                handler(&tools_changed, raw.clone(), Some(group))
+                    .serve(transport)
+                    .await
+                    .map_err(|e| connect_error(e.to_string()))?
+            }
+            TransportConfig::Http { url, headers, .. } => {
+                let mut custom = HashMap::new();
+                for (name, value) in headers {
+                    let name = http::HeaderName::try_from(name.as_str())
+                        .map_err(|e| connect_error(format!("header name {name:?}: {e}")))?;
+                    // The value is a secret: never echo it in errors.
+                    let value = http::HeaderValue::try_from(value.as_str()).map_err(|_| {
+                        connect_error(format!("header {name} has an invalid value"))
+                    })?;
+                    custom.insert(name, value);
+                }
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(custom);
+                // rmcp's default resumes an aborted response stream forever, so a call whose
+                // upstream died mid-response would hang: bound it, and let the failure surface.
+                let mut backoff =
+                    rmcp::transport::common::client_side_sse::ExponentialBackoff::default();
+                backoff.max_times = Some(SSE_RESUME_ATTEMPTS);
+                backoff.base_duration = Duration::from_millis(200);
+                backoff.max_delay = Some(Duration::from_secs(2));
+                config.retry_config = Arc::new(backoff);
+                let client = TapHttpClient::new(url, raw.clone(), secrets.clone(), auth.clone())
+                    .map_err(|e| connect_error(format!("cannot build the HTTP client: {e}")))?;
+                let transport = StreamableHttpClientTransport::with_client(client, config);
+                // Where it failed, with the secrets shown as `***`.
+                handler(&tools_changed, raw.clone(), None)
+                    .serve(transport)
+                    .await
+                    .map_err(|e| connect_error(format!("{}: {e}", redacted_url(url))))?
+            }
+            // The program's own factory (R-PRX-27), asked anew for every connection.
+            TransportConfig::Custom(custom) => {
+                let opened = custom
+                    .0
+                    .connect()
+                    .await
+                    .map_err(|e| connect_error(e.to_string()))?;
+                handler(&tools_changed, raw.clone(), None)
+                    .serve(opened.into_tapped(raw.clone()))
+                    .await
+                    .map_err(|e| connect_error(e.to_string()))?
+            }
+        };
+        // Log messages are filtered per caller by the connector: ask for all of them.
+        if running
+            .peer()
+            .peer_info()
+            .is_some_and(|info| info.capabilities.logging.is_some())
+        {
+            let all = rmcp::model::SetLevelRequestParams::new(rmcp::model::LoggingLevel::Debug);
+            if let Err(e) = running.peer().set_level(all).await {
+                warn!(service = %service, error = %e, "the upstream refused logging/setLevel");
+            }
+        }
+        Ok(running)
+    };
+    let running = tokio::time::timeout(CONNECT_TIMEOUT, handshake)
+        .await
+        .map_err(|_| {
+            connect_error(format!(
+                "no answer to the MCP initialize handshake within {CONNECT_TIMEOUT:?}"
+            ))
+        })??;
+    info!(service = %service, "connected to upstream MCP server");
+    Ok(Arc::new(running))
+}
+
+/// What an error's chain shows about the request: no connection was ever made (refused,
+/// unreachable, DNS, no bearer token to send), the server (or a gateway) answered 503 Service
+/// Unavailable or 429 Too Many Requests, or anything else. Other statuses (500, 502, 504) may
+/// come after the tool ran.
+fn classify(err: &(dyn std::error::Error + 'static)) -> HttpFailure {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    let mut current = Some(err);
+    while let Some(e) = current {
+        match e.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+            Some(StreamableHttpError::HttpStatus(status)) => {
+                return if matches!(status.status, 429 | 503) {
+                    HttpFailure::Unavailable
+                } else {
+                    HttpFailure::Other
+                };
+            }
+            // rmcp's client error does not expose its cause as a `source`: step in by hand.
+            Some(StreamableHttpError::Client(inner)) => {
+                current = Some(inner);
+                continue;
+            }
+            _ => {}
+        }
+        if let Some(r) = e.downcast_ref::<reqwest::Error>()
+            && r.is_connect()
+        {
+            return HttpFailure::NeverConnected;
+        }
+        // No bearer token to send: the request never left.
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && io.get_ref().is_some_and(|inner| inner.is::<AuthError>())
+        {
+            return HttpFailure::NeverConnected;
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionRefused
+                    | std::io::ErrorKind::AddrNotAvailable
+                    | std::io::ErrorKind::NetworkUnreachable
+                    | std::io::ErrorKind::HostUnreachable
+            )
+        {
+            return HttpFailure::NeverConnected;
+        }
+        current = e.source();
+    }
+    HttpFailure::Other
+}
+
+/// Why listing tools failed.
+enum ListError {
+    Service(ServiceError),
+    Protocol(String),
+}
+
+/// rmcp's model as JSON, through text: `serde_json::to_value` widens `f32` fields (annotation
+/// `priority`) to imprecise `f64`s (0.7 becomes 0.699999988079071); printing then parsing
+/// keeps the number the upstream sent.
+fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, String> {
+    let text = serde_json::to_string(value).map_err(|e| e.to_string())?;
+    serde_json::from_str(&text).map_err(|e| e.to_string())
+}
+
+/// A stdio child's stderr goes to our log, line by line.
+fn forward_stderr(service: String, stderr: tokio::process::ChildStderr) {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            info!(target: "durable_mcp::upstream_stderr", service = %service, "{line}");
+        }
+    });
+}

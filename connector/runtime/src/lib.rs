@@ -1,0 +1,12 @@
+//! # durable-mcp-runtime
+//!
+//! The Temporal side every durable-mcp component runs on, built on the contract
+//! (`durable-mcp-contract`):
+//!
+//! - [`temporal`]: connection settings, the remote payload codec, standalone Activities and
+//!   Workflow starts, the direct (proxy-free) HTTP client for loopback endpoints.
+//! - [`nexus`]: the Nexus handler runtime (on `temporalio-sdk-core`) and the standalone Nexus
+//!   operation client, sharing one set of handler and failure types.
+
+pub mod nexus;
+pub mod temporal;

@@ -1,0 +1,390 @@
+//! What a Workflow gets back from a tool service (R-WFC-3): a tool's `CallToolResult` (an
+//! `isError` result included) is a result; a call that produced none is a [`ToolCallError`]
+//! carrying the stable error type (R-NXC-4). Both go through the one outcome table the connector
+//! uses ([`durable_mcp_contract::outcome`]): no second conversion.
+//!
+//! Pure functions over what the SDK hands the Workflow, so they run the same live and on replay.
+
+use std::fmt;
+
+use serde_json::Value;
+use temporalio_protos::{
+    coresdk::nexus::{NexusOperationResult, nexus_operation_result::Status},
+    temporal::api::{common::v1::Payload, failure::v1::Failure},
+};
+
+use durable_mcp_contract::operation::{OperationOutcome, OperationStatus};
+use durable_mcp_contract::{
+    call::CallToken,
+    errors::ToolCallErrorType,
+    outcome::{Outcome, to_call_tool_result},
+    payload,
+};
+
+/// How a call that produced no `CallToolResult` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolCallErrorKind {
+    /// The operation failed: the tool service refused or could not run the call.
+    Failed,
+    /// The call was cancelled (by the Workflow, by its own token, or by the service).
+    Canceled,
+    /// The call's timeout passed first.
+    TimedOut,
+    /// The operation was terminated.
+    Terminated,
+}
+
+/// A tool call (or listing) that produced no result, typed by how it ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCallError {
+    /// The operation: the tool's name, or `list_tools`.
+    pub operation: String,
+    outcome: Outcome,
+}
+
+impl ToolCallError {
+    /// An error found before anything was scheduled, or in what the service answered.
+    pub fn local(operation: &str, error_type: ToolCallErrorType, message: String) -> Self {
+        Self {
+            operation: operation.to_owned(),
+            outcome: Outcome::Failed {
+                message,
+                error_type: Some(error_type.as_str().to_owned()),
+            },
+        }
+    }
+
+    fn from_outcome(operation: &str, outcome: Outcome) -> Self {
+        Self {
+            operation: operation.to_owned(),
+            outcome,
+        }
+    }
+
+    /// How the call ended.
+    pub fn kind(&self) -> ToolCallErrorKind {
+        match self.outcome {
+            Outcome::Canceled { .. } => ToolCallErrorKind::Canceled,
+            Outcome::TimedOut { .. } => ToolCallErrorKind::TimedOut,
+            Outcome::Terminated { .. } => ToolCallErrorKind::Terminated,
+            Outcome::Failed { .. } | Outcome::Result { .. } => ToolCallErrorKind::Failed,
+        }
+    }
+
+    /// The stable error type (R-NXC-4) when the failure carries one of ours; a cancel is
+    /// [`ToolCallErrorType::Canceled`].
+    pub fn error_type(&self) -> Option<ToolCallErrorType> {
+        match &self.outcome {
+            Outcome::Canceled { .. } => Some(ToolCallErrorType::Canceled),
+            _ => self.failure_type().and_then(ToolCallErrorType::parse),
+        }
+    }
+
+    /// The failure's type as Temporal reports it: one of the stable types, another application
+    /// type (e.g. `IdempotencyConflict`); a Nexus handler error has its kind's stable type
+    /// (R-NXC-6, e.g. `NOT_FOUND` is `UnknownTool`).
+    pub fn failure_type(&self) -> Option<&str> {
+        match &self.outcome {
+            Outcome::Failed { error_type, .. } => error_type.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The most specific message Temporal reports.
+    pub fn message(&self) -> &str {
+        match &self.outcome {
+            Outcome::Failed { message, .. }
+            | Outcome::Canceled { message }
+            | Outcome::TimedOut { message }
+            | Outcome::Terminated { message } => message,
+            Outcome::Result { .. } => "",
+        }
+    }
+
+    /// The `isError` `CallToolResult` the connector gives an MCP client for this end (R-CON-4),
+    /// for Workflows that hand failures to a model as tool errors.
+    pub fn to_call_tool_result(&self) -> Value {
+        to_call_tool_result(&self.outcome)
+    }
+}
+
+impl fmt::Display for ToolCallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let how = match self.kind() {
+            ToolCallErrorKind::Failed => "failed",
+            ToolCallErrorKind::Canceled => "was canceled",
+            ToolCallErrorKind::TimedOut => "timed out",
+            ToolCallErrorKind::Terminated => "was terminated",
+        };
+        write!(f, "{} {how}", self.operation)?;
+        if let Some(t) = self.failure_type() {
+            write!(f, " ({t})")?;
+        }
+        if !self.message().is_empty() {
+            write!(f, ": {}", self.message())?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ToolCallError {}
+
+/// The typed outcome of a Nexus operation as the Workflow received it.
+pub fn operation_outcome(result: NexusOperationResult) -> OperationOutcome {
+    match result.status {
+        Some(Status::Completed(p)) => OperationOutcome::Succeeded(p),
+        Some(Status::Failed(f)) => OperationOutcome::from_failure(&f, None),
+        Some(Status::Cancelled(f)) => {
+            OperationOutcome::from_failure(&f, Some(OperationStatus::Canceled))
+        }
+        Some(Status::TimedOut(f)) => {
+            OperationOutcome::from_failure(&f, Some(OperationStatus::TimedOut))
+        }
+        None => OperationOutcome::Failed {
+            message: "the Nexus operation ended without an outcome".into(),
+            error_type: None,
+            handler_error: None,
+        },
+    }
+}
+
+/// A start that failed (the service refused the call before it began).
+pub fn start_failed(operation: &str, failure: &Failure) -> ToolCallError {
+    let outcome = Outcome::from_operation(OperationOutcome::from_failure(failure, None));
+    ToolCallError::from_outcome(operation, outcome)
+}
+
+/// The whole `CallToolResult` of a finished call, or why there is none.
+pub fn call_result(tool: &str, outcome: OperationOutcome) -> Result<Value, ToolCallError> {
+    if let OperationOutcome::Succeeded(p) = &outcome {
+        check_marker(tool, p, payload::TOOL_LIST);
+    }
+    match Outcome::from_operation(outcome) {
+        o @ Outcome::Result { .. } => Ok(to_call_tool_result(&o)),
+        o => Err(ToolCallError::from_outcome(tool, o)),
+    }
+}
+
+/// The tools of a finished `list_tools` (R-NXC-2), or why there are none.
+pub fn tool_list(outcome: OperationOutcome) -> Result<Vec<Value>, ToolCallError> {
+    use durable_mcp_contract::listing::LIST_TOOLS;
+    if let OperationOutcome::Succeeded(p) = &outcome {
+        check_marker(LIST_TOOLS, p, payload::CALL_TOOL_RESULT);
+    }
+    match Outcome::from_operation(outcome) {
+        Outcome::Result {
+            payload_json: Value::Array(tools),
+            ..
+        } if tools.iter().all(|t| t["name"].is_string()) => Ok(tools),
+        Outcome::Result { payload_json, .. } => Err(ToolCallError::local(
+            LIST_TOOLS,
+            ToolCallErrorType::UpstreamProtocolError,
+            format!(
+                "list_tools answered with something that is not a list of named tools: {}",
+                truncate(&payload_json.to_string(), 200)
+            ),
+        )),
+        o => Err(ToolCallError::from_outcome(LIST_TOOLS, o)),
+    }
+}
+
+/// Panics (failing the Workflow task, as a nondeterminism does) when the history holds an
+/// answer of the other kind here: the code asks for `operation` where the recorded run asked
+/// for something else (R-WFC-4).
+fn check_marker(operation: &str, p: &Payload, other_kind: &str) {
+    if payload::mcp_type(p) == Some(other_kind) {
+        panic!(
+            "[durable-mcp] nondeterminism: the Workflow calls {operation:?} where its history \
+             holds a {other_kind} answer; the code changed the order of its MCP calls"
+        );
+    }
+}
+
+/// Panics when an operation token names a proxied call of another tool (R-WFC-4): Temporal
+/// core does not compare Nexus operation names on replay, so the client does where it can.
+pub fn check_token(service: &str, tool: &str, operation_token: Option<&str>) {
+    let Some(token) = operation_token.and_then(CallToken::parse) else {
+        return;
+    };
+    if token.is_call_of(service, tool) == Some(false) {
+        panic!(
+            "[durable-mcp] nondeterminism: the Workflow calls {tool:?} on {service:?} where its \
+             history holds the call {:?}; the code changed the order of its MCP calls",
+            token.activity_id
+        );
+    }
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((at, _)) => &s[..at],
+        None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use temporalio_protos::temporal::api::failure::v1::{
+        ApplicationFailureInfo, CanceledFailureInfo, NexusOperationFailureInfo,
+        failure::FailureInfo,
+    };
+
+    use super::*;
+
+    fn completed(p: Payload) -> NexusOperationResult {
+        NexusOperationResult {
+            status: Some(Status::Completed(p)),
+        }
+    }
+
+    fn app_failure(message: &str, error_type: &str) -> Failure {
+        Failure {
+            message: "nexus operation completed unsuccessfully".into(),
+            failure_info: Some(FailureInfo::NexusOperationExecutionFailureInfo(
+                NexusOperationFailureInfo::default(),
+            )),
+            cause: Some(Box::new(Failure {
+                message: message.into(),
+                failure_info: Some(FailureInfo::ApplicationFailureInfo(
+                    ApplicationFailureInfo {
+                        r#type: error_type.into(),
+                        non_retryable: true,
+                        ..Default::default()
+                    },
+                )),
+                ..Default::default()
+            })),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn whole_results_and_is_error_results_are_results() {
+        for r in [
+            json!({"content": [{"type": "image", "data": "AAAA", "mimeType": "image/png"}], "isError": false}),
+            json!({"content": [{"type": "text", "text": "no"}], "isError": true}),
+        ] {
+            let p = payload::to_marked_payload(&r, payload::CALL_TOOL_RESULT).unwrap();
+            assert_eq!(call_result("t", operation_outcome(completed(p))), Ok(r));
+        }
+    }
+
+    #[test]
+    fn plain_values_go_through_the_connectors_table() {
+        let p = payload::to_payload(&json!({"a": 1})).unwrap();
+        let r = call_result("t", operation_outcome(completed(p))).unwrap();
+        assert_eq!(r["structuredContent"], json!({"a": 1}));
+        assert_eq!(r["isError"], false);
+    }
+
+    #[test]
+    fn failures_are_typed_errors_with_the_stable_type() {
+        let result = NexusOperationResult {
+            status: Some(Status::Failed(app_failure("no tool x", "UnknownTool"))),
+        };
+        let err = call_result("x", operation_outcome(result)).unwrap_err();
+        assert_eq!(err.kind(), ToolCallErrorKind::Failed);
+        assert_eq!(err.error_type(), Some(ToolCallErrorType::UnknownTool));
+        assert_eq!(err.failure_type(), Some("UnknownTool"));
+        assert_eq!(err.message(), "no tool x");
+        assert_eq!(err.to_string(), "x failed (UnknownTool): no tool x");
+        assert_eq!(
+            err.to_call_tool_result(),
+            json!({
+                "content": [{"type": "text", "text": "no tool x"}],
+                "isError": true,
+                "_meta": {"io.durable-mcp/errorType": "UnknownTool"}
+            })
+        );
+        let other = call_result(
+            "x",
+            operation_outcome(NexusOperationResult {
+                status: Some(Status::Failed(app_failure(
+                    "differs",
+                    "IdempotencyConflict",
+                ))),
+            }),
+        )
+        .unwrap_err();
+        assert_eq!(other.error_type(), None);
+        assert_eq!(other.failure_type(), Some("IdempotencyConflict"));
+    }
+
+    #[test]
+    fn cancels_and_timeouts_are_their_own_kinds() {
+        let canceled = NexusOperationResult {
+            status: Some(Status::Cancelled(Failure {
+                message: "operation canceled".into(),
+                failure_info: Some(FailureInfo::CanceledFailureInfo(
+                    CanceledFailureInfo::default(),
+                )),
+                ..Default::default()
+            })),
+        };
+        let err = call_result("slow", operation_outcome(canceled)).unwrap_err();
+        assert_eq!(err.kind(), ToolCallErrorKind::Canceled);
+        assert_eq!(err.error_type(), Some(ToolCallErrorType::Canceled));
+        assert_eq!(
+            err.to_call_tool_result()["content"][0]["text"],
+            "The tool call was canceled: operation canceled"
+        );
+        let timed_out = NexusOperationResult {
+            status: Some(Status::TimedOut(Failure {
+                message: "operation timed out".into(),
+                ..Default::default()
+            })),
+        };
+        let err = call_result("slow", operation_outcome(timed_out)).unwrap_err();
+        assert_eq!(err.kind(), ToolCallErrorKind::TimedOut);
+        assert_eq!(err.error_type(), None);
+    }
+
+    #[test]
+    fn listings_are_arrays_of_named_tools() {
+        let tools = json!([{"name": "a", "inputSchema": {"type": "object"}}]);
+        let p = payload::to_marked_payload(&tools, payload::TOOL_LIST).unwrap();
+        assert_eq!(
+            tool_list(operation_outcome(completed(p))).unwrap(),
+            tools.as_array().unwrap().clone()
+        );
+        let bad = payload::to_payload(&json!({"tools": []})).unwrap();
+        let err = tool_list(operation_outcome(completed(bad))).unwrap_err();
+        assert_eq!(
+            err.error_type(),
+            Some(ToolCallErrorType::UpstreamProtocolError)
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "nondeterminism")]
+    fn a_listing_where_a_call_was_recorded_is_nondeterminism() {
+        let p =
+            payload::to_marked_payload(&json!({"content": []}), payload::CALL_TOOL_RESULT).unwrap();
+        let _ = tool_list(operation_outcome(completed(p)));
+    }
+
+    #[test]
+    #[should_panic(expected = "nondeterminism")]
+    fn a_call_where_a_listing_was_recorded_is_nondeterminism() {
+        let p = payload::to_marked_payload(&json!([]), payload::TOOL_LIST).unwrap();
+        let _ = call_result("echo", operation_outcome(completed(p)));
+    }
+
+    #[test]
+    fn tokens_of_the_same_call_or_of_other_kinds_pass() {
+        let token = |id: &str| {
+            serde_json::to_string(&CallToken {
+                activity_id: id.into(),
+                run_id: "r".into(),
+            })
+            .unwrap()
+        };
+        check_token("svc", "echo", None);
+        check_token("svc", "echo", Some("wf-token"));
+        check_token("svc", "echo", Some(&token("mcp/svc/echo/req")));
+        let other = token("mcp/svc/add/req");
+        let caught = std::panic::catch_unwind(|| check_token("svc", "echo", Some(&other)));
+        assert!(caught.is_err(), "another tool's token is nondeterminism");
+    }
+}

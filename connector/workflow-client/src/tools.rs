@@ -1,0 +1,197 @@
+//! [`McpTools`]: the tools behind one Nexus endpoint and service, called from Workflow code.
+//!
+//! Every listing and call is a Nexus operation scheduled through the Workflow context: its start,
+//! result and cancel are Workflow commands recorded in history, so nothing here touches the
+//! network and a replay gets the same answers (R-WFC-1, R-WFC-4).
+
+use std::{cell::RefCell, collections::BTreeMap, time::Duration};
+
+use rmcp::model::{CallToolResult, Tool};
+use serde_json::Value;
+use temporalio_workflow::WorkflowContext;
+
+use super::{
+    options::{CallOptions, LIST_TIMEOUT, call_timeout, nexus_options},
+    result::{ToolCallError, call_result, check_token, operation_outcome, start_failed, tool_list},
+};
+use durable_mcp_contract::operation::OperationOutcome;
+use durable_mcp_contract::{
+    errors::ToolCallErrorType,
+    listing::{LIST_TOOLS, advertised_timeout},
+    operation_name::operation_for_tool,
+    payload,
+};
+
+/// The MCP tools of one tool service (a proxied upstream or native tools), for Workflow code.
+///
+/// ```ignore
+/// let tools = McpTools::new(ctx, "tools-endpoint", "everything");
+/// let listed = tools.list_tools().await?;
+/// let sum = tools.call_tool("get-sum", json!({"a": 2, "b": 3})).await?;
+/// ```
+pub struct McpTools<W> {
+    ctx: WorkflowContext<W>,
+    endpoint: String,
+    service: String,
+    /// Each listed tool's advertised timeout, from the latest listing; `None` until one.
+    timeouts: RefCell<Option<BTreeMap<String, Option<Duration>>>>,
+}
+
+impl<W> McpTools<W> {
+    /// The tools of `service` on the Nexus `endpoint`, called from the Workflow of `ctx`.
+    pub fn new(
+        ctx: &WorkflowContext<W>,
+        endpoint: impl Into<String>,
+        service: impl Into<String>,
+    ) -> Self {
+        Self {
+            ctx: ctx.clone(),
+            endpoint: endpoint.into(),
+            service: service.into(),
+            timeouts: RefCell::new(None),
+        }
+    }
+
+    /// The service's tools as MCP `Tool`s (`list_tools`, R-NXC-2).
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, ToolCallError> {
+        self.list_tools_json()
+            .await?
+            .into_iter()
+            .map(|t| {
+                serde_json::from_value(t).map_err(|e| {
+                    protocol_error(LIST_TOOLS, format!("a listed tool is not an MCP Tool: {e}"))
+                })
+            })
+            .collect()
+    }
+
+    /// The service's tools as the service wrote them (annotation hints rmcp does not model
+    /// included).
+    pub async fn list_tools_json(&self) -> Result<Vec<Value>, ToolCallError> {
+        let input = payload::to_payload(&Value::Object(Default::default()))
+            .map_err(|e| protocol_error(LIST_TOOLS, e.to_string()))?;
+        let outcome = self
+            .run(
+                LIST_TOOLS,
+                LIST_TOOLS,
+                input,
+                LIST_TIMEOUT,
+                &CallOptions::default(),
+            )
+            .await?;
+        let tools = tool_list(outcome)?;
+        let timeouts = tools
+            .iter()
+            .filter_map(|t| Some((t["name"].as_str()?.to_owned(), advertised_timeout(t))))
+            .collect();
+        *self.timeouts.borrow_mut() = Some(timeouts);
+        Ok(tools)
+    }
+
+    /// Calls `name` with `arguments` (a JSON object, or null for none) and returns its whole
+    /// `CallToolResult`; a tool's `isError` result is a result.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+    ) -> Result<CallToolResult, ToolCallError> {
+        self.call_tool_with(name, arguments, CallOptions::default())
+            .await
+    }
+
+    /// [`McpTools::call_tool`] with options (timeout, cancellation, headers).
+    pub async fn call_tool_with(
+        &self,
+        name: &str,
+        arguments: Value,
+        options: CallOptions,
+    ) -> Result<CallToolResult, ToolCallError> {
+        let json = self.call_tool_json(name, arguments, options).await?;
+        serde_json::from_value(json).map_err(|e| {
+            protocol_error(
+                name,
+                format!("the result is not an MCP CallToolResult: {e}"),
+            )
+        })
+    }
+
+    /// The call's `CallToolResult` exactly as the tool service returned it, as JSON.
+    pub async fn call_tool_json(
+        &self,
+        name: &str,
+        arguments: Value,
+        options: CallOptions,
+    ) -> Result<Value, ToolCallError> {
+        let arguments = match arguments {
+            Value::Null => Value::Object(Default::default()),
+            object @ Value::Object(_) => object,
+            other => {
+                return Err(ToolCallError::local(
+                    name,
+                    ToolCallErrorType::InvalidArguments,
+                    format!("tool arguments must be a JSON object, not {other}"),
+                ));
+            }
+        };
+        let input =
+            payload::to_payload(&arguments).map_err(|e| protocol_error(name, e.to_string()))?;
+        let timeout = call_timeout(
+            options.timeout,
+            self.advertised_timeout(name, &options).await?,
+        );
+        let outcome = self
+            .run(name, &operation_for_tool(name), input, timeout, &options)
+            .await?;
+        call_result(name, outcome)
+    }
+
+    /// The tool's advertised timeout; lists the tools first (once) when the caller set none and
+    /// nothing is listed yet. A tool missing from the listing advertises none.
+    async fn advertised_timeout(
+        &self,
+        name: &str,
+        options: &CallOptions,
+    ) -> Result<Option<Duration>, ToolCallError> {
+        if options.timeout.is_some() {
+            return Ok(None);
+        }
+        if self.timeouts.borrow().is_none() {
+            self.list_tools_json().await?;
+        }
+        Ok(self
+            .timeouts
+            .borrow()
+            .as_ref()
+            .and_then(|t| t.get(name).copied().flatten()))
+    }
+
+    /// Schedules one Nexus operation (`nexus_operation`, for the tool or listing `operation`)
+    /// and waits for its end.
+    async fn run(
+        &self,
+        operation: &str,
+        nexus_operation: &str,
+        input: temporalio_protos::temporal::api::common::v1::Payload,
+        timeout: Duration,
+        options: &CallOptions,
+    ) -> Result<OperationOutcome, ToolCallError> {
+        let started = self
+            .ctx
+            .start_nexus_operation(nexus_options(
+                &self.endpoint,
+                &self.service,
+                nexus_operation,
+                input,
+                timeout,
+                options,
+            ))
+            .await
+            .map_err(|failure| start_failed(operation, &failure))?;
+        check_token(&self.service, operation, started.operation_token.as_deref());
+        Ok(operation_outcome(started.result().await))
+    }
+}
+
+fn protocol_error(operation: &str, message: String) -> ToolCallError {
+    ToolCallError::local(operation, ToolCallErrorType::UpstreamProtocolError, message)
+}
