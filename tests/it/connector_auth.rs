@@ -376,7 +376,7 @@ async fn unauthenticated_requests_get_challenges_that_lead_to_the_metadata() {
     assert_eq!(response.status(), 200);
 }
 
-/// What README's "Mount the connector in your own server" shows: a host authenticates in its
+/// What docs/connector.md's "Mount the connector in your own server" shows: a host authenticates in its
 /// own middleware and hands the connector a `CallerScope`; with `require_verified_caller`, a
 /// request the middleware did not vouch for is refused rather than served in a shared scope.
 #[tokio::test]
