@@ -13,6 +13,7 @@ mod connector_http_limits;
 mod connector_keys;
 mod connector_limits;
 mod connector_outage;
+mod docs;
 mod layers;
 mod native_tools;
 mod nexus_cancel;
