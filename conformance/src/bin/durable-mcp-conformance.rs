@@ -513,6 +513,7 @@ async fn main() -> anyhow::Result<()> {
                 ..options
             })
             .await?;
+            let stop = interrupted()?;
             println!(
                 "Temporal dev server ({}) is up.",
                 server.version().map(|v| v.to_string()).unwrap_or_default()
@@ -520,7 +521,7 @@ async fn main() -> anyhow::Result<()> {
             println!("  export TEMPORAL_ADDRESS={}", server.address());
             println!("  export TEMPORAL_NAMESPACE={}", server.namespace());
             println!("Press Ctrl-C to stop.");
-            tokio::signal::ctrl_c().await?;
+            stop.await;
             server.stop().await?;
         }
     }
@@ -570,10 +571,22 @@ async fn codec_server(
     let server = durable_mcp_conformance::fixtures::CodecServer::start(addr, key, authorization)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+    let stop = interrupted()?;
     println!("codec server at {}", server.url);
     println!("Press Ctrl-C to stop.");
-    tokio::signal::ctrl_c().await?;
+    stop.await;
     Ok(())
+}
+
+/// Resolves at Ctrl-C (SIGINT). The handler is in place when this returns, so a Ctrl-C sent
+/// right after "Press Ctrl-C" is seen (`tokio::signal::ctrl_c` installs it only when first
+/// polled, and a SIGINT before that killed the process instead of stopping it cleanly).
+fn interrupted() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    let mut interrupt =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    Ok(async move {
+        interrupt.recv().await;
+    })
 }
 
 fn fmt_duration(d: Duration) -> String {
