@@ -5,7 +5,8 @@
 use serde::Deserialize;
 use url::Url;
 
-use super::{ConfigError, invalid, upstream::is_loopback};
+use super::{ConfigError, invalid};
+use durable_mcp_runtime::temporal::direct_http::is_loopback;
 
 /// How the proxy gets the bearer token of an HTTP upstream. `Debug` hides the secret.
 #[derive(Clone, PartialEq)]

@@ -13,6 +13,7 @@ use super::{
     oauth::{RawClientCredentials, client_credentials},
 };
 use crate::options::ActivityOptions;
+use durable_mcp_runtime::temporal::direct_http::is_loopback;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -223,8 +224,6 @@ fn sends_credentials_in_clear(url: &Url, has_headers: bool) -> bool {
         || url.query().is_some();
     url.scheme() == "http" && carries && !is_loopback(url)
 }
-
-pub(super) use durable_mcp_runtime::temporal::direct_http::is_loopback;
 
 /// HTTP token characters (RFC 9110), the only ones a header name may have.
 fn is_header_name_byte(b: u8) -> bool {
