@@ -3,7 +3,7 @@
 //! command or URL. The proxy calls the factory for its first connection and again after every
 //! transport failure (R-PRX-8), so a factory that mints a credential per connection refreshes it
 //! there. Everything else (discovery, retry inference, the call Activity) is the same as for a
-//! configured upstream: a factory goes into [`TransportConfig::Custom`](super::TransportConfig).
+//! configured upstream: a factory goes into `TransportConfig::Custom`.
 //!
 //! The trait is one method returning an [`UpstreamTransport`]: either a byte stream
 //! ([`UpstreamTransport::io`], read beside rmcp so answers pass as the upstream wrote them,
@@ -19,8 +19,6 @@ use rmcp::{
     transport::{IntoTransport, Transport},
 };
 use tokio::io::{AsyncRead, AsyncWrite};
-
-use super::raw::{RawResults, TapReader};
 
 /// Why a factory could not open a connection; its text reaches the log and, as a connect
 /// failure, the caller: keep credentials out of it.
@@ -47,7 +45,7 @@ where
     }
 }
 
-/// A [`TransportConfig::Custom`](super::TransportConfig) value: the factory, compared by
+/// A `TransportConfig::Custom` value: the factory, compared by
 /// identity (two configs are equal when they share one factory).
 #[derive(Clone)]
 pub struct CustomTransport(pub Arc<dyn UpstreamFactory>);
@@ -105,12 +103,16 @@ impl UpstreamTransport {
         ))))
     }
 
-    /// The transport rmcp serves on; byte streams are tapped into `raw`.
-    pub(super) fn into_tapped(self, raw: RawResults) -> BoxedTransport {
+    /// The transport rmcp serves on; a byte stream is read through `tap` (the caller's reader
+    /// that keeps answers as written), any other transport is used as it is.
+    pub(super) fn into_tapped<R>(self, tap: impl FnOnce(BoxRead) -> R) -> BoxedTransport
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+    {
         match self.0 {
-            Opened::Io(read, write) => BoxedTransport(Box::new(
-                (TapReader::new(read, raw), write).into_transport(),
-            )),
+            Opened::Io(read, write) => {
+                BoxedTransport(Box::new((tap(read), write).into_transport()))
+            }
             Opened::Transport(t) => t,
         }
     }

@@ -634,7 +634,7 @@ async fn open(
                     .await
                     .map_err(|e| connect_error(e.to_string()))?;
                 handler(&tools_changed, raw.clone(), None)
-                    .serve(opened.into_tapped(raw.clone()))
+                    .serve(opened.into_tapped(|read| TapReader::new(read, raw.clone())))
                     .await
                     .map_err(|e| connect_error(e.to_string()))?
             }
