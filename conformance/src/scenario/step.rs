@@ -1,5 +1,5 @@
 //! Scenario steps: what each step does and what must follow. Plain data; the runner
-//! (`crate::run`) gives it meaning.
+//! gives it meaning.
 
 use std::fmt;
 
