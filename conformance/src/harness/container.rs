@@ -43,14 +43,6 @@ const IN_CONTAINER: Ports = Ports {
 const DATA_DIR: &str = "/data";
 const TAIL_LINES: usize = 30;
 
-/// Splits `repo[:tag]` at the tag colon (not a registry port colon); no tag means `latest`.
-pub(crate) fn split_image(image: &str) -> (&str, &str) {
-    match image.rsplit_once(':') {
-        Some((name, tag)) if !tag.contains('/') => (name, tag),
-        _ => (image, "latest"),
-    }
-}
-
 fn unavailable(reason: impl Into<String>) -> HarnessError {
     HarnessError::BackendUnavailable {
         backend: Backend::Container,
@@ -167,7 +159,7 @@ impl ContainerServer {
                     .grpc
             }
         };
-        let (name, tag) = split_image(&image);
+        let (name, tag) = image::split_image(&image);
 
         let db_in_container = opts.db_file.as_ref().map(|db| {
             let file = db.file_name().map(|f| f.to_string_lossy().into_owned());
@@ -359,29 +351,4 @@ fn db_dir(db: &Path) -> Result<PathBuf, HarnessError> {
     std::fs::create_dir_all(&dir)
         .map_err(|e| HarnessError::io(format!("creating {}", dir.display()), e))?;
     Ok(dir)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn splits_image_references() {
-        assert_eq!(
-            split_image("temporalio/temporal:1.9.1"),
-            ("temporalio/temporal", "1.9.1")
-        );
-        assert_eq!(
-            split_image("temporalio/temporal"),
-            ("temporalio/temporal", "latest")
-        );
-        assert_eq!(
-            split_image("localhost:5000/temporal"),
-            ("localhost:5000/temporal", "latest")
-        );
-        assert_eq!(
-            split_image("localhost:5000/temporal:1.9.1"),
-            ("localhost:5000/temporal", "1.9.1")
-        );
-    }
 }

@@ -17,7 +17,7 @@ use testcontainers::{
     runners::{AsyncBuilder, AsyncRunner},
 };
 
-use super::{DEFAULT_IMAGE, HarnessError, ServerVersion, cli::find_cli, container::split_image};
+use super::{DEFAULT_IMAGE, HarnessError, ServerVersion, cli::find_cli};
 
 /// Repository of the images the harness builds itself; the tag is the CLI version.
 pub const LOCAL_IMAGE_REPOSITORY: &str = "durable-mcp/temporal-dev";
@@ -39,6 +39,14 @@ pub(crate) fn dockerfile() -> String {
          ENV USER=temporal HOME=/tmp PATH={BIN_DIR}\n\
          ENTRYPOINT [\"{BIN_DIR}/temporal\"]\n"
     )
+}
+
+/// Splits `repo[:tag]` at the tag colon (not a registry port colon); no tag means `latest`.
+pub(crate) fn split_image(image: &str) -> (&str, &str) {
+    match image.rsplit_once(':') {
+        Some((name, tag)) if !tag.contains('/') => (name, tag),
+        _ => (image, "latest"),
+    }
 }
 
 /// The tag of the image built from a CLI of this version.
@@ -128,5 +136,25 @@ mod tests {
             "{d}"
         );
         assert_eq!(d.matches("COPY").count(), 2, "{d}");
+    }
+
+    #[test]
+    fn splits_image_references() {
+        assert_eq!(
+            split_image("temporalio/temporal:1.9.1"),
+            ("temporalio/temporal", "1.9.1")
+        );
+        assert_eq!(
+            split_image("temporalio/temporal"),
+            ("temporalio/temporal", "latest")
+        );
+        assert_eq!(
+            split_image("localhost:5000/temporal"),
+            ("localhost:5000/temporal", "latest")
+        );
+        assert_eq!(
+            split_image("localhost:5000/temporal:1.9.1"),
+            ("localhost:5000/temporal", "1.9.1")
+        );
     }
 }
