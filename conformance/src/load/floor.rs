@@ -75,7 +75,7 @@ pub async fn run_worker(address: &str, namespace: &str, task_queue: &str) -> any
         }
     });
     let mut options = NexusWorkerOptions::new(namespace, task_queue);
-    options.max_concurrent_tasks = super::paths::WORKER_SLOTS;
+    options.max_concurrent_tasks = super::WORKER_SLOTS;
     let nexus = NexusWorker::new(
         connection.clone(),
         options,

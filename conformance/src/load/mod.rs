@@ -32,6 +32,9 @@ use crate::{
 use paths::{Caller, PathKind};
 use report::{LoadReport, Row};
 
+/// Task slots of the proxy (`paths` starts it) and of the floor worker (`floor`), so the two are
+/// measured alike: the proxy's default `max_concurrent_calls`.
+pub const WORKER_SLOTS: usize = 100;
 /// How long the dev server takes to publish what a row did in its Prometheus counters.
 const METRICS_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
 

@@ -24,8 +24,6 @@ use crate::{
     run::proxy_process::{ProxyLauncher, Serves},
 };
 
-/// Task slots of the proxy and the floor worker (the proxy's default `max_concurrent_calls`).
-pub const WORKER_SLOTS: usize = 100;
 /// The Nexus service the connector routes to (the proxy serves the upstream under it).
 pub const SERVICE: &str = "mock";
 
@@ -413,7 +411,7 @@ fn start_proxy(
         options: ProxyOptions {
             namespace: server.namespace().to_owned(),
             task_queue: task_queue.to_owned(),
-            max_concurrent_calls: WORKER_SLOTS,
+            max_concurrent_calls: super::WORKER_SLOTS,
             codec: None,
         },
         serves: Serves::Upstream(Box::new(upstream)),
