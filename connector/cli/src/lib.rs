@@ -4,7 +4,8 @@
 //! and what they share: [`logs`], the logger that keeps MCP message contents out of log lines
 //! (R-CON-33). The binaries are thin: they parse their flags, build their configuration and
 //! start. Their flags and the rules that turn them into options live here, each rule a
-//! function with its tests beside it: [`connector_config`].
+//! function with its tests beside it: [`connector_config`] and [`proxy_config`].
 
 pub mod connector_config;
 pub mod logs;
+pub mod proxy_config;
