@@ -34,7 +34,7 @@ impl std::fmt::Debug for ClientCredentials {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawClientCredentials {
     token_url: String,

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use url::Url;
 
 use super::{
-    ConfigError, TransportConfig, UpstreamConfig,
+    ClientCredentials, ConfigError, TransportConfig, UpstreamConfig,
     expand::expand,
     invalid,
     oauth::{RawClientCredentials, client_credentials},
@@ -43,13 +43,33 @@ enum TransportKind {
     Http,
 }
 
+/// Validates one `[[upstream]]` table (the `i`th) into an [`UpstreamConfig`], expanding
+/// `${VAR}` references through `env`.
 pub(super) fn upstream(
     i: usize,
     raw: RawUpstream,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<UpstreamConfig, ConfigError> {
     let at = |key: &str| format!("upstream[{i}].{key}");
-    let service = raw.service;
+    check_service(&raw.service, &at)?;
+    check_no_misplaced_keys(&raw, &at)?;
+    let transport = match raw.transport {
+        TransportKind::Http => http_transport(&raw, &at, env)?,
+        TransportKind::Stdio => stdio_transport(&raw, &at, env)?,
+    };
+    check_activity_options(&raw, &at)?;
+    Ok(UpstreamConfig {
+        service: raw.service,
+        transport,
+        activity_options: raw.activity_options,
+        overrides: raw.overrides,
+    })
+}
+
+/// The field name an error points at, e.g. `upstream[2].url`.
+type FieldName<'a> = &'a dyn Fn(&str) -> String;
+
+fn check_service(service: &str, at: FieldName) -> Result<(), ConfigError> {
     if service.is_empty() {
         return Err(invalid(at("service"), "must not be empty"));
     }
@@ -62,8 +82,11 @@ pub(super) fn upstream(
             format!("{service:?} may use only letters, digits, '_', '.' and '-'"),
         ));
     }
+    Ok(())
+}
 
-    // Keys of the other transport are a mistake, not something to ignore.
+/// Keys of the other transport are a mistake, not something to ignore.
+fn check_no_misplaced_keys(raw: &RawUpstream, at: FieldName) -> Result<(), ConfigError> {
     let (kind, other, misplaced): (_, _, &[(&str, bool)]) = match raw.transport {
         TransportKind::Http => (
             "http",
@@ -91,111 +114,140 @@ pub(super) fn upstream(
             ],
         ),
     };
-    if let Some((key, _)) = misplaced.iter().find(|(_, given)| *given) {
-        return Err(invalid(
+    match misplaced.iter().find(|(_, given)| *given) {
+        Some((key, _)) => Err(invalid(
             at(key),
             format!("only for transport = \"{other}\", this upstream is \"{kind}\""),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn http_transport(
+    raw: &RawUpstream,
+    at: FieldName,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<TransportConfig, ConfigError> {
+    let url_text = (raw.url.as_deref())
+        .ok_or_else(|| invalid(at("url"), "required for transport = \"http\""))?;
+    // The URL may hold an expanded secret: describe the problem, never the value.
+    let url = Url::parse(&expand(url_text, &at("url"), env)?)
+        .map_err(|e| invalid(at("url"), format!("not a valid URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(invalid(at("url"), "scheme must be http or https"));
+    }
+    let headers = http_headers(raw.headers.as_ref(), at, env)?;
+    if !raw.allow_insecure_http.unwrap_or(false)
+        && sends_credentials_in_clear(&url, !headers.is_empty() || raw.oauth.is_some())
+    {
+        return Err(invalid(
+            at("url"),
+            "plain http to a host that is not loopback would send the credentials \
+             (headers, user info or query) in clear: use https, or set \
+             allow_insecure_http = true",
         ));
     }
-
-    let transport = match raw.transport {
-        TransportKind::Http => {
-            let url_text = raw
-                .url
-                .ok_or_else(|| invalid(at("url"), "required for transport = \"http\""))?;
-            // The URL may hold an expanded secret: describe the problem, never the value.
-            let url = Url::parse(&expand(&url_text, &at("url"), env)?)
-                .map_err(|e| invalid(at("url"), format!("not a valid URL: {e}")))?;
-            if !matches!(url.scheme(), "http" | "https") {
-                return Err(invalid(at("url"), "scheme must be http or https"));
-            }
-            let mut headers = BTreeMap::new();
-            for (name, value) in raw.headers.unwrap_or_default() {
-                let field = at(&format!("headers.{name}"));
-                if name.is_empty() || !name.bytes().all(is_header_name_byte) {
-                    return Err(invalid(field, "not a valid HTTP header name"));
-                }
-                let value = expand(&value, &field, env)?;
-                if value.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
-                    return Err(invalid(field, "value contains a line break or NUL"));
-                }
-                headers.insert(name, value);
-            }
-            if !raw.allow_insecure_http.unwrap_or(false)
-                && sends_credentials_in_clear(&url, !headers.is_empty() || raw.oauth.is_some())
-            {
-                return Err(invalid(
-                    at("url"),
-                    "plain http to a host that is not loopback would send the credentials \
-                     (headers, user info or query) in clear: use https, or set \
-                     allow_insecure_http = true",
-                ));
-            }
-            let oauth = match raw.oauth {
-                Some(oauth) => {
-                    if headers
-                        .keys()
-                        .any(|h| h.eq_ignore_ascii_case("authorization"))
-                    {
-                        return Err(invalid(
-                            at("oauth"),
-                            "the upstream has an Authorization header already: use one or the other",
-                        ));
-                    }
-                    let at_oauth = |key: &str| at(&format!("oauth.{key}"));
-                    Some(client_credentials(oauth, &at_oauth, env)?)
-                }
-                None => None,
-            };
-            TransportConfig::Http {
-                url,
-                headers,
-                unavailable_means_not_run: raw.unavailable_means_not_run.unwrap_or(false),
-                oauth,
-            }
-        }
-        TransportKind::Stdio => {
-            let command_text = raw
-                .command
-                .ok_or_else(|| invalid(at("command"), "required for transport = \"stdio\""))?;
-            let command = expand(&command_text, &at("command"), env)?;
-            if command.trim().is_empty() {
-                return Err(invalid(at("command"), "must not be empty"));
-            }
-            let args = (raw.args.unwrap_or_default().iter().enumerate())
-                .map(|(n, arg)| expand(arg, &at(&format!("args[{n}]")), env))
-                .collect::<Result<_, _>>()?;
-            let mut vars = BTreeMap::new();
-            for (name, value) in raw.env.unwrap_or_default() {
-                let field = at(&format!("env.{name}"));
-                if name.is_empty() || name.contains(['=', '\0']) {
-                    return Err(invalid(field, "not a valid environment variable name"));
-                }
-                vars.insert(name, expand(&value, &field, env)?);
-            }
-            let cwd = match raw.cwd {
-                None => None,
-                Some(text) => {
-                    let cwd = expand(&text, &at("cwd"), env)?;
-                    if cwd.is_empty() {
-                        return Err(invalid(
-                            at("cwd"),
-                            "must not be empty (leave it out to use the worker's)",
-                        ));
-                    }
-                    Some(PathBuf::from(cwd))
-                }
-            };
-            TransportConfig::Stdio {
-                command,
-                args,
-                env: vars,
-                cwd,
-                inherit_env: raw.inherit_env.unwrap_or(false),
-            }
-        }
+    let oauth = match &raw.oauth {
+        Some(oauth) => Some(oauth_credentials(oauth, &headers, at, env)?),
+        None => None,
     };
+    Ok(TransportConfig::Http {
+        url,
+        headers,
+        unavailable_means_not_run: raw.unavailable_means_not_run.unwrap_or(false),
+        oauth,
+    })
+}
 
+/// Header names are HTTP tokens; expanded values hold no line break or NUL.
+fn http_headers(
+    given: Option<&BTreeMap<String, String>>,
+    at: FieldName,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<BTreeMap<String, String>, ConfigError> {
+    let mut headers = BTreeMap::new();
+    for (name, value) in given.into_iter().flatten() {
+        let field = at(&format!("headers.{name}"));
+        if name.is_empty() || !name.bytes().all(is_header_name_byte) {
+            return Err(invalid(field, "not a valid HTTP header name"));
+        }
+        let value = expand(value, &field, env)?;
+        if value.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
+            return Err(invalid(field, "value contains a line break or NUL"));
+        }
+        headers.insert(name.clone(), value);
+    }
+    Ok(headers)
+}
+
+/// OAuth client credentials, which replace a configured `Authorization` header, never join it.
+fn oauth_credentials(
+    oauth: &RawClientCredentials,
+    headers: &BTreeMap<String, String>,
+    at: FieldName,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ClientCredentials, ConfigError> {
+    if headers
+        .keys()
+        .any(|h| h.eq_ignore_ascii_case("authorization"))
+    {
+        return Err(invalid(
+            at("oauth"),
+            "the upstream has an Authorization header already: use one or the other",
+        ));
+    }
+    let at_oauth = |key: &str| at(&format!("oauth.{key}"));
+    client_credentials(oauth.clone(), &at_oauth, env)
+}
+
+fn stdio_transport(
+    raw: &RawUpstream,
+    at: FieldName,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<TransportConfig, ConfigError> {
+    let command_text = (raw.command.as_deref())
+        .ok_or_else(|| invalid(at("command"), "required for transport = \"stdio\""))?;
+    let command = expand(command_text, &at("command"), env)?;
+    if command.trim().is_empty() {
+        return Err(invalid(at("command"), "must not be empty"));
+    }
+    let args = (raw.args.iter().flatten().enumerate())
+        .map(|(n, arg)| expand(arg, &at(&format!("args[{n}]")), env))
+        .collect::<Result<_, _>>()?;
+    let mut vars = BTreeMap::new();
+    for (name, value) in raw.env.iter().flatten() {
+        let field = at(&format!("env.{name}"));
+        if name.is_empty() || name.contains(['=', '\0']) {
+            return Err(invalid(field, "not a valid environment variable name"));
+        }
+        vars.insert(name.clone(), expand(value, &field, env)?);
+    }
+    Ok(TransportConfig::Stdio {
+        command,
+        args,
+        env: vars,
+        cwd: working_directory(raw.cwd.as_deref(), at, env)?,
+        inherit_env: raw.inherit_env.unwrap_or(false),
+    })
+}
+
+fn working_directory(
+    cwd: Option<&str>,
+    at: FieldName,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<PathBuf>, ConfigError> {
+    let Some(text) = cwd else { return Ok(None) };
+    let cwd = expand(text, &at("cwd"), env)?;
+    if cwd.is_empty() {
+        return Err(invalid(
+            at("cwd"),
+            "must not be empty (leave it out to use the worker's)",
+        ));
+    }
+    Ok(Some(PathBuf::from(cwd)))
+}
+
+fn check_activity_options(raw: &RawUpstream, at: FieldName) -> Result<(), ConfigError> {
     raw.activity_options
         .validate()
         .map_err(|(key, problem)| invalid(at(&format!("activity_options.{key}")), problem))?;
@@ -207,12 +259,7 @@ pub(super) fn upstream(
             .validate()
             .map_err(|(key, problem)| invalid(at(&format!("overrides.{tool}.{key}")), problem))?;
     }
-    Ok(UpstreamConfig {
-        service,
-        transport,
-        activity_options: raw.activity_options,
-        overrides: raw.overrides,
-    })
+    Ok(())
 }
 
 /// Whether a request to `url` would carry credentials (configured headers, user info, a
