@@ -25,7 +25,7 @@ use durable_mcp_runtime::temporal::codec::{CodecConfigError, RemoteCodec};
 // `[codec]` are not links.
 #[allow(rustdoc::broken_intra_doc_links)]
 #[derive(Parser)]
-#[command(version, about, long_about)]
+#[command(name = "durable-mcp-proxy", version)]
 pub struct ProxyFlags {
     /// The proxy config file (TOML). `${VAR}` and `${VAR:-default}` in values are read from
     /// the environment: keep secrets there, not in the file.

@@ -21,7 +21,7 @@ use temporalio_sdk::{Runtime, Worker, WorkerOptions};
 /// Temporal's environment configuration: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
 /// TEMPORAL_API_KEY, TLS variables, TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE.
 #[derive(Parser)]
-#[command(version, about, long_about)]
+#[command(name = "durable-mcp-example-agent", version)]
 struct Cli {
     /// The Nexus endpoint that routes to the tool service.
     #[arg(long)]

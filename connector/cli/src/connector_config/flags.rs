@@ -20,7 +20,7 @@ use super::values;
 // `[default: ...]` are not links.
 #[allow(rustdoc::broken_intra_doc_links)]
 #[derive(Parser)]
-#[command(version, about, long_about)]
+#[command(name = "durable-mcp-connector", version)]
 pub struct ConnectorFlags {
     /// One Nexus service/endpoint route, as a YAML flow map or JSON object:
     /// '{service: my-tools, endpoint: my-tools-endpoint}'. Repeat for more routes. Required
