@@ -29,3 +29,4 @@ pub mod server;
 pub mod task_ref;
 pub mod temporal_tools;
 pub mod unreadable_body;
+mod yaml;

@@ -104,7 +104,7 @@ impl AuthConfig {
 
     /// Parses and checks YAML text; the error names the field.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let file: File = serde_yaml::from_str(text).map_err(|e| {
+        let file: File = crate::yaml::from_str(text).map_err(|e| {
             format!(
                 "{e} (expected a mapping `auth:` with resource, issuer and optional audience, \
                  required_scopes, jwks_uri, algorithms, leeway)"
@@ -299,6 +299,18 @@ mod tests {
             let e = AuthConfig::parse(text).unwrap_err();
             assert!(e.contains(field), "{text:?}: {e}");
         }
+    }
+
+    #[test]
+    fn yaml_errors_say_which_key_and_where() {
+        let e = AuthConfig::parse(
+            "auth:\n  resource: https://m/mcp\n  issuer: https://i/\n  leeway: 5 parsecs\n",
+        )
+        .unwrap_err();
+        assert!(e.starts_with("auth.leeway: "), "{e}");
+        assert!(e.contains("at line 4, column 3"), "{e}");
+        let e = AuthConfig::parse("auth:\n  resource: https://m/mcp\n").unwrap_err();
+        assert!(e.contains("missing field `issuer`"), "{e}");
     }
 
     #[test]

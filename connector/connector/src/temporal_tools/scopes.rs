@@ -197,6 +197,6 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_refused() {
-        assert!(serde_yaml::from_str::<FamilyScopes>("{delete: x}").is_err());
+        assert!(serde_saphyr::from_str::<FamilyScopes>("{delete: x}").is_err());
     }
 }
