@@ -12,7 +12,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use hmac::{Hmac, Mac as _};
+use hmac::{Hmac, KeyInit as _, Mac as _};
 use serde_json::{Map, Value};
 use sha2::Sha256;
 
@@ -224,6 +224,19 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
+
+    /// A known answer: fingerprints stay what earlier builds computed (HMAC-SHA256 under the
+    /// key derived from the signing key 00 01 .. 1f).
+    #[test]
+    fn fingerprints_are_pinned() {
+        let signing =
+            SigningKey::from_base64("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8").unwrap();
+        let key = FingerprintKey::derive(&signing);
+        assert_eq!(
+            arguments_fingerprint(&key, &json!({"b": 1, "a": [true, null]})),
+            "6EKaSbUuLkPIZeKbDdAit8wl1buKirUJbNTbl8lOwYI"
+        );
+    }
 
     fn meta(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()

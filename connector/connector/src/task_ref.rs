@@ -29,7 +29,7 @@ use std::fmt;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit as _, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use subtle::ConstantTimeEq as _;
@@ -393,6 +393,24 @@ mod tests {
 
     fn key(byte: u8) -> SigningKey {
         SigningKey(vec![byte; 32])
+    }
+
+    /// Known answers (HMAC-SHA256 as any implementation computes it): IDs signed by earlier
+    /// builds, whatever HMAC crate version they used, still verify, and new ones are the same.
+    #[test]
+    fn signatures_are_pinned() {
+        let k = SigningKey((0..32).collect());
+        let id = "eyJucyI6Im5zIiwib3AiOiJvcCIsInJ1biI6InJ1biIsIm93bmVyIjoib3duZXIiLCJ2IjoxfQ\
+                  .d5VyG4JRcBQLdZGhmQ7NNrE6RmDR8h9GGqFP8flhCgw";
+        let r = TaskRef::new("ns", "op", "run", "owner");
+        assert_eq!(sign(&k, &r), id);
+        assert_eq!(verify(&k, id, "owner"), Ok(r));
+        assert_eq!(key_id(&k), "kzAHpTFM");
+        assert_eq!(
+            k.derive("idempotency"),
+            *b"\x50\x32\x4a\xc3\xd5\xa9\x06\x81\x4e\x6d\x65\xe1\xd1\x45\xc4\x97\
+               \xcc\xf4\x02\x98\x41\x35\xf3\xf8\xe0\xc7\xc8\xd3\x11\x04\xad\xbc"
+        );
     }
 
     fn sample(key: &SigningKey) -> (TaskRef, String) {
