@@ -142,9 +142,8 @@ impl ProxyActivities {
                 format!("this worker fronts no upstream named {:?}", input.service),
             ));
         };
-        let backoff = Backoff::within_attempt();
+        let mut backoff = Backoff::within_attempt().start();
         let every = heartbeat_every(ctx.info().heartbeat_timeout);
-        let mut tries = 0u32;
         // The upstream's progress and log messages, recorded as soon as they arrive (the SDK
         // sends the latest details when its throttle allows) and again on every heartbeat tick.
         let (progress_tx, mut progress_rx) = watch::channel(CallHeartbeat::default());
@@ -279,8 +278,7 @@ impl ProxyActivities {
             };
             match action {
                 FailureAction::RetryWithinAttempt => {
-                    tries += 1;
-                    let delay = backoff.delay(tries);
+                    let delay = backoff.next_delay();
                     warn!(tool = %input.tool, error = %error, retry_in = ?delay,
                           "the call never reached the tool; retrying within this attempt");
                     let wait_until = tokio::time::Instant::now() + delay;

@@ -28,7 +28,8 @@ pub struct DiscoveryError {
 #[derive(Default)]
 struct State {
     tools: Option<Arc<Vec<serde_json::Value>>>,
-    failures: u32,
+    /// The waits after consecutive failures; `None` until the first (a success clears it).
+    waits: Option<durable_mcp_runtime::nexus::outage::Backoff>,
     retry_at: Option<Instant>,
     last_error: Option<String>,
 }
@@ -115,8 +116,11 @@ impl Discovery {
             }
             Err(e) => {
                 let mut state = self.state.lock().unwrap();
-                state.failures += 1;
-                let delay = self.backoff.delay(state.failures);
+                let backoff = self.backoff;
+                let delay = state
+                    .waits
+                    .get_or_insert_with(|| backoff.start())
+                    .next_delay();
                 state.retry_at = Some(Instant::now() + delay);
                 state.last_error = Some(e.to_string());
                 warn!(service = %self.client.service(), error = %e, retry_in = ?delay,

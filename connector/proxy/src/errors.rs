@@ -124,12 +124,13 @@ pub fn on_jsonrpc_error(code: i32) -> (ToolCallErrorType, bool) {
     }
 }
 
-/// Capped exponential backoff without jitter, so tests can predict it.
+/// Capped exponential backoff: from `initial`, doubling, at most `max`; each wait is jittered
+/// between half and all of that ([`durable_mcp_runtime::nexus::outage::Backoff`]), so proxy
+/// workers that lost an upstream together do not retry it together.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Backoff {
     pub initial: Duration,
     pub max: Duration,
-    pub factor: f64,
 }
 
 impl Backoff {
@@ -139,7 +140,6 @@ impl Backoff {
         Self {
             initial: Duration::from_millis(100),
             max: Duration::from_secs(5),
-            factor: 2.0,
         }
     }
 
@@ -149,16 +149,12 @@ impl Backoff {
         Self {
             initial: Duration::from_secs(1),
             max: Duration::from_secs(60),
-            factor: 2.0,
         }
     }
 
-    /// The wait before retry number `attempt` (0 for the first retry): `initial * factor^attempt`,
-    /// at most `max`. A factor below 1 counts as 1.
-    pub fn delay(&self, attempt: u32) -> Duration {
-        let exponent = i32::try_from(attempt).unwrap_or(i32::MAX);
-        let secs = self.initial.as_secs_f64() * self.factor.max(1.0).powi(exponent);
-        Duration::try_from_secs_f64(secs).map_or(self.max, |d| d.min(self.max))
+    /// A fresh sequence of waits: `next_delay` gives the wait before each retry in turn.
+    pub fn start(&self) -> durable_mcp_runtime::nexus::outage::Backoff {
+        durable_mcp_runtime::nexus::outage::Backoff::new(self.initial, self.max)
     }
 }
 
@@ -246,44 +242,40 @@ mod tests {
         }
     }
 
+    /// Each wait lies between half and all of the unjittered one (`initial`, doubling, capped).
+    fn check_waits(b: Backoff, count: usize) -> Result<(), String> {
+        let mut waits = b.start();
+        let mut nominal = b.initial.min(b.max);
+        let slack = Duration::from_micros(1);
+        for n in 0..count {
+            let d = waits.next_delay();
+            if d + slack < nominal / 2 || d > nominal + slack || d > b.max {
+                return Err(format!(
+                    "wait {n}: {d:?} not within [{:?}, {nominal:?}]",
+                    nominal / 2
+                ));
+            }
+            nominal = (nominal * 2).min(b.max);
+        }
+        Ok(())
+    }
+
     #[test]
     fn backoff_doubles_up_to_its_cap() {
         let ms = Duration::from_millis;
-        let b = Backoff::within_attempt();
-        let delays: Vec<Duration> = (0..8).map(|n| b.delay(n)).collect();
-        assert_eq!(
-            delays,
-            [
-                ms(100),
-                ms(200),
-                ms(400),
-                ms(800),
-                ms(1600),
-                ms(3200),
-                ms(5000),
-                ms(5000)
-            ]
-        );
-        assert_eq!(b.delay(u32::MAX), ms(5000));
-
-        let d = Backoff::discovery();
-        assert_eq!(d.delay(0), ms(1000));
-        assert_eq!(d.delay(5), ms(32_000));
-        assert_eq!(d.delay(6), ms(60_000));
-        assert_eq!(d.delay(1000), ms(60_000));
-
-        let flat = Backoff {
-            initial: ms(10),
-            max: ms(50),
-            factor: 0.5,
-        };
-        assert_eq!((flat.delay(0), flat.delay(9)), (ms(10), ms(10)));
+        check_waits(Backoff::within_attempt(), 40).unwrap();
+        check_waits(Backoff::discovery(), 40).unwrap();
+        let mut w = Backoff::within_attempt().start();
+        assert!(w.next_delay() <= ms(100));
+        let late = (0..12).map(|_| w.next_delay()).last().unwrap();
+        assert!(late >= ms(2499) && late <= ms(5000), "{late:?}");
+        let mut d = Backoff::discovery().start();
+        assert!(d.next_delay() <= ms(1000));
         let capped = Backoff {
             initial: ms(90),
             max: ms(50),
-            factor: 2.0,
         };
-        assert_eq!(capped.delay(0), ms(50));
+        check_waits(capped, 3).unwrap();
     }
 
     fn phase() -> impl Strategy<Value = Phase> {
@@ -305,10 +297,9 @@ mod tests {
         }
 
         #[test]
-        fn backoff_is_monotonic_and_capped(attempt in any::<u32>(), initial_ms in 0u64..10_000, factor in 0.0f64..10.0) {
-            let b = Backoff { initial: Duration::from_millis(initial_ms), max: Duration::from_secs(30), factor };
-            prop_assert!(b.delay(attempt) <= b.max);
-            prop_assert!(b.delay(attempt) <= b.delay(attempt.saturating_add(1)));
+        fn backoff_is_jittered_within_its_bounds(initial_ms in 0u64..10_000, max_ms in 1u64..60_000) {
+            let b = Backoff { initial: Duration::from_millis(initial_ms), max: Duration::from_millis(max_ms) };
+            prop_assert_eq!(check_waits(b, 30), Ok(()));
         }
     }
 }
