@@ -11,13 +11,14 @@
 //!
 //! The I/O around them: [`upstream`] (rmcp connections to upstream servers), [`auth`] (their
 //! bearer tokens: OAuth client credentials, or a provider of your own), [`child`] (how a
-//! stdio upstream's process is started), [`raw`] (the upstream's answers as written, beside
+//! stdio upstream's process is started), [`as_written`] (the upstream's answers as written, beside
 //! rmcp's typed view), [`http_client`] (its HTTP errors scrubbed of URL secrets), [`discovery`]
 //! (`tools/list` outside activities), [`service`] (the Nexus service per upstream),
 //! [`call_activity`] (the tool-call activity), [`factory`] (upstreams reached through a
 //! program's own client factory), [`library`] (proxied upstreams on a program's own worker,
 //! next to its native tools) and [`proxy`] (the `durable-mcp-proxy` worker, built on it).
 
+pub mod as_written;
 pub mod auth;
 pub mod call_activity;
 pub mod child;
@@ -32,7 +33,6 @@ mod loopback_direct;
 pub mod options;
 pub mod progress;
 pub mod proxy;
-pub mod raw;
 pub mod refusal;
 pub mod retry;
 pub mod service;

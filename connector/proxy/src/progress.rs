@@ -1,7 +1,7 @@
 //! An upstream's `notifications/progress`, routed to the call whose request carried the token
 //! (R-PRX-9). rmcp hands each notification to a task of its own while the answer goes straight
 //! to the caller, so a tool that reports progress just before it returns can have its last
-//! updates arrive after the call ended. The taps under rmcp (the `raw` module) see every
+//! updates arrive after the call ended. The taps under rmcp (the `as_written` module) see every
 //! message in wire order before rmcp delivers the answer: progress is taken from there, and
 //! from rmcp's dispatcher only for transports without a tap, keeping each value once.
 

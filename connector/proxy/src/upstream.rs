@@ -38,12 +38,12 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::{
+    as_written::{TapHttpClient, TapReader, WrittenResults},
     auth::{AuthError, AuthProvider, ClientCredentialsProvider},
     child,
     config::{TransportConfig, UrlSecrets, redacted_url},
     errors::{HttpFailure, Phase, http_failure_phase},
     progress::CallProgress,
-    raw::{RawResults, TapHttpClient, TapReader},
 };
 use durable_mcp_contract::call::CallNotification;
 
@@ -110,7 +110,7 @@ enum Slot {
 struct UpstreamHandler {
     tools_changed: Arc<watch::Sender<u64>>,
     progress: ProgressDispatcher,
-    raw: RawResults,
+    written: WrittenResults,
     /// Its process group is killed when the connection is dropped.
     _child: Option<Arc<super::child::Group>>,
 }
@@ -331,7 +331,7 @@ impl UpstreamClient {
         }
     }
 
-    /// `tools/list`, all pages, as raw MCP Tool JSON objects.
+    /// `tools/list`, all pages, each tool's MCP Tool JSON object as written.
     pub async fn list_tools(
         &self,
         timeout: Duration,
@@ -343,7 +343,7 @@ impl UpstreamClient {
                 service: self.service.clone(),
                 reason: format!("no MCP connection within {timeout:?} (still trying)"),
             })??;
-        let listed = tokio::time::timeout_at(deadline, self.list_all_raw(&conn)).await;
+        let listed = tokio::time::timeout_at(deadline, self.list_all_as_written(&conn)).await;
         match listed {
             Ok(Ok(tools)) => Ok(tools),
             Ok(Err(ListError::Service(e))) => {
@@ -366,8 +366,11 @@ impl UpstreamClient {
     }
 
     /// Every page of `tools/list`, each tool as the upstream wrote it (rmcp's typed `Tool`
-    /// drops `execution` and unknown annotation keys; see [`super::raw`]).
-    async fn list_all_raw(&self, conn: &Connection) -> Result<Vec<serde_json::Value>, ListError> {
+    /// drops `execution` and unknown annotation keys; see [`super::as_written`]).
+    async fn list_all_as_written(
+        &self,
+        conn: &Connection,
+    ) -> Result<Vec<serde_json::Value>, ListError> {
         let mut tools = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
@@ -392,7 +395,7 @@ impl UpstreamClient {
                     ));
                 }
             };
-            let page = match conn.service().raw.take(&id) {
+            let page = match conn.service().written.take(&id) {
                 Some(serde_json::Value::Object(mut page)) => {
                     let Some(serde_json::Value::Array(listed)) = page.remove("tools") else {
                         return Err(ListError::Protocol("tools/list answered no tools".into()));
@@ -435,7 +438,7 @@ impl UpstreamClient {
         mut on_note: impl FnMut(CallNotification),
     ) -> Result<serde_json::Value, UpstreamError> {
         let conn = self.connect().await?;
-        let (_in_flight, mut logs) = conn.service().raw.enter_call();
+        let (_in_flight, mut logs) = conn.service().written.enter_call();
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(
             CallToolRequestParams::new(name.to_owned()).with_arguments(arguments),
         ));
@@ -457,7 +460,9 @@ impl UpstreamClient {
         };
         // rmcp picks the token inside the send: the tap keeps what arrives before this.
         let mut progress = CallProgress::new(
-            conn.service().raw.follow_progress(&handle.progress_token),
+            conn.service()
+                .written
+                .follow_progress(&handle.progress_token),
             conn.service()
                 .progress
                 .subscribe(handle.progress_token.clone())
@@ -516,9 +521,11 @@ impl UpstreamClient {
             }
             Err(e) => return Err(fail(e).await),
         };
-        // The answer as the upstream wrote it, when a tap saw it (see `super::raw`).
-        if let Some(raw @ serde_json::Value::Object(_)) = conn.service().raw.take(&request_id) {
-            return Ok(raw);
+        // The answer as the upstream wrote it, when a tap saw it (see `super::as_written`).
+        if let Some(written @ serde_json::Value::Object(_)) =
+            conn.service().written.take(&request_id)
+        {
+            return Ok(written);
         }
         to_json(&result).map_err(|reason| UpstreamError::Protocol {
             service: self.service.clone(),
@@ -544,13 +551,13 @@ impl UpstreamClient {
 /// receive a new connection's progress, nor the other way round.
 fn handler(
     tools_changed: &Arc<watch::Sender<u64>>,
-    raw: RawResults,
+    written: WrittenResults,
     child: Option<child::Group>,
 ) -> UpstreamHandler {
     UpstreamHandler {
         tools_changed: tools_changed.clone(),
         progress: ProgressDispatcher::new(),
-        raw,
+        written,
         _child: child.map(Arc::new),
     }
 }
@@ -567,7 +574,7 @@ async fn open(
         service: service.clone(),
         reason: secrets.scrub(&reason),
     };
-    let raw = RawResults::default();
+    let written = WrittenResults::default();
     let handshake = async {
         let running = match &transport {
             TransportConfig::Stdio {
@@ -590,8 +597,8 @@ async fn open(
                     forward_stderr(service.clone(), stderr);
                 }
                 // rmcp reads the child's stdout through a tap that keeps answers as written.
-                let transport = (TapReader::new(stdout, raw.clone()), stdin);
-                handler(&tools_changed, raw.clone(), Some(group))
+                let transport = (TapReader::new(stdout, written.clone()), stdin);
+                handler(&tools_changed, written.clone(), Some(group))
                     .serve(transport)
                     .await
                     .map_err(|e| connect_error(e.to_string()))?
@@ -617,11 +624,12 @@ async fn open(
                 backoff.base_duration = Duration::from_millis(200);
                 backoff.max_delay = Some(Duration::from_secs(2));
                 config.retry_config = Arc::new(backoff);
-                let client = TapHttpClient::new(url, raw.clone(), secrets.clone(), auth.clone())
-                    .map_err(|e| connect_error(format!("cannot build the HTTP client: {e}")))?;
+                let client =
+                    TapHttpClient::new(url, written.clone(), secrets.clone(), auth.clone())
+                        .map_err(|e| connect_error(format!("cannot build the HTTP client: {e}")))?;
                 let transport = StreamableHttpClientTransport::with_client(client, config);
                 // Where it failed, with the secrets shown as `***`.
-                handler(&tools_changed, raw.clone(), None)
+                handler(&tools_changed, written.clone(), None)
                     .serve(transport)
                     .await
                     .map_err(|e| connect_error(format!("{}: {e}", redacted_url(url))))?
@@ -633,8 +641,8 @@ async fn open(
                     .connect()
                     .await
                     .map_err(|e| connect_error(e.to_string()))?;
-                handler(&tools_changed, raw.clone(), None)
-                    .serve(opened.into_tapped(|read| TapReader::new(read, raw.clone())))
+                handler(&tools_changed, written.clone(), None)
+                    .serve(opened.into_tapped(|read| TapReader::new(read, written.clone())))
                     .await
                     .map_err(|e| connect_error(e.to_string()))?
             }

@@ -2,7 +2,7 @@
 //! reads: numbers take the field's type (a content annotation's `"priority": 1` becomes
 //! `1.0`), and fields it has no place for are dropped (a tool's `execution`, unknown annotation
 //! keys). The proxy therefore reads each message twice: rmcp parses it to drive the protocol,
-//! and [`RawResults`] keeps every response's `result` exactly as written, by request id, for
+//! and [`WrittenResults`] keeps every response's `result` exactly as written, by request id, for
 //! the request that asked. Taps sit under rmcp: [`TapReader`] on a stdio child's stdout and
 //! [`TapHttpClient`] on Streamable HTTP event streams. An HTTP upstream that answers a POST
 //! with a plain JSON body (not an event stream) is parsed by rmcp before any tap sees it; such
@@ -47,7 +47,7 @@ const UNCLAIMED_FOR: Duration = Duration::from_secs(60);
 /// Responses' `result` values as the upstream wrote them, by request id, and the calls in
 /// flight that its log messages may belong to. Clones share them.
 #[derive(Clone, Default)]
-pub struct RawResults {
+pub struct WrittenResults {
     kept: Arc<Mutex<VecDeque<(Instant, String, Value)>>>,
     calls: Arc<Mutex<InFlight>>,
     progress: Arc<Mutex<ProgressRoutes>>,
@@ -76,7 +76,7 @@ impl Drop for LeaveOnDrop {
     }
 }
 
-impl RawResults {
+impl WrittenResults {
     /// Looks at one JSON-RPC message as the upstream wrote it; keeps its `result` if it is a
     /// response; passes log messages and progress on to the calls they belong to. Anything else
     /// (other notifications, requests, errors, garbage) is ignored: rmcp handles those.
@@ -155,7 +155,7 @@ impl RawResults {
         Following::new(self.progress.clone(), token)
     }
 
-    /// The raw `result` of the answer to request `id`, if a tap saw it. Called after rmcp
+    /// The `result` of the answer to request `id` as written, if a tap saw it. Called after rmcp
     /// delivered the typed answer, which it parsed after the tap saw the bytes.
     pub fn take(&self, id: &RequestId) -> Option<Value> {
         let key = serde_json::to_string(id).ok()?;
@@ -166,19 +166,19 @@ impl RawResults {
 }
 
 /// A stdio child's stdout, passed through unchanged to rmcp; each complete line (one JSON-RPC
-/// message) is shown to [`RawResults::observe`] first.
+/// message) is shown to [`WrittenResults::observe`] first.
 pub struct TapReader<R> {
     inner: R,
     line: Vec<u8>,
-    raw: RawResults,
+    written: WrittenResults,
 }
 
 impl<R> TapReader<R> {
-    pub fn new(inner: R, raw: RawResults) -> Self {
+    pub fn new(inner: R, written: WrittenResults) -> Self {
         Self {
             inner,
             line: Vec::new(),
-            raw,
+            written,
         }
     }
 }
@@ -195,7 +195,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapReader<R> {
         for chunk in buf.filled()[before..].split_inclusive(|b| *b == b'\n') {
             this.line.extend_from_slice(chunk);
             if chunk.ends_with(b"\n") {
-                this.raw.observe(&this.line);
+                this.written.observe(&this.line);
                 this.line.clear();
             }
         }
@@ -204,11 +204,11 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapReader<R> {
 }
 
 /// rmcp's reqwest client for Streamable HTTP, with every server-sent event shown to
-/// [`RawResults::observe`] before rmcp parses it.
+/// [`WrittenResults::observe`] before rmcp parses it.
 #[derive(Clone)]
 pub struct TapHttpClient {
     inner: reqwest::Client,
-    raw: RawResults,
+    written: WrittenResults,
     /// Taken out of every error before rmcp sees it (R-PRX-1).
     secrets: Arc<UrlSecrets>,
     /// Gives each request its bearer token (R-PRX-15).
@@ -223,7 +223,7 @@ impl TapHttpClient {
     /// directly, never through a proxy from the environment (R-PAY-7).
     pub fn new(
         endpoint: &url::Url,
-        raw: RawResults,
+        written: WrittenResults,
         secrets: UrlSecrets,
         auth: Option<Arc<dyn AuthProvider>>,
     ) -> Result<Self, reqwest::Error> {
@@ -233,7 +233,7 @@ impl TapHttpClient {
             .build()?;
         Ok(Self {
             inner,
-            raw,
+            written,
             secrets: Arc::new(secrets),
             auth,
         })
@@ -267,14 +267,14 @@ impl TapHttpClient {
         &self,
         events: BoxStream<'static, Result<Sse, SseError>>,
     ) -> BoxStream<'static, Result<Sse, SseError>> {
-        let raw = self.raw.clone();
+        let written = self.written.clone();
         events
             .inspect(move |event| {
                 if let Ok(Sse {
                     data: Some(data), ..
                 }) = event
                 {
-                    raw.observe(data.as_bytes());
+                    written.observe(data.as_bytes());
                 }
             })
             .boxed()
@@ -456,12 +456,12 @@ mod tests {
 
     #[test]
     fn results_are_kept_as_written_and_taken_once() {
-        let raw = RawResults::default();
-        raw.observe(br#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"x","annotations":{"priority":1}}],"extra":true}}"#);
-        raw.observe(br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#);
-        raw.observe(br#"{"jsonrpc":"2.0","id":4,"error":{"code":-1,"message":"no"}}"#);
-        raw.observe(b"not json");
-        let got = raw.take(&RequestId::Number(3)).unwrap();
+        let written = WrittenResults::default();
+        written.observe(br#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"x","annotations":{"priority":1}}],"extra":true}}"#);
+        written.observe(br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#);
+        written.observe(br#"{"jsonrpc":"2.0","id":4,"error":{"code":-1,"message":"no"}}"#);
+        written.observe(b"not json");
+        let got = written.take(&RequestId::Number(3)).unwrap();
         assert_eq!(
             got,
             serde_json::json!({"content":[{"type":"text","text":"x","annotations":{"priority":1}}],"extra":true})
@@ -470,66 +470,69 @@ mod tests {
             got["content"][0]["annotations"]["priority"].is_u64(),
             "{got}"
         );
-        assert_eq!(raw.take(&RequestId::Number(3)), None);
-        assert_eq!(raw.take(&RequestId::Number(4)), None);
+        assert_eq!(written.take(&RequestId::Number(3)), None);
+        assert_eq!(written.take(&RequestId::Number(4)), None);
     }
 
     #[test]
     fn log_messages_go_to_the_only_call_in_flight_or_nowhere() {
-        let raw = RawResults::default();
+        let written = WrittenResults::default();
         let log = br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"warning","logger":"l","data":{"n":1}}}"#;
-        raw.observe(log); // no call in flight: dropped
-        let (first, mut first_logs) = raw.enter_call();
-        raw.observe(log);
+        written.observe(log); // no call in flight: dropped
+        let (first, mut first_logs) = written.enter_call();
+        written.observe(log);
         let got = first_logs.try_recv().unwrap();
         assert_eq!(
             (got.level.as_str(), got.logger.as_deref()),
             ("warning", Some("l"))
         );
         assert_eq!(got.data, serde_json::json!({"n": 1}));
-        let (second, mut second_logs) = raw.enter_call();
-        raw.observe(log); // two in flight: nobody's
+        let (second, mut second_logs) = written.enter_call();
+        written.observe(log); // two in flight: nobody's
         assert!(first_logs.try_recv().is_err() && second_logs.try_recv().is_err());
         drop(first);
-        raw.observe(log);
+        written.observe(log);
         assert!(second_logs.try_recv().is_ok(), "the remaining call gets it");
         drop(second);
     }
 
     #[test]
     fn string_and_number_ids_are_told_apart() {
-        let raw = RawResults::default();
-        raw.observe(br#"{"id":"7","result":{"a":"string id"}}"#);
-        raw.observe(br#"{"id":7,"result":{"a":"number id"}}"#);
-        assert_eq!(raw.take(&RequestId::Number(7)).unwrap()["a"], "number id");
+        let written = WrittenResults::default();
+        written.observe(br#"{"id":"7","result":{"a":"string id"}}"#);
+        written.observe(br#"{"id":7,"result":{"a":"number id"}}"#);
         assert_eq!(
-            raw.take(&RequestId::String("7".into())).unwrap()["a"],
+            written.take(&RequestId::Number(7)).unwrap()["a"],
+            "number id"
+        );
+        assert_eq!(
+            written.take(&RequestId::String("7".into())).unwrap()["a"],
             "string id"
         );
     }
 
     #[tokio::test]
     async fn the_reader_passes_bytes_through_and_sees_lines_split_anywhere() {
-        let raw = RawResults::default();
+        let written = WrittenResults::default();
         let wire =
             b"{\"id\":1,\"result\":{\"n\":1}}\n{\"id\":2,\"result\":{\"n\":2.50}}\n".to_vec();
         // A reader that hands out 5 bytes at a time, so messages arrive in pieces.
         let (mut tx, rx) = tokio::io::duplex(5);
-        let written = wire.clone();
+        let sent = wire.clone();
         tokio::spawn(async move {
             use tokio::io::AsyncWriteExt as _;
-            tx.write_all(&written).await.unwrap();
+            tx.write_all(&sent).await.unwrap();
         });
-        let mut reader = TapReader::new(rx, raw.clone());
+        let mut reader = TapReader::new(rx, written.clone());
         let mut read = Vec::new();
         reader.read_to_end(&mut read).await.unwrap();
         assert_eq!(read, wire);
         assert_eq!(
-            raw.take(&RequestId::Number(1)).unwrap().to_string(),
+            written.take(&RequestId::Number(1)).unwrap().to_string(),
             r#"{"n":1}"#
         );
         assert_eq!(
-            raw.take(&RequestId::Number(2)).unwrap().to_string(),
+            written.take(&RequestId::Number(2)).unwrap().to_string(),
             r#"{"n":2.5}"#
         );
     }
