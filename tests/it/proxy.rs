@@ -581,7 +581,7 @@ async fn http_upstream_dying_mid_response_is_an_unknown_outcome_not_a_hang() {
 /// failures before the request was sent are classified as never delivered.
 #[tokio::test]
 async fn http_faults_end_in_clear_errors_with_the_right_phase() {
-    use durable_mcp::outbound::{errors::Phase, upstream::UpstreamClient};
+    use durable_mcp::outbound::{transport_failure::Phase, upstream::UpstreamClient};
     use durable_mcp_conformance::fixtures::faults;
     init_tracing();
     let client_for =

@@ -29,7 +29,8 @@ use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use super::{
-    errors::{Backoff, FailureAction, on_jsonrpc_error, on_transport_failure},
+    errors::{Backoff, on_jsonrpc_error},
+    transport_failure::{FailureAction, on_transport_failure},
     upstream::{UpstreamClient, UpstreamError},
 };
 use durable_mcp_contract::{

@@ -2,19 +2,8 @@
 //! ([`ToolCallErrorType`], the contract's). A tool result with `isError: true` is *not* an error
 //! here: it is the tool's answer, returned intact and never retried.
 //!
-//! ## Transport failures
-//!
-//! What matters is whether the request can have reached the tool ([`Phase`]):
-//!
-//! | phase          | tool           | timed out | action                                       |
-//! |----------------|----------------|-----------|----------------------------------------------|
-//! | `NotDelivered` | any            | any       | retry within the attempt, with [`Backoff::within_attempt`] |
-//! | `MayHaveRun`   | one attempt    | any       | fail, non-retryable `ToolCallOutcomeUnknown` |
-//! | `MayHaveRun`   | retryable      | yes       | fail, retryable `UpstreamTimeout`            |
-//! | `MayHaveRun`   | retryable      | no        | fail, retryable `UpstreamUnavailable`        |
-//!
-//! A request that provably never reached the tool is safe to send again even for a tool that
-//! must never run twice; the retries stop when the attempt's own timeout ends it.
+//! Transport failures (whether the request can have reached the tool, and so whether it may be
+//! sent again) are classified in `transport_failure`.
 //!
 //! ## JSON-RPC errors
 //!
@@ -42,71 +31,6 @@
 use std::time::Duration;
 
 pub use durable_mcp_contract::errors::ToolCallErrorType;
-
-/// How far a failed request got.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    /// Proved never to have reached the tool: connection refused, DNS failure, an HTTP session
-    /// rejected before the call (unknown session, 404 on a terminated session), 401/403 on
-    /// connect, a stdio child that failed to spawn or was not running when the request was due.
-    NotDelivered,
-    /// Sent, so the tool may have run: connection reset mid-response, read timeout, a stdio
-    /// child that crashed during the call.
-    MayHaveRun,
-}
-
-/// What a failed HTTP request to an upstream shows about whether it reached the tool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HttpFailure {
-    /// No connection was ever made (refused, unreachable, DNS): the request never left.
-    NeverConnected,
-    /// An answer of 503 Service Unavailable or 429 Too Many Requests. The upstream declines
-    /// requests so before running them, but a gateway in front of it may answer so after
-    /// forwarding one.
-    Unavailable,
-    /// Anything else (a reset, a 500, a 502, a closed stream): the request may have run.
-    Other,
-}
-
-/// The [`Phase`] of a failed HTTP request (R-PRX-14). A 503 or 429 proves the tool never ran
-/// only when the upstream's config says so (`unavailable_means_not_run`): by default a gateway
-/// may have forwarded the request first, so a tool that must run at most once gets
-/// `ToolCallOutcomeUnknown` rather than a second run.
-pub fn http_failure_phase(failure: HttpFailure, unavailable_means_not_run: bool) -> Phase {
-    match failure {
-        HttpFailure::NeverConnected => Phase::NotDelivered,
-        HttpFailure::Unavailable if unavailable_means_not_run => Phase::NotDelivered,
-        HttpFailure::Unavailable | HttpFailure::Other => Phase::MayHaveRun,
-    }
-}
-
-/// What to do about a transport failure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureAction {
-    /// Safe: back off ([`Backoff::within_attempt`]) and try again inside this activity attempt.
-    RetryWithinAttempt,
-    /// Fail the attempt with this type and let Temporal's retry policy decide.
-    FailRetryable(ToolCallErrorType),
-    /// Fail the activity with this type; no retry.
-    FailNonRetryable(ToolCallErrorType),
-}
-
-/// The action for a transport failure in `phase`, per the module doc's table.
-/// `one_attempt_tool` is the resolved call options' `one_attempt`; `timed_out` says
-/// whether the failure was the upstream not answering in time.
-pub fn on_transport_failure(
-    phase: Phase,
-    one_attempt_tool: bool,
-    timed_out: bool,
-) -> FailureAction {
-    use ToolCallErrorType::*;
-    match (phase, one_attempt_tool) {
-        (Phase::NotDelivered, _) => FailureAction::RetryWithinAttempt,
-        (Phase::MayHaveRun, true) => FailureAction::FailNonRetryable(ToolCallOutcomeUnknown),
-        (Phase::MayHaveRun, false) if timed_out => FailureAction::FailRetryable(UpstreamTimeout),
-        (Phase::MayHaveRun, false) => FailureAction::FailRetryable(UpstreamUnavailable),
-    }
-}
 
 /// The error type for a JSON-RPC error response, and whether it is retryable, per the module
 /// doc's table.
@@ -163,55 +87,6 @@ mod tests {
     use proptest::prelude::*;
 
     use super::{ToolCallErrorType::*, *};
-
-    #[test]
-    fn a_503_or_429_proves_nothing_unless_the_upstream_says_so() {
-        use HttpFailure::*;
-        assert_eq!(
-            http_failure_phase(NeverConnected, false),
-            Phase::NotDelivered
-        );
-        assert_eq!(
-            http_failure_phase(NeverConnected, true),
-            Phase::NotDelivered
-        );
-        assert_eq!(http_failure_phase(Unavailable, false), Phase::MayHaveRun);
-        assert_eq!(http_failure_phase(Unavailable, true), Phase::NotDelivered);
-        assert_eq!(http_failure_phase(Other, true), Phase::MayHaveRun);
-        // So by default a one-attempt tool behind a gateway gets an unknown outcome.
-        assert_eq!(
-            on_transport_failure(http_failure_phase(Unavailable, false), true, false),
-            FailureAction::FailNonRetryable(ToolCallOutcomeUnknown)
-        );
-    }
-
-    #[test]
-    fn transport_failures() {
-        use FailureAction::*;
-        for (one_attempt, timed_out) in [(false, false), (false, true), (true, false), (true, true)]
-        {
-            assert_eq!(
-                on_transport_failure(Phase::NotDelivered, one_attempt, timed_out),
-                RetryWithinAttempt
-            );
-        }
-        assert_eq!(
-            on_transport_failure(Phase::MayHaveRun, true, false),
-            FailNonRetryable(ToolCallOutcomeUnknown)
-        );
-        assert_eq!(
-            on_transport_failure(Phase::MayHaveRun, true, true),
-            FailNonRetryable(ToolCallOutcomeUnknown)
-        );
-        assert_eq!(
-            on_transport_failure(Phase::MayHaveRun, false, true),
-            FailRetryable(UpstreamTimeout)
-        );
-        assert_eq!(
-            on_transport_failure(Phase::MayHaveRun, false, false),
-            FailRetryable(UpstreamUnavailable)
-        );
-    }
 
     #[test]
     fn jsonrpc_errors() {
@@ -278,24 +153,7 @@ mod tests {
         check_waits(capped, 3).unwrap();
     }
 
-    fn phase() -> impl Strategy<Value = Phase> {
-        prop_oneof![Just(Phase::NotDelivered), Just(Phase::MayHaveRun)]
-    }
-
     proptest! {
-        #[test]
-        fn not_delivered_never_fails_and_one_attempt_never_retries(
-            phase in phase(), one_attempt in any::<bool>(), timed_out in any::<bool>(),
-        ) {
-            let action = on_transport_failure(phase, one_attempt, timed_out);
-            if phase == Phase::NotDelivered {
-                prop_assert_eq!(action, FailureAction::RetryWithinAttempt);
-            }
-            if one_attempt {
-                prop_assert!(!matches!(action, FailureAction::FailRetryable(_)));
-            }
-        }
-
         #[test]
         fn backoff_is_jittered_within_its_bounds(initial_ms in 0u64..10_000, max_ms in 1u64..60_000) {
             let b = Backoff { initial: Duration::from_millis(initial_ms), max: Duration::from_millis(max_ms) };

@@ -5,7 +5,9 @@
 //!
 //! - [`options`]: per-call Activity options, layered so that only supplied keys change.
 //! - [`retry`]: the retry policy inferred from a tool's MCP annotations.
-//! - [`errors`]: stable error types, and which transport and JSON-RPC failures are safe to retry.
+//! - [`errors`]: stable error types, and which JSON-RPC errors are safe to retry.
+//! - [`transport_failure`]: whether a failed upstream request can have reached the tool, and so
+//!   whether it may be sent again.
 //! - [`config`]: the `proxy.toml` file, with `${VAR}` expansion for secrets.
 //! - [`refusal`]: which of Temporal's refusals fail a call at once.
 //!
@@ -36,6 +38,7 @@ pub mod proxy;
 pub mod refusal;
 pub mod retry;
 pub mod service;
+pub mod transport_failure;
 pub mod upstream;
 
 pub use config::{ProxyConfig, TransportConfig, UpstreamConfig};

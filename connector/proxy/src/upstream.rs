@@ -42,8 +42,8 @@ use super::{
     auth::{AuthError, AuthProvider, ClientCredentialsProvider},
     child,
     config::{TransportConfig, UrlSecrets, redacted_url},
-    errors::{HttpFailure, Phase, http_failure_phase},
     progress::CallProgress,
+    transport_failure::{Evidence, Failure, Phase, SendFailure, phase},
 };
 use durable_mcp_contract::call::CallNotification;
 
@@ -76,7 +76,7 @@ impl UpstreamError {
     /// Whether the request provably never reached the tool.
     pub fn phase(&self) -> Phase {
         match self {
-            Self::Connect { .. } => Phase::NotDelivered,
+            Self::Connect { .. } => phase(&Failure::NoConnection),
             Self::Transport { phase, .. } => *phase,
             Self::JsonRpc { .. } | Self::Protocol { .. } => Phase::MayHaveRun,
         }
@@ -293,18 +293,18 @@ impl UpstreamClient {
             },
             ServiceError::TransportSend(err) => UpstreamError::Transport {
                 service,
-                phase: self.send_failure_phase(&err),
+                phase: phase(&Failure::SendFailed(self.send_failure(&err))),
                 reason: self.secrets.scrub(&err.to_string()),
             },
             ServiceError::TransportClosed => UpstreamError::Transport {
                 service,
                 reason: "connection closed".into(),
-                phase: Phase::MayHaveRun,
+                phase: phase(&Failure::Closed),
             },
             ServiceError::Timeout { timeout } => UpstreamError::Transport {
                 service,
                 reason: format!("no answer within {timeout:?}"),
-                phase: Phase::MayHaveRun,
+                phase: phase(&Failure::NoAnswerInTime),
             },
             other => UpstreamError::Protocol {
                 service,
@@ -313,21 +313,20 @@ impl UpstreamClient {
         }
     }
 
-    /// Whether a failed send can have reached the tool. Over stdio a failed write means the
-    /// child is gone before it read the request. Over HTTP the "send" is the whole POST: only a
-    /// connection that was never made proves the upstream never ran the request, and a 503/429
-    /// refusal does when the upstream's config says so (R-PRX-14); a connection that broke after
-    /// the request went out (a reset, a close before the answer) may have run the tool, so it
-    /// must not be sent again to a one-attempt tool.
-    fn send_failure_phase(&self, err: &rmcp::transport::DynamicTransportError) -> Phase {
+    /// What a failed send shows, by how the upstream is reached; `transport_failure` decides
+    /// whether it can have reached the tool. Over HTTP the "send" is the whole POST, so the
+    /// error's chain is read for what it shows.
+    fn send_failure(&self, err: &rmcp::transport::DynamicTransportError) -> SendFailure {
         match &self.transport {
-            TransportConfig::Stdio { .. } => Phase::NotDelivered,
+            TransportConfig::Stdio { .. } => SendFailure::Stdio,
             TransportConfig::Http {
                 unavailable_means_not_run,
                 ..
-            } => http_failure_phase(classify(err), *unavailable_means_not_run),
-            // What a factory's transport did with a failed send is unknown: assume it arrived.
-            TransportConfig::Custom(_) => Phase::MayHaveRun,
+            } => SendFailure::Http {
+                chain: evidence(err),
+                unavailable_means_not_run: *unavailable_means_not_run,
+            },
+            TransportConfig::Custom(_) => SendFailure::Factory,
         }
     }
 
@@ -360,7 +359,7 @@ impl UpstreamClient {
             Err(_) => Err(UpstreamError::Transport {
                 service: self.service.clone(),
                 reason: format!("tools/list got no answer within {timeout:?}"),
-                phase: Phase::MayHaveRun,
+                phase: phase(&Failure::NoAnswerInTime),
             }),
         }
     }
@@ -671,21 +670,17 @@ async fn open(
     Ok(Arc::new(running))
 }
 
-/// What an error's chain shows about the request: no connection was ever made (refused,
-/// unreachable, DNS, no bearer token to send), the server (or a gateway) answered 503 Service
-/// Unavailable or 429 Too Many Requests, or anything else. Other statuses (500, 502, 504) may
-/// come after the tool ran.
-fn classify(err: &(dyn std::error::Error + 'static)) -> HttpFailure {
+/// What each error in an HTTP failure's chain shows (see `transport_failure::Evidence`),
+/// outermost first: an HTTP status, a connection never made, no bearer token to send, an I/O
+/// error's kind. Errors that show none of these are left out.
+fn evidence(err: &(dyn std::error::Error + 'static)) -> Vec<Evidence> {
     use rmcp::transport::streamable_http_client::StreamableHttpError;
+    let mut chain = Vec::new();
     let mut current = Some(err);
     while let Some(e) = current {
         match e.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
             Some(StreamableHttpError::HttpStatus(status)) => {
-                return if matches!(status.status, 429 | 503) {
-                    HttpFailure::Unavailable
-                } else {
-                    HttpFailure::Other
-                };
+                chain.push(Evidence::Status(status.status));
             }
             // rmcp's client error does not expose its cause as a `source`: step in by hand.
             Some(StreamableHttpError::Client(inner)) => {
@@ -697,28 +692,20 @@ fn classify(err: &(dyn std::error::Error + 'static)) -> HttpFailure {
         if let Some(r) = e.downcast_ref::<reqwest::Error>()
             && r.is_connect()
         {
-            return HttpFailure::NeverConnected;
+            chain.push(Evidence::ConnectFailed);
         }
-        // No bearer token to send: the request never left.
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && io.get_ref().is_some_and(|inner| inner.is::<AuthError>())
-        {
-            return HttpFailure::NeverConnected;
-        }
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && matches!(
-                io.kind(),
-                std::io::ErrorKind::ConnectionRefused
-                    | std::io::ErrorKind::AddrNotAvailable
-                    | std::io::ErrorKind::NetworkUnreachable
-                    | std::io::ErrorKind::HostUnreachable
-            )
-        {
-            return HttpFailure::NeverConnected;
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            chain.push(
+                if io.get_ref().is_some_and(|inner| inner.is::<AuthError>()) {
+                    Evidence::NoToken
+                } else {
+                    Evidence::Io(io.kind())
+                },
+            );
         }
         current = e.source();
     }
-    HttpFailure::Other
+    chain
 }
 
 /// Why listing tools failed.
