@@ -130,167 +130,40 @@ mod tests {
 
 #[activities]
 impl ProxyActivities {
+    /// One call: tries the upstream until it answers, fails, or the attempt is cancelled.
+    /// A try that provably never reached the tool is followed by another within the attempt
+    /// (R-PRX-5); each try heartbeats while it is in flight (R-PRX-9).
     #[activity(name = "durable-mcp.call-tool")]
     async fn call_tool(
         self: Arc<Self>,
         ctx: ActivityContext,
         input: ToolCallInput,
     ) -> Result<RawValue, ActivityError> {
-        let Some(client) = self.upstreams.get(&input.service).cloned() else {
-            return Err(failure(
-                ToolCallErrorType::UnknownTool,
-                false,
-                format!("this worker fronts no upstream named {:?}", input.service),
-            ));
-        };
+        let client = upstream_named(&self.upstreams, &input.service)?;
+        let deadline = attempt_deadline(&ctx);
+        let mut heartbeats = Heartbeats::new(&ctx);
         let mut backoff = Backoff::within_attempt().start();
-        let every = heartbeat_every(ctx.info().heartbeat_timeout);
-        // The upstream's progress and log messages, recorded as soon as they arrive (the SDK
-        // sends the latest details when its throttle allows) and again on every heartbeat tick.
-        let (progress_tx, mut progress_rx) = watch::channel(CallHeartbeat::default());
-        let heartbeat = |rx: &watch::Receiver<CallHeartbeat>| heartbeat_details(&rx.borrow());
-        // Log messages are numbered across the attempt's tries, and above an earlier attempt's
-        // (R-PRX-10), so a caller that read some live is not sent them again.
-        let attempt = ctx.info().attempt;
-        let logged = Arc::new(AtomicU32::new(0));
-        // The attempt's own deadline (start-to-close or schedule-to-close): at it the call is
-        // cancelled upstream here, at once, rather than when the next heartbeat learns that the
-        // server timed the attempt out, which can come after the retry has started (R-PRX-7).
-        let deadline = ctx.info().deadline.map(|at| {
-            tokio::time::Instant::now()
-                + at.duration_since(std::time::SystemTime::now())
-                    .unwrap_or_default()
-        });
         loop {
-            // Each try reports its own progress (a retry within the attempt starts over). Only a
-            // real reset counts as a change: marking an unchanged watch changed would heartbeat
-            // at once, one RPC (and one server write) on every call, however short.
-            progress_tx.send_if_modified(CallHeartbeat::reset);
-            let sink = progress_tx.clone();
-            // ... and every notification travels with the result too (R-CON-10).
-            let carried = Arc::new(Mutex::new(CallNotifications::default()));
-            let carry = carried.clone();
-            let logged = logged.clone();
-            let call =
-                client.call_tool_reporting(&input.tool, input.arguments.clone(), move |note| {
-                    match note {
-                        CallNotification::Log(mut log) => {
-                            log.seq = Some(log_seq(attempt, logged.fetch_add(1, Ordering::SeqCst)));
-                            carry
-                                .lock()
-                                .unwrap()
-                                .push(CallNotification::Log(log.clone()));
-                            sink.send_modify(|h| h.push_log(log));
-                        }
-                        CallNotification::Progress(mut p) => {
-                            if let Some(m) = &mut p.message {
-                                truncate_chars(m, MAX_PROGRESS_MESSAGE_CHARS);
-                            }
-                            carry
-                                .lock()
-                                .unwrap()
-                                .push(CallNotification::Progress(p.clone()));
-                            let next_log = log_seq(attempt, logged.load(Ordering::SeqCst));
-                            sink.send_modify(|h| h.set_progress(p, next_log));
-                        }
-                    }
-                });
-            let mut call = Box::pin(call);
-            let mut past_deadline = false;
-            let outcome = loop {
-                tokio::select! {
-                    result = &mut call => break Some(result),
-                    _ = ctx.cancelled() => break None,
-                    _ = until(deadline), if !past_deadline => {
-                        past_deadline = true;
-                        break None;
-                    }
-                    Ok(()) = progress_rx.changed() => {
-                        let _ = ctx.record_heartbeat(heartbeat(&progress_rx)).await;
-                    }
-                    _ = tokio::time::sleep(every) => {
-                        let _ = ctx.record_heartbeat(heartbeat(&progress_rx)).await;
-                    }
-                }
+            let carried = heartbeats.start_try();
+            let call = client.call_tool_reporting(
+                &input.tool,
+                input.arguments.clone(),
+                heartbeats.pass_on(carried.clone()),
+            );
+            let in_flight =
+                call_with_heartbeats(&ctx, &input.tool, &mut heartbeats, deadline, call).await;
+            let error = match in_flight {
+                InFlight::Ended(Ok(result)) => return answer(&input.tool, &result, &carried),
+                InFlight::Ended(Err(error)) => error,
+                InFlight::Cancelled => return Err(ActivityError::cancelled()),
+                InFlight::PastDeadline => return Err(heartbeats.until_cancelled(&ctx).await),
             };
-            let Some(result) = outcome else {
-                // Dropping `call` sends notifications/cancelled for the in-flight request.
-                debug!(tool = %input.tool, "tool call cancelled; cancelling it upstream");
-                drop(call);
-                if past_deadline {
-                    // The upstream call is cancelled; the attempt's end stays the server's
-                    // (its timeout reaches the activity through the next heartbeat).
-                    loop {
-                        tokio::select! {
-                            _ = ctx.cancelled() => break,
-                            _ = tokio::time::sleep(every) => {
-                                let _ = ctx.record_heartbeat(heartbeat(&progress_rx)).await;
-                            }
-                        }
-                    }
-                }
-                return Err(ActivityError::cancelled());
-            };
-            let error = match result {
-                Ok(result) => {
-                    let mut payload =
-                        payload::to_marked_payload(&result, payload::CALL_TOOL_RESULT).map_err(
-                            |e| {
-                                failure(
-                                    ToolCallErrorType::UpstreamProtocolError,
-                                    false,
-                                    e.to_string(),
-                                )
-                            },
-                        )?;
-                    carried.lock().unwrap().attach(&mut payload);
-                    if payload.data.len() > MAX_RESULT_BYTES {
-                        return Err(failure(
-                            ToolCallErrorType::ResultTooLarge,
-                            false,
-                            format!(
-                                "tool {:?} returned {} bytes of JSON, more than the {MAX_RESULT_BYTES} bytes a Temporal payload may hold (its 2 MiB limit, less room for metadata); ask the tool for less (a page, a summary or a reference to the data)",
-                                input.tool,
-                                payload.data.len()
-                            ),
-                        ));
-                    }
-                    // The tool and the size only: results are callers' data (R-CON-33).
-                    debug!(tool = %input.tool, result_bytes = payload.data.len(), "tool call answered");
-                    return Ok(RawValue::new(vec![payload]));
-                }
-                Err(e) => e,
-            };
-            let action = match &error {
-                UpstreamError::JsonRpc { code, .. } => {
-                    let (kind, retryable) = on_jsonrpc_error(*code);
-                    return Err(failure(kind, retryable, error.to_string()));
-                }
-                UpstreamError::Protocol { .. } => {
-                    return Err(failure(
-                        ToolCallErrorType::UpstreamProtocolError,
-                        false,
-                        error.to_string(),
-                    ));
-                }
-                UpstreamError::Connect { .. } | UpstreamError::Transport { .. } => {
-                    on_transport_failure(error.phase(), input.one_attempt, false)
-                }
-            };
-            match action {
+            match action_for(&error, input.one_attempt) {
                 FailureAction::RetryWithinAttempt => {
                     let delay = backoff.next_delay();
                     warn!(tool = %input.tool, error = %error, retry_in = ?delay,
                           "the call never reached the tool; retrying within this attempt");
-                    let wait_until = tokio::time::Instant::now() + delay;
-                    while tokio::time::Instant::now() < wait_until {
-                        tokio::select! {
-                            _ = ctx.cancelled() => return Err(ActivityError::cancelled()),
-                            _ = tokio::time::sleep_until(wait_until.min(tokio::time::Instant::now() + every)) => {
-                                let _ = ctx.record_heartbeat(heartbeat(&progress_rx)).await;
-                            }
-                        }
-                    }
+                    heartbeats.wait(&ctx, delay).await?;
                 }
                 FailureAction::FailRetryable(kind) => {
                     return Err(failure(kind, true, error.to_string()));
@@ -299,6 +172,214 @@ impl ProxyActivities {
                     return Err(failure(kind, false, error.to_string()));
                 }
             }
+        }
+    }
+}
+
+/// The worker's connection to the upstream the call names.
+fn upstream_named(
+    upstreams: &HashMap<String, Arc<UpstreamClient>>,
+    service: &str,
+) -> Result<Arc<UpstreamClient>, ActivityError> {
+    upstreams.get(service).cloned().ok_or_else(|| {
+        failure(
+            ToolCallErrorType::UnknownTool,
+            false,
+            format!("this worker fronts no upstream named {service:?}"),
+        )
+    })
+}
+
+/// The attempt's own deadline (start-to-close or schedule-to-close): at it the call is
+/// cancelled upstream here, at once, rather than when the next heartbeat learns that the
+/// server timed the attempt out, which can come after the retry has started (R-PRX-7).
+fn attempt_deadline(ctx: &ActivityContext) -> Option<tokio::time::Instant> {
+    ctx.info().deadline.map(|at| {
+        tokio::time::Instant::now()
+            + at.duration_since(std::time::SystemTime::now())
+                .unwrap_or_default()
+    })
+}
+
+/// One attempt's heartbeats: the upstream's progress and log messages, recorded as soon as
+/// they arrive (the SDK sends the latest details when its throttle allows) and again on every
+/// tick.
+struct Heartbeats {
+    every: Duration,
+    details: watch::Sender<CallHeartbeat>,
+    changed: watch::Receiver<CallHeartbeat>,
+    /// Log messages are numbered across the attempt's tries, and above an earlier attempt's
+    /// (R-PRX-10), so a caller that read some live is not sent them again.
+    attempt: u32,
+    logged: Arc<AtomicU32>,
+}
+
+impl Heartbeats {
+    fn new(ctx: &ActivityContext) -> Self {
+        let (details, changed) = watch::channel(CallHeartbeat::default());
+        Self {
+            every: heartbeat_every(ctx.info().heartbeat_timeout),
+            details,
+            changed,
+            attempt: ctx.info().attempt,
+            logged: Arc::new(AtomicU32::new(0)),
+        }
+    }
+
+    /// Starts a try, which reports its own progress (a retry within the attempt starts over),
+    /// and returns where its notifications gather to travel with its result (R-CON-10). Only
+    /// a real reset counts as a change: marking an unchanged watch changed would heartbeat at
+    /// once, one RPC (and one server write) on every call, however short.
+    fn start_try(&self) -> Arc<Mutex<CallNotifications>> {
+        self.details.send_if_modified(CallHeartbeat::reset);
+        Arc::new(Mutex::new(CallNotifications::default()))
+    }
+
+    /// What the upstream's notifications for this try do: each goes into the heartbeat
+    /// details at once, and into `carried`. Log messages are numbered; progress messages cut
+    /// to [`MAX_PROGRESS_MESSAGE_CHARS`].
+    fn pass_on(
+        &self,
+        carried: Arc<Mutex<CallNotifications>>,
+    ) -> impl FnMut(CallNotification) + Send + 'static {
+        let details = self.details.clone();
+        let (attempt, logged) = (self.attempt, self.logged.clone());
+        move |note| match note {
+            CallNotification::Log(mut log) => {
+                log.seq = Some(log_seq(attempt, logged.fetch_add(1, Ordering::SeqCst)));
+                carried
+                    .lock()
+                    .unwrap()
+                    .push(CallNotification::Log(log.clone()));
+                details.send_modify(|h| h.push_log(log));
+            }
+            CallNotification::Progress(mut p) => {
+                if let Some(m) = &mut p.message {
+                    truncate_chars(m, MAX_PROGRESS_MESSAGE_CHARS);
+                }
+                carried
+                    .lock()
+                    .unwrap()
+                    .push(CallNotification::Progress(p.clone()));
+                let next_log = log_seq(attempt, logged.load(Ordering::SeqCst));
+                details.send_modify(|h| h.set_progress(p, next_log));
+            }
+        }
+    }
+
+    /// Records the latest details as a heartbeat.
+    async fn record(&self, ctx: &ActivityContext) {
+        let details = heartbeat_details(&self.changed.borrow());
+        let _ = ctx.record_heartbeat(details).await;
+    }
+
+    /// Heartbeats until the server's cancellation arrives. After the attempt's deadline the
+    /// upstream call is cancelled; the attempt's end stays the server's (its timeout reaches
+    /// the activity through the next heartbeat).
+    async fn until_cancelled(&self, ctx: &ActivityContext) -> ActivityError {
+        loop {
+            tokio::select! {
+                _ = ctx.cancelled() => return ActivityError::cancelled(),
+                _ = tokio::time::sleep(self.every) => self.record(ctx).await,
+            }
+        }
+    }
+
+    /// Waits `delay` before the next try, heartbeating; a cancellation ends the wait and the
+    /// attempt.
+    async fn wait(&self, ctx: &ActivityContext, delay: Duration) -> Result<(), ActivityError> {
+        let wait_until = tokio::time::Instant::now() + delay;
+        while tokio::time::Instant::now() < wait_until {
+            let tick = wait_until.min(tokio::time::Instant::now() + self.every);
+            tokio::select! {
+                _ = ctx.cancelled() => return Err(ActivityError::cancelled()),
+                _ = tokio::time::sleep_until(tick) => self.record(ctx).await,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a try in flight ended.
+enum InFlight<T> {
+    /// The upstream answered, or the call failed.
+    Ended(T),
+    /// The activity was cancelled (a Nexus cancel, or the server timed the attempt out).
+    Cancelled,
+    /// The attempt's deadline passed.
+    PastDeadline,
+}
+
+/// Runs one try, heartbeating on every change of the details and every tick, until it ends,
+/// the activity is cancelled or the attempt's deadline passes. A try cut short is dropped
+/// here, which sends `notifications/cancelled` for the in-flight request (R-PRX-7).
+async fn call_with_heartbeats<T>(
+    ctx: &ActivityContext,
+    tool: &str,
+    heartbeats: &mut Heartbeats,
+    deadline: Option<tokio::time::Instant>,
+    call: impl Future<Output = T>,
+) -> InFlight<T> {
+    tokio::pin!(call);
+    let cut = loop {
+        tokio::select! {
+            result = &mut call => return InFlight::Ended(result),
+            _ = ctx.cancelled() => break InFlight::Cancelled,
+            _ = until(deadline) => break InFlight::PastDeadline,
+            Ok(()) = heartbeats.changed.changed() => heartbeats.record(ctx).await,
+            _ = tokio::time::sleep(heartbeats.every) => heartbeats.record(ctx).await,
+        }
+    };
+    debug!(tool = %tool, "tool call cancelled; cancelling it upstream");
+    cut
+}
+
+/// The Activity's answer: the result as written, marked as a `CallToolResult`, with the
+/// call's notifications in its metadata (R-CON-10). A result larger than a payload may be
+/// fails with `ResultTooLarge` (R-PRX-6).
+fn answer(
+    tool: &str,
+    result: &serde_json::Value,
+    carried: &Mutex<CallNotifications>,
+) -> Result<RawValue, ActivityError> {
+    let mut payload =
+        payload::to_marked_payload(result, payload::CALL_TOOL_RESULT).map_err(|e| {
+            failure(
+                ToolCallErrorType::UpstreamProtocolError,
+                false,
+                e.to_string(),
+            )
+        })?;
+    carried.lock().unwrap().attach(&mut payload);
+    if payload.data.len() > MAX_RESULT_BYTES {
+        return Err(failure(
+            ToolCallErrorType::ResultTooLarge,
+            false,
+            format!(
+                "tool {:?} returned {} bytes of JSON, more than the {MAX_RESULT_BYTES} bytes a Temporal payload may hold (its 2 MiB limit, less room for metadata); ask the tool for less (a page, a summary or a reference to the data)",
+                tool,
+                payload.data.len()
+            ),
+        ));
+    }
+    // The tool and the size only: results are callers' data (R-CON-33).
+    debug!(tool = %tool, result_bytes = payload.data.len(), "tool call answered");
+    Ok(RawValue::new(vec![payload]))
+}
+
+/// What a failed try leads to: JSON-RPC errors by their code, a broken protocol at once,
+/// transport failures by whether the request can have reached the tool (R-PRX-5).
+fn action_for(error: &UpstreamError, one_attempt: bool) -> FailureAction {
+    match error {
+        UpstreamError::JsonRpc { code, .. } => match on_jsonrpc_error(*code) {
+            (kind, true) => FailureAction::FailRetryable(kind),
+            (kind, false) => FailureAction::FailNonRetryable(kind),
+        },
+        UpstreamError::Protocol { .. } => {
+            FailureAction::FailNonRetryable(ToolCallErrorType::UpstreamProtocolError)
+        }
+        UpstreamError::Connect { .. } | UpstreamError::Transport { .. } => {
+            on_transport_failure(error.phase(), one_attempt, false)
         }
     }
 }
