@@ -75,6 +75,196 @@ impl ServiceContext {
     }
 }
 
+/// The steps of a tool operation's start: it starts the call's standalone Activity, or
+/// reattaches to the one a first start began (R-PRX-3).
+impl ServiceContext {
+    async fn start_call(
+        &self,
+        start: &StartContext,
+        input: &Payload,
+    ) -> Result<StartOutcome, StartError> {
+        let tool = tool_named(&start.operation)?;
+        let activity_id = self.activity_id(&tool, &start.request_id);
+        // A retried start must not depend on discovery, which may have changed (or failed)
+        // since the first attempt recorded its input and options. When the tool is listed,
+        // the start below attaches to an existing activity by id (UseExisting) and keeps its
+        // recorded options, so no lookup is needed; when it is not, look for the first
+        // attempt's activity before asking discovery anything.
+        let listed = self.discovery.tool(&tool);
+        if listed.is_none()
+            && let Some(run_id) = self.find_run(&activity_id).await?
+        {
+            info!(%activity_id, "reattaching a retried start to its activity");
+            return Ok(call_token(&activity_id, run_id));
+        }
+        let arguments = arguments(input)?;
+        let definition = match listed {
+            Some(t) => t,
+            None => self.rediscover(&tool).await?,
+        };
+        let options = self.resolve(&definition);
+        let activity_input = self.activity_input(&tool, arguments, &options).await?;
+        let request = self.activity_start(start, &activity_id, &tool, &options, activity_input);
+        self.start_or_reattach(&activity_id, request, &options.retry_reason)
+            .await
+    }
+
+    /// The run of the call's activity, if there is one.
+    async fn find_run(&self, activity_id: &str) -> Result<Option<String>, StartError> {
+        find_activity(&self.connection, &self.namespace, activity_id)
+            .await
+            .map_err(|s| refused("looking up the call's activity", s))
+    }
+
+    /// A tool discovery did not list: maybe it is new, so ask once more before calling it
+    /// unknown.
+    async fn rediscover(&self, tool: &str) -> Result<serde_json::Value, StartError> {
+        let tools = self.discovery.refresh().await.map_err(|e| {
+            HandlerError::new(HandlerErrorKind::Unavailable, e.to_string())
+                .with_retry(RetryBehavior::Retryable)
+        })?;
+        let definition = tools.iter().find(|t| t["name"] == tool).cloned();
+        Ok(definition.ok_or_else(|| OperationError::Failed {
+            message: format!("upstream {:?} has no tool {tool:?}", self.service),
+            error_type: ToolCallErrorType::UnknownTool.as_str().into(),
+            details: None,
+        })?)
+    }
+
+    /// The activity's recorded input, encoded by the codec if there is one (R-PRX-20).
+    async fn activity_input(
+        &self,
+        tool: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+        options: &ResolvedCallOptions,
+    ) -> Result<Payload, StartError> {
+        let recorded = ToolCallInput {
+            service: self.service.clone(),
+            tool: tool.to_owned(),
+            arguments,
+            one_attempt: options.one_attempt,
+        };
+        let input =
+            payload::to_payload(&recorded).map_err(|e| HandlerError::bad_request(e.to_string()))?;
+        let Some(codec) = &self.codec else {
+            return Ok(input);
+        };
+        Ok(encode_one(codec.as_ref(), input).await.map_err(|e| {
+            HandlerError::new(
+                HandlerErrorKind::Unavailable,
+                format!("encoding the call's input: {e}"),
+            )
+            .with_retry(RetryBehavior::Retryable)
+        })?)
+    }
+
+    /// The start request of the call's activity: its id, the resolved options, `UseExisting`
+    /// with `RejectDuplicate`, and the Nexus callback as completion callback (R-PRX-3,
+    /// R-PRX-16).
+    fn activity_start(
+        &self,
+        start: &StartContext,
+        activity_id: &str,
+        tool: &str,
+        options: &ResolvedCallOptions,
+        input: Payload,
+    ) -> ActivityStart {
+        ActivityStart {
+            activity_id: activity_id.to_owned(),
+            request_id: start.request_id.clone(),
+            activity_type: CALL_TOOL_ACTIVITY.into(),
+            task_queue: self.task_queue.clone(),
+            input: vec![input],
+            schedule_to_close: Some(call_timeout(options)),
+            schedule_to_start: options.schedule_to_start,
+            search_attributes: options.search_attributes.clone(),
+            start_to_close: Some(options.start_to_close),
+            heartbeat: Some(options.heartbeat),
+            retry_policy: Some(options.retry_policy.to_proto()),
+            use_existing: true,
+            reuse_policy: Some(ActivityIdReusePolicy::RejectDuplicate),
+            completion_callback: (!start.callback.is_empty())
+                .then(|| (start.callback.clone(), start.callback_headers.clone())),
+            priority: options.priority.as_ref().map(|p| p.to_proto()),
+            summary: options
+                .summary
+                .clone()
+                .or_else(|| Some(format!("{}: {tool}", self.service))),
+        }
+    }
+
+    /// Starts the activity (or attaches to a running one by id); a retried start whose
+    /// activity already closed is refused as a duplicate, and that closed run is the call.
+    async fn start_or_reattach(
+        &self,
+        activity_id: &str,
+        request: ActivityStart,
+        retry_reason: &str,
+    ) -> Result<StartOutcome, StartError> {
+        let s = match start_activity(&self.connection, &self.namespace, request).await {
+            Ok((run_id, started)) => {
+                info!(%activity_id, started, retry = %retry_reason, "tool call activity");
+                return Ok(call_token(activity_id, run_id));
+            }
+            Err(s) => s,
+        };
+        if s.code() == tonic::Code::AlreadyExists
+            && let Some(run_id) = self.find_run(activity_id).await?
+        {
+            info!(%activity_id, "reattaching a retried start to its closed activity");
+            return Ok(call_token(activity_id, run_id));
+        }
+        Err(refused("starting the call's activity", s))
+    }
+}
+
+/// The tool an operation name stands for (R-NXC-5).
+fn tool_named(operation: &str) -> Result<String, HandlerError> {
+    tool_for_operation(operation).ok_or_else(|| {
+        HandlerError::not_found(format!(
+            "{operation:?} is not the operation name of any tool (R-NXC-5)"
+        ))
+    })
+}
+
+/// The tool's arguments: the operation's input, a JSON object (none is an empty one). The
+/// proxy decodes what callers encoded (R-NXC-5).
+fn arguments(input: &Payload) -> Result<serde_json::Map<String, serde_json::Value>, HandlerError> {
+    match payload::to_json(input) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(serde_json::Value::Null) => Ok(serde_json::Map::new()),
+        Ok(other) => Err(HandlerError::bad_request(format!(
+            "tool arguments must be a JSON object, got {}",
+            json_kind(&other)
+        ))),
+        Err(e) => Err(HandlerError::bad_request(e.to_string())),
+    }
+}
+
+/// The answer for a run of the call's activity: its token.
+fn call_token(activity_id: &str, run_id: String) -> StartOutcome {
+    StartOutcome::Async {
+        token: serde_json::to_string(&CallToken {
+            activity_id: activity_id.to_owned(),
+            run_id,
+        })
+        .expect("a CallToken always serializes"),
+    }
+}
+
+/// A refusal from Temporal: permanent ones fail the start at once (R-PRX-13), others are
+/// retryable.
+fn refused(what: &str, s: tonic::Status) -> StartError {
+    match refusal::classify(what, s.code(), s.message()) {
+        Refusal::Permanent(message) => HandlerError::bad_request(message)
+            .with_retry(RetryBehavior::NonRetryable)
+            .into(),
+        Refusal::Transient(message) => HandlerError::new(HandlerErrorKind::Unavailable, message)
+            .with_retry(RetryBehavior::Retryable)
+            .into(),
+    }
+}
+
 /// Builds the Nexus service for one upstream.
 pub fn proxy_service(ctx: ServiceContext) -> Service {
     let ctx = Arc::new(ctx);
@@ -121,147 +311,7 @@ impl OperationHandler for ToolCall {
         input: Payload,
     ) -> BoxFuture<'static, Result<StartOutcome, StartError>> {
         let ctx = self.ctx.clone();
-        Box::pin(async move {
-            // The proxy decodes what callers encoded (R-NXC-5).
-            let tool = tool_for_operation(&start.operation).ok_or_else(|| {
-                HandlerError::not_found(format!(
-                    "{:?} is not the operation name of any tool (R-NXC-5)",
-                    start.operation
-                ))
-            })?;
-            let activity_id = ctx.activity_id(&tool, &start.request_id);
-            // The answer for a run of this call's activity.
-            let token = |run_id: String| StartOutcome::Async {
-                token: serde_json::to_string(&CallToken {
-                    activity_id: activity_id.clone(),
-                    run_id,
-                })
-                .expect("a CallToken always serializes"),
-            };
-            let rpc_error = |what: &str, s: tonic::Status| -> StartError {
-                match refusal::classify(what, s.code(), s.message()) {
-                    Refusal::Permanent(message) => HandlerError::bad_request(message)
-                        .with_retry(RetryBehavior::NonRetryable)
-                        .into(),
-                    Refusal::Transient(message) => {
-                        HandlerError::new(HandlerErrorKind::Unavailable, message)
-                            .with_retry(RetryBehavior::Retryable)
-                            .into()
-                    }
-                }
-            };
-            // A retried start must not depend on discovery, which may have changed (or failed)
-            // since the first attempt recorded its input and options. When the tool is listed,
-            // the start below attaches to an existing activity by id (UseExisting) and keeps its
-            // recorded options, so no lookup is needed; when it is not, look for the first
-            // attempt's activity before asking discovery anything.
-            let listed = ctx.discovery.tool(&tool);
-            if listed.is_none()
-                && let Some(run_id) = find_activity(&ctx.connection, &ctx.namespace, &activity_id)
-                    .await
-                    .map_err(|s| rpc_error("looking up the call's activity", s))?
-            {
-                info!(%activity_id, "reattaching a retried start to its activity");
-                return Ok(token(run_id));
-            }
-            let arguments = match payload::to_json(&input) {
-                Ok(serde_json::Value::Object(map)) => map,
-                Ok(serde_json::Value::Null) => serde_json::Map::new(),
-                Ok(other) => {
-                    return Err(HandlerError::bad_request(format!(
-                        "tool arguments must be a JSON object, got {}",
-                        json_kind(&other)
-                    ))
-                    .into());
-                }
-                Err(e) => return Err(HandlerError::bad_request(e.to_string()).into()),
-            };
-            let definition = match listed {
-                Some(t) => t,
-                None => {
-                    // Maybe the tool is new: ask once more before calling it unknown.
-                    let tools = ctx.discovery.refresh().await.map_err(|e| {
-                        HandlerError::new(HandlerErrorKind::Unavailable, e.to_string())
-                            .with_retry(RetryBehavior::Retryable)
-                    })?;
-                    tools
-                        .iter()
-                        .find(|t| t["name"] == tool.as_str())
-                        .cloned()
-                        .ok_or_else(|| OperationError::Failed {
-                            message: format!("upstream {:?} has no tool {tool:?}", ctx.service),
-                            error_type: ToolCallErrorType::UnknownTool.as_str().into(),
-                            details: None,
-                        })?
-                }
-            };
-            let options = ctx.resolve(&definition);
-            let recorded = ToolCallInput {
-                service: ctx.service.clone(),
-                tool: tool.clone(),
-                arguments,
-                one_attempt: options.one_attempt,
-            };
-            let mut activity_input = payload::to_payload(&recorded)
-                .map_err(|e| HandlerError::bad_request(e.to_string()))?;
-            if let Some(codec) = &ctx.codec {
-                activity_input = encode_one(codec.as_ref(), activity_input)
-                    .await
-                    .map_err(|e| {
-                        HandlerError::new(
-                            HandlerErrorKind::Unavailable,
-                            format!("encoding the call's input: {e}"),
-                        )
-                        .with_retry(RetryBehavior::Retryable)
-                    })?;
-            }
-            let started_activity = start_activity(
-                &ctx.connection,
-                &ctx.namespace,
-                ActivityStart {
-                    activity_id: activity_id.clone(),
-                    request_id: start.request_id.clone(),
-                    activity_type: CALL_TOOL_ACTIVITY.into(),
-                    task_queue: ctx.task_queue.clone(),
-                    input: vec![activity_input],
-                    schedule_to_close: Some(call_timeout(&options)),
-                    schedule_to_start: options.schedule_to_start,
-                    search_attributes: options.search_attributes.clone(),
-                    start_to_close: Some(options.start_to_close),
-                    heartbeat: Some(options.heartbeat),
-                    retry_policy: Some(options.retry_policy.to_proto()),
-                    use_existing: true,
-                    reuse_policy: Some(ActivityIdReusePolicy::RejectDuplicate),
-                    completion_callback: (!start.callback.is_empty())
-                        .then(|| (start.callback.clone(), start.callback_headers.clone())),
-                    priority: options.priority.as_ref().map(|p| p.to_proto()),
-                    summary: options
-                        .summary
-                        .clone()
-                        .or_else(|| Some(format!("{}: {tool}", ctx.service))),
-                },
-            )
-            .await;
-            let (run_id, started) = match started_activity {
-                Ok(r) => r,
-                // A retried start whose activity already closed: that run is the call.
-                Err(s) if s.code() == tonic::Code::AlreadyExists => {
-                    match find_activity(&ctx.connection, &ctx.namespace, &activity_id)
-                        .await
-                        .map_err(|s| rpc_error("looking up the call's activity", s))?
-                    {
-                        Some(run_id) => {
-                            info!(%activity_id, "reattaching a retried start to its closed activity");
-                            return Ok(token(run_id));
-                        }
-                        None => return Err(rpc_error("starting the call's activity", s)),
-                    }
-                }
-                Err(s) => return Err(rpc_error("starting the call's activity", s)),
-            };
-            info!(%activity_id, started, retry = %options.retry_reason, "tool call activity");
-            Ok(token(run_id))
-        })
+        Box::pin(async move { ctx.start_call(&start, &input).await })
     }
 
     fn cancel(&self, cancel: CancelContext) -> BoxFuture<'static, Result<(), HandlerError>> {
