@@ -27,14 +27,14 @@ use rmcp::{
     model::{
         CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
         ClientRequest, ListToolsRequest, PaginatedRequestParams, ProgressNotificationParam,
-        RequestId, ServerResult,
+        ProgressToken, RequestId, ServerResult,
     },
     service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError},
     transport::{
         StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
     },
 };
-use tokio::sync::watch;
+use tokio::sync::{mpsc::UnboundedReceiver, watch};
 use tracing::{info, warn};
 
 use super::{
@@ -45,7 +45,7 @@ use super::{
     progress::CallProgress,
     transport_failure::{Evidence, Failure, Phase, SendFailure, phase},
 };
-use durable_mcp_contract::call::CallNotification;
+use durable_mcp_contract::call::{CallNotification, ToolLog};
 
 /// Why an upstream request failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -283,6 +283,16 @@ impl UpstreamClient {
         }
     }
 
+    /// The error for a failed request on `conn`; after a transport failure the connection is
+    /// dropped, so the next use reconnects (R-PRX-8).
+    fn failed(&self, conn: &Connection, e: ServiceError) -> UpstreamError {
+        let err = self.map_error(e);
+        if matches!(err, UpstreamError::Transport { .. }) {
+            self.invalidate(conn);
+        }
+        err
+    }
+
     fn map_error(&self, e: ServiceError) -> UpstreamError {
         let service = self.service.clone();
         match e {
@@ -345,13 +355,7 @@ impl UpstreamClient {
         let listed = tokio::time::timeout_at(deadline, self.list_all_as_written(&conn)).await;
         match listed {
             Ok(Ok(tools)) => Ok(tools),
-            Ok(Err(ListError::Service(e))) => {
-                let err = self.map_error(e);
-                if matches!(err, UpstreamError::Transport { .. }) {
-                    self.invalidate(&conn);
-                }
-                Err(err)
-            }
+            Ok(Err(ListError::Service(e))) => Err(self.failed(&conn, e)),
             Ok(Err(ListError::Protocol(reason))) => Err(UpstreamError::Protocol {
                 service: self.service.clone(),
                 reason,
@@ -441,68 +445,45 @@ impl UpstreamClient {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(
             CallToolRequestParams::new(name.to_owned()).with_arguments(arguments),
         ));
-        let fail = |e: ServiceError| async {
-            let err = self.map_error(e);
-            if matches!(err, UpstreamError::Transport { .. }) {
-                self.invalidate(&conn);
-            }
-            err
-        };
         // rmcp gives every request a progress token of its own; the handle says which.
-        let handle = match conn
+        let handle = conn
             .peer()
             .send_request_with_option(request, PeerRequestOptions::no_options())
             .await
-        {
-            Ok(handle) => handle,
-            Err(e) => return Err(fail(e).await),
-        };
-        // rmcp picks the token inside the send: the tap keeps what arrives before this.
-        let mut progress = CallProgress::new(
-            conn.service()
-                .written
-                .follow_progress(&handle.progress_token),
-            conn.service()
-                .progress
-                .subscribe(handle.progress_token.clone())
-                .await,
-        );
+            .map_err(|e| self.failed(&conn, e))?;
+        let mut progress = follow_progress(&conn, &handle.progress_token).await;
         let request_id = handle.id.clone();
         let mut guard = CancelOnDrop {
             peer: conn.peer().clone(),
             id: Some(handle.id.clone()),
         };
-        let response = handle.await_response();
-        tokio::pin!(response);
-        // Notifications first: the answer is taken only when none is ready.
-        let answered = loop {
-            tokio::select! {
-                biased;
-                p = progress.next() => on_note(CallNotification::Progress(p)),
-                Some(log) = logs.recv() => on_note(CallNotification::Log(log)),
-                answered = &mut response => break answered,
-            }
-        };
-        // The taps saw everything written before the answer: pass on what is still queued.
-        for p in progress.drain() {
-            on_note(CallNotification::Progress(p));
-        }
-        while let Ok(log) = logs.try_recv() {
-            on_note(CallNotification::Log(log));
-        }
+        let answered = until_answered(
+            handle.await_response(),
+            &mut progress,
+            &mut logs,
+            &mut on_note,
+        )
+        .await;
         guard.disarm();
-        let result = match answered {
-            Ok(ServerResult::CallToolResult(result)) => result,
-            // A reply without `content` decodes as another shape; rmcp's typed call accepts
-            // these as an empty result (keeping `resultType` and `_meta`), and so does this.
-            Ok(ServerResult::EmptyResult(_)) => CallToolResult::default(),
-            Ok(ServerResult::TaskAckResult(ack)) => {
+        let answered = answered.map_err(|e| self.failed(&conn, e))?;
+        let result = self.call_tool_result(answered)?;
+        self.as_written(&conn, &request_id, &result)
+    }
+
+    /// The `CallToolResult` in an answer to `tools/call`. A reply without `content` decodes as
+    /// another shape; rmcp's typed call accepts these as an empty result (keeping `resultType`
+    /// and `_meta`), and so does this.
+    fn call_tool_result(&self, answered: ServerResult) -> Result<CallToolResult, UpstreamError> {
+        match answered {
+            ServerResult::CallToolResult(result) => Ok(result),
+            ServerResult::EmptyResult(_) => Ok(CallToolResult::default()),
+            ServerResult::TaskAckResult(ack) => {
                 let mut result = CallToolResult::default();
                 result.result_type = Some(ack.result_type);
                 result.meta = ack.meta;
-                result
+                Ok(result)
             }
-            Ok(ServerResult::CustomResult(custom))
+            ServerResult::CustomResult(custom)
                 if custom
                     .0
                     .as_object()
@@ -510,23 +491,27 @@ impl UpstreamClient {
             {
                 let mut result = CallToolResult::default();
                 result.meta = serde_json::from_value(custom.0["_meta"].clone()).ok();
-                result
+                Ok(result)
             }
-            Ok(_) => {
-                return Err(UpstreamError::Protocol {
-                    service: self.service.clone(),
-                    reason: "the answer to tools/call is not a CallToolResult".into(),
-                });
-            }
-            Err(e) => return Err(fail(e).await),
-        };
-        // The answer as the upstream wrote it, when a tap saw it (see `super::as_written`).
-        if let Some(written @ serde_json::Value::Object(_)) =
-            conn.service().written.take(&request_id)
-        {
+            _ => Err(UpstreamError::Protocol {
+                service: self.service.clone(),
+                reason: "the answer to tools/call is not a CallToolResult".into(),
+            }),
+        }
+    }
+
+    /// The answer to request `id` as the upstream wrote it, when a tap saw it (see
+    /// `super::as_written`); else rmcp's typed view of it, `result`.
+    fn as_written(
+        &self,
+        conn: &Connection,
+        id: &RequestId,
+        result: &CallToolResult,
+    ) -> Result<serde_json::Value, UpstreamError> {
+        if let Some(written @ serde_json::Value::Object(_)) = conn.service().written.take(id) {
             return Ok(written);
         }
-        to_json(&result).map_err(|reason| UpstreamError::Protocol {
+        to_json(result).map_err(|reason| UpstreamError::Protocol {
             service: self.service.clone(),
             reason,
         })
@@ -541,6 +526,42 @@ impl UpstreamClient {
             let _ = running.cancel().await;
         }
     }
+}
+
+/// The progress the upstream reports under a call's `token`, from the tap and from rmcp's
+/// dispatcher. rmcp picks the token inside the send: the tap keeps what arrives before this.
+async fn follow_progress(conn: &Connection, token: &ProgressToken) -> CallProgress {
+    CallProgress::new(
+        conn.service().written.follow_progress(token),
+        conn.service().progress.subscribe(token.clone()).await,
+    )
+}
+
+/// Awaits a call's answer, passing its notifications on as they come. Notifications first:
+/// the answer is taken only when none is ready; and the taps saw everything written before
+/// the answer, so what is still queued then is passed on too (R-PRX-9, R-PRX-10).
+async fn until_answered<T>(
+    response: impl Future<Output = T>,
+    progress: &mut CallProgress,
+    logs: &mut UnboundedReceiver<ToolLog>,
+    on_note: &mut impl FnMut(CallNotification),
+) -> T {
+    tokio::pin!(response);
+    let answered = loop {
+        tokio::select! {
+            biased;
+            p = progress.next() => on_note(CallNotification::Progress(p)),
+            Some(log) = logs.recv() => on_note(CallNotification::Log(log)),
+            answered = &mut response => break answered,
+        }
+    };
+    for p in progress.drain() {
+        on_note(CallNotification::Progress(p));
+    }
+    while let Ok(log) = logs.try_recv() {
+        on_note(CallNotification::Log(log));
+    }
+    answered
 }
 
 /// Starts (stdio) or reaches (HTTP) the upstream and runs the MCP `initialize` handshake,
