@@ -9,7 +9,7 @@
 #![allow(deprecated)]
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
@@ -42,6 +42,7 @@ use super::{
     auth::{AuthError, AuthProvider, ClientCredentialsProvider},
     child,
     config::{TransportConfig, UrlSecrets, redacted_url},
+    factory::CustomTransport,
     progress::CallProgress,
     transport_failure::{Evidence, Failure, Phase, SendFailure, phase},
 };
@@ -237,13 +238,16 @@ impl UpstreamClient {
                 Slot::Connecting { attempt, handshake } => (*attempt, handshake.clone()),
                 Slot::Idle | Slot::Connected(_) => {
                     let attempt = self.attempts.fetch_add(1, Ordering::Relaxed);
-                    let opening = tokio::spawn(open(
-                        self.service.clone(),
-                        self.transport.clone(),
-                        self.tools_changed.clone(),
-                        self.secrets.clone(),
-                        self.auth.clone(),
-                    ));
+                    let opening = tokio::spawn(
+                        Opening {
+                            service: self.service.clone(),
+                            tools_changed: self.tools_changed.clone(),
+                            written: WrittenResults::default(),
+                            secrets: self.secrets.clone(),
+                            auth: self.auth.clone(),
+                        }
+                        .open(self.transport.clone()),
+                    );
                     let service = self.service.clone();
                     let handshake = async move {
                         opening.await.unwrap_or_else(|e| {
@@ -564,131 +568,161 @@ async fn until_answered<T>(
     answered
 }
 
-/// Starts (stdio) or reaches (HTTP) the upstream and runs the MCP `initialize` handshake,
-/// within [`CONNECT_TIMEOUT`]; a child that does not answer in time is killed.
-/// A handler for one new connection. Progress tokens are numbered per connection, so each
-/// connection has its own dispatcher: a call still running on an old connection can never
-/// receive a new connection's progress, nor the other way round.
-fn handler(
-    tools_changed: &Arc<watch::Sender<u64>>,
-    written: WrittenResults,
-    child: Option<child::Group>,
-) -> UpstreamHandler {
-    UpstreamHandler {
-        tools_changed: tools_changed.clone(),
-        progress: ProgressDispatcher::new(),
-        written,
-        _child: child.map(Arc::new),
-    }
-}
+type Running = RunningService<RoleClient, UpstreamHandler>;
 
-/// Spawns or reaches the upstream and runs the MCP handshake, bounded by [`CONNECT_TIMEOUT`].
-async fn open(
+/// What a new connection to the upstream is made with. Each connection keeps its own answers
+/// as written, and its own progress dispatcher: progress tokens are numbered per connection,
+/// so a call still running on an old connection can never receive a new connection's
+/// progress, nor the other way round.
+struct Opening {
     service: String,
-    transport: TransportConfig,
     tools_changed: Arc<watch::Sender<u64>>,
+    written: WrittenResults,
+    /// Taken out of every connect error's text (R-PRX-1).
     secrets: UrlSecrets,
     auth: Option<Arc<dyn AuthProvider>>,
-) -> Result<Connection, UpstreamError> {
-    let connect_error = |reason: String| UpstreamError::Connect {
-        service: service.clone(),
-        reason: secrets.scrub(&reason),
-    };
-    let written = WrittenResults::default();
-    let handshake = async {
-        let running = match &transport {
-            TransportConfig::Stdio {
-                command,
-                args,
-                env,
-                cwd,
-                inherit_env,
-            } => {
-                let spawned = child::command(command, args, env, *inherit_env, cwd.as_deref())
-                    .spawn()
-                    .map_err(|e| connect_error(format!("cannot start {command:?}: {e}")))?;
-                let mut group = child::Group::new(spawned);
-                let process = group.child_mut();
-                let (Some(stdin), Some(stdout)) = (process.stdin.take(), process.stdout.take())
-                else {
-                    return Err(connect_error("the child's stdio could not be piped".into()));
-                };
-                if let Some(stderr) = process.stderr.take() {
-                    forward_stderr(service.clone(), stderr);
+}
+
+impl Opening {
+    /// Starts (stdio) or reaches (HTTP, a factory) the upstream and runs the MCP `initialize`
+    /// handshake, within [`CONNECT_TIMEOUT`]; a child that does not answer in time is killed.
+    async fn open(self, transport: TransportConfig) -> Result<Connection, UpstreamError> {
+        let handshake = async {
+            let running = match &transport {
+                TransportConfig::Stdio {
+                    command,
+                    args,
+                    env,
+                    cwd,
+                    inherit_env,
+                } => {
+                    let child = child::command(command, args, env, *inherit_env, cwd.as_deref());
+                    self.stdio(command, child).await
                 }
-                // rmcp reads the child's stdout through a tap that keeps answers as written.
-                let transport = (TapReader::new(stdout, written.clone()), stdin);
-                handler(&tools_changed, written.clone(), Some(group))
-                    .serve(transport)
-                    .await
-                    .map_err(|e| connect_error(e.to_string()))?
+                TransportConfig::Http { url, headers, .. } => self.http(url, headers).await,
+                TransportConfig::Custom(custom) => self.factory(custom).await,
             }
-            TransportConfig::Http { url, headers, .. } => {
-                let mut custom = HashMap::new();
-                for (name, value) in headers {
-                    let name = http::HeaderName::try_from(name.as_str())
-                        .map_err(|e| connect_error(format!("header name {name:?}: {e}")))?;
-                    // The value is a secret: never echo it in errors.
-                    let value = http::HeaderValue::try_from(value.as_str()).map_err(|_| {
-                        connect_error(format!("header {name} has an invalid value"))
-                    })?;
-                    custom.insert(name, value);
-                }
-                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .custom_headers(custom);
-                // rmcp's default resumes an aborted response stream forever, so a call whose
-                // upstream died mid-response would hang: bound it, and let the failure surface.
-                let mut backoff =
-                    rmcp::transport::common::client_side_sse::ExponentialBackoff::default();
-                backoff.max_times = Some(SSE_RESUME_ATTEMPTS);
-                backoff.base_duration = Duration::from_millis(200);
-                backoff.max_delay = Some(Duration::from_secs(2));
-                config.retry_config = Arc::new(backoff);
-                let client =
-                    TapHttpClient::new(url, written.clone(), secrets.clone(), auth.clone())
-                        .map_err(|e| connect_error(format!("cannot build the HTTP client: {e}")))?;
-                let transport = StreamableHttpClientTransport::with_client(client, config);
-                // Where it failed, with the secrets shown as `***`.
-                handler(&tools_changed, written.clone(), None)
-                    .serve(transport)
-                    .await
-                    .map_err(|e| connect_error(format!("{}: {e}", redacted_url(url))))?
-            }
-            // The program's own factory (R-PRX-27), asked anew for every connection.
-            TransportConfig::Custom(custom) => {
-                let opened = custom
-                    .0
-                    .connect()
-                    .await
-                    .map_err(|e| connect_error(e.to_string()))?;
-                handler(&tools_changed, written.clone(), None)
-                    .serve(opened.into_tapped(|read| TapReader::new(read, written.clone())))
-                    .await
-                    .map_err(|e| connect_error(e.to_string()))?
-            }
+            .map_err(|reason| self.connect_error(reason))?;
+            self.ask_for_every_log_message(&running).await;
+            Ok(running)
         };
-        // Log messages are filtered per caller by the connector: ask for all of them.
-        if running
-            .peer()
+        let running = tokio::time::timeout(CONNECT_TIMEOUT, handshake)
+            .await
+            .map_err(|_| {
+                self.connect_error(format!(
+                    "no answer to the MCP initialize handshake within {CONNECT_TIMEOUT:?}"
+                ))
+            })??;
+        info!(service = %self.service, "connected to upstream MCP server");
+        Ok(Arc::new(running))
+    }
+
+    fn connect_error(&self, reason: String) -> UpstreamError {
+        UpstreamError::Connect {
+            service: self.service.clone(),
+            reason: self.secrets.scrub(&reason),
+        }
+    }
+
+    /// The handler of the new connection, holding its stdio child if it has one.
+    fn handler(&self, child: Option<child::Group>) -> UpstreamHandler {
+        UpstreamHandler {
+            tools_changed: self.tools_changed.clone(),
+            progress: ProgressDispatcher::new(),
+            written: self.written.clone(),
+            _child: child.map(Arc::new),
+        }
+    }
+
+    /// Spawns the child (its stderr goes to the log); rmcp reads its stdout through a tap that
+    /// keeps answers as written.
+    async fn stdio(
+        &self,
+        program: &str,
+        mut command: tokio::process::Command,
+    ) -> Result<Running, String> {
+        let spawned = command
+            .spawn()
+            .map_err(|e| format!("cannot start {program:?}: {e}"))?;
+        let mut group = child::Group::new(spawned);
+        let process = group.child_mut();
+        let (Some(stdin), Some(stdout)) = (process.stdin.take(), process.stdout.take()) else {
+            return Err("the child's stdio could not be piped".into());
+        };
+        if let Some(stderr) = process.stderr.take() {
+            forward_stderr(self.service.clone(), stderr);
+        }
+        let transport = (TapReader::new(stdout, self.written.clone()), stdin);
+        let running = self.handler(Some(group)).serve(transport).await;
+        running.map_err(|e| e.to_string())
+    }
+
+    /// Reaches a Streamable HTTP upstream with its headers, through a tapped HTTP client.
+    async fn http(
+        &self,
+        url: &url::Url,
+        headers: &BTreeMap<String, String>,
+    ) -> Result<Running, String> {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+            .custom_headers(header_map(headers)?);
+        // rmcp's default resumes an aborted response stream forever, so a call whose upstream
+        // died mid-response would hang: bound it, and let the failure surface.
+        let mut backoff = rmcp::transport::common::client_side_sse::ExponentialBackoff::default();
+        backoff.max_times = Some(SSE_RESUME_ATTEMPTS);
+        backoff.base_duration = Duration::from_millis(200);
+        backoff.max_delay = Some(Duration::from_secs(2));
+        config.retry_config = Arc::new(backoff);
+        let client = TapHttpClient::new(
+            url,
+            self.written.clone(),
+            self.secrets.clone(),
+            self.auth.clone(),
+        )
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let transport = StreamableHttpClientTransport::with_client(client, config);
+        let running = self.handler(None).serve(transport).await;
+        // Where it failed, with the secrets shown as `***`.
+        running.map_err(|e| format!("{}: {e}", redacted_url(url)))
+    }
+
+    /// The program's own factory (R-PRX-27), asked anew for every connection; a byte stream
+    /// it gives is read through a tap.
+    async fn factory(&self, custom: &CustomTransport) -> Result<Running, String> {
+        let opened = custom.0.connect().await.map_err(|e| e.to_string())?;
+        let transport = opened.into_tapped(|read| TapReader::new(read, self.written.clone()));
+        let running = self.handler(None).serve(transport).await;
+        running.map_err(|e| e.to_string())
+    }
+
+    /// Log messages are filtered per caller by the connector: ask for all of them, when the
+    /// upstream declares `logging` (R-PRX-10).
+    async fn ask_for_every_log_message(&self, running: &Running) {
+        let peer = running.peer();
+        if peer
             .peer_info()
             .is_some_and(|info| info.capabilities.logging.is_some())
         {
             let all = rmcp::model::SetLevelRequestParams::new(rmcp::model::LoggingLevel::Debug);
-            if let Err(e) = running.peer().set_level(all).await {
-                warn!(service = %service, error = %e, "the upstream refused logging/setLevel");
+            if let Err(e) = peer.set_level(all).await {
+                warn!(service = %self.service, error = %e, "the upstream refused logging/setLevel");
             }
         }
-        Ok(running)
-    };
-    let running = tokio::time::timeout(CONNECT_TIMEOUT, handshake)
-        .await
-        .map_err(|_| {
-            connect_error(format!(
-                "no answer to the MCP initialize handshake within {CONNECT_TIMEOUT:?}"
-            ))
-        })??;
-    info!(service = %service, "connected to upstream MCP server");
-    Ok(Arc::new(running))
+    }
+}
+
+/// An HTTP upstream's configured headers. A value is a secret: never echoed in errors.
+fn header_map(
+    headers: &BTreeMap<String, String>,
+) -> Result<HashMap<http::HeaderName, http::HeaderValue>, String> {
+    let mut custom = HashMap::new();
+    for (name, value) in headers {
+        let name = http::HeaderName::try_from(name.as_str())
+            .map_err(|e| format!("header name {name:?}: {e}"))?;
+        let value = http::HeaderValue::try_from(value.as_str())
+            .map_err(|_| format!("header {name} has an invalid value"))?;
+        custom.insert(name, value);
+    }
+    Ok(custom)
 }
 
 /// What each error in an HTTP failure's chain shows (see `transport_failure::Evidence`),
