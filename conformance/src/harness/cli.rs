@@ -335,8 +335,9 @@ fn make_executable(path: &Path) {
     }
 }
 
-/// The last `n` non-empty lines of `text`, indented for error messages.
-pub(crate) fn tail_lines(text: &str, n: usize) -> String {
+/// The last `n` non-empty lines of `text`, indented: a log's tail for an error message. The one
+/// tail helper of the crate (the harness, the fixtures, the runner and the load run use it).
+pub fn tail_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(n)..]
         .iter()

@@ -36,7 +36,7 @@ use std::{
 use tokio::sync::OnceCell;
 use url::Url;
 
-pub use cli::{MIN_CLI_VERSION, ServerVersion, cache_dir, compare_versions, find_cli};
+pub use cli::{MIN_CLI_VERSION, ServerVersion, cache_dir, compare_versions, find_cli, tail_lines};
 pub use error::HarnessError;
 pub use image::LOCAL_IMAGE_REPOSITORY;
 pub(crate) use process::ServerProcess;

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     DevServer,
-    harness::{ServerProcess, unique_name},
+    harness::{ServerProcess, tail_lines, unique_name},
     run::proxy_process::{ProxyLauncher, Serves},
 };
 
@@ -189,20 +189,15 @@ pub(super) async fn spawn_until(
             return Ok((Child::spawned(role, process), rest.trim().to_owned()));
         }
         if let Some(status) = process.exited() {
-            anyhow::bail!("the {role} exited ({status}): {}", tail(&text));
+            anyhow::bail!("the {role} exited ({status}): {}", tail_lines(&text, 8));
         }
         anyhow::ensure!(
             tokio::time::Instant::now() < deadline,
             "the {role} did not get ready in 60 s: {}",
-            tail(&text)
+            tail_lines(&text, 8)
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-fn tail(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().rev().take(8).collect();
-    lines.into_iter().rev().collect::<Vec<_>>().join("\n")
 }
 
 /// The mock upstream over Streamable HTTP, recording every invocation in `ledger`.

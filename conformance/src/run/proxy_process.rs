@@ -237,8 +237,7 @@ impl Proxy {
 /// The proxy's log, for setup errors.
 pub(crate) fn log_tail(dir: &Path) -> String {
     let text = std::fs::read_to_string(dir.join("proxy.log")).unwrap_or_default();
-    let lines: Vec<_> = text.lines().rev().take(10).collect();
-    lines.into_iter().rev().collect::<Vec<_>>().join("\n")
+    crate::harness::tail_lines(&text, 10)
 }
 
 /// The minimal environment and the runner's working directory.
