@@ -172,7 +172,7 @@ async fn a_request_body_that_trickles_in_is_refused_and_frees_its_connection() {
 async fn startup_refuses_previous_keys_without_a_current_one_and_colliding_paths() {
     // Both are refused before the connector connects to anything: no server is needed.
     let run = |args: &[&str], env: &[(&str, &str)]| {
-        let mut command = std::process::Command::new(workspace_bin("durable-mcp-connector"));
+        let mut command = std::process::Command::new(workspace_bin("durable-mcp-connector").unwrap());
         command
             .args(["--route", "{service: s, endpoint: e}"])
             .args(args)

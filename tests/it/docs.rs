@@ -112,7 +112,7 @@ fn language(block: &Block) -> &str {
 
 /// `bin args... --help`, which must succeed.
 fn help(bin: &str, args: &[&str]) -> String {
-    let out = Command::new(workspace_bin(bin))
+    let out = Command::new(workspace_bin(bin).unwrap())
         .args(args)
         .arg("--help")
         .output()
@@ -722,7 +722,7 @@ fn check_invocation(
     }
     let mut parts = run.command.split(' ');
     let bin = parts.next().unwrap();
-    let out = Command::new(workspace_bin(bin))
+    let out = Command::new(workspace_bin(bin).unwrap())
         .args(parts)
         .args(&run.args)
         .current_dir(root())

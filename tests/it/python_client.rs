@@ -321,7 +321,7 @@ async fn python_mcp_client_drives_the_connector_binary_over_stdio() {
     let key = format!("py-stdio-{}", uuid::Uuid::new_v4());
     let stdio = vec![
         "--stdio".to_owned(),
-        workspace_bin("durable-mcp-connector")
+        workspace_bin("durable-mcp-connector").unwrap()
             .to_string_lossy()
             .into_owned(),
         "--route".to_owned(),
@@ -359,7 +359,7 @@ async fn python_mcp_client_uses_native_tools_and_companion_tools() {
     let _tools = example_tools(&env).await;
     let args: Vec<std::ffi::OsString> = vec![
         "--stdio".into(),
-        workspace_bin("durable-mcp-connector").into(),
+        workspace_bin("durable-mcp-connector").unwrap().into(),
         "--route".into(),
         format!("{{service: examples, endpoint: {}}}", env.endpoint).into(),
         "--companion-tools".into(),

@@ -62,7 +62,7 @@ fn spawn_proxy(config: &str, vars: &[(&str, &str)]) -> (tokio::process::Child, P
     std::fs::write(&config_path, config).unwrap();
     let log_path = config_path.with_file_name("proxy.log");
     let log_file = std::fs::File::create(&log_path).unwrap();
-    let child = tokio::process::Command::new(workspace_bin("durable-mcp-proxy"))
+    let child = tokio::process::Command::new(workspace_bin("durable-mcp-proxy").unwrap())
         .arg("--config")
         .arg(&config_path)
         .env("RUST_LOG", "trace")
@@ -630,7 +630,7 @@ args = ["--ledger", "{ledger}", "--spec", "{spec}"]
     .unwrap();
     let proxy_log = temp_path("proxy.log");
     let log_file = std::fs::File::create(&proxy_log).unwrap();
-    let mut proxy = tokio::process::Command::new(workspace_bin("durable-mcp-proxy"))
+    let mut proxy = tokio::process::Command::new(workspace_bin("durable-mcp-proxy").unwrap())
         .arg("--config")
         .arg(&config_path)
         .env("RUST_LOG", "debug")

@@ -16,6 +16,7 @@ use durable_mcp::{
     temporal::activity::{ActivityStart, cancel_activity, start_activity},
 };
 use durable_mcp_conformance::harness::{self, DevServer};
+pub use durable_mcp_conformance::harness::workspace_bin;
 use durable_mcp_conformance::proxy_thread::ProxyThread;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -505,23 +506,10 @@ pub fn http_upstream(service: &str, url: &str) -> durable_mcp::outbound::Upstrea
     }
 }
 
-/// A binary built by this workspace, next to the test executable's target directory.
-pub fn workspace_bin(name: &str) -> std::path::PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap(); // target/<profile>/deps/..
-    let path = dir.join(name);
-    assert!(
-        path.is_file(),
-        "{} is not built: run `cargo build --workspace --bins` (cargo test --workspace builds it)",
-        path.display()
-    );
-    path
-}
-
 /// `durable-mcp-connector` with one `--route` to `service` on this env's endpoint and the
 /// Temporal connection in its environment: exactly what an `mcpServers` entry runs.
 pub fn connector_command(env: &TestEnv, service: &str) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(workspace_bin("durable-mcp-connector"));
+    let mut command = tokio::process::Command::new(workspace_bin("durable-mcp-connector").unwrap());
     command
         .arg("--route")
         .arg(format!(
@@ -581,7 +569,7 @@ pub const EXAMPLE_TOOLS_WITH_COMPANIONS: [&str; 5] = [
 /// `durable-mcp-example-tools --task-queue <env's queue>`, killed when dropped; returns once
 /// it announced that it serves.
 pub async fn example_tools(env: &TestEnv) -> tokio::process::Child {
-    let mut command = tokio::process::Command::new(workspace_bin("durable-mcp-example-tools"));
+    let mut command = tokio::process::Command::new(workspace_bin("durable-mcp-example-tools").unwrap());
     command
         .args(["--task-queue", &env.task_queue])
         .env("TEMPORAL_ADDRESS", &env.address)

@@ -748,7 +748,7 @@ async fn a_remote_codec_encodes_what_is_sent_and_decodes_what_is_shown() {
 
 /// `durable-mcp-connector --temporal-tools` (no route) as an MCP host starts it.
 fn toolset_connector(env: &TestEnv) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(workspace_bin("durable-mcp-connector"));
+    let mut command = tokio::process::Command::new(workspace_bin("durable-mcp-connector").unwrap());
     command
         .arg("--temporal-tools")
         .env("TEMPORAL_ADDRESS", &env.address)

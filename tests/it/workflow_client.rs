@@ -858,7 +858,7 @@ async fn the_example_agent_prints_one_result_per_call_equal_to_direct_calls() {
         ("get-sum", json!({"a": 2, "b": 3})),
         ("get-tiny-image", json!({})),
     ];
-    let mut command = tokio::process::Command::new(workspace_bin("durable-mcp-example-agent"));
+    let mut command = tokio::process::Command::new(workspace_bin("durable-mcp-example-agent").unwrap());
     command
         .args(["--endpoint", &env.endpoint, "--service", "everything"])
         .env("TEMPORAL_ADDRESS", &env.address)
@@ -902,7 +902,7 @@ async fn the_example_agent_prints_one_result_per_call_equal_to_direct_calls() {
 #[tokio::test]
 async fn the_example_agent_refuses_an_unknown_endpoint_instead_of_waiting_forever() {
     let env = TestEnv::shared("wfc-agent-no-ep").await;
-    let output = tokio::process::Command::new(workspace_bin("durable-mcp-example-agent"))
+    let output = tokio::process::Command::new(workspace_bin("durable-mcp-example-agent").unwrap())
         .args([
             "--endpoint",
             "no-such-endpoint",

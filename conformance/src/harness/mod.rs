@@ -17,6 +17,7 @@
 //! the test binary (see `process.rs`); [`Backend::Container`] runs the official image through
 //! testcontainers and reports [`HarnessError::BackendUnavailable`] when no Docker engine answers.
 
+pub mod bins;
 mod cli;
 mod container;
 mod error;
@@ -36,6 +37,9 @@ use std::{
 use tokio::sync::OnceCell;
 use url::Url;
 
+pub use bins::{
+    connector_bin, example_tools_bin, mock_upstream_bin, proxy_bin, workspace_bin,
+};
 pub use cli::{MIN_CLI_VERSION, ServerVersion, cache_dir, compare_versions, find_cli, tail_lines};
 pub use error::HarnessError;
 pub use image::LOCAL_IMAGE_REPOSITORY;

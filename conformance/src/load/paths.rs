@@ -270,11 +270,7 @@ pub async fn start(
                 .create_nexus_endpoint(&endpoint, server.namespace(), &task_queue)
                 .await?;
             children.push(start_proxy(server, &task_queue, upstream_url, dir)?);
-            let connector = Command::new(crate::fixtures::workspace_bin(
-                "durable-mcp-connector",
-                "DURABLE_MCP_CONNECTOR",
-                "-p durable-mcp-cli",
-            )?);
+            let connector = Command::new(crate::harness::connector_bin()?);
             let route = format!("{{service: {SERVICE}, endpoint: {endpoint}}}");
             connector_route = Some(route.clone());
             if kind == PathKind::FullHttp {
@@ -410,7 +406,7 @@ fn start_proxy(
             codec: None,
         },
         serves: Serves::Upstream(Box::new(upstream)),
-        bin: Some(crate::run::proxy_bin()?),
+        bin: Some(crate::harness::proxy_bin()?),
         dir: dir.to_owned(),
     };
     match launcher.start()? {

@@ -204,11 +204,7 @@ pub async fn run(
     dir: &Path,
 ) -> anyhow::Result<TasksRun> {
     let flags = connector_flags(n);
-    let mut command = std::process::Command::new(crate::fixtures::workspace_bin(
-        "durable-mcp-connector",
-        "DURABLE_MCP_CONNECTOR",
-        "-p durable-mcp-cli",
-    )?);
+    let mut command = std::process::Command::new(crate::harness::connector_bin()?);
     command
         .args([
             "--route",

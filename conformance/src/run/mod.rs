@@ -23,7 +23,8 @@ use durable_mcp::{
 use serde::Serialize;
 
 pub(crate) use checks::first_difference;
-pub use proxy_process::{
+/// The binaries the runner starts, found as every workspace binary is ([`crate::harness::bins`]).
+pub use crate::harness::bins::{
     EXAMPLE_TOOLS_BIN, EXAMPLE_TOOLS_BIN_ENV, PROXY_BIN, PROXY_BIN_ENV, example_tools_bin,
     proxy_bin,
 };

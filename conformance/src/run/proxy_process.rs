@@ -14,30 +14,6 @@ use crate::{
     proxy_thread::{Connect, ProxyThread},
 };
 
-/// The proxy binary's name.
-pub const PROXY_BIN: &str = "durable-mcp-proxy";
-/// Environment variable that overrides where [`proxy_bin`] looks.
-pub const PROXY_BIN_ENV: &str = "DURABLE_MCP_PROXY";
-
-/// `$DURABLE_MCP_PROXY`, else `durable-mcp-proxy` next to the running executable.
-pub fn proxy_bin() -> anyhow::Result<PathBuf> {
-    crate::fixtures::workspace_bin(PROXY_BIN, PROXY_BIN_ENV, "-p durable-mcp-cli")
-}
-
-/// The native example tool service's binary.
-pub const EXAMPLE_TOOLS_BIN: &str = "durable-mcp-example-tools";
-/// Environment variable that overrides where [`example_tools_bin`] looks.
-pub const EXAMPLE_TOOLS_BIN_ENV: &str = "DURABLE_MCP_EXAMPLE_TOOLS";
-
-/// `$DURABLE_MCP_EXAMPLE_TOOLS`, else `durable-mcp-example-tools` next to the running executable.
-pub fn example_tools_bin() -> anyhow::Result<PathBuf> {
-    crate::fixtures::workspace_bin(
-        EXAMPLE_TOOLS_BIN,
-        EXAMPLE_TOOLS_BIN_ENV,
-        "-p durable-mcp-examples",
-    )
-}
-
 /// A running proxy of either kind.
 pub(crate) enum Proxy {
     Thread(ProxyThread),
