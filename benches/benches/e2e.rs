@@ -28,18 +28,18 @@
 //! activity is ~28-33 ms p50. `durable_echo` takes the async path, `durable_list_tools` the
 //! sync one; the difference from `direct_rmcp_echo` is the durable overhead.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::time::Duration;
 
 use criterion::{Criterion, SamplingMode, Throughput};
 use durable_mcp::{
     mcp::payload,
     nexus::{OperationClient, OperationOutcome, StartOperation},
-    outbound::TransportConfig,
 };
 use durable_mcp_conformance::proxy_thread::ProxyThread;
 use durable_mcp_conformance::{
     fixtures::{HttpUpstream, SpecSource, UpstreamSpec, everything::DirectClient, serve_http},
-    harness::{self, DevServer, Slice},
+    harness::{DevServer, Slice},
+    kit::upstreams::http_upstream,
 };
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
@@ -88,15 +88,7 @@ impl Env {
             (server, upstream, direct, slice)
         });
         let proxy = slice.start_proxy(
-            vec![harness::upstream(
-                SERVICE,
-                TransportConfig::Http {
-                    url: upstream.url.parse().unwrap(),
-                    headers: BTreeMap::new(),
-                    unavailable_means_not_run: false,
-                    oauth: None,
-                },
-            )],
+            vec![http_upstream(SERVICE, &upstream.url).expect("the upstream's URL")],
             50,
         );
         let Slice {

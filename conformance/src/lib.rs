@@ -2,6 +2,7 @@
 
 pub mod fixtures;
 pub mod harness;
+pub mod kit;
 pub mod load;
 pub mod proxy_thread;
 pub mod report;

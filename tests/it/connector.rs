@@ -15,8 +15,8 @@ use crate::support::*;
 async fn mcp_client_lists_and_calls_tools_through_the_connector() {
     let env = TestEnv::shared("connector").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
-    let client = client_for(connector_for(&env, "mock")).await;
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
+    let client = client_for(connector_for(&env, "mock")).await.unwrap();
 
     let tools = client.peer().list_all_tools().await.unwrap();
     let names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
@@ -96,15 +96,18 @@ async fn two_routes_exposing_one_tool_name_leave_it_out_and_a_call_names_both() 
     let _proxy = start_proxy(
         &env,
         vec![
-            mock_stdio_upstream("first", &ledger),
-            mock_stdio_upstream("second", &ledger),
+            mock_stdio_upstream("first", &ledger).unwrap(),
+            mock_stdio_upstream("second", &ledger).unwrap(),
         ],
     );
     let connector = Connector::new(
         env.client.clone(),
-        ConnectorOptions::new(vec![route(&env, "first"), route(&env, "second")]),
+        ConnectorOptions::new(vec![
+            route("first", &env.endpoint),
+            route("second", &env.endpoint),
+        ]),
     );
-    let client = client_for(connector).await;
+    let client = client_for(connector).await.unwrap();
     // Both mocks list the same tools: every name is ambiguous, so none is listed, and the
     // listing itself still answers.
     let tools = client.peer().list_all_tools().await.unwrap();
@@ -131,7 +134,7 @@ async fn two_routes_exposing_one_tool_name_leave_it_out_and_a_call_names_both() 
 async fn the_connector_binary_serves_stdio_like_an_mcp_host_would_start_it() {
     let env = TestEnv::shared("connector-bin").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
     // Exactly what an `mcpServers` entry does: command, --route args, TEMPORAL_* env.
     let transport =
         rmcp::transport::TokioChildProcess::new(connector_command(&env, "mock")).unwrap();
@@ -158,7 +161,7 @@ fn scoped_connector(env: &TestEnv, key: &SigningKey, scope: &str) -> Connector {
 }
 
 fn task_options(env: &TestEnv, key: &SigningKey, scope: &str) -> ConnectorOptions {
-    let mut options = ConnectorOptions::new(vec![route(env, "mock")]);
+    let mut options = ConnectorOptions::new(vec![route("mock", &env.endpoint)]);
     options.task_after = Duration::from_millis(300);
     options.signing_key = key.clone();
     options.caller_scope = CallerScope::Process(scope.into());
@@ -169,12 +172,18 @@ fn task_options(env: &TestEnv, key: &SigningKey, scope: &str) -> ConnectorOption
 async fn slow_calls_become_tasks_that_only_their_owner_can_read_from_any_replica() {
     let env = TestEnv::shared("connector-tasks").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
     let key = SigningKey::generate();
     // Two replicas sharing the key and the caller scope; a third caller with another scope.
-    let replica_a = task_client_for(scoped_connector(&env, &key, "alice")).await;
-    let replica_b = task_client_for(scoped_connector(&env, &key, "alice")).await;
-    let stranger = task_client_for(scoped_connector(&env, &key, "mallory")).await;
+    let replica_a = task_client_for(scoped_connector(&env, &key, "alice"))
+        .await
+        .unwrap();
+    let replica_b = task_client_for(scoped_connector(&env, &key, "alice"))
+        .await
+        .unwrap();
+    let stranger = task_client_for(scoped_connector(&env, &key, "mallory"))
+        .await
+        .unwrap();
 
     // Fast calls complete inline, even for a task-capable caller (the 1 s threshold leaves a
     // loaded machine room for the first call, which also lists the tools).
@@ -274,8 +283,10 @@ async fn slow_calls_become_tasks_that_only_their_owner_can_read_from_any_replica
 async fn callers_without_the_tasks_extension_get_the_required_capability_error() {
     let env = TestEnv::shared("connector-notasks").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
-    let client = client_for(scoped_connector(&env, &SigningKey::generate(), "p")).await;
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
+    let client = client_for(scoped_connector(&env, &SigningKey::generate(), "p"))
+        .await
+        .unwrap();
     // Without the extension a slow call simply waits to completion.
     let result = client
         .peer()
@@ -311,12 +322,14 @@ fn with_key(tool: &str, args: serde_json::Value, key: &str) -> CallToolRequestPa
 async fn idempotency_keys_reattach_across_restarts_and_conflict_on_other_arguments() {
     let env = TestEnv::shared("connector-idem").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
     let key = SigningKey::generate();
     let idem = format!("order-{}", uuid::Uuid::new_v4());
 
     // First call with the key: the destructive tool runs once.
-    let first_connector = client_for(scoped_connector(&env, &key, "shop")).await;
+    let first_connector = client_for(scoped_connector(&env, &key, "shop"))
+        .await
+        .unwrap();
     let first = first_connector
         .peer()
         .call_tool(with_key(
@@ -331,7 +344,9 @@ async fn idempotency_keys_reattach_across_restarts_and_conflict_on_other_argumen
 
     // A restarted connector (same key, same caller) answers the same call from the first
     // execution, without running the tool again.
-    let restarted = client_for(scoped_connector(&env, &key, "shop")).await;
+    let restarted = client_for(scoped_connector(&env, &key, "shop"))
+        .await
+        .unwrap();
     let again = restarted
         .peer()
         .call_tool(with_key(
@@ -369,7 +384,9 @@ async fn idempotency_keys_reattach_across_restarts_and_conflict_on_other_argumen
     assert_eq!(ledger.count_key("write_once", LedgerEvent::Called, "w"), 1);
 
     // Another caller scope with the same key is a different execution.
-    let other = client_for(scoped_connector(&env, &key, "someone-else")).await;
+    let other = client_for(scoped_connector(&env, &key, "someone-else"))
+        .await
+        .unwrap();
     let theirs = other
         .peer()
         .call_tool(with_key(
@@ -437,14 +454,16 @@ async fn operation_ids_and_timeouts_follow_the_options_and_the_listing() {
 
     let key = SigningKey::generate();
     let scope = CallerScope::Process("opids".into());
-    let mut options = ConnectorOptions::new(vec![route(&env, "tools")]);
+    let mut options = ConnectorOptions::new(vec![route("tools", &env.endpoint)]);
     options.connector_name = "acme".into();
     options.operation_id_prefix = "p7".into();
     options.default_timeout = Duration::from_secs(77);
     options.task_after = Duration::from_millis(300);
     options.signing_key = key.clone();
     options.caller_scope = scope.clone();
-    let client = task_client_for(Connector::new(env.client.clone(), options)).await;
+    let client = task_client_for(Connector::new(env.client.clone(), options))
+        .await
+        .unwrap();
 
     for (tool, timeout) in [("timed", 45), ("untimed", 77)] {
         let answer = client
@@ -502,7 +521,7 @@ async fn operation_ids_and_timeouts_follow_the_options_and_the_listing() {
 async fn a_restarted_connector_process_reattaches_idempotency_keys_and_serves_earlier_tasks() {
     let env = TestEnv::shared("connector-bin-restart").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
     // The binary over stdio, as an MCP host starts it, with a signing key from the environment
     // (so restarts verify each other's task IDs) and a task threshold that the quick
     // `write_once` stays under even on a loaded machine, and the 3 s `slow` call does not.
@@ -598,8 +617,8 @@ async fn a_restarted_connector_process_reattaches_idempotency_keys_and_serves_ea
 async fn oversized_arguments_are_refused_before_anything_starts() {
     let env = TestEnv::shared("connector-big-arguments").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
-    let client = client_for(connector_for(&env, "mock")).await;
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
+    let client = client_for(connector_for(&env, "mock")).await.unwrap();
     let big = "x".repeat(3 * 1024 * 1024);
     let err = client
         .peer()
@@ -646,7 +665,8 @@ async fn internal_failures_reach_callers_as_stable_messages_without_details() {
         env.client.clone(),
         ConnectorOptions::new(routes),
     ))
-    .await;
+    .await
+    .unwrap();
     let listed = client
         .peer()
         .list_all_tools()
@@ -692,9 +712,10 @@ async fn tools_whose_names_hold_slashes_are_listed_and_callable() {
         "slashes",
         vec!["--spec".into(), spec_file.to_string_lossy().into_owned()],
         &ledger,
-    );
+    )
+    .unwrap();
     let _proxy = start_proxy(&env, vec![upstream]);
-    let client = client_for(connector_for(&env, "slashes")).await;
+    let client = client_for(connector_for(&env, "slashes")).await.unwrap();
 
     let listed: Vec<_> = client
         .peer()

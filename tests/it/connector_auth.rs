@@ -129,13 +129,17 @@ pub(crate) fn args(v: Value) -> serde_json::Map<String, Value> {
 async fn http_tasks_belong_to_the_token_subject_across_two_connector_processes() {
     let env = TestEnv::shared("connector-auth").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
     let idp = TestIssuer::start().await;
     let config = idp.auth_config();
     let config = config.to_str().unwrap();
     let extra = ["--auth-config", config, "--task-after", "500ms"];
-    let first = HttpConnectorProcess::start(&env, "mock", &extra).await;
-    let second = HttpConnectorProcess::start(&env, "mock", &extra).await;
+    let first = HttpConnectorProcess::start(&env, "mock", &extra)
+        .await
+        .unwrap();
+    let second = HttpConnectorProcess::start(&env, "mock", &extra)
+        .await
+        .unwrap();
 
     // Alice starts a slow call on the first process and gets a task.
     let alice = client(&first.url, &idp.token("alice", SCOPE, 1)).await;
@@ -274,7 +278,8 @@ async fn unauthenticated_requests_get_challenges_that_lead_to_the_metadata() {
     let config = idp.auth_config();
     let connector =
         HttpConnectorProcess::start(&env, "mock", &["--auth-config", config.to_str().unwrap()])
-            .await;
+            .await
+            .unwrap();
     let base = format!("http://{}", connector.addr);
     let http = reqwest::Client::new();
 
@@ -389,7 +394,7 @@ async fn a_host_can_mount_the_connector_behind_its_own_identity_middleware() {
     };
     let env = TestEnv::shared("connector-host-middleware").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
     let mut options = ConnectorOptions::new(vec![Route {
         service: "mock".into(),
         endpoint: env.endpoint.clone(),
@@ -487,7 +492,7 @@ async fn a_host_can_mount_the_connector_behind_its_own_identity_middleware() {
 async fn a_session_belongs_to_the_caller_that_opened_it() {
     let env = TestEnv::shared("connector-auth-sessions").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
     let idp = TestIssuer::start().await;
     let config = idp.auth_config();
     let connector = HttpConnectorProcess::start(
@@ -500,7 +505,8 @@ async fn a_session_belongs_to_the_caller_that_opened_it() {
             "2",
         ],
     )
-    .await;
+    .await
+    .unwrap();
     let url = connector.url.clone();
     let http = reqwest::Client::new();
     let alice = idp.token("alice", SCOPE, 1);
@@ -628,7 +634,7 @@ async fn ops_call(url: &str, token: &str, tool: &str, arguments: Value) -> Value
 async fn temporal_tool_families_need_the_scopes_the_operator_set() {
     let env = TestEnv::shared("ops-scopes").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
     let idp = TestIssuer::start().await;
     let config = idp.auth_config();
 
@@ -671,7 +677,9 @@ async fn temporal_tool_families_need_the_scopes_the_operator_set() {
         "--temporal-tools-scopes",
         "read=temporal.read,write=temporal.write,admin=temporal.admin",
     ];
-    let connector = HttpConnectorProcess::start(&env, "mock", &extra).await;
+    let connector = HttpConnectorProcess::start(&env, "mock", &extra)
+        .await
+        .unwrap();
     let plain = idp.token("plain", SCOPE, 1);
     let writer = idp.token("writer", &format!("{SCOPE} temporal.write"), 1);
     let reader = idp.token(

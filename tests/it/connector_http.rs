@@ -77,10 +77,12 @@ async fn post_initialize(addr: SocketAddr, host: &str, origin: Option<&str>) -> 
 async fn http_clients_old_and_new_list_and_call_tools_and_foreign_hosts_are_refused() {
     let env = TestEnv::shared("connector-http").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
     let mut options = loopback_http_options();
     options.allowed_hosts = vec!["mcp.example.test".into()];
-    let (server, shutdown) = serve_connector_http(connector_for(&env, "mock"), options).await;
+    let (server, shutdown) = serve_connector_http(connector_for(&env, "mock"), options)
+        .await
+        .unwrap();
     let addr = server.local_addr;
     assert_ne!(addr.port(), 0);
     assert_eq!(server.url, format!("http://127.0.0.1:{}/mcp", addr.port()));
@@ -90,7 +92,7 @@ async fn http_clients_old_and_new_list_and_call_tools_and_foreign_hosts_are_refu
     assert_eq!((status, body.as_str()), (200, "ok"));
 
     // An older (session) client: the initialize handshake and an Mcp-Session-Id.
-    let session = session_http_client(&server.url).await;
+    let session = session_http_client(&server.url, ()).await.unwrap();
     let tools = session.peer().list_all_tools().await.unwrap();
     assert!(tools.iter().any(|t| t.name == "echo"), "{tools:?}");
     let result = session
@@ -104,7 +106,7 @@ async fn http_clients_old_and_new_list_and_call_tools_and_foreign_hosts_are_refu
     );
 
     // A current (stateless 2026-07-28) client on the same endpoint.
-    let modern = stateless_http_client(&server.url).await;
+    let modern = stateless_http_client(&server.url, ()).await.unwrap();
     let tools = modern.peer().list_all_tools().await.unwrap();
     assert!(tools.iter().any(|t| t.name == "echo"), "{tools:?}");
     let result = modern
@@ -167,11 +169,13 @@ async fn http_clients_old_and_new_list_and_call_tools_and_foreign_hosts_are_refu
 async fn shutdown_leaves_an_in_flight_operation_running() {
     let env = TestEnv::shared("connector-http-shutdown").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
     let mut options = loopback_http_options();
     options.shutdown_grace = Duration::from_millis(500);
-    let (server, shutdown) = serve_connector_http(connector_for(&env, "mock"), options).await;
-    let client = session_http_client(&server.url).await;
+    let (server, shutdown) = serve_connector_http(connector_for(&env, "mock"), options)
+        .await
+        .unwrap();
+    let client = session_http_client(&server.url, ()).await.unwrap();
     let peer = client.peer().clone();
     let slow = tokio::spawn(async move {
         peer.call_tool(tool_call("slow", json!({"key": "sd1", "sleep_ms": 8000})))
@@ -204,7 +208,7 @@ async fn shutdown_leaves_an_in_flight_operation_running() {
 async fn the_connector_binary_serves_http_and_stops_on_sigterm() {
     let env = TestEnv::shared("connector-http-bin").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
     // HTTP refuses to start without a task signing key.
     let refused = connector_command(&env, "mock")
         .args(["--transport", "http", "--addr", "127.0.0.1:0"])
@@ -224,7 +228,9 @@ async fn the_connector_binary_serves_http_and_stops_on_sigterm() {
         url,
         addr,
         startup_log,
-    } = HttpConnectorProcess::start(&env, "mock", &["--allowed-host", "mcp.example.test"]).await;
+    } = HttpConnectorProcess::start(&env, "mock", &["--allowed-host", "mcp.example.test"])
+        .await
+        .unwrap();
     assert!(
         startup_log
             .iter()
@@ -237,7 +243,7 @@ async fn the_connector_binary_serves_http_and_stops_on_sigterm() {
     assert_eq!(post_initialize(addr, "evil.example", None).await.0, 403);
     assert_eq!(post_initialize(addr, "mcp.example.test", None).await.0, 200);
 
-    let client = session_http_client(&url).await;
+    let client = session_http_client(&url, ()).await.unwrap();
     let result = client.peer().call_tool(echo("http-bin")).await.unwrap();
     assert_eq!(result.structured_content, Some(json!({"key": "http-bin"})));
     client.cancel().await.unwrap();
@@ -299,9 +305,11 @@ fn stateless_call(id: u64, tool: &str, arguments: serde_json::Value) -> String {
 async fn closing_a_stateless_response_stream_cancels_the_operation_upstream() {
     let env = TestEnv::shared("connector-http-close").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
     let (server, shutdown) =
-        serve_connector_http(connector_for(&env, "mock"), loopback_http_options()).await;
+        serve_connector_http(connector_for(&env, "mock"), loopback_http_options())
+            .await
+            .unwrap();
     let addr = server.local_addr;
 
     // A raw 2026-07-28 call: no session, nothing but this one response stream.
@@ -338,7 +346,7 @@ async fn closing_a_stateless_response_stream_cancels_the_operation_upstream() {
     assert_eq!(ledger.count("slow", LedgerEvent::Completed), 0);
 
     // The same through a real stateless client: dropping its call closes the stream.
-    let modern = stateless_http_client(&server.url).await;
+    let modern = stateless_http_client(&server.url, ()).await.unwrap();
     let slow = modern
         .peer()
         .call_tool(tool_call("slow", json!({"key": "close-2"})));
@@ -373,13 +381,15 @@ async fn a_session_clients_cancel_notification_cancels_the_operation_upstream() 
     use rmcp::model::{CallToolRequest, ClientRequest};
     let env = TestEnv::shared("connector-http-session-cancel").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
     let (server, shutdown) =
-        serve_connector_http(connector_for(&env, "mock"), loopback_http_options()).await;
+        serve_connector_http(connector_for(&env, "mock"), loopback_http_options())
+            .await
+            .unwrap();
 
     // An older client: initialize, an Mcp-Session-Id, then notifications/cancelled on the
     // session while the call's response stream stays open.
-    let session = session_http_client(&server.url).await;
+    let session = session_http_client(&server.url, ()).await.unwrap();
     let handle = session
         .peer()
         .send_cancellable_request(
@@ -509,15 +519,19 @@ async fn a_stateless_task_outlives_its_response_stream_and_only_tasks_cancel_sto
     use rmcp::model::CancelTaskParams;
     let env = TestEnv::shared("connector-http-task-close").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
-    let mut options = ConnectorOptions::new(vec![route(&env, "mock")]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
+    let mut options = ConnectorOptions::new(vec![route("mock", &env.endpoint)]);
     options.task_after = Duration::from_millis(300);
     let connector = Connector::new(env.client.clone(), options);
-    let (server, shutdown) = serve_connector_http(connector, loopback_http_options()).await;
+    let (server, shutdown) = serve_connector_http(connector, loopback_http_options())
+        .await
+        .unwrap();
 
     // A task-capable stateless client gets a task; its response stream has ended, and then the
     // client goes away entirely. Neither cancels the work.
-    let first = stateless_http_client_with(&server.url, tasks_client_config()).await;
+    let first = stateless_http_client(&server.url, tasks_client_config())
+        .await
+        .unwrap();
     let created = first
         .peer()
         .call_tool_once(tool_call("slow", json!({"key": "tc-1", "sleep_ms": 2500})))
@@ -550,7 +564,9 @@ async fn a_stateless_task_outlives_its_response_stream_and_only_tasks_cancel_sto
 
     // Another client (same scope: this connector has no authentication) reads the result and
     // cancels the other task; only then does the cancel reach the upstream.
-    let second = stateless_http_client_with(&server.url, tasks_client_config()).await;
+    let second = stateless_http_client(&server.url, tasks_client_config())
+        .await
+        .unwrap();
     let done = poll_task_until_done(&second, &finishing).await;
     assert_eq!(done["status"], json!("completed"), "{done}");
     assert_eq!(
@@ -603,7 +619,8 @@ async fn unauthenticated_http_on_a_public_address_is_refused_unless_allowed() {
     );
     let allowed =
         HttpConnectorProcess::start_at(&env, "mock", "0.0.0.0:0", &["--allow-unauthenticated"])
-            .await;
+            .await
+            .unwrap();
     // It serves, and still says that its callers share one scope.
     let log = allowed.startup_log.join("\n");
     assert!(log.contains("has no authentication"), "{log}");
@@ -616,7 +633,9 @@ async fn unauthenticated_http_on_a_public_address_is_refused_unless_allowed() {
 async fn unreadable_bodies_get_json_rpc_errors_and_a_wrong_content_type_keeps_415() {
     let env = TestEnv::shared("connector-http-unreadable").await;
     let (server, shutdown) =
-        serve_connector_http(connector_for(&env, "mock"), loopback_http_options()).await;
+        serve_connector_http(connector_for(&env, "mock"), loopback_http_options())
+            .await
+            .unwrap();
     let _stop = shutdown.drop_guard();
     let http = reqwest::Client::new();
     let post = |content_type: &'static str, body: &'static str| {

@@ -49,7 +49,9 @@ async fn slow_headers_and_idle_connections_are_closed_and_connections_are_capped
         max_connections: 2,
         ..ConnectionLimits::default()
     };
-    let (server, shutdown) = serve_connector_http(connector_for(&env, "none"), options).await;
+    let (server, shutdown) = serve_connector_http(connector_for(&env, "none"), options)
+        .await
+        .unwrap();
     let addr = server.local_addr;
 
     // Slowloris: headers a byte at a time, never finished. The connection is closed.
@@ -88,7 +90,9 @@ async fn slow_headers_and_idle_connections_are_closed_and_connections_are_capped
         max_connections: 2,
         ..ConnectionLimits::default()
     };
-    let (server, shutdown) = serve_connector_http(connector_for(&env, "none"), options).await;
+    let (server, shutdown) = serve_connector_http(connector_for(&env, "none"), options)
+        .await
+        .unwrap();
     let addr = server.local_addr;
     let first = TcpStream::connect(addr).await.unwrap();
     let mut second = TcpStream::connect(addr).await.unwrap();
@@ -128,7 +132,9 @@ async fn a_request_body_that_trickles_in_is_refused_and_frees_its_connection() {
         max_connections: 1,
         ..ConnectionLimits::default()
     };
-    let (server, shutdown) = serve_connector_http(connector_for(&env, "none"), options).await;
+    let (server, shutdown) = serve_connector_http(connector_for(&env, "none"), options)
+        .await
+        .unwrap();
     let addr = server.local_addr;
 
     let mut slow = TcpStream::connect(addr).await.unwrap();
@@ -172,7 +178,8 @@ async fn a_request_body_that_trickles_in_is_refused_and_frees_its_connection() {
 async fn startup_refuses_previous_keys_without_a_current_one_and_colliding_paths() {
     // Both are refused before the connector connects to anything: no server is needed.
     let run = |args: &[&str], env: &[(&str, &str)]| {
-        let mut command = std::process::Command::new(workspace_bin("durable-mcp-connector").unwrap());
+        let mut command =
+            std::process::Command::new(workspace_bin("durable-mcp-connector").unwrap());
         command
             .args(["--route", "{service: s, endpoint: e}"])
             .args(args)
@@ -209,7 +216,9 @@ async fn one_address_cannot_hold_every_connection() {
         max_connections: 10,
         max_per_address: 1,
     };
-    let (server, shutdown) = serve_connector_http(connector_for(&env, "none"), options).await;
+    let (server, shutdown) = serve_connector_http(connector_for(&env, "none"), options)
+        .await
+        .unwrap();
     let addr = server.local_addr;
 
     let mut first = TcpStream::connect(addr).await.unwrap();

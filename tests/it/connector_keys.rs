@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::support::*;
 
 fn options(env: &TestEnv, key: &SigningKey, previous: &[&SigningKey]) -> ConnectorOptions {
-    let mut options = ConnectorOptions::new(vec![route(env, "mock")]);
+    let mut options = ConnectorOptions::new(vec![route("mock", &env.endpoint)]);
     options.task_after = Duration::from_millis(300);
     options.signing_key = key.clone();
     options.previous_signing_keys = previous.iter().map(|k| (*k).clone()).collect();
@@ -27,10 +27,11 @@ fn options(env: &TestEnv, key: &SigningKey, previous: &[&SigningKey]) -> Connect
 async fn tasks_started_before_a_key_rotation_stay_reachable() {
     let env = TestEnv::shared("connector-key-rotation").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
     let (old, new) = (SigningKey::generate(), SigningKey::generate());
-    let before =
-        task_client_for(Connector::new(env.client.clone(), options(&env, &old, &[]))).await;
+    let before = task_client_for(Connector::new(env.client.clone(), options(&env, &old, &[])))
+        .await
+        .unwrap();
     let finishing = task_id_of(
         before
             .peer()
@@ -47,8 +48,9 @@ async fn tasks_started_before_a_key_rotation_stay_reachable() {
     );
 
     // Rotated without listing the old key: the old task IDs are unknown.
-    let forgetful =
-        task_client_for(Connector::new(env.client.clone(), options(&env, &new, &[]))).await;
+    let forgetful = task_client_for(Connector::new(env.client.clone(), options(&env, &new, &[])))
+        .await
+        .unwrap();
     let refused = forgetful
         .peer()
         .get_task(GetTaskParams::new(&finishing))
@@ -62,7 +64,8 @@ async fn tasks_started_before_a_key_rotation_stay_reachable() {
         env.client.clone(),
         options(&env, &new, &[&old]),
     ))
-    .await;
+    .await
+    .unwrap();
     let done = poll_task_until_done(&after, &finishing).await;
     assert_eq!(done["status"], json!("completed"), "{done}");
     assert_eq!(

@@ -65,10 +65,12 @@ async fn a_burst_of_listings_and_unknown_tools_starts_one_list_operation() {
     let _worker = env
         .nexus_worker(vec![counting_service(lists.clone(), holds)])
         .await;
-    let mut options = ConnectorOptions::new(vec![route(&env, "tools")]);
+    let mut options = ConnectorOptions::new(vec![route("tools", &env.endpoint)]);
     // Long enough that the whole burst below falls in one cache period on a loaded machine.
     options.list_cache = Duration::from_secs(600);
-    let client = client_for(Connector::new(env.client.clone(), options)).await;
+    let client = client_for(Connector::new(env.client.clone(), options))
+        .await
+        .unwrap();
 
     // Concurrent listings share one operation, later ones reuse its answer.
     let burst = (0..5).map(|_| client.peer().list_all_tools());
@@ -94,9 +96,11 @@ async fn a_burst_of_listings_and_unknown_tools_starts_one_list_operation() {
     );
 
     // Without a cache every listing asks the route again.
-    let mut options = ConnectorOptions::new(vec![route(&env, "tools")]);
+    let mut options = ConnectorOptions::new(vec![route("tools", &env.endpoint)]);
     options.list_cache = Duration::ZERO;
-    let uncached = client_for(Connector::new(env.client.clone(), options)).await;
+    let uncached = client_for(Connector::new(env.client.clone(), options))
+        .await
+        .unwrap();
     for _ in 0..3 {
         uncached.peer().list_all_tools().await.unwrap();
     }
@@ -112,10 +116,12 @@ async fn calls_past_max_in_flight_are_refused_with_the_cap_named() {
     let _worker = env
         .nexus_worker(vec![counting_service(Default::default(), holds.clone())])
         .await;
-    let mut options = ConnectorOptions::new(vec![route(&env, "tools")]);
+    let mut options = ConnectorOptions::new(vec![route("tools", &env.endpoint)]);
     options.max_in_flight = 2;
     options.list_cache = Duration::from_secs(600);
-    let client = client_for(Connector::new(env.client.clone(), options)).await;
+    let client = client_for(Connector::new(env.client.clone(), options))
+        .await
+        .unwrap();
     client.peer().list_all_tools().await.unwrap();
 
     // Two calls wait (their operations never complete): the cap is reached.

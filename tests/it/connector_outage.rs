@@ -27,7 +27,7 @@ async fn restartable_server() -> DevServer {
 /// The mock upstream behind the proxy, with a heartbeat timeout that outlasts a restart (the
 /// tool must not be retried because its heartbeats could not reach a stopped server).
 fn upstream(ledger: &Ledger) -> durable_mcp::outbound::UpstreamConfig {
-    let mut config = mock_stdio_upstream("mock", ledger);
+    let mut config = mock_stdio_upstream("mock", ledger).unwrap();
     config.activity_options = ActivityOptions {
         heartbeat_timeout: Some(Duration::from_secs(15)),
         ..Default::default()
@@ -75,8 +75,8 @@ async fn waiting_calls_ride_out_a_temporal_restart() {
     let env = TestEnv::on(&server, "outage").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let _proxy = start_proxy(&env, vec![upstream(&ledger)]);
-    let plain = client_for(connector_for(&env, "mock")).await;
-    let tasks = task_client_for(connector_for(&env, "mock")).await;
+    let plain = client_for(connector_for(&env, "mock")).await.unwrap();
+    let tasks = task_client_for(connector_for(&env, "mock")).await.unwrap();
     // Listing first, so the calls below start at once.
     plain.peer().list_all_tools().await.unwrap();
     tasks.peer().list_all_tools().await.unwrap();
@@ -155,7 +155,7 @@ async fn a_cancel_sent_while_temporal_is_down_reaches_the_tool() {
     let env = TestEnv::on(&server, "outage-cancel").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let _proxy = start_proxy(&env, vec![upstream(&ledger)]);
-    let client = client_for(connector_for(&env, "mock")).await;
+    let client = client_for(connector_for(&env, "mock")).await.unwrap();
     client.peer().list_all_tools().await.unwrap();
 
     let call = tokio::spawn({
@@ -190,14 +190,14 @@ async fn a_call_cut_off_by_a_lasting_outage_says_it_may_have_run() {
     let mut server = restartable_server().await;
     let env = TestEnv::on(&server, "outage-lasting").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let mut config = mock_stdio_upstream("mock", &ledger);
+    let mut config = mock_stdio_upstream("mock", &ledger).unwrap();
     // Every tool advertises a 3 s timeout: the wait gives up 33 s after the start.
     config.activity_options = ActivityOptions {
         schedule_to_close_timeout: Some(Duration::from_secs(3)),
         ..Default::default()
     };
     let proxy = start_proxy(&env, vec![config]);
-    let client = client_for(connector_for(&env, "mock")).await;
+    let client = client_for(connector_for(&env, "mock")).await.unwrap();
     client.peer().list_all_tools().await.unwrap();
 
     let call = tokio::spawn({

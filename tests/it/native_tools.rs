@@ -28,7 +28,7 @@ use crate::support::*;
 
 /// A connector routing to `examples` that answers with a task after 300 ms.
 fn examples_connector(env: &TestEnv) -> Connector {
-    let mut options = ConnectorOptions::new(vec![route(env, "examples")]);
+    let mut options = ConnectorOptions::new(vec![route("examples", &env.endpoint)]);
     options.task_after = Duration::from_millis(300);
     Connector::new(env.client.clone(), options)
 }
@@ -86,8 +86,8 @@ async fn workflows_on(
 #[tokio::test]
 async fn native_tools_are_listed_with_titles_annotations_schemas_and_timeouts() {
     let env = TestEnv::shared("native-list").await;
-    let _tools = example_tools(&env).await;
-    let client = client_for(examples_connector(&env)).await;
+    let _tools = example_tools(&env).await.unwrap();
+    let client = client_for(examples_connector(&env)).await.unwrap();
     let listed: Vec<Value> = client
         .peer()
         .list_all_tools()
@@ -152,8 +152,8 @@ async fn native_tools_are_listed_with_titles_annotations_schemas_and_timeouts() 
 #[tokio::test]
 async fn a_sync_native_tool_answers_through_the_connector() {
     let env = TestEnv::shared("native-sync").await;
-    let _tools = example_tools(&env).await;
-    let client = client_for(examples_connector(&env)).await;
+    let _tools = example_tools(&env).await.unwrap();
+    let client = client_for(examples_connector(&env)).await.unwrap();
 
     let counted = client
         .peer()
@@ -203,8 +203,8 @@ async fn a_sync_native_tool_answers_through_the_connector() {
 #[tokio::test]
 async fn a_workflow_backed_tool_answers_through_the_connector_with_progress() {
     let env = TestEnv::shared("native-workflow").await;
-    let _tools = example_tools(&env).await;
-    let client = task_client_for(examples_connector(&env)).await;
+    let _tools = example_tools(&env).await.unwrap();
+    let client = task_client_for(examples_connector(&env)).await.unwrap();
 
     let task_id = slow_report_task(&client, 3).await;
     let mut messages: Vec<String> = Vec::new();
@@ -238,10 +238,10 @@ async fn a_workflow_backed_tool_answers_through_the_connector_with_progress() {
 #[tokio::test]
 async fn an_mcp_cancel_leaves_the_workflow_canceled() {
     let env = TestEnv::shared("native-cancel").await;
-    let _tools = example_tools(&env).await;
+    let _tools = example_tools(&env).await.unwrap();
 
     // Route 1: tasks/cancel.
-    let client = task_client_for(examples_connector(&env)).await;
+    let client = task_client_for(examples_connector(&env)).await.unwrap();
     let task_id = slow_report_task(&client, 600).await;
     client
         .peer()
@@ -263,7 +263,7 @@ async fn an_mcp_cancel_leaves_the_workflow_canceled() {
     client.cancel().await.unwrap();
 
     // Route 2: the client drops the call (rmcp sends notifications/cancelled).
-    let client = client_for(examples_connector(&env)).await;
+    let client = client_for(examples_connector(&env)).await.unwrap();
     let call = client
         .peer()
         .call_tool(tool_call("slow_report", json!({"seconds": 600})));
@@ -287,7 +287,7 @@ async fn an_mcp_cancel_leaves_the_workflow_canceled() {
 #[tokio::test]
 async fn a_retried_workflow_backed_start_runs_one_workflow_and_a_late_cancel_is_no_error() {
     let env = TestEnv::shared("native-retry").await;
-    let _tools = example_tools(&env).await;
+    let _tools = example_tools(&env).await.unwrap();
     // The same service in this process, to deliver one start twice as the server does when it
     // retries a start (same request id).
     let temporal = TemporalConnection {
@@ -356,7 +356,7 @@ async fn a_retried_workflow_backed_start_runs_one_workflow_and_a_late_cancel_is_
 
 /// A connector with companion tools for callers in `scope`, signing with `key`.
 fn companion_connector(env: &TestEnv, key: &SigningKey, scope: &str) -> Connector {
-    let mut options = ConnectorOptions::new(vec![route(env, "examples")]);
+    let mut options = ConnectorOptions::new(vec![route("examples", &env.endpoint)]);
     // Long enough that word_count answers inline even on a loaded machine.
     options.task_after = Duration::from_secs(1);
     options.companion_tools = true;
@@ -390,10 +390,14 @@ fn companion_task_id(answer: &Value) -> String {
 #[tokio::test]
 async fn companion_tools_follow_a_long_call_for_clients_without_the_tasks_extension() {
     let env = TestEnv::shared("native-companion").await;
-    let _tools = example_tools(&env).await;
+    let _tools = example_tools(&env).await.unwrap();
     let key = SigningKey::generate();
-    let alice = client_for(companion_connector(&env, &key, "alice")).await;
-    let mallory = client_for(companion_connector(&env, &key, "mallory")).await;
+    let alice = client_for(companion_connector(&env, &key, "alice"))
+        .await
+        .unwrap();
+    let mallory = client_for(companion_connector(&env, &key, "mallory"))
+        .await
+        .unwrap();
 
     let names: Vec<String> = alice
         .peer()
@@ -487,9 +491,9 @@ async fn ops(
 async fn temporal_tools_neither_show_nor_touch_a_callers_tool_workflow() {
     use durable_mcp::temporal_tools::{NamespacePolicy, TemporalToolset};
     let env = TestEnv::shared("native-ops-isolation").await;
-    let _tools = example_tools(&env).await;
+    let _tools = example_tools(&env).await.unwrap();
     // Alice's long call runs as a Workflow `mcp/examples/slow_report/...` on the env's queue.
-    let alice = task_client_for(examples_connector(&env)).await;
+    let alice = task_client_for(examples_connector(&env)).await.unwrap();
     let task_id = slow_report_task(&alice, 600).await;
     let running = workflows_on(&env, |w| w.len() == 1).await;
     assert_eq!(running.len(), 1, "{running:?}");

@@ -331,7 +331,10 @@ async fn a_failed_call_costs_no_describe() {
     let worker = sync_env.nexus_worker(vec![failing_service()]).await;
     let proxy_env = TestEnv::on(&server, "nodescribe-proxy").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&proxy_env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let _proxy = start_proxy(
+        &proxy_env,
+        vec![mock_stdio_upstream("mock", &ledger).unwrap()],
+    );
     let t = Duration::from_secs(60);
     // Warm up: the proxy polls and has opened its upstream.
     let warm = run(&proxy_env, "mock", "echo", json!({"key": "warm"}), t).await;

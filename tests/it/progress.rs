@@ -76,16 +76,21 @@ async fn upstream_progress_reaches_a_waiting_caller_and_a_tasks_status() {
     let spec = spec_file();
     let _proxy = start_proxy(
         &env,
-        vec![mock_stdio_upstream_with_args(
-            "mock",
-            vec!["--spec".into(), spec.to_string_lossy().into_owned()],
-            &ledger,
-        )],
+        vec![
+            mock_stdio_upstream_with_args(
+                "mock",
+                vec!["--spec".into(), spec.to_string_lossy().into_owned()],
+                &ledger,
+            )
+            .unwrap(),
+        ],
     );
 
     // A caller that waits: rmcp sends a progress token with every request.
     let recorder = ProgressRecorder::default();
-    let client = serve_in_memory(connector_for(&env, "mock"), recorder.clone()).await;
+    let client = serve_in_memory(connector_for(&env, "mock"), recorder.clone())
+        .await
+        .unwrap();
     let handle = client
         .peer()
         .send_request_with_option(
@@ -133,13 +138,14 @@ async fn upstream_progress_reaches_a_waiting_caller_and_a_tasks_status() {
 
     // A task: tasks/get shows the upstream's latest progress message while it runs.
     let mut options =
-        durable_mcp::inbound::server::ConnectorOptions::new(vec![route(&env, "mock")]);
+        durable_mcp::inbound::server::ConnectorOptions::new(vec![route("mock", &env.endpoint)]);
     options.task_after = Duration::from_millis(300);
     let tasks = task_client_for(durable_mcp::inbound::server::Connector::new(
         env.client.clone(),
         options,
     ))
-    .await;
+    .await
+    .unwrap();
     let started = tasks
         .peer()
         .call_tool_once(tool_call("steps", json!({"key": "p2"})))
@@ -225,18 +231,23 @@ async fn a_long_calls_log_messages_reach_the_waiting_caller_live() {
     std::fs::write(&path, serde_json::to_vec(&spec).unwrap()).unwrap();
     let _proxy = start_proxy(
         &env,
-        vec![mock_stdio_upstream_with_args(
-            "mock",
-            vec!["--spec".into(), path.to_string_lossy().into_owned()],
-            &ledger,
-        )],
+        vec![
+            mock_stdio_upstream_with_args(
+                "mock",
+                vec!["--spec".into(), path.to_string_lossy().into_owned()],
+                &ledger,
+            )
+            .unwrap(),
+        ],
     );
     let (arrived, mut arrivals) = tokio::sync::mpsc::unbounded_channel();
     let recorder = LogRecorder {
         seen: Arc::default(),
         arrived,
     };
-    let client = serve_in_memory(connector_for(&env, "mock"), recorder.clone()).await;
+    let client = serve_in_memory(connector_for(&env, "mock"), recorder.clone())
+        .await
+        .unwrap();
     let peer = client.peer().clone();
     let call = tokio::spawn(async move {
         peer.call_tool(tool_call("slow_logger", json!({"key": "live"})))
@@ -278,8 +289,10 @@ async fn a_quiet_call_costs_few_progress_look_ups_and_a_short_one_none() {
     let (mut server, address) = dedicated_server_with_metrics().await;
     let env = TestEnv::on(&server, "lookups").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
-    let client = serve_in_memory(connector_for(&env, "mock"), ProgressRecorder::default()).await;
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
+    let client = serve_in_memory(connector_for(&env, "mock"), ProgressRecorder::default())
+        .await
+        .unwrap();
     let describes = |c: &metrics::Counters| {
         c.0.get("frontend/DescribeNexusOperationExecution")
             .copied()
@@ -344,14 +357,19 @@ async fn progress_written_just_before_the_result_is_never_lost() {
     let spec = spec_file();
     let _proxy = start_proxy(
         &env,
-        vec![mock_stdio_upstream_with_args(
-            "mock",
-            vec!["--spec".into(), spec.to_string_lossy().into_owned()],
-            &ledger,
-        )],
+        vec![
+            mock_stdio_upstream_with_args(
+                "mock",
+                vec!["--spec".into(), spec.to_string_lossy().into_owned()],
+                &ledger,
+            )
+            .unwrap(),
+        ],
     );
     let recorder = ProgressRecorder::default();
-    let client = serve_in_memory(connector_for(&env, "mock"), recorder.clone()).await;
+    let client = serve_in_memory(connector_for(&env, "mock"), recorder.clone())
+        .await
+        .unwrap();
     for n in 0..30 {
         let handle = client
             .peer()

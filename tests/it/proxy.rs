@@ -52,7 +52,7 @@ fn spec() -> UpstreamSpec {
 /// A stdio upstream: the mock binary as a child of the proxy, serving `spec` from a file.
 fn stdio_upstream(service: &str, spec_file: &Path, ledger: &Ledger) -> UpstreamConfig {
     let spec_arg = vec!["--spec".into(), spec_file.to_string_lossy().into_owned()];
-    mock_stdio_upstream_with_args(service, spec_arg, ledger)
+    mock_stdio_upstream_with_args(service, spec_arg, ledger).unwrap()
 }
 
 async fn call(env: &TestEnv, service: &str, tool: &str, args: Value) -> OperationOutcome {
@@ -221,7 +221,7 @@ async fn proxy_fronts_an_http_upstream_with_identical_results() {
     )
     .await
     .unwrap();
-    let config = http_upstream("web", &upstream.url);
+    let config = http_upstream("web", &upstream.url).unwrap();
     let _proxy = start_proxy(&env, vec![config]);
     let result = tool_result(call(&env, "web", "everything", json!({})).await);
     assert_eq!(result, fixtures::all_content_json());
@@ -468,7 +468,7 @@ async fn discovery_failure_keeps_the_last_good_list() {
     .unwrap();
     let discovery = Discovery::new(std::sync::Arc::new(UpstreamClient::new(
         "web",
-        http_upstream("web", &upstream.url).transport,
+        http_upstream("web", &upstream.url).unwrap().transport,
     )));
     let first = discovery.refresh().await.unwrap();
     upstream.shutdown().await;
@@ -482,7 +482,9 @@ async fn discovery_failure_keeps_the_last_good_list() {
     // An upstream that never answered has no list to keep: a clear error naming it.
     let dead = Discovery::new(std::sync::Arc::new(UpstreamClient::new(
         "nowhere",
-        http_upstream("nowhere", "http://127.0.0.1:9/mcp").transport,
+        http_upstream("nowhere", "http://127.0.0.1:9/mcp")
+            .unwrap()
+            .transport,
     )));
     let err = dead.refresh().await.unwrap_err();
     assert!(err.to_string().contains("nowhere"), "{err}");
@@ -500,7 +502,7 @@ async fn connection_refused_is_retried_within_the_attempt_even_for_one_attempt_t
     .await
     .unwrap();
     let addr = upstream.addr;
-    let config = http_upstream("web", &upstream.url);
+    let config = http_upstream("web", &upstream.url).unwrap();
     let _proxy = start_proxy(&env, vec![config]);
     // Discovery succeeded at startup; now the upstream goes away.
     let _ = tool_result(call(&env, "web", "echo", json!({"key": "warm"})).await);
@@ -550,7 +552,7 @@ async fn http_upstream_dying_mid_response_is_an_unknown_outcome_not_a_hang() {
     )
     .await
     .unwrap();
-    let config = http_upstream("web", &upstream.url);
+    let config = http_upstream("web", &upstream.url).unwrap();
     let _proxy = start_proxy(&env, vec![config]);
     let outcome = tokio::time::timeout(
         Duration::from_secs(60),
@@ -585,7 +587,7 @@ async fn http_faults_end_in_clear_errors_with_the_right_phase() {
     use durable_mcp_conformance::fixtures::faults;
     init_tracing();
     let client_for =
-        |url: &str| UpstreamClient::new("faulty", http_upstream("faulty", url).transport);
+        |url: &str| UpstreamClient::new("faulty", http_upstream("faulty", url).unwrap().transport);
     let within = Duration::from_secs(20);
 
     let server = faults::http_500().await;
@@ -823,7 +825,10 @@ async fn a_silent_upstream_does_not_hold_back_the_proxy_or_the_others() {
         activity_options: Default::default(),
         overrides: Default::default(),
     };
-    let _proxy = start_proxy(&env, vec![silent, mock_stdio_upstream("healthy", &ledger)]);
+    let _proxy = start_proxy(
+        &env,
+        vec![silent, mock_stdio_upstream("healthy", &ledger).unwrap()],
+    );
     let mut listing = StartOperation::new(
         format!("silent-list-{}", uuid::Uuid::new_v4()),
         &env.endpoint,
@@ -860,7 +865,7 @@ async fn a_silent_upstream_does_not_hold_back_the_proxy_or_the_others() {
 async fn permanent_start_failures_fail_at_once_and_say_why() {
     let env = TestEnv::shared("proxy-permanent").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
     let _ = tool_result(call(&env, "mock", "echo", json!({"key": "warm"})).await);
     let long_tool = "t".repeat(990);
     // Just under the limit as the caller's input, over it once the proxy wraps it.
@@ -927,7 +932,7 @@ async fn a_503_after_forwarding_is_an_unknown_outcome_unless_the_upstream_says_5
         before.clone(),
     )
     .await;
-    let mut trusted = http_upstream("trusted", &faults::mcp_url(&honest));
+    let mut trusted = http_upstream("trusted", &faults::mcp_url(&honest)).unwrap();
     let TransportConfig::Http {
         unavailable_means_not_run,
         ..
@@ -939,7 +944,7 @@ async fn a_503_after_forwarding_is_an_unknown_outcome_unless_the_upstream_says_5
     let _proxy = start_proxy(
         &env,
         vec![
-            http_upstream("gateway", &faults::mcp_url(&gateway)),
+            http_upstream("gateway", &faults::mcp_url(&gateway)).unwrap(),
             trusted,
         ],
     );

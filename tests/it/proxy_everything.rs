@@ -9,7 +9,7 @@
 //! Never called: `gzip-file-as-resource` (reaches the internet) and `get-env` (returns the
 //! server's whole environment); the fixture refuses both.
 
-use std::{collections::BTreeMap, path::PathBuf, time::Duration};
+use std::{path::PathBuf, time::Duration};
 
 use durable_mcp::{
     mcp::listing::TIMEOUT_META_KEY,
@@ -74,29 +74,13 @@ async fn install() -> PathBuf {
 }
 
 fn stdio_upstream(entry: &std::path::Path) -> UpstreamConfig {
-    UpstreamConfig {
-        service: SERVICE.into(),
-        transport: TransportConfig::stdio(
+    durable_mcp_conformance::harness::upstream(
+        SERVICE,
+        TransportConfig::stdio(
             "node",
             vec![entry.to_string_lossy().into_owned(), "stdio".into()],
         ),
-        activity_options: Default::default(),
-        overrides: BTreeMap::new(),
-    }
-}
-
-fn http_upstream(url: &str) -> UpstreamConfig {
-    UpstreamConfig {
-        service: SERVICE.into(),
-        transport: TransportConfig::Http {
-            url: url.parse().unwrap(),
-            headers: BTreeMap::new(),
-            unavailable_means_not_run: false,
-            oauth: None,
-        },
-        activity_options: Default::default(),
-        overrides: BTreeMap::new(),
-    }
+    )
 }
 
 async fn operation(env: &TestEnv, operation: &str, input: &Value) -> OperationOutcome {
@@ -285,7 +269,7 @@ async fn proxy_everything_over_http_matches_direct_calls() {
         .await
         .expect("server-everything over HTTP");
     let env = TestEnv::shared("everything-http").await;
-    let _proxy = start_proxy(&env, vec![http_upstream(&url)]);
+    let _proxy = start_proxy(&env, vec![http_upstream(SERVICE, &url).unwrap()]);
     // A session of its own (server-everything makes a server per session; these tools keep
     // no per-session state).
     let direct = DirectClient::http(&url)
@@ -370,7 +354,7 @@ async fn proxy_everything_over_http_matches_the_wire() {
         .await
         .expect("server-everything over HTTP");
     let env = TestEnv::shared("everything-wire-http").await;
-    let _proxy = start_proxy(&env, vec![http_upstream(&url)]);
+    let _proxy = start_proxy(&env, vec![http_upstream(SERVICE, &url).unwrap()]);
     let mut raw = RawStdioClient::start(&entry)
         .await
         .expect("raw stdio client");
@@ -387,18 +371,7 @@ async fn the_connector_writes_what_server_everything_wrote() {
     let entry = install().await;
     let env = TestEnv::shared("everything-connector-wire").await;
     let _proxy = start_proxy(&env, vec![stdio_upstream(&entry)]);
-    let connector = connector_for(&env, SERVICE);
-    let (server_side, client_side) = tokio::io::duplex(1 << 22);
-    tokio::spawn(async move {
-        use rmcp::ServiceExt as _;
-        let running = connector
-            .serve(tokio::io::split(server_side))
-            .await
-            .expect("connector serves");
-        let _ = running.waiting().await;
-    });
-    let (read, write) = tokio::io::split(client_side);
-    let mut through = RawStdioClient::over(read, write)
+    let mut through = raw_pipe_client(connector_for(&env, SERVICE))
         .await
         .expect("raw client to the connector");
     let mut wire = RawStdioClient::start(&entry)
@@ -460,15 +433,11 @@ async fn the_connector_over_http_writes_what_server_everything_wrote() {
     let entry = install().await;
     let env = TestEnv::shared("everything-connector-http-wire").await;
     let _proxy = start_proxy(&env, vec![stdio_upstream(&entry)]);
-    let shutdown = CancellationToken::new();
-    let _stop = shutdown.clone().drop_guard();
-    let server = durable_mcp::inbound::http::serve_http(
-        connector_for(&env, SERVICE),
-        durable_mcp::inbound::http::HttpOptions::new(([127, 0, 0, 1], 0).into()),
-        shutdown,
-    )
-    .await
-    .expect("the connector serves HTTP");
+    let (server, shutdown) =
+        serve_connector_http(connector_for(&env, SERVICE), loopback_http_options())
+            .await
+            .expect("the connector serves HTTP");
+    let _stop = shutdown.drop_guard();
     let mut through = RawHttpClient::initialize(&server.url)
         .await
         .expect("raw HTTP session with the connector");

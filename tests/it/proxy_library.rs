@@ -136,23 +136,24 @@ async fn one_worker_serves_native_tools_and_proxied_upstreams_on_one_task_queue(
     let worker = WorkerThread::start(
         &env,
         vec![
-            mock_stdio_upstream("mock", &ledger),
+            mock_stdio_upstream("mock", &ledger).unwrap(),
             in_process_upstream(opened.clone()),
         ],
     )
     .await;
 
     let mut options = durable_mcp::inbound::server::ConnectorOptions::new(vec![
-        route(&env, "examples"),
-        route(&env, "mock"),
-        route(&env, "inproc"),
+        route("examples", &env.endpoint),
+        route("mock", &env.endpoint),
+        route("inproc", &env.endpoint),
     ]);
     options.task_after = std::time::Duration::from_secs(30);
     let client = client_for(durable_mcp::inbound::server::Connector::new(
         env.client.clone(),
         options,
     ))
-    .await;
+    .await
+    .unwrap();
 
     // One listing through the connector holds the three services' tools.
     let listed: Vec<String> = client

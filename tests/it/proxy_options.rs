@@ -61,7 +61,7 @@ async fn schedule_to_start_and_search_attributes_reach_the_activity() {
         assert_eq!(s.code(), tonic::Code::AlreadyExists, "{s}");
     }
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let mut upstream = mock_stdio_upstream("mock", &ledger);
+    let mut upstream = mock_stdio_upstream("mock", &ledger).unwrap();
     upstream.overrides.insert(
         "echo".into(),
         ActivityOptions {
@@ -111,7 +111,7 @@ async fn schedule_to_start_and_search_attributes_reach_the_activity() {
 async fn max_concurrent_calls_bounds_the_tool_calls_running_at_once() {
     let env = TestEnv::shared("proxy-one-call").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = env.start_proxy(vec![mock_stdio_upstream("mock", &ledger)], 1);
+    let _proxy = env.start_proxy(vec![mock_stdio_upstream("mock", &ledger).unwrap()], 1);
     let first = start(&env, "slow", json!({"key": "c1", "sleep_ms": 2000})).await;
     let second = start(&env, "slow", json!({"key": "c2", "sleep_ms": 2000})).await;
     succeeded(&env, &first).await;

@@ -317,11 +317,12 @@ async fn python_mcp_client_drives_the_connector_binary_over_stdio() {
     let python = require_python_mcp!();
     let env = TestEnv::shared("py-stdio").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
     let key = format!("py-stdio-{}", uuid::Uuid::new_v4());
     let stdio = vec![
         "--stdio".to_owned(),
-        workspace_bin("durable-mcp-connector").unwrap()
+        workspace_bin("durable-mcp-connector")
+            .unwrap()
             .to_string_lossy()
             .into_owned(),
         "--route".to_owned(),
@@ -336,8 +337,10 @@ async fn python_mcp_client_drives_the_connector_binary_over_http() {
     let python = require_python_mcp!();
     let env = TestEnv::shared("py-http").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
-    let connector = HttpConnectorProcess::start(&env, "mock", &[]).await;
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
+    let connector = HttpConnectorProcess::start(&env, "mock", &[])
+        .await
+        .unwrap();
     let url = vec!["--url".to_owned(), connector.url.clone()];
     // The default: server/discover, then stateless 2026-07-28 requests.
     let key = format!("py-http-{}", uuid::Uuid::new_v4());
@@ -356,7 +359,7 @@ async fn python_mcp_client_drives_the_connector_binary_over_http() {
 async fn python_mcp_client_uses_native_tools_and_companion_tools() {
     let python = require_python_mcp!();
     let env = TestEnv::shared("py-native").await;
-    let _tools = example_tools(&env).await;
+    let _tools = example_tools(&env).await.unwrap();
     let args: Vec<std::ffi::OsString> = vec![
         "--stdio".into(),
         workspace_bin("durable-mcp-connector").unwrap().into(),

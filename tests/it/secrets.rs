@@ -20,8 +20,8 @@ use temporalio_protos::temporal::api::common::v1::Payload;
 use crate::{
     connector_auth::{SCOPE, TestIssuer, args, client},
     support::{
-        TEST_SIGNING_KEY, TestEnv, connector_command, mock_stdio_upstream, start_and_wait,
-        start_proxy, stored_operation, temp_path, workspace_bin,
+        CONNECTOR_LISTENING, TEST_SIGNING_KEY, TestEnv, connector_command, mock_stdio_upstream,
+        start_and_wait, start_proxy, stored_operation, temp_path, workspace_bin,
     },
 };
 
@@ -93,7 +93,7 @@ async fn spawn_http_connector(
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let url = announced(&log, "durable-mcp-connector listening on ", &mut child).await;
+    let url = announced(&log, CONNECTOR_LISTENING, &mut child).await;
     (child, log, url)
 }
 
@@ -117,7 +117,7 @@ fn assert_absent(log: &str, secrets: &[(&str, &str)]) {
 async fn no_bearer_token_or_signing_key_reaches_the_connector_log() {
     let env = TestEnv::shared("secrets-connector").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger)]);
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
     let idp = TestIssuer::start().await;
     let config = idp.auth_config();
     let mut command = connector_command(&env, "mock");
@@ -658,9 +658,9 @@ args = ["--ledger", "{ledger}", "--spec", "{spec}"]
     // A call that reports progress, so the Activity heartbeats: the connector must decode the
     // encrypted heartbeats to forward the progress.
     let canary = format!("plaintext-canary-{}", uuid::Uuid::new_v4().simple());
-    let client =
-        crate::support::stateless_http_client_with(&url, crate::support::tasks_client_config())
-            .await;
+    let client = crate::support::stateless_http_client(&url, crate::support::tasks_client_config())
+        .await
+        .unwrap();
     let task = crate::support::task_id_of(
         client
             .peer()
@@ -824,7 +824,7 @@ args = ["--ledger", "{ledger}", "--spec", "{spec}"]
     let (mut connector, connector_log, url) = spawn_http_connector(command, "trace").await;
 
     let canary = format!("argument-canary-{}", uuid::Uuid::new_v4().simple());
-    let client = crate::support::session_http_client(&url).await;
+    let client = crate::support::session_http_client(&url, ()).await.unwrap();
     for (tool, arguments) in [
         // Not in `key`, which the mock upstream itself writes to its stderr (the proxy's log).
         ("echo", json!({"key": "e", "note": canary})),

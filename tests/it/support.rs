@@ -15,8 +15,16 @@ use durable_mcp::{
     },
     temporal::activity::{ActivityStart, cancel_activity, start_activity},
 };
-use durable_mcp_conformance::harness::{self, DevServer};
 pub use durable_mcp_conformance::harness::workspace_bin;
+use durable_mcp_conformance::harness::{self, DevServer};
+/// The shared test kit: connector and client wiring, the connector and tool service as
+/// processes, the proxy's upstreams.
+pub use durable_mcp_conformance::kit::{
+    self,
+    mcp::*,
+    process::{CONNECTOR_LISTENING, HttpConnectorProcess, TEST_SIGNING_KEY, example_tools},
+    upstreams::*,
+};
 use durable_mcp_conformance::proxy_thread::ProxyThread;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -419,7 +427,7 @@ pub fn start_proxy(
     env.start_proxy(upstreams, 50)
 }
 
-// ---- files, the mock upstream, workspace binaries ----------------------------------------
+// ---- operations, files, the connector binary ---------------------------------------------
 
 /// Starts an operation and waits for its outcome; answers the operation too, for describing it.
 pub async fn start_and_wait(
@@ -460,101 +468,12 @@ pub fn temp_path(name: &str) -> std::path::PathBuf {
     dir.join(name)
 }
 
-/// The mock upstream (standard tools) as a stdio child of the proxy, recording into `ledger`.
-pub fn mock_stdio_upstream(
-    service: &str,
-    ledger: &durable_mcp_conformance::fixtures::Ledger,
-) -> durable_mcp::outbound::UpstreamConfig {
-    mock_stdio_upstream_with_args(service, vec![], ledger)
-}
-
-/// Like [`mock_stdio_upstream`], with extra arguments for the mock (e.g. `--spec FILE`).
-pub fn mock_stdio_upstream_with_args(
-    service: &str,
-    mut args: Vec<String>,
-    ledger: &durable_mcp_conformance::fixtures::Ledger,
-) -> durable_mcp::outbound::UpstreamConfig {
-    args.extend([
-        "--ledger".into(),
-        ledger.path().to_string_lossy().into_owned(),
-    ]);
-    durable_mcp::outbound::UpstreamConfig {
-        service: service.into(),
-        transport: durable_mcp::outbound::TransportConfig::stdio(
-            durable_mcp_conformance::fixtures::mock_upstream_bin()
-                .unwrap()
-                .to_string_lossy(),
-            args,
-        ),
-        activity_options: Default::default(),
-        overrides: Default::default(),
-    }
-}
-
-/// The mock upstream served over HTTP at `url`, as the proxy's upstream `service`.
-pub fn http_upstream(service: &str, url: &str) -> durable_mcp::outbound::UpstreamConfig {
-    durable_mcp::outbound::UpstreamConfig {
-        service: service.into(),
-        transport: durable_mcp::outbound::TransportConfig::Http {
-            url: url.parse().unwrap(),
-            headers: Default::default(),
-            unavailable_means_not_run: false,
-            oauth: None,
-        },
-        activity_options: Default::default(),
-        overrides: Default::default(),
-    }
-}
-
-/// `durable-mcp-connector` with one `--route` to `service` on this env's endpoint and the
-/// Temporal connection in its environment: exactly what an `mcpServers` entry runs.
+/// [`kit::process::connector_command`] (one `--route` to `service` on this env's endpoint, the
+/// Temporal connection in its environment) as a tokio command.
 pub fn connector_command(env: &TestEnv, service: &str) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(workspace_bin("durable-mcp-connector").unwrap());
-    command
-        .arg("--route")
-        .arg(format!(
-            "{{service: {service}, endpoint: {}}}",
-            env.endpoint
-        ))
-        .env("TEMPORAL_ADDRESS", &env.address)
-        .env("TEMPORAL_NAMESPACE", &env.namespace);
-    command
-}
-
-/// A 32-byte task signing key, base64 ("0123456789abcdef0123456789abcdef").
-pub const TEST_SIGNING_KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
-
-/// Spawns `command` (stderr piped, killed when dropped, `RUST_LOG=warn`) and waits up to 30 s
-/// for a stderr line starting with `announcement`; returns the child and its stderr lines up to
-/// and including that one, and keeps draining stderr so the child never blocks on it.
-pub async fn spawn_announcing(
-    mut command: tokio::process::Command,
-    announcement: &str,
-) -> (tokio::process::Child, Vec<String>) {
-    use tokio::io::AsyncBufReadExt as _;
-    let mut child = command
-        .env("RUST_LOG", "warn")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut seen = Vec::new();
-    tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(line) = stderr.next_line().await.unwrap() {
-            seen.push(line.clone());
-            if line.starts_with(announcement) {
-                return;
-            }
-        }
-        panic!("the process exited before announcing {announcement:?}: {seen:?}")
-    })
-    .await
-    .unwrap_or_else(|_| panic!("no {announcement:?} within 30 s"));
-    tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
-    (child, seen)
+    kit::process::connector_command(env, service)
+        .expect("the connector binary")
+        .into()
 }
 
 /// What a connector with `--companion-tools` lists in front of the example service, in order.
@@ -566,81 +485,6 @@ pub const EXAMPLE_TOOLS_WITH_COMPANIONS: [&str; 5] = [
     "task_cancel",
 ];
 
-/// `durable-mcp-example-tools --task-queue <env's queue>`, killed when dropped; returns once
-/// it announced that it serves.
-pub async fn example_tools(env: &TestEnv) -> tokio::process::Child {
-    let mut command = tokio::process::Command::new(workspace_bin("durable-mcp-example-tools").unwrap());
-    command
-        .args(["--task-queue", &env.task_queue])
-        .env("TEMPORAL_ADDRESS", &env.address)
-        .env("TEMPORAL_NAMESPACE", &env.namespace);
-    spawn_announcing(command, "durable-mcp-example-tools: serving")
-        .await
-        .0
-}
-
-/// A `durable-mcp-connector --transport http` process, killed when dropped.
-pub struct HttpConnectorProcess {
-    pub child: tokio::process::Child,
-    /// The MCP endpoint it announced.
-    pub url: String,
-    pub addr: std::net::SocketAddr,
-    /// Its stderr lines up to and including the announcement.
-    pub startup_log: Vec<String>,
-}
-
-impl HttpConnectorProcess {
-    /// Starts the binary on a free loopback port with `extra_args` and waits for it to
-    /// announce its address (it keeps draining stderr afterwards).
-    pub async fn start(env: &TestEnv, service: &str, extra_args: &[&str]) -> Self {
-        Self::start_at(env, service, "127.0.0.1:0", extra_args).await
-    }
-
-    /// [`Self::start`] listening on `addr`.
-    pub async fn start_at(env: &TestEnv, service: &str, addr: &str, extra_args: &[&str]) -> Self {
-        let mut command = connector_command(env, service);
-        command
-            .args(["--transport", "http", "--addr", addr])
-            .args(extra_args)
-            .env("MCP_TASK_SIGNING_KEY", TEST_SIGNING_KEY);
-        let (child, seen) = spawn_announcing(command, "durable-mcp-connector listening on ").await;
-        let url = seen
-            .last()
-            .unwrap()
-            .trim_start_matches("durable-mcp-connector listening on ")
-            .to_owned();
-        let addr = url
-            .trim_start_matches("http://")
-            .trim_end_matches("/mcp")
-            .parse()
-            .unwrap();
-        Self {
-            child,
-            url,
-            addr,
-            startup_log: seen,
-        }
-    }
-}
-
-// ---- the connector (library) and rmcp clients ----------------------------------------------
-
-/// The route to `service` on this env's Nexus endpoint.
-pub fn route(env: &TestEnv, service: &str) -> durable_mcp::inbound::route::Route {
-    durable_mcp::inbound::route::Route {
-        service: service.into(),
-        endpoint: env.endpoint.clone(),
-    }
-}
-
-/// A connector with default options and one route to `service`.
-pub fn connector_for(env: &TestEnv, service: &str) -> durable_mcp::inbound::server::Connector {
-    durable_mcp::inbound::server::Connector::new(
-        env.client.clone(),
-        durable_mcp::inbound::server::ConnectorOptions::new(vec![route(env, service)]),
-    )
-}
-
 /// `tools/call` params for `tool` with the JSON object `arguments`.
 pub fn tool_call(tool: &str, arguments: serde_json::Value) -> rmcp::model::CallToolRequestParams {
     rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(
@@ -649,108 +493,6 @@ pub fn tool_call(tool: &str, arguments: serde_json::Value) -> rmcp::model::CallT
             .expect("tool arguments are a JSON object")
             .clone(),
     )
-}
-
-/// Serves `connector` over an in-memory pipe and connects `client` (an rmcp client handler:
-/// `()` or a `ClientConfig`) to it with the initialize handshake.
-pub async fn serve_in_memory<C: rmcp::Service<rmcp::RoleClient>>(
-    connector: durable_mcp::inbound::server::Connector,
-    client: C,
-) -> rmcp::service::RunningService<rmcp::RoleClient, C> {
-    use rmcp::ServiceExt as _;
-    let (server_side, client_side) = tokio::io::duplex(1 << 20);
-    tokio::spawn(async move {
-        let running = connector
-            .serve(tokio::io::split(server_side))
-            .await
-            .expect("connector serves");
-        let _ = running.waiting().await;
-    });
-    client
-        .serve(tokio::io::split(client_side))
-        .await
-        .expect("MCP handshake with the connector")
-}
-
-/// A plain rmcp client talking to `connector` over an in-memory pipe.
-pub async fn client_for(
-    connector: durable_mcp::inbound::server::Connector,
-) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
-    serve_in_memory(connector, ()).await
-}
-
-/// An rmcp client that declares the tasks extension, over an in-memory pipe.
-pub async fn task_client_for(
-    connector: durable_mcp::inbound::server::Connector,
-) -> rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig> {
-    serve_in_memory(connector, tasks_client_config()).await
-}
-
-/// A client handler that declares the tasks extension.
-pub fn tasks_client_config() -> rmcp::model::ClientConfig {
-    use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
-    ClientConfig::new(
-        ClientCapabilities::builder().enable_tasks().build(),
-        Implementation::new("durable-mcp-tests", "0"),
-    )
-}
-
-/// Serves `connector` over Streamable HTTP (the library's `serve_http`) until the returned
-/// token is cancelled.
-pub async fn serve_connector_http(
-    connector: durable_mcp::inbound::server::Connector,
-    options: durable_mcp::inbound::http::HttpOptions,
-) -> (
-    durable_mcp::inbound::http::HttpServerHandle,
-    tokio_util::sync::CancellationToken,
-) {
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    let server = durable_mcp::inbound::http::serve_http(connector, options, shutdown.clone())
-        .await
-        .expect("the HTTP connector listens");
-    (server, shutdown)
-}
-
-/// [`HttpOptions`](durable_mcp::inbound::http::HttpOptions) on a free loopback port.
-pub fn loopback_http_options() -> durable_mcp::inbound::http::HttpOptions {
-    durable_mcp::inbound::http::HttpOptions::new("127.0.0.1:0".parse().unwrap())
-}
-
-/// An older (session) rmcp client over Streamable HTTP: the initialize handshake, then an
-/// `Mcp-Session-Id`.
-pub async fn session_http_client(url: &str) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
-    use rmcp::ServiceExt as _;
-    ().serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
-        url.to_owned(),
-    ))
-    .await
-    .expect("session handshake with the connector")
-}
-
-/// A current rmcp client over Streamable HTTP: `server/discover`, then stateless 2026-07-28
-/// requests carrying their protocol version and capabilities in `_meta`.
-pub async fn stateless_http_client(
-    url: &str,
-) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
-    stateless_http_client_with(url, ()).await
-}
-
-/// [`stateless_http_client`] with a client handler of its own (e.g. a `ClientConfig` declaring
-/// the tasks extension, which then travels in every request's `_meta`).
-pub async fn stateless_http_client_with<C: rmcp::Service<rmcp::RoleClient>>(
-    url: &str,
-    client: C,
-) -> rmcp::service::RunningService<rmcp::RoleClient, C> {
-    use rmcp::ClientServiceExt as _;
-    client
-        .serve_with_lifecycle(
-            rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned()),
-            rmcp::ClientLifecycleMode::Discover {
-                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-            },
-        )
-        .await
-        .expect("server/discover with the connector")
 }
 
 // ---- tasks ---------------------------------------------------------------------------------

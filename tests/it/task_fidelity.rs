@@ -86,15 +86,16 @@ async fn rig(env: &TestEnv, companion_tools: bool) -> Rig {
     )
     .await
     .expect("the mock upstream over HTTP");
-    let proxy = start_proxy(env, vec![http_upstream(SERVICE, &upstream.url)]);
-    let mut options = ConnectorOptions::new(vec![route(env, SERVICE)]);
+    let proxy = start_proxy(env, vec![http_upstream(SERVICE, &upstream.url).unwrap()]);
+    let mut options = ConnectorOptions::new(vec![route(SERVICE, &env.endpoint)]);
     options.task_after = Duration::from_millis(200);
     options.companion_tools = companion_tools;
     let (server, stop) = serve_connector_http(
         Connector::new(env.client.clone(), options),
         loopback_http_options(),
     )
-    .await;
+    .await
+    .unwrap();
     Rig {
         upstream,
         connector_url: server.url,

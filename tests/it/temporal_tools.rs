@@ -895,7 +895,7 @@ async fn a_routed_tool_named_like_a_temporal_tool_is_left_out_naming_both() {
     let worker = env.nexus_worker(vec![service]).await;
     let connector = Connector::with_local_tools(
         env.client.clone(),
-        ConnectorOptions::new(vec![route(&env, "clashing")]),
+        ConnectorOptions::new(vec![route("clashing", &env.endpoint)]),
         Some(std::sync::Arc::new(default_toolset(&env))),
     );
     let collisions = connector.check_tool_names().await.unwrap();
@@ -908,7 +908,7 @@ async fn a_routed_tool_named_like_a_temporal_tool_is_left_out_naming_both() {
     );
     // The listing still works: the routed tool of that name is left out, the Temporal tool and
     // the route's other tools stay.
-    let client = client_for(connector).await;
+    let client = client_for(connector).await.unwrap();
     let tools = client.peer().list_all_tools().await.unwrap();
     let named: Vec<_> = tools
         .iter()

@@ -144,7 +144,7 @@ async fn client_credential_tokens_are_fetched_once_cached_and_renewed_after_a_40
         .with_priority(1)
         .mount(&upstream)
         .await;
-    let mut config = http_upstream("guarded", &faults::mcp_url(&upstream));
+    let mut config = http_upstream("guarded", &faults::mcp_url(&upstream)).unwrap();
     let TransportConfig::Http { oauth, .. } = &mut config.transport else {
         unreachable!()
     };

@@ -226,7 +226,8 @@ async fn setup(test: &str) -> Setup {
         SERVICE,
         vec!["--spec".into(), spec_file.to_string_lossy().into_owned()],
         &ledger,
-    );
+    )
+    .unwrap();
     let proxy = start_proxy(&env, vec![upstream]);
     Setup {
         caller: Caller::new(env, SERVICE),
@@ -673,7 +674,7 @@ const NATIVE_SERVICE: &str = "examples";
 /// and a caller of that service.
 async fn native_setup(test: &str) -> (Caller, tokio::process::Child) {
     let env = TestEnv::shared(test).await;
-    let tools = example_tools(&env).await;
+    let tools = example_tools(&env).await.unwrap();
     (Caller::new(env, NATIVE_SERVICE), tools)
 }
 
@@ -858,7 +859,8 @@ async fn the_example_agent_prints_one_result_per_call_equal_to_direct_calls() {
         ("get-sum", json!({"a": 2, "b": 3})),
         ("get-tiny-image", json!({})),
     ];
-    let mut command = tokio::process::Command::new(workspace_bin("durable-mcp-example-agent").unwrap());
+    let mut command =
+        tokio::process::Command::new(workspace_bin("durable-mcp-example-agent").unwrap());
     command
         .args(["--endpoint", &env.endpoint, "--service", "everything"])
         .env("TEMPORAL_ADDRESS", &env.address)

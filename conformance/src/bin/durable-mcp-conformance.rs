@@ -582,8 +582,7 @@ async fn codec_server(
 /// right after "Press Ctrl-C" is seen (`tokio::signal::ctrl_c` installs it only when first
 /// polled, and a SIGINT before that killed the process instead of stopping it cleanly).
 fn interrupted() -> std::io::Result<impl std::future::Future<Output = ()>> {
-    let mut interrupt =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     Ok(async move {
         interrupt.recv().await;
     })

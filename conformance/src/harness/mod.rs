@@ -37,9 +37,7 @@ use std::{
 use tokio::sync::OnceCell;
 use url::Url;
 
-pub use bins::{
-    connector_bin, example_tools_bin, mock_upstream_bin, proxy_bin, workspace_bin,
-};
+pub use bins::{connector_bin, example_tools_bin, mock_upstream_bin, proxy_bin, workspace_bin};
 pub use cli::{MIN_CLI_VERSION, ServerVersion, cache_dir, compare_versions, find_cli, tail_lines};
 pub use error::HarnessError;
 pub use image::LOCAL_IMAGE_REPOSITORY;

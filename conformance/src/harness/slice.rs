@@ -58,6 +58,17 @@ impl Slice {
         })
     }
 
+    /// The options of a proxy on this slice's task queue (no codec), in the process or as a
+    /// child.
+    pub fn proxy_options(&self, max_concurrent_calls: usize) -> ProxyOptions {
+        ProxyOptions {
+            namespace: self.namespace.clone(),
+            task_queue: self.task_queue.clone(),
+            max_concurrent_calls,
+            codec: None,
+        }
+    }
+
     /// Runs the proxy for `upstreams` on this slice's task queue until the returned handle is
     /// stopped or dropped.
     pub fn start_proxy(
@@ -65,15 +76,9 @@ impl Slice {
         upstreams: Vec<UpstreamConfig>,
         max_concurrent_calls: usize,
     ) -> ProxyThread {
-        let options = ProxyOptions {
-            namespace: self.namespace.clone(),
-            task_queue: self.task_queue.clone(),
-            max_concurrent_calls,
-            codec: None,
-        };
         ProxyThread::start_with(
             Connect::Options(Box::new(self.connection_options.clone())),
-            options,
+            self.proxy_options(max_concurrent_calls),
             upstreams,
         )
     }

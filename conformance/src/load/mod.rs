@@ -243,12 +243,12 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
         if let Ok(caller) = Arc::try_unwrap(caller) {
             caller.close().await;
         }
-        if let (PathKind::FullHttp, Some(server), Some(route), n @ 1..) =
-            (kind, server.as_ref(), setup.route.as_deref(), args.tasks())
+        if let (PathKind::FullHttp, Some(slice), n @ 1..) =
+            (kind, setup.full.as_ref(), args.tasks())
         {
             eprintln!("load: {} with {n} tasks in flight", kind.label());
             let prefix = format!("{run_id}-tasks-");
-            match tasks::run(server, route, n, &prefix, &ledger, &path_dir).await {
+            match tasks::run(slice, n, &prefix, &ledger, &path_dir).await {
                 Ok(run) => {
                     eprintln!(
                         "load: connector VmRSS idle {:.1} MiB, with {} tasks in flight {:.1} MiB",

@@ -12,7 +12,6 @@ use anyhow::Context as _;
 use durable_mcp::{
     mcp::payload,
     nexus::{OperationClient, OperationOutcome, StartOperation},
-    outbound::{ProxyOptions, TransportConfig, UpstreamConfig},
 };
 use rmcp::{RoleClient, ServiceExt as _, model::CallToolRequestParams, service::RunningService};
 use serde_json::json;
@@ -20,7 +19,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     DevServer,
-    harness::{ServerProcess, tail_lines, unique_name},
+    harness::{ServerProcess, Slice, tail_lines, unique_name},
+    kit::{
+        mcp::session_http_client,
+        process::{CONNECTOR_LISTENING, connector_command, http_connector_command},
+        upstreams::http_upstream,
+    },
     run::proxy_process::{ProxyLauncher, Serves},
 };
 
@@ -214,8 +218,9 @@ pub async fn start_upstream(dir: &Path, ledger: &Path) -> anyhow::Result<(Child,
 pub struct Setup {
     pub caller: Caller,
     pub children: Vec<Child>,
-    /// The full path's connector `--route` (its proxy's endpoint), for more connectors.
-    pub route: Option<String>,
+    /// The full path's slice of the server (its proxy's task queue and endpoint), for more
+    /// connectors.
+    pub full: Option<Slice>,
 }
 
 /// Starts what `kind` needs on `server` (none for [`PathKind::Direct`]) and checks one call.
@@ -227,21 +232,16 @@ pub async fn start(
     peer: Option<&(String, PathBuf)>,
 ) -> anyhow::Result<Setup> {
     let mut children = Vec::new();
-    let mut connector_route = None;
+    let mut full = None;
     let caller = match kind {
         PathKind::Direct => Caller::Mcp(
-            ().serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
-                upstream_url.to_owned(),
-            ))
-            .await
-            .context("MCP handshake with the upstream")?,
+            session_http_client(upstream_url, ())
+                .await
+                .context("MCP handshake with the upstream")?,
         ),
         PathKind::Floor => {
             let server = server.context("the floor needs a server")?;
-            let (task_queue, endpoint) = (unique_name("tq-floor"), unique_name("ep-floor"));
-            server
-                .create_nexus_endpoint(&endpoint, server.namespace(), &task_queue)
-                .await?;
+            let slice = Slice::on(server, "floor").await?;
             let mut command = Command::new(std::env::current_exe()?);
             command
                 .args(["load-floor-worker", "--address"])
@@ -250,68 +250,45 @@ pub async fn start(
                     "--namespace",
                     server.namespace(),
                     "--task-queue",
-                    &task_queue,
+                    &slice.task_queue,
                 ])
                 .env("RUST_LOG", "warn");
             let (child, _) =
                 spawn_until("floor worker", command, &dir.join("floor.log"), "READY").await?;
             children.push(child);
-            let connection =
-                durable_mcp::temporal::connect_to(&server.address(), "durable-mcp-load").await?;
             Caller::Floor {
-                client: OperationClient::new(connection, server.namespace()),
-                endpoint,
+                client: slice.client,
+                endpoint: slice.endpoint,
             }
         }
         PathKind::FullHttp | PathKind::FullStdio => {
             let server = server.context("the full path needs a server")?;
-            let (task_queue, endpoint) = (unique_name("tq-proxy"), unique_name("ep-proxy"));
-            server
-                .create_nexus_endpoint(&endpoint, server.namespace(), &task_queue)
-                .await?;
-            children.push(start_proxy(server, &task_queue, upstream_url, dir)?);
-            let connector = Command::new(crate::harness::connector_bin()?);
-            let route = format!("{{service: {SERVICE}, endpoint: {endpoint}}}");
-            connector_route = Some(route.clone());
-            if kind == PathKind::FullHttp {
-                let mut command = connector;
+            let slice = Slice::on(server, "proxy").await?;
+            children.push(start_proxy(&slice, upstream_url, dir)?);
+            let caller = if kind == PathKind::FullHttp {
+                let mut command =
+                    http_connector_command(&slice, SERVICE, "127.0.0.1:0", &signing_key())?;
                 command
-                    .args([
-                        "--route",
-                        &route,
-                        "--transport",
-                        "http",
-                        "--addr",
-                        "127.0.0.1:0",
-                        // Every caller comes from loopback: one address.
-                        "--http-max-connections-per-address",
-                        "0",
-                    ])
-                    .env("TEMPORAL_ADDRESS", server.address())
-                    .env("TEMPORAL_NAMESPACE", server.namespace())
-                    .env("MCP_TASK_SIGNING_KEY", signing_key())
+                    // Every caller comes from loopback: one address.
+                    .args(["--http-max-connections-per-address", "0"])
                     .env("RUST_LOG", "warn");
                 let (child, url) = spawn_until(
                     "connector",
                     command,
                     &dir.join("connector.log"),
-                    "durable-mcp-connector listening on",
+                    CONNECTOR_LISTENING,
                 )
                 .await?;
                 children.push(child);
                 Caller::Mcp(
-                    ().serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
-                        url,
-                    ))
-                    .await
-                    .context("MCP handshake with the connector over HTTP")?,
+                    session_http_client(&url, ())
+                        .await
+                        .context("MCP handshake with the connector over HTTP")?,
                 )
             } else {
-                let mut command = tokio::process::Command::from(connector);
+                let mut command =
+                    tokio::process::Command::from(connector_command(&slice, SERVICE)?);
                 command
-                    .args(["--route", &route])
-                    .env("TEMPORAL_ADDRESS", server.address())
-                    .env("TEMPORAL_NAMESPACE", server.namespace())
                     .env("RUST_LOG", "warn")
                     .stderr(std::fs::File::create(dir.join("connector-stdio.log"))?);
                 let transport = rmcp::transport::TokioChildProcess::new(command)?;
@@ -327,7 +304,9 @@ pub async fn start(
                         .await
                         .context("MCP handshake with the connector over stdio")?,
                 )
-            }
+            };
+            full = Some(slice);
+            caller
         }
         PathKind::Peer => {
             let server = server.context("the peer needs a server")?;
@@ -374,41 +353,19 @@ pub async fn start(
     Ok(Setup {
         caller,
         children,
-        route: connector_route,
+        full,
     })
 }
 
 /// `durable-mcp-proxy` as a child with a generated config fronting the HTTP upstream.
-fn start_proxy(
-    server: &DevServer,
-    task_queue: &str,
-    upstream_url: &str,
-    dir: &Path,
-) -> anyhow::Result<Child> {
-    let upstream = UpstreamConfig {
-        service: SERVICE.into(),
-        transport: TransportConfig::Http {
-            url: upstream_url.parse()?,
-            headers: Default::default(),
-            unavailable_means_not_run: false,
-            oauth: None,
-        },
-        activity_options: Default::default(),
-        overrides: Default::default(),
-    };
-    let launcher = ProxyLauncher {
-        address: server.address(),
-        connection: server.connection_options(),
-        options: ProxyOptions {
-            namespace: server.namespace().to_owned(),
-            task_queue: task_queue.to_owned(),
-            max_concurrent_calls: super::WORKER_SLOTS,
-            codec: None,
-        },
-        serves: Serves::Upstream(Box::new(upstream)),
-        bin: Some(crate::harness::proxy_bin()?),
-        dir: dir.to_owned(),
-    };
+fn start_proxy(slice: &Slice, upstream_url: &str, dir: &Path) -> anyhow::Result<Child> {
+    let launcher = ProxyLauncher::on(
+        slice,
+        super::WORKER_SLOTS,
+        Serves::Upstream(Box::new(http_upstream(SERVICE, upstream_url)?)),
+        Some(crate::harness::proxy_bin()?),
+        dir,
+    );
     match launcher.start()? {
         crate::run::proxy_process::Proxy::Process(p) => Ok(Child::spawned("proxy", p)),
         _ => anyhow::bail!("the proxy did not start as a process"),

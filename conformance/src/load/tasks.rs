@@ -17,22 +17,22 @@ use std::{
 };
 
 use anyhow::Context as _;
-use rmcp::{
-    ServiceExt as _,
-    model::{
-        CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities,
-        ClientConfig, GetTaskParams, Implementation, TaskPayload,
-    },
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, TaskPayload,
 };
 use serde_json::json;
 
 use super::{
-    paths::{Child, signing_key, spawn_until},
+    paths::{Child, SERVICE, signing_key, spawn_until},
     procstat,
 };
 use crate::{
-    DevServer,
     fixtures::{Ledger, LedgerEvent},
+    harness::Slice,
+    kit::{
+        mcp::{session_http_client, tasks_client_config},
+        process::{CONNECTOR_LISTENING, http_connector_command},
+    },
 };
 
 /// How long each call's tool sleeps: long enough to outlast opening all the calls and reading
@@ -185,45 +185,23 @@ fn echoed(is_error: bool, structured: Option<&serde_json::Value>) -> Option<Stri
         .map(str::to_owned)
 }
 
-/// A client that declares the tasks extension, so slow calls become tasks.
-fn tasks_client() -> ClientConfig {
-    ClientConfig::new(
-        ClientCapabilities::builder().enable_tasks().build(),
-        Implementation::new("durable-mcp-load", env!("CARGO_PKG_VERSION")),
-    )
-}
-
-/// Runs the tasks measurement with `n` calls on `server` through `route` (the full path's
-/// endpoint, served by its proxy); `prefix` starts every call's key in the upstream's `ledger`.
+/// Runs the tasks measurement with `n` calls through the full path's `slice` (its endpoint,
+/// served by its proxy); `prefix` starts every call's key in the upstream's `ledger`.
 pub async fn run(
-    server: &DevServer,
-    route: &str,
+    slice: &Slice,
     n: usize,
     prefix: &str,
     ledger: &Ledger,
     dir: &Path,
 ) -> anyhow::Result<TasksRun> {
     let flags = connector_flags(n);
-    let mut command = std::process::Command::new(crate::harness::connector_bin()?);
-    command
-        .args([
-            "--route",
-            route,
-            "--transport",
-            "http",
-            "--addr",
-            "127.0.0.1:0",
-        ])
-        .args(&flags)
-        .env("TEMPORAL_ADDRESS", server.address())
-        .env("TEMPORAL_NAMESPACE", server.namespace())
-        .env("MCP_TASK_SIGNING_KEY", signing_key())
-        .env("RUST_LOG", "warn");
+    let mut command = http_connector_command(slice, SERVICE, "127.0.0.1:0", &signing_key())?;
+    command.args(&flags).env("RUST_LOG", "warn");
     let (connector, url): (Child, String) = spawn_until(
         "tasks connector",
         command,
         &dir.join("tasks-connector.log"),
-        "durable-mcp-connector listening on",
+        CONNECTOR_LISTENING,
     )
     .await?;
     let result = measure(connector.pid, &url, n, prefix, ledger, flags).await;
@@ -239,10 +217,8 @@ async fn measure(
     ledger: &Ledger,
     flags: Vec<String>,
 ) -> anyhow::Result<TasksRun> {
-    let client = tasks_client()
-        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
-            url.to_owned(),
-        ))
+    // A client that declares the tasks extension, so slow calls become tasks.
+    let client = session_http_client(url, tasks_client_config())
         .await
         .context("MCP handshake with the tasks connector")?;
     let idle = procstat::sample(pid).context("the tasks connector is gone")?;

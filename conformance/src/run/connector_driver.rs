@@ -15,28 +15,26 @@ use std::{
 use durable_mcp::{
     inbound::local::LocalTools,
     inbound::{
-        http::{HttpOptions, serve_http},
-        route::Route,
-        server::{Connector, ConnectorOptions},
+        server::Connector,
         task_ref::{CallerScope, SigningKey},
     },
     nexus::OperationClient,
     temporal_tools::{NamespacePolicy, TemporalToolset},
 };
 use rmcp::{
-    ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt,
-    model::{
-        ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam,
-        ProtocolVersion,
-    },
+    ClientHandler, RoleClient,
+    model::{ClientConfig, ProgressNotificationParam},
     service::{NotificationContext, RunningService},
-    transport::StreamableHttpClientTransport,
 };
 use tokio_util::sync::CancellationToken;
 
 use super::wire_check::RawClient;
 use crate::{
-    fixtures::{RawHttpClient, everything::RawStdioClient},
+    fixtures::RawHttpClient,
+    kit::mcp::{
+        client_config, connector_options, loopback_http_options, raw_pipe_client,
+        serve_connector_http, serve_in_memory, session_http_client, stateless_http_client,
+    },
     scenario::{ConnectorDef, ConnectorTransport},
 };
 
@@ -149,10 +147,7 @@ impl Replicas {
     }
 
     async fn connect(&self, def: &ConnectorDef) -> anyhow::Result<Replica> {
-        let mut options = ConnectorOptions::new(vec![Route {
-            service: self.service.clone(),
-            endpoint: self.endpoint.clone(),
-        }]);
+        let mut options = connector_options(&self.service, &self.endpoint);
         options.task_after = Duration::from_millis(def.task_after_ms);
         options.signing_key = self
             .keys
@@ -172,55 +167,24 @@ impl Replicas {
             )) as std::sync::Arc<dyn LocalTools>
         });
         let connector = Connector::with_local_tools(self.client.clone(), options, local);
-        let capabilities = if def.tasks {
-            ClientCapabilities::builder().enable_tasks().build()
-        } else {
-            ClientCapabilities::default()
-        };
         let info = ScenarioClient {
-            info: ClientConfig::new(
-                capabilities,
-                Implementation::new("durable-mcp-conformance", env!("CARGO_PKG_VERSION")),
-            ),
+            info: client_config(def.tasks),
             progress: Arc::default(),
             logs: Arc::default(),
         };
         if def.transport == ConnectorTransport::Pipe {
             let raw = RawTarget::Pipe(connector.clone());
-            let (server_side, client_side) = tokio::io::duplex(1 << 20);
-            tokio::spawn(async move {
-                match connector.serve(tokio::io::split(server_side)).await {
-                    Ok(running) => {
-                        let _ = running.waiting().await;
-                    }
-                    Err(e) => tracing::warn!(error = %e, "connector replica did not start"),
-                }
-            });
-            let client = info.serve(tokio::io::split(client_side)).await?;
             return Ok(Replica {
-                client,
+                client: serve_in_memory(connector, info).await?,
                 server: None,
                 raw,
             });
         }
-        let stop = CancellationToken::new();
-        let server = serve_http(
-            connector,
-            HttpOptions::new("127.0.0.1:0".parse()?),
-            stop.clone(),
-        )
-        .await?;
-        let transport = StreamableHttpClientTransport::from_uri(server.url.clone());
+        let (server, stop) = serve_connector_http(connector, loopback_http_options()).await?;
         let client = if def.transport == ConnectorTransport::HttpStateless {
-            info.serve_with_lifecycle(
-                transport,
-                ClientLifecycleMode::Discover {
-                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                },
-            )
-            .await?
+            stateless_http_client(&server.url, info).await?
         } else {
-            info.serve(transport).await?
+            session_http_client(&server.url, info).await?
         };
         Ok(Replica {
             client,
@@ -241,19 +205,9 @@ impl Replicas {
             RawTarget::Url(url) => Ok(RawClient::Http(Box::new(
                 RawHttpClient::initialize(url).await?,
             ))),
-            RawTarget::Pipe(connector) => {
-                let (server_side, client_side) = tokio::io::duplex(1 << 22);
-                let connector = connector.clone();
-                tokio::spawn(async move {
-                    if let Ok(running) = connector.serve(tokio::io::split(server_side)).await {
-                        let _ = running.waiting().await;
-                    }
-                });
-                let (read, write) = tokio::io::split(client_side);
-                Ok(RawClient::Lines(Box::new(
-                    RawStdioClient::over(read, write).await?,
-                )))
-            }
+            RawTarget::Pipe(connector) => Ok(RawClient::Lines(Box::new(
+                raw_pipe_client(connector.clone()).await?,
+            ))),
         }
     }
 

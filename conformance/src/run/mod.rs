@@ -11,28 +11,25 @@ mod wire_check;
 mod workflows;
 
 use std::{
-    collections::BTreeMap,
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
 
-use durable_mcp::{
-    nexus::OperationClient,
-    outbound::{ProxyOptions, TransportConfig, UpstreamConfig},
-};
+use durable_mcp::{nexus::OperationClient, outbound::UpstreamConfig};
 use serde::Serialize;
 
-pub(crate) use checks::first_difference;
 /// The binaries the runner starts, found as every workspace binary is ([`crate::harness::bins`]).
 pub use crate::harness::bins::{
     EXAMPLE_TOOLS_BIN, EXAMPLE_TOOLS_BIN_ENV, PROXY_BIN, PROXY_BIN_ENV, example_tools_bin,
     proxy_bin,
 };
+pub(crate) use checks::first_difference;
 
 use crate::{
     DevServerOptions,
     fixtures::{self, HttpUpstream, Ledger, LedgerEvent, SpecSource, UpstreamSpec},
     harness::{Backend, DevServer, Slice, unique_name},
+    kit,
     scenario::{Action, ProxyMode, Scenario, SetAnnotations, UpstreamTransport},
 };
 use checks::{Saved, wait_count};
@@ -295,14 +292,14 @@ async fn execute(
 
     let s = server.get();
     *phase = "setup: creating the task queue and Nexus endpoint".into();
-    let Slice {
-        task_queue,
-        endpoint,
-        client,
-        ..
-    } = Slice::named(s, &names.task_queue, &names.endpoint)
+    let slice = Slice::named(s, &names.task_queue, &names.endpoint)
         .await
         .map_err(|e| Failure::Setup(format!("creating the task queue and Nexus endpoint: {e}")))?;
+    let (task_queue, endpoint, client) = (
+        slice.task_queue.clone(),
+        slice.endpoint.clone(),
+        slice.client.clone(),
+    );
 
     *phase = "setup: starting the upstream".into();
     let mut http: Option<HttpUpstream> = None;
@@ -318,26 +315,16 @@ async fn execute(
                 Some(b) => b.clone(),
                 None => fixtures::mock_upstream_bin().map_err(setup)?,
             };
-            let args = vec![
-                "--spec".into(),
-                file.to_string_lossy().into_owned(),
-                "--ledger".into(),
-                ledger.path().to_string_lossy().into_owned(),
-            ];
+            let args = vec!["--spec".into(), file.to_string_lossy().into_owned()];
             spec_file = Some(file);
-            proxy_process::stdio_transport(bin.to_string_lossy().into_owned(), args)
+            kit::upstreams::mock_stdio_transport(&bin, args, &ledger)
         }),
         UpstreamTransport::Http if scenario.upstream.fault.is_some() => Some({
             let fault = scenario.upstream.fault.clone().expect("checked");
             let server = fixtures::faults::faulty_upstream(&spec, fault, ledger.clone()).await;
             let url = fixtures::faults::mcp_url(&server).parse().map_err(setup)?;
             wiremock = Some(server);
-            TransportConfig::Http {
-                url,
-                headers: BTreeMap::new(),
-                unavailable_means_not_run: scenario.upstream.unavailable_means_not_run,
-                oauth: None,
-            }
+            kit::upstreams::http_transport(url, scenario.upstream.unavailable_means_not_run)
         }),
         UpstreamTransport::Http => Some({
             let upstream = fixtures::serve_http(
@@ -349,12 +336,7 @@ async fn execute(
             .map_err(|e| Failure::Setup(format!("starting the HTTP upstream: {e:#}")))?;
             let url = upstream.url.parse().map_err(setup)?;
             http = Some(upstream);
-            TransportConfig::Http {
-                url,
-                headers: BTreeMap::new(),
-                unavailable_means_not_run: scenario.upstream.unavailable_means_not_run,
-                oauth: None,
-            }
+            kit::upstreams::http_transport(url, scenario.upstream.unavailable_means_not_run)
         }),
     };
     let (service, serves) = match (transport, &scenario.tool_service) {
@@ -386,19 +368,7 @@ async fn execute(
         }),
     };
     *phase = "setup: starting the proxy".into();
-    let launcher = ProxyLauncher {
-        address: s.address(),
-        connection: s.connection_options(),
-        options: ProxyOptions {
-            namespace: s.namespace().to_owned(),
-            task_queue: task_queue.clone(),
-            max_concurrent_calls: 50,
-            codec: None,
-        },
-        serves,
-        bin,
-        dir: dir.path().to_owned(),
-    };
+    let launcher = ProxyLauncher::on(&slice, 50, serves, bin, dir.path());
     let mut proxy = launcher
         .start()
         .map_err(|e| Failure::Setup(format!("starting the proxy: {e:#}")))?;

@@ -10,7 +10,8 @@ use durable_mcp::outbound::{ProxyOptions, TransportConfig, UpstreamConfig};
 
 use super::SERVICE;
 use crate::{
-    harness::ServerProcess,
+    harness::{ServerProcess, Slice},
+    kit::process::{TOOL_SERVICE_READY, tool_service_command},
     proxy_thread::{Connect, ProxyThread},
 };
 
@@ -45,12 +46,29 @@ pub(crate) enum Serves {
     ToolService(PathBuf),
 }
 
-/// What the native tool service prints once both its workers poll.
-const TOOL_SERVICE_READY: &str = "durable-mcp-example-tools: serving";
 /// How long a native tool service may take to start.
 const TOOL_SERVICE_START: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl ProxyLauncher {
+    /// The proxy (or tool service) for `serves` on the slice's task queue, with its config and
+    /// log in `dir`; `bin` runs it as a child, `None` on a thread of the runner.
+    pub fn on(
+        slice: &Slice,
+        max_concurrent_calls: usize,
+        serves: Serves,
+        bin: Option<PathBuf>,
+        dir: &Path,
+    ) -> Self {
+        Self {
+            address: slice.address.clone(),
+            connection: slice.connection_options.clone(),
+            options: slice.proxy_options(max_concurrent_calls),
+            serves,
+            bin,
+            dir: dir.to_owned(),
+        }
+    }
+
     pub fn start(&self) -> anyhow::Result<Proxy> {
         let upstream = match &self.serves {
             Serves::Upstream(upstream) => upstream,
@@ -128,11 +146,13 @@ impl ProxyLauncher {
     /// with [`Proxy::ready`].
     fn start_tool_service(&self, bin: &Path) -> anyhow::Result<Proxy> {
         let log = std::fs::File::create(self.dir.join("proxy.log"))?;
-        let mut command = Command::new(bin);
+        let mut command = tool_service_command(
+            bin,
+            &self.address,
+            &self.options.namespace,
+            &self.options.task_queue,
+        );
         command
-            .args(["--task-queue", &self.options.task_queue])
-            .env("TEMPORAL_ADDRESS", &self.address)
-            .env("TEMPORAL_NAMESPACE", &self.options.namespace)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -214,9 +234,4 @@ impl Proxy {
 pub(crate) fn log_tail(dir: &Path) -> String {
     let text = std::fs::read_to_string(dir.join("proxy.log")).unwrap_or_default();
     crate::harness::tail_lines(&text, 10)
-}
-
-/// The minimal environment and the runner's working directory.
-pub(crate) fn stdio_transport(command: String, args: Vec<String>) -> TransportConfig {
-    TransportConfig::stdio(command, args)
 }
