@@ -515,12 +515,12 @@ fn every_relative_link_resolves_to_a_file_and_heading_of_the_repository() {
                 broken.push(format!("{place}: outside the repository"));
                 continue;
             }
-            if let Some(anchor) = anchor {
-                if resolved.extension().is_some_and(|e| e == "md") {
-                    let target_text = std::fs::read_to_string(&resolved).unwrap();
-                    if !anchors(&target_text).contains(anchor) {
-                        broken.push(format!("{place}: no heading with anchor #{anchor}"));
-                    }
+            if let Some(anchor) = anchor
+                && resolved.extension().is_some_and(|e| e == "md")
+            {
+                let target_text = std::fs::read_to_string(&resolved).unwrap();
+                if !anchors(&target_text).contains(anchor) {
+                    broken.push(format!("{place}: no heading with anchor #{anchor}"));
                 }
             }
         }
@@ -769,10 +769,10 @@ fn code_blocks_parse_and_commands_use_real_flags() {
                     }
                 },
                 "yaml" => {
-                    if block.text.starts_with("auth:") {
-                        if let Err(e) = durable_mcp::inbound::auth::AuthConfig::parse(&block.text) {
-                            problems.push(format!("{place}: not an auth config: {e}"));
-                        }
+                    if block.text.starts_with("auth:")
+                        && let Err(e) = durable_mcp::inbound::auth::AuthConfig::parse(&block.text)
+                    {
+                        problems.push(format!("{place}: not an auth config: {e}"));
                     }
                     command_lines.extend(logical_lines(&block.text));
                 }
