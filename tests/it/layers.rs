@@ -491,6 +491,124 @@ fn modules_import_in_no_circle_in_any_crate() {
     );
 }
 
+/// The longest a product function may be without saying why.
+const LONGEST_FUNCTION: usize = 80;
+
+/// Product functions longer than [`LONGEST_FUNCTION`] lines whose comment lines right above
+/// (doc or plain) give no reason starting `Long:`, as `file:line name (N lines)`.
+fn long_functions(file: &str, text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    for (at, line) in lines.iter().enumerate() {
+        let code = line.trim_start();
+        let Some(name) = fn_name(code) else { continue };
+        let mut depth = 0i64;
+        let mut opened = false;
+        let mut end = at;
+        for (i, l) in lines.iter().enumerate().skip(at) {
+            depth += l.matches('{').count() as i64 - l.matches('}').count() as i64;
+            opened |= l.contains('{');
+            end = i;
+            if (opened && depth <= 0) || (!opened && l.trim_end().ends_with(';')) {
+                break;
+            }
+        }
+        let length = end - at + 1;
+        let reason = lines[..at]
+            .iter()
+            .rev()
+            .take_while(|l| {
+                let l = l.trim_start();
+                l.starts_with("//") || l.starts_with("#[")
+            })
+            .any(|l| {
+                l.trim_start()
+                    .trim_start_matches('/')
+                    .trim_start()
+                    .starts_with("Long:")
+            });
+        if length > LONGEST_FUNCTION && !reason {
+            found.push(format!("{file}:{} {name} ({length} lines)", at + 1));
+        }
+    }
+    found
+}
+
+/// The function a line declares, if it does.
+fn fn_name(code: &str) -> Option<&str> {
+    let mut rest = code;
+    for prefix in [
+        "pub(crate) ",
+        "pub(super) ",
+        "pub ",
+        "const ",
+        "async ",
+        "unsafe ",
+    ] {
+        rest = rest.strip_prefix(prefix).unwrap_or(rest);
+    }
+    let rest = rest.strip_prefix("fn ")?;
+    let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
+    Some(&rest[..end])
+}
+
+#[test]
+fn product_functions_are_short_or_say_why() {
+    let mut found = Vec::new();
+    for (dir, _) in product_crates().into_values() {
+        let mut files = Vec::new();
+        sources(&dir.join("src"), &mut files);
+        // Binaries are product code too.
+        let bin = dir.join("src/bin");
+        if bin.is_dir() {
+            sources_of_bins(&bin, &mut files);
+        }
+        for file in files {
+            let (text, _) = production_part(&std::fs::read_to_string(&file).unwrap());
+            let name = file
+                .strip_prefix(workspace_root())
+                .unwrap_or(&file)
+                .display()
+                .to_string();
+            if name.ends_with("/tests.rs") {
+                continue; // a unit-test module in a file of its own
+            }
+            found.extend(long_functions(&name, &text));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "functions over {LONGEST_FUNCTION} lines: split them into named steps, or write the \
+         reason above them in a comment starting `Long:`\n{}",
+        found.join("\n")
+    );
+}
+
+fn sources_of_bins(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        if entry.path().extension().is_some_and(|e| e == "rs") {
+            out.push(entry.path());
+        }
+    }
+}
+
+#[test]
+fn the_length_check_counts_bodies_and_reads_reasons() {
+    let body = |n: usize| "    x();\n".repeat(n);
+    let long = format!("pub async fn long() {{\n{}}}\n", body(LONGEST_FUNCTION));
+    let short = format!("fn short() {{\n{}}}\n", body(LONGEST_FUNCTION - 2));
+    let excused = format!(
+        "/// Does a thing.\n// Long: one table, read top to bottom.\nfn excused() {{\n{}}}\n",
+        body(LONGEST_FUNCTION)
+    );
+    let text = format!("{long}{short}{excused}");
+    let found = long_functions("f.rs", &text);
+    assert_eq!(
+        found,
+        [format!("f.rs:1 long ({} lines)", LONGEST_FUNCTION + 2)]
+    );
+}
+
 #[test]
 fn the_checker_sees_grouped_nested_and_relative_imports() {
     let module = ["server".to_owned(), "call".to_owned()];
