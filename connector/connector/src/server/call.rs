@@ -7,6 +7,7 @@ use rmcp::{
     service::RequestContext,
 };
 use serde_json::{Value, json};
+use temporalio_protos::temporal::api::common::v1::Payload;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -20,6 +21,7 @@ use crate::{
         operation_id as idempotent_operation_id,
     },
     progress::{forward_live, replay_notifications},
+    route::Route,
     task_ref::CallerScope,
 };
 use durable_mcp_contract::{
@@ -44,6 +46,20 @@ impl Connector {
         arguments: serde_json::Map<String, Value>,
         key: Option<(IdempotencyKey, &CallerScope)>,
     ) -> Result<Started, McpError> {
+        let call = self.prepare_call(tool, arguments).await?;
+        match key {
+            None => self.start_unkeyed(call).await,
+            Some((key, scope)) => self.start_idempotent(call, &key, scope).await,
+        }
+    }
+
+    /// Everything a start needs before it names its operation: the tool's route and timeout,
+    /// its in-flight slot, and the arguments as a payload of an allowed size.
+    async fn prepare_call<'t>(
+        &self,
+        tool: &'t str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> Result<PreparedCall<'t>, McpError> {
         let (route, definition) = self.lookup(tool).await?;
         let slot = self
             .inner
@@ -55,60 +71,66 @@ impl Connector {
             .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
         let arguments_bytes = input.data.len();
         check_arguments_size(tool, arguments_bytes)?;
-        let client = &self.inner.client;
         let now = tokio::time::Instant::now();
         // Through a Temporal outage (R-CON-16) the start is retried for a while (same request
         // id: one run), and the wait for as long as the tool may run, plus time to read the
         // outcome once the server is back.
-        let start_deadline = now + timeout.min(START_OUTAGE_BUDGET);
-        let deadline = outage_deadline(now, timeout);
-        let Some((key, scope)) = key else {
-            let mut start = StartOperation::new(
-                self.operation_id(""),
-                &route.endpoint,
-                &route.service,
-                operation_for_tool(tool),
-                input,
-            );
-            start.schedule_to_close = Some(timeout);
-            let (op, _) = client
-                .start_until(start, start_deadline)
-                .await
-                .map_err(start_failed)?;
-            // The tool and sizes only: arguments are the caller's data (R-CON-33).
-            info!(operation_id = %op.operation_id, tool, service = %route.service, arguments_bytes, "tool call started");
-            return Ok(Started::Op(Call { op, deadline, slot }));
-        };
+        Ok(PreparedCall {
+            tool,
+            route,
+            arguments,
+            input,
+            arguments_bytes,
+            timeout,
+            start_deadline: now + timeout.min(START_OUTAGE_BUDGET),
+            deadline: outage_deadline(now, timeout),
+            slot,
+        })
+    }
+
+    /// Starts a call without an idempotency key: a new operation every time.
+    async fn start_unkeyed(&self, mut call: PreparedCall<'_>) -> Result<Started, McpError> {
+        let start = call.operation(self.operation_id(""));
+        let (op, _) = self
+            .inner
+            .client
+            .start_until(start, call.start_deadline)
+            .await
+            .map_err(start_failed)?;
+        let (tool, arguments_bytes) = (call.tool, call.arguments_bytes);
+        // The tool and sizes only: arguments are the caller's data (R-CON-33).
+        info!(operation_id = %op.operation_id, tool, service = %call.route.service, arguments_bytes, "tool call started");
+        Ok(call.started(op))
+    }
+
+    /// Starts a call with an idempotency key, or reattaches to the execution the key already
+    /// names; a [`Started::Conflict`] when that execution has other arguments.
+    async fn start_idempotent(
+        &self,
+        mut call: PreparedCall<'_>,
+        key: &IdempotencyKey,
+        scope: &CallerScope,
+    ) -> Result<Started, McpError> {
         let fingerprint_key = FingerprintKey::derive(&self.inner.options.signing_key);
         let operation_id = idempotent_operation_id(
             &fingerprint_key,
             &self.inner.options.connector_name,
             &self.owner(scope),
-            tool,
-            &key,
+            call.tool,
+            key,
         );
-        let fingerprint = arguments_fingerprint(&fingerprint_key, &arguments);
-        let mut start = StartOperation::new(
-            &operation_id,
-            &route.endpoint,
-            &route.service,
-            operation_for_tool(tool),
-            input,
-        );
-        // Same key and same arguments => same request id: the server answers with the same
-        // run, even after it closed. Temporal attaches silently on a conflict, so the
-        // arguments' fingerprint travels in a header and is compared here.
-        start.request_id = format!("{operation_id}-{fingerprint}");
-        start.schedule_to_close = Some(timeout);
-        start.conflict_policy = ConflictPolicy::UseExisting;
-        start.reuse_policy = ReusePolicy::RejectDuplicate;
-        start
-            .headers
-            .insert(FINGERPRINT_HEADER.into(), fingerprint.clone());
-        let op = match client.start_until(start, start_deadline).await {
+        let fingerprint = arguments_fingerprint(&fingerprint_key, &call.arguments);
+        let start = call.idempotent_operation(&operation_id, &fingerprint);
+        let (tool, arguments_bytes) = (call.tool, call.arguments_bytes);
+        let op = match self
+            .inner
+            .client
+            .start_until(start, call.start_deadline)
+            .await
+        {
             Ok((op, true)) => {
                 info!(operation_id = %op.operation_id, tool, arguments_bytes, "idempotent tool call started");
-                return Ok(Started::Op(Call { op, deadline, slot }));
+                return Ok(call.started(op));
             }
             Ok((op, false)) => op,
             // Closed, and started by a request with other arguments.
@@ -118,19 +140,28 @@ impl Connector {
             },
             Err(e) => return Err(start_failed(e)),
         };
-        let existing = client
-            .describe(&op)
+        self.reattach(call, &op, &fingerprint).await
+    }
+
+    /// Reattaches to the existing execution `op` of an idempotent call, if it was started with
+    /// the same arguments (`fingerprint`).
+    async fn reattach(
+        &self,
+        call: PreparedCall<'_>,
+        op: &OperationRef,
+        fingerprint: &str,
+    ) -> Result<Started, McpError> {
+        let existing = self
+            .inner
+            .client
+            .describe(op)
             .await
             .map_err(|e| internal("starting the tool call", e))?;
-        if existing.headers.get(FINGERPRINT_HEADER) != Some(&fingerprint) {
+        if existing.headers.get(FINGERPRINT_HEADER).map(String::as_str) != Some(fingerprint) {
             return Ok(Started::Conflict);
         }
-        info!(operation_id = %op.operation_id, tool, "reattached to an idempotent tool call");
-        Ok(Started::Op(Call {
-            op: existing.reference,
-            deadline,
-            slot,
-        }))
+        info!(operation_id = %op.operation_id, tool = call.tool, "reattached to an idempotent tool call");
+        Ok(call.started(existing.reference))
     }
 
     /// Waits for the operation; `cancel` (the MCP request's cancellation) cancels it. A waiting
@@ -288,6 +319,61 @@ pub(super) struct Call {
     pub deadline: tokio::time::Instant,
     /// Its place under `--max-in-flight` (R-CON-17), held while the connector waits for it.
     pub slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// A tool call ready to start: everything but its operation id.
+struct PreparedCall<'t> {
+    tool: &'t str,
+    route: Route,
+    arguments: Value,
+    input: Payload,
+    arguments_bytes: usize,
+    timeout: std::time::Duration,
+    /// Until when the start is retried through an outage (R-CON-16).
+    start_deadline: tokio::time::Instant,
+    /// Until when the wait rides out outages (R-CON-16).
+    deadline: tokio::time::Instant,
+    slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl PreparedCall<'_> {
+    /// The tool's operation, under `operation_id`, closed after the tool's timeout. Takes the
+    /// input: one start per prepared call.
+    fn operation(&mut self, operation_id: impl Into<String>) -> StartOperation {
+        let mut start = StartOperation::new(
+            operation_id,
+            &self.route.endpoint,
+            &self.route.service,
+            operation_for_tool(self.tool),
+            std::mem::take(&mut self.input),
+        );
+        start.schedule_to_close = Some(self.timeout);
+        start
+    }
+
+    /// The operation of an idempotent call: same key and same arguments => same request id,
+    /// so the server answers with the same run, even after it closed. Temporal attaches
+    /// silently on a conflict, so the arguments' fingerprint travels in a header and is
+    /// compared on reattaching.
+    fn idempotent_operation(&mut self, operation_id: &str, fingerprint: &str) -> StartOperation {
+        let mut start = self.operation(operation_id);
+        start.request_id = format!("{operation_id}-{fingerprint}");
+        start.conflict_policy = ConflictPolicy::UseExisting;
+        start.reuse_policy = ReusePolicy::RejectDuplicate;
+        start
+            .headers
+            .insert(FINGERPRINT_HEADER.into(), fingerprint.to_owned());
+        start
+    }
+
+    /// The started call `op`, holding this call's slot.
+    fn started(self, op: OperationRef) -> Started {
+        Started::Op(Call {
+            op,
+            deadline: self.deadline,
+            slot: self.slot,
+        })
+    }
 }
 
 /// Until when a call's wait rides out outages: its timeout plus [`OUTCOME_GRACE`], at most a
