@@ -29,7 +29,7 @@ use super::{
     task_ref::{CallerScope, SigningKey},
 };
 use crate::local::LocalTools;
-use durable_mcp_runtime::nexus::OperationClient;
+use durable_mcp_runtime::nexus::{OperationClient, OperationRef};
 
 mod call;
 mod catalog;
@@ -308,24 +308,7 @@ impl ServerHandler for Typed {
     ) -> Result<CallToolResponse, McpError> {
         let scope = self.request_scope(&context)?;
         if let Some(local) = self.local_for(&request.name) {
-            // A management call made directly, not a durable operation (R-OPS-1), by a caller
-            // whose token carries the scope its family needs (R-OPS-5).
-            let granted = granted_scopes(&context);
-            if let Some(needed) = local
-                .required_scopes(&request.name)
-                .into_iter()
-                .find(|needed| !granted.as_ref().is_some_and(|g| g.0.contains(*needed)))
-            {
-                info!(tool = %request.name, caller = ?scope, "local tool refused: missing scope");
-                let mut result = insufficient_scope(&request.name, needed);
-                result.result_type = Some(ResultType::COMPLETE);
-                return Ok(result.into());
-            }
-            let arguments = request.arguments.clone().unwrap_or_default();
-            let mut result = local.call(&request.name, &arguments).await;
-            result.result_type = Some(ResultType::COMPLETE);
-            info!(tool = %request.name, caller = ?scope, "local tool called");
-            return Ok(result.into());
+            return Ok(call_local(local, &request, &context, &scope).await);
         }
         let key = idempotency_key(&request, &context)?;
         let arguments = request.arguments.clone().unwrap_or_default();
@@ -349,40 +332,12 @@ impl ServerHandler for Typed {
             Started::Op(call) => call,
             Started::Conflict => return complete(conflict_result()),
         };
-        let progress = Some(call::Listener {
-            peer: context.peer.clone(),
-            progress_token: context.meta.get_progress_token(),
-            min_log_level: Some(self.log_level.get()),
-        });
-        let one_attempt = self.one_attempt(&request.name).await;
-        let json = if supports_tasks(&context) {
-            // A task-capable caller waits `task_after`, then gets a task it can poll from any
-            // replica; after that only tasks/cancel cancels the call.
-            tokio::select! {
-                finished = self.finish_call(&op, deadline, &context.ct, progress, one_attempt) => finished?,
-                _ = tokio::time::sleep(self.inner.options.task_after) => {
-                    let task = self.created_task(&op, &scope).await;
-                    info!(operation_id = %op.operation_id, "tool call continues as a task");
-                    return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
-                }
-            }
-        } else if self.inner.options.companion_tools {
-            // No tasks extension, but companion tools: after `task_after` the caller gets the
-            // task ID in a text result and follows it with the companion tools.
-            tokio::select! {
-                finished = self.finish_call(&op, deadline, &context.ct, progress, one_attempt) => finished?,
-                _ = tokio::time::sleep(self.inner.options.task_after) => {
-                    info!(operation_id = %op.operation_id, "tool call continues as a companion task");
-                    let has_output_schema = self
-                        .lookup(&request.name)
-                        .await
-                        .is_ok_and(|(_, tool)| tool.get("outputSchema").is_some());
-                    continues_as_task(&self.task_id(&op, &scope), has_output_schema)
-                }
-            }
-        } else {
-            self.finish_call(&op, deadline, &context.ct, progress, one_attempt)
-                .await?
+        let json = match self
+            .answer_started(&request.name, &op, deadline, &context, &scope)
+            .await?
+        {
+            Answer::Result(json) => json,
+            Answer::Task(task) => return Ok(CallToolResponse::Task(task)),
         };
         faithful::keep(self.written.as_ref(), &context, json.clone());
         complete(json)
@@ -421,6 +376,98 @@ impl ServerHandler for Typed {
         }
         let scope = self.request_scope(&context)?;
         self.cancel_task_op(&request.task_id, &scope).await
+    }
+}
+
+/// A management call made directly, not a durable operation (R-OPS-1), by a caller whose token
+/// carries the scope its family needs (R-OPS-5); refused with a tool error otherwise.
+async fn call_local(
+    local: &Arc<dyn LocalTools>,
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+    scope: &CallerScope,
+) -> CallToolResponse {
+    let granted = granted_scopes(context);
+    let mut result = match local
+        .required_scopes(&request.name)
+        .into_iter()
+        .find(|needed| !granted.as_ref().is_some_and(|g| g.0.contains(*needed)))
+    {
+        Some(needed) => {
+            info!(tool = %request.name, caller = ?scope, "local tool refused: missing scope");
+            insufficient_scope(&request.name, needed)
+        }
+        None => {
+            let arguments = request.arguments.clone().unwrap_or_default();
+            let result = local.call(&request.name, &arguments).await;
+            info!(tool = %request.name, caller = ?scope, "local tool called");
+            result
+        }
+    };
+    result.result_type = Some(ResultType::COMPLETE);
+    result.into()
+}
+
+/// How a started call is answered: its result, or a task the caller follows.
+enum Answer {
+    /// A `CallToolResult` JSON: the call's, or a companion task ID in a text result.
+    Result(Value),
+    Task(CreateTaskResult),
+}
+
+impl Typed {
+    /// Waits for the started call `op` (until `deadline` through outages, see [`call::Call`]).
+    /// A caller that can follow a task (the tasks extension, or the companion tools) waits
+    /// `task_after` at most, then gets the call as a task; others wait for the result.
+    async fn answer_started(
+        &self,
+        tool: &str,
+        op: &OperationRef,
+        deadline: tokio::time::Instant,
+        context: &RequestContext<RoleServer>,
+        scope: &CallerScope,
+    ) -> Result<Answer, McpError> {
+        let progress = Some(call::Listener {
+            peer: context.peer.clone(),
+            progress_token: context.meta.get_progress_token(),
+            min_log_level: Some(self.log_level.get()),
+        });
+        let one_attempt = self.one_attempt(tool).await;
+        let finished = self.finish_call(op, deadline, &context.ct, progress, one_attempt);
+        let task_after = self.inner.options.task_after;
+        if supports_tasks(context) {
+            // A task-capable caller waits `task_after`, then gets a task it can poll from any
+            // replica; after that only tasks/cancel cancels the call.
+            tokio::select! {
+                finished = finished => Ok(Answer::Result(finished?)),
+                _ = tokio::time::sleep(task_after) => {
+                    let task = self.created_task(op, scope).await;
+                    info!(operation_id = %op.operation_id, "tool call continues as a task");
+                    Ok(Answer::Task(CreateTaskResult::new(task)))
+                }
+            }
+        } else if self.inner.options.companion_tools {
+            // No tasks extension, but companion tools: after `task_after` the caller gets the
+            // task ID in a text result and follows it with the companion tools.
+            tokio::select! {
+                finished = finished => Ok(Answer::Result(finished?)),
+                _ = tokio::time::sleep(task_after) => {
+                    Ok(Answer::Result(self.companion_task(tool, op, scope).await))
+                }
+            }
+        } else {
+            Ok(Answer::Result(finished.await?))
+        }
+    }
+
+    /// The text result that hands a caller without the tasks extension its call's task ID.
+    async fn companion_task(&self, tool: &str, op: &OperationRef, scope: &CallerScope) -> Value {
+        info!(operation_id = %op.operation_id, "tool call continues as a companion task");
+        let has_output_schema = self
+            .lookup(tool)
+            .await
+            .is_ok_and(|(_, tool)| tool.get("outputSchema").is_some());
+        continues_as_task(&self.task_id(op, scope), has_output_schema)
     }
 }
 
