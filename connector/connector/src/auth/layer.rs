@@ -6,7 +6,7 @@ use std::{sync::Arc, time::Instant};
 
 use axum::{
     extract::Request,
-    http::{HeaderValue, StatusCode, header},
+    http::{HeaderMap, HeaderValue, StatusCode, header},
     middleware::Next,
     response::{IntoResponse, Response},
 };
@@ -14,6 +14,8 @@ use rmcp::transport::streamable_http_server::session::{
     SessionId, SessionManager, local::LocalSessionManager,
 };
 use serde_json::{Value, json};
+
+use crate::task_ref::CallerScope;
 
 use super::{
     config::AuthConfig,
@@ -181,93 +183,123 @@ fn quoted(s: &str) -> String {
 const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Middleware: lets a request through only with a valid token, as the token's
-/// [`CallerScope`](crate::task_ref::CallerScope) in the request extensions, and without its `Authorization` header. A
-/// session opened by one caller answers any other caller as an unknown session (404), so a
-/// leaked session id cannot be used to read, resume, cancel or close someone else's calls.
+/// [`CallerScope`] in the request extensions, and without its
+/// `Authorization` header. A session opened by one caller answers any other caller as an
+/// unknown session (404), so a leaked session id cannot be used to read, resume, cancel or close
+/// someone else's calls.
 pub async fn require_bearer(
     auth: Arc<Authenticator>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let header = match request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(|v| v.to_str())
-    {
-        None => None,
-        Some(Ok(value)) => Some(value),
-        Some(Err(_)) => {
-            return auth.refusal(&AuthError::Invalid(
-                "the Authorization header is not text".into(),
-            ));
-        }
+    let (caller, granted) = match auth.authenticate_request(request.headers()).await {
+        Ok(verified) => verified,
+        Err(refusal) => return refusal,
     };
-    let (caller, granted) = match auth.authenticate(header).await {
-        Ok(verified) => (verified.scope(), GrantedScopes(verified.scopes)),
-        Err(error) => {
-            match &error {
-                AuthError::KeysUnavailable(_) => tracing::warn!(%error, "request refused"),
-                // Refusals are routine (and anyone can cause them): not worth an info line each.
-                _ => tracing::debug!(%error, "request refused"),
-            }
-            return auth.refusal(&error);
-        }
-    };
-    let session = request
-        .headers()
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    if let Some(id) = &session {
-        let admitted = auth
-            .sessions
-            .lock()
-            .unwrap()
-            .admit(id, &caller, Instant::now());
-        if !admitted {
-            tracing::debug!(
-                "a session id that is not this caller's (another's, or unknown here); answered as unknown"
-            );
-            return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
-        }
+    let session = header_text(request.headers(), SESSION_HEADER);
+    if !auth.admits(session.as_deref(), &caller) {
+        tracing::debug!(
+            "a session id that is not this caller's (another's, or unknown here); answered as unknown"
+        );
+        return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
     }
     let closing = request.method() == axum::http::Method::DELETE;
     request.headers_mut().remove(header::AUTHORIZATION);
     request.extensions_mut().insert(caller.clone());
     request.extensions_mut().insert(granted);
     let response = next.run(request).await;
-    let mut sessions = auth.sessions.lock().unwrap();
-    match &session {
-        // A new session (initialize): it belongs to whoever opened it.
-        None => {
-            if let Some(id) = response
-                .headers()
-                .get(SESSION_HEADER)
-                .and_then(|v| v.to_str().ok())
-            {
-                let evicted = sessions.open(id, caller, Instant::now());
-                if !evicted.is_empty() {
-                    tracing::info!(
-                        sessions = evicted.len(),
-                        "closing sessions evicted for new ones (a caller's oldest beyond its share, or idle)"
-                    );
+    auth.track_session(session.as_deref(), caller, closing, &response);
+    response
+}
+
+impl Authenticator {
+    /// The caller and scopes of the bearer token in a request's `headers`, or the refusal to
+    /// answer with.
+    async fn authenticate_request(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<(CallerScope, GrantedScopes), Response> {
+        let header = match headers.get(header::AUTHORIZATION).map(|v| v.to_str()) {
+            None => None,
+            Some(Ok(value)) => Some(value),
+            Some(Err(_)) => {
+                return Err(self.refusal(&AuthError::Invalid(
+                    "the Authorization header is not text".into(),
+                )));
+            }
+        };
+        match self.authenticate(header).await {
+            Ok(verified) => Ok((verified.scope(), GrantedScopes(verified.scopes))),
+            Err(error) => {
+                match &error {
+                    AuthError::KeysUnavailable(_) => tracing::warn!(%error, "request refused"),
+                    // Refusals are routine (and anyone can cause them): not worth an info line each.
+                    _ => tracing::debug!(%error, "request refused"),
                 }
-                if let Some(manager) = auth.server_sessions.get() {
-                    for id in evicted {
-                        let manager = manager.clone();
-                        tokio::spawn(async move {
-                            let _ = manager.close_session(&SessionId::from(id)).await;
-                        });
-                    }
-                }
+                Err(self.refusal(&error))
             }
         }
-        Some(id) if closing || response.status() == StatusCode::NOT_FOUND => {
-            sessions.close(id);
-        }
-        Some(_) => {}
     }
-    response
+
+    /// Whether `caller` may use the request's `session`: one it opened, or none (a new one).
+    fn admits(&self, session: Option<&str>, caller: &CallerScope) -> bool {
+        session.is_none_or(|id| {
+            let mut sessions = self.sessions.lock().unwrap();
+            sessions.admit(id, caller, Instant::now())
+        })
+    }
+
+    /// Follows the request's session after its `response`: a session the response opened
+    /// belongs to `caller`; one the request closed (`closing`) or that the server no longer
+    /// knows is forgotten.
+    fn track_session(
+        &self,
+        session: Option<&str>,
+        caller: CallerScope,
+        closing: bool,
+        response: &Response,
+    ) {
+        let mut sessions = self.sessions.lock().unwrap();
+        match session {
+            // A new session (initialize): it belongs to whoever opened it.
+            None => {
+                if let Some(id) = header_text(response.headers(), SESSION_HEADER) {
+                    let evicted = sessions.open(&id, caller, Instant::now());
+                    self.close_evicted(evicted);
+                }
+            }
+            Some(id) if closing || response.status() == StatusCode::NOT_FOUND => {
+                sessions.close(id);
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Closes the sessions evicted to make room for new ones in the MCP server too (R-CON-28).
+    fn close_evicted(&self, evicted: Vec<String>) {
+        if !evicted.is_empty() {
+            tracing::info!(
+                sessions = evicted.len(),
+                "closing sessions evicted for new ones (a caller's oldest beyond its share, or idle)"
+            );
+        }
+        if let Some(manager) = self.server_sessions.get() {
+            for id in evicted {
+                let manager = manager.clone();
+                tokio::spawn(async move {
+                    let _ = manager.close_session(&SessionId::from(id)).await;
+                });
+            }
+        }
+    }
+}
+
+/// A header's value, when it is text.
+fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }
 
 /// The public metadata document, served without authentication.
