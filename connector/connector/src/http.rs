@@ -268,7 +268,7 @@ fn router_counting(
             super::unreadable_body::answer_unreadable_bodies,
         ))
         .layer(axum::middleware::from_fn(
-            super::faithful_http::write_faithfully,
+            super::as_written_http::write_answers_as_written,
         ))
         // Inside the bearer check: only an authenticated request's body is read (R-CON-19).
         .layer(axum::middleware::from_fn(

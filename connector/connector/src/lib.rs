@@ -9,7 +9,7 @@
 //! - [`route`]: `--route` values and the merged tool list of all routes.
 //!
 //! The I/O around them: [`server`] (the rmcp `ServerHandler`), [`http`] (Streamable HTTP in
-//! axum, on the bounded accept loop of [`listener`], with [`faithful_http`] writing answers as
+//! axum, on the bounded accept loop of [`listener`], with [`as_written_http`] writing answers as
 //! the tool service gave them and [`unreadable_body`] answering bodies rmcp cannot read with
 //! JSON-RPC errors), [`auth`] (inbound OAuth: bearer tokens to caller scopes) and [`progress`] (the
 //! upstream's progress for waiting callers).
@@ -17,8 +17,8 @@
 //! Beside the routed tools, [`local`] tools are served in-process: [`temporal_tools`] (Temporal
 //! operations as MCP tools, `--temporal-tools`) is one such set.
 
+pub mod as_written_http;
 pub mod auth;
-pub mod faithful_http;
 pub mod http;
 pub mod idempotency;
 pub mod listener;

@@ -31,10 +31,10 @@ use super::{
 use crate::local::LocalTools;
 use durable_mcp_runtime::nexus::{OperationClient, OperationRef};
 
+pub(crate) mod as_written;
 mod call;
 mod catalog;
 pub mod companion;
-pub(crate) mod faithful;
 mod internal;
 mod limits;
 mod logging;
@@ -179,17 +179,17 @@ impl Connector {
     }
 }
 
-/// The rmcp handler behind [`Connector`]'s `Service` (see [`faithful`]): one per request, so
+/// The rmcp handler behind [`Connector`]'s `Service` (see [`as_written`]): one per request, so
 /// the answer as it is to be written can be handed back beside rmcp's typed one. rmcp's
 /// Streamable HTTP service needs a `ServerHandler` and serves this one ([`Connector::typed`]),
 /// one per session; its answers as written go into the HTTP request's
-/// [`faithful::HttpAnswers`] instead (see the `inbound::faithful_http` module).
+/// [`as_written::HttpAnswers`] instead (see the `inbound::as_written_http` module).
 #[derive(Clone)]
 pub struct Typed {
     connector: Connector,
     /// Set for a handler serving one request through the connector's own `Service`; `None` for
     /// rmcp's HTTP service, which keeps nothing beyond the request.
-    written: Option<faithful::Written>,
+    written: Option<as_written::Written>,
     /// The caller's `logging/setLevel` (R-CON-13): one per session over HTTP, one per
     /// connector value over stdio and for library hosts.
     log_level: logging::LogLevel,
@@ -211,7 +211,7 @@ impl Connector {
     fn typed_sharing_level(&self) -> Typed {
         Typed {
             log_level: self.log_level.clone(),
-            written: Some(faithful::Written::default()),
+            written: Some(as_written::Written::default()),
             ..self.typed()
         }
     }
@@ -248,7 +248,7 @@ impl ServerHandler for Typed {
             .refresh_tools()
             .await?
             .into_iter()
-            .map(|(_, t)| faithful::as_listed(t))
+            .map(|(_, t)| as_written::as_listed(t))
             .collect();
         if self.inner.options.companion_tools {
             if let Some(clash) = listed
@@ -283,7 +283,7 @@ impl ServerHandler for Typed {
                 McpError::internal_error(format!("a local tool is not valid MCP: {e}"), None)
             })?);
         }
-        faithful::keep(self.written.as_ref(), &context, Value::Array(written));
+        as_written::keep(self.written.as_ref(), &context, Value::Array(written));
         Ok(ListToolsResult::with_all_items(
             tools.into_iter().chain(local).collect(),
         ))
@@ -317,7 +317,7 @@ impl ServerHandler for Typed {
                 .call_companion(&request.name, &arguments, &scope)
                 .await?;
             // `task_result` answers the call's own result: written as the tool wrote it.
-            faithful::keep(self.written.as_ref(), &context, json.clone());
+            as_written::keep(self.written.as_ref(), &context, json.clone());
             return complete(json);
         }
         // The call holds its in-flight slot (R-CON-17) until this answer: a result, or a task.
@@ -339,7 +339,7 @@ impl ServerHandler for Typed {
             Answer::Result(json) => json,
             Answer::Task(task) => return Ok(CallToolResponse::Task(task)),
         };
-        faithful::keep(self.written.as_ref(), &context, json.clone());
+        as_written::keep(self.written.as_ref(), &context, json.clone());
         complete(json)
     }
 

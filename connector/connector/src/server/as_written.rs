@@ -1,11 +1,11 @@
-//! Answers written as the tool service gave them (R-CON-12). rmcp's typed model changes what
-//! passes through it: numbers take the field's type (`"priority": 1` becomes `1.0`) and fields
-//! it has no place for are dropped (a tool's `execution`, unknown annotation keys). So the
-//! connector is an rmcp `Service` of its own: its typed handler ([`super::Typed`]) does the
-//! protocol work (version checks, `resultType`, cache hints), and for `tools/list` and
-//! `tools/call` the JSON as it is to be written travels beside the typed answer and replaces it,
-//! keeping only what rmcp decided for this peer (`resultType`, `ttlMs`, `cacheScope`, and the
-//! legacy peers' rule that structured output is an object).
+//! Answers as written, byte for byte as the tool service wrote them (R-CON-12). rmcp's typed
+//! model changes what passes through it: numbers take the field's type (`"priority": 1` becomes
+//! `1.0`) and fields it has no place for are dropped (a tool's `execution`, unknown annotation
+//! keys). So the connector is an rmcp `Service` of its own: its typed handler
+//! ([`super::Typed`]) does the protocol work (version checks, `resultType`, cache hints), and for
+//! `tools/list` and `tools/call` the JSON as it is to be written travels beside the typed answer
+//! and replaces it, keeping only what rmcp decided for this peer (`resultType`, `ttlMs`,
+//! `cacheScope`, and the legacy peers' rule that structured output is an object).
 
 use std::{
     borrow::Cow,
@@ -45,9 +45,9 @@ impl Written {
 }
 
 /// The answers of one HTTP request as they are to be written, by JSON-RPC id: put in the
-/// request's extensions by the `inbound::faithful_http` middleware before rmcp sees the request, filled
-/// by the typed handler (rmcp hands the request's HTTP parts to it), and taken when the response
-/// body is written. It lives as long as that one request, so nothing outlives the answer.
+/// request's extensions by the `inbound::as_written_http` middleware before rmcp sees the
+/// request, filled by the typed handler (rmcp hands the request's HTTP parts to it), and taken
+/// when the response body is written. It lives as long as that one request, so nothing outlives the answer.
 #[derive(Clone, Default)]
 pub struct HttpAnswers(Arc<Mutex<HashMap<String, Value>>>);
 
@@ -173,7 +173,7 @@ impl Service<RoleServer> for Connector {
         request: ClientRequest,
         context: RequestContext<RoleServer>,
     ) -> Result<ServerResult, McpError> {
-        let faithful = matches!(
+        let answered_as_written = matches!(
             request,
             ClientRequest::ListToolsRequest(_) | ClientRequest::CallToolRequest(_)
         );
@@ -181,7 +181,7 @@ impl Service<RoleServer> for Connector {
         let typed = handler.handle_request(request, context).await?;
         let written = handler.written.as_ref().and_then(Written::take);
         Ok(match written {
-            Some(written) if faithful => written_answer(typed, written),
+            Some(written) if answered_as_written => written_answer(typed, written),
             _ => typed,
         })
     }

@@ -1,4 +1,5 @@
-//! Answers over Streamable HTTP written as the tool service gave them (R-CON-12).
+//! Answers over Streamable HTTP as written, byte for byte as the tool service wrote them
+//! (R-CON-12).
 //!
 //! rmcp's HTTP service serves the connector's typed handler, so it writes rmcp's typed view of
 //! `tools/list` and `tools/call` answers (`"priority": 1` would become `1.0`, unknown keys would
@@ -35,23 +36,24 @@ use serde_json::Value;
 
 use rmcp::{RoleServer, service::RequestContext};
 
-pub use super::server::faithful::written_result;
-use super::server::faithful::{self, HttpAnswers};
+pub use super::server::as_written::written_result;
+use super::server::as_written::{self, HttpAnswers};
 
 /// Keeps `value` (a `tools/list` answer's tools array, or a `CallToolResult`) as the answer to
 /// `context`'s request as it is to be written, when the request came through
-/// [`write_faithfully`]; otherwise does nothing. For any rmcp handler served behind the layer
-/// (the connector's, or a test's MCP server that must write JSON rmcp's model would change).
+/// [`write_answers_as_written`]; otherwise does nothing. For any rmcp handler served behind the
+/// layer (the connector's, or a test's MCP server that must write JSON rmcp's model would
+/// change).
 pub fn keep_answer(context: &RequestContext<RoleServer>, value: Value) {
-    faithful::keep(None, context, value);
+    as_written::keep(None, context, value);
 }
 
-/// Axum middleware (`axum::middleware::from_fn(write_faithfully)`) around rmcp's
+/// Axum middleware (`axum::middleware::from_fn(write_answers_as_written)`) around rmcp's
 /// `StreamableHttpService` serving [`super::server::Connector::typed`]: its `tools/list` and
 /// `tools/call` answers are written as the tool service gave them, also when a session's stream
 /// is replayed. `durable-mcp-connector` mounts it; a library host mounting the connector itself
 /// adds it the same way.
-pub async fn write_faithfully(mut request: Request, next: Next) -> Response {
+pub async fn write_answers_as_written(mut request: Request, next: Next) -> Response {
     let session = session_of(request.headers());
     if request.method() == Method::GET && request.headers().contains_key(LAST_EVENT_ID) {
         let response = next.run(request).await;
