@@ -28,7 +28,7 @@ use rmcp::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::wire_check::RawClient;
+use super::as_written_check::RawClient;
 use crate::{
     fixtures::RawHttpClient,
     kit::mcp::{

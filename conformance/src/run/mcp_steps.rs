@@ -246,8 +246,8 @@ pub(crate) async fn run_mcp_call(
         }
     }
     let mut summary = check_answer(env, expect, answer, Some(&call.tool), call.key()).await?;
-    if expect.wire_matches_upstream {
-        super::wire_check::check_wire(env, call, &arguments, &mut summary).await?;
+    if expect.matches_upstream_as_written {
+        super::as_written_check::check_as_written(env, call, &arguments, &mut summary).await?;
     }
     Ok(summary)
 }

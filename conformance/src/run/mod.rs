@@ -2,12 +2,12 @@
 //! server, its own mock upstream (stdio child or in-process HTTP), and its own proxy; then its
 //! steps run through the durable path and their expectations are checked.
 
+mod as_written_check;
 mod checks;
 mod connector_driver;
 mod mcp_steps;
 mod nexus_call;
 pub(crate) mod proxy_process;
-mod wire_check;
 mod workflows;
 
 use std::{
@@ -245,7 +245,7 @@ pub(crate) struct StepEnv<'a> {
     spec: UpstreamSpec,
     spec_file: Option<PathBuf>,
     /// The mock upstream's transport, when the scenario has a mock upstream without a fault
-    /// (`expect.wire_matches_upstream` calls a twin of it).
+    /// (`expect.matches_upstream_as_written` calls a twin of it).
     mock: Option<UpstreamTransport>,
     /// What `mcp` step arguments may name: `{run}` and `{task_queue}`.
     placeholders: Vec<(&'static str, String)>,

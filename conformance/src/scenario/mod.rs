@@ -88,7 +88,7 @@
 //! snapshot = "name"            # optional: the result (times, ids redacted) == fixtures/snapshots/<name>.snap (insta)
 //! written = { content = [] }    # optional (call): the result is exactly this JSON (1 is not 1.0)
 //! listed = { name = "t" }       # optional (call): list_tools lists the tool as exactly this (durable _meta aside)
-//! wire_matches_upstream = true # optional (mcp, result): the same call and listing read raw (no MCP SDK)
+//! matches_upstream_as_written = true  # optional (mcp, result): the same call and listing read raw (no MCP SDK)
 //!                              # through the connector equal a direct call to a twin of the mock upstream
 //!                              # field for field (namespaced _meta and execution.taskSupport aside)
 //! save = "first"               # remember this answer (and task ID) for later steps
@@ -485,11 +485,11 @@ impl Scenario {
             if step
                 .expect
                 .as_ref()
-                .is_some_and(|e| e.wire_matches_upstream)
+                .is_some_and(|e| e.matches_upstream_as_written)
                 && (self.tool_service.is_some() || self.upstream.fault.is_some())
             {
                 bail!(
-                    "{field}.expect.wire_matches_upstream: needs a mock upstream without a fault \
+                    "{field}.expect.matches_upstream_as_written: needs a mock upstream without a fault \
                      (it calls a twin of the upstream directly)"
                 );
             }
@@ -771,7 +771,7 @@ mod tests {
         );
     }
 
-    const WIRE: &str = r#"
+    const AS_WRITTEN: &str = r#"
         id = "fidelity/x"
         family = "fidelity"
         rules = ["R-CON-12"]
@@ -784,18 +784,18 @@ mod tests {
         mcp = { tool = "echo" }
         [steps.expect]
         outcome = "result"
-        wire_matches_upstream = true
+        matches_upstream_as_written = true
     "#;
 
     #[test]
-    fn wire_checks_need_an_mcp_result_and_a_mock_upstream() {
-        Scenario::parse(WIRE, Path::new("x.toml")).unwrap();
-        let field = "steps[0].expect.wire_matches_upstream";
-        let call = WIRE.replace("mcp = { tool", "call = { tool");
+    fn as_written_checks_need_an_mcp_result_and_a_mock_upstream() {
+        Scenario::parse(AS_WRITTEN, Path::new("x.toml")).unwrap();
+        let field = "steps[0].expect.matches_upstream_as_written";
+        let call = AS_WRITTEN.replace("mcp = { tool", "call = { tool");
         assert!(parse_err(&call).contains(field), "{}", parse_err(&call));
-        let task = WIRE.replace("outcome = \"result\"", "outcome = \"task\"");
+        let task = AS_WRITTEN.replace("outcome = \"result\"", "outcome = \"task\"");
         assert!(parse_err(&task).contains(field), "{}", parse_err(&task));
-        let faulty = WIRE.replace(
+        let faulty = AS_WRITTEN.replace(
             "[upstream]",
             "[upstream]\n        transport = \"http\"\n        fault = { kind = \"reset\", times = 1 }",
         );

@@ -376,7 +376,7 @@ pub struct Expect {
     /// `_meta` keys, the step's tool as listed apart from those and `execution.taskSupport`,
     /// which says what the connector offers (R-CON-12).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub wire_matches_upstream: bool,
+    pub matches_upstream_as_written: bool,
     /// The result's `structuredContent` includes these keys with these values (objects are
     /// compared key by key, recursively; anything else must be equal).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -567,11 +567,11 @@ pub(crate) fn validate_step(
     if (e.written.is_some() || e.listed.is_some()) && !(is_call && has_result) {
         bail!("{field}.expect: written and listed only apply to a call step ending in a result");
     }
-    if e.wire_matches_upstream
+    if e.matches_upstream_as_written
         && !(matches!(action, Action::Mcp(_)) && e.outcome == ExpectedOutcome::Result)
     {
         bail!(
-            "{field}.expect.wire_matches_upstream: only applies to an mcp step ending in a result"
+            "{field}.expect.matches_upstream_as_written: only applies to an mcp step ending in a result"
         );
     }
     if e.error_code.is_some() && e.outcome != ExpectedOutcome::Error {

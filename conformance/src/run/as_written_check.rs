@@ -1,5 +1,5 @@
-//! `expect.wire_matches_upstream` (R-CON-12, R-CNF-14). The runner's MCP client is rmcp's typed
-//! one, which cannot see what the connector wrote: `1` and `1.0` read the same into its model,
+//! `expect.matches_upstream_as_written` (R-CON-12, R-CNF-14). The runner's MCP client is rmcp's
+//! typed one, which cannot see what the connector wrote: `1` and `1.0` read the same into its model,
 //! and keys it has no place for are dropped on reading. So the step's call and its tool's
 //! listing are sent once more as raw JSON-RPC (no MCP SDK in between), through the connector
 //! replica and straight to a twin of the upstream (the same mock program and spec, writing no
@@ -90,14 +90,14 @@ async fn twin(env: &StepEnv<'_>) -> Result<Twin, Failure> {
             })
         }
         None => Err(Failure::Setup(
-            "wire_matches_upstream needs a mock upstream without a fault".into(),
+            "matches_upstream_as_written needs a mock upstream without a fault".into(),
         )),
     }
 }
 
 /// Sends `call` (with `arguments`, placeholders filled) and `tools/list` raw through the step's
 /// connector replica and to a twin of the upstream, and compares what they wrote.
-pub(crate) async fn check_wire(
+pub(crate) async fn check_as_written(
     env: &StepEnv<'_>,
     call: &McpCallStep,
     arguments: &Map<String, Value>,
