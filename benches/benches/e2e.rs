@@ -37,7 +37,9 @@ use durable_mcp::{
 };
 use durable_mcp_conformance::proxy_thread::ProxyThread;
 use durable_mcp_conformance::{
-    fixtures::{HttpUpstream, SpecSource, UpstreamSpec, everything::DirectClient, serve_http},
+    fixtures::{
+        HttpUpstream, SpecSource, UpstreamSpec, everything::DirectClient, serve_mock_upstream_http,
+    },
     harness::{DevServer, Slice},
     kit::upstreams::http_upstream,
 };
@@ -72,7 +74,7 @@ impl Env {
             let server = DevServer::start(Default::default())
                 .await
                 .expect("Temporal dev server starts");
-            let upstream = serve_http(
+            let upstream = serve_mock_upstream_http(
                 SpecSource::Inline(UpstreamSpec::standard()),
                 None,
                 "127.0.0.1:0".parse().unwrap(),

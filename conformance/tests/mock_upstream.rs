@@ -1,5 +1,6 @@
 //! The mock upstream MCP server, driven by rmcp's own client over stdio (the built binary) and
-//! Streamable HTTP (in-process `serve_http`, and the binary's http mode), plus the HTTP faults.
+//! Streamable HTTP (in-process `serve_mock_upstream_http`, and the binary's http mode), plus the
+//! HTTP faults.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -8,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use durable_mcp_conformance::fixtures::{
     CRASH_EXIT_CODE, Ledger, LedgerEvent, SpecSource, UpstreamSpec, all_content_json, faults,
-    serve_http,
+    serve_mock_upstream_http,
 };
 use rmcp::{
     ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceError, ServiceExt,
@@ -490,7 +491,7 @@ async fn check_reload(client: &Client, spec: &mut UpstreamSpec, spec_path: &Path
 // ---------------------------------------------------------------------------------------------
 
 async fn standard_http(fx: &Fixture) -> durable_mcp_conformance::fixtures::HttpUpstream {
-    serve_http(
+    serve_mock_upstream_http(
         SpecSource::Inline(UpstreamSpec::standard()),
         Some(fx.ledger_path()),
         "127.0.0.1:0".parse().unwrap(),
@@ -602,7 +603,7 @@ async fn http_spec_file_reload_toml() {
     let spec_path = fx.path("spec.toml");
     let mut spec = UpstreamSpec::standard();
     std::fs::write(&spec_path, toml_of(&spec)).unwrap();
-    let server = serve_http(
+    let server = serve_mock_upstream_http(
         SpecSource::File(spec_path.clone()),
         Some(fx.ledger_path()),
         "127.0.0.1:0".parse().unwrap(),

@@ -11,7 +11,8 @@ use durable_mcp::{
     outbound::UpstreamConfig,
 };
 use durable_mcp_conformance::fixtures::{
-    self, Behavior, FailKind, Ledger, LedgerEvent, SpecSource, ToolSpec, UpstreamSpec, serve_http,
+    self, Behavior, FailKind, Ledger, LedgerEvent, SpecSource, ToolSpec, UpstreamSpec,
+    serve_mock_upstream_http,
 };
 use durable_mcp_conformance::snapshots;
 use serde_json::{Value, json};
@@ -214,7 +215,7 @@ async fn proxy_cancel_reaches_the_upstream() {
 async fn proxy_fronts_an_http_upstream_with_identical_results() {
     let env = TestEnv::shared("proxy-http").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let upstream = serve_http(
+    let upstream = serve_mock_upstream_http(
         SpecSource::Inline(spec()),
         Some(ledger.path().to_owned()),
         "127.0.0.1:0".parse().unwrap(),
@@ -459,7 +460,7 @@ async fn a_retried_start_reattaches_before_reading_discovery() {
 async fn discovery_failure_keeps_the_last_good_list() {
     use durable_mcp::outbound::{discovery::Discovery, upstream::UpstreamClient};
     init_tracing();
-    let upstream = serve_http(
+    let upstream = serve_mock_upstream_http(
         SpecSource::Inline(spec()),
         None,
         "127.0.0.1:0".parse().unwrap(),
@@ -494,7 +495,7 @@ async fn discovery_failure_keeps_the_last_good_list() {
 async fn connection_refused_is_retried_within_the_attempt_even_for_one_attempt_tools() {
     let env = TestEnv::shared("proxy-refused").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let upstream = serve_http(
+    let upstream = serve_mock_upstream_http(
         SpecSource::Inline(spec()),
         Some(ledger.path().to_owned()),
         "127.0.0.1:0".parse().unwrap(),
@@ -519,7 +520,7 @@ async fn connection_refused_is_retried_within_the_attempt_even_for_one_attempt_t
     let (op, _) = env.client.start(start).await.unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
     // The upstream comes back on the same address: the pending call goes through, once.
-    let _back = serve_http(
+    let _back = serve_mock_upstream_http(
         SpecSource::Inline(spec()),
         Some(ledger.path().to_owned()),
         addr,
@@ -545,7 +546,7 @@ async fn connection_refused_is_retried_within_the_attempt_even_for_one_attempt_t
 async fn http_upstream_dying_mid_response_is_an_unknown_outcome_not_a_hang() {
     let env = TestEnv::shared("proxy-http-crash").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let upstream = serve_http(
+    let upstream = serve_mock_upstream_http(
         SpecSource::Inline(spec()),
         Some(ledger.path().to_owned()),
         "127.0.0.1:0".parse().unwrap(),

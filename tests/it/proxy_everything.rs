@@ -265,7 +265,7 @@ async fn proxy_everything_over_http_matches_direct_calls() {
     require_node!();
     let started = std::time::Instant::now();
     let _ = install().await;
-    let (_server, url) = everything::serve_http(0)
+    let (_server, url) = everything::run_everything_http(0)
         .await
         .expect("server-everything over HTTP");
     let env = TestEnv::shared("everything-http").await;
@@ -350,7 +350,7 @@ async fn proxy_everything_matches_the_wire() {
 async fn proxy_everything_over_http_matches_the_wire() {
     require_node!();
     let entry = install().await;
-    let (_server, url) = everything::serve_http(0)
+    let (_server, url) = everything::run_everything_http(0)
         .await
         .expect("server-everything over HTTP");
     let env = TestEnv::shared("everything-wire-http").await;

@@ -197,7 +197,7 @@ async fn no_bearer_token_or_signing_key_reaches_the_connector_log() {
 async fn no_upstream_credential_reaches_the_proxy_log_or_temporal() {
     let env = TestEnv::shared("secrets-proxy").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let http = fixtures::serve_http(
+    let http = fixtures::serve_mock_upstream_http(
         SpecSource::Inline(UpstreamSpec::standard()),
         Some(ledger.path().to_owned()),
         "127.0.0.1:0".parse().unwrap(),

@@ -79,7 +79,7 @@ struct Rig {
 }
 
 async fn rig(env: &TestEnv, companion_tools: bool) -> Rig {
-    let upstream = fixtures::serve_http(
+    let upstream = fixtures::serve_mock_upstream_http(
         SpecSource::Inline(spec()),
         None,
         "127.0.0.1:0".parse().unwrap(),

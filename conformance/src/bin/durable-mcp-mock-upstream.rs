@@ -9,7 +9,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
-use durable_mcp_conformance::fixtures::{SpecSource, UpstreamSpec, serve_http, serve_stdio};
+use durable_mcp_conformance::fixtures::{
+    SpecSource, UpstreamSpec, serve_mock_upstream_http, serve_stdio,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Transport {
@@ -65,7 +67,7 @@ async fn main() -> anyhow::Result<()> {
     match cli.transport {
         Transport::Stdio => serve_stdio(spec, cli.ledger).await,
         Transport::Http => {
-            let server = serve_http(spec, cli.ledger, cli.addr).await?;
+            let server = serve_mock_upstream_http(spec, cli.ledger, cli.addr).await?;
             {
                 let mut stdout = std::io::stdout().lock();
                 writeln!(stdout, "LISTENING {}", server.url)?;

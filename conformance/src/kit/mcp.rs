@@ -3,7 +3,7 @@
 
 use anyhow::Context as _;
 use durable_mcp::inbound::{
-    http::{HttpOptions, HttpServerHandle, serve_http},
+    http::{self, HttpOptions, HttpServerHandle},
     route::Route,
     server::{Connector, ConnectorOptions},
 };
@@ -108,14 +108,14 @@ pub fn loopback_http_options() -> HttpOptions {
     HttpOptions::new(([127, 0, 0, 1], 0).into())
 }
 
-/// Serves `connector` over Streamable HTTP (the library's `serve_http`) until the returned
+/// Serves `connector` over Streamable HTTP (the library's `serve_connector_http`) until the returned
 /// token is cancelled.
 pub async fn serve_connector_http(
     connector: Connector,
     options: HttpOptions,
 ) -> anyhow::Result<(HttpServerHandle, CancellationToken)> {
     let shutdown = CancellationToken::new();
-    let server = serve_http(connector, options, shutdown.clone())
+    let server = http::serve_connector_http(connector, options, shutdown.clone())
         .await
         .context("the connector serves Streamable HTTP")?;
     Ok((server, shutdown))

@@ -74,7 +74,7 @@ async fn twin(env: &StepEnv<'_>) -> Result<Twin, Failure> {
             })
         }
         Some(UpstreamTransport::Http) => {
-            let server = fixtures::serve_http(
+            let server = fixtures::serve_mock_upstream_http(
                 SpecSource::Inline(env.spec.clone()),
                 None,
                 "127.0.0.1:0".parse().map_err(setup)?,

@@ -1,5 +1,5 @@
 //! In-process connector replicas, each driven by a real rmcp client over an in-memory pipe or
-//! over Streamable HTTP (`durable_mcp::inbound::http::serve_http` on a loopback port).
+//! over Streamable HTTP (`durable_mcp::inbound::http::serve_connector_http` on a loopback port).
 //!
 //! The replicas of a scenario share one signing key (so any of them can serve any task of the
 //! same caller) unless one asks for its own, and route to the scenario's proxy (or native tool

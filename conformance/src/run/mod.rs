@@ -327,7 +327,7 @@ async fn execute(
             kit::upstreams::http_transport(url, scenario.upstream.unavailable_means_not_run)
         }),
         UpstreamTransport::Http => Some({
-            let upstream = fixtures::serve_http(
+            let upstream = fixtures::serve_mock_upstream_http(
                 SpecSource::Inline(spec.clone()),
                 Some(ledger.path().to_owned()),
                 "127.0.0.1:0".parse().unwrap(),

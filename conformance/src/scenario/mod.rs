@@ -296,7 +296,7 @@ pub enum ConnectorTransport {
     /// An in-memory pipe, as over stdio.
     #[default]
     Pipe,
-    /// Streamable HTTP (`serve_http` on a loopback port) with a session client.
+    /// Streamable HTTP (`serve_connector_http` on a loopback port) with a session client.
     Http,
     /// Streamable HTTP with a stateless 2026-07-28 client (`server/discover`, no session).
     HttpStateless,

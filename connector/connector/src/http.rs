@@ -403,7 +403,7 @@ impl HttpServerHandle {
 
 /// Binds `options.addr` and serves `connector` until `shutdown` is cancelled (see the module
 /// documentation for what a shutdown does).
-pub async fn serve_http(
+pub async fn serve_connector_http(
     connector: Connector,
     options: HttpOptions,
     shutdown: CancellationToken,

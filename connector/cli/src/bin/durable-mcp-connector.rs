@@ -11,7 +11,7 @@ use durable_mcp_cli::connector_config::{
 };
 use durable_mcp_connector::{
     auth::{AuthConfig, Authenticator},
-    http::serve_http,
+    http::serve_connector_http,
     server::Connector,
 };
 use durable_mcp_runtime::nexus::OperationClient;
@@ -109,7 +109,7 @@ async fn serve_over_http(connector: Connector, checked: CheckedFlags) -> anyhow:
         ),
     }
     let shutdown = CancellationToken::new();
-    let server = serve_http(connector, options, shutdown.clone()).await?;
+    let server = serve_connector_http(connector, options, shutdown.clone()).await?;
     // One line on stderr that scripts (and tests) can read the bound address from.
     eprintln!("durable-mcp-connector listening on {}", server.url);
     shutdown_signal().await?;
