@@ -47,7 +47,8 @@ use serde_json::{Value, json};
 use tokio::runtime::Runtime;
 use tokio_util::sync::CancellationToken;
 
-const SERVICE: &str = "bench";
+/// The Nexus service name the proxy serves the upstream under.
+const UPSTREAM_SERVICE: &str = "bench";
 /// Upper bound for any one operation; a hung call fails the bench instead of stalling it.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 const BATCH: usize = 20;
@@ -90,7 +91,7 @@ impl Env {
             (server, upstream, direct, slice)
         });
         let proxy = slice.start_proxy(
-            vec![http_upstream(SERVICE, &upstream.url).expect("the upstream's URL")],
+            vec![http_upstream(UPSTREAM_SERVICE, &upstream.url).expect("the upstream's URL")],
             50,
         );
         let Slice {
@@ -163,7 +164,7 @@ async fn call_on(
     let mut start = StartOperation::new(
         format!("bench-{operation}-{}", uuid::Uuid::new_v4()),
         endpoint,
-        SERVICE,
+        UPSTREAM_SERVICE,
         operation,
         payload::to_payload(&args).unwrap(),
     );

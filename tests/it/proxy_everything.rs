@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support::*;
 
-const SERVICE: &str = "everything";
+const UPSTREAM_SERVICE: &str = "everything";
 
 /// The tools compared, all read-only and deterministic apart from resource timestamps.
 const TOOLS: [&str; 7] = [
@@ -75,7 +75,7 @@ async fn install() -> PathBuf {
 
 fn stdio_upstream(entry: &std::path::Path) -> UpstreamConfig {
     durable_mcp_conformance::harness::upstream(
-        SERVICE,
+        UPSTREAM_SERVICE,
         TransportConfig::stdio(
             "node",
             vec![entry.to_string_lossy().into_owned(), "stdio".into()],
@@ -87,7 +87,7 @@ async fn operation(env: &TestEnv, operation: &str, input: &Value) -> OperationOu
     let mut start = StartOperation::new(
         format!("everything-{operation}-{}", uuid::Uuid::new_v4()),
         &env.endpoint,
-        SERVICE,
+        UPSTREAM_SERVICE,
         operation,
         payload::to_payload(input).unwrap(),
     );
@@ -269,7 +269,7 @@ async fn proxy_everything_over_http_matches_direct_calls() {
         .await
         .expect("server-everything over HTTP");
     let env = TestEnv::shared("everything-http").await;
-    let _proxy = start_proxy(&env, vec![http_upstream(SERVICE, &url).unwrap()]);
+    let _proxy = start_proxy(&env, vec![http_upstream(UPSTREAM_SERVICE, &url).unwrap()]);
     // A session of its own (server-everything makes a server per session; these tools keep
     // no per-session state).
     let direct = DirectClient::http(&url)
@@ -354,7 +354,7 @@ async fn proxy_everything_over_http_matches_the_wire() {
         .await
         .expect("server-everything over HTTP");
     let env = TestEnv::shared("everything-wire-http").await;
-    let _proxy = start_proxy(&env, vec![http_upstream(SERVICE, &url).unwrap()]);
+    let _proxy = start_proxy(&env, vec![http_upstream(UPSTREAM_SERVICE, &url).unwrap()]);
     let mut raw = RawStdioClient::start(&entry)
         .await
         .expect("raw stdio client");
@@ -371,7 +371,7 @@ async fn the_connector_writes_what_server_everything_wrote() {
     let entry = install().await;
     let env = TestEnv::shared("everything-connector-wire").await;
     let _proxy = start_proxy(&env, vec![stdio_upstream(&entry)]);
-    let mut through = raw_pipe_client(connector_for(&env, SERVICE))
+    let mut through = raw_pipe_client(connector_for(&env, UPSTREAM_SERVICE))
         .await
         .expect("raw client to the connector");
     let mut wire = RawStdioClient::start(&entry)
@@ -433,10 +433,12 @@ async fn the_connector_over_http_writes_what_server_everything_wrote() {
     let entry = install().await;
     let env = TestEnv::shared("everything-connector-http-wire").await;
     let _proxy = start_proxy(&env, vec![stdio_upstream(&entry)]);
-    let (server, shutdown) =
-        serve_connector_http(connector_for(&env, SERVICE), loopback_http_options())
-            .await
-            .expect("the connector serves HTTP");
+    let (server, shutdown) = serve_connector_http(
+        connector_for(&env, UPSTREAM_SERVICE),
+        loopback_http_options(),
+    )
+    .await
+    .expect("the connector serves HTTP");
     let _stop = shutdown.drop_guard();
     let mut through = RawHttpClient::initialize(&server.url)
         .await

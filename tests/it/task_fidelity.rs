@@ -20,7 +20,8 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-const SERVICE: &str = "written";
+/// The Nexus service name the proxy serves the upstream under.
+const UPSTREAM_SERVICE: &str = "written";
 const TOOL: &str = "slow_annotated";
 
 /// What the upstream writes: an integer annotation (rmcp's typed model makes it `1.0`), an
@@ -86,8 +87,11 @@ async fn rig(env: &TestEnv, companion_tools: bool) -> Rig {
     )
     .await
     .expect("the mock upstream over HTTP");
-    let proxy = start_proxy(env, vec![http_upstream(SERVICE, &upstream.url).unwrap()]);
-    let mut options = ConnectorOptions::new(vec![route(SERVICE, &env.endpoint)]);
+    let proxy = start_proxy(
+        env,
+        vec![http_upstream(UPSTREAM_SERVICE, &upstream.url).unwrap()],
+    );
+    let mut options = ConnectorOptions::new(vec![route(UPSTREAM_SERVICE, &env.endpoint)]);
     options.task_after = Duration::from_millis(200);
     options.companion_tools = companion_tools;
     let (server, stop) = serve_connector_http(

@@ -40,7 +40,8 @@ use temporalio_sdk::{
 
 use crate::support::*;
 
-const SERVICE: &str = "mock";
+/// The Nexus service name the proxy serves the upstream under.
+const UPSTREAM_SERVICE: &str = "mock";
 
 // ---- Workflows -------------------------------------------------------------------------------
 
@@ -223,14 +224,14 @@ async fn setup(test: &str) -> Setup {
     std::fs::write(&spec_file, serde_json::to_vec(&spec()).unwrap()).unwrap();
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let upstream = mock_stdio_upstream_with_args(
-        SERVICE,
+        UPSTREAM_SERVICE,
         vec!["--spec".into(), spec_file.to_string_lossy().into_owned()],
         &ledger,
     )
     .unwrap();
     let proxy = start_proxy(&env, vec![upstream]);
     Setup {
-        caller: Caller::new(env, SERVICE),
+        caller: Caller::new(env, UPSTREAM_SERVICE),
         spec_file,
         ledger,
         _proxy: proxy,
@@ -534,7 +535,7 @@ async fn list_tools_directly(s: &Setup) -> Vec<Value> {
     let start = durable_mcp::nexus::StartOperation::new(
         format!("list-{}", uuid::Uuid::new_v4()),
         &s.env.endpoint,
-        SERVICE,
+        UPSTREAM_SERVICE,
         "list_tools",
         durable_mcp::mcp::payload::to_payload(&json!({})).unwrap(),
     );

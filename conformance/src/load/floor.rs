@@ -25,8 +25,8 @@ use temporalio_sdk::{
     activities::{ActivityContext, ActivityError},
 };
 
-/// The floor's Nexus service and operation.
-pub const SERVICE: &str = "floor";
+/// The floor's plain Nexus service (not a tool service) and its operation.
+pub const FLOOR_SERVICE: &str = "floor";
 pub const OPERATION: &str = "echo";
 const ACTIVITY: &str = "durable-mcp-load.floor-echo";
 
@@ -79,7 +79,7 @@ pub async fn run_worker(address: &str, namespace: &str, task_queue: &str) -> any
     let nexus = NexusWorker::new(
         connection.clone(),
         options,
-        vec![Service::new(SERVICE).operation(OPERATION, handler)],
+        vec![Service::new(FLOOR_SERVICE).operation(OPERATION, handler)],
     )
     .await?;
     let runtime = Runtime::from_current_tokio(Default::default())?;

@@ -29,7 +29,7 @@ use crate::{
 };
 
 /// The Nexus service the connector routes to (the proxy serves the upstream under it).
-pub const SERVICE: &str = "mock";
+pub const UPSTREAM_SERVICE: &str = "mock";
 
 /// One of the compared paths.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -109,7 +109,7 @@ impl Caller {
                 let mut start = StartOperation::new(
                     format!("floor-{key}"),
                     endpoint,
-                    super::floor::SERVICE,
+                    super::floor::FLOOR_SERVICE,
                     super::floor::OPERATION,
                     payload::to_payload(&json!({"key": key}))?,
                 );
@@ -266,8 +266,12 @@ pub async fn start(
             let slice = Slice::on(server, "proxy").await?;
             children.push(start_proxy(&slice, upstream_url, dir)?);
             let caller = if kind == PathKind::FullHttp {
-                let mut command =
-                    http_connector_command(&slice, SERVICE, "127.0.0.1:0", &signing_key())?;
+                let mut command = http_connector_command(
+                    &slice,
+                    UPSTREAM_SERVICE,
+                    "127.0.0.1:0",
+                    &signing_key(),
+                )?;
                 command
                     // Every caller comes from loopback: one address.
                     .args(["--http-max-connections-per-address", "0"])
@@ -287,7 +291,7 @@ pub async fn start(
                 )
             } else {
                 let mut command =
-                    tokio::process::Command::from(connector_command(&slice, SERVICE)?);
+                    tokio::process::Command::from(connector_command(&slice, UPSTREAM_SERVICE)?);
                 command
                     .env("RUST_LOG", "warn")
                     .stderr(std::fs::File::create(dir.join("connector-stdio.log"))?);
@@ -362,7 +366,7 @@ fn start_proxy(slice: &Slice, upstream_url: &str, dir: &Path) -> anyhow::Result<
     let launcher = ProxyLauncher::on(
         slice,
         super::WORKER_SLOTS,
-        Serves::Upstream(Box::new(http_upstream(SERVICE, upstream_url)?)),
+        Serves::Upstream(Box::new(http_upstream(UPSTREAM_SERVICE, upstream_url)?)),
         Some(crate::harness::proxy_bin()?),
         dir,
     );

@@ -23,7 +23,7 @@ use rmcp::model::{
 use serde_json::json;
 
 use super::{
-    paths::{Child, SERVICE, signing_key, spawn_until},
+    paths::{Child, UPSTREAM_SERVICE, signing_key, spawn_until},
     procstat,
 };
 use crate::{
@@ -195,7 +195,8 @@ pub async fn run(
     dir: &Path,
 ) -> anyhow::Result<TasksRun> {
     let flags = connector_flags(n);
-    let mut command = http_connector_command(slice, SERVICE, "127.0.0.1:0", &signing_key())?;
+    let mut command =
+        http_connector_command(slice, UPSTREAM_SERVICE, "127.0.0.1:0", &signing_key())?;
     command.args(&flags).env("RUST_LOG", "warn");
     let (connector, url): (Child, String) = spawn_until(
         "tasks connector",

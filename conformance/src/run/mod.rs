@@ -37,7 +37,7 @@ use connector_driver::Replicas;
 use proxy_process::{Proxy, ProxyLauncher, Serves};
 
 /// The Nexus service name the scenario's upstream is registered under.
-const SERVICE: &str = "mock";
+const UPSTREAM_SERVICE: &str = "mock";
 /// A scenario that takes longer than this fails, naming the step that hung (R-CNF-6).
 pub const DEFAULT_SCENARIO_TIMEOUT: Duration = Duration::from_secs(180);
 
@@ -341,9 +341,9 @@ async fn execute(
     };
     let (service, serves) = match (transport, &scenario.tool_service) {
         (Some(transport), _) => (
-            SERVICE.to_owned(),
+            UPSTREAM_SERVICE.to_owned(),
             Serves::Upstream(Box::new(UpstreamConfig {
-                service: SERVICE.into(),
+                service: UPSTREAM_SERVICE.into(),
                 transport,
                 activity_options: Default::default(),
                 overrides: scenario.proxy.overrides.clone(),

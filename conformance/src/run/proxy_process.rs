@@ -8,7 +8,7 @@ use std::{
 
 use durable_mcp::outbound::{ProxyOptions, TransportConfig, UpstreamConfig};
 
-use super::SERVICE;
+use super::UPSTREAM_SERVICE;
 use crate::{
     harness::{ServerProcess, Slice},
     kit::process::{TOOL_SERVICE_READY, tool_service_command},
@@ -98,7 +98,7 @@ impl ProxyLauncher {
     /// The `proxy.toml` for the child: the scenario's task queue, server and upstream.
     fn config_toml(&self, upstream_config: &UpstreamConfig) -> anyhow::Result<String> {
         let mut upstream = toml::Table::new();
-        upstream.insert("service".into(), SERVICE.into());
+        upstream.insert("service".into(), UPSTREAM_SERVICE.into());
         match &upstream_config.transport {
             TransportConfig::Stdio { command, args, .. } => {
                 upstream.insert("transport".into(), "stdio".into());

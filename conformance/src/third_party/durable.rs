@@ -35,7 +35,7 @@ use crate::{
 };
 
 /// The Nexus service name the third-party upstream is registered under.
-pub const SERVICE: &str = "upstream";
+pub const UPSTREAM_SERVICE: &str = "upstream";
 /// Limit for one call (direct or durable).
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a cancel may take to land before the check fails.
@@ -58,7 +58,10 @@ impl DurablePath {
         let slice = Slice::on(server, "third-party")
             .await
             .map_err(|e| anyhow::anyhow!("creating a task queue and Nexus endpoint: {e}"))?;
-        let proxy = slice.start_proxy(vec![harness::upstream(SERVICE, upstream.transport()?)], 10);
+        let proxy = slice.start_proxy(
+            vec![harness::upstream(UPSTREAM_SERVICE, upstream.transport()?)],
+            10,
+        );
         let Slice {
             namespace,
             task_queue,
@@ -88,7 +91,7 @@ impl DurablePath {
         let mut start = StartOperation::new(
             unique_name(&format!("third-party-{tool}")),
             &self.endpoint,
-            SERVICE,
+            UPSTREAM_SERVICE,
             durable_mcp::mcp::operation_name::operation_for_tool(tool),
             payload,
         );
@@ -320,7 +323,7 @@ impl DurablePath {
         direct: &Value,
     ) -> (Status, String) {
         let upstream = Arc::new(UpstreamClient::new(
-            SERVICE,
+            UPSTREAM_SERVICE,
             match self.upstream.transport() {
                 Ok(t) => t,
                 Err(e) => return (Status::Fail(e.to_string()), String::new()),
@@ -346,7 +349,7 @@ impl DurablePath {
             );
         }
         let service = proxy_service(ServiceContext {
-            service: SERVICE.into(),
+            service: UPSTREAM_SERVICE.into(),
             connection: self.connection.clone(),
             namespace: self.namespace.clone(),
             task_queue: self.task_queue.clone(),
@@ -361,7 +364,12 @@ impl DurablePath {
                 String::new(),
             );
         };
-        let ctx = StartContext::new(&self.endpoint, SERVICE, tool, unique_name("retried-start"));
+        let ctx = StartContext::new(
+            &self.endpoint,
+            UPSTREAM_SERVICE,
+            tool,
+            unique_name("retried-start"),
+        );
         let input = match payload::to_payload(&Value::Object(args.clone())) {
             Ok(p) => p,
             Err(e) => return (Status::Fail(e.to_string()), String::new()),

@@ -38,7 +38,7 @@ use durable_mcp::{
 use rmcp::model::JsonObject;
 use serde_json::Value;
 
-pub use durable::{CALL_TIMEOUT, DurablePath, SERVICE};
+pub use durable::{CALL_TIMEOUT, DurablePath, UPSTREAM_SERVICE};
 pub use report::{Check, Status, ThirdPartyReport};
 pub use upstream::{DirectClient, Upstream};
 

@@ -28,8 +28,8 @@ use temporalio_sdk::{
 };
 use tokio_util::sync::CancellationToken;
 
-/// The Nexus service name callers route to.
-pub const SERVICE: &str = "examples";
+/// The Nexus service name of these native tools, which callers route to.
+pub const NATIVE_SERVICE: &str = "examples";
 
 /// Counts the words of a text (split on whitespace).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -118,7 +118,7 @@ async fn server_info(_: NoInput) -> Result<String, ToolFailure> {
 
 /// The `examples` tool service; `task_queue` is where [`SlowReport`] runs.
 pub fn tool_service(temporal: TemporalConnection, task_queue: &str) -> Result<Service, BuildError> {
-    ToolService::new(SERVICE)
+    ToolService::new(NATIVE_SERVICE)
         .temporal(temporal)
         .tool(
             Tool::sync("word_count", word_count)

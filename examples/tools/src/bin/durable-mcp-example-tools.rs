@@ -2,7 +2,7 @@
 
 use clap::Parser;
 use durable_mcp::temporal;
-use durable_mcp_examples::{SERVICE, run};
+use durable_mcp_examples::{NATIVE_SERVICE, run};
 use tokio_util::sync::CancellationToken;
 
 /// Serves the Nexus service "examples", whose operations MCP callers see as tools through
@@ -49,7 +49,7 @@ async fn main() -> anyhow::Result<()> {
     let task_queue = cli.task_queue;
     run(connection, &task_queue, shutdown, || {
         eprintln!(
-            "durable-mcp-example-tools: serving Nexus service {SERVICE:?} on task queue \
+            "durable-mcp-example-tools: serving Nexus service {NATIVE_SERVICE:?} on task queue \
              {task_queue:?} in namespace {namespace:?}"
         );
     })
