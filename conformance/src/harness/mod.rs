@@ -41,13 +41,13 @@ pub use bins::{connector_bin, example_tools_bin, mock_upstream_bin, proxy_bin, w
 pub use cli::{MIN_CLI_VERSION, ServerVersion, cache_dir, compare_versions, find_cli, tail_lines};
 pub use error::HarnessError;
 pub use image::LOCAL_IMAGE_REPOSITORY;
-pub(crate) use process::ServerProcess;
+pub(crate) use process::TetheredChild;
 pub use process::process_alive;
 pub use slice::{Slice, upstream};
 
 use container::ContainerServer;
 use external::ExternalServer;
-use process::ProcessServer;
+use process::ChildDevServer;
 
 /// Environment variable selecting the backend: `process` (default) or `container`.
 pub const BACKEND_ENV: &str = "DURABLE_MCP_TEMPORAL";
@@ -153,7 +153,7 @@ impl DevServerOptions {
 // A handful of these exist per test binary: their size does not matter.
 #[allow(clippy::large_enum_variant)]
 enum Running {
-    Process(ProcessServer),
+    Process(ChildDevServer),
     Container(ContainerServer),
     Existing(ExternalServer),
 }
@@ -185,7 +185,7 @@ impl DevServer {
     /// Starts a server and waits until it answers gRPC and knows `opts.namespace`.
     pub async fn start(opts: DevServerOptions) -> Result<DevServer, HarnessError> {
         let running = match opts.backend {
-            Backend::Process => Running::Process(ProcessServer::start(&opts).await?),
+            Backend::Process => Running::Process(ChildDevServer::start(&opts).await?),
             Backend::Container => Running::Container(ContainerServer::start(&opts).await?),
             Backend::Existing => {
                 return Err(HarnessError::InvalidState(

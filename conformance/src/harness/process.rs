@@ -142,19 +142,20 @@ pub fn process_alive(pid: u32) -> bool {
     }
 }
 
-/// A spawned server process. Dropping it kills the process group and reaps it.
-pub(crate) struct ServerProcess {
+/// A child process tethered to this one (PDEATHSIG, its own process group): the dev server, or
+/// the runner's proxy and load-path children. Dropping it kills the process group and reaps it.
+pub(crate) struct TetheredChild {
     child: Child,
     pid: u32,
     reaped: Option<ExitStatus>,
 }
 
-impl ServerProcess {
+impl TetheredChild {
     /// Spawns `command` tethered to this process (PDEATHSIG, own process group), so killing
     /// it kills everything it started. Also used for the runner's proxy child.
-    pub(crate) fn spawn(command: Command) -> io::Result<ServerProcess> {
+    pub(crate) fn spawn(command: Command) -> io::Result<TetheredChild> {
         let child = spawn(command, Tether::DieWithParent)?;
-        Ok(ServerProcess {
+        Ok(TetheredChild {
             pid: child.id(),
             child,
             reaped: None,
@@ -215,7 +216,7 @@ impl ServerProcess {
     }
 }
 
-impl Drop for ServerProcess {
+impl Drop for TetheredChild {
     fn drop(&mut self) {
         let _ = self.kill_now();
     }
@@ -271,8 +272,8 @@ pub(crate) const DYNAMIC_CONFIG: &[&str] = &[
     "history.transferProcessorMaxPollRPS=1000",
 ];
 
-/// A dev server run as a child process.
-pub(crate) struct ProcessServer {
+/// A dev server run as a [`TetheredChild`] (the process backend).
+pub(crate) struct ChildDevServer {
     cli: PathBuf,
     version: ServerVersion,
     ports: Ports,
@@ -282,10 +283,10 @@ pub(crate) struct ProcessServer {
     /// Holds the log file; removed when the server is dropped.
     log_dir: tempfile::TempDir,
     log: PathBuf,
-    process: Option<ServerProcess>,
+    process: Option<TetheredChild>,
 }
 
-impl ProcessServer {
+impl ChildDevServer {
     pub(crate) async fn start(opts: &DevServerOptions) -> Result<Self, HarnessError> {
         let (cli, version) = tokio::task::spawn_blocking(cli::find_cli)
             .await
@@ -349,7 +350,7 @@ impl ProcessServer {
     }
 
     pub(crate) fn pid(&self) -> Option<u32> {
-        self.process.as_ref().map(ServerProcess::pid)
+        self.process.as_ref().map(TetheredChild::pid)
     }
 
     pub(crate) fn log_path(&self) -> &Path {
@@ -400,7 +401,7 @@ impl ProcessServer {
             })
         })?;
         let pid = child.id();
-        let mut process = ServerProcess {
+        let mut process = TetheredChild {
             child,
             pid,
             reaped: None,
@@ -616,7 +617,7 @@ mod tests {
         cmd.arg("30");
         let child = spawn(cmd, Tether::DieWithParent).unwrap();
         let pid = child.id();
-        let mut process = ServerProcess {
+        let mut process = TetheredChild {
             child,
             pid,
             reaped: None,
@@ -646,7 +647,7 @@ mod tests {
         let (child, pid) = pid;
         std::thread::sleep(Duration::from_millis(200));
         assert!(process_alive(pid), "child died with the requesting thread");
-        let mut process = ServerProcess {
+        let mut process = TetheredChild {
             child,
             pid,
             reaped: None,

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     DevServer,
-    harness::{ServerProcess, Slice, tail_lines, unique_name},
+    harness::{Slice, TetheredChild, tail_lines, unique_name},
     kit::{
         mcp::session_http_client,
         process::{CONNECTOR_LISTENING, connector_command, http_connector_command},
@@ -149,13 +149,13 @@ fn echoed(value: Option<&serde_json::Value>) -> anyhow::Result<String> {
 pub struct Child {
     pub role: &'static str,
     pub pid: u32,
-    process: Option<ServerProcess>,
+    process: Option<TetheredChild>,
     /// Held for stdio children whose lifetime rmcp owns.
     _tokio: Option<tokio::process::Child>,
 }
 
 impl Child {
-    fn spawned(role: &'static str, process: ServerProcess) -> Self {
+    fn spawned(role: &'static str, process: TetheredChild) -> Self {
         Child {
             role,
             pid: process.pid(),
@@ -185,7 +185,7 @@ pub(super) async fn spawn_until(
         .stdout(file.try_clone()?)
         .stderr(file);
     let mut process =
-        ServerProcess::spawn(command).with_context(|| format!("starting the {role}"))?;
+        TetheredChild::spawn(command).with_context(|| format!("starting the {role}"))?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
         let text = std::fs::read_to_string(log).unwrap_or_default();

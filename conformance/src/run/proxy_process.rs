@@ -10,7 +10,7 @@ use durable_mcp::outbound::{ProxyOptions, TransportConfig, UpstreamConfig};
 
 use super::UPSTREAM_SERVICE;
 use crate::{
-    harness::{ServerProcess, Slice},
+    harness::{Slice, TetheredChild},
     kit::process::{TOOL_SERVICE_READY, tool_service_command},
     proxy_thread::{Connect, ProxyThread},
 };
@@ -18,7 +18,7 @@ use crate::{
 /// A running proxy of either kind.
 pub(crate) enum Proxy {
     Thread(ProxyThread),
-    Process(ServerProcess),
+    Process(TetheredChild),
     /// Killed by `kill_proxy`, not restarted yet.
     Stopped,
 }
@@ -92,7 +92,7 @@ impl ProxyLauncher {
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
-        Ok(Proxy::Process(ServerProcess::spawn(command)?))
+        Ok(Proxy::Process(TetheredChild::spawn(command)?))
     }
 
     /// The `proxy.toml` for the child: the scenario's task queue, server and upstream.
@@ -157,7 +157,7 @@ impl ProxyLauncher {
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
-        Ok(Proxy::Process(ServerProcess::spawn(command)?))
+        Ok(Proxy::Process(TetheredChild::spawn(command)?))
     }
 
     /// Waits until a native tool service says both its workers poll (a proxy needs no wait:
