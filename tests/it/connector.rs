@@ -4,7 +4,10 @@
 
 use std::time::Duration;
 
-use durable_mcp::inbound::server::{Connector, ConnectorOptions};
+use durable_mcp::{
+    inbound::server::{Connector, ConnectorOptions},
+    mcp::errors::ConnectorErrorType,
+};
 use durable_mcp_conformance::fixtures::{self, Ledger, LedgerEvent, UpstreamSpec};
 use rmcp::{ServiceExt, model::CallToolRequestParams};
 use serde_json::json;
@@ -380,7 +383,10 @@ async fn idempotency_keys_reattach_across_restarts_and_conflict_on_other_argumen
         .unwrap();
     assert_eq!(conflict.is_error, Some(true));
     let text = serde_json::to_string(&conflict).unwrap();
-    assert!(text.contains("IdempotencyConflict"), "{text}");
+    assert!(
+        text.contains(ConnectorErrorType::IdempotencyConflict.as_str()),
+        "{text}"
+    );
     assert_eq!(ledger.count_key("write_once", LedgerEvent::Called, "w"), 1);
 
     // Another caller scope with the same key is a different execution.
@@ -589,7 +595,7 @@ async fn a_restarted_connector_process_reattaches_idempotency_keys_and_serves_ea
     assert!(
         serde_json::to_string(&conflict)
             .unwrap()
-            .contains("IdempotencyConflict"),
+            .contains(ConnectorErrorType::IdempotencyConflict.as_str()),
         "{conflict:?}"
     );
     assert_eq!(

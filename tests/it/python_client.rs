@@ -20,6 +20,7 @@ use std::{
     time::Duration,
 };
 
+use durable_mcp::mcp::errors::ConnectorErrorType;
 use durable_mcp_conformance::{
     fixtures::{self, Ledger, LedgerEvent, UpstreamSpec},
     harness,
@@ -266,7 +267,7 @@ async fn check_report(report: &Value, key: &str, protocol_version: &str, ledger:
         report["conflict"]["content"][0]["text"]
             .as_str()
             .unwrap()
-            .starts_with("IdempotencyConflict"),
+            .starts_with(ConnectorErrorType::IdempotencyConflict.as_str()),
         "{report}"
     );
     assert_eq!(

@@ -2,7 +2,8 @@
 //!
 //! The strings ([`ToolCallErrorType::as_str`]) are the `type` of the Temporal application
 //! failure a call ends with. Callers (the connector, the in-Workflow client, retry policies)
-//! match on them, so they never change.
+//! match on them, so they never change. The connector's own tool errors, answered without a
+//! tool call failing, have stable types too ([`ConnectorErrorType`]).
 
 use std::fmt;
 
@@ -73,6 +74,39 @@ impl fmt::Display for ToolCallErrorType {
     }
 }
 
+/// The stable error types of the tool errors the connector answers itself, with nothing
+/// started or changed: the `_meta["io.durable-mcp/errorType"]` of its `isError` results, and
+/// the first word of their text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ConnectorErrorType {
+    /// The idempotency key was already used with different arguments by the same caller; the
+    /// first call is unchanged (R-CON-7).
+    IdempotencyConflict,
+}
+
+impl ConnectorErrorType {
+    /// Every type, in declaration order.
+    pub const ALL: [Self; 1] = [Self::IdempotencyConflict];
+
+    /// The error type string, the variant's name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::IdempotencyConflict => "IdempotencyConflict",
+        }
+    }
+
+    /// The type named by an error type string, if it is one of the connector's.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+impl fmt::Display for ConnectorErrorType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +135,21 @@ mod tests {
         }
         assert_eq!(ToolCallErrorType::parse("upstreamunavailable"), None);
         assert_eq!(ToolCallErrorType::parse(""), None);
+    }
+
+    #[test]
+    fn connector_type_strings_are_stable_and_parse_back() {
+        let names: Vec<&str> = ConnectorErrorType::ALL.iter().map(|t| t.as_str()).collect();
+        assert_eq!(names, ["IdempotencyConflict"]);
+        for t in ConnectorErrorType::ALL {
+            assert_eq!(ConnectorErrorType::parse(t.as_str()), Some(t));
+            assert_eq!(t.to_string(), t.as_str());
+            assert_eq!(serde_json::to_value(t).unwrap(), t.as_str());
+            assert_eq!(
+                ToolCallErrorType::parse(t.as_str()),
+                None,
+                "not a call's failure"
+            );
+        }
     }
 }

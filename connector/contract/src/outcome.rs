@@ -30,8 +30,9 @@ use serde_json::{Map, Value, json};
 use super::{errors::ToolCallErrorType, payload};
 use crate::operation::{HandlerErrorKind, OperationOutcome};
 
-/// `_meta` key carrying a failed operation's error type (for example an application error type
-/// such as `IdempotencyConflict`).
+/// `_meta` key carrying a tool error's type: a failed operation's (a [`ToolCallErrorType`], or an
+/// application error type the tool service chose), or one of the connector's own
+/// ([`ConnectorErrorType`](crate::errors::ConnectorErrorType), such as `IdempotencyConflict`).
 pub const ERROR_TYPE_META: &str = "io.durable-mcp/errorType";
 
 /// How a tool error about a call of unknown outcome begins.
@@ -211,6 +212,9 @@ fn text_result(text: String, is_error: bool) -> Map<String, Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::errors::ConnectorErrorType;
+
+    const IDEMPOTENCY_CONFLICT: &str = ConnectorErrorType::IdempotencyConflict.as_str();
 
     fn plain(v: Value) -> Value {
         to_call_tool_result(&Outcome::Result {
@@ -299,11 +303,11 @@ mod tests {
         // An application error type the tool service chose is kept.
         let kept = Outcome::from_operation(OperationOutcome::Failed {
             message: "x".into(),
-            error_type: Some("IdempotencyConflict".into()),
+            error_type: Some(IDEMPOTENCY_CONFLICT.into()),
             handler_error: Some(HandlerErrorKind::Conflict),
         });
         assert!(
-            matches!(&kept, Outcome::Failed { error_type: Some(t), .. } if t == "IdempotencyConflict"),
+            matches!(&kept, Outcome::Failed { error_type: Some(t), .. } if t == IDEMPOTENCY_CONFLICT),
             "{kept:?}"
         );
     }
@@ -312,14 +316,14 @@ mod tests {
     fn failures_carry_message_and_type() {
         let typed = Outcome::Failed {
             message: "arguments differ".into(),
-            error_type: Some("IdempotencyConflict".into()),
+            error_type: Some(IDEMPOTENCY_CONFLICT.into()),
         };
         assert_eq!(
             to_call_tool_result(&typed),
             json!({
                 "content": [{"type": "text", "text": "arguments differ"}],
                 "isError": true,
-                "_meta": {"io.durable-mcp/errorType": "IdempotencyConflict"}
+                "_meta": {"io.durable-mcp/errorType": IDEMPOTENCY_CONFLICT}
             })
         );
         let untyped = Outcome::Failed {

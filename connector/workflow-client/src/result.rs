@@ -231,6 +231,7 @@ mod tests {
     };
 
     use super::*;
+    use durable_mcp_contract::errors::ConnectorErrorType;
 
     fn completed(p: Payload) -> NexusOperationResult {
         NexusOperationResult {
@@ -302,13 +303,16 @@ mod tests {
             operation_outcome(NexusOperationResult {
                 status: Some(Status::Failed(app_failure(
                     "differs",
-                    "IdempotencyConflict",
+                    ConnectorErrorType::IdempotencyConflict.as_str(),
                 ))),
             }),
         )
         .unwrap_err();
         assert_eq!(other.error_type(), None);
-        assert_eq!(other.failure_type(), Some("IdempotencyConflict"));
+        assert_eq!(
+            other.failure_type(),
+            Some(ConnectorErrorType::IdempotencyConflict.as_str())
+        );
     }
 
     #[test]

@@ -26,6 +26,7 @@ use crate::{
 };
 use durable_mcp_contract::{
     call::{CallNotifications, LiveNotifications},
+    errors::ConnectorErrorType,
     listing::{advertised_one_attempt, advertised_timeout},
     operation_name::operation_for_tool,
     outcome::{ERROR_TYPE_META, Outcome, to_call_tool_result_for},
@@ -395,10 +396,11 @@ pub(super) enum Started {
 
 /// The tool error for a reused idempotency key with different arguments.
 pub(super) fn conflict_result() -> Value {
+    let error_type = ConnectorErrorType::IdempotencyConflict.as_str();
     json!({
-        "content": [{"type": "text", "text": "IdempotencyConflict: this idempotency key was already used with different arguments; the first call is unchanged. Use a new key for new arguments."}],
+        "content": [{"type": "text", "text": format!("{error_type}: this idempotency key was already used with different arguments; the first call is unchanged. Use a new key for new arguments.")}],
         "isError": true,
-        "_meta": {ERROR_TYPE_META: "IdempotencyConflict"},
+        "_meta": {ERROR_TYPE_META: error_type},
     })
 }
 
@@ -435,6 +437,15 @@ mod tests {
         let minute = std::time::Duration::from_secs(60);
         assert_eq!(outage_deadline(now, minute), now + minute + OUTCOME_GRACE);
         assert!(outage_deadline(now, std::time::Duration::MAX) > now + minute);
+    }
+
+    #[test]
+    fn conflicts_carry_their_stable_type_in_meta_and_text() {
+        let result = conflict_result();
+        assert_eq!(result["isError"], true);
+        assert_eq!(result["_meta"][ERROR_TYPE_META], "IdempotencyConflict");
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with("IdempotencyConflict: "), "{text}");
     }
 
     #[test]
