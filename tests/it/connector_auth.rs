@@ -9,6 +9,7 @@ use aws_lc_rs::{
     rand::SystemRandom,
     signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair},
 };
+use durable_mcp::mcp::errors::ConnectorErrorType;
 use durable_mcp_conformance::fixtures::{Ledger, LedgerEvent};
 use jsonwebtoken::{Algorithm, EncodingKey, Header, jwk::Jwk};
 use rmcp::{
@@ -696,7 +697,7 @@ async fn temporal_tool_families_need_the_scopes_the_operator_set() {
         assert_eq!(answer["isError"], json!(true), "{answer}");
         assert_eq!(
             answer["_meta"]["io.durable-mcp/errorType"],
-            json!("InsufficientScope"),
+            json!(ConnectorErrorType::InsufficientScope.as_str()),
             "{answer}"
         );
         assert!(

@@ -82,16 +82,20 @@ pub enum ConnectorErrorType {
     /// The idempotency key was already used with different arguments by the same caller; the
     /// first call is unchanged (R-CON-7).
     IdempotencyConflict,
+    /// The caller's token lacks the OAuth scope a Temporal tool's family needs; nothing was
+    /// sent to Temporal (R-OPS-5).
+    InsufficientScope,
 }
 
 impl ConnectorErrorType {
     /// Every type, in declaration order.
-    pub const ALL: [Self; 1] = [Self::IdempotencyConflict];
+    pub const ALL: [Self; 2] = [Self::IdempotencyConflict, Self::InsufficientScope];
 
     /// The error type string, the variant's name.
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::IdempotencyConflict => "IdempotencyConflict",
+            Self::InsufficientScope => "InsufficientScope",
         }
     }
 
@@ -140,7 +144,7 @@ mod tests {
     #[test]
     fn connector_type_strings_are_stable_and_parse_back() {
         let names: Vec<&str> = ConnectorErrorType::ALL.iter().map(|t| t.as_str()).collect();
-        assert_eq!(names, ["IdempotencyConflict"]);
+        assert_eq!(names, ["IdempotencyConflict", "InsufficientScope"]);
         for t in ConnectorErrorType::ALL {
             assert_eq!(ConnectorErrorType::parse(t.as_str()), Some(t));
             assert_eq!(t.to_string(), t.as_str());

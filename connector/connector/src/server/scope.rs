@@ -8,7 +8,7 @@ use crate::{
     auth::GrantedScopes,
     task_ref::{CallerScope, caller_hash},
 };
-use durable_mcp_contract::outcome::ERROR_TYPE_META;
+use durable_mcp_contract::{errors::ConnectorErrorType, outcome::ERROR_TYPE_META};
 
 impl Connector {
     pub(super) fn owner(&self, scope: &CallerScope) -> String {
@@ -49,15 +49,16 @@ pub(super) fn granted_scopes(context: &RequestContext<RoleServer>) -> Option<Gra
 
 /// The tool error for a caller whose token lacks the scope a tool needs: nothing was sent.
 pub(super) fn insufficient_scope(tool: &str, needed: &str) -> CallToolResult {
+    let error_type = ConnectorErrorType::InsufficientScope.as_str();
     let text = format!(
-        "InsufficientScope: {tool} needs the OAuth scope {needed:?}, which this token does not \
+        "{error_type}: {tool} needs the OAuth scope {needed:?}, which this token does not \
          carry; nothing was sent to Temporal. Ask your authorization server for a token with \
          that scope."
     );
     serde_json::from_value(serde_json::json!({
         "content": [{"type": "text", "text": text}],
         "isError": true,
-        "_meta": {ERROR_TYPE_META: "InsufficientScope"},
+        "_meta": {ERROR_TYPE_META: error_type},
     }))
     .expect("a text tool error is a valid CallToolResult")
 }
