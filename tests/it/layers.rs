@@ -566,7 +566,7 @@ fn product_functions_are_short_or_say_why() {
         for file in files {
             let (text, _) = production_part(&std::fs::read_to_string(&file).unwrap());
             let name = file
-                .strip_prefix(workspace_root())
+                .strip_prefix(workspace_root().canonicalize().unwrap())
                 .unwrap_or(&file)
                 .display()
                 .to_string();
