@@ -110,19 +110,48 @@ mod watchdog {
 
     pub(super) fn install(cmd: &mut tokio::process::Command) {
         let proxy = std::process::id() as libc::pid_t;
+        let environ = environ_region();
         // SAFETY: `run` makes only async-signal-safe calls and never allocates.
         unsafe {
             cmd.pre_exec(move || {
-                run(proxy);
+                run(proxy, environ);
                 Ok(())
             });
         }
     }
 
+    /// Where the kernel reads this process's `/proc/<pid>/environ` from: the start and end
+    /// addresses of the environment it was started with (fields 50 and 51 of
+    /// `/proc/self/stat`). Read before the fork, since the watchdog must not allocate.
+    pub(super) fn environ_region() -> Option<(usize, usize)> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        // The command name (field 2) may hold spaces and parentheses: count from its end.
+        let after_name = stat.get(stat.rfind(')')? + 1..)?;
+        let mut fields = after_name.split_whitespace().skip(50 - 3);
+        let start: usize = fields.next()?.parse().ok()?;
+        let end: usize = fields.next()?.parse().ok()?;
+        (start < end).then_some((start, end))
+    }
+
+    /// The watchdog is a fork of the proxy that never execs, so `/proc/<watchdog>/environ`
+    /// would show the proxy's whole environment to the upstream, its child (R-PRX-11): the
+    /// watchdog's copy of that region is overwritten, and the watchdog made non-dumpable (its
+    /// `/proc` files then need `CAP_SYS_PTRACE`). The proxy's own copy is untouched.
+    unsafe fn forget_the_environment(environ: Option<(usize, usize)>) {
+        unsafe {
+            libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong);
+            if let Some((start, end)) = environ {
+                std::ptr::write_bytes(start as *mut u8, 0, end - start);
+            }
+        }
+    }
+
     /// Returns in the server process (which goes on to exec); never returns in the watchdog.
-    unsafe fn run(proxy: libc::pid_t) {
+    unsafe fn run(proxy: libc::pid_t, environ: Option<(usize, usize)>) {
         unsafe {
             libc::setpgid(0, 0);
+            // Before the server is forked, so that it never sees a watchdog that still has it.
+            forget_the_environment(environ);
             let watchdog = libc::getpid();
             let server = libc::fork();
             if server < 0 {
@@ -201,6 +230,47 @@ mod tests {
         let names: Vec<_> = vars.keys().map(|k| k.to_str().unwrap()).collect();
         assert_eq!(names, ["API_KEY", "HOME", "LANG", "PATH"]);
         assert_eq!(vars[OsStr::new("PATH")], "/opt/bin", "its own env wins");
+    }
+
+    /// The upstream's parent is the watchdog, a fork of the proxy: reading the parent's
+    /// `/proc/<pid>/environ` must show none of the proxy's variables (here the test process's,
+    /// which has every `CARGO_*` variable cargo sets), only NUL bytes.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn the_upstream_cannot_read_the_proxys_environment_through_its_parent() {
+        assert!(
+            std::env::vars_os().any(|(name, _)| name == "CARGO_PKG_NAME"),
+            "the test needs a variable the child does not get"
+        );
+        let script = r#"tr '\0' '\n' < /proc/$PPID/environ; echo "end $?""#;
+        let mut cmd = command(
+            "sh",
+            &["-c".into(), script.into()],
+            &BTreeMap::new(),
+            false,
+            None,
+        );
+        use tokio::io::AsyncReadExt as _;
+        let mut group = Group::new(cmd.spawn().expect("sh runs"));
+        let mut out = Vec::new();
+        let mut stdout = group.child_mut().stdout.take().unwrap();
+        stdout.read_to_end(&mut out).await.unwrap();
+        group.child_mut().wait().await.unwrap();
+        let seen = String::from_utf8_lossy(&out);
+        let read: Vec<&str> = seen.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(
+            read.last(),
+            Some(&"end 0"),
+            "the parent's environ is readable"
+        );
+        assert_eq!(read.len(), 1, "the parent's environment leaked: {read:?}");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_environ_region_is_found() {
+        let (start, end) = watchdog::environ_region().expect("/proc/self/stat has fields 50-51");
+        assert!(end > start);
     }
 
     #[test]
