@@ -455,6 +455,17 @@ fn the_temporal_command_listens_on_the_port_it_is_given() {
     );
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = child.wait().unwrap();
+    // Bounded: a lost Ctrl-C must fail the test, not hang the run.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the dev server did not stop within 30 s of Ctrl-C");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
     assert!(status.success(), "{status}");
 }
