@@ -11,12 +11,9 @@ use std::{
 use temporalio_client::Connection;
 use temporalio_protos::temporal::api::{
     common::v1::{
-        ActivityType, Callback, OnConflictOptions, Payload, Payloads, Priority, RetryPolicy,
-        SearchAttributes, callback,
+        ActivityType, OnConflictOptions, Payload, Priority, RetryPolicy, SearchAttributes,
     },
     enums::v1::{ActivityIdConflictPolicy, ActivityIdReusePolicy},
-    sdk::v1::UserMetadata,
-    taskqueue::v1::TaskQueue,
     workflowservice::v1::{RequestCancelActivityExecutionRequest, StartActivityExecutionRequest},
 };
 
@@ -24,7 +21,7 @@ pub use temporalio_protos::temporal::api::enums::v1::ActivityExecutionStatus;
 
 use durable_mcp_contract::payload;
 
-use super::proto_duration;
+use super::{StartParts, proto_duration};
 
 /// A request to start (or reattach to) a standalone Activity.
 #[derive(Debug, Clone, Default)]
@@ -75,6 +72,14 @@ pub async fn start_activity(
     namespace: &str,
     start: ActivityStart,
 ) -> Result<(String, bool), tonic::Status> {
+    // The server accepts attach options only when there is something to attach.
+    let attach = start.use_existing && start.completion_callback.is_some();
+    let parts = StartParts::new(
+        start.task_queue,
+        start.input,
+        start.completion_callback,
+        start.summary,
+    );
     let request = StartActivityExecutionRequest {
         namespace: namespace.to_owned(),
         identity: connection.identity().to_owned(),
@@ -83,19 +88,14 @@ pub async fn start_activity(
         activity_type: Some(ActivityType {
             name: start.activity_type,
         }),
-        task_queue: Some(TaskQueue {
-            name: start.task_queue,
-            ..Default::default()
-        }),
+        task_queue: parts.task_queue,
         schedule_to_close_timeout: start.schedule_to_close.map(proto_duration),
         schedule_to_start_timeout: start.schedule_to_start.map(proto_duration),
         start_to_close_timeout: start.start_to_close.map(proto_duration),
         search_attributes: search_attributes(start.search_attributes.as_ref()),
         heartbeat_timeout: start.heartbeat.map(proto_duration),
         retry_policy: start.retry_policy,
-        input: Some(Payloads {
-            payloads: start.input,
-        }),
+        input: parts.input,
         id_conflict_policy: if start.use_existing {
             ActivityIdConflictPolicy::UseExisting
         } else {
@@ -106,27 +106,14 @@ pub async fn start_activity(
             .reuse_policy
             .unwrap_or(ActivityIdReusePolicy::Unspecified)
             .into(),
-        // The server accepts attach options only when there is something to attach.
-        on_conflict_options: (start.use_existing && start.completion_callback.is_some()).then_some(
-            OnConflictOptions {
-                attach_request_id: true,
-                attach_completion_callbacks: true,
-                attach_links: true,
-            },
-        ),
-        completion_callbacks: start
-            .completion_callback
-            .map(|(url, header)| Callback {
-                variant: Some(callback::Variant::Nexus(callback::Nexus { url, header })),
-                ..Default::default()
-            })
-            .into_iter()
-            .collect(),
-        priority: start.priority,
-        user_metadata: start.summary.map(|s| UserMetadata {
-            summary: payload::to_payload(&s).ok(),
-            details: None,
+        on_conflict_options: attach.then_some(OnConflictOptions {
+            attach_request_id: true,
+            attach_completion_callbacks: true,
+            attach_links: true,
         }),
+        completion_callbacks: parts.completion_callbacks,
+        priority: start.priority,
+        user_metadata: parts.user_metadata,
         ..Default::default()
     };
     let resp = connection

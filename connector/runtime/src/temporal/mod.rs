@@ -8,9 +8,16 @@ pub mod direct_http;
 pub mod failure;
 pub mod workflow;
 
-use std::time::Duration;
+use std::{collections::HashMap, time::Duration};
 
 use temporalio_client::{ClientOptions, Connection, envconfig::LoadClientConfigProfileOptions};
+use temporalio_protos::temporal::api::{
+    common::v1::{Callback, Payload, Payloads, callback},
+    sdk::v1::UserMetadata,
+    taskqueue::v1::TaskQueue,
+};
+
+use durable_mcp_contract::payload;
 
 /// A Temporal connection and the namespace it was configured for.
 #[derive(Clone)]
@@ -71,6 +78,44 @@ pub async fn connect_to(address: &str, identity: &str) -> Result<Connection, Con
             target,
             reason: e.to_string(),
         })
+}
+
+/// The fields a Workflow start and a standalone Activity start request build alike.
+pub(crate) struct StartParts {
+    pub task_queue: Option<TaskQueue>,
+    pub input: Option<Payloads>,
+    pub completion_callbacks: Vec<Callback>,
+    pub user_metadata: Option<UserMetadata>,
+}
+
+impl StartParts {
+    /// The task queue, the input, the Nexus completion callback (URL, headers) if any and the
+    /// one-line summary for the Temporal UI if any.
+    pub(crate) fn new(
+        task_queue: String,
+        input: Vec<Payload>,
+        completion_callback: Option<(String, HashMap<String, String>)>,
+        summary: Option<String>,
+    ) -> Self {
+        Self {
+            task_queue: Some(TaskQueue {
+                name: task_queue,
+                ..Default::default()
+            }),
+            input: Some(Payloads { payloads: input }),
+            completion_callbacks: completion_callback
+                .map(|(url, header)| Callback {
+                    variant: Some(callback::Variant::Nexus(callback::Nexus { url, header })),
+                    ..Default::default()
+                })
+                .into_iter()
+                .collect(),
+            user_metadata: summary.map(|s| UserMetadata {
+                summary: payload::to_payload(&s).ok(),
+                details: None,
+            }),
+        }
+    }
 }
 
 /// A std duration as a protobuf duration (saturating at i64 seconds).

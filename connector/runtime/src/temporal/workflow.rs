@@ -8,10 +8,8 @@ use std::{collections::HashMap, time::Duration};
 
 use temporalio_client::Connection;
 use temporalio_protos::temporal::api::{
-    common::v1::{Callback, Payload, Payloads, WorkflowExecution, WorkflowType, callback},
+    common::v1::{Payload, WorkflowExecution, WorkflowType},
     enums::v1::{WorkflowIdConflictPolicy, WorkflowIdReusePolicy},
-    sdk::v1::UserMetadata,
-    taskqueue::v1::TaskQueue,
     workflow::v1::OnConflictOptions,
     workflowservice::v1::{
         DescribeWorkflowExecutionRequest, RequestCancelWorkflowExecutionRequest,
@@ -23,7 +21,7 @@ pub use temporalio_protos::temporal::api::enums::v1::WorkflowExecutionStatus;
 
 use durable_mcp_contract::payload;
 
-use super::proto_duration;
+use super::{StartParts, proto_duration};
 
 /// A request to start (or reattach to) a Workflow.
 #[derive(Debug, Clone, Default)]
@@ -51,7 +49,14 @@ pub async fn start_workflow(
     namespace: &str,
     start: WorkflowStart,
 ) -> Result<(String, bool), tonic::Status> {
+    // The server accepts attach options only when there is something to attach.
     let attach = start.completion_callback.is_some();
+    let parts = StartParts::new(
+        start.task_queue,
+        start.input,
+        start.completion_callback,
+        start.summary,
+    );
     let request = StartWorkflowExecutionRequest {
         namespace: namespace.to_owned(),
         identity: connection.identity().to_owned(),
@@ -60,34 +65,18 @@ pub async fn start_workflow(
         workflow_type: Some(WorkflowType {
             name: start.workflow_type,
         }),
-        task_queue: Some(TaskQueue {
-            name: start.task_queue,
-            ..Default::default()
-        }),
-        input: Some(Payloads {
-            payloads: start.input,
-        }),
+        task_queue: parts.task_queue,
+        input: parts.input,
         workflow_execution_timeout: start.execution_timeout.map(proto_duration),
         workflow_id_conflict_policy: WorkflowIdConflictPolicy::UseExisting.into(),
         workflow_id_reuse_policy: WorkflowIdReusePolicy::RejectDuplicate.into(),
-        // The server accepts attach options only when there is something to attach.
         on_conflict_options: attach.then_some(OnConflictOptions {
             attach_request_id: true,
             attach_completion_callbacks: true,
             attach_links: true,
         }),
-        completion_callbacks: start
-            .completion_callback
-            .map(|(url, header)| Callback {
-                variant: Some(callback::Variant::Nexus(callback::Nexus { url, header })),
-                ..Default::default()
-            })
-            .into_iter()
-            .collect(),
-        user_metadata: start.summary.map(|s| UserMetadata {
-            summary: payload::to_payload(&s).ok(),
-            details: None,
-        }),
+        completion_callbacks: parts.completion_callbacks,
+        user_metadata: parts.user_metadata,
         ..Default::default()
     };
     let resp = connection
