@@ -177,34 +177,33 @@ impl RemoteCodec {
         }
     }
 
+    /// Sends `payloads` through the codec's `/encode` or `/decode` (`op`).
     async fn call(&self, op: &str, payloads: Vec<Payload>) -> Result<Vec<Payload>, PayloadError> {
         if payloads.is_empty() {
             return Ok(payloads);
         }
         let count = payloads.len();
-        let body = WirePayloads {
-            payloads: payloads
-                .into_iter()
-                .map(|p| WirePayload {
-                    metadata: p
-                        .metadata
-                        .into_iter()
-                        .map(|(k, v)| (k, STANDARD.encode(v)))
-                        .collect(),
-                    data: STANDARD.encode(p.data),
-                })
-                .collect(),
-        };
+        let resp = self
+            .post(op, &WirePayloads::from_payloads(payloads))
+            .await?;
+        let bytes = read_capped(op, resp).await?;
+        let wire: WirePayloads = serde_json::from_slice(&bytes)
+            .map_err(|e| PayloadError::Codec(format!("codec /{op} answered invalid JSON: {e}")))?;
+        wire.into_payloads(op, count)
+    }
+
+    /// Posts `body` to `op`; an answer that is not a success is an error.
+    async fn post(&self, op: &str, body: &WirePayloads) -> Result<reqwest::Response, PayloadError> {
         let url = self
             .base
             .join(op)
             .map_err(|e| PayloadError::Codec(e.to_string()))?;
         // Errors drop the URL (R-PAY-5): the operator knows it, and logs need not repeat it.
-        let mut resp = self
+        let resp = self
             .http
             .post(url)
             .header("X-Namespace", &self.namespace)
-            .json(&body)
+            .json(body)
             .send()
             .await
             .map_err(|e| {
@@ -216,42 +215,67 @@ impl RemoteCodec {
                 resp.status()
             )));
         }
-        let too_large = || {
-            PayloadError::Codec(format!(
-                "codec /{op} answered more than {MAX_CODEC_RESPONSE_BYTES} bytes"
-            ))
-        };
-        if resp
-            .content_length()
-            .is_some_and(|n| n > MAX_CODEC_RESPONSE_BYTES as u64)
-        {
+        Ok(resp)
+    }
+}
+
+/// The body of `op`'s answer, refused beyond [`MAX_CODEC_RESPONSE_BYTES`].
+async fn read_capped(op: &str, mut resp: reqwest::Response) -> Result<Vec<u8>, PayloadError> {
+    let too_large = || {
+        PayloadError::Codec(format!(
+            "codec /{op} answered more than {MAX_CODEC_RESPONSE_BYTES} bytes"
+        ))
+    };
+    if resp
+        .content_length()
+        .is_some_and(|n| n > MAX_CODEC_RESPONSE_BYTES as u64)
+    {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| {
+        PayloadError::Codec(format!("codec /{op} answer broke off: {}", e.without_url()))
+    })? {
+        if bytes.len() + chunk.len() > MAX_CODEC_RESPONSE_BYTES {
             return Err(too_large());
         }
-        let mut bytes = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(|e| {
-            PayloadError::Codec(format!("codec /{op} answer broke off: {}", e.without_url()))
-        })? {
-            if bytes.len() + chunk.len() > MAX_CODEC_RESPONSE_BYTES {
-                return Err(too_large());
-            }
-            bytes.extend_from_slice(&chunk);
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
+}
+
+impl WirePayloads {
+    /// Payloads in the codec-server format: metadata values and data in base64.
+    fn from_payloads(payloads: Vec<Payload>) -> Self {
+        let wire = |p: Payload| WirePayload {
+            metadata: p
+                .metadata
+                .into_iter()
+                .map(|(k, v)| (k, STANDARD.encode(v)))
+                .collect(),
+            data: STANDARD.encode(p.data),
+        };
+        Self {
+            payloads: payloads.into_iter().map(wire).collect(),
         }
-        let wire: WirePayloads = serde_json::from_slice(&bytes)
-            .map_err(|e| PayloadError::Codec(format!("codec /{op} answered invalid JSON: {e}")))?;
-        if wire.payloads.len() != count {
+    }
+
+    /// The `count` payloads `op` answered, decoded from base64.
+    fn into_payloads(self, op: &str, count: usize) -> Result<Vec<Payload>, PayloadError> {
+        if self.payloads.len() != count {
             return Err(PayloadError::Codec(format!(
                 "codec /{op} answered {} payloads for {count}",
-                wire.payloads.len()
+                self.payloads.len()
             )));
         }
-        wire.payloads
+        let decode = |s: &str| {
+            STANDARD
+                .decode(s)
+                .map_err(|e| PayloadError::Codec(format!("codec /{op}: {e}")))
+        };
+        self.payloads
             .into_iter()
             .map(|p| {
-                let decode = |s: &str| {
-                    STANDARD
-                        .decode(s)
-                        .map_err(|e| PayloadError::Codec(format!("codec /{op}: {e}")))
-                };
                 Ok(Payload {
                     metadata: p
                         .metadata
@@ -280,32 +304,40 @@ impl PayloadCodec for RemoteCodec {
 #[derive(Clone)]
 pub struct SdkCodec(pub Arc<dyn PayloadCodec>);
 
+impl SdkCodec {
+    /// `op` (the codec's encode or decode) on `payloads`, as the SDK calls it: owning the
+    /// codec and with the SDK's error.
+    fn run(
+        &self,
+        payloads: Vec<Payload>,
+        op: fn(
+            &dyn PayloadCodec,
+            Vec<Payload>,
+        ) -> BoxFuture<'_, Result<Vec<Payload>, PayloadError>>,
+    ) -> BoxFuture<'static, Result<Vec<Payload>, PayloadConversionError>> {
+        let codec = self.0.clone();
+        Box::pin(async move {
+            op(codec.as_ref(), payloads)
+                .await
+                .map_err(|e| PayloadConversionError::EncodingError(Box::new(e)))
+        })
+    }
+}
+
 impl sdk::PayloadCodec for SdkCodec {
     fn encode(
         &self,
         _: &SerializationContextData,
         payloads: Vec<Payload>,
     ) -> BoxFuture<'static, Result<Vec<Payload>, PayloadConversionError>> {
-        let codec = self.0.clone();
-        Box::pin(async move {
-            codec
-                .encode(payloads)
-                .await
-                .map_err(|e| PayloadConversionError::EncodingError(Box::new(e)))
-        })
+        self.run(payloads, |codec, payloads| codec.encode(payloads))
     }
     fn decode(
         &self,
         _: &SerializationContextData,
         payloads: Vec<Payload>,
     ) -> BoxFuture<'static, Result<Vec<Payload>, PayloadConversionError>> {
-        let codec = self.0.clone();
-        Box::pin(async move {
-            codec
-                .decode(payloads)
-                .await
-                .map_err(|e| PayloadConversionError::EncodingError(Box::new(e)))
-        })
+        self.run(payloads, |codec, payloads| codec.decode(payloads))
     }
 }
 
