@@ -17,11 +17,14 @@ use temporalio_protos::{
     coresdk::nexus::{
         NexusTask, NexusTaskCancelReason, NexusTaskCompletion, nexus_task, nexus_task_completion,
     },
-    temporal::api::nexus::v1::{
-        CancelOperationResponse, Response, StartOperationResponse, request, response,
-        start_operation_response,
-    },
     temporal::api::workflowservice::v1::PollNexusTaskQueueResponse,
+    temporal::api::{
+        common::v1::Payload,
+        nexus::v1::{
+            CancelOperationRequest, CancelOperationResponse, Response, StartOperationRequest,
+            StartOperationResponse, request, response, start_operation_response,
+        },
+    },
 };
 use temporalio_sdk_core::{
     CoreRuntime, PollError, PollerBehavior, RuntimeOptions, Worker as CoreWorker, WorkerConfig,
@@ -332,106 +335,80 @@ impl Dispatch {
         let Some(request) = task.request else {
             return handler_failure(HandlerError::bad_request("Nexus task carried no request"));
         };
-        let headers = request.header;
-        match request.variant {
-            Some(request::Variant::StartOperation(start)) => {
-                let span = info_span!("nexus_start", service = %start.service, operation = %start.operation);
-                let handler = match self.lookup(&start.service, &start.operation) {
-                    Ok(h) => h.clone(),
-                    Err(e) => return handler_failure(e),
-                };
-                let ctx = StartContext {
-                    endpoint,
-                    service: start.service,
-                    operation: start.operation,
-                    request_id: start.request_id,
-                    callback: start.callback,
-                    callback_headers: start.callback_header,
-                    headers,
-                    links: start
-                        .links
-                        .into_iter()
-                        .map(|l| NexusLink {
-                            url: l.url,
-                            r#type: l.r#type,
-                        })
-                        .collect(),
-                    deadline,
-                    cancelled,
-                };
-                let mut input = start.payload.unwrap_or_default();
-                if let Some(codec) = &self.codec {
-                    input = match payload::decode_one(codec.as_ref(), input).await {
-                        Ok(p) => p,
-                        Err(e) => {
-                            return handler_failure(codec_unavailable("decoding the input", e));
-                        }
-                    };
-                }
-                // Run the handler in its own task so a panic becomes an INTERNAL error; the task
-                // ends when this dispatch is dropped.
-                let mut outcome =
-                    AbortOnDrop(tokio::spawn(handler.start(ctx, input).instrument(span))).await;
-                if let Some(codec) = &self.codec
-                    && let Err(e) = encode_outcome(codec.as_ref(), &mut outcome).await
-                {
-                    return handler_failure(codec_unavailable("encoding the result", e));
-                }
-                match outcome {
-                    Ok(Ok(StartOutcome::Sync(payload))) => {
-                        start_response(start_operation_response::Variant::SyncSuccess(
-                            start_operation_response::Sync {
-                                payload: Some(payload),
-                                links: vec![],
-                            },
-                        ))
-                    }
-                    Ok(Ok(StartOutcome::Async { token })) => {
-                        start_response(start_operation_response::Variant::AsyncSuccess(
-                            #[allow(deprecated)]
-                            start_operation_response::Async {
-                                operation_id: String::new(),
-                                links: vec![],
-                                operation_token: token,
-                            },
-                        ))
-                    }
-                    Ok(Err(StartError::Operation(e))) => start_response(
-                        start_operation_response::Variant::Failure(operation_error_to_failure(&e)),
-                    ),
-                    Ok(Err(StartError::Handler(e))) => handler_failure(e),
-                    Err(join) => {
-                        handler_failure(HandlerError::internal(format!("handler panicked: {join}")))
-                    }
-                }
-            }
-            Some(request::Variant::CancelOperation(cancel)) => {
-                let handler = match self.lookup(&cancel.service, &cancel.operation) {
-                    Ok(h) => h.clone(),
-                    Err(e) => return handler_failure(e),
-                };
-                let ctx = CancelContext {
-                    endpoint,
-                    service: cancel.service,
-                    operation: cancel.operation,
-                    token: cancel.operation_token,
-                    headers,
-                    deadline,
-                    cancelled,
-                };
-                match AbortOnDrop(tokio::spawn(handler.cancel(ctx))).await {
-                    Ok(Ok(())) => nexus_task_completion::Status::Completed(Response {
-                        variant: Some(response::Variant::CancelOperation(
-                            CancelOperationResponse {},
-                        )),
-                    }),
-                    Ok(Err(e)) => handler_failure(e),
-                    Err(join) => handler_failure(HandlerError::internal(format!(
-                        "cancel handler panicked: {join}"
-                    ))),
-                }
-            }
-            None => handler_failure(HandlerError::bad_request("Nexus request has no operation")),
+        let call = Call {
+            endpoint,
+            headers: request.header,
+            deadline,
+            cancelled,
+        };
+        let answered = match request.variant {
+            Some(request::Variant::StartOperation(start)) => self.start(start, call).await,
+            Some(request::Variant::CancelOperation(cancel)) => self.cancel(cancel, call).await,
+            None => Err(HandlerError::bad_request("Nexus request has no operation")),
+        };
+        answered.unwrap_or_else(handler_failure)
+    }
+
+    /// Runs a start request's handler: input decoded, result encoded through the codec.
+    async fn start(
+        &self,
+        mut start: StartOperationRequest,
+        call: Call,
+    ) -> Result<nexus_task_completion::Status, HandlerError> {
+        let span =
+            info_span!("nexus_start", service = %start.service, operation = %start.operation);
+        let handler = self.lookup(&start.service, &start.operation)?.clone();
+        let payload = start.payload.take().unwrap_or_default();
+        let ctx = start_context(start, call);
+        let input = self.decode_input(payload).await?;
+        // Run the handler in its own task so a panic becomes an INTERNAL error; the task ends
+        // when this dispatch is dropped.
+        let mut outcome =
+            AbortOnDrop(tokio::spawn(handler.start(ctx, input).instrument(span))).await;
+        if let Some(codec) = &self.codec {
+            encode_outcome(codec.as_ref(), &mut outcome)
+                .await
+                .map_err(|e| codec_unavailable("encoding the result", e))?;
+        }
+        Ok(start_answer(outcome))
+    }
+
+    /// A start's input through the codec, when there is one.
+    async fn decode_input(&self, input: Payload) -> Result<Payload, HandlerError> {
+        match &self.codec {
+            Some(codec) => payload::decode_one(codec.as_ref(), input)
+                .await
+                .map_err(|e| codec_unavailable("decoding the input", e)),
+            None => Ok(input),
+        }
+    }
+
+    /// Runs a cancel request's handler.
+    async fn cancel(
+        &self,
+        cancel: CancelOperationRequest,
+        call: Call,
+    ) -> Result<nexus_task_completion::Status, HandlerError> {
+        let handler = self.lookup(&cancel.service, &cancel.operation)?.clone();
+        let ctx = CancelContext {
+            endpoint: call.endpoint,
+            service: cancel.service,
+            operation: cancel.operation,
+            token: cancel.operation_token,
+            headers: call.headers,
+            deadline: call.deadline,
+            cancelled: call.cancelled,
+        };
+        match AbortOnDrop(tokio::spawn(handler.cancel(ctx))).await {
+            Ok(Ok(())) => Ok(nexus_task_completion::Status::Completed(Response {
+                variant: Some(response::Variant::CancelOperation(
+                    CancelOperationResponse {},
+                )),
+            })),
+            Ok(Err(e)) => Err(e),
+            Err(join) => Err(HandlerError::internal(format!(
+                "cancel handler panicked: {join}"
+            ))),
         }
     }
 
@@ -450,6 +427,66 @@ impl Dispatch {
                 "service {service:?} has no operation {operation:?}"
             ))
         })
+    }
+}
+
+/// What every request of a task carries besides its operation.
+struct Call {
+    endpoint: String,
+    headers: HashMap<String, String>,
+    deadline: Option<SystemTime>,
+    cancelled: CancellationToken,
+}
+
+/// A start handler's context (the request's payload already taken).
+fn start_context(start: StartOperationRequest, call: Call) -> StartContext {
+    StartContext {
+        endpoint: call.endpoint,
+        service: start.service,
+        operation: start.operation,
+        request_id: start.request_id,
+        callback: start.callback,
+        callback_headers: start.callback_header,
+        headers: call.headers,
+        links: start
+            .links
+            .into_iter()
+            .map(|l| NexusLink {
+                url: l.url,
+                r#type: l.r#type,
+            })
+            .collect(),
+        deadline: call.deadline,
+        cancelled: call.cancelled,
+    }
+}
+
+/// The answer to a start, from what its handler did.
+fn start_answer(
+    outcome: Result<Result<StartOutcome, StartError>, tokio::task::JoinError>,
+) -> nexus_task_completion::Status {
+    match outcome {
+        Ok(Ok(StartOutcome::Sync(payload))) => start_response(
+            start_operation_response::Variant::SyncSuccess(start_operation_response::Sync {
+                payload: Some(payload),
+                links: vec![],
+            }),
+        ),
+        Ok(Ok(StartOutcome::Async { token })) => {
+            start_response(start_operation_response::Variant::AsyncSuccess(
+                #[allow(deprecated)]
+                start_operation_response::Async {
+                    operation_id: String::new(),
+                    links: vec![],
+                    operation_token: token,
+                },
+            ))
+        }
+        Ok(Err(StartError::Operation(e))) => start_response(
+            start_operation_response::Variant::Failure(operation_error_to_failure(&e)),
+        ),
+        Ok(Err(StartError::Handler(e))) => handler_failure(e),
+        Err(join) => handler_failure(HandlerError::internal(format!("handler panicked: {join}"))),
     }
 }
 
