@@ -3,33 +3,98 @@
 //! The connector lists the matches (at most `max_workflows`) and sends the requests itself,
 //! `batch_size` at a time, so the answer reports each failure, not just a job id.
 
-use futures::{StreamExt, stream};
-use serde_json::{Value, json};
-use temporalio_protos::temporal::api::{
-    common::v1::Payloads, workflowservice::v1::ListWorkflowExecutionsRequest,
-};
-
 use super::{
     Answer, Ctx,
     args::Args,
+    catalog::{Input, Output, ToolFamily::*, ToolSpec, args, int, objects, s, t, with},
     error::ToolError,
+    paging,
     payloads::object,
     reserved,
-    workflows::{request_cancel, send_signal, send_terminate},
+    workflows::{Op, send, visibility_page},
 };
+use futures::{StreamExt, stream};
+use serde_json::{Value, json};
 
-/// What to do to each Workflow.
-enum Op {
-    Signal {
-        name: String,
-        input: Option<Payloads>,
-    },
-    Cancel {
-        reason: String,
-    },
-    Terminate {
-        reason: String,
-    },
+/// The batch tools, in listing order.
+pub(super) fn specs() -> Vec<ToolSpec> {
+    vec![
+        ToolSpec {
+            name: "batch_signal",
+            title: "Signal many Workflows",
+            description: "Send a signal to every Running Workflow matching a visibility query, `batch_size` requests at a time. Answers how many matched, succeeded and failed (with each failure).",
+            family: Write,
+            idempotent: false,
+            inputs: inputs(vec![
+                ("signal_name", s("Signal name"), true),
+                ("args", args("Signal arguments, one JSON value each"), false),
+            ]),
+            outputs: outputs(),
+        },
+        ToolSpec {
+            name: "batch_cancel",
+            title: "Request cancellation of many Workflows",
+            description: "Request cancellation of every Running Workflow matching a visibility query, `batch_size` requests at a time. Each Workflow decides how to handle its cancel request.",
+            family: Write,
+            idempotent: true,
+            inputs: inputs(vec![reason(false)]),
+            outputs: outputs(),
+        },
+        ToolSpec {
+            name: "batch_terminate",
+            title: "Terminate many Workflows",
+            description: "Forcefully terminate every Running Workflow matching a visibility query, `batch_size` requests at a time. No cleanup code runs.",
+            family: Admin,
+            idempotent: false,
+            inputs: inputs(vec![reason(true)]),
+            outputs: outputs(),
+        },
+    ]
+}
+
+fn reason(required: bool) -> Input {
+    ("reason", s("Why, recorded in each history"), required)
+}
+
+/// The query, batch size and limit every batch tool takes, then `more`.
+fn inputs(more: Vec<Input>) -> Vec<Input> {
+    let common = vec![
+        (
+            "query",
+            s(
+                "Visibility query selecting the Workflows, e.g. WorkflowType = 'Order'; only Running ones are affected",
+            ),
+            true,
+        ),
+        (
+            "batch_size",
+            int("How many requests are in flight at once", 1, 100, 10),
+            false,
+        ),
+        (
+            "max_workflows",
+            int(
+                "At most this many Workflows are affected; the answer says when more matched",
+                1,
+                10_000,
+                1000,
+            ),
+            false,
+        ),
+    ];
+    with(common, more)
+}
+
+fn outputs() -> Vec<Output> {
+    vec![
+        ("namespace", t("string")),
+        ("query", t("string")),
+        ("matched", t("integer")),
+        ("succeeded", t("integer")),
+        ("failed", t("integer")),
+        ("failures", objects()),
+        ("truncated", t("boolean")),
+    ]
 }
 
 /// The query restricted to Running Workflows: the only ones these operations apply to.
@@ -42,36 +107,20 @@ async fn matches(
     query: &str,
     max: usize,
 ) -> Result<(Vec<(String, String)>, bool), ToolError> {
-    let mut found = Vec::new();
-    let mut token = Vec::new();
-    loop {
-        let response = ctx
-            .connection
-            .workflow_service()
-            .list_workflow_executions(tonic::Request::new(ListWorkflowExecutionsRequest {
-                namespace: ctx.namespace.clone(),
-                page_size: (max + 1 - found.len()).min(1000) as i32,
-                next_page_token: token,
-                query: query.to_owned(),
-            }))
-            .await
-            .map_err(|s| ToolError::from_status(&s, &format!("visibility query {query:?}")))?
-            .into_inner();
-        found.extend(
-            response
-                .executions
-                .into_iter()
-                .filter_map(|e| e.execution)
-                .filter(|e| !reserved::is_reserved(&e.workflow_id))
-                .map(|e| (e.workflow_id, e.run_id)),
-        );
-        token = response.next_page_token;
-        if token.is_empty() || found.len() > max {
-            let truncated = found.len() > max;
-            found.truncate(max);
-            return Ok((found, truncated));
-        }
-    }
+    let mut found = paging::collect(max + 1, |token, size| async move {
+        let response = visibility_page(ctx, query.to_owned(), query, token, size).await?;
+        let matched = response
+            .executions
+            .into_iter()
+            .filter_map(|e| e.execution)
+            .filter(|e| !reserved::is_reserved(&e.workflow_id))
+            .map(|e| (e.workflow_id, e.run_id));
+        Ok((matched.collect(), response.next_page_token))
+    })
+    .await?;
+    let truncated = found.len() > max;
+    found.truncate(max);
+    Ok((found, truncated))
 }
 
 async fn run(ctx: &Ctx<'_>, args: &Args<'_>, op: Op, verb: &str) -> Result<Answer, ToolError> {
@@ -83,13 +132,7 @@ async fn run(ctx: &Ctx<'_>, args: &Args<'_>, op: Op, verb: &str) -> Result<Answe
     let op = &op;
     let outcomes: Vec<(String, String, Result<(), ToolError>)> = stream::iter(targets)
         .map(|(wf, run)| async move {
-            let r = match op {
-                Op::Signal { name, input } => {
-                    send_signal(ctx, &wf, Some(&run), name, input.clone()).await
-                }
-                Op::Cancel { reason } => request_cancel(ctx, &wf, Some(&run), reason).await,
-                Op::Terminate { reason } => send_terminate(ctx, &wf, Some(&run), reason).await,
-            };
+            let r = send(ctx, &wf, Some(&run), op).await;
             (wf, run, r)
         })
         .buffer_unordered(batch_size)

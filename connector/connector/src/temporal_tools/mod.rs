@@ -6,16 +6,18 @@
 //!
 //! - [`namespace`]: which namespaces a call may use (checked before any request).
 //! - [`reserved`]: durable-mcp's own executions, left out and refused (R-OPS-6).
-//! - [`catalog`]: names, schemas, annotations and the scope family of each tool.
-//! - [`args`], [`error`], [`render`], [`payloads`]: arguments, tool errors, text rendering,
-//!   payloads through the codec.
-//! - [`workflows`], [`batch`], [`schedules`]: the tools themselves.
+//! - [`catalog`]: what a tool definition is (schemas, annotations, scope family) and the
+//!   listing; each family module declares its own tools.
+//! - [`args`], [`error`], [`render`], [`payloads`], [`paging`]: arguments, tool errors, text
+//!   rendering, payloads through the codec, paging through listings.
+//! - [`workflows`], [`batch`], [`schedules`]: the tools themselves, each beside its definition.
 
 pub mod args;
 pub mod batch;
 pub mod catalog;
 pub mod error;
 pub mod namespace;
+pub mod paging;
 pub mod payloads;
 pub mod render;
 pub mod reserved;

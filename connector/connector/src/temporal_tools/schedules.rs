@@ -18,13 +18,51 @@ use temporalio_protos::temporal::api::{
 use super::{
     Answer, Ctx,
     args::Args,
+    catalog::{Input, Output, ToolFamily::*, ToolSpec, args, objects, s, t, with},
     error::ToolError,
+    paging::{self, Paging},
     payloads::{object, proto_json, prune},
     workflows::{status_name, time},
 };
 
+/// The schedule tools, in listing order.
+pub(super) fn specs() -> Vec<ToolSpec> {
+    vec![
+        create_spec(),
+        list_spec(),
+        describe_spec(),
+        pause_spec(true),
+        pause_spec(false),
+        delete_spec(),
+        trigger_spec(),
+    ]
+}
+
+fn schedule_id_input() -> Input {
+    ("schedule_id", s("Schedule id"), true)
+}
+
+/// The namespace and schedule id, then `more`.
+fn outputs(more: Vec<Output>) -> Vec<Output> {
+    with(
+        vec![("namespace", t("string")), ("schedule_id", t("string"))],
+        more,
+    )
+}
+
 fn target(schedule_id: &str) -> String {
     format!("Schedule {schedule_id:?}")
+}
+
+/// An answer's data: the namespace and schedule id, then `more`.
+fn data<const N: usize>(ctx: &Ctx<'_>, schedule_id: &str, more: [(&str, Value); N]) -> Value {
+    let mut data = object([
+        ("namespace", json!(ctx.namespace)),
+        ("schedule_id", json!(schedule_id)),
+    ]);
+    let fields = data.as_object_mut().expect("an object");
+    fields.extend(more.map(|(k, v)| (k.to_owned(), v)));
+    data
 }
 
 fn action_results(results: &[ScheduleActionResult]) -> Value {
@@ -47,6 +85,45 @@ fn action_results(results: &[ScheduleActionResult]) -> Value {
 
 fn times(ts: &[prost_wkt_types::Timestamp]) -> Value {
     Value::Array(ts.iter().map(|t| time(Some(t))).collect())
+}
+
+fn create_spec() -> ToolSpec {
+    ToolSpec {
+        name: "create_schedule",
+        title: "Create a schedule",
+        description: "Create a schedule that starts `workflow_type` on `task_queue` at the times of one or more cron expressions (e.g. \"0 9 * * MON-FRI\", UTC).",
+        family: Write,
+        idempotent: false,
+        inputs: vec![
+            schedule_id_input(),
+            (
+                "cron",
+                json!({"description": "Cron expression, or a list of them", "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}),
+                true,
+            ),
+            ("workflow_type", s("Workflow type to start"), true),
+            ("task_queue", s("Task queue of the started Workflows"), true),
+            (
+                "workflow_id",
+                s(
+                    "Workflow id prefix of the started Workflows (Temporal appends the time); default the schedule id",
+                ),
+                false,
+            ),
+            (
+                "args",
+                args("Workflow arguments, one JSON value each"),
+                false,
+            ),
+            (
+                "paused",
+                json!({"type": "boolean", "description": "Create it paused", "default": false}),
+                false,
+            ),
+            ("note", s("A note shown with the schedule's state"), false),
+        ],
+        outputs: outputs(vec![("created", t("boolean")), ("paused", t("boolean"))]),
+    }
 }
 
 pub async fn create(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
@@ -107,62 +184,67 @@ pub async fn create(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError>
             cron.join(" | "),
             if paused { " (paused)" } else { "" }
         ),
-        data: object([
-            ("namespace", json!(ctx.namespace)),
-            ("schedule_id", json!(schedule_id)),
-            ("created", json!(true)),
-            ("paused", json!(paused)),
-        ]),
+        data: data(
+            ctx,
+            &schedule_id,
+            [("created", json!(true)), ("paused", json!(paused))],
+        ),
     })
 }
 
-pub async fn list(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
-    let limit = args.int("limit", 10, 1, 100)? as usize;
-    let skip = args.int("skip", 0, 0, 10_000)? as usize;
-    let want = skip + limit + 1;
-    let mut found = Vec::new();
-    let mut token = Vec::new();
-    loop {
-        let response = ctx
-            .connection
-            .workflow_service()
-            .list_schedules(tonic::Request::new(ListSchedulesRequest {
-                namespace: ctx.namespace.clone(),
-                maximum_page_size: (want - found.len()).min(1000) as i32,
-                next_page_token: token,
-                query: String::new(),
-            }))
-            .await
-            .map_err(|s| ToolError::from_status(&s, "listing schedules"))?
-            .into_inner();
-        for entry in response.schedules {
-            let info = entry.info.unwrap_or_default();
-            found.push(json!({
-                "schedule_id": entry.schedule_id,
-                "workflow_type": info.workflow_type.map(|t| t.name).unwrap_or_default(),
-                "paused": info.paused,
-                "notes": info.notes,
-                "recent_actions": action_results(&info.recent_actions),
-                "next_action_times": times(&info.future_action_times),
-            }));
-        }
-        token = response.next_page_token;
-        if token.is_empty() || found.len() >= want {
-            break;
-        }
-    }
-    let has_more = found.len() > skip + limit;
-    let page: Vec<Value> = found.into_iter().skip(skip).take(limit).collect();
-    Ok(Answer {
-        headline: format!(
-            "{} schedule(s){}",
-            page.len(),
-            if has_more {
-                format!("; more after skip={}", skip + limit)
-            } else {
-                String::new()
-            }
+fn list_spec() -> ToolSpec {
+    ToolSpec {
+        name: "list_schedules",
+        title: "List schedules",
+        description: "List schedules with their Workflow type, paused state, recent and upcoming actions, with `limit` and `skip` for paging.",
+        family: Read,
+        idempotent: true,
+        inputs: Paging::inputs("How many to skip (paging)"),
+        outputs: with(
+            vec![("namespace", t("string")), ("schedules", objects())],
+            Paging::outputs(),
         ),
+    }
+}
+
+/// One page of schedules, as listed, and the next page's token.
+async fn list_page(
+    ctx: &Ctx<'_>,
+    token: Vec<u8>,
+    size: i32,
+) -> Result<(Vec<Value>, Vec<u8>), ToolError> {
+    let response = ctx
+        .connection
+        .workflow_service()
+        .list_schedules(tonic::Request::new(ListSchedulesRequest {
+            namespace: ctx.namespace.clone(),
+            maximum_page_size: size,
+            next_page_token: token,
+            query: String::new(),
+        }))
+        .await
+        .map_err(|s| ToolError::from_status(&s, "listing schedules"))?
+        .into_inner();
+    let listed = response.schedules.into_iter().map(|entry| {
+        let info = entry.info.unwrap_or_default();
+        json!({
+            "schedule_id": entry.schedule_id,
+            "workflow_type": info.workflow_type.map(|t| t.name).unwrap_or_default(),
+            "paused": info.paused,
+            "notes": info.notes,
+            "recent_actions": action_results(&info.recent_actions),
+            "next_action_times": times(&info.future_action_times),
+        })
+    });
+    Ok((listed.collect(), response.next_page_token))
+}
+
+pub async fn list(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
+    let paging = Paging::from_args(args)?;
+    let found = paging::collect(paging.want(), |token, size| list_page(ctx, token, size)).await?;
+    let (page, has_more) = paging.page(found);
+    Ok(Answer {
+        headline: format!("{} schedule(s){}", page.len(), paging.next(has_more)),
         data: object([
             ("namespace", json!(ctx.namespace)),
             ("count", json!(page.len())),
@@ -170,6 +252,30 @@ pub async fn list(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
             ("has_more", json!(has_more)),
         ]),
     })
+}
+
+fn describe_spec() -> ToolSpec {
+    ToolSpec {
+        name: "describe_schedule",
+        title: "Describe a schedule",
+        description: "A schedule's spec, action, state (paused, notes), recent actions, running Workflows and upcoming action times.",
+        family: Read,
+        idempotent: true,
+        inputs: vec![schedule_id_input()],
+        outputs: outputs(vec![
+            ("paused", t("boolean")),
+            ("notes", t("string")),
+            ("spec", t("object")),
+            ("action", t("object")),
+            ("action_count", t("integer")),
+            ("recent_actions", objects()),
+            ("running_workflows", objects()),
+            (
+                "next_action_times",
+                json!({"type": "array", "items": {"type": "string"}}),
+            ),
+        ]),
+    }
 }
 
 pub async fn describe(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
@@ -215,19 +321,21 @@ pub async fn describe(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolErro
             if state.paused { "PAUSED" } else { "active" },
             info.action_count
         ),
-        data: object([
-            ("namespace", json!(ctx.namespace)),
-            ("schedule_id", json!(schedule_id)),
-            ("paused", json!(state.paused)),
-            ("notes", json!(state.notes)),
-            ("spec", spec),
-            ("action", action),
-            ("action_count", json!(info.action_count)),
-            ("recent_actions", action_results(&info.recent_actions)),
-            ("running_workflows", Value::Array(running)),
-            ("next_action_times", times(&info.future_action_times)),
-            ("created", time(info.create_time.as_ref())),
-        ]),
+        data: data(
+            ctx,
+            &schedule_id,
+            [
+                ("paused", json!(state.paused)),
+                ("notes", json!(state.notes)),
+                ("spec", spec),
+                ("action", action),
+                ("action_count", json!(info.action_count)),
+                ("recent_actions", action_results(&info.recent_actions)),
+                ("running_workflows", Value::Array(running)),
+                ("next_action_times", times(&info.future_action_times)),
+                ("created", time(info.create_time.as_ref())),
+            ],
+        ),
     })
 }
 
@@ -244,6 +352,35 @@ async fn patch(ctx: &Ctx<'_>, schedule_id: &str, patch: SchedulePatch) -> Result
         .await
         .map(|_| ())
         .map_err(|s| ToolError::from_status(&s, &target(schedule_id)))
+}
+
+/// `pause_schedule` (`pause` true) and `unpause_schedule`.
+fn pause_spec(pause: bool) -> ToolSpec {
+    let (name, title, description) = if pause {
+        (
+            "pause_schedule",
+            "Pause a schedule",
+            "Pause a schedule: it starts nothing until unpaused.",
+        )
+    } else {
+        (
+            "unpause_schedule",
+            "Unpause a schedule",
+            "Resume a paused schedule.",
+        )
+    };
+    ToolSpec {
+        name,
+        title,
+        description,
+        family: Write,
+        idempotent: true,
+        inputs: vec![
+            schedule_id_input(),
+            ("note", s("Why, shown with the schedule's state"), false),
+        ],
+        outputs: outputs(vec![("paused", t("boolean"))]),
+    }
 }
 
 /// `pause_schedule` (`pause` true) and `unpause_schedule`.
@@ -274,12 +411,20 @@ pub async fn pause(ctx: &Ctx<'_>, args: &Args<'_>, pause: bool) -> Result<Answer
     patch(ctx, &schedule_id, p).await?;
     Ok(Answer {
         headline: format!("{verb} schedule {schedule_id:?}"),
-        data: object([
-            ("namespace", json!(ctx.namespace)),
-            ("schedule_id", json!(schedule_id)),
-            ("paused", json!(pause)),
-        ]),
+        data: data(ctx, &schedule_id, [("paused", json!(pause))]),
     })
+}
+
+fn trigger_spec() -> ToolSpec {
+    ToolSpec {
+        name: "trigger_schedule",
+        title: "Trigger a schedule now",
+        description: "Start the schedule's action once, immediately (subject to its overlap policy).",
+        family: Write,
+        idempotent: false,
+        inputs: vec![schedule_id_input()],
+        outputs: outputs(vec![("triggered", t("boolean"))]),
+    }
 }
 
 pub async fn trigger(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
@@ -297,12 +442,20 @@ pub async fn trigger(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError
         headline: format!(
             "Triggered schedule {schedule_id:?}; describe_schedule shows the started Workflow in its recent actions"
         ),
-        data: object([
-            ("namespace", json!(ctx.namespace)),
-            ("schedule_id", json!(schedule_id)),
-            ("triggered", json!(true)),
-        ]),
+        data: data(ctx, &schedule_id, [("triggered", json!(true))]),
     })
+}
+
+fn delete_spec() -> ToolSpec {
+    ToolSpec {
+        name: "delete_schedule",
+        title: "Delete a schedule",
+        description: "Permanently delete a schedule. Workflows it started keep running.",
+        family: Admin,
+        idempotent: false,
+        inputs: vec![schedule_id_input()],
+        outputs: outputs(vec![("deleted", t("boolean"))]),
+    }
 }
 
 pub async fn delete(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
@@ -318,10 +471,6 @@ pub async fn delete(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError>
         .map_err(|s| ToolError::from_status(&s, &target(&schedule_id)))?;
     Ok(Answer {
         headline: format!("Deleted schedule {schedule_id:?} (Workflows it started keep running)"),
-        data: object([
-            ("namespace", json!(ctx.namespace)),
-            ("schedule_id", json!(schedule_id)),
-            ("deleted", json!(true)),
-        ]),
+        data: data(ctx, &schedule_id, [("deleted", json!(true))]),
     })
 }

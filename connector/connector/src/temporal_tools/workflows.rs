@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use temporalio_protos::temporal::api::{
-    common::v1::{WorkflowExecution, WorkflowType},
+    common::v1::{Payloads, WorkflowExecution, WorkflowType},
     enums::v1::{EventType, HistoryEventFilterType, WorkflowExecutionStatus},
     history::v1::{HistoryEvent, history_event::Attributes},
     query::v1::WorkflowQuery,
@@ -13,7 +13,8 @@ use temporalio_protos::temporal::api::{
     workflow::v1::WorkflowExecutionInfo,
     workflowservice::v1::{
         DescribeWorkflowExecutionRequest, DescribeWorkflowExecutionResponse,
-        GetWorkflowExecutionHistoryRequest, ListWorkflowExecutionsRequest, QueryWorkflowRequest,
+        GetWorkflowExecutionHistoryRequest, GetWorkflowExecutionHistoryResponse,
+        ListWorkflowExecutionsRequest, ListWorkflowExecutionsResponse, QueryWorkflowRequest,
         RequestCancelWorkflowExecutionRequest, SignalWorkflowExecutionRequest,
         StartWorkflowExecutionRequest, TerminateWorkflowExecutionRequest,
     },
@@ -22,7 +23,9 @@ use temporalio_protos::temporal::api::{
 use super::{
     Answer, Ctx,
     args::Args,
+    catalog::{Input, Output, ToolFamily::*, ToolSpec, args, int, nullable, objects, s, t, with},
     error::{ErrorKind, ToolError},
+    paging::{self, Paging},
     payloads::{Decode, object, proto_json, prune},
     reserved,
 };
@@ -30,6 +33,61 @@ use durable_mcp_runtime::temporal::proto_duration;
 
 /// How often a tool that watches a Workflow close looks again.
 const WATCH_INTERVAL: Duration = Duration::from_millis(200);
+
+/// The Workflow tools, in listing order.
+pub(super) fn specs() -> Vec<ToolSpec> {
+    vec![
+        start_spec(),
+        result_spec(),
+        describe_spec(),
+        list_spec(),
+        history_spec(),
+        event_spec(),
+        query_spec(),
+        signal_spec(),
+        cancel_spec(),
+        terminate_spec(),
+        continue_as_new_spec(),
+    ]
+}
+
+const WORKFLOW_ID: &str = "Workflow Id";
+
+/// The Workflow id and run id, then `more`.
+fn inputs(more: Vec<Input>) -> Vec<Input> {
+    let execution = vec![
+        ("workflow_id", s(WORKFLOW_ID), true),
+        ("run_id", s("Run Id; omit for the latest run"), false),
+    ];
+    with(execution, more)
+}
+
+/// The namespace, Workflow id and run id, then `more`.
+fn outputs(more: Vec<Output>) -> Vec<Output> {
+    let execution = vec![
+        ("namespace", t("string")),
+        ("workflow_id", t("string")),
+        ("run_id", t("string")),
+    ];
+    with(execution, more)
+}
+
+/// An answer's data: the namespace, Workflow id and run id, then `more`.
+fn data<const N: usize>(
+    ctx: &Ctx<'_>,
+    workflow_id: &str,
+    run_id: &str,
+    more: [(&str, Value); N],
+) -> Value {
+    let mut data = object([
+        ("namespace", json!(ctx.namespace)),
+        ("workflow_id", json!(workflow_id)),
+        ("run_id", json!(run_id)),
+    ]);
+    let fields = data.as_object_mut().expect("an object");
+    fields.extend(more.map(|(k, v)| (k.to_owned(), v)));
+    data
+}
 
 pub(super) fn execution(workflow_id: &str, run_id: Option<&str>) -> WorkflowExecution {
     WorkflowExecution {
@@ -130,6 +188,40 @@ async fn watch_close(
     }
 }
 
+fn start_spec() -> ToolSpec {
+    ToolSpec {
+        name: "start_workflow",
+        title: "Start a Workflow",
+        description: "Start a new Workflow execution of `workflow_type` on `task_queue` with JSON `args` (encoded through the codec when one is configured). Answers the run id; a Workflow id that is already running is an AlreadyExists error.",
+        family: Write,
+        idempotent: false,
+        inputs: vec![
+            ("workflow_type", s("Workflow type name"), true),
+            (
+                "task_queue",
+                s("Task queue a worker for this type polls"),
+                true,
+            ),
+            (
+                "workflow_id",
+                s("Workflow Id; a random one when omitted"),
+                false,
+            ),
+            (
+                "args",
+                args("Workflow arguments, one JSON value each"),
+                false,
+            ),
+            (
+                "execution_timeout_seconds",
+                int("Execution timeout in seconds; 0 for none", 0, 31_536_000, 0),
+                false,
+            ),
+        ],
+        outputs: outputs(vec![("started", t("boolean"))]),
+    }
+}
+
 pub async fn start(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
     let workflow_type = args.string("workflow_type")?;
     let task_queue = args.string("task_queue")?;
@@ -167,12 +259,12 @@ pub async fn start(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> 
             "Started Workflow {workflow_id:?} ({workflow_type} on task queue {task_queue:?}), run {}",
             response.run_id
         ),
-        data: object([
-            ("namespace", json!(ctx.namespace)),
-            ("workflow_id", json!(workflow_id)),
-            ("run_id", json!(response.run_id)),
-            ("started", json!(response.started)),
-        ]),
+        data: data(
+            ctx,
+            &workflow_id,
+            &response.run_id,
+            [("started", json!(response.started))],
+        ),
     })
 }
 
@@ -246,66 +338,41 @@ async fn closed(ctx: &Ctx<'_>, event: HistoryEvent) -> Result<Option<Closed>, To
     }))
 }
 
+fn result_spec() -> ToolSpec {
+    ToolSpec {
+        name: "get_workflow_result",
+        title: "Get a Workflow's result",
+        description: "Wait up to `wait_seconds` for a Workflow to close and return its result (or failure). Follows continue-as-new to the last run unless a run_id is given. A Workflow still running is reported as RUNNING, not as an error.",
+        family: Read,
+        idempotent: true,
+        inputs: inputs(vec![(
+            "wait_seconds",
+            int("How long to wait for the Workflow to close", 0, 300, 30),
+            false,
+        )]),
+        outputs: outputs(vec![
+            ("status", t("string")),
+            ("closed", t("boolean")),
+            ("result", json!({})),
+            ("failure", nullable("object")),
+        ]),
+    }
+}
+
 pub async fn result(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
     let workflow_id = args.string("workflow_id")?;
     let explicit_run = args.opt_string("run_id")?;
     let wait = Duration::from_secs(args.int("wait_seconds", 30, 0, 300)?);
     let deadline = tokio::time::Instant::now() + wait;
     let (_, mut run_id) = status_of(ctx, &workflow_id, explicit_run.as_deref()).await?;
-    let mut page_token = Vec::new();
     loop {
-        let request = GetWorkflowExecutionHistoryRequest {
-            namespace: ctx.namespace.clone(),
-            execution: Some(execution(&workflow_id, Some(&run_id))),
-            next_page_token: page_token.clone(),
-            wait_new_event: !wait.is_zero(),
-            history_event_filter_type: HistoryEventFilterType::CloseEvent.into(),
-            ..Default::default()
+        let Some(event) = close_event(ctx, &workflow_id, &run_id, wait, deadline).await? else {
+            return Ok(still_running(ctx, &workflow_id, &run_id, wait));
         };
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let mut service = ctx.connection.workflow_service();
-        let call = service.get_workflow_execution_history(tonic::Request::new(request));
-        let response = match tokio::time::timeout(left.max(Duration::from_millis(1)), call).await {
-            Err(_) => None,
-            Ok(r) => Some(
-                r.map_err(|s| ToolError::from_status(&s, &target(&workflow_id)))?
-                    .into_inner(),
-            ),
-        };
-        let event = response
-            .as_ref()
-            .and_then(|r| r.history.as_ref())
-            .and_then(|h| h.events.last().cloned());
-        let still_running = || Answer {
-            headline: format!(
-                "Workflow {workflow_id:?} is still RUNNING after {}s; call again to keep waiting",
-                wait.as_secs()
-            ),
-            data: object([
-                ("namespace", json!(ctx.namespace)),
-                ("workflow_id", json!(workflow_id)),
-                ("run_id", json!(run_id)),
-                ("status", json!("RUNNING")),
-                ("closed", json!(false)),
-                ("result", Value::Null),
-                ("failure", Value::Null),
-            ]),
-        };
-        let Some(event) = event else {
-            match response {
-                Some(r) if !r.next_page_token.is_empty() => {
-                    page_token = r.next_page_token;
-                    continue;
-                }
-                _ if tokio::time::Instant::now() < deadline => continue,
-                _ => return Ok(still_running()),
-            }
-        };
-        page_token.clear();
         let Some(closed) = closed(ctx, event).await? else {
             // Not a close event (never expected with the close-event filter): look again.
             if tokio::time::Instant::now() >= deadline {
-                return Ok(still_running());
+                return Ok(still_running(ctx, &workflow_id, &run_id, wait));
             }
             tokio::time::sleep(WATCH_INTERVAL).await;
             continue;
@@ -314,21 +381,127 @@ pub async fn result(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError>
             run_id = next.clone();
             continue;
         }
-        return Ok(Answer {
-            headline: format!(
-                "Workflow {workflow_id:?} (run {run_id}) closed: {}",
-                closed.status
-            ),
-            data: object([
-                ("namespace", json!(ctx.namespace)),
-                ("workflow_id", json!(workflow_id)),
-                ("run_id", json!(run_id)),
+        return Ok(closed_answer(ctx, &workflow_id, &run_id, closed));
+    }
+}
+
+/// The run's close event, long-polled page by page until `deadline`; `None` when the run is
+/// still running then.
+async fn close_event(
+    ctx: &Ctx<'_>,
+    workflow_id: &str,
+    run_id: &str,
+    wait: Duration,
+    deadline: tokio::time::Instant,
+) -> Result<Option<HistoryEvent>, ToolError> {
+    let mut page_token = Vec::new();
+    loop {
+        let response = poll_close(ctx, workflow_id, run_id, &page_token, wait, deadline).await?;
+        let event = response
+            .as_ref()
+            .and_then(|r| r.history.as_ref())
+            .and_then(|h| h.events.last().cloned());
+        if event.is_some() {
+            return Ok(event);
+        }
+        match response {
+            Some(r) if !r.next_page_token.is_empty() => page_token = r.next_page_token,
+            _ if tokio::time::Instant::now() < deadline => {}
+            _ => return Ok(None),
+        }
+    }
+}
+
+/// One history request for the run's close event (waiting for it unless `wait` is zero), cut
+/// off at `deadline`: `None` when the deadline came first.
+async fn poll_close(
+    ctx: &Ctx<'_>,
+    workflow_id: &str,
+    run_id: &str,
+    page_token: &[u8],
+    wait: Duration,
+    deadline: tokio::time::Instant,
+) -> Result<Option<GetWorkflowExecutionHistoryResponse>, ToolError> {
+    let request = GetWorkflowExecutionHistoryRequest {
+        namespace: ctx.namespace.clone(),
+        execution: Some(execution(workflow_id, Some(run_id))),
+        next_page_token: page_token.to_vec(),
+        wait_new_event: !wait.is_zero(),
+        history_event_filter_type: HistoryEventFilterType::CloseEvent.into(),
+        ..Default::default()
+    };
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    let mut service = ctx.connection.workflow_service();
+    let call = service.get_workflow_execution_history(tonic::Request::new(request));
+    match tokio::time::timeout(left.max(Duration::from_millis(1)), call).await {
+        Err(_) => Ok(None),
+        Ok(r) => Ok(Some(
+            r.map_err(|s| ToolError::from_status(&s, &target(workflow_id)))?
+                .into_inner(),
+        )),
+    }
+}
+
+/// `get_workflow_result`'s answer for a run still running after `wait`.
+fn still_running(ctx: &Ctx<'_>, workflow_id: &str, run_id: &str, wait: Duration) -> Answer {
+    Answer {
+        headline: format!(
+            "Workflow {workflow_id:?} is still RUNNING after {}s; call again to keep waiting",
+            wait.as_secs()
+        ),
+        data: data(
+            ctx,
+            workflow_id,
+            run_id,
+            [
+                ("status", json!("RUNNING")),
+                ("closed", json!(false)),
+                ("result", Value::Null),
+                ("failure", Value::Null),
+            ],
+        ),
+    }
+}
+
+/// `get_workflow_result`'s answer for a closed run.
+fn closed_answer(ctx: &Ctx<'_>, workflow_id: &str, run_id: &str, closed: Closed) -> Answer {
+    Answer {
+        headline: format!(
+            "Workflow {workflow_id:?} (run {run_id}) closed: {}",
+            closed.status
+        ),
+        data: data(
+            ctx,
+            workflow_id,
+            run_id,
+            [
                 ("status", json!(closed.status)),
                 ("closed", json!(true)),
                 ("result", closed.result),
                 ("failure", closed.failure),
-            ]),
-        });
+            ],
+        ),
+    }
+}
+
+fn describe_spec() -> ToolSpec {
+    ToolSpec {
+        name: "describe_workflow",
+        title: "Describe a Workflow",
+        description: "Status, type, task queue, timing, history length, parent and pending activities of a Workflow execution.",
+        family: Read,
+        idempotent: true,
+        inputs: inputs(vec![]),
+        outputs: outputs(vec![
+            ("workflow_type", t("string")),
+            ("status", t("string")),
+            ("task_queue", t("string")),
+            ("start_time", nullable("string")),
+            ("close_time", nullable("string")),
+            ("history_length", t("integer")),
+            ("parent", nullable("object")),
+            ("pending_activities", objects()),
+        ]),
     }
 }
 
@@ -370,45 +543,69 @@ pub async fn describe(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolErro
     })
 }
 
+fn list_spec() -> ToolSpec {
+    ToolSpec {
+        name: "list_workflows",
+        title: "List Workflows",
+        description: "List Workflow executions matching a visibility query (e.g. ExecutionStatus = 'Running' AND WorkflowType = 'Order'), newest first, with `limit` and `skip` for paging. `history_length` is null for running Workflows (visibility records it at close; describe_workflow has the current one).",
+        family: Read,
+        idempotent: true,
+        inputs: with(
+            vec![("query", s("Visibility query; empty lists all"), false)],
+            Paging::inputs("How many matches to skip (paging)"),
+        ),
+        outputs: with(
+            vec![
+                ("namespace", t("string")),
+                ("query", t("string")),
+                ("workflows", objects()),
+            ],
+            Paging::outputs(),
+        ),
+    }
+}
+
+/// One page of Workflow executions matching `query`; an error names `shown` as the query.
+pub(super) async fn visibility_page(
+    ctx: &Ctx<'_>,
+    query: String,
+    shown: &str,
+    token: Vec<u8>,
+    size: i32,
+) -> Result<ListWorkflowExecutionsResponse, ToolError> {
+    ctx.connection
+        .workflow_service()
+        .list_workflow_executions(tonic::Request::new(ListWorkflowExecutionsRequest {
+            namespace: ctx.namespace.clone(),
+            page_size: size,
+            next_page_token: token,
+            query,
+        }))
+        .await
+        .map(|r| r.into_inner())
+        .map_err(|s| ToolError::from_status(&s, &format!("visibility query {shown:?}")))
+}
+
 pub async fn list(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
     let query = args.opt_string("query")?.unwrap_or_default();
-    let limit = args.int("limit", 10, 1, 100)? as usize;
-    let skip = args.int("skip", 0, 0, 10_000)? as usize;
-    // One more than asked, to know whether there are more.
-    let want = skip + limit + 1;
-    let mut found: Vec<Value> = Vec::new();
-    let mut token = Vec::new();
-    loop {
-        let response = ctx
-            .connection
-            .workflow_service()
-            .list_workflow_executions(tonic::Request::new(ListWorkflowExecutionsRequest {
-                namespace: ctx.namespace.clone(),
-                page_size: (want - found.len()).min(1000) as i32,
-                next_page_token: token,
-                query: reserved::exclude_reserved(&query),
-            }))
-            .await
-            .map_err(|s| ToolError::from_status(&s, &format!("visibility query {query:?}")))?
-            .into_inner();
-        found.extend(
-            response
-                .executions
-                .iter()
-                .filter(|e| {
-                    !e.execution
-                        .as_ref()
-                        .is_some_and(|x| reserved::is_reserved(&x.workflow_id))
-                })
-                .map(listed_summary),
-        );
-        token = response.next_page_token;
-        if token.is_empty() || found.len() >= want {
-            break;
-        }
-    }
-    let has_more = found.len() > skip + limit;
-    let page: Vec<Value> = found.into_iter().skip(skip).take(limit).collect();
+    let paging = Paging::from_args(args)?;
+    let sent = &reserved::exclude_reserved(&query);
+    let shown = query.as_str();
+    let found = paging::collect(paging.want(), |token, size| async move {
+        let response = visibility_page(ctx, sent.clone(), shown, token, size).await?;
+        let listed = response
+            .executions
+            .iter()
+            .filter(|e| {
+                !e.execution
+                    .as_ref()
+                    .is_some_and(|x| reserved::is_reserved(&x.workflow_id))
+            })
+            .map(listed_summary);
+        Ok((listed.collect(), response.next_page_token))
+    })
+    .await?;
+    let (page, has_more) = paging.page(found);
     Ok(Answer {
         headline: format!(
             "{} Workflow(s){}{}",
@@ -418,11 +615,7 @@ pub async fn list(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
             } else {
                 format!(" matching {query:?}")
             },
-            if has_more {
-                format!("; more after skip={}", skip + limit)
-            } else {
-                String::new()
-            }
+            paging.next(has_more)
         ),
         data: object([
             ("namespace", json!(ctx.namespace)),
@@ -502,6 +695,26 @@ async fn events(
     }
 }
 
+fn history_spec() -> ToolSpec {
+    ToolSpec {
+        name: "get_workflow_history",
+        title: "Get a Workflow's history",
+        description: "The event history of a Workflow run (up to `max_events`). JSON payloads are shown as values; with a codec, failure messages and stack traces are decoded (inputs and results stay encoded: use get_workflow_event).",
+        family: Read,
+        idempotent: true,
+        inputs: inputs(vec![(
+            "max_events",
+            int("At most this many events", 1, 10_000, 1000),
+            false,
+        )]),
+        outputs: outputs(vec![
+            ("events", objects()),
+            ("count", t("integer")),
+            ("truncated", t("boolean")),
+        ]),
+    }
+}
+
 pub async fn history(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
     let workflow_id = args.string("workflow_id")?;
     let max = args.int("max_events", 1000, 1, 10_000)? as usize;
@@ -521,15 +734,33 @@ pub async fn history(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError
                 ""
             }
         ),
-        data: object([
-            ("namespace", json!(ctx.namespace)),
-            ("workflow_id", json!(workflow_id)),
-            ("run_id", json!(run_id)),
-            ("count", json!(count)),
-            ("truncated", json!(truncated)),
-            ("events", list),
-        ]),
+        data: data(
+            ctx,
+            &workflow_id,
+            &run_id,
+            [
+                ("count", json!(count)),
+                ("truncated", json!(truncated)),
+                ("events", list),
+            ],
+        ),
     })
+}
+
+fn event_spec() -> ToolSpec {
+    ToolSpec {
+        name: "get_workflow_event",
+        title: "Get one history event",
+        description: "One event of a Workflow's history by `event_id`, with its payloads (inputs, results, failure details) decoded through the codec when one is configured.",
+        family: Read,
+        idempotent: true,
+        inputs: inputs(vec![(
+            "event_id",
+            json!({"type": "integer", "minimum": 1, "description": "Event id (1 is WorkflowExecutionStarted)"}),
+            true,
+        )]),
+        outputs: outputs(vec![("event", t("object"))]),
+    }
 }
 
 pub async fn event(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
@@ -562,13 +793,23 @@ pub async fn event(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> 
             "Event {event_id} of Workflow {workflow_id:?}: {}",
             event["event_type"].as_str().unwrap_or_default()
         ),
-        data: object([
-            ("namespace", json!(ctx.namespace)),
-            ("workflow_id", json!(workflow_id)),
-            ("run_id", json!(run_id)),
-            ("event", event),
-        ]),
+        data: data(ctx, &workflow_id, &run_id, [("event", event)]),
     })
+}
+
+fn query_spec() -> ToolSpec {
+    ToolSpec {
+        name: "query_workflow",
+        title: "Query a Workflow",
+        description: "Run a query handler of a Workflow and return its answer, without changing the Workflow. A worker must be running for the Workflow's task queue.",
+        family: Read,
+        idempotent: true,
+        inputs: inputs(vec![
+            ("query_type", s("Query name"), true),
+            ("args", args("Query arguments, one JSON value each"), false),
+        ]),
+        outputs: outputs(vec![("query_type", t("string")), ("result", json!({}))]),
+    }
 }
 
 pub async fn query(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
@@ -616,37 +857,94 @@ pub async fn query(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> 
         .unwrap_or(Value::Null);
     Ok(Answer {
         headline: format!("Query {query_type:?} on Workflow {workflow_id:?} answered"),
-        data: object([
-            ("namespace", json!(ctx.namespace)),
-            ("workflow_id", json!(workflow_id)),
-            ("run_id", json!(run_id.unwrap_or_default())),
-            ("query_type", json!(query_type)),
-            ("result", result),
-        ]),
+        data: data(
+            ctx,
+            &workflow_id,
+            &run_id.unwrap_or_default(),
+            [("query_type", json!(query_type)), ("result", result)],
+        ),
     })
 }
 
-pub(super) async fn send_signal(
+/// A request that acts on one Workflow run.
+pub(super) enum Op {
+    Signal {
+        name: String,
+        input: Option<Payloads>,
+    },
+    Cancel {
+        reason: String,
+    },
+    Terminate {
+        reason: String,
+    },
+}
+
+/// Sends `op` to the run (the latest when `run_id` is `None`).
+pub(super) async fn send(
     ctx: &Ctx<'_>,
     workflow_id: &str,
     run_id: Option<&str>,
-    signal_name: &str,
-    input: Option<temporalio_protos::temporal::api::common::v1::Payloads>,
+    op: &Op,
 ) -> Result<(), ToolError> {
-    ctx.connection
-        .workflow_service()
-        .signal_workflow_execution(tonic::Request::new(SignalWorkflowExecutionRequest {
-            namespace: ctx.namespace.clone(),
-            workflow_execution: Some(execution(workflow_id, run_id)),
-            signal_name: signal_name.to_owned(),
-            input,
-            identity: ctx.identity(),
-            request_id: uuid::Uuid::new_v4().to_string(),
-            ..Default::default()
-        }))
-        .await
-        .map(|_| ())
-        .map_err(|s| ToolError::from_status(&s, &target(workflow_id)))
+    let mut service = ctx.connection.workflow_service();
+    let workflow_execution = Some(execution(workflow_id, run_id));
+    let sent = match op {
+        Op::Signal { name, input } => service
+            .signal_workflow_execution(tonic::Request::new(SignalWorkflowExecutionRequest {
+                namespace: ctx.namespace.clone(),
+                workflow_execution,
+                signal_name: name.clone(),
+                input: input.clone(),
+                identity: ctx.identity(),
+                request_id: uuid::Uuid::new_v4().to_string(),
+                ..Default::default()
+            }))
+            .await
+            .map(|_| ()),
+        Op::Cancel { reason } => service
+            .request_cancel_workflow_execution(tonic::Request::new(
+                RequestCancelWorkflowExecutionRequest {
+                    namespace: ctx.namespace.clone(),
+                    workflow_execution,
+                    identity: ctx.identity(),
+                    request_id: uuid::Uuid::new_v4().to_string(),
+                    reason: reason.clone(),
+                    ..Default::default()
+                },
+            ))
+            .await
+            .map(|_| ()),
+        Op::Terminate { reason } => service
+            .terminate_workflow_execution(tonic::Request::new(TerminateWorkflowExecutionRequest {
+                namespace: ctx.namespace.clone(),
+                workflow_execution,
+                reason: reason.clone(),
+                identity: ctx.identity(),
+                ..Default::default()
+            }))
+            .await
+            .map(|_| ()),
+    };
+    sent.map_err(|s| ToolError::from_status(&s, &target(workflow_id)))
+}
+
+fn signal_spec() -> ToolSpec {
+    ToolSpec {
+        name: "signal_workflow",
+        title: "Signal a Workflow",
+        description: "Send a signal with JSON `args` to a running Workflow.",
+        family: Write,
+        idempotent: false,
+        inputs: inputs(vec![
+            ("signal_name", s("Signal name"), true),
+            ("args", args("Signal arguments, one JSON value each"), false),
+        ]),
+        outputs: outputs(vec![
+            ("signal_name", t("string")),
+            ("signalled", t("boolean")),
+        ]),
+    }
 }
 
 pub async fn signal(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
@@ -654,40 +952,23 @@ pub async fn signal(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError>
     let run_id = args.opt_string("run_id")?;
     let signal_name = args.string("signal_name")?;
     let input = ctx.io.encode(&ctx.namespace, &args.values("args")?).await?;
-    send_signal(ctx, &workflow_id, run_id.as_deref(), &signal_name, input).await?;
+    let op = Op::Signal {
+        name: signal_name.clone(),
+        input,
+    };
+    send(ctx, &workflow_id, run_id.as_deref(), &op).await?;
     Ok(Answer {
         headline: format!("Signal {signal_name:?} sent to Workflow {workflow_id:?}"),
-        data: object([
-            ("namespace", json!(ctx.namespace)),
-            ("workflow_id", json!(workflow_id)),
-            ("run_id", json!(run_id.unwrap_or_default())),
-            ("signal_name", json!(signal_name)),
-            ("signalled", json!(true)),
-        ]),
+        data: data(
+            ctx,
+            &workflow_id,
+            &run_id.unwrap_or_default(),
+            [
+                ("signal_name", json!(signal_name)),
+                ("signalled", json!(true)),
+            ],
+        ),
     })
-}
-
-pub(super) async fn request_cancel(
-    ctx: &Ctx<'_>,
-    workflow_id: &str,
-    run_id: Option<&str>,
-    reason: &str,
-) -> Result<(), ToolError> {
-    ctx.connection
-        .workflow_service()
-        .request_cancel_workflow_execution(tonic::Request::new(
-            RequestCancelWorkflowExecutionRequest {
-                namespace: ctx.namespace.clone(),
-                workflow_execution: Some(execution(workflow_id, run_id)),
-                identity: ctx.identity(),
-                request_id: uuid::Uuid::new_v4().to_string(),
-                reason: reason.to_owned(),
-                ..Default::default()
-            },
-        ))
-        .await
-        .map(|_| ())
-        .map_err(|s| ToolError::from_status(&s, &target(workflow_id)))
 }
 
 /// Refuses to act on a run that already closed: Temporal may accept a request that can no
@@ -703,6 +984,34 @@ fn must_be_running(workflow_id: &str, status: &str, what: &str) -> Result<(), To
     ))
 }
 
+fn cancel_spec() -> ToolSpec {
+    ToolSpec {
+        name: "cancel_workflow",
+        title: "Request a Workflow's cancellation",
+        description: "Request cancellation of a running Workflow. The Workflow decides how to handle it: the answer says whether it is already CANCELED or still running after `wait_seconds` (a cancel request is not a cancellation).",
+        family: Write,
+        idempotent: true,
+        inputs: inputs(vec![
+            ("reason", s("Why, recorded in the history"), false),
+            (
+                "wait_seconds",
+                int(
+                    "How long to watch for the Workflow to close before answering",
+                    0,
+                    60,
+                    2,
+                ),
+                false,
+            ),
+        ]),
+        outputs: outputs(vec![
+            ("cancel_requested", t("boolean")),
+            ("status", t("string")),
+            ("cancelled", t("boolean")),
+        ]),
+    }
+}
+
 pub async fn cancel(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
     let workflow_id = args.string("workflow_id")?;
     let reason = args
@@ -712,7 +1021,7 @@ pub async fn cancel(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError>
     let (status, run_id) =
         status_of(ctx, &workflow_id, args.opt_string("run_id")?.as_deref()).await?;
     must_be_running(&workflow_id, &status, "cancel")?;
-    request_cancel(ctx, &workflow_id, Some(&run_id), &reason).await?;
+    send(ctx, &workflow_id, Some(&run_id), &Op::Cancel { reason }).await?;
     let status = watch_close(ctx, &workflow_id, &run_id, wait).await?;
     let cancelled = status == "CANCELED";
     let headline = match status.as_str() {
@@ -727,35 +1036,29 @@ pub async fn cancel(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError>
     };
     Ok(Answer {
         headline,
-        data: object([
-            ("namespace", json!(ctx.namespace)),
-            ("workflow_id", json!(workflow_id)),
-            ("run_id", json!(run_id)),
-            ("cancel_requested", json!(true)),
-            ("status", json!(status)),
-            ("cancelled", json!(cancelled)),
-        ]),
+        data: data(
+            ctx,
+            &workflow_id,
+            &run_id,
+            [
+                ("cancel_requested", json!(true)),
+                ("status", json!(status)),
+                ("cancelled", json!(cancelled)),
+            ],
+        ),
     })
 }
 
-pub(super) async fn send_terminate(
-    ctx: &Ctx<'_>,
-    workflow_id: &str,
-    run_id: Option<&str>,
-    reason: &str,
-) -> Result<(), ToolError> {
-    ctx.connection
-        .workflow_service()
-        .terminate_workflow_execution(tonic::Request::new(TerminateWorkflowExecutionRequest {
-            namespace: ctx.namespace.clone(),
-            workflow_execution: Some(execution(workflow_id, run_id)),
-            reason: reason.to_owned(),
-            identity: ctx.identity(),
-            ..Default::default()
-        }))
-        .await
-        .map(|_| ())
-        .map_err(|s| ToolError::from_status(&s, &target(workflow_id)))
+fn terminate_spec() -> ToolSpec {
+    ToolSpec {
+        name: "terminate_workflow",
+        title: "Terminate a Workflow",
+        description: "Forcefully terminate a running Workflow: no cleanup code runs. Use cancel_workflow to let it clean up.",
+        family: Admin,
+        idempotent: false,
+        inputs: inputs(vec![("reason", s("Why, recorded in the history"), true)]),
+        outputs: outputs(vec![("terminated", t("boolean")), ("status", t("string"))]),
+    }
 }
 
 pub async fn terminate(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
@@ -764,18 +1067,54 @@ pub async fn terminate(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolErr
     let (status, run_id) =
         status_of(ctx, &workflow_id, args.opt_string("run_id")?.as_deref()).await?;
     must_be_running(&workflow_id, &status, "terminate")?;
-    send_terminate(ctx, &workflow_id, Some(&run_id), &reason).await?;
+    send(ctx, &workflow_id, Some(&run_id), &Op::Terminate { reason }).await?;
     let (status, _) = status_of(ctx, &workflow_id, Some(&run_id)).await?;
     Ok(Answer {
         headline: format!("Workflow {workflow_id:?} terminated (status {status})"),
-        data: object([
-            ("namespace", json!(ctx.namespace)),
-            ("workflow_id", json!(workflow_id)),
-            ("run_id", json!(run_id)),
-            ("terminated", json!(true)),
-            ("status", json!(status)),
-        ]),
+        data: data(
+            ctx,
+            &workflow_id,
+            &run_id,
+            [("terminated", json!(true)), ("status", json!(status))],
+        ),
     })
+}
+
+fn continue_as_new_spec() -> ToolSpec {
+    ToolSpec {
+        name: "continue_as_new",
+        title: "Ask a Workflow to continue as new",
+        description: "Send the signal (default `continue_as_new`) with which a Workflow asks itself to continue as new with `args`; Temporal cannot force it from outside, so the Workflow must handle that signal. Answers whether a new run started within `wait_seconds`.",
+        family: Write,
+        idempotent: false,
+        inputs: vec![
+            ("workflow_id", s(WORKFLOW_ID), true),
+            (
+                "signal_name",
+                s("The Workflow's continue-as-new signal; default continue_as_new"),
+                false,
+            ),
+            (
+                "args",
+                args("Signal arguments (the new input), one JSON value each"),
+                false,
+            ),
+            (
+                "wait_seconds",
+                int("How long to wait for the new run", 0, 60, 5),
+                false,
+            ),
+        ],
+        outputs: vec![
+            ("namespace", t("string")),
+            ("workflow_id", t("string")),
+            ("previous_run_id", t("string")),
+            ("signal_name", t("string")),
+            ("continued", t("boolean")),
+            ("new_run_id", nullable("string")),
+            ("status", t("string")),
+        ],
+    }
 }
 
 pub async fn continue_as_new(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
@@ -787,7 +1126,11 @@ pub async fn continue_as_new(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, T
     let input = ctx.io.encode(&ctx.namespace, &args.values("args")?).await?;
     let (status, run_id) = status_of(ctx, &workflow_id, None).await?;
     must_be_running(&workflow_id, &status, "continue as new")?;
-    send_signal(ctx, &workflow_id, Some(&run_id), &signal_name, input).await?;
+    let op = Op::Signal {
+        name: signal_name.clone(),
+        input,
+    };
+    send(ctx, &workflow_id, Some(&run_id), &op).await?;
     let status = watch_close(ctx, &workflow_id, &run_id, wait).await?;
     let continued = status == "CONTINUED_AS_NEW";
     let new_run = if continued {
