@@ -1,12 +1,11 @@
-//! The toolset's tool definitions: names (as in the Temporal MCP server they mirror), input and
-//! output JSON Schemas, and annotations that tell the truth about each tool (R-OPS-3).
+//! What a tool definition is: a name (as in the Temporal MCP server the set mirrors), input and
+//! output JSON Schemas, and annotations that tell the truth about each tool (R-OPS-3), with the
+//! schema helpers the family modules (workflows, batch, schedules) declare their tools with.
 
 use std::sync::Arc;
 
 use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::{Map, Value, json};
-
-use super::{batch, schedules, workflows};
 
 /// Who may call a tool, for inbound OAuth scopes (R-OPS-5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -135,17 +134,10 @@ pub fn with<T>(mut base: Vec<T>, more: Vec<T>) -> Vec<T> {
     base
 }
 
-/// Every tool of the set, in listing order: each family module declares its own.
-pub fn specs() -> Vec<ToolSpec> {
-    [workflows::specs(), batch::specs(), schedules::specs()]
-        .into_iter()
-        .flatten()
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::temporal_tools::specs;
     use std::collections::BTreeSet;
 
     const SEED_NAMES: [&str; 21] = [

@@ -37,8 +37,17 @@ pub use namespace::{NamespacePolicy, PolicyError};
 pub use scopes::FamilyScopes;
 
 use args::Args;
+use catalog::ToolSpec;
 use durable_mcp_runtime::temporal::codec::RemoteCodec;
 use payloads::PayloadIo;
+
+/// Every tool of the set, in listing order; each family module declares its own.
+pub fn specs() -> Vec<ToolSpec> {
+    [workflows::specs(), batch::specs(), schedules::specs()]
+        .into_iter()
+        .flatten()
+        .collect()
+}
 
 /// A tool's answer: a one-line headline and the structured data it renders.
 pub struct Answer {
@@ -84,10 +93,7 @@ impl TemporalToolset {
             default_namespace: default_namespace.into(),
             policy,
             io: PayloadIo::new(codec),
-            families: catalog::specs()
-                .iter()
-                .map(|s| (s.name, s.family))
-                .collect(),
+            families: specs().iter().map(|s| (s.name, s.family)).collect(),
             scopes: FamilyScopes::default(),
         }
     }
@@ -100,12 +106,12 @@ impl TemporalToolset {
 
     /// The tool definitions, in listing order.
     pub fn tools(&self) -> Vec<Tool> {
-        catalog::specs().iter().map(|s| s.tool()).collect()
+        specs().iter().map(|s| s.tool()).collect()
     }
 
     /// The names of the tools (for collision checks against routed tools).
     pub fn names() -> Vec<&'static str> {
-        catalog::specs().iter().map(|s| s.name).collect()
+        specs().iter().map(|s| s.name).collect()
     }
 
     /// Whether `name` is one of this set's tools.
