@@ -304,16 +304,19 @@ impl PayloadCodec for RemoteCodec {
 #[derive(Clone)]
 pub struct SdkCodec(pub Arc<dyn PayloadCodec>);
 
+/// [`PayloadCodec::encode`] or [`PayloadCodec::decode`].
+type CodecOp = for<'a> fn(
+    &'a dyn PayloadCodec,
+    Vec<Payload>,
+) -> BoxFuture<'a, Result<Vec<Payload>, PayloadError>>;
+
 impl SdkCodec {
     /// `op` (the codec's encode or decode) on `payloads`, as the SDK calls it: owning the
     /// codec and with the SDK's error.
     fn run(
         &self,
         payloads: Vec<Payload>,
-        op: fn(
-            &dyn PayloadCodec,
-            Vec<Payload>,
-        ) -> BoxFuture<'_, Result<Vec<Payload>, PayloadError>>,
+        op: CodecOp,
     ) -> BoxFuture<'static, Result<Vec<Payload>, PayloadConversionError>> {
         let codec = self.0.clone();
         Box::pin(async move {
