@@ -263,6 +263,20 @@ impl TapHttpClient {
         }
     }
 
+    /// A POST through [`Self::authorized`], its answer tapped and scrubbed: what each
+    /// `post_message*` of the trait does around its own call of the inner client.
+    async fn post<Fut>(
+        &self,
+        given: Option<String>,
+        send: impl Fn(Option<String>) -> Fut,
+    ) -> HttpResult<StreamableHttpPostResponse>
+    where
+        Fut: Future<Output = HttpResult<StreamableHttpPostResponse>>,
+    {
+        let response = self.authorized(given, send).await;
+        scrub::clean_response(&self.secrets, response.map(|r| self.tap_post(r)))
+    }
+
     fn tap_events(
         &self,
         events: BoxStream<'static, Result<Sse, SseError>>,
@@ -318,18 +332,16 @@ impl StreamableHttpClient for TapHttpClient {
         auth_header: Option<String>,
         custom_headers: Headers,
     ) -> HttpResult<StreamableHttpPostResponse> {
-        let response = self
-            .authorized(auth_header, |auth| {
-                self.inner.post_message(
-                    uri.clone(),
-                    message.clone(),
-                    session_id.clone(),
-                    auth,
-                    custom_headers.clone(),
-                )
-            })
-            .await;
-        scrub::clean_response(&self.secrets, response.map(|r| self.tap_post(r)))
+        self.post(auth_header, |auth| {
+            self.inner.post_message(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                auth,
+                custom_headers.clone(),
+            )
+        })
+        .await
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -341,19 +353,17 @@ impl StreamableHttpClient for TapHttpClient {
         custom_headers: Headers,
         max_sse_event_size: usize,
     ) -> HttpResult<StreamableHttpPostResponse> {
-        let response = self
-            .authorized(auth_header, |auth| {
-                self.inner.post_message_with_max_sse_event_size(
-                    uri.clone(),
-                    message.clone(),
-                    session_id.clone(),
-                    auth,
-                    custom_headers.clone(),
-                    max_sse_event_size,
-                )
-            })
-            .await;
-        scrub::clean_response(&self.secrets, response.map(|r| self.tap_post(r)))
+        self.post(auth_header, |auth| {
+            self.inner.post_message_with_max_sse_event_size(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                auth,
+                custom_headers.clone(),
+                max_sse_event_size,
+            )
+        })
+        .await
     }
 
     async fn post_message_with_response_limits(
@@ -365,19 +375,17 @@ impl StreamableHttpClient for TapHttpClient {
         custom_headers: Headers,
         limits: StreamableHttpResponseLimits,
     ) -> HttpResult<StreamableHttpPostResponse> {
-        let response = self
-            .authorized(auth_header, |auth| {
-                self.inner.post_message_with_response_limits(
-                    uri.clone(),
-                    message.clone(),
-                    session_id.clone(),
-                    auth,
-                    custom_headers.clone(),
-                    limits,
-                )
-            })
-            .await;
-        scrub::clean_response(&self.secrets, response.map(|r| self.tap_post(r)))
+        self.post(auth_header, |auth| {
+            self.inner.post_message_with_response_limits(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                auth,
+                custom_headers.clone(),
+                limits,
+            )
+        })
+        .await
     }
 
     async fn delete_session(
