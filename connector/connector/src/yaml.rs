@@ -8,6 +8,10 @@ fn options() -> serde_saphyr::Options {
     serde_saphyr::options! {
         strict_booleans: true,
         duplicate_keys: serde_saphyr::DuplicateKeyPolicy::Error,
+        // As serde_yaml read them: `<<` merges and unknown tags are refused, not applied or
+        // dropped, so a file means what it says.
+        merge_keys: serde_saphyr::MergeKeyPolicy::Error,
+        reject_unsupported_tags: true,
         // Our messages quote the error inside a sentence of their own: no multi-line snippet.
         with_snippet: false,
     }
@@ -39,6 +43,19 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+
+    #[test]
+    fn merge_keys_and_unknown_tags_are_refused() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Route {
+            service: String,
+            endpoint: String,
+        }
+        assert!(from_str::<Route>("{<<: {service: a}, endpoint: e}").is_err());
+        assert!(from_str::<Route>("{service: !secret a, endpoint: e}").is_err());
+        assert!(from_str::<Route>("{service: a, endpoint: e}").is_ok());
+    }
 
     #[test]
     fn errors_say_which_key_and_where() {
