@@ -238,6 +238,25 @@ mod tests {
         );
     }
 
+    /// A keyed call's operation id is what a retry reattaches by: a change would run it twice.
+    #[test]
+    fn operation_ids_are_pinned() {
+        let signing =
+            SigningKey::from_base64("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8").unwrap();
+        let key = FingerprintKey::derive(&signing);
+        let id = operation_id(
+            &key,
+            "durable-mcp",
+            "owner",
+            "delete_files",
+            &IdempotencyKey::new("k-1").unwrap(),
+        );
+        assert_eq!(
+            id,
+            "durable-mcp-idem-OwFSvZ08TXkVUIJgg1qRTCaiQLisHmZC4oAUXu8xOog"
+        );
+    }
+
     fn meta(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()
     }

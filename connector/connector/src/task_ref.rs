@@ -413,6 +413,18 @@ mod tests {
         );
     }
 
+    /// The caller hash scopes every task and idempotency key: a change would orphan them all
+    /// (the value is HMAC-SHA256 as Python's hmac module computes it).
+    #[test]
+    fn caller_hashes_are_pinned() {
+        let k = SigningKey((0..32).collect());
+        let scope = CallerScope::Subject {
+            issuer: "https://idp".into(),
+            subject: "alice".into(),
+        };
+        assert_eq!(caller_hash(&k, &scope), "sXAlYImwj99ke688G9Pj3Y");
+    }
+
     fn sample(key: &SigningKey) -> (TaskRef, String) {
         let owner = caller_hash(
             key,
