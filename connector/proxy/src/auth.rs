@@ -41,11 +41,12 @@ const MAX_TOKEN_RESPONSE: usize = 64 * 1024;
 
 /// When a token that lives `lifetime` from `obtained` should be renewed: a tenth of its
 /// lifetime early, at most a minute early, so that no request leaves with a token about to
-/// expire. A token without `expires_in` is kept until the upstream rejects it.
+/// expire. A token without `expires_in`, or with one too large for the clock to count (a
+/// token endpoint may send any `u64`), is kept until the upstream rejects it.
 pub fn renew_at(obtained: Instant, lifetime: Option<Duration>) -> Option<Instant> {
     let lifetime = lifetime?;
     let early = (lifetime / 10).min(Duration::from_secs(60));
-    Some(obtained + (lifetime - early))
+    obtained.checked_add(lifetime - early)
 }
 
 struct Cached {
@@ -238,6 +239,8 @@ mod tests {
         assert_eq!(renew_at(now, Some(ten)), Some(now + Duration::from_secs(9)));
         assert_eq!(renew_at(now, Some(Duration::ZERO)), Some(now));
         assert_eq!(renew_at(now, None), None);
+        // An `expires_in` of u64::MAX seconds used to panic on the Instant's overflow.
+        assert_eq!(renew_at(now, Some(Duration::from_secs(u64::MAX))), None);
     }
 
     #[test]
