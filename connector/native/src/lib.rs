@@ -66,4 +66,4 @@ pub mod workflow;
 pub use result::{IntoToolResult, Structured, ToolFailure, ToolResult};
 pub use service::{BuildError, ToolService};
 pub use tool::Tool;
-pub use workflow::report_progress;
+pub use workflow::{report_progress, sleep_unless_cancelled};

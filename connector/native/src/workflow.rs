@@ -10,16 +10,19 @@
 //!   Workflow that honours it ends CANCELED, which the callback reports as a canceled operation.
 //! - The Workflow's result is the operation's result: a plain value, which callers turn into a
 //!   `CallToolResult` by the outcome table (R-CON-4; an object becomes `structuredContent`).
-//! - The Workflow reports progress with [`report_progress`] (a memo entry callers read).
+//! - The Workflow reports progress with [`report_progress`] (a memo entry callers read) and
+//!   waits with [`sleep_unless_cancelled`].
 
 use std::{sync::Arc, time::Duration};
 
-use futures::future::BoxFuture;
+use futures::{FutureExt, future::BoxFuture};
 use schemars::JsonSchema;
 use serde::{Serialize, de::DeserializeOwned};
 use temporalio_common::WorkflowDefinition;
 use temporalio_protos::temporal::api::common::v1::Payload;
-use temporalio_sdk::{MemoValue, WorkflowContext};
+use temporalio_sdk::{
+    MemoValue, TimerOptions, TimerResult, WorkflowCancellationToken, WorkflowContext,
+};
 
 use super::{
     result::{decode_arguments, schema_of},
@@ -198,6 +201,21 @@ where
                 .with_retry(RetryBehavior::Retryable)),
             }
         })
+    }
+}
+
+/// Sleeps `duration` of Workflow time unless the Workflow is cancelled first: `true` when the
+/// whole duration passed, `false` on cancel (R-NAT-5). Use it where a Workflow tool would race
+/// `ctx.timer` against `ctx.cancelled()`: the timer gets a cancellation token of its own, because
+/// temporalio-workflow 1.1 panics (the Workflow task then fails on every retry, and the call
+/// never ends) when a cancel and the firing of a timer that inherited the Workflow's
+/// cancellation arrive in one activation. The timer left pending on cancel is harmless.
+pub async fn sleep_unless_cancelled<W>(ctx: &WorkflowContext<W>, duration: Duration) -> bool {
+    let mut own = TimerOptions::from(duration);
+    own.cancellation_token = Some(WorkflowCancellationToken::new());
+    futures::select_biased! {
+        _ = ctx.cancelled() => false,
+        fired = ctx.timer(own).fuse() => fired == TimerResult::Fired,
     }
 }
 

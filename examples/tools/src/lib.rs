@@ -13,7 +13,10 @@ use std::time::Duration;
 
 use durable_mcp::{
     mcp::call::ToolProgress,
-    native::{BuildError, Structured, Tool, ToolFailure, ToolService, report_progress},
+    native::{
+        BuildError, Structured, Tool, ToolFailure, ToolService, report_progress,
+        sleep_unless_cancelled,
+    },
     nexus::{NexusWorker, NexusWorkerOptions, Service},
     outbound::{Proxy, UpstreamConfig},
     temporal::TemporalConnection,
@@ -23,8 +26,7 @@ use serde::{Deserialize, Serialize};
 use temporalio_client::{Client, ClientOptions};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{
-    Runtime, TimerResult, Worker, WorkerOptions, WorkflowContext, WorkflowResult,
-    WorkflowTermination, workflows::select,
+    Runtime, Worker, WorkerOptions, WorkflowContext, WorkflowResult, WorkflowTermination,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -81,12 +83,7 @@ impl SlowReport {
         let ctx = &*ctx;
         let total = input.seconds.min(3600);
         for done in 0..total {
-            // A cancel of the Workflow also cancels its pending timer: either way, stop.
-            let fired = select! {
-                timer = ctx.timer(Duration::from_secs(1)) => timer == TimerResult::Fired,
-                _ = ctx.cancelled() => false,
-            };
-            if !fired {
+            if !sleep_unless_cancelled(ctx, Duration::from_secs(1)).await {
                 return Err(WorkflowTermination::cancelled());
             }
             report_progress(
