@@ -109,16 +109,23 @@ async fn a_burst_of_listings_and_unknown_tools_starts_one_list_operation() {
     uncached.cancel().await.unwrap();
 }
 
-#[tokio::test]
-async fn calls_past_max_in_flight_are_refused_with_the_cap_named() {
-    let env = TestEnv::shared("connector-in-flight").await;
+/// A worker serving [`counting_service`] on `env`, its `hold` counter, and connector options
+/// routing to it with a listing cache longer than any test.
+async fn holding_route(env: &TestEnv) -> (WorkerGuard, Arc<AtomicUsize>, ConnectorOptions) {
     let holds = Arc::new(AtomicUsize::new(0));
-    let _worker = env
+    let worker = env
         .nexus_worker(vec![counting_service(Default::default(), holds.clone())])
         .await;
     let mut options = ConnectorOptions::new(vec![route("tools", &env.endpoint)]);
-    options.max_in_flight = 2;
     options.list_cache = Duration::from_secs(600);
+    (worker, holds, options)
+}
+
+#[tokio::test]
+async fn calls_past_max_in_flight_are_refused_with_the_cap_named() {
+    let env = TestEnv::shared("connector-in-flight").await;
+    let (_worker, holds, mut options) = holding_route(&env).await;
+    options.max_in_flight = 2;
     let client = client_for(Connector::new(env.client.clone(), options))
         .await
         .unwrap();
@@ -164,4 +171,85 @@ async fn calls_past_max_in_flight_are_refused_with_the_cap_named() {
     assert!(format!("{:?}", done.content).contains("done"), "{done:?}");
     holding[1].abort();
     client.cancel().await.unwrap();
+}
+
+/// A session client over Streamable HTTP whose connections come from `local` (any 127.x
+/// address reaches a loopback connector on Linux), so it counts as its own address.
+async fn http_client_from(local: [u8; 4], url: &str) -> McpClient {
+    use rmcp::{
+        ServiceExt as _,
+        transport::{
+            StreamableHttpClientTransport,
+            streamable_http_client::StreamableHttpClientTransportConfig,
+        },
+    };
+    let http = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from(local))
+        .build()
+        .unwrap();
+    let transport = StreamableHttpClientTransport::with_client(
+        http,
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()),
+    );
+    ().serve(transport).await.unwrap()
+}
+
+/// R-CON-38: without auth, each address holds at most `--max-in-flight-per-caller`; one at its
+/// share is refused with the flag named while another address is still served, and `tasks/get`-
+/// like work (here a companion tool) counts against the share too.
+#[tokio::test]
+async fn one_address_at_its_in_flight_share_leaves_another_served() {
+    let env = TestEnv::shared("connector-in-flight-share").await;
+    let (_worker, holds, mut options) = holding_route(&env).await;
+    options.max_in_flight_per_caller = 1;
+    options.companion_tools = true;
+    options.task_after = Duration::from_secs(600);
+    let connector = Connector::new(env.client.clone(), options);
+    let (server, shutdown) = serve_connector_http(connector, loopback_http_options())
+        .await
+        .unwrap();
+    let (alice, bob) = (
+        http_client_from([127, 0, 0, 1], &server.url).await,
+        http_client_from([127, 0, 0, 2], &server.url).await,
+    );
+    alice.peer().list_all_tools().await.unwrap();
+
+    let before = holds.load(Ordering::SeqCst);
+    let peer = alice.peer().clone();
+    let holding = tokio::spawn(async move { peer.call_tool(tool_call("hold", json!({}))).await });
+    eventually(Duration::from_secs(60), "alice's call started", || {
+        holds.load(Ordering::SeqCst) == before + 1
+    })
+    .await;
+    for refused_call in [
+        tool_call("quick", json!({})),
+        tool_call("task_status", json!({"task_id": "x"})),
+    ] {
+        let refused = alice
+            .peer()
+            .call_tool(refused_call)
+            .await
+            .expect_err("alice is at her share")
+            .to_string();
+        assert!(
+            refused.contains("--max-in-flight-per-caller 1")
+                && refused.contains("nothing was started"),
+            "{refused}"
+        );
+    }
+    let served = bob
+        .peer()
+        .call_tool(tool_call("quick", json!({})))
+        .await
+        .expect("bob, from another address, is served");
+    assert!(
+        format!("{:?}", served.content).contains("done"),
+        "{served:?}"
+    );
+
+    holding.abort();
+    alice.cancel().await.unwrap();
+    bob.cancel().await.unwrap();
+    shutdown.cancel();
+    server.wait().await.unwrap();
 }

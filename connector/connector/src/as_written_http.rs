@@ -19,7 +19,7 @@
 //! 2026-07-28 requests) rmcp keeps nothing to replay, and neither does this.
 
 use std::{
-    collections::HashMap,
+    collections::VecDeque,
     sync::{Arc, LazyLock, Mutex},
     time::{Duration, Instant},
 };
@@ -37,7 +37,10 @@ use serde_json::Value;
 use rmcp::{RoleServer, service::RequestContext};
 
 pub use super::server::as_written::written_result;
-use super::server::as_written::{self, HttpAnswers};
+use super::{
+    fair::{Share, share_of},
+    server::as_written::{self, HttpAnswers},
+};
 
 /// Keeps `value` (a `tools/list` answer's tools array, or a `CallToolResult`) as the answer to
 /// `context`'s request as it is to be written, when the request came through
@@ -51,15 +54,29 @@ pub fn keep_answer(context: &RequestContext<RoleServer>, value: Value) {
 /// Axum middleware (`axum::middleware::from_fn(write_answers_as_written)`) around rmcp's
 /// `StreamableHttpService` serving [`super::server::Connector::typed`]: its `tools/list` and
 /// `tools/call` answers are written as the tool service gave them, also when a session's stream
-/// is replayed. `durable-mcp-connector` mounts it; a library host mounting the connector itself
-/// adds it the same way.
-pub async fn write_answers_as_written(mut request: Request, next: Next) -> Response {
+/// is replayed. A library host mounting the connector itself adds it the same way; its
+/// answers kept for replays share one process-wide store within the default
+/// [`ReplayLimits`]. `durable-mcp-connector` mounts [`write_answers_as_written_within`] with a
+/// store of its own.
+pub async fn write_answers_as_written(request: Request, next: Next) -> Response {
+    static REPLAYS: LazyLock<Arc<Replays>> =
+        LazyLock::new(|| Arc::new(Replays::new(ReplayLimits::default())));
+    write_answers_as_written_within(REPLAYS.clone(), request, next).await
+}
+
+/// [`write_answers_as_written`], keeping a session's answers for replays in `replays` (within
+/// its limits, R-CON-38).
+pub async fn write_answers_as_written_within(
+    replays: Arc<Replays>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let session = session_of(request.headers());
     if request.method() == Method::GET && request.headers().contains_key(LAST_EVENT_ID) {
         let response = next.run(request).await;
         return match session {
             Some(session) => {
-                let lookup = move |id: &Value| REPLAYS.find(&session, id, Instant::now());
+                let lookup = move |id: &Value| replays.find(&session, id, Instant::now());
                 rewrite_body(response, Arc::new(lookup)).await
             }
             None => response,
@@ -72,7 +89,8 @@ pub async fn write_answers_as_written(mut request: Request, next: Next) -> Respo
     request.extensions_mut().insert(answers.clone());
     let lookup: Lookup = match session {
         Some(session) => {
-            REPLAYS.keep(&session, &answers, Instant::now());
+            let share = share_of(request.extensions());
+            replays.keep(&session, share, &answers, Instant::now());
             Arc::new(move |id: &Value| answers.get(id))
         }
         None => Arc::new(move |id: &Value| answers.take(id)),
@@ -205,53 +223,114 @@ pub const REPLAY_KEPT: Duration = Duration::from_secs(90);
 /// Pruned at most this often, so a busy connector does not scan every kept answer per request.
 const PRUNE_EVERY: Duration = Duration::from_secs(1);
 
-/// Every session's answers for replays, process-wide: the layer is a plain function, and
-/// session ids are random, so connectors sharing a process never see each other's. A replay
-/// only reads its own session's answers; under inbound auth (R-CON-9, which runs first) only the
-/// caller that opened a session can use its id.
-static REPLAYS: LazyLock<Replays> = LazyLock::new(Replays::default);
+/// Bounds on the answers kept for replays (R-CON-38). Past one, the oldest kept answers go
+/// first (a session's own, a caller's own, then anyone's); a replay of a request whose answers
+/// went gets rmcp's typed copy of the answer instead of the one as written. The byte bounds are
+/// checked whenever a request is kept: a request still running counts with what it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayLimits {
+    /// Requests kept per session.
+    pub per_session: usize,
+    /// Answer bytes (as JSON) kept per session.
+    pub per_session_bytes: usize,
+    /// Answer bytes kept per caller (verified subject, else address), over all its sessions.
+    pub per_caller_bytes: usize,
+    /// Requests kept in all.
+    pub total: usize,
+    /// Answer bytes kept in all.
+    pub total_bytes: usize,
+}
 
-/// The answers of session requests, by session id.
-#[derive(Default)]
-struct Replays(Mutex<ReplayState>);
+const MIB: usize = 1024 * 1024;
+
+/// Default [`ReplayLimits::per_caller_bytes`] (`--max-answer-bytes-per-caller`).
+pub const DEFAULT_ANSWER_BYTES_PER_CALLER: usize = 64 * MIB;
+
+impl Default for ReplayLimits {
+    fn default() -> Self {
+        Self {
+            // A client resumes the stream it lost, usually its last few requests'.
+            per_session: 256,
+            per_session_bytes: 32 * MIB,
+            per_caller_bytes: DEFAULT_ANSWER_BYTES_PER_CALLER,
+            total: 16_384,
+            total_bytes: 512 * MIB,
+        }
+    }
+}
+
+/// The answers of session requests, kept for replays. A replay only reads its own session's
+/// answers; under inbound auth (R-CON-9, which runs first) only the caller that opened a
+/// session can use its id, and session ids are random, so connectors sharing a store never
+/// see each other's.
+pub struct Replays {
+    state: Mutex<ReplayState>,
+    limits: ReplayLimits,
+}
 
 #[derive(Default)]
 struct ReplayState {
-    sessions: HashMap<String, Vec<Kept>>,
+    /// Oldest first.
+    kept: VecDeque<Kept>,
     pruned: Option<Instant>,
 }
 
-/// One request's answers, and when its request was first seen ended.
+/// One request's answers, whose they are, and when its request was first seen ended.
 struct Kept {
+    session: String,
+    share: Option<Share>,
     answers: HttpAnswers,
     ended: Option<Instant>,
 }
 
 impl Replays {
-    /// Keeps a session request's answers for replays.
-    fn keep(&self, session: &str, answers: &HttpAnswers, now: Instant) {
-        let mut state = self.0.lock().unwrap();
+    pub fn new(limits: ReplayLimits) -> Self {
+        Self {
+            state: Mutex::default(),
+            limits,
+        }
+    }
+
+    /// Keeps a session request's answers for replays, within the limits.
+    fn keep(&self, session: &str, share: Option<Share>, answers: &HttpAnswers, now: Instant) {
+        let mut state = self.lock();
         state.prune(now);
-        state
-            .sessions
-            .entry(session.to_owned())
-            .or_default()
-            .push(Kept {
-                answers: answers.clone(),
-                ended: None,
-            });
+        state.kept.push_back(Kept {
+            session: session.to_owned(),
+            share: share.clone(),
+            answers: answers.clone(),
+            ended: None,
+        });
+        let limits = &self.limits;
+        state.evict_oldest(
+            |k| k.session == session,
+            limits.per_session,
+            limits.per_session_bytes,
+        );
+        if let Some(share) = &share {
+            state.evict_oldest(
+                |k| k.share.as_ref() == Some(share),
+                usize::MAX,
+                limits.per_caller_bytes,
+            );
+        }
+        state.evict_oldest(|_| true, limits.total, limits.total_bytes);
     }
 
     /// The answer as written to the session's request with this JSON-RPC id.
     fn find(&self, session: &str, id: &Value, now: Instant) -> Option<Value> {
-        let mut state = self.0.lock().unwrap();
+        let mut state = self.lock();
         state.prune(now);
         state
-            .sessions
-            .get(session)?
+            .kept
             .iter()
             .rev()
+            .filter(|k| k.session == session)
             .find_map(|k| k.answers.get(id))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ReplayState> {
+        self.state.lock().unwrap()
     }
 }
 
@@ -266,15 +345,32 @@ impl ReplayState {
             return;
         }
         self.pruned = Some(now);
-        self.sessions.retain(|_, kept| {
-            kept.retain_mut(|k| {
-                if k.answers.in_use() {
-                    return true;
-                }
-                let ended = *k.ended.get_or_insert(now);
-                !k.answers.is_empty() && now.saturating_duration_since(ended) < REPLAY_KEPT
-            });
-            !kept.is_empty()
+        self.kept.retain_mut(|k| {
+            if k.answers.in_use() {
+                return true;
+            }
+            let ended = *k.ended.get_or_insert(now);
+            !k.answers.is_empty() && now.saturating_duration_since(ended) < REPLAY_KEPT
+        });
+    }
+
+    /// Drops the oldest of the requests `of` picks until they are at most `count` holding at
+    /// most `bytes`.
+    fn evict_oldest(&mut self, of: impl Fn(&Kept) -> bool, count: usize, bytes: usize) {
+        let (held, held_bytes) = self
+            .kept
+            .iter()
+            .filter(|k| of(k))
+            .fold((0usize, 0usize), |(n, b), k| (n + 1, b + k.answers.bytes()));
+        let (mut over, mut over_bytes) =
+            (held.saturating_sub(count), held_bytes.saturating_sub(bytes));
+        self.kept.retain(|k| {
+            if (over == 0 && over_bytes == 0) || !of(k) {
+                return true;
+            }
+            over = over.saturating_sub(1);
+            over_bytes = over_bytes.saturating_sub(k.answers.bytes());
+            false
         });
     }
 }
@@ -349,11 +445,11 @@ mod tests {
 
     #[test]
     fn a_sessions_answers_stay_for_replays_while_in_use_and_a_while_after() {
-        let replays = Replays::default();
+        let replays = Replays::new(ReplayLimits::default());
         let t0 = Instant::now();
         let answers = answers_with(json!(3), json!({"content": [], "n": 1}));
-        replays.keep("s1", &answers, t0);
-        replays.keep("s1", &HttpAnswers::default(), t0);
+        replays.keep("s1", None, &answers, t0);
+        replays.keep("s1", None, &HttpAnswers::default(), t0);
         assert_eq!(
             replays.find("s1", &json!(3), t0),
             Some(json!({"content": [], "n": 1}))
@@ -369,12 +465,71 @@ mod tests {
             "kept after it ended"
         );
         assert_eq!(
-            replays.0.lock().unwrap().sessions["s1"].len(),
+            replays.lock().kept.len(),
             1,
             "a request that kept no answer is dropped at once"
         );
         let gone = ended + REPLAY_KEPT + PRUNE_EVERY;
         assert_eq!(replays.find("s1", &json!(3), gone), None);
-        assert!(replays.0.lock().unwrap().sessions.is_empty());
+        assert!(replays.lock().kept.is_empty());
+    }
+
+    /// Answers kept for requests that ended (nothing else holds them).
+    fn ended(id: u64, bytes: usize) -> HttpAnswers {
+        answers_with(json!(id), json!("x".repeat(bytes - 2)))
+    }
+
+    #[test]
+    fn kept_answers_are_bounded_per_session_per_caller_and_overall_oldest_first() {
+        let limits = ReplayLimits {
+            per_session: 3,
+            per_session_bytes: 1000,
+            per_caller_bytes: 1500,
+            total: 5,
+            total_bytes: 100_000,
+        };
+        let replays = Replays::new(limits);
+        let t = Instant::now();
+        let (alice, bob) = (
+            Some(Share::Address("10.0.0.1".parse().unwrap())),
+            Some(Share::Address("10.0.0.2".parse().unwrap())),
+        );
+        let has = |session: &str, id: u64| replays.find(session, &json!(id), t).is_some();
+        // One session looping: only its last 3 stay.
+        for id in 0..20 {
+            replays.keep("a1", alice.clone(), &ended(id, 10), t);
+        }
+        assert!(!has("a1", 16) && has("a1", 17) && has("a1", 19));
+        // Bytes per session: two of 400 fit, a third pushes the oldest out.
+        for id in 20..23 {
+            replays.keep("a2", alice.clone(), &ended(id, 400), t);
+        }
+        assert!(!has("a2", 20) && has("a2", 21) && has("a2", 22));
+        // Bytes per caller, over its sessions: a1's 30 + a2's 800 + 800 more is over 1500.
+        replays.keep("a3", alice.clone(), &ended(23, 800), t);
+        assert!(has("a3", 23), "the newest stays");
+        assert!(!has("a1", 17) && !has("a2", 21), "alice's oldest went");
+        // Bob is untouched by alice's bounds, and the total count evicts the oldest of all.
+        replays.keep("b1", bob.clone(), &ended(30, 10), t);
+        assert!(has("b1", 30));
+        let kept = replays.lock().kept.len();
+        assert!(kept <= 5, "{kept}");
+        for id in 31..40 {
+            replays.keep(&format!("b{id}"), bob.clone(), &ended(id, 10), t);
+        }
+        assert_eq!(replays.lock().kept.len(), 5, "the total count");
+        assert!(!has("a3", 23), "the oldest of all went first");
+        // A looping session's memory stays flat however long it loops.
+        let big = Replays::new(ReplayLimits::default());
+        for id in 0..20_000 {
+            big.keep("s", alice.clone(), &ended(id, 2_000), t);
+        }
+        let state = big.lock();
+        let bytes: usize = state.kept.iter().map(|k| k.answers.bytes()).sum();
+        assert_eq!(state.kept.len(), ReplayLimits::default().per_session);
+        assert!(
+            bytes <= ReplayLimits::default().per_session_bytes,
+            "{bytes}"
+        );
     }
 }

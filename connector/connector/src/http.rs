@@ -38,7 +38,7 @@ use std::{
         Arc,
         atomic::{AtomicUsize, Ordering},
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use anyhow::Context as _;
@@ -51,10 +51,13 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    auth::Authenticator,
+    as_written_http::{ReplayLimits, Replays as ReplayStore, write_answers_as_written_within},
+    auth::{Authenticator, SESSION_HEADER, SessionOwners, close_sessions},
+    fair::{PeerAddr, address_key},
     listener::{self, ConnectionLimits},
     server::{Connector, Typed},
 };
+use axum::http::StatusCode;
 
 /// Whether serving at `addr` is allowed (R-CON-14): without authentication, only on a loopback
 /// address, unless the operator said `--allow-unauthenticated` (for a deployment that
@@ -128,6 +131,12 @@ pub struct HttpOptions {
     pub auth: Option<Arc<Authenticator>>,
     /// Header-read (and keep-alive idle) timeout and connection cap (R-CON-19).
     pub limits: ConnectionLimits,
+    /// Without [`Self::auth`]: the most MCP sessions one address holds at once; opening one
+    /// more closes its longest idle (R-CON-38). With auth, the authenticator's per-caller
+    /// share applies instead (R-CON-28).
+    pub sessions_per_address: usize,
+    /// Bounds on the answers kept for replays of a session's streams (R-CON-38).
+    pub replays: ReplayLimits,
 }
 
 impl HttpOptions {
@@ -139,6 +148,8 @@ impl HttpOptions {
             shutdown_grace: Duration::from_secs(5),
             auth: None,
             limits: ConnectionLimits::default(),
+            sessions_per_address: super::auth::MAX_SESSIONS_PER_CALLER,
+            replays: ReplayLimits::default(),
         }
     }
 }
@@ -252,10 +263,18 @@ fn router_counting(
     in_flight: Arc<InFlight>,
 ) -> axum::Router {
     let sessions = Arc::new(LocalSessionManager::default());
-    if let Some(auth) = &options.auth {
+    let by_address = match &options.auth {
         // Sessions the auth table evicts (a caller's oldest beyond its share) close here too.
-        auth.close_evicted_sessions_in(sessions.clone());
-    }
+        Some(auth) => {
+            auth.close_evicted_sessions_in(sessions.clone());
+            None
+        }
+        None => Some(Arc::new(AddressSessions::new(
+            sessions.clone(),
+            options.sessions_per_address,
+        ))),
+    };
+    let replays = Arc::new(ReplayStore::new(options.replays));
     let config = mcp_config(options, bound, mcp_ct);
     let (body_time, body_bytes) = (options.limits.header_read, config.max_request_body_bytes);
     let service: StreamableHttpService<Typed, LocalSessionManager> =
@@ -268,7 +287,10 @@ fn router_counting(
             super::unreadable_body::answer_unreadable_bodies,
         ))
         .layer(axum::middleware::from_fn(
-            super::as_written_http::write_answers_as_written,
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let replays = replays.clone();
+                async move { write_answers_as_written_within(replays, request, next).await }
+            },
         ))
         // Inside the bearer check: only an authenticated request's body is read (R-CON-19).
         .layer(axum::middleware::from_fn(
@@ -276,6 +298,14 @@ fn router_counting(
                 read_body_in_time(body_time, body_bytes, request, next).await
             },
         ));
+    if let Some(by_address) = by_address {
+        mcp = mcp.layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let by_address = by_address.clone();
+                async move { by_address.track(request, next).await }
+            },
+        ));
+    }
     if let Some(auth) = &options.auth {
         let auth = auth.clone();
         mcp = mcp.layer(axum::middleware::from_fn(
@@ -309,6 +339,65 @@ fn router_counting(
         }
     }
     router.nest_service(&options.path, mcp)
+}
+
+/// Without inbound auth, who opened which MCP session, by address (R-CON-38): rmcp's session
+/// manager holds any number of sessions, so one address opening sessions in a loop filled its
+/// memory. An address holds at most its share (opening one more closes its longest idle), and
+/// the table at most [`super::auth::MAX_SESSIONS`]. Nobody owns a session without auth (every
+/// caller shares one scope), so a session is usable from any address, as before.
+struct AddressSessions {
+    owners: std::sync::Mutex<SessionOwners<IpAddr>>,
+    manager: Arc<LocalSessionManager>,
+}
+
+impl AddressSessions {
+    fn new(manager: Arc<LocalSessionManager>, per_address: usize) -> Self {
+        Self {
+            owners: std::sync::Mutex::new(SessionOwners::default().with_per_caller(per_address)),
+            manager,
+        }
+    }
+
+    /// Counts the session a request opens under its address, forgets one it closes.
+    async fn track(
+        &self,
+        request: axum::extract::Request,
+        next: axum::middleware::Next,
+    ) -> axum::response::Response {
+        let address = request
+            .extensions()
+            .get::<PeerAddr>()
+            .map(|peer| address_key(peer.0.ip()));
+        let session = session_header(request.headers());
+        let closing = request.method() == axum::http::Method::DELETE;
+        if let Some(id) = &session {
+            self.owners.lock().unwrap().touch(id, Instant::now());
+        }
+        let response = next.run(request).await;
+        let mut owners = self.owners.lock().unwrap();
+        match (session, address) {
+            (None, Some(address)) => {
+                if let Some(id) = session_header(response.headers()) {
+                    let evicted = owners.open(&id, address, Instant::now());
+                    close_sessions(&self.manager, evicted);
+                }
+            }
+            (Some(id), _) if closing || response.status() == StatusCode::NOT_FOUND => {
+                owners.close(&id);
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+/// The MCP session header's value, when it is text.
+fn session_header(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }
 
 /// Reads a POST's whole body within `time`, at most `max_bytes` of it, before rmcp sees the

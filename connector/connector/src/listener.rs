@@ -16,7 +16,6 @@
 //!   their response).
 
 use std::{
-    collections::HashMap,
     net::IpAddr,
     sync::{Arc, Mutex},
     time::Duration,
@@ -29,6 +28,12 @@ use hyper_util::{
 };
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tower::ServiceExt as _;
+
+use crate::{
+    fair::{Counts, PeerAddr, Slot, address_key},
+    task_ref::CallerScope,
+};
 
 /// Bounds on the connections the HTTP connector serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,54 +67,32 @@ impl Default for ConnectionLimits {
     }
 }
 
-/// What the per-address cap counts a peer under: its IPv4 address (also when it arrives
-/// IPv4-mapped), or its IPv6 /64, since one IPv6 client usually holds a whole /64 and could
-/// otherwise spread its connections over many addresses.
-fn address_key(ip: IpAddr) -> IpAddr {
-    match ip.to_canonical() {
-        IpAddr::V6(v6) => {
-            let bits = u128::from(v6) & !((1u128 << 64) - 1);
-            IpAddr::V6(std::net::Ipv6Addr::from(bits))
-        }
-        v4 => v4,
-    }
-}
-
-/// Connections open per IP address, for [`ConnectionLimits::max_per_address`].
+/// The caller a connection serves, for the per-caller connection cap (R-CON-38): put in each
+/// request's extensions (`Arc<ConnectionOwner>`) by [`serve`]; inbound auth claims it for the
+/// first verified caller on the connection, and its place is given back when the connection
+/// closes.
 #[derive(Debug, Default)]
-struct PerAddress(Mutex<HashMap<IpAddr, usize>>);
+pub struct ConnectionOwner(Mutex<Option<Slot<CallerScope>>>);
 
-impl PerAddress {
-    /// Counts a new connection from `ip`, unless `cap` (non-zero) connections from it are open.
-    fn admit(self: &Arc<Self>, ip: IpAddr, cap: usize) -> Option<AddressSlot> {
-        let mut open = self.0.lock().unwrap();
-        let count = open.entry(ip).or_default();
-        if cap != 0 && *count >= cap {
-            return None;
+impl ConnectionOwner {
+    /// Whether this connection may serve `caller`: it already does, or `caller` holds fewer
+    /// than `cap` (non-zero) connections and this one now counts as one of them.
+    pub fn claim(
+        &self,
+        counts: &Arc<Counts<CallerScope>>,
+        caller: &CallerScope,
+        cap: usize,
+    ) -> bool {
+        let mut owner = self.0.lock().unwrap();
+        if owner.as_ref().is_some_and(|slot| slot.key() == caller) {
+            return true;
         }
-        *count += 1;
-        Some(AddressSlot {
-            counts: self.clone(),
-            ip,
-        })
-    }
-}
-
-/// One open connection's place in [`PerAddress`], given back when dropped.
-#[derive(Debug)]
-struct AddressSlot {
-    counts: Arc<PerAddress>,
-    ip: IpAddr,
-}
-
-impl Drop for AddressSlot {
-    fn drop(&mut self) {
-        let mut open = self.counts.0.lock().unwrap();
-        if let Some(count) = open.get_mut(&self.ip) {
-            *count -= 1;
-            if *count == 0 {
-                open.remove(&self.ip);
+        match counts.admit(caller, cap) {
+            Some(slot) => {
+                *owner = Some(slot);
+                true
             }
+            None => false,
         }
     }
 }
@@ -129,7 +112,7 @@ pub async fn serve(
 ) {
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let per_address = Arc::new(PerAddress::default());
+    let per_address: Arc<Counts<IpAddr>> = Arc::default();
     loop {
         let slot = tokio::select! {
             _ = stop.cancelled() => break,
@@ -148,7 +131,7 @@ pub async fn serve(
             },
         };
         let (mut stream, peer) = stream;
-        let Some(address_slot) = per_address.admit(address_key(peer.ip()), limits.max_per_address)
+        let Some(address_slot) = per_address.admit(&address_key(peer.ip()), limits.max_per_address)
         else {
             drop(slot);
             // Debug, not warn: a client hammering the cap must not flood the log.
@@ -172,8 +155,17 @@ pub async fn serve(
         builder
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_read);
+        // Each request learns its peer (per-address limits) and its connection (per-caller).
+        let owner = Arc::new(ConnectionOwner::default());
+        let app =
+            app.clone()
+                .map_request(move |mut request: http::Request<hyper::body::Incoming>| {
+                    request.extensions_mut().insert(PeerAddr(peer));
+                    request.extensions_mut().insert(owner.clone());
+                    request
+                });
         let connection =
-            builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+            builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             if let Err(e) = connection.await {
@@ -189,38 +181,6 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_address_gets_at_most_its_cap_and_a_closed_connection_frees_its_place() {
-        let counts = Arc::new(PerAddress::default());
-        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
-        let first = counts.admit(a, 2).unwrap();
-        let _second = counts.admit(a, 2).unwrap();
-        assert!(
-            counts.admit(a, 2).is_none(),
-            "a third from one address is refused"
-        );
-        assert!(
-            counts.admit(b, 2).is_some(),
-            "another address is not affected"
-        );
-        drop(first);
-        assert!(
-            counts.admit(a, 2).is_some(),
-            "a closed connection frees its place"
-        );
-        let unlimited: Vec<_> = (0..1000).map(|_| counts.admit(b, 0).unwrap()).collect();
-        assert_eq!(unlimited.len(), 1000, "0 is no cap");
-    }
-
-    #[test]
-    fn ipv6_peers_count_by_their_64_and_mapped_ipv4_as_ipv4() {
-        let key = |s: &str| address_key(s.parse().unwrap());
-        assert_eq!(key("2001:db8:1:2:aaaa::1"), key("2001:db8:1:2:bbbb::2"));
-        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
-        assert_eq!(key("::ffff:10.0.0.1"), key("10.0.0.1"));
-        assert_ne!(key("10.0.0.1"), key("10.0.0.2"));
-    }
 
     #[test]
     fn the_refusal_is_a_complete_http_answer_naming_the_flag() {

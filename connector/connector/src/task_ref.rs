@@ -221,7 +221,7 @@ impl TaskRef {
 }
 
 /// Whose tasks and idempotency keys these are.
-#[derive(Clone, PartialEq, Eq, Debug)]
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub enum CallerScope {
     /// No identity: every caller of an unauthenticated connector shares this one scope (the
     /// library's default).

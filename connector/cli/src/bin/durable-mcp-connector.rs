@@ -100,7 +100,7 @@ async fn serve_over_http(connector: Connector, checked: CheckedFlags) -> anyhow:
     let mut options = connector_config::http_options(&flags, http_path, auth.as_ref());
     match auth {
         Some(config) => {
-            let authenticator = authenticator(config, flags.max_sessions_per_caller).await;
+            let authenticator = authenticator(config, &flags).await;
             options.auth = Some(Arc::new(authenticator));
         }
         None => tracing::warn!(
@@ -121,8 +121,10 @@ async fn serve_over_http(connector: Connector, checked: CheckedFlags) -> anyhow:
 
 /// The inbound OAuth checker of `--auth-config`, its issuer's signing keys fetched if they can
 /// be yet.
-async fn authenticator(config: AuthConfig, sessions_per_caller: usize) -> Authenticator {
-    let authenticator = Authenticator::new(config).with_sessions_per_caller(sessions_per_caller);
+async fn authenticator(config: AuthConfig, flags: &ConnectorFlags) -> Authenticator {
+    let authenticator = Authenticator::new(config)
+        .with_sessions_per_caller(flags.max_sessions_per_caller)
+        .with_connections_per_caller(flags.http_max_connections_per_caller);
     if let Err(e) = authenticator.preload().await {
         tracing::warn!(
             error = %e,

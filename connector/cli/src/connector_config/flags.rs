@@ -68,6 +68,20 @@ pub struct ConnectorFlags {
     /// is started; a call that became a task no longer counts.
     #[arg(long, default_value_t = durable_mcp_connector::server::DEFAULT_MAX_IN_FLIGHT, value_parser = values::parse_positive)]
     pub max_in_flight: usize,
+    /// How many of those, together with calls of the Temporal tools and companion tools and
+    /// `tasks/get`/`tasks/cancel` look-ups, one caller holds at once (with --auth-config a
+    /// token subject, else one address, an IPv6 one by its /64), so one caller cannot take
+    /// every slot. Past it, that caller's request is refused with an error naming this limit;
+    /// other callers are served. 0 for no such cap.
+    #[arg(long, value_name = "N", default_value_t = durable_mcp_connector::server::DEFAULT_MAX_IN_FLIGHT_PER_CALLER, value_parser = values::parse_count_or_zero)]
+    pub max_in_flight_per_caller: usize,
+    /// With `--transport http`: how many MiB of answers (as JSON) the connector keeps for one
+    /// caller (token subject, else address) so that a session's lost event stream can be
+    /// resumed with the answers as the tool service wrote them. Past it, that caller's oldest
+    /// kept answers are dropped (a resumed stream then carries the typed copy); nothing is
+    /// refused.
+    #[arg(long, value_name = "MIB", default_value_t = durable_mcp_connector::as_written_http::DEFAULT_ANSWER_BYTES_PER_CALLER >> 20, value_parser = values::parse_positive)]
+    pub max_answer_mib_per_caller: usize,
     /// URL of a remote codec server (`/encode`, `/decode`, `X-Namespace`), when the Nexus
     /// handlers encode payloads (for example to encrypt them). Must match their codec (the
     /// proxy's [codec] table). https, or plain http to a loopback address only.
@@ -116,9 +130,9 @@ pub struct ConnectorFlags {
     /// authenticates every caller; without it such an address is refused at startup.
     #[arg(long)]
     pub allow_unauthenticated: bool,
-    /// With --auth-config: the most MCP sessions one caller (token subject) may hold at once;
-    /// opening one more closes that caller's longest idle session, so one token cannot fill
-    /// the connector's memory with sessions.
+    /// With `--transport http`: the most MCP sessions one caller (with --auth-config a token
+    /// subject, else one address) may hold at once; opening one more closes that caller's
+    /// longest idle session, so one caller cannot fill the connector's memory with sessions.
     #[arg(long, value_name = "N", default_value_t = durable_mcp_connector::auth::MAX_SESSIONS_PER_CALLER, value_parser = values::parse_positive)]
     pub max_sessions_per_caller: usize,
     /// Without authentication, callers share one task and idempotency scope per name: this
@@ -144,6 +158,11 @@ pub struct ConnectorFlags {
     /// behind a reverse proxy that brings every client from one address.
     #[arg(long, default_value_t = durable_mcp_connector::listener::DEFAULT_MAX_PER_ADDRESS, value_parser = values::parse_count_or_zero)]
     pub http_max_connections_per_address: usize,
+    /// With --auth-config: how many connections may serve one caller (token subject) at once,
+    /// whatever addresses they come from; a request on one more gets a 503 naming this flag
+    /// and its connection is closed. 0 for no such cap.
+    #[arg(long, value_name = "N", default_value_t = durable_mcp_connector::auth::DEFAULT_CONNECTIONS_PER_CALLER, value_parser = values::parse_count_or_zero)]
+    pub http_max_connections_per_caller: usize,
 }
 
 /// How MCP clients reach the connector (`--transport`).

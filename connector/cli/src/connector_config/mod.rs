@@ -215,6 +215,11 @@ pub fn connector_options(
     options.default_timeout = flags.default_timeout;
     options.list_cache = flags.list_cache;
     options.max_in_flight = flags.max_in_flight;
+    // One stdio client is one caller: its share is the whole connector.
+    options.max_in_flight_per_caller = match flags.transport {
+        Transport::Stdio => 0,
+        Transport::Http => flags.max_in_flight_per_caller,
+    };
     options.task_after = flags.task_after;
     options.companion_tools = flags.companion_tools;
     options.require_verified_caller = verified_callers;
@@ -275,6 +280,8 @@ pub fn http_options(
         max_connections: flags.http_max_connections,
         max_per_address: flags.http_max_connections_per_address,
     };
+    options.sessions_per_address = flags.max_sessions_per_caller;
+    options.replays.per_caller_bytes = flags.max_answer_mib_per_caller << 20;
     options
 }
 

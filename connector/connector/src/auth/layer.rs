@@ -15,7 +15,7 @@ use rmcp::transport::streamable_http_server::session::{
 };
 use serde_json::{Value, json};
 
-use crate::task_ref::CallerScope;
+use crate::{fair::Counts, listener::ConnectionOwner, task_ref::CallerScope};
 
 use super::{
     config::AuthConfig,
@@ -23,6 +23,10 @@ use super::{
     sessions::SessionOwners,
     token::{AuthError, GrantedScopes, VerifiedCaller, bearer_token, key_id, verify},
 };
+
+/// Default for [`Authenticator::with_connections_per_caller`]
+/// (`--http-max-connections-per-caller`): a sixteenth of the default connection cap.
+pub const DEFAULT_CONNECTIONS_PER_CALLER: usize = 64;
 
 /// Checks bearer tokens for one protected resource. Cheap to share behind an `Arc`.
 pub struct Authenticator {
@@ -35,6 +39,9 @@ pub struct Authenticator {
     /// The MCP server's sessions, so a session evicted from [`Self::sessions`] is closed
     /// there too (R-CON-28).
     server_sessions: std::sync::OnceLock<Arc<LocalSessionManager>>,
+    /// Connections each caller holds, at most `connections_per_caller` (0: no cap, R-CON-38).
+    connections: Arc<Counts<CallerScope>>,
+    connections_per_caller: usize,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -53,7 +60,16 @@ impl Authenticator {
             keys,
             sessions: Default::default(),
             server_sessions: Default::default(),
+            connections: Arc::default(),
+            connections_per_caller: DEFAULT_CONNECTIONS_PER_CALLER,
         }
+    }
+
+    /// At most `per_caller` HTTP connections serving one caller at once (0: no such cap); a
+    /// request on one more gets 503 naming the flag, and its connection is closed (R-CON-38).
+    pub fn with_connections_per_caller(mut self, per_caller: usize) -> Self {
+        self.connections_per_caller = per_caller;
+        self
     }
 
     /// At most `per_caller` MCP sessions per caller; opening one more closes that caller's
@@ -180,7 +196,7 @@ fn quoted(s: &str) -> String {
 }
 
 /// The MCP session header.
-const SESSION_HEADER: &str = "mcp-session-id";
+pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Middleware: lets a request through only with a valid token, as the token's
 /// [`CallerScope`] in the request extensions, and without its
@@ -196,6 +212,9 @@ pub async fn require_bearer(
         Ok(verified) => verified,
         Err(refusal) => return refusal,
     };
+    if let Some(refusal) = auth.claim_connection(&request, &caller) {
+        return refusal;
+    }
     let session = header_text(request.headers(), SESSION_HEADER);
     if !auth.admits(session.as_deref(), &caller) {
         tracing::debug!(
@@ -241,6 +260,32 @@ impl Authenticator {
         }
     }
 
+    /// Counts the request's connection as one of `caller`'s (R-CON-38); the refusal when the
+    /// caller holds its share of connections already.
+    fn claim_connection(&self, request: &Request, caller: &CallerScope) -> Option<Response> {
+        let owner = request.extensions().get::<Arc<ConnectionOwner>>()?;
+        let cap = self.connections_per_caller;
+        if owner.claim(&self.connections, caller, cap) {
+            return None;
+        }
+        tracing::debug!(
+            cap,
+            "refused a request: its caller holds its share of connections"
+        );
+        Some(
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [(header::CONNECTION, "close"), (header::RETRY_AFTER, "1")],
+                format!(
+                    "this caller already holds {cap} connections to this connector, its share \
+                     (--http-max-connections-per-caller {cap}); reuse or close one, or ask the \
+                     operator to raise --http-max-connections-per-caller\n"
+                ),
+            )
+                .into_response(),
+        )
+    }
+
     /// Whether `caller` may use the request's `session`: one it opened, or none (a new one).
     fn admits(&self, session: Option<&str>, caller: &CallerScope) -> bool {
         session.is_none_or(|id| {
@@ -277,20 +322,26 @@ impl Authenticator {
 
     /// Closes the sessions evicted to make room for new ones in the MCP server too (R-CON-28).
     fn close_evicted(&self, evicted: Vec<String>) {
-        if !evicted.is_empty() {
-            tracing::info!(
-                sessions = evicted.len(),
-                "closing sessions evicted for new ones (a caller's oldest beyond its share, or idle)"
-            );
-        }
         if let Some(manager) = self.server_sessions.get() {
-            for id in evicted {
-                let manager = manager.clone();
-                tokio::spawn(async move {
-                    let _ = manager.close_session(&SessionId::from(id)).await;
-                });
-            }
+            close_sessions(manager, evicted);
         }
+    }
+}
+
+/// Closes the `evicted` sessions in the MCP server (R-CON-28, R-CON-38): a caller's oldest
+/// beyond its share, or idle ones.
+pub(crate) fn close_sessions(manager: &Arc<LocalSessionManager>, evicted: Vec<String>) {
+    if !evicted.is_empty() {
+        tracing::info!(
+            sessions = evicted.len(),
+            "closing sessions evicted for new ones (a caller's oldest beyond its share, or idle)"
+        );
+    }
+    for id in evicted {
+        let manager = manager.clone();
+        tokio::spawn(async move {
+            let _ = manager.close_session(&SessionId::from(id)).await;
+        });
     }
 }
 

@@ -25,22 +25,24 @@ pub const MAX_SESSIONS: usize = 10_000;
 /// reconnects and parallel agents).
 pub const MAX_SESSIONS_PER_CALLER: usize = 64;
 
-/// Session id -> (owner, last use).
+/// Session id -> (owner, last use). The owner is a verified caller under inbound auth; without
+/// it, the address a session was opened from (R-CON-38), so one address cannot fill the MCP
+/// server with sessions either.
 #[derive(Debug)]
-pub struct SessionOwners {
-    owners: HashMap<String, (CallerScope, Instant)>,
+pub struct SessionOwners<O = CallerScope> {
+    owners: HashMap<String, (O, Instant)>,
     idle: Duration,
     max: usize,
     per_caller: usize,
 }
 
-impl Default for SessionOwners {
+impl<O: PartialEq> Default for SessionOwners<O> {
     fn default() -> Self {
         Self::new(SESSION_IDLE, MAX_SESSIONS)
     }
 }
 
-impl SessionOwners {
+impl<O: PartialEq> SessionOwners<O> {
     pub fn new(idle: Duration, max: usize) -> Self {
         Self {
             owners: HashMap::new(),
@@ -57,7 +59,7 @@ impl SessionOwners {
     }
 
     /// The longest idle session among those `keep` holds.
-    fn longest_idle(&self, keep: impl Fn(&CallerScope) -> bool) -> Option<String> {
+    fn longest_idle(&self, keep: impl Fn(&O) -> bool) -> Option<String> {
         self.owners
             .iter()
             .filter(|(_, (owner, _))| keep(owner))
@@ -66,7 +68,7 @@ impl SessionOwners {
     }
 
     /// Whether `caller` may use session `id` now; a use keeps the session alive.
-    pub fn admit(&mut self, id: &str, caller: &CallerScope, now: Instant) -> bool {
+    pub fn admit(&mut self, id: &str, caller: &O, now: Instant) -> bool {
         match self.owners.get_mut(id) {
             Some((owner, used)) if owner == caller && now.duration_since(*used) < self.idle => {
                 *used = now;
@@ -79,7 +81,7 @@ impl SessionOwners {
     /// Records that `caller` opened session `id`; answers the ids evicted to make room (the
     /// caller's own longest idle beyond its share, else anyone's longest idle when the table
     /// is full), for the caller to close.
-    pub fn open(&mut self, id: &str, caller: CallerScope, now: Instant) -> Vec<String> {
+    pub fn open(&mut self, id: &str, caller: O, now: Instant) -> Vec<String> {
         let mut evicted = Vec::new();
         let idle = self.idle;
         self.owners.retain(|id, (_, used)| {
@@ -109,6 +111,14 @@ impl SessionOwners {
         }
         self.owners.insert(id.to_owned(), (caller, now));
         evicted
+    }
+
+    /// Marks session `id` used now, whoever uses it (without inbound auth nobody owns a
+    /// session: the table only counts them).
+    pub fn touch(&mut self, id: &str, now: Instant) {
+        if let Some((_, used)) = self.owners.get_mut(id) {
+            *used = now;
+        }
     }
 
     /// Forgets session `id` (closed, or unknown to the MCP server).

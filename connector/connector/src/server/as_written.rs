@@ -47,19 +47,30 @@ impl Written {
 /// The answers of one HTTP request as they are to be written, by JSON-RPC id: put in the
 /// request's extensions by the `inbound::as_written_http` middleware before rmcp sees the
 /// request, filled by the typed handler (rmcp hands the request's HTTP parts to it), and taken
-/// when the response body is written. It lives as long as that one request, so nothing outlives the answer.
+/// when the response body is written. It lives as long as that one request, so nothing outlives
+/// the answer (a session's are also kept a while for replays, within bounds, R-CON-38).
 #[derive(Clone, Default)]
-pub struct HttpAnswers(Arc<Mutex<HashMap<String, Value>>>);
+pub struct HttpAnswers(Arc<Mutex<Answers>>);
+
+#[derive(Default)]
+struct Answers {
+    by_id: HashMap<String, Value>,
+    /// The JSON length of what `by_id` holds.
+    bytes: usize,
+}
 
 impl HttpAnswers {
     /// The answer kept for the JSON-RPC response with this `id`, taken once.
     pub fn take(&self, id: &Value) -> Option<Value> {
-        self.0.lock().unwrap().remove(&id.to_string())
+        let mut answers = self.0.lock().unwrap();
+        let taken = answers.by_id.remove(&id.to_string())?;
+        answers.bytes = answers.bytes.saturating_sub(json_len(&taken));
+        Some(taken)
     }
 
     /// The answer kept for the JSON-RPC response with this `id`, kept for a later replay.
     pub fn get(&self, id: &Value) -> Option<Value> {
-        self.0.lock().unwrap().get(&id.to_string()).cloned()
+        self.0.lock().unwrap().by_id.get(&id.to_string()).cloned()
     }
 
     /// Whether anything besides the caller holds these answers: the request's handler or its
@@ -69,19 +80,49 @@ impl HttpAnswers {
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.0.lock().unwrap().is_empty()
+        self.0.lock().unwrap().by_id.is_empty()
+    }
+
+    /// The JSON length of the answers held, for the replay store's byte bounds.
+    pub(crate) fn bytes(&self) -> usize {
+        self.0.lock().unwrap().bytes
     }
 
     #[cfg(test)]
     pub(crate) fn insert_for_test(&self, id: &Value, value: Value) {
-        self.0.lock().unwrap().insert(id.to_string(), value);
+        self.insert(id.to_string(), value);
     }
 
     fn keep(&self, id: &RequestId, value: Value) {
         if let Ok(id) = serde_json::to_value(id) {
-            self.0.lock().unwrap().insert(id.to_string(), value);
+            self.insert(id.to_string(), value);
         }
     }
+
+    fn insert(&self, id: String, value: Value) {
+        let mut answers = self.0.lock().unwrap();
+        answers.bytes += json_len(&value);
+        if let Some(old) = answers.by_id.insert(id, value) {
+            answers.bytes = answers.bytes.saturating_sub(json_len(&old));
+        }
+    }
+}
+
+/// How many bytes `value` takes as JSON, counted without writing it anywhere.
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// Keeps the answer to `context`'s request as it is to be written: in the HTTP request's

@@ -16,6 +16,7 @@ use super::{
     internal::{internal, outcome_unknown},
 };
 use crate::{
+    fair::Share,
     idempotency::{
         FingerprintKey, IdempotencyKey, arguments_fingerprint, key_from_meta,
         operation_id as idempotent_operation_id,
@@ -46,8 +47,9 @@ impl Connector {
         tool: &str,
         arguments: serde_json::Map<String, Value>,
         key: Option<(IdempotencyKey, &CallerScope)>,
+        share: Option<&Share>,
     ) -> Result<Started, McpError> {
-        let call = self.prepare_call(tool, arguments).await?;
+        let call = self.prepare_call(tool, arguments, share).await?;
         match key {
             None => self.start_unkeyed(call).await,
             Some((key, scope)) => self.start_idempotent(call, &key, scope).await,
@@ -55,17 +57,19 @@ impl Connector {
     }
 
     /// Everything a start needs before it names its operation: the tool's route and timeout,
-    /// its in-flight slot, and the arguments as a payload of an allowed size.
+    /// its in-flight slot (the caller's `share` of it too, R-CON-38), and the arguments as a
+    /// payload of an allowed size.
     async fn prepare_call<'t>(
         &self,
         tool: &'t str,
         arguments: serde_json::Map<String, Value>,
+        share: Option<&Share>,
     ) -> Result<PreparedCall<'t>, McpError> {
         let (route, definition) = self.lookup(tool).await?;
         let slot = self
             .inner
             .in_flight
-            .try_start(&format!("calling tool {tool:?}"))?;
+            .try_start(&format!("calling tool {tool:?}"), share)?;
         let timeout = advertised_timeout(&definition).unwrap_or(self.inner.options.default_timeout);
         let arguments = Value::Object(arguments);
         let input = payload::to_payload(&arguments)
@@ -258,7 +262,7 @@ impl Connector {
         arguments: serde_json::Map<String, Value>,
         cancel: CancellationToken,
     ) -> Result<Value, McpError> {
-        match self.start_call(tool, arguments, None).await? {
+        match self.start_call(tool, arguments, None, None).await? {
             Started::Op(call) => {
                 let one_attempt = self.one_attempt(tool).await;
                 self.finish_call(&call.op, call.deadline, &cancel, None, one_attempt)
@@ -319,7 +323,7 @@ pub(super) struct Call {
     /// Until when the connector waits for it through outages (R-CON-16).
     pub deadline: tokio::time::Instant,
     /// Its place under `--max-in-flight` (R-CON-17), held while the connector waits for it.
-    pub slot: tokio::sync::OwnedSemaphorePermit,
+    pub slot: super::limits::InFlightSlot,
 }
 
 /// A tool call ready to start: everything but its operation id.
@@ -334,7 +338,7 @@ struct PreparedCall<'t> {
     start_deadline: tokio::time::Instant,
     /// Until when the wait rides out outages (R-CON-16).
     deadline: tokio::time::Instant,
-    slot: tokio::sync::OwnedSemaphorePermit,
+    slot: super::limits::InFlightSlot,
 }
 
 impl PreparedCall<'_> {

@@ -63,7 +63,7 @@ impl Connector {
         let _slot = self
             .inner
             .in_flight
-            .try_start("listing the tools")
+            .try_start("listing the tools", None)
             .map_err(RouteError::OverCap)?;
         let tools = self
             .list_route(&self.inner.options.routes[index])

@@ -3,6 +3,9 @@
 //! capped the operations in flight. Listings are cached per route for a short while
 //! ([`Listing`]) and the connector holds at most `max_in_flight` operations at once
 //! ([`InFlight`]); past that a caller gets an error naming the cap instead of a new operation.
+//! Beside the global cap, each caller holds at most its share (R-CON-38), and management calls
+//! (local tools), companion tools and `tasks/get` count too: they hold memory and Temporal
+//! RPCs as long as an operation does.
 
 use std::{
     sync::Arc,
@@ -12,6 +15,8 @@ use std::{
 use rmcp::ErrorData as McpError;
 use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::fair::{Counts, Share, Slot};
 
 /// One route's last listing and when it was fetched.
 #[derive(Debug, Clone, Default)]
@@ -33,28 +38,55 @@ impl Listing {
     }
 }
 
-/// The cap on operations the connector has started and still waits for.
+/// The caps on work the connector holds at once: Temporal operations it started and still
+/// waits for, management calls and task look-ups (R-CON-17), overall and per caller (R-CON-38).
 #[derive(Debug, Clone)]
 pub struct InFlight {
     permits: Arc<Semaphore>,
     max: usize,
+    per_share: Arc<Counts<Share>>,
+    per_caller: usize,
+}
+
+/// One piece of work's places under the caps, held until it drops.
+#[derive(Debug)]
+pub struct InFlightSlot {
+    _permit: OwnedSemaphorePermit,
+    _share: Option<Slot<Share>>,
 }
 
 impl InFlight {
-    pub fn new(max: usize) -> Self {
+    /// At most `max` at once, and at most `per_caller` (0: no such cap) for one caller.
+    pub fn new(max: usize, per_caller: usize) -> Self {
         Self {
             permits: Arc::new(Semaphore::new(max)),
             max,
+            per_share: Arc::default(),
+            per_caller,
         }
     }
 
-    /// A slot for one more operation, held until the returned permit drops; when all `max` are
-    /// taken, an error that names the cap and says what to do.
-    pub fn try_start(&self, what: &str) -> Result<OwnedSemaphorePermit, McpError> {
-        self.permits
+    /// A slot for one more piece of work, for `share` (no per-caller count without one), held
+    /// until the returned slot drops; when the caller's or everyone's are taken, an error that
+    /// names the cap and says what to do.
+    pub fn try_start(&self, what: &str, share: Option<&Share>) -> Result<InFlightSlot, McpError> {
+        let share = match share {
+            Some(share) => Some(
+                self.per_share
+                    .admit(share, self.per_caller)
+                    .ok_or_else(|| over_caller_cap(what, self.per_caller))?,
+            ),
+            None => None,
+        };
+        let permit = self
+            .permits
             .clone()
             .try_acquire_owned()
-            .map_err(|_| over_cap(what, self.max))
+            .map_err(|_| over_cap(what, self.max))?;
+        Ok(InFlightSlot {
+            _permit: permit,
+            _share: share,
+        })
     }
 }
 
@@ -66,6 +98,18 @@ fn over_cap(what: &str, max: usize) -> McpError {
              have finished, or raise --max-in-flight."
         ),
         Some(json!({"maxInFlight": max})),
+    )
+}
+
+fn over_caller_cap(what: &str, max: usize) -> McpError {
+    McpError::internal_error(
+        format!(
+            "{what} refused: this caller already has {max} calls and task look-ups in flight \
+             on this connector, its share (--max-in-flight-per-caller {max}); nothing was \
+             started. Try again when earlier calls have finished (a call that became a task no \
+             longer counts), or ask the operator to raise --max-in-flight-per-caller."
+        ),
+        Some(json!({"maxInFlightPerCaller": max})),
     )
 }
 
@@ -96,10 +140,10 @@ mod tests {
 
     #[test]
     fn the_cap_refuses_with_its_number_and_frees_slots_on_drop() {
-        let cap = InFlight::new(2);
-        let a = cap.try_start("calling x").unwrap();
-        let _b = cap.try_start("calling x").unwrap();
-        let refused = cap.try_start("calling tool \"x\"").unwrap_err();
+        let cap = InFlight::new(2, 0);
+        let a = cap.try_start("calling x", None).unwrap();
+        let _b = cap.try_start("calling x", None).unwrap();
+        let refused = cap.try_start("calling tool \"x\"", None).unwrap_err();
         assert!(
             refused.message.contains("--max-in-flight 2")
                 && refused.message.starts_with("calling tool \"x\" refused"),
@@ -108,6 +152,35 @@ mod tests {
         );
         assert_eq!(refused.data.unwrap()["maxInFlight"], 2);
         drop(a);
-        assert!(cap.try_start("calling x").is_ok());
+        assert!(cap.try_start("calling x", None).is_ok());
+    }
+
+    #[test]
+    fn one_caller_at_its_share_leaves_the_others_served() {
+        let cap = InFlight::new(10, 2);
+        let (alice, bob) = (
+            Share::Address("10.0.0.1".parse().unwrap()),
+            Share::Address("10.0.0.2".parse().unwrap()),
+        );
+        let first = cap.try_start("calling x", Some(&alice)).unwrap();
+        let _second = cap.try_start("calling x", Some(&alice)).unwrap();
+        let refused = cap.try_start("reading a task", Some(&alice)).unwrap_err();
+        assert!(
+            refused.message.contains("--max-in-flight-per-caller 2")
+                && refused.message.starts_with("reading a task refused"),
+            "{}",
+            refused.message
+        );
+        assert_eq!(refused.data.unwrap()["maxInFlightPerCaller"], 2);
+        let _bob = cap
+            .try_start("calling x", Some(&bob))
+            .expect("bob is served");
+        drop(first);
+        assert!(cap.try_start("calling x", Some(&alice)).is_ok());
+        // A refusal by the global cap gives the caller's place back.
+        let full = InFlight::new(1, 5);
+        let _only = full.try_start("calling x", Some(&bob)).unwrap();
+        assert!(full.try_start("calling x", Some(&alice)).is_err());
+        assert_eq!(full.per_share.held(&alice), 0);
     }
 }

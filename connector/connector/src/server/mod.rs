@@ -44,7 +44,7 @@ mod tasks;
 use call::{Started, conflict_result, idempotency_key};
 use companion::{companion_tools, continues_as_task, is_companion};
 pub use logging::DEFAULT_LOG_LEVEL;
-use scope::{granted_scopes, insufficient_scope};
+use scope::{granted_scopes, insufficient_scope, request_share};
 use tasks::{supports_tasks, tasks_extension_required};
 
 /// How the connector names and times its operations.
@@ -65,6 +65,10 @@ pub struct ConnectorOptions {
     /// How many Temporal operations (calls and listings) the connector waits for at once;
     /// past that, callers get an error naming the cap (R-CON-17).
     pub max_in_flight: usize,
+    /// How many of those, and of management calls, companion tool calls and task look-ups, one
+    /// caller (a verified subject, else one address) holds at once (R-CON-38); 0 for no such
+    /// cap. Over stdio there is one caller and this does not apply.
+    pub max_in_flight_per_caller: usize,
     /// How long a task-capable caller waits before the call becomes a task.
     pub task_after: Duration,
     /// Serve the companion tools (`task_status`, `task_result`, `task_cancel`) and answer a
@@ -93,6 +97,7 @@ impl ConnectorOptions {
             list_timeout: Duration::from_secs(30),
             list_cache: DEFAULT_LIST_CACHE,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            max_in_flight_per_caller: DEFAULT_MAX_IN_FLIGHT_PER_CALLER,
             task_after: Duration::from_secs(2),
             companion_tools: false,
             signing_key: SigningKey::generate(),
@@ -112,6 +117,10 @@ pub const DEFAULT_LIST_CACHE: Duration = Duration::from_secs(5);
 
 /// How many operations a connector waits for at once by default (R-CON-17).
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 512;
+
+/// How many of them one caller holds at once by default (R-CON-38): an eighth, so one token or
+/// address cannot take them all.
+pub const DEFAULT_MAX_IN_FLIGHT_PER_CALLER: usize = 64;
 
 /// The MCP server. Cheap to clone; clones share the tool catalog.
 #[derive(Clone)]
@@ -153,7 +162,10 @@ impl Connector {
             inner: Arc::new(Inner {
                 client,
                 listings: options.routes.iter().map(|_| Default::default()).collect(),
-                in_flight: limits::InFlight::new(options.max_in_flight),
+                in_flight: limits::InFlight::new(
+                    options.max_in_flight,
+                    options.max_in_flight_per_caller,
+                ),
                 options,
                 tools: RwLock::default(),
                 ambiguous: RwLock::default(),
@@ -307,12 +319,16 @@ impl ServerHandler for Typed {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let scope = self.request_scope(&context)?;
+        let share = request_share(&context);
         if let Some(local) = self.local_for(&request.name) {
+            // Held until answered: management calls count like operations (R-CON-38).
+            let _slot = self.start_work(&request.name, share.as_ref())?;
             return Ok(call_local(local, &request, &context, &scope).await);
         }
         let key = idempotency_key(&request, &context)?;
         let arguments = request.arguments.clone().unwrap_or_default();
         if self.inner.options.companion_tools && is_companion(&request.name) {
+            let _slot = self.start_work(&request.name, share.as_ref())?;
             let json = self
                 .call_companion(&request.name, &arguments, &scope)
                 .await?;
@@ -326,7 +342,12 @@ impl ServerHandler for Typed {
             deadline,
             slot: _slot,
         } = match self
-            .start_call(&request.name, arguments, key.map(|k| (k, &scope)))
+            .start_call(
+                &request.name,
+                arguments,
+                key.map(|k| (k, &scope)),
+                share.as_ref(),
+            )
             .await?
         {
             Started::Op(call) => call,
@@ -361,6 +382,10 @@ impl ServerHandler for Typed {
             return Err(tasks_extension_required());
         }
         let scope = self.request_scope(&context)?;
+        let _slot = self
+            .inner
+            .in_flight
+            .try_start("reading the task", request_share(&context).as_ref())?;
         Ok(GetTaskResult::new(
             self.task_state(&request.task_id, &scope).await?,
         ))
@@ -375,7 +400,25 @@ impl ServerHandler for Typed {
             return Err(tasks_extension_required());
         }
         let scope = self.request_scope(&context)?;
+        let _slot = self
+            .inner
+            .in_flight
+            .try_start("cancelling the task", request_share(&context).as_ref())?;
         self.cancel_task_op(&request.task_id, &scope).await
+    }
+}
+
+impl Connector {
+    /// A slot under the in-flight caps (R-CON-17, R-CON-38) for a call answered without a
+    /// durable operation of its own (a local or companion tool).
+    fn start_work(
+        &self,
+        tool: &str,
+        share: Option<&crate::fair::Share>,
+    ) -> Result<limits::InFlightSlot, McpError> {
+        self.inner
+            .in_flight
+            .try_start(&format!("calling tool {tool:?}"), share)
     }
 }
 

@@ -6,6 +6,7 @@ use rmcp::{ErrorData as McpError, RoleServer, model::CallToolResult, service::Re
 use super::Connector;
 use crate::{
     auth::GrantedScopes,
+    fair::{Share, share_of},
     task_ref::{CallerScope, caller_hash},
 };
 use durable_mcp_contract::{errors::ConnectorErrorType, outcome::ERROR_TYPE_META};
@@ -35,6 +36,15 @@ impl Connector {
             None => Ok(self.inner.options.caller_scope.clone()),
         }
     }
+}
+
+/// Whom per-caller limits count the request under (R-CON-38): its verified caller, else its
+/// peer's address; `None` over stdio (one caller) and for hosts that say neither.
+pub(super) fn request_share(context: &RequestContext<RoleServer>) -> Option<Share> {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| share_of(&parts.extensions))
 }
 
 /// The scopes of the request's verified token, when an HTTP auth middleware put them in the
