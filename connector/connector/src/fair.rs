@@ -22,7 +22,7 @@ pub enum Share {
 }
 
 /// The peer address of an HTTP request, put in its extensions by the accept loop
-/// ([`crate::listener::serve`]); a host serving the router itself may insert it the same way.
+/// (the connector's accept loop); a host serving the router itself may insert it the same way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeerAddr(pub SocketAddr);
 

@@ -263,17 +263,7 @@ fn router_counting(
     in_flight: Arc<InFlight>,
 ) -> axum::Router {
     let sessions = Arc::new(LocalSessionManager::default());
-    let by_address = match &options.auth {
-        // Sessions the auth table evicts (a caller's oldest beyond its share) close here too.
-        Some(auth) => {
-            auth.close_evicted_sessions_in(sessions.clone());
-            None
-        }
-        None => Some(Arc::new(AddressSessions::new(
-            sessions.clone(),
-            options.sessions_per_address,
-        ))),
-    };
+    let by_address = session_owners(options, &sessions);
     let replays = Arc::new(ReplayStore::new(options.replays));
     let config = mcp_config(options, bound, mcp_ct);
     let (body_time, body_bytes) = (options.limits.header_read, config.max_request_body_bytes);
@@ -398,6 +388,24 @@ fn session_header(headers: &axum::http::HeaderMap) -> Option<String> {
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
+}
+
+/// Who tracks the MCP server's `sessions` per caller: the authenticator, whose evicted
+/// sessions close there too (R-CON-28), else a table by address (R-CON-38), returned.
+fn session_owners(
+    options: &HttpOptions,
+    sessions: &Arc<LocalSessionManager>,
+) -> Option<Arc<AddressSessions>> {
+    match &options.auth {
+        Some(auth) => {
+            auth.close_evicted_sessions_in(sessions.clone());
+            None
+        }
+        None => Some(Arc::new(AddressSessions::new(
+            sessions.clone(),
+            options.sessions_per_address,
+        ))),
+    }
 }
 
 /// Reads a POST's whole body within `time`, at most `max_bytes` of it, before rmcp sees the
