@@ -157,6 +157,7 @@ async fn the_connector_binary_serves_stdio_like_an_mcp_host_would_start_it() {
 
 use durable_mcp::inbound::task_ref::{CallerScope, SigningKey};
 use rmcp::model::{CallToolResponse, CancelTaskParams, GetTaskParams};
+use temporalio_protos::temporal::api::workflowservice::v1::DeleteNexusOperationExecutionRequest;
 
 /// A connector whose callers are `scope`, signing task IDs with `key` (replicas share both).
 fn scoped_connector(env: &TestEnv, key: &SigningKey, scope: &str) -> Connector {
@@ -280,6 +281,88 @@ async fn slow_calls_become_tasks_that_only_their_owner_can_read_from_any_replica
     for c in [replica_a, replica_b, stranger] {
         c.cancel().await.unwrap();
     }
+}
+
+#[tokio::test]
+async fn tasks_cancel_acknowledges_running_finished_and_cancelled_tasks_alike() {
+    let env = TestEnv::shared("connector-cancel-ack").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
+    let key = SigningKey::generate();
+    let alice = task_client_for(scoped_connector(&env, &key, "alice"))
+        .await
+        .unwrap();
+    let cancel = |task: String| {
+        let peer = alice.peer().clone();
+        async move { peer.cancel_task(CancelTaskParams::new(&task)).await }
+    };
+
+    // A finished task: the cancel lost, the acknowledgement is the same, the result stays.
+    let finished = task_id_of(
+        alice
+            .peer()
+            .call_tool_once(tool_call("slow", json!({"key": "done", "sleep_ms": 800})))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        poll_task_until_done(&alice, &finished).await["status"],
+        "completed"
+    );
+    cancel(finished.clone()).await.unwrap();
+    cancel(finished.clone()).await.unwrap();
+    let after = poll_task_until_done(&alice, &finished).await;
+    assert_eq!(after["status"], "completed", "{after}");
+
+    // A running task cancelled twice, then once more after it ended cancelled.
+    let running = task_id_of(
+        alice
+            .peer()
+            .call_tool_once(tool_call("slow", json!({"key": "run"})))
+            .await
+            .unwrap(),
+    );
+    cancel(running.clone()).await.unwrap();
+    cancel(running.clone()).await.unwrap();
+    assert_eq!(
+        poll_task_until_done(&alice, &running).await["status"],
+        "cancelled"
+    );
+    cancel(running.clone()).await.unwrap();
+
+    // An unknown ID is still the invalid-params error of a forged one.
+    let forged = cancel("forged".into()).await.unwrap_err().to_string();
+    assert!(forged.contains("unknown task"), "{forged}");
+
+    // A task Temporal no longer keeps (as after its retention) is invalid params too.
+    env.connection
+        .workflow_service()
+        .delete_nexus_operation_execution(tonic::Request::new(
+            DeleteNexusOperationExecutionRequest {
+                namespace: env.namespace.clone(),
+                operation_id: task_op_id(&finished),
+                run_id: String::new(),
+            },
+        ))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let gone = loop {
+        match alice.peer().get_task(GetTaskParams::new(&finished)).await {
+            Err(e) => break e,
+            Ok(_) => assert!(tokio::time::Instant::now() < deadline, "never deleted"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let cancel_gone = cancel(finished.clone()).await.unwrap_err();
+    for e in [gone, cancel_gone] {
+        let rmcp::ServiceError::McpError(e) = e else {
+            panic!("{e}")
+        };
+        assert_eq!(e.code, rmcp::model::ErrorCode::INVALID_PARAMS, "{e:?}");
+        assert!(e.message.contains("no longer keeps it"), "{e:?}");
+    }
+    alice.cancel().await.unwrap();
 }
 
 #[tokio::test]

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 use crate::support::{
     HttpConnectorProcess, TEST_SIGNING_KEY, TestEnv, connector_command, mock_stdio_upstream,
-    poll_task_until_done, start_proxy, tasks_client_config, temp_path,
+    poll_task_until_done, start_proxy, task_op_id, tasks_client_config, temp_path,
 };
 
 /// A minimal identity provider: RFC 8414 metadata naming a JWKS, and tokens signed with its key.
@@ -257,19 +257,6 @@ async fn http_tasks_belong_to_the_token_subject_across_two_connector_processes()
     for c in [alice, bob, alice_again] {
         c.cancel().await.unwrap();
     }
-}
-
-/// The operation id inside a task ID (readable JSON before the signature).
-fn task_op_id(task_id: &str) -> String {
-    use base64::Engine as _;
-    let json = task_id.split('.').next().unwrap();
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(json)
-        .unwrap();
-    serde_json::from_slice::<Value>(&bytes).unwrap()["op"]
-        .as_str()
-        .unwrap()
-        .to_owned()
 }
 
 #[tokio::test]

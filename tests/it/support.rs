@@ -626,3 +626,16 @@ pub async fn dedicated_server_with_metrics() -> (DevServer, String) {
         .expect("the process backend serves its metrics");
     (server, address)
 }
+
+/// The operation id inside a task ID (readable JSON before the signature).
+pub fn task_op_id(task_id: &str) -> String {
+    use base64::Engine as _;
+    let json = task_id.split('.').next().unwrap();
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(json)
+        .unwrap();
+    serde_json::from_slice::<serde_json::Value>(&bytes).unwrap()["op"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}

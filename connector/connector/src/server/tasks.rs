@@ -19,7 +19,9 @@ use durable_mcp_contract::{
     operation_name::tool_for_operation,
     outcome::{Outcome, to_call_tool_result_for},
 };
-use durable_mcp_runtime::nexus::{OperationOutcome, OperationRef, OperationStatus, OperationTimes};
+use durable_mcp_runtime::nexus::{
+    OperationClientError, OperationOutcome, OperationRef, OperationStatus, OperationTimes,
+};
 
 impl Connector {
     /// The signed task ID for an operation, owned by `scope`.
@@ -73,7 +75,7 @@ impl Connector {
             .client
             .describe(&op)
             .await
-            .map_err(|e| internal("reading the task", e))?;
+            .map_err(|e| task_error("reading the task", e))?;
         let (created, updated) = task_times(described.times, SystemTime::now());
         let mut task =
             Task::new(task_id, TaskStatus::Working, created, updated).with_poll_interval_ms(1000);
@@ -136,14 +138,39 @@ impl Connector {
 
     /// Requests cancellation of the task's operation, retrying for a while through a Temporal
     /// outage (R-CON-16); a cancel that still could not be delivered is an error, never dropped.
+    /// A cancel that comes after the task ended, or again, is acknowledged like one that won
+    /// (R-CON-6): the task's status tells the caller which happened.
     pub async fn cancel_task_op(&self, task_id: &str, scope: &CallerScope) -> Result<(), McpError> {
         let op = self.task_op(task_id, scope)?;
         let deadline = tokio::time::Instant::now() + TASK_CANCEL_OUTAGE_BUDGET;
-        self.inner
+        let refused = match self
+            .inner
             .client
             .cancel_until(&op, "MCP tasks/cancel", deadline)
             .await
-            .map_err(|e| internal("cancelling the task", e))
+        {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        match self.inner.client.describe(&op).await {
+            Ok(d) if d.status != OperationStatus::Running || d.cancel_requested => Ok(()),
+            Err(e @ OperationClientError::NotFound { .. }) => {
+                Err(task_error("cancelling the task", e))
+            }
+            _ => Err(task_error("cancelling the task", refused)),
+        }
+    }
+}
+
+/// A failed Temporal call about a task: a task Temporal no longer keeps (its namespace's
+/// retention passed) is invalid params, as an unknown one (R-CON-6); anything else is internal.
+fn task_error(what: &str, error: OperationClientError) -> McpError {
+    match error {
+        OperationClientError::NotFound { .. } => McpError::invalid_params(
+            "unknown task: Temporal no longer keeps it (its namespace's retention passed)",
+            None,
+        ),
+        e => internal(what, e),
     }
 }
 

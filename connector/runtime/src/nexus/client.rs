@@ -120,6 +120,8 @@ pub struct OperationDescription {
     pub outcome: Option<OperationOutcome>,
     /// When it was scheduled and last changed, as the server records them.
     pub times: OperationTimes,
+    /// Whether a cancel was requested (delivered or not).
+    pub cancel_requested: bool,
 }
 
 /// Why a client call failed.
@@ -436,6 +438,7 @@ impl OperationClient {
             .into_inner();
         let info = resp.info.unwrap_or_default();
         let times = OperationTimes::of(&info);
+        let cancel_requested = info.cancellation_info.is_some();
         let status = OperationStatus::from(info.status());
         use describe_nexus_operation_execution_response::Outcome;
         let outcome = match resp.outcome {
@@ -459,6 +462,7 @@ impl OperationClient {
             operation_token: info.operation_token,
             outcome,
             times,
+            cancel_requested,
         })
     }
 
