@@ -91,6 +91,8 @@ impl TestIssuer {
         });
         let mut header = Header::new(Algorithm::ES256);
         header.kid = Some(KID.into());
+        // RFC 9068 access tokens (R-CON-9).
+        header.typ = Some("at+jwt".into());
         jsonwebtoken::encode(&header, &claims, &self.key).unwrap()
     }
 
@@ -335,6 +337,8 @@ async fn unauthenticated_requests_get_challenges_that_lead_to_the_metadata() {
                             "exp": now - 3600});
         let mut header = Header::new(Algorithm::ES256);
         header.kid = Some(KID.into());
+        // RFC 9068 access tokens (R-CON-9).
+        header.typ = Some("at+jwt".into());
         jsonwebtoken::encode(&header, &claims, &idp.key).unwrap()
     };
     let cases = [

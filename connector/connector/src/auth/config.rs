@@ -51,6 +51,9 @@ pub struct AuthConfig {
     pub algorithms: Vec<Algorithm>,
     /// Clock skew allowed when checking `exp` and `nbf`.
     pub leeway: Duration,
+    /// Also accept tokens typed `JWT`, or untyped, besides RFC 9068's `at+jwt` (for identity
+    /// providers that do not type their access tokens).
+    pub accept_untyped_tokens: bool,
 }
 
 #[derive(Deserialize)]
@@ -74,6 +77,8 @@ struct Raw {
     algorithms: Option<Vec<String>>,
     #[serde(default, with = "humantime_serde")]
     leeway: Option<Duration>,
+    #[serde(default)]
+    accept_untyped_tokens: bool,
 }
 
 /// The most clock skew `leeway` may forgive on `exp` and `nbf`: more would keep expired tokens
@@ -107,7 +112,7 @@ impl AuthConfig {
         let file: File = crate::yaml::from_str(text).map_err(|e| {
             format!(
                 "{e} (expected a mapping `auth:` with resource, issuer and optional audience, \
-                 required_scopes, jwks_uri, algorithms, leeway)"
+                 required_scopes, jwks_uri, algorithms, leeway, accept_untyped_tokens)"
             )
         })?;
         let raw = file.auth;
@@ -173,6 +178,7 @@ impl AuthConfig {
                 }
                 leeway => leeway,
             },
+            accept_untyped_tokens: raw.accept_untyped_tokens,
         })
     }
 

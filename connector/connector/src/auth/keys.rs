@@ -21,6 +21,9 @@ const MAX_AGE: Duration = Duration::from_secs(600);
 /// flood of forged unknown key ids must not become a flood of requests to the identity
 /// provider, and a slow provider must not be asked again while it is still answering).
 const MIN_REFRESH: Duration = Duration::from_secs(10);
+/// The most bytes read of a key set or metadata document (R-CON-9): real ones are a few KiB;
+/// a provider, or whatever answers in its name, must not fill the connector's memory.
+pub const MAX_DOCUMENT_BYTES: usize = 256 * 1024;
 
 /// Fetches and caches one issuer's keys. Requests never wait behind a fetch for keys they
 /// already have; requests that need new keys share one fetch.
@@ -208,11 +211,32 @@ impl KeySource {
         if !status.is_success() {
             return Err(format!("GET {url}: HTTP {status}"));
         }
-        response
-            .json()
-            .await
-            .map_err(|e| format!("GET {url}: not the expected JSON: {e}"))
+        let body = read_capped(url, response).await?;
+        serde_json::from_slice(&body).map_err(|e| format!("GET {url}: not the expected JSON: {e}"))
     }
+}
+
+/// The body of `response`, refused once it passes [`MAX_DOCUMENT_BYTES`] (announced or read).
+async fn read_capped(url: &Url, mut response: reqwest::Response) -> Result<Vec<u8>, String> {
+    let too_large = || format!("GET {url}: the answer is larger than {MAX_DOCUMENT_BYTES} bytes");
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_DOCUMENT_BYTES as u64)
+    {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| format!("GET {url}: {e}"))?
+    {
+        if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// Metadata found by discovery must name the configured issuer (RFC 8414 section 3.3, OpenID
@@ -317,6 +341,34 @@ mod tests {
             url,
             hits,
             delay_ms,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_endless_or_huge_key_set_is_cut_off_at_the_bound() {
+        let endless = || async {
+            let chunk = axum::body::Bytes::from(vec![b' '; 64 * 1024]);
+            axum::body::Body::from_stream(futures::stream::repeat_with(move || {
+                Ok::<_, std::io::Error>(chunk.clone())
+            }))
+        };
+        let app = axum::Router::new()
+            .route("/endless", axum::routing::get(endless))
+            .route(
+                "/huge",
+                axum::routing::get(|| async { " ".repeat(MAX_DOCUMENT_BYTES + 1) }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        for path in ["endless", "huge"] {
+            let url = Url::parse(&format!("{base}/{path}")).unwrap();
+            let source = Arc::new(KeySource::new("http://127.0.0.1/", Some(url)));
+            let err = tokio::time::timeout(Duration::from_secs(60), source.keys(Some("k1")))
+                .await
+                .expect("an endless body is cut off, not read for ever")
+                .unwrap_err();
+            assert!(err.contains("larger than 262144 bytes"), "{path}: {err}");
         }
     }
 

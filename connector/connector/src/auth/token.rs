@@ -103,7 +103,7 @@ pub fn verify(
 ) -> Result<VerifiedCaller, AuthError> {
     let header = jsonwebtoken::decode_header(token)
         .map_err(|e| AuthError::Invalid(format!("malformed token: {e}")))?;
-    check_type(header.typ.as_deref())?;
+    check_type(header.typ.as_deref(), config.accept_untyped_tokens)?;
     if !config.algorithms.contains(&header.alg) {
         return Err(AuthError::Invalid(format!(
             "algorithm {:?} is not accepted",
@@ -158,19 +158,30 @@ pub fn verify(
     }))
 }
 
-/// The token's `typ`, when present, must say access token: `at+jwt` (RFC 9068, also as
-/// `application/at+jwt`) or the generic `JWT` many providers write. Any other type (an
-/// ID token profile, a logout or DPoP proof, a security event) is not a bearer token for this
-/// resource, whatever it claims.
-fn check_type(typ: Option<&str>) -> Result<(), AuthError> {
-    let Some(typ) = typ else { return Ok(()) };
-    let t = typ.to_ascii_lowercase();
-    let t = t.strip_prefix("application/").unwrap_or(&t);
-    if matches!(t, "at+jwt" | "jwt") {
-        return Ok(());
+/// The token's `typ` must say access token: `at+jwt` (RFC 9068 section 4, also as
+/// `application/at+jwt`), so that no other JWT the issuer signs for this audience (an ID
+/// token, a logout or DPoP proof, a security event) is taken for one. With `untyped` (the
+/// auth file's `accept_untyped_tokens`, for providers that do not type access tokens) the
+/// generic `JWT` and a missing `typ` pass too; other types never do.
+fn check_type(typ: Option<&str>, untyped: bool) -> Result<(), AuthError> {
+    let t = typ.map(|t| t.to_ascii_lowercase());
+    let t = t
+        .as_deref()
+        .map(|t| t.strip_prefix("application/").unwrap_or(t));
+    match t {
+        Some("at+jwt") => return Ok(()),
+        None | Some("jwt") if untyped => return Ok(()),
+        _ => {}
     }
+    let shown = typ.map_or_else(|| "none".to_owned(), |t| format!("{t:?}"));
+    let hint = if matches!(t, None | Some("jwt")) {
+        "; if the identity provider does not type its access tokens, set \
+         auth.accept_untyped_tokens: true in --auth-config"
+    } else {
+        ""
+    };
     Err(AuthError::Invalid(format!(
-        "the token's type {typ:?} is not an access token (at+jwt, RFC 9068)"
+        "the token's type {shown} is not an access token (at+jwt, RFC 9068){hint}"
     )))
 }
 
@@ -268,6 +279,7 @@ mod tests {
     fn mint(issuer: &Issuer, kid: Option<&str>, claims: &Value) -> String {
         let mut header = Header::new(Algorithm::ES256);
         header.kid = kid.map(str::to_owned);
+        header.typ = Some("at+jwt".into());
         jsonwebtoken::encode(&header, claims, &issuer.key).unwrap()
     }
 
@@ -307,20 +319,34 @@ mod tests {
             header.typ = typ.map(str::to_owned);
             jsonwebtoken::encode(&header, &good_claims(), &idp.key).unwrap()
         };
-        for ok in [
-            None,
-            Some("at+jwt"),
-            Some("application/at+JWT"),
-            Some("JWT"),
-        ] {
+        let untyped = AuthConfig {
+            accept_untyped_tokens: true,
+            ..config()
+        };
+        for ok in [Some("at+jwt"), Some("application/at+JWT")] {
             assert!(verify(&typed(ok), &set, &config()).is_ok(), "{ok:?}");
+            assert!(verify(&typed(ok), &set, &untyped).is_ok(), "{ok:?}");
         }
-        for bad in ["dpop+jwt", "logout+jwt", "secevent+jwt", "id_token+jwt"] {
-            let refused = verify(&typed(Some(bad)), &set, &config()).unwrap_err();
+        // RFC 9068: a generic or missing type is refused unless the operator opted in.
+        for generic in [None, Some("JWT"), Some("jwt")] {
+            let refused = verify(&typed(generic), &set, &config()).unwrap_err();
             assert!(
-                matches!(&refused, AuthError::Invalid(r) if r.contains(bad) && r.contains("at+jwt")),
+                matches!(&refused, AuthError::Invalid(r) if r.contains("accept_untyped_tokens")),
                 "{refused:?}"
             );
+            assert!(
+                verify(&typed(generic), &set, &untyped).is_ok(),
+                "{generic:?}"
+            );
+        }
+        for bad in ["dpop+jwt", "logout+jwt", "secevent+jwt", "id_token+jwt"] {
+            for config in [config(), untyped.clone()] {
+                let refused = verify(&typed(Some(bad)), &set, &config).unwrap_err();
+                assert!(
+                    matches!(&refused, AuthError::Invalid(r) if r.contains(bad) && r.contains("at+jwt")),
+                    "{refused:?}"
+                );
+            }
         }
     }
 
@@ -393,7 +419,10 @@ mod tests {
             (mint(&idp, Some("k9"), &good_claims()), "key id"),
             (
                 jsonwebtoken::encode(
-                    &Header::new(Algorithm::HS256),
+                    &Header {
+                        typ: Some("at+jwt".into()),
+                        ..Header::new(Algorithm::HS256)
+                    },
                     &good_claims(),
                     &EncodingKey::from_secret(b"guess").unwrap(),
                 )
