@@ -775,13 +775,12 @@ async fn internal_failures_reach_callers_as_stable_messages_without_details() {
     client.cancel().await.unwrap();
 }
 
-/// R-NXC-5: MCP tool names may hold characters a Nexus operation name cannot carry as is (a
-/// `/`, as in `files/read`, or a space); the connector, the proxy and the listing agree on a
-/// reversible encoding, so such a tool is listed under its own name and callable.
-#[tokio::test]
-async fn tools_whose_names_hold_slashes_are_listed_and_callable() {
-    let env = TestEnv::shared("connector-slash").await;
-    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+/// The standard mock upstream as `service`, with a copy of `echo` under each of `names`.
+fn mock_with_echoes_named(
+    service: &str,
+    names: &[&str],
+    ledger: &Ledger,
+) -> durable_mcp::outbound::UpstreamConfig {
     let mut spec = UpstreamSpec::standard();
     let echo = spec
         .tools
@@ -789,20 +788,26 @@ async fn tools_whose_names_hold_slashes_are_listed_and_callable() {
         .find(|t| t.name == "echo")
         .unwrap()
         .clone();
-    let names = ["files/read", "a b~c%2F", "..", "docs.v2/list"];
     for name in names {
         let mut tool = echo.clone();
-        tool.name = name.to_owned();
+        tool.name = (*name).to_owned();
         spec.tools.push(tool);
     }
     let spec_file = temp_path("spec.json");
     std::fs::write(&spec_file, serde_json::to_vec(&spec).unwrap()).unwrap();
-    let upstream = mock_stdio_upstream_with_args(
-        "slashes",
-        vec!["--spec".into(), spec_file.to_string_lossy().into_owned()],
-        &ledger,
-    )
-    .unwrap();
+    let args = vec!["--spec".into(), spec_file.to_string_lossy().into_owned()];
+    mock_stdio_upstream_with_args(service, args, ledger).unwrap()
+}
+
+/// R-NXC-5: MCP tool names may hold characters a Nexus operation name cannot carry as is (a
+/// `/`, as in `files/read`, or a space); the connector, the proxy and the listing agree on a
+/// reversible encoding, so such a tool is listed under its own name and callable.
+#[tokio::test]
+async fn tools_whose_names_hold_slashes_are_listed_and_callable() {
+    let env = TestEnv::shared("connector-slash").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let names = ["files/read", "a b~c%2F", "..", "docs.v2/list"];
+    let upstream = mock_with_echoes_named("slashes", &names, &ledger);
     let _proxy = start_proxy(&env, vec![upstream]);
     let client = client_for(connector_for(&env, "slashes")).await.unwrap();
 
@@ -828,5 +833,48 @@ async fn tools_whose_names_hold_slashes_are_listed_and_callable() {
         );
         assert_eq!(ledger.count_key(name, LedgerEvent::Called, name), 1);
     }
+    client.cancel().await.unwrap();
+}
+
+/// R-CON-2, R-CON-11: a route whose listing fails is left out and the others are listed and
+/// callable, on a fresh connector too; an upstream tool named like a companion tool is left out
+/// and the companion tool keeps the name.
+#[tokio::test]
+async fn a_failing_route_and_a_routed_companion_name_leave_the_other_tools_served() {
+    let env = TestEnv::shared("connector-failing-route").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let upstream = mock_with_echoes_named("clashing", &["task_status"], &ledger);
+    let _proxy = start_proxy(&env, vec![upstream]);
+    // No worker serves "nowhere": its listing fails (or times out) every time.
+    let mut options = ConnectorOptions::new(vec![
+        route("nowhere", &env.endpoint),
+        route("clashing", &env.endpoint),
+    ]);
+    options.companion_tools = true;
+    options.list_timeout = Duration::from_secs(3);
+    let client = client_for(Connector::new(env.client.clone(), options))
+        .await
+        .unwrap();
+    // A fresh connector: the first request is a call, which lists the routes first.
+    let echo = client
+        .peer()
+        .call_tool(tool_call("echo", json!({"key": "fresh"})))
+        .await
+        .unwrap();
+    assert_eq!(echo.structured_content, Some(json!({"key": "fresh"})));
+    let tools = client.peer().list_all_tools().await.unwrap();
+    let named = |name: &str| tools.iter().filter(|t| t.name == name).collect::<Vec<_>>();
+    assert_eq!(named("echo").len(), 1, "{tools:?}");
+    let status = named("task_status");
+    assert_eq!(status.len(), 1, "{tools:?}");
+    assert!(
+        status[0]
+            .description
+            .as_deref()
+            .unwrap_or_default()
+            .contains("long tool call"),
+        "the companion tool keeps the name: {:?}",
+        status[0]
+    );
     client.cancel().await.unwrap();
 }

@@ -73,35 +73,41 @@ impl Connector {
         Ok(tools)
     }
 
-    /// Every route's tools, merged; two routes exposing one tool name is an error naming both.
-    async fn merged_routes(&self) -> Result<Merged, McpError> {
+    /// Every route's tools, merged (R-CON-2). A route whose listing fails is left out (logged,
+    /// and asked again at the next listing: failures are not cached), so one upstream cannot
+    /// stop the listing of the others; its failure is answered beside the merge.
+    async fn merged_routes(&self) -> Result<(Merged, Vec<String>), McpError> {
         let routes = &self.inner.options.routes;
         let lists = join_all((0..routes.len()).map(|i| self.cached_route(i))).await;
         let mut ok = Vec::new();
+        let mut failed = Vec::new();
         for (route, listed) in routes.iter().zip(lists) {
             match listed {
                 Ok(tools) => ok.push((route.clone(), tools)),
                 Err(RouteError::OverCap(e)) => return Err(e),
                 Err(RouteError::Failed(e)) => {
-                    return Err(internal(
-                        "listing the tools",
-                        format_args!(
-                            "listing the tools of service {:?} (endpoint {:?}): {e}",
-                            route.service, route.endpoint
-                        ),
-                    ));
+                    let why = format!(
+                        "listing the tools of service {:?} (endpoint {:?}): {e}",
+                        route.service, route.endpoint
+                    );
+                    tracing::warn!("{why}; its tools are left out until a listing succeeds");
+                    failed.push(why);
                 }
             }
         }
-        Ok(self.merge(ok).await)
+        Ok((self.merge(ok).await, failed))
     }
 
     /// Merges the routes' lists (R-CON-2): an ambiguous name is left out, remembered for the
     /// error a call of it gets, and logged when it first appears.
     async fn merge(&self, lists: Vec<(Route, Vec<Value>)>) -> Merged {
         let local = self.inner.local.as_ref();
+        let companions = self.inner.options.companion_tools;
         let merged = merge_tool_lists(lists, |name| {
-            local.filter(|l| l.has_tool(name)).map(|l| l.origin())
+            local
+                .filter(|l| l.has_tool(name))
+                .map(|l| l.origin())
+                .or_else(|| companion_origin(companions, name))
         });
         let mut known = self.inner.ambiguous.write().await;
         for a in &merged.ambiguous {
@@ -122,15 +128,18 @@ impl Connector {
     /// cannot be listed yet (their workers may start later).
     pub async fn check_tool_names(&self) -> Result<Vec<String>, String> {
         match self.merged_routes().await {
-            Ok(merged) => Ok(merged.ambiguous.iter().map(|a| a.to_string()).collect()),
+            Ok((_, failed)) if !failed.is_empty() => Err(failed.join("; ")),
+            Ok((merged, _)) => Ok(merged.ambiguous.iter().map(|a| a.to_string()).collect()),
             Err(e) => Err(e.message.to_string()),
         }
     }
 
-    /// Asks every route for its tools and replaces the catalog. An ambiguous name is left out
-    /// (R-CON-2).
-    pub async fn refresh_tools(&self) -> Result<Vec<(Route, Value)>, McpError> {
-        let merged = self.merged_routes().await?.tools;
+    /// Asks every route for its tools and replaces the catalog. An ambiguous name, and the
+    /// tools of a route whose listing failed, are left out (R-CON-2); the failures are
+    /// answered beside the tools.
+    pub async fn refresh_tools(&self) -> Result<(Vec<(Route, Value)>, Vec<String>), McpError> {
+        let (merged, failed) = self.merged_routes().await?;
+        let merged = merged.tools;
         let mut catalog = self.inner.tools.write().await;
         *catalog = merged
             .iter()
@@ -141,7 +150,7 @@ impl Connector {
                 )
             })
             .collect();
-        Ok(merged)
+        Ok((merged, failed))
     }
 
     /// The tool's route and listing. A tool the catalog lacks is looked up again through the
@@ -151,10 +160,15 @@ impl Connector {
         if let Some(found) = self.inner.tools.read().await.get(tool) {
             return Ok(found.clone());
         }
-        self.refresh_tools().await?;
+        let (_, failed) = self.refresh_tools().await?;
         let found = self.inner.tools.read().await.get(tool).cloned();
         match found {
             Some(found) => Ok(found),
+            // The tool may be one of a route that could not be listed: not "unknown".
+            None if !failed.is_empty() => Err(internal(
+                "listing the tools",
+                format_args!("{tool:?} is not listed: {}", failed.join("; ")),
+            )),
             None => Err(self.unknown_tool(tool).await),
         }
     }
@@ -167,6 +181,12 @@ impl Connector {
         }
         McpError::invalid_params(format!("unknown tool: {tool}"), Some(json!({"tool": tool})))
     }
+}
+
+/// The origin a routed tool named `name` yields to: the companion tools, when they are served
+/// and `name` is one of theirs (R-CON-11). The routed tool is left out, as for a local tool.
+fn companion_origin(companions: bool, name: &str) -> Option<&'static str> {
+    (companions && super::companion::is_companion(name)).then_some("--companion-tools")
 }
 
 /// Why a route's tools could not be had.
@@ -193,6 +213,16 @@ fn list_did_not_succeed(outcome: &OperationOutcome, timeout: Duration) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_routed_companion_name_yields_only_while_the_companions_are_served() {
+        assert_eq!(
+            companion_origin(true, "task_status"),
+            Some("--companion-tools")
+        );
+        assert_eq!(companion_origin(true, "echo"), None);
+        assert_eq!(companion_origin(false, "task_status"), None);
+    }
 
     #[test]
     fn a_listing_that_timed_out_points_at_the_task_queue_worker() {

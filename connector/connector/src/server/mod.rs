@@ -43,6 +43,7 @@ mod tasks;
 
 use call::{Started, conflict_result, idempotency_key};
 use companion::{companion_tools, continues_as_task, is_companion};
+use internal::internal;
 pub use logging::DEFAULT_LOG_LEVEL;
 use scope::{granted_scopes, insufficient_scope, request_share};
 use tasks::{supports_tasks, tasks_extension_required};
@@ -175,6 +176,14 @@ impl Connector {
         }
     }
 
+    /// Whether a listing has nothing to offer but failures: every route failed and no local
+    /// tool is served. The caller then reads that listing failed (R-CON-15), not an empty list.
+    fn nothing_listable(&self, failed: &[String]) -> bool {
+        !failed.is_empty()
+            && failed.len() == self.inner.options.routes.len()
+            && self.inner.local.is_none()
+    }
+
     /// The local tool set, when `name` is one of its tools.
     fn local_for(&self, name: &str) -> Option<&Arc<dyn LocalTools>> {
         self.inner.local.as_ref().filter(|n| n.has_tool(name))
@@ -256,26 +265,17 @@ impl ServerHandler for Typed {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let mut listed: Vec<Value> = self
-            .refresh_tools()
-            .await?
+        // A routed tool named like a companion tool is left out of the routed list, and so are
+        // the tools of a route that could not be listed (R-CON-2).
+        let (routed, failed) = self.refresh_tools().await?;
+        if self.nothing_listable(&failed) {
+            return Err(internal("listing the tools", failed.join("; ")));
+        }
+        let mut listed: Vec<Value> = routed
             .into_iter()
             .map(|(_, t)| as_written::as_listed(t))
             .collect();
         if self.inner.options.companion_tools {
-            if let Some(clash) = listed
-                .iter()
-                .find(|t| is_companion(t["name"].as_str().unwrap_or_default()))
-            {
-                return Err(McpError::internal_error(
-                    format!(
-                        "a route exposes a tool named {}, which --companion-tools reserves; \
-                         drop --companion-tools or rename the tool",
-                        clash["name"]
-                    ),
-                    None,
-                ));
-            }
             listed.extend(companion_tools());
         }
         let tools = listed
