@@ -667,13 +667,7 @@ async fn a_native_tool_service_with_a_codec_reads_and_answers_encoded_payloads()
     };
     use temporalio_protos::temporal::api::workflowservice::v1::describe_nexus_operation_execution_response::Outcome;
     let env = TestEnv::shared("native-codec").await;
-    let server = durable_mcp_conformance::fixtures::CodecServer::start(
-        "127.0.0.1:0".parse().unwrap(),
-        None,
-        None,
-    )
-    .await
-    .unwrap();
+    let server = codec_server().await;
     let codec: std::sync::Arc<dyn PayloadCodec> =
         std::sync::Arc::new(RemoteCodec::new(&server.url, &env.namespace).unwrap());
     let service = durable_mcp_examples::tool_service(

@@ -589,6 +589,18 @@ pub async fn serve_xor_codec() -> (
     (url, task, namespaces)
 }
 
+/// The conformance crate's codec server (AES-GCM, a random key, no authorization) on a free
+/// loopback port.
+pub async fn codec_server() -> durable_mcp_conformance::fixtures::CodecServer {
+    durable_mcp_conformance::fixtures::CodecServer::start(
+        "127.0.0.1:0".parse().unwrap(),
+        None,
+        None,
+    )
+    .await
+    .unwrap()
+}
+
 /// The Nexus operation as Temporal stores it, input and outcome included: what tests that
 /// check stored payloads (codec, secrets) read back from the server.
 pub async fn stored_operation(

@@ -164,6 +164,25 @@ fn start_args(env: &TestEnv, id: &str, input: Value) -> Value {
     json!({"workflow_type": "ops-workflow", "task_queue": env.task_queue, "workflow_id": id, "args": [input]})
 }
 
+/// `get_workflow_event` of event `n` of Workflow `id`.
+async fn event_of(tools: &TemporalToolset, id: &str, n: i64) -> Value {
+    let args = json!({"workflow_id": id, "event_id": n});
+    ok(tools, "get_workflow_event", args).await
+}
+
+/// Asserts that no Workflow `id` exists: a refused call started nothing.
+async fn assert_never_started(env: &TestEnv, id: &str) {
+    let args = json!({"workflow_id": id});
+    let (kind, text) = fails(&default_toolset(env), "describe_workflow", args).await;
+    assert_eq!(kind, "NotFound", "nothing was started: {text}");
+}
+
+/// Terminates the Workflow `id` a test left running.
+async fn clean_up(tools: &TemporalToolset, id: &str) {
+    let reason = json!({"workflow_id": id, "reason": "test cleanup"});
+    ok(tools, "terminate_workflow", reason).await;
+}
+
 #[tokio::test]
 async fn workflow_tools_start_find_read_signal_query_continue_and_cancel_a_workflow() {
     let env = TestEnv::shared("ops-wf").await;
@@ -238,12 +257,7 @@ async fn workflow_tools_start_find_read_signal_query_continue_and_cancel_a_workf
         (Some(1), Some(true))
     );
 
-    let event = ok(
-        &tools,
-        "get_workflow_event",
-        json!({"workflow_id": id, "event_id": 1}),
-    )
-    .await;
+    let event = event_of(&tools, &id, 1).await;
     assert_eq!(event["event"]["event_type"], "WorkflowExecutionStarted");
     assert_eq!(
         event["event"]["attributes"]["input"]["payloads"],
@@ -599,12 +613,7 @@ async fn schedule_tools_create_list_pause_trigger_and_delete_a_schedule() {
     assert_eq!(deleted["deleted"], true);
     let (kind, _) = fails(&tools, "describe_schedule", json!({"schedule_id": id})).await;
     assert_eq!(kind, "NotFound");
-    ok(
-        &tools,
-        "terminate_workflow",
-        json!({"workflow_id": started, "reason": "test cleanup"}),
-    )
-    .await;
+    clean_up(&tools, &started).await;
 }
 
 #[tokio::test]
@@ -659,7 +668,8 @@ async fn a_remote_codec_encodes_what_is_sent_and_decodes_what_is_shown() {
         &env.namespace,
         NamespacePolicy::default_only(&env.namespace),
         Some(codec),
-    );
+    )
+    .with_decoding();
     let plain = default_toolset(&env);
     let id = durable_mcp_conformance::harness::unique_name("ops-codec");
     // No worker: nothing here could decode the encoded input anyway.
@@ -676,22 +686,12 @@ async fn a_remote_codec_encodes_what_is_sent_and_decodes_what_is_shown() {
     )
     .await;
 
-    let decoded = ok(
-        &with_codec,
-        "get_workflow_event",
-        json!({"workflow_id": id, "event_id": 1}),
-    )
-    .await;
+    let decoded = event_of(&with_codec, &id, 1).await;
     assert_eq!(
         decoded["event"]["attributes"]["input"]["payloads"],
         json!([{"secret": "plans"}])
     );
-    let stored = ok(
-        &plain,
-        "get_workflow_event",
-        json!({"workflow_id": id, "event_id": 1}),
-    )
-    .await;
+    let stored = event_of(&plain, &id, 1).await;
     let shown = &stored["event"]["attributes"]["input"]["payloads"][0];
     assert_eq!(
         shown["encoding"], "binary/xor-remote",
@@ -717,12 +717,7 @@ async fn a_remote_codec_encodes_what_is_sent_and_decodes_what_is_shown() {
         signal["attributes"]["input"]["payloads"][0]["encoding"], "binary/xor-remote",
         "history keeps inputs encoded"
     );
-    let event = ok(
-        &with_codec,
-        "get_workflow_event",
-        json!({"workflow_id": id, "event_id": signal_id}),
-    )
-    .await;
+    let event = event_of(&with_codec, &id, signal_id).await;
     assert_eq!(
         event["event"]["attributes"]["input"]["payloads"],
         json!(["hush"])
@@ -737,13 +732,214 @@ async fn a_remote_codec_encodes_what_is_sent_and_decodes_what_is_shown() {
             .all(|ns| ns == &env.namespace),
         "X-Namespace is the call's namespace"
     );
+    clean_up(&plain, &id).await;
+    server.abort();
+}
+
+/// R-OPS-7: a Temporal user without codec access copies another Workflow's ciphertext into a
+/// Workflow of their own; a connector that holds the codec shows it to them still encrypted,
+/// unless its operator opted in to decoding (then every caller reads the namespace's values).
+#[tokio::test]
+async fn ciphertext_copied_into_another_workflow_is_not_decrypted_without_the_opt_in() {
+    use temporalio_protos::temporal::api::{
+        common::v1::{WorkflowExecution, WorkflowType},
+        history::v1::history_event::Attributes,
+        taskqueue::v1::TaskQueue,
+        workflowservice::v1::{GetWorkflowExecutionHistoryRequest, StartWorkflowExecutionRequest},
+    };
+    let env = TestEnv::shared("ops-planted").await;
+    let server = codec_server().await;
+    let with_codec = || {
+        TemporalToolset::new(
+            env.connection.clone(),
+            &env.namespace,
+            NamespacePolicy::default_only(&env.namespace),
+            Some(durable_mcp::temporal::codec::RemoteCodec::new(&server.url, "unused").unwrap()),
+        )
+    };
+    let (encoding_only, decoding) = (with_codec(), with_codec().with_decoding());
+    let victim = durable_mcp_conformance::harness::unique_name("ops-victim");
     ok(
-        &plain,
-        "terminate_workflow",
-        json!({"workflow_id": id, "reason": "test cleanup"}),
+        &encoding_only,
+        "start_workflow",
+        start_args(&env, &victim, json!({"card": "4111-1111"})),
     )
     .await;
-    server.abort();
+    // The planter reads the stored ciphertext with its own Temporal access and starts a
+    // Workflow of its own with it.
+    let history = env
+        .connection
+        .workflow_service()
+        .get_workflow_execution_history(tonic::Request::new(GetWorkflowExecutionHistoryRequest {
+            namespace: env.namespace.clone(),
+            execution: Some(WorkflowExecution {
+                workflow_id: victim.clone(),
+                run_id: String::new(),
+            }),
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    let started = history.history.unwrap().events[0].attributes.clone();
+    let Some(Attributes::WorkflowExecutionStartedEventAttributes(started)) = started else {
+        panic!("event 1 is the start: {started:?}")
+    };
+    let planted = durable_mcp_conformance::harness::unique_name("ops-planted");
+    env.connection
+        .workflow_service()
+        .start_workflow_execution(tonic::Request::new(StartWorkflowExecutionRequest {
+            namespace: env.namespace.clone(),
+            workflow_id: planted.clone(),
+            workflow_type: Some(WorkflowType {
+                name: "ops-workflow".into(),
+            }),
+            task_queue: Some(TaskQueue {
+                name: env.task_queue.clone(),
+                ..Default::default()
+            }),
+            input: started.input,
+            request_id: uuid::Uuid::new_v4().to_string(),
+            ..Default::default()
+        }))
+        .await
+        .unwrap();
+    // Any read caller of a connector that did not opt in sees ciphertext, not the card.
+    let shown = event_of(&encoding_only, &planted, 1).await;
+    assert!(!shown.to_string().contains("4111"), "{shown}");
+    assert_eq!(
+        shown["event"]["attributes"]["input"]["payloads"][0]["encoding"],
+        durable_mcp_conformance::fixtures::codec::ENCRYPTED_ENCODING
+    );
+    // The operator's opt-in decodes what a Workflow holds, whoever put it there (R-OPS-7 says
+    // who may then call the decoding tools).
+    let opted_in = event_of(&decoding, &planted, 1).await;
+    assert_eq!(
+        opted_in["event"]["attributes"]["input"]["payloads"],
+        json!([{"card": "4111-1111"}])
+    );
+    for id in [&victim, &planted] {
+        clean_up(&encoding_only, id).await;
+    }
+}
+
+/// R-OPS-8: a history larger than the answer limit is cut at the limit with a headline saying
+/// how to read the rest; an answer that cannot be cut is refused naming both sizes.
+#[tokio::test]
+async fn history_answers_stop_at_the_byte_limit_and_say_how_to_read_the_rest() {
+    let env = TestEnv::shared("ops-budget").await;
+    let limit = 64 * 1024;
+    let tools = default_toolset(&env).with_answer_bytes(limit);
+    let id = durable_mcp_conformance::harness::unique_name("ops-budget");
+    ok(
+        &tools,
+        "start_workflow",
+        start_args(&env, &id, json!("small")),
+    )
+    .await;
+    let blob = "x".repeat(20 * 1024);
+    for _ in 0..6 {
+        ok(
+            &tools,
+            "signal_workflow",
+            json!({"workflow_id": id, "signal_name": "add", "args": [blob]}),
+        )
+        .await;
+    }
+    let result = tools
+        .call(
+            "get_workflow_history",
+            json!({"workflow_id": id}).as_object().unwrap(),
+        )
+        .await;
+    let text = result.content[0].as_text().unwrap().text.clone();
+    let history = structured(&tools, "get_workflow_history", result);
+    assert_eq!(history["truncated"], true, "{history}");
+    let count = history["count"].as_u64().unwrap();
+    assert!(
+        (1..7).contains(&count),
+        "{count} of 7 events fit in {limit} bytes"
+    );
+    assert!(
+        serde_json::to_vec(&history).unwrap().len() <= limit,
+        "the answer stays within the limit"
+    );
+    assert!(
+        text.contains("answer limit of 65536 bytes") && text.contains("get_workflow_event"),
+        "{text}"
+    );
+    // One event is whole or refused: a value the limit cannot hold is an AnswerTooLarge error.
+    let small = default_toolset(&env).with_answer_bytes(4 * 1024);
+    let (kind, text) = fails(
+        &small,
+        "get_workflow_event",
+        json!({"workflow_id": id, "event_id": count + 1}),
+    )
+    .await;
+    assert_eq!(kind, "AnswerTooLarge", "{text}");
+    assert!(text.contains("limit of 4096 bytes"), "{text}");
+    clean_up(&tools, &id).await;
+}
+
+/// R-OPS-9: a read-only toolset (HTTP without auth) lists no tool that changes state and
+/// refuses a call of one naming the flags, before any request.
+#[tokio::test]
+async fn a_read_only_toolset_neither_lists_nor_runs_the_tools_that_change_state() {
+    let env = TestEnv::shared("ops-read-only").await;
+    let tools = default_toolset(&env).read_only();
+    let names: Vec<_> = tools
+        .tools()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(names.contains(&"list_workflows".to_owned()), "{names:?}");
+    for change in [
+        "start_workflow",
+        "terminate_workflow",
+        "batch_terminate",
+        "delete_schedule",
+    ] {
+        assert!(!names.contains(&change.to_owned()), "{change} in {names:?}");
+    }
+    let id = durable_mcp_conformance::harness::unique_name("ops-read-only");
+    let (kind, text) = fails(&tools, "start_workflow", start_args(&env, &id, json!(1))).await;
+    assert_eq!(kind, "PermissionDenied", "{text}");
+    assert!(
+        text.contains("--auth-config") && text.contains("--temporal-tools-unauthenticated-writes"),
+        "{text}"
+    );
+    assert_never_started(&env, &id).await;
+}
+
+/// R-OPS-1: a Temporal tool called with an idempotency key is refused, nothing runs: it is
+/// answered directly and could not find an earlier call again.
+#[tokio::test]
+async fn a_keyed_call_of_a_temporal_tool_is_refused_and_runs_nothing() {
+    use durable_mcp::inbound::server::{Connector, ConnectorOptions};
+    let env = TestEnv::shared("ops-keyed").await;
+    let connector = Connector::with_local_tools(
+        env.client.clone(),
+        ConnectorOptions::new(vec![]),
+        Some(std::sync::Arc::new(default_toolset(&env))),
+    );
+    let client = client_for(connector).await.unwrap();
+    let id = durable_mcp_conformance::harness::unique_name("ops-keyed");
+    let mut call = tool_call("start_workflow", start_args(&env, &id, json!(1)));
+    call.meta = Some(serde_json::from_value(json!({"idempotencyKey": "once"})).unwrap());
+    let err = client.peer().call_tool(call).await.unwrap_err().to_string();
+    assert!(
+        err.contains("cannot honour an idempotency key") && err.contains("Nothing ran"),
+        "{err}"
+    );
+    assert_never_started(&env, &id).await;
+    // Without the key it runs.
+    let unkeyed = client
+        .peer()
+        .call_tool(tool_call("list_workflows", json!({})))
+        .await
+        .unwrap();
+    assert_ne!(unkeyed.is_error, Some(true), "{unkeyed:?}");
+    client.cancel().await.unwrap();
 }
 
 /// `durable-mcp-connector --temporal-tools` (no route) as an MCP host starts it.

@@ -44,8 +44,23 @@ pub struct ConnectorFlags {
     /// terminate, delete schedule; write: the other changes; the batch tools also need read).
     /// A caller without the scope gets an `InsufficientScope` tool error and nothing is sent to
     /// Temporal.
+    /// With --temporal-tools-decode, `decode=SCOPE` names the scope the tools that show
+    /// decoded values need besides read.
     #[arg(long, value_name = "FAMILY=SCOPE,...", requires_all = ["temporal_tools", "auth_config"], value_parser = FamilyScopes::parse)]
     pub temporal_tools_scopes: Option<FamilyScopes>,
+    /// With --temporal-tools and --codec-endpoint: also decode the values the tools show
+    /// (results, inputs, query answers, failures) through the codec. Off by default: whoever
+    /// can call those tools then reads every value of the namespace in plaintext, including
+    /// ciphertext a Temporal user without codec access copied into a Workflow of their own.
+    /// With --auth-config it needs a `decode=SCOPE` in --temporal-tools-scopes.
+    #[arg(long, requires_all = ["temporal_tools", "codec_endpoint"])]
+    pub temporal_tools_decode: bool,
+    /// With --temporal-tools over --transport http without --auth-config: also serve the tools
+    /// that change or destroy Temporal state (start, signal, cancel, terminate, batch,
+    /// schedules) to every process that can reach the address. Without it only the read tools
+    /// are served there.
+    #[arg(long, requires = "temporal_tools", conflicts_with = "auth_config")]
+    pub temporal_tools_unauthenticated_writes: bool,
     /// How MCP clients reach the connector.
     #[arg(long, value_enum, default_value_t = Transport::Stdio)]
     pub transport: Transport,

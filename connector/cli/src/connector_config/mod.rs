@@ -135,18 +135,41 @@ pub fn check_exposure(flags: &ConnectorFlags, authenticated: bool) -> Result<(),
     }
 }
 
-/// With inbound OAuth, every Temporal tool family needs its scope (R-OPS-5).
+/// With inbound OAuth, every Temporal tool family needs its scope (R-OPS-5), and decoding
+/// needs the decode scope (R-OPS-7).
 pub fn check_family_scopes(flags: &ConnectorFlags, authenticated: bool) -> Result<(), String> {
     if flags.temporal_tools && authenticated {
         missing_family_scopes(flags.temporal_tools_scopes.as_ref())?;
+        let decode = flags
+            .temporal_tools_scopes
+            .as_ref()
+            .and_then(|s| s.decode.as_ref());
+        if flags.temporal_tools_decode && decode.is_none() {
+            return Err(
+                "--temporal-tools-decode with --auth-config needs the OAuth scope that \
+                        may read decoded values: add decode=SCOPE to --temporal-tools-scopes, \
+                        e.g. decode=temporal.decode"
+                    .into(),
+            );
+        }
     }
     Ok(())
+}
+
+/// Whether the Temporal tools that change state are served (R-OPS-9): always with
+/// `--auth-config` (scopes guard them) and over stdio (only the host that started the
+/// connector speaks to it); over HTTP without auth, where every local process can call, only
+/// with `--temporal-tools-unauthenticated-writes`.
+pub fn serves_temporal_writes(flags: &ConnectorFlags, authenticated: bool) -> bool {
+    authenticated
+        || flags.transport == Transport::Stdio
+        || flags.temporal_tools_unauthenticated_writes
 }
 
 /// With inbound OAuth, every tool family needs its scope: a family left out would be open to
 /// every token the issuer signs (R-OPS-5).
 pub fn missing_family_scopes(scopes: Option<&FamilyScopes>) -> Result<(), String> {
-    let missing = scopes.cloned().unwrap_or_default().missing();
+    let missing = scopes.cloned().unwrap_or_else(FamilyScopes::none).missing();
     if missing.is_empty() {
         return Ok(());
     }
@@ -249,12 +272,22 @@ pub fn temporal_toolset(
     namespace: &str,
     codec: Option<RemoteCodec>,
 ) -> Option<Arc<dyn LocalTools>> {
-    let scopes = flags.temporal_tools_scopes.clone().unwrap_or_default();
-    policy.map(|policy| {
-        Arc::new(
-            TemporalToolset::new(connection.clone(), namespace, policy, codec).with_scopes(scopes),
-        ) as Arc<dyn LocalTools>
-    })
+    let policy = policy?;
+    let mut tools = TemporalToolset::new(connection.clone(), namespace, policy, codec);
+    if let Some(scopes) = flags.temporal_tools_scopes.clone() {
+        tools = tools.with_scopes(scopes);
+    }
+    if flags.temporal_tools_decode {
+        tools = tools.with_decoding();
+    }
+    if !serves_temporal_writes(flags, flags.auth_config.is_some()) {
+        tracing::warn!(
+            "--temporal-tools over HTTP without --auth-config: serving only the read tools \
+             (--temporal-tools-unauthenticated-writes serves the others to every local process)"
+        );
+        tools = tools.read_only();
+    }
+    Some(Arc::new(tools) as Arc<dyn LocalTools>)
 }
 
 /// Whether to list the routed tools at start to report names taken by the Temporal tools:

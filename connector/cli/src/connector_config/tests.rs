@@ -665,3 +665,110 @@ fn checks_before_connecting_run_in_order_and_settle_the_path() {
         assert!(err.starts_with(want), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn over_http_without_auth_the_temporal_tools_change_nothing_unless_told() {
+    // (args, authenticated, write and admin tools served)
+    let cases: &[(Args, bool, bool)] = &[
+        (&["--temporal-tools"], false, true),
+        (&["--temporal-tools", "--transport", "http"], false, false),
+        (
+            &[
+                "--temporal-tools",
+                "--transport",
+                "http",
+                "--temporal-tools-unauthenticated-writes",
+            ],
+            false,
+            true,
+        ),
+        (
+            &[
+                "--temporal-tools",
+                "--transport",
+                "http",
+                "--auth-config",
+                "a",
+                "--temporal-tools-scopes",
+                ALL_SCOPES,
+            ],
+            true,
+            true,
+        ),
+    ];
+    for (args, authenticated, writes) in cases {
+        let flags = parse(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        assert_eq!(
+            serves_temporal_writes(&flags, *authenticated),
+            *writes,
+            "{args:?}"
+        );
+    }
+    assert_clap(&[
+        (
+            &["--route", ROUTE, "--temporal-tools-unauthenticated-writes"],
+            Err(&["--temporal-tools"]),
+        ),
+        (
+            &[
+                "--temporal-tools",
+                "--temporal-tools-unauthenticated-writes",
+                "--auth-config",
+                "a",
+            ],
+            Err(&["cannot be used with"]),
+        ),
+    ]);
+}
+
+#[test]
+fn decoding_what_the_temporal_tools_show_is_opted_in_and_scoped() {
+    assert_clap(&[
+        (
+            &["--temporal-tools", "--temporal-tools-decode"],
+            Err(&["--codec-endpoint"]),
+        ),
+        (
+            &[
+                "--route",
+                ROUTE,
+                "--codec-endpoint",
+                "https://c",
+                "--temporal-tools-decode",
+            ],
+            Err(&["--temporal-tools"]),
+        ),
+        (
+            &[
+                "--temporal-tools",
+                "--codec-endpoint",
+                "https://c",
+                "--temporal-tools-decode",
+            ],
+            Ok(()),
+        ),
+    ]);
+    let with_auth = |scopes: &'static str| {
+        parse(&[
+            "--temporal-tools",
+            "--codec-endpoint",
+            "https://c",
+            "--temporal-tools-decode",
+            "--auth-config",
+            "a",
+            "--temporal-tools-scopes",
+            scopes,
+        ])
+        .unwrap()
+    };
+    let err = check_family_scopes(&with_auth(ALL_SCOPES), true).unwrap_err();
+    assert!(
+        err.starts_with("--temporal-tools-decode with --auth-config needs")
+            && err.contains("decode=SCOPE"),
+        "{err}"
+    );
+    assert_eq!(
+        check_family_scopes(&with_auth("read=r,write=w,admin=a,decode=d"), true),
+        Ok(())
+    );
+}

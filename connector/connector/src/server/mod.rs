@@ -20,7 +20,7 @@ use rmcp::{
     },
     service::RequestContext,
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::RwLock;
 use tracing::info;
 
@@ -320,12 +320,15 @@ impl ServerHandler for Typed {
     ) -> Result<CallToolResponse, McpError> {
         let scope = self.request_scope(&context)?;
         let share = request_share(&context);
+        let key = idempotency_key(&request, &context)?;
         if let Some(local) = self.local_for(&request.name) {
+            if key.is_some() {
+                return Err(keyed_local_call(&request.name, local.origin()));
+            }
             // Held until answered: management calls count like operations (R-CON-38).
             let _slot = self.start_work(&request.name, share.as_ref())?;
             return Ok(call_local(local, &request, &context, &scope).await);
         }
-        let key = idempotency_key(&request, &context)?;
         let arguments = request.arguments.clone().unwrap_or_default();
         if self.inner.options.companion_tools && is_companion(&request.name) {
             let _slot = self.start_work(&request.name, share.as_ref())?;
@@ -422,6 +425,21 @@ impl Connector {
     }
 }
 
+/// The error for a local tool called with an idempotency key (R-OPS-1): it is answered
+/// directly, not as a durable operation, so nothing could find the first call again and a
+/// retry would run it twice. Refused, nothing runs, rather than ignore the key.
+fn keyed_local_call(tool: &str, origin: &str) -> McpError {
+    McpError::invalid_params(
+        format!(
+            "{tool} ({origin}) is answered directly, not as a durable operation, so it cannot \
+             honour an idempotency key: a retry would run it again. Nothing ran. Call it \
+             without the key, after checking its effect (e.g. describe_workflow) if an earlier \
+             call may have run"
+        ),
+        Some(json!({"tool": tool, "idempotencyKey": "unsupported"})),
+    )
+}
+
 /// A management call made directly, not a durable operation (R-OPS-1), by a caller whose token
 /// carries the scope its family needs (R-OPS-5); refused with a tool error otherwise.
 async fn call_local(
@@ -431,14 +449,11 @@ async fn call_local(
     scope: &CallerScope,
 ) -> CallToolResponse {
     let granted = granted_scopes(context);
-    let mut result = match local
-        .required_scopes(&request.name)
-        .into_iter()
-        .find(|needed| !granted.as_ref().is_some_and(|g| g.0.contains(*needed)))
-    {
-        Some(needed) => {
+    let needed = local.required_scopes(&request.name);
+    let mut result = match crate::local::missing_scope(granted.as_ref(), needed) {
+        Some(missing) => {
             info!(tool = %request.name, caller = ?scope, "local tool refused: missing scope");
-            insufficient_scope(&request.name, needed)
+            insufficient_scope(&request.name, missing)
         }
         None => {
             let arguments = request.arguments.clone().unwrap_or_default();

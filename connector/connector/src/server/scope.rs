@@ -7,6 +7,7 @@ use super::Connector;
 use crate::{
     auth::GrantedScopes,
     fair::{Share, share_of},
+    local::MissingScope,
     task_ref::{CallerScope, caller_hash},
 };
 use durable_mcp_contract::{errors::ConnectorErrorType, outcome::ERROR_TYPE_META};
@@ -58,13 +59,20 @@ pub(super) fn granted_scopes(context: &RequestContext<RoleServer>) -> Option<Gra
 }
 
 /// The tool error for a caller whose token lacks the scope a tool needs: nothing was sent.
-pub(super) fn insufficient_scope(tool: &str, needed: &str) -> CallToolResult {
+pub(super) fn insufficient_scope(tool: &str, missing: MissingScope<'_>) -> CallToolResult {
     let error_type = ConnectorErrorType::InsufficientScope.as_str();
-    let text = format!(
-        "{error_type}: {tool} needs the OAuth scope {needed:?}, which this token does not \
-         carry; nothing was sent to Temporal. Ask your authorization server for a token with \
-         that scope."
-    );
+    let text = match missing {
+        MissingScope::Named(needed) => format!(
+            "{error_type}: {tool} needs the OAuth scope {needed:?}, which this token does not \
+             carry; nothing was sent to Temporal. Ask your authorization server for a token \
+             with that scope."
+        ),
+        MissingScope::Unnamed => format!(
+            "{error_type}: the connector's operator named no OAuth scope for {tool}, so no \
+             token may call it; nothing was sent to Temporal. The operator names one with \
+             --temporal-tools-scopes."
+        ),
+    };
     serde_json::from_value(serde_json::json!({
         "content": [{"type": "text", "text": text}],
         "isError": true,

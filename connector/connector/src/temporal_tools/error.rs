@@ -30,6 +30,8 @@ pub enum ErrorKind {
     Unavailable,
     /// The codec server failed.
     Codec,
+    /// The answer would exceed the connector's answer limit (R-OPS-8).
+    TooLarge,
     /// Anything else Temporal answered.
     Temporal,
 }
@@ -46,6 +48,7 @@ impl ErrorKind {
             Self::FailedPrecondition => "FailedPrecondition",
             Self::Unavailable => "Unavailable",
             Self::Codec => "CodecError",
+            Self::TooLarge => "AnswerTooLarge",
             Self::Temporal => "TemporalError",
         }
     }

@@ -1,4 +1,4 @@
-//! Temporal operations as MCP tools (R-OPS-1..5): start, inspect, signal, query, cancel and
+//! Temporal operations as MCP tools (R-OPS-1..9): start, inspect, signal, query, cancel and
 //! terminate Workflows, operate on many at once, and manage schedules.
 //!
 //! These are management tools: each call is one or a few direct Temporal requests made by the
@@ -23,6 +23,7 @@ pub mod render;
 pub mod reserved;
 pub mod schedules;
 pub mod scopes;
+pub mod size;
 pub mod workflows;
 
 use std::collections::HashMap;
@@ -55,11 +56,13 @@ pub struct Answer {
     pub data: Value,
 }
 
-/// What a tool call needs: the connection, its namespace (checked), identity and payload I/O.
+/// What a tool call needs: the connection, its namespace (checked), identity, payload I/O and
+/// the byte bound of its answer (R-OPS-8).
 pub struct Ctx<'a> {
     pub connection: &'a Connection,
     pub namespace: String,
     pub io: &'a PayloadIo,
+    pub answer_bytes: usize,
 }
 
 impl Ctx<'_> {
@@ -76,12 +79,20 @@ pub struct TemporalToolset {
     policy: NamespacePolicy,
     io: PayloadIo,
     families: HashMap<&'static str, ToolFamily>,
-    scopes: FamilyScopes,
+    /// The scopes per family; `None` names none, which refuses every authenticated caller
+    /// (fail closed, R-OPS-5).
+    scopes: Option<FamilyScopes>,
+    /// Whether the write and admin tools are served (R-OPS-9).
+    changes: bool,
+    answer_bytes: usize,
 }
 
 impl TemporalToolset {
     /// A toolset on `connection`; tools default to `default_namespace` and may use the
-    /// namespaces `policy` allows. With a codec, payloads are encoded and decoded through it.
+    /// namespaces `policy` allows. With a codec, values sent are encoded through it; values
+    /// read back are decoded only after [`Self::with_decoding`] (R-OPS-7). It names no OAuth
+    /// scopes until [`Self::with_scopes`]: an authenticated caller is refused every tool until
+    /// then (R-OPS-5).
     pub fn new(
         connection: Connection,
         default_namespace: impl Into<String>,
@@ -94,19 +105,51 @@ impl TemporalToolset {
             policy,
             io: PayloadIo::new(codec),
             families: specs().iter().map(|s| (s.name, s.family)).collect(),
-            scopes: FamilyScopes::default(),
+            scopes: None,
+            changes: true,
+            answer_bytes: size::MAX_ANSWER_BYTES,
         }
     }
 
     /// Requires these OAuth scopes per tool family (R-OPS-5).
     pub fn with_scopes(mut self, scopes: FamilyScopes) -> Self {
-        self.scopes = scopes;
+        self.scopes = Some(scopes);
         self
+    }
+
+    /// Decodes the values read back through the codec (R-OPS-7): whoever may call the tools
+    /// that show them (with inbound OAuth: holds the `decode` scope) then reads every value
+    /// of the namespace in plaintext, whoever wrote it.
+    pub fn with_decoding(mut self) -> Self {
+        self.io = self.io.decoding();
+        self
+    }
+
+    /// Serves only the read tools: the write and admin tools are not listed, and a call of one
+    /// is refused naming the flag (R-OPS-9).
+    pub fn read_only(mut self) -> Self {
+        self.changes = false;
+        self
+    }
+
+    /// Bounds each answer to `bytes` of JSON (default [`size::MAX_ANSWER_BYTES`], R-OPS-8).
+    pub fn with_answer_bytes(mut self, bytes: usize) -> Self {
+        self.answer_bytes = bytes;
+        self
+    }
+
+    /// Whether calls of `family`'s tools are served.
+    fn serves(&self, family: ToolFamily) -> bool {
+        self.changes || family == ToolFamily::Read
     }
 
     /// The tool definitions, in listing order.
     pub fn tools(&self) -> Vec<Tool> {
-        specs().iter().map(|s| s.tool()).collect()
+        specs()
+            .iter()
+            .filter(|s| self.serves(s.family))
+            .map(|s| s.tool())
+            .collect()
     }
 
     /// The names of the tools (for collision checks against routed tools).
@@ -127,7 +170,11 @@ impl TemporalToolset {
     /// Calls a tool. Every failure is an `isError` result saying what to do; a namespace
     /// outside the policy is refused before any request is built.
     pub async fn call(&self, name: &str, arguments: &Map<String, Value>) -> CallToolResult {
-        match self.answer(name, arguments).await {
+        let answer = self.answer(name, arguments).await.and_then(|answer| {
+            size::check(name, &answer.data, self.answer_bytes)?;
+            Ok(answer)
+        });
+        match answer {
             Ok(answer) => {
                 let text = render::render(&answer.headline, &answer.data);
                 let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
@@ -148,6 +195,15 @@ impl TemporalToolset {
                 "{name:?} is not a Temporal tool"
             )));
         }
+        if let Some(family) = self.family(name).filter(|f| !self.serves(*f)) {
+            return Err(ToolError::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "{name} is a {family:?} tool, and this connector serves only the read tools: over HTTP without --auth-config every local process could call it; nothing was sent"
+                ),
+                "start the connector with --auth-config and --temporal-tools-scopes, or with --temporal-tools-unauthenticated-writes to let every caller change Temporal state",
+            ));
+        }
         let args = Args(arguments);
         // durable-mcp's own executions are refused by id, for every tool (R-OPS-6).
         if let Some(id) = args.opt_string("workflow_id")? {
@@ -161,6 +217,7 @@ impl TemporalToolset {
             connection: &self.connection,
             namespace,
             io: &self.io,
+            answer_bytes: self.answer_bytes,
         };
         match name {
             "start_workflow" => workflows::start(&ctx, &args).await,
@@ -208,9 +265,13 @@ impl crate::local::LocalTools for TemporalToolset {
     fn origin(&self) -> &str {
         "--temporal-tools"
     }
-    fn required_scopes(&self, name: &str) -> Vec<&str> {
-        self.family(name)
-            .map(|family| self.scopes.for_tool(name, family))
-            .unwrap_or_default()
+    fn required_scopes(&self, name: &str) -> Option<Vec<&str>> {
+        let family = self.family(name)?;
+        let scopes = self.scopes.as_ref()?;
+        let mut needed = scopes.for_tool(name, family)?;
+        if self.io.decodes() && payloads::DECODING_TOOLS.contains(&name) {
+            needed.push(scopes.decode.as_deref()?);
+        }
+        Some(needed)
     }
 }

@@ -3,7 +3,9 @@
 //!
 //! Values sent (Workflow inputs, signal and query arguments) become `json/plain` payloads and
 //! are encoded by the codec with the call's namespace in `X-Namespace`. Values read back are
-//! decoded the same way. Protobuf messages are shown as JSON; inside them a payload is shown as
+//! decoded the same way only when the operator opted in (R-OPS-7): a Temporal principal
+//! without codec access can copy any ciphertext into a Workflow it owns, so decoding what a
+//! Workflow holds decrypts whatever anyone put there. Protobuf messages are shown as JSON; inside them a payload is shown as
 //! its JSON value when it is `json/plain`, else as its encoding and size, and an encoded failure
 //! (`encodedAttributes`) gets its message and stack trace back when the codec can decode it.
 
@@ -24,15 +26,45 @@ pub enum Decode {
     FailuresOnly,
 }
 
+/// The tools that show values read back, decoded with [`PayloadIo::decoding`] (and then
+/// needing the `decode` scope under inbound OAuth, R-OPS-7).
+pub const DECODING_TOOLS: [&str; 6] = [
+    "get_workflow_result",
+    "get_workflow_event",
+    "get_workflow_history",
+    "describe_workflow",
+    "query_workflow",
+    "describe_schedule",
+];
+
 /// Encodes and decodes the tools' payloads, per namespace.
 #[derive(Clone, Default)]
 pub struct PayloadIo {
     codec: Option<RemoteCodec>,
+    /// Whether values read back go through the codec (R-OPS-7).
+    decode_reads: bool,
 }
 
 impl PayloadIo {
+    /// Encodes values sent through `codec`; values read back are shown as stored.
     pub fn new(codec: Option<RemoteCodec>) -> Self {
-        Self { codec }
+        Self {
+            codec,
+            decode_reads: false,
+        }
+    }
+
+    /// Also decodes values read back (R-OPS-7).
+    pub fn decoding(self) -> Self {
+        Self {
+            decode_reads: true,
+            ..self
+        }
+    }
+
+    /// Whether values read back are decoded through a codec.
+    pub fn decodes(&self) -> bool {
+        self.decode_reads && self.codec.is_some()
     }
 
     /// JSON values as payloads for Temporal, encoded for `namespace`. None when there are none.
@@ -81,7 +113,7 @@ impl PayloadIo {
         payloads: Vec<Payload>,
     ) -> Result<Vec<Payload>, ToolError> {
         match &self.codec {
-            Some(codec) if !payloads.is_empty() => codec
+            Some(codec) if self.decode_reads && !payloads.is_empty() => codec
                 .with_namespace(namespace)
                 .decode(payloads)
                 .await
@@ -110,7 +142,7 @@ impl PayloadIo {
                 false
             }
         });
-        if self.codec.is_some() && !failures.is_empty() {
+        if self.decodes() && !failures.is_empty() {
             let raw: Vec<Payload> = failures
                 .iter()
                 .filter_map(|p| {
@@ -164,7 +196,7 @@ pub fn display(p: &Payload) -> Value {
         Err(_) => json!({
             "encoding": payload::encoding(p).unwrap_or("<none>"),
             "size_bytes": p.data.len(),
-            "note": "not JSON (encoded, or another converter); a codec (--codec-endpoint) may decode it",
+            "note": "not JSON (encoded, or another converter); the connector decodes values only with --codec-endpoint and --temporal-tools-decode",
         }),
     }
 }

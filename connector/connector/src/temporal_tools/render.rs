@@ -3,29 +3,47 @@
 
 use serde_json::Value;
 
-/// Lines deeper than this are cut, so a huge history stays readable in text; the
-/// structured content keeps everything.
+/// Lines after this many are cut, so a huge history stays readable in text; the structured
+/// content keeps everything (R-OPS-8).
 const MAX_LINES: usize = 400;
+/// A line longer than this (a long string value) is cut, so the text stays bounded too.
+const MAX_LINE_CHARS: usize = 1000;
 
-/// `headline`, a blank line, then `data` as indented lines.
+/// `headline`, a blank line, then `data` as indented lines: at most [`MAX_LINES`] lines of at
+/// most [`MAX_LINE_CHARS`] characters. Rendering stops at the bound rather than render all and
+/// cut.
 pub fn render(headline: &str, data: &Value) -> String {
     let mut lines = Vec::new();
-    tree(data, 0, &mut lines);
+    let complete = tree(data, 0, &mut lines);
     let mut out = headline.to_owned();
     if !lines.is_empty() {
         out.push_str("\n\n");
-        let cut = lines.len() > MAX_LINES;
-        let total = lines.len();
-        lines.truncate(MAX_LINES);
         out.push_str(&lines.join("\n"));
-        if cut {
-            out.push_str(&format!(
-                "\n... ({} more lines in the structured content)",
-                total - MAX_LINES
-            ));
+        if !complete {
+            out.push_str("\n... (more lines in the structured content)");
         }
     }
     out
+}
+
+/// `line` cut to [`MAX_LINE_CHARS`] characters, saying so.
+fn bounded(line: String) -> String {
+    match line.char_indices().nth(MAX_LINE_CHARS) {
+        Some((at, _)) => format!(
+            "{}... (cut; the structured content has it whole)",
+            &line[..at]
+        ),
+        None => line,
+    }
+}
+
+/// Adds `line` unless [`MAX_LINES`] are there; `false` when it could not.
+fn push(out: &mut Vec<String>, line: String) -> bool {
+    if out.len() >= MAX_LINES {
+        return false;
+    }
+    out.push(bounded(line));
+    true
 }
 
 fn scalar(v: &Value) -> Option<String> {
@@ -39,32 +57,17 @@ fn scalar(v: &Value) -> Option<String> {
     }
 }
 
-fn tree(v: &Value, depth: usize, out: &mut Vec<String>) {
+/// Renders `v` into `out`; `false` when [`MAX_LINES`] cut it short.
+fn tree(v: &Value, depth: usize, out: &mut Vec<String>) -> bool {
     let pad = "  ".repeat(depth);
+    let mut entry = |label: String, child: &Value| match scalar(child) {
+        Some(s) => push(out, format!("{pad}{label} {s}")),
+        None => push(out, format!("{pad}{label}")) && tree(child, depth + 1, out),
+    };
     match v {
-        Value::Object(o) => {
-            for (k, child) in o {
-                match scalar(child) {
-                    Some(s) => out.push(format!("{pad}{k}: {s}")),
-                    None => {
-                        out.push(format!("{pad}{k}:"));
-                        tree(child, depth + 1, out);
-                    }
-                }
-            }
-        }
-        Value::Array(items) => {
-            for item in items {
-                match scalar(item) {
-                    Some(s) => out.push(format!("{pad}- {s}")),
-                    None => {
-                        out.push(format!("{pad}-"));
-                        tree(item, depth + 1, out);
-                    }
-                }
-            }
-        }
-        other => out.push(format!("{pad}{}", scalar(other).unwrap_or_default())),
+        Value::Object(o) => o.iter().all(|(k, child)| entry(format!("{k}:"), child)),
+        Value::Array(items) => items.iter().all(|item| entry("-".into(), item)),
+        other => push(out, format!("{pad}{}", scalar(other).unwrap_or_default())),
     }
 }
 
@@ -96,6 +99,13 @@ mod tests {
             "{}",
             &text[text.len() - 80..]
         );
+    }
+
+    #[test]
+    fn long_values_are_cut_within_their_line() {
+        let text = render("h", &json!({ "blob": "x".repeat(1_000_000) }));
+        assert!(text.len() < MAX_LINE_CHARS + 100, "{}", text.len());
+        assert!(text.ends_with("(cut; the structured content has it whole)"));
     }
 
     #[test]

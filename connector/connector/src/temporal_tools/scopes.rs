@@ -10,12 +10,19 @@ use super::catalog::ToolFamily;
 
 /// The scope each family needs. With inbound OAuth every family must have one
 /// ([`FamilyScopes::missing`] says which do not; the connector refuses to start then).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+///
+/// There is no `Default`: a toolset without scopes refuses every authenticated caller, and a
+/// family without a scope refuses its tools to them (fail closed).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FamilyScopes {
     pub read: Option<String>,
     pub write: Option<String>,
     pub admin: Option<String>,
+    /// With `--temporal-tools-decode`: the scope a token needs for the tools that show
+    /// decoded values (R-OPS-7).
+    #[serde(default)]
+    pub decode: Option<String>,
 }
 
 impl FamilyScopes {
@@ -23,7 +30,7 @@ impl FamilyScopes {
     /// line. A scope is an RFC 6749 scope token: printable ASCII without spaces, quotes or
     /// backslashes.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let mut scopes = Self::default();
+        let mut scopes = Self::none();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let Some((family, scope)) = part.split_once('=') else {
                 return Err(format!(
@@ -44,9 +51,10 @@ impl FamilyScopes {
                 "read" => &mut scopes.read,
                 "write" => &mut scopes.write,
                 "admin" => &mut scopes.admin,
+                "decode" => &mut scopes.decode,
                 other => {
                     return Err(format!(
-                        "{part:?}: unknown tool family {other:?} (read, write or admin)"
+                        "{part:?}: unknown tool family {other:?} (read, write, admin or decode)"
                     ));
                 }
             };
@@ -54,10 +62,21 @@ impl FamilyScopes {
                 return Err(format!("{part:?}: family {family:?} given twice"));
             }
         }
-        if scopes == Self::default() {
+        if scopes == Self::none() {
             return Err("no FAMILY=SCOPE given (read, write or admin)".into());
         }
         Ok(scopes)
+    }
+
+    /// No scope for any family: every family [`missing`](Self::missing), and no tool callable
+    /// by an authenticated caller.
+    pub fn none() -> Self {
+        Self {
+            read: None,
+            write: None,
+            admin: None,
+            decode: None,
+        }
     }
 
     /// The scope `family` needs, if any.
@@ -83,27 +102,31 @@ impl FamilyScopes {
     }
 
     /// Every scope calling `tool` (of `family`) needs: its family's, and for a batch tool
-    /// also read's, since its answer says how many Workflows matched.
-    pub fn for_tool(&self, tool: &str, family: ToolFamily) -> Vec<&str> {
-        let mut needed: Vec<&str> = self.required(family).into_iter().collect();
-        if tool.starts_with("batch_")
-            && let Some(read) = self.required(ToolFamily::Read)
-            && !needed.contains(&read)
-        {
-            needed.push(read);
+    /// also read's, since its answer says how many Workflows matched. `None` when one of them
+    /// is not named: the tool is then refused to every authenticated caller (fail closed).
+    pub fn for_tool(&self, tool: &str, family: ToolFamily) -> Option<Vec<&str>> {
+        let mut needed = vec![self.required(family)?];
+        if tool.starts_with("batch_") {
+            let read = self.required(ToolFamily::Read)?;
+            if !needed.contains(&read) {
+                needed.push(read);
+            }
         }
-        needed
+        Some(needed)
     }
 
-    /// `Err(scope)` naming the first missing scope when `granted` lacks what `tool` needs.
+    /// `Err(scope)` naming the first missing scope when `granted` lacks what `tool` needs
+    /// (`Err("")` when a scope it needs is not named at all).
     pub fn check<'a>(
         &'a self,
         tool: &str,
         family: ToolFamily,
         granted: &[String],
     ) -> Result<(), &'a str> {
-        match self
-            .for_tool(tool, family)
+        let Some(needed) = self.for_tool(tool, family) else {
+            return Err("");
+        };
+        match needed
             .into_iter()
             .find(|scope| !granted.iter().any(|g| g == scope))
         {
@@ -167,10 +190,7 @@ mod tests {
     fn a_family_left_out_is_reported_missing() {
         let scopes = FamilyScopes::parse("read=temporal.read,admin=temporal.admin").unwrap();
         assert_eq!(scopes.missing(), ["write"]);
-        assert_eq!(
-            FamilyScopes::default().missing(),
-            ["read", "write", "admin"]
-        );
+        assert_eq!(FamilyScopes::none().missing(), ["read", "write", "admin"]);
         let all = FamilyScopes::parse("read=r,write=w,admin=a").unwrap();
         assert!(all.missing().is_empty());
     }
@@ -193,6 +213,36 @@ mod tests {
             let err = FamilyScopes::parse(bad).unwrap_err();
             assert!(err.contains(says), "{bad:?}: {err}");
         }
+    }
+
+    #[test]
+    fn a_family_without_a_scope_is_closed_not_open() {
+        let read_only = FamilyScopes::parse("read=r").unwrap();
+        assert_eq!(
+            read_only.for_tool("describe_workflow", ToolFamily::Read),
+            Some(vec!["r"])
+        );
+        assert_eq!(
+            read_only.for_tool("start_workflow", ToolFamily::Write),
+            None
+        );
+        assert_eq!(
+            read_only.check("start_workflow", ToolFamily::Write, &["r".into()]),
+            Err("")
+        );
+        let writes = FamilyScopes::parse("write=w").unwrap();
+        assert_eq!(writes.for_tool("batch_signal", ToolFamily::Write), None);
+        assert_eq!(
+            FamilyScopes::none().for_tool("list_workflows", ToolFamily::Read),
+            None
+        );
+        assert_eq!(
+            FamilyScopes::parse("read=r,decode=d")
+                .unwrap()
+                .decode
+                .as_deref(),
+            Some("d")
+        );
     }
 
     #[test]

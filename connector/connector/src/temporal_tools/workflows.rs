@@ -27,7 +27,7 @@ use super::{
     error::{ErrorKind, ToolError},
     paging::{self, Paging},
     payloads::{Decode, object, proto_json, prune},
-    reserved,
+    reserved, size,
 };
 use durable_mcp_runtime::temporal::proto_duration;
 
@@ -652,45 +652,101 @@ pub(super) fn event_json(event: &HistoryEvent) -> Value {
     v
 }
 
-/// Pages through a run's history; `stop` ends early when it returns true for an event.
+/// How many events one history request asks for: with Temporal's blob limits, one page stays
+/// far below the budget of an answer.
+const HISTORY_PAGE: i32 = 100;
+
+/// One page of a run's history from `token`: its events and the next token (empty after the
+/// last page).
+async fn history_page(
+    ctx: &Ctx<'_>,
+    workflow_id: &str,
+    run_id: &str,
+    token: Vec<u8>,
+) -> Result<(Vec<HistoryEvent>, Vec<u8>), ToolError> {
+    let response = ctx
+        .connection
+        .workflow_service()
+        .get_workflow_execution_history(tonic::Request::new(GetWorkflowExecutionHistoryRequest {
+            namespace: ctx.namespace.clone(),
+            execution: Some(execution(workflow_id, Some(run_id))),
+            maximum_page_size: HISTORY_PAGE,
+            next_page_token: token,
+            ..Default::default()
+        }))
+        .await
+        .map_err(|s| ToolError::from_status(&s, &target(workflow_id)))?
+        .into_inner();
+    let events = response.history.map(|h| h.events).unwrap_or_default();
+    Ok((events, response.next_page_token))
+}
+
+/// The first events of a run, as JSON: at most `max`, and no more than `budget` bytes of JSON
+/// (R-OPS-8). Answers the events and why it stopped early, if it did.
 async fn events(
     ctx: &Ctx<'_>,
     workflow_id: &str,
     run_id: &str,
     max: usize,
-    mut stop: impl FnMut(&HistoryEvent) -> bool,
-) -> Result<(Vec<HistoryEvent>, bool), ToolError> {
+    budget: usize,
+) -> Result<(Vec<Value>, Option<Cut>), ToolError> {
     let mut all = Vec::new();
+    let mut bytes = 0;
     let mut token = Vec::new();
     loop {
-        let response = ctx
-            .connection
-            .workflow_service()
-            .get_workflow_execution_history(tonic::Request::new(
-                GetWorkflowExecutionHistoryRequest {
-                    namespace: ctx.namespace.clone(),
-                    execution: Some(execution(workflow_id, Some(run_id))),
-                    maximum_page_size: max.min(1000) as i32,
-                    next_page_token: token,
-                    ..Default::default()
-                },
-            ))
-            .await
-            .map_err(|s| ToolError::from_status(&s, &target(workflow_id)))?
-            .into_inner();
-        let page = response.history.map(|h| h.events).unwrap_or_default();
+        let (page, next) = history_page(ctx, workflow_id, run_id, token).await?;
         let in_page = page.len();
-        for (i, event) in page.into_iter().enumerate() {
-            let done = stop(&event);
-            all.push(event);
-            if done || all.len() >= max {
-                let more = i + 1 < in_page || !response.next_page_token.is_empty();
-                return Ok((all, more));
+        for (i, event) in page.iter().enumerate() {
+            let more = i + 1 < in_page || !next.is_empty();
+            let shown = event_json(event);
+            bytes += size::json_len(&shown);
+            if bytes > budget {
+                return Ok((all, Some(Cut::Bytes)));
+            }
+            all.push(shown);
+            if all.len() >= max && more {
+                return Ok((all, Some(Cut::Count)));
             }
         }
-        token = response.next_page_token;
+        token = next;
         if token.is_empty() {
-            return Ok((all, false));
+            return Ok((all, None));
+        }
+    }
+}
+
+/// Why a history answer holds fewer events than the run has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// `max_events` were read.
+    Count,
+    /// The next event would have taken the answer over its byte budget.
+    Bytes,
+}
+
+/// The event `event_id` of a run, paging until it is found; only that event is kept. `Err`
+/// with the number of events when the run has no such event.
+async fn find_event(
+    ctx: &Ctx<'_>,
+    workflow_id: &str,
+    run_id: &str,
+    event_id: i64,
+) -> Result<Result<HistoryEvent, usize>, ToolError> {
+    let mut seen = 0;
+    let mut token = Vec::new();
+    loop {
+        let (page, next) = history_page(ctx, workflow_id, run_id, token).await?;
+        seen += page.len();
+        if let Some(found) = page.into_iter().find(|e| e.event_id >= event_id) {
+            return Ok(if found.event_id == event_id {
+                Ok(found)
+            } else {
+                Err(seen)
+            });
+        }
+        token = next;
+        if token.is_empty() {
+            return Ok(Err(seen));
         }
     }
 }
@@ -719,28 +775,29 @@ pub async fn history(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError
     let workflow_id = args.string("workflow_id")?;
     let max = args.int("max_events", 1000, 1, 10_000)? as usize;
     let (_, run_id) = status_of(ctx, &workflow_id, args.opt_string("run_id")?.as_deref()).await?;
-    let (raw, truncated) = events(ctx, &workflow_id, &run_id, max, |_| false).await?;
-    let mut list = Value::Array(raw.iter().map(event_json).collect());
+    let (shown, cut) = events(ctx, &workflow_id, &run_id, max, ctx.answer_bytes / 2).await?;
+    let count = shown.len();
+    let mut list = Value::Array(shown);
     ctx.io
         .show(&ctx.namespace, &mut list, Decode::FailuresOnly)
         .await?;
-    let count = raw.len();
-    Ok(Answer {
-        headline: format!(
-            "{count} event(s) of Workflow {workflow_id:?} run {run_id}{}",
-            if truncated {
-                " (truncated: raise max_events for more)"
-            } else {
-                ""
-            }
+    let note = match cut {
+        None => String::new(),
+        Some(Cut::Count) => " (truncated: raise max_events for more)".into(),
+        Some(Cut::Bytes) => format!(
+            " (truncated at the answer limit of {} bytes: read the rest event by event with get_workflow_event, or lower max_events)",
+            ctx.answer_bytes
         ),
+    };
+    Ok(Answer {
+        headline: format!("{count} event(s) of Workflow {workflow_id:?} run {run_id}{note}"),
         data: data(
             ctx,
             &workflow_id,
             &run_id,
             [
                 ("count", json!(count)),
-                ("truncated", json!(truncated)),
+                ("truncated", json!(cut.is_some())),
                 ("events", list),
             ],
         ),
@@ -770,21 +827,19 @@ pub async fn event(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> 
         return Err(ToolError::invalid("`event_id` is required"));
     }
     let (_, run_id) = status_of(ctx, &workflow_id, args.opt_string("run_id")?.as_deref()).await?;
-    let (raw, _) = events(ctx, &workflow_id, &run_id, usize::MAX, |e| {
-        e.event_id >= event_id
-    })
-    .await?;
-    let Some(found) = raw.iter().find(|e| e.event_id == event_id) else {
-        return Err(ToolError::new(
-            ErrorKind::NotFound,
-            format!(
-                "Workflow {workflow_id:?} run {run_id} has no event {event_id} (it has {})",
-                raw.len()
-            ),
-            "get_workflow_history lists the event ids",
-        ));
+    let found = match find_event(ctx, &workflow_id, &run_id, event_id).await? {
+        Ok(found) => found,
+        Err(seen) => {
+            return Err(ToolError::new(
+                ErrorKind::NotFound,
+                format!(
+                    "Workflow {workflow_id:?} run {run_id} has no event {event_id} (it has {seen})"
+                ),
+                "get_workflow_history lists the event ids",
+            ));
+        }
     };
-    let mut event = event_json(found);
+    let mut event = event_json(&found);
     ctx.io
         .show(&ctx.namespace, &mut event, Decode::Everything)
         .await?;
