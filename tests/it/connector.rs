@@ -103,11 +103,13 @@ async fn two_routes_exposing_one_tool_name_leave_it_out_and_a_call_names_both() 
             mock_stdio_upstream("second", &ledger).unwrap(),
         ],
     );
+    // A third route that nothing serves fails its listing: the ambiguity is still named.
     let connector = Connector::new(
         env.client.clone(),
         ConnectorOptions::new(vec![
             route("first", &env.endpoint),
             route("second", &env.endpoint),
+            route("nowhere", &env.endpoint),
         ]),
     );
     let client = client_for(connector).await.unwrap();

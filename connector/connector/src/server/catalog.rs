@@ -162,10 +162,11 @@ impl Connector {
         }
         let (_, failed) = self.refresh_tools().await?;
         let found = self.inner.tools.read().await.get(tool).cloned();
+        let ambiguous = self.inner.ambiguous.read().await.contains_key(tool);
         match found {
             Some(found) => Ok(found),
             // The tool may be one of a route that could not be listed: not "unknown".
-            None if !failed.is_empty() => Err(internal(
+            None if !failed.is_empty() && !ambiguous => Err(internal(
                 "listing the tools",
                 format_args!("{tool:?} is not listed: {}", failed.join("; ")),
             )),
