@@ -266,12 +266,9 @@ impl crate::local::LocalTools for TemporalToolset {
         "--temporal-tools"
     }
     fn required_scopes(&self, name: &str) -> Option<Vec<&str>> {
-        let family = self.family(name)?;
-        let scopes = self.scopes.as_ref()?;
-        let mut needed = scopes.for_tool(name, family)?;
-        if self.io.decodes() && payloads::DECODING_TOOLS.contains(&name) {
-            needed.push(scopes.decode.as_deref()?);
-        }
-        Some(needed)
+        let decodes = self.io.decodes() && payloads::DECODING_TOOLS.contains(&name);
+        self.scopes
+            .as_ref()?
+            .for_call(name, self.family(name)?, decodes)
     }
 }

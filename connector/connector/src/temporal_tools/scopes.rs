@@ -115,6 +115,16 @@ impl FamilyScopes {
         Some(needed)
     }
 
+    /// [`Self::for_tool`], and the decode scope too when the call shows decoded values
+    /// (`decodes`, R-OPS-7); `None` when one of them is not named.
+    pub fn for_call(&self, tool: &str, family: ToolFamily, decodes: bool) -> Option<Vec<&str>> {
+        let mut needed = self.for_tool(tool, family)?;
+        if decodes {
+            needed.push(self.decode.as_deref()?);
+        }
+        Some(needed)
+    }
+
     /// `Err(scope)` naming the first missing scope when `granted` lacks what `tool` needs
     /// (`Err("")` when a scope it needs is not named at all).
     pub fn check<'a>(
@@ -243,6 +253,21 @@ mod tests {
                 .as_deref(),
             Some("d")
         );
+    }
+
+    #[test]
+    fn decoding_calls_also_need_the_decode_scope_and_close_without_one() {
+        let with = FamilyScopes::parse("read=r,write=w,admin=a,decode=d").unwrap();
+        let event = |scopes: &FamilyScopes, decodes| {
+            scopes
+                .for_call("get_workflow_event", ToolFamily::Read, decodes)
+                .map(|v| v.join(","))
+        };
+        assert_eq!(event(&with, true).as_deref(), Some("r,d"));
+        assert_eq!(event(&with, false).as_deref(), Some("r"));
+        let without = FamilyScopes::parse("read=r,write=w,admin=a").unwrap();
+        assert_eq!(event(&without, true), None);
+        assert_eq!(event(&without, false).as_deref(), Some("r"));
     }
 
     #[test]
