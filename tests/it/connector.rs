@@ -159,7 +159,9 @@ async fn the_connector_binary_serves_stdio_like_an_mcp_host_would_start_it() {
 
 use durable_mcp::inbound::task_ref::{CallerScope, SigningKey};
 use rmcp::model::{CallToolResponse, CancelTaskParams, GetTaskParams};
-use temporalio_protos::temporal::api::workflowservice::v1::DeleteNexusOperationExecutionRequest;
+use temporalio_protos::temporal::api::workflowservice::v1::{
+    DeleteNexusOperationExecutionRequest, DescribeNamespaceRequest,
+};
 
 /// A connector whose callers are `scope`, signing task IDs with `key` (replicas share both).
 fn scoped_connector(env: &TestEnv, key: &SigningKey, scope: &str) -> Connector {
@@ -315,6 +317,27 @@ async fn tasks_cancel_acknowledges_running_finished_and_cancelled_tasks_alike() 
     cancel(finished.clone()).await.unwrap();
     let after = poll_task_until_done(&alice, &finished).await;
     assert_eq!(after["status"], "completed", "{after}");
+    // Its TTL: the time it ran plus the namespace's retention (never the unlimited null).
+    let retention = env
+        .connection
+        .workflow_service()
+        .describe_namespace(tonic::Request::new(DescribeNamespaceRequest {
+            namespace: env.namespace.clone(),
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner()
+        .config
+        .unwrap()
+        .workflow_execution_retention_ttl
+        .unwrap();
+    let retention_ms = u64::try_from(retention.seconds).unwrap() * 1000;
+    let ttl = after["ttlMs"].as_u64().unwrap_or_else(|| panic!("{after}"));
+    assert!(
+        (retention_ms..retention_ms + 60_000).contains(&ttl),
+        "{ttl} vs retention {retention_ms}"
+    );
 
     // A running task cancelled twice, then once more after it ended cancelled.
     let running = task_id_of(

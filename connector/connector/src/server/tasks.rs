@@ -77,8 +77,11 @@ impl Connector {
             .await
             .map_err(|e| task_error("reading the task", e))?;
         let (created, updated) = task_times(described.times, SystemTime::now());
-        let mut task =
-            Task::new(task_id, TaskStatus::Working, created, updated).with_poll_interval_ms(1000);
+        let ttl = task_ttl_ms(described.times, self.inner.client.retention().await);
+        let mut task = with_ttl(
+            Task::new(task_id, TaskStatus::Working, created, updated).with_poll_interval_ms(1000),
+            ttl,
+        );
         let payload = match (described.status, described.outcome) {
             (OperationStatus::Running | OperationStatus::Unknown, _) | (_, None) => {
                 // The upstream's latest progress message, when the tool reports one.
@@ -127,13 +130,17 @@ impl Connector {
             }
         };
         let (created, updated) = task_times(times, SystemTime::now());
-        Task::new(
-            self.task_id(op, scope),
-            TaskStatus::Working,
-            created,
-            updated,
+        let ttl = task_ttl_ms(times, self.inner.client.retention().await);
+        with_ttl(
+            Task::new(
+                self.task_id(op, scope),
+                TaskStatus::Working,
+                created,
+                updated,
+            )
+            .with_poll_interval_ms(1000),
+            ttl,
         )
-        .with_poll_interval_ms(1000)
     }
 
     /// Requests cancellation of the task's operation, retrying for a while through a Temporal
@@ -192,6 +199,25 @@ fn task_times(times: OperationTimes, now: SystemTime) -> (String, String) {
     (format(created), format(updated))
 }
 
+/// A task's `ttlMs` (R-CON-6): from its creation until Temporal may delete it, that is until the
+/// operation ends (or must end, its schedule-to-close deadline, while it runs) plus the
+/// namespace's retention. Unknown (no deadline, or a retention the server would not give) is
+/// `None`, which the wire says as `null`.
+fn task_ttl_ms(times: OperationTimes, retention: Option<std::time::Duration>) -> Option<u64> {
+    let lives = times
+        .ends_by?
+        .duration_since(times.scheduled?)
+        .unwrap_or_default();
+    u64::try_from((lives + retention?).as_millis()).ok()
+}
+
+fn with_ttl(task: Task, ttl_ms: Option<u64>) -> Task {
+    match ttl_ms {
+        Some(ms) => task.with_ttl_ms(ms),
+        None => task,
+    }
+}
+
 /// Whether the request's caller declared the tasks extension (per request for stateless
 /// 2026-07-28 clients, at initialize for session clients).
 pub(super) fn supports_tasks(context: &RequestContext<RoleServer>) -> bool {
@@ -221,12 +247,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_tasks_ttl_runs_from_its_creation_to_its_end_plus_the_retention() {
+        let at = |s| Some(SystemTime::UNIX_EPOCH + Duration::from_secs(s));
+        let day = Some(Duration::from_secs(86_400));
+        let times = |scheduled, ends_by| OperationTimes {
+            scheduled,
+            last_changed: scheduled,
+            ends_by,
+        };
+        // Running with a 2 h deadline, or closed after 5 s; then a day's retention.
+        assert_eq!(task_ttl_ms(times(at(100), at(7300)), day), Some(93_600_000));
+        assert_eq!(task_ttl_ms(times(at(100), at(105)), day), Some(86_405_000));
+        // Nothing known is no promise (null), never a made-up one.
+        assert_eq!(task_ttl_ms(times(at(100), None), day), None);
+        assert_eq!(task_ttl_ms(times(None, at(105)), day), None);
+        assert_eq!(task_ttl_ms(times(at(100), at(105)), None), None);
+        // An end recorded before the schedule counts as none.
+        assert_eq!(task_ttl_ms(times(at(100), at(50)), day), Some(86_400_000));
+    }
+
+    #[test]
     fn task_times_are_temporals_and_never_run_backwards() {
         let at = |s| Some(SystemTime::UNIX_EPOCH + Duration::from_secs(s));
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000_000);
         let times = OperationTimes {
             scheduled: at(1_800_000_000),
             last_changed: at(1_800_000_002),
+            ..Default::default()
         };
         assert_eq!(
             task_times(times, now),
@@ -240,6 +287,7 @@ mod tests {
             OperationTimes {
                 scheduled: at(1_800_000_000),
                 last_changed: None,
+                ..Default::default()
             },
             now,
         );
@@ -253,6 +301,7 @@ mod tests {
             OperationTimes {
                 scheduled: at(1_800_000_005),
                 last_changed: at(1_800_000_000),
+                ..Default::default()
             },
             now,
         );

@@ -11,10 +11,10 @@ use temporalio_protos::temporal::api::{
     },
     sdk::v1::UserMetadata,
     workflowservice::v1::{
-        DescribeNexusOperationExecutionRequest, PollNexusOperationExecutionRequest,
-        RequestCancelNexusOperationExecutionRequest, StartNexusOperationExecutionRequest,
-        TerminateNexusOperationExecutionRequest, describe_nexus_operation_execution_response,
-        poll_nexus_operation_execution_response,
+        DescribeNamespaceRequest, DescribeNexusOperationExecutionRequest,
+        PollNexusOperationExecutionRequest, RequestCancelNexusOperationExecutionRequest,
+        StartNexusOperationExecutionRequest, TerminateNexusOperationExecutionRequest,
+        describe_nexus_operation_execution_response, poll_nexus_operation_execution_response,
     },
 };
 use tokio_util::sync::CancellationToken;
@@ -216,6 +216,8 @@ pub struct OperationClient {
     namespace: String,
     identity: String,
     codec: Arc<dyn PayloadCodec>,
+    /// The namespace's retention, read once (`None` when it could not be read).
+    retention: Arc<tokio::sync::OnceCell<Option<Duration>>>,
 }
 
 impl OperationClient {
@@ -226,7 +228,33 @@ impl OperationClient {
             namespace: namespace.into(),
             identity,
             codec: Arc::new(IdentityCodec),
+            retention: Arc::default(),
         }
+    }
+
+    /// How long the namespace keeps a closed operation (its retention), read once; `None`
+    /// while the server would not say (asked again next time).
+    pub async fn retention(&self) -> Option<Duration> {
+        let read = self.retention.get_or_try_init(|| async {
+            let described = self
+                .service()
+                .describe_namespace(tonic::Request::new(DescribeNamespaceRequest {
+                    namespace: self.namespace.clone(),
+                    ..Default::default()
+                }))
+                .await
+                .map_err(
+                    |e| tracing::debug!(error = %e, "could not read the namespace's retention"),
+                )?;
+            Ok::<_, ()>(
+                described
+                    .into_inner()
+                    .config
+                    .and_then(|c| c.workflow_execution_retention_ttl)
+                    .map(|d| crate::temporal::std_duration(&d)),
+            )
+        });
+        read.await.ok().copied().flatten()
     }
 
     /// Sends every input and result payload through `codec`.

@@ -16,6 +16,10 @@ pub struct OperationTimes {
     /// The latest state change the server records: the schedule, the last start attempt's
     /// completion (the handler started the work), a cancel request, the close.
     pub last_changed: Option<SystemTime>,
+    /// When the operation ended (`close_time`) or, while it runs, when it must end by
+    /// (`expiration_time`, its schedule-to-close deadline): Temporal keeps it for the
+    /// namespace's retention after that.
+    pub ends_by: Option<SystemTime>,
 }
 
 impl OperationTimes {
@@ -31,6 +35,10 @@ impl OperationTimes {
         Self {
             scheduled: info.schedule_time.and_then(system_time),
             last_changed: changes.into_iter().flatten().filter_map(system_time).max(),
+            ends_by: info
+                .close_time
+                .or(info.expiration_time)
+                .and_then(system_time),
         }
     }
 }
@@ -62,9 +70,12 @@ mod tests {
             OperationTimes::of(&info),
             OperationTimes {
                 scheduled: time(100),
-                last_changed: time(100)
+                last_changed: time(100),
+                ends_by: None,
             }
         );
+        info.expiration_time = at(200);
+        assert_eq!(OperationTimes::of(&info).ends_by, time(200));
         info.last_attempt_complete_time = at(101);
         info.cancellation_info = Some(NexusOperationExecutionCancellationInfo {
             requested_time: at(105),
@@ -74,8 +85,8 @@ mod tests {
         info.close_time = at(107);
         let times = OperationTimes::of(&info);
         assert_eq!(
-            (times.scheduled, times.last_changed),
-            (time(100), time(107))
+            (times.scheduled, times.last_changed, times.ends_by),
+            (time(100), time(107), time(107))
         );
     }
 
