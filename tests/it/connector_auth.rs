@@ -124,6 +124,20 @@ pub(crate) async fn client(
         .expect("MCP handshake with a bearer token")
 }
 
+/// The connector binary routing to `mock`, with `idp`'s auth config and `extra` flags.
+async fn connector_with_auth(
+    env: &TestEnv,
+    idp: &TestIssuer,
+    extra: &[&str],
+) -> HttpConnectorProcess {
+    let config = idp.auth_config();
+    let mut flags = vec!["--auth-config", config.to_str().unwrap()];
+    flags.extend_from_slice(extra);
+    HttpConnectorProcess::start(env, "mock", &flags)
+        .await
+        .unwrap()
+}
+
 pub(crate) fn args(v: Value) -> serde_json::Map<String, Value> {
     v.as_object().unwrap().clone()
 }
@@ -486,19 +500,7 @@ async fn a_session_belongs_to_the_caller_that_opened_it() {
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
     let idp = TestIssuer::start().await;
-    let config = idp.auth_config();
-    let connector = HttpConnectorProcess::start(
-        &env,
-        "mock",
-        &[
-            "--auth-config",
-            config.to_str().unwrap(),
-            "--max-sessions-per-caller",
-            "2",
-        ],
-    )
-    .await
-    .unwrap();
+    let connector = connector_with_auth(&env, &idp, &["--max-sessions-per-caller", "2"]).await;
     let url = connector.url.clone();
     let http = reqwest::Client::new();
     let alice = idp.token("alice", SCOPE, 1);
@@ -748,4 +750,67 @@ async fn temporal_tool_families_need_the_scopes_the_operator_set() {
         json!("TERMINATED"),
         "{described}"
     );
+}
+
+/// R-CON-38: under auth one caller holds at most `--http-max-connections-per-caller`
+/// connections, whatever addresses they come from: a connection counts for the first caller
+/// whose request it carries, a request on one more gets 503 naming the flag with
+/// `Connection: close`, another caller is served, and a closed connection frees its place.
+#[tokio::test]
+async fn a_caller_at_its_connection_share_is_refused_and_another_is_served() {
+    let env = TestEnv::shared("connector-auth-connections").await;
+    let idp = TestIssuer::start().await;
+    let connector =
+        connector_with_auth(&env, &idp, &["--http-max-connections-per-caller", "1"]).await;
+    let url = connector.url.clone();
+    let (alice, bob) = (idp.token("alice", SCOPE, 1), idp.token("bob", SCOPE, 1));
+    // Each reqwest client keeps a connection of its own open between requests.
+    let initialize = |http: &reqwest::Client, token: &str| {
+        http.post(&url)
+            .bearer_auth(token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({
+                "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "raw", "version": "0"}},
+            }))
+            .send()
+    };
+    let served = |response: reqwest::Response| async move {
+        let status = response.status();
+        response.text().await.unwrap();
+        status == 200
+    };
+    let alices_first = reqwest::Client::new();
+    assert!(served(initialize(&alices_first, &alice).await.unwrap()).await);
+
+    let alices_second = reqwest::Client::new();
+    let refused = initialize(&alices_second, &alice).await.unwrap();
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers()["connection"], "close");
+    let text = refused.text().await.unwrap();
+    assert!(
+        text.contains("--http-max-connections-per-caller 1"),
+        "{text}"
+    );
+
+    let bobs = reqwest::Client::new();
+    assert!(
+        served(initialize(&bobs, &bob).await.unwrap()).await,
+        "another caller is served"
+    );
+    assert!(
+        served(initialize(&alices_first, &alice).await.unwrap()).await,
+        "alice's own connection still serves her"
+    );
+
+    drop(alices_first);
+    let freed = async {
+        while !served(initialize(&reqwest::Client::new(), &alice).await.unwrap()).await {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), freed)
+        .await
+        .expect("a closed connection frees its caller's place");
 }

@@ -252,3 +252,112 @@ async fn one_address_cannot_hold_every_connection() {
     shutdown.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
 }
+
+/// A raw Streamable HTTP client whose connections come from `local` (any 127.x address reaches
+/// a loopback connector on Linux), so it counts as an address of its own.
+struct RawClient {
+    http: reqwest::Client,
+    url: String,
+}
+
+impl RawClient {
+    fn from(local: [u8; 4], url: &str) -> Self {
+        let http = reqwest::Client::builder()
+            .local_address(std::net::IpAddr::from(local))
+            .build()
+            .unwrap();
+        Self {
+            http,
+            url: url.to_owned(),
+        }
+    }
+
+    async fn post(&self, session: Option<&str>, body: serde_json::Value) -> reqwest::Response {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.send().await.unwrap()
+    }
+
+    /// Opens a session (initialize, then initialized): its id.
+    async fn open(&self) -> String {
+        let opened = self
+            .post(
+                None,
+                serde_json::json!({
+                    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                               "clientInfo": {"name": "raw", "version": "0"}},
+                }),
+            )
+            .await;
+        assert_eq!(opened.status(), 200);
+        let session = opened.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        opened.text().await.unwrap();
+        assert_eq!(self.initialized(&session).await, 202);
+        session
+    }
+
+    /// The status of `notifications/initialized` on `session`: 202 while it is open, 404 once
+    /// the MCP server closed it.
+    async fn initialized(&self, session: &str) -> u16 {
+        let body = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        self.post(Some(session), body).await.status().as_u16()
+    }
+
+    /// `ping` on `session`: the response's text.
+    async fn ping(&self, session: &str, id: u32) -> String {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "ping"});
+        let response = self.post(Some(session), body).await;
+        assert_eq!(response.status(), 200);
+        response.text().await.unwrap()
+    }
+}
+
+/// R-CON-38: without auth, one address holds at most `--max-sessions-per-caller` MCP sessions;
+/// opening one more closes that address's longest idle one in the MCP server (rmcp answers it
+/// as unknown), while another address's session is untouched.
+#[tokio::test]
+async fn one_address_opening_sessions_closes_only_its_own_longest_idle() {
+    let env = TestEnv::shared("connector-http-limits").await;
+    let mut options = loopback_http_options();
+    options.sessions_per_address = 2;
+    let (server, shutdown) = serve_connector_http(connector_for(&env, "none"), options)
+        .await
+        .unwrap();
+    let (alice, bob) = (
+        RawClient::from([127, 0, 0, 1], &server.url),
+        RawClient::from([127, 0, 0, 2], &server.url),
+    );
+    let bobs = bob.open().await;
+    let first = alice.open().await;
+    let second = alice.open().await;
+    assert!(
+        alice.ping(&first, 2).await.contains("result"),
+        "first is used"
+    );
+    let third = alice.open().await;
+    assert_eq!(
+        alice.initialized(&second).await,
+        404,
+        "the longest idle went"
+    );
+    assert_eq!(alice.initialized(&first).await, 202);
+    assert_eq!(alice.initialized(&third).await, 202);
+    assert_eq!(
+        bob.initialized(&bobs).await,
+        202,
+        "another address is untouched"
+    );
+
+    shutdown.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
+}
