@@ -8,8 +8,9 @@
 //!   session's event stream, a long call's answer) are not reads and are never cut.
 //! - At most [`ConnectionLimits::max_connections`] connections are served at once; further
 //!   ones wait in the kernel's accept queue until one closes.
-//! - At most [`ConnectionLimits::max_per_address`] of them come from one IP address, so one
-//!   client (authenticated or not) cannot hold every slot; a connection over that gets a 503
+//! - At most [`ConnectionLimits::max_per_address`] of them come from one IP address (an IPv6
+//!   peer counted by its /64, [`address_key`]), so one client (authenticated or not) cannot
+//!   hold every slot; a connection over that gets a 503
 //!   naming the flag and is closed, without taking a slot.
 //! - Shutdown stops accepting, and the returned future ends when every connection has closed
 //!   (hyper's graceful shutdown: idle keep-alive connections close at once, busy ones after
@@ -53,9 +54,20 @@ pub struct ConnectionLimits {
 pub const DEFAULT_HEADER_READ: Duration = Duration::from_secs(30);
 /// Default [`ConnectionLimits::max_connections`].
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
-/// Default [`ConnectionLimits::max_per_address`]: a quarter of the connections, so that no
-/// single address can take them all.
-pub const DEFAULT_MAX_PER_ADDRESS: usize = 256;
+/// Default [`ConnectionLimits::max_per_address`] with the default connection cap: 64 of 1024.
+pub const DEFAULT_MAX_PER_ADDRESS: usize = default_per_address(DEFAULT_MAX_CONNECTIONS);
+
+/// The per-address cap when the operator sets none (R-CON-19): a sixteenth of
+/// `max_connections` (at least 1), so that one address (or IPv6 /64) holds a fair share, and
+/// filling every place takes sixteen addresses (a quarter let four IPv4 addresses, or one
+/// IPv6 /62, take them all).
+pub const fn default_per_address(max_connections: usize) -> usize {
+    if max_connections < 16 {
+        1
+    } else {
+        max_connections / 16
+    }
+}
 
 impl Default for ConnectionLimits {
     fn default() -> Self {
@@ -181,6 +193,19 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_share_of_an_address_is_a_sixteenth() {
+        for (max_connections, per_address) in [(1024, 64), (4096, 256), (100, 6), (16, 1), (3, 1)] {
+            assert_eq!(
+                default_per_address(max_connections),
+                per_address,
+                "{max_connections}"
+            );
+        }
+        assert_eq!(DEFAULT_MAX_PER_ADDRESS, 64);
+        assert_eq!(ConnectionLimits::default().max_per_address, 64);
+    }
 
     #[test]
     fn the_refusal_is_a_complete_http_answer_naming_the_flag() {

@@ -168,11 +168,12 @@ pub struct ConnectorFlags {
     /// closes.
     #[arg(long, default_value_t = durable_mcp_connector::listener::DEFAULT_MAX_CONNECTIONS, value_parser = values::parse_positive)]
     pub http_max_connections: usize,
-    /// With `--transport http`: how many of those connections one IP address may hold, so one
-    /// client cannot take them all; more get a 503 and are closed. 0 for no such cap, e.g.
-    /// behind a reverse proxy that brings every client from one address.
-    #[arg(long, default_value_t = durable_mcp_connector::listener::DEFAULT_MAX_PER_ADDRESS, value_parser = values::parse_count_or_zero)]
-    pub http_max_connections_per_address: usize,
+    /// With `--transport http`: how many of those connections one IP address (an IPv6 one by
+    /// its /64) may hold, so one client cannot take them all; more get a 503 and are closed.
+    /// 0 for no such cap, e.g. behind a reverse proxy that brings every client from one
+    /// address [default: a sixteenth of --http-max-connections, 64 of 1024].
+    #[arg(long, value_name = "N", value_parser = values::parse_count_or_zero)]
+    pub http_max_connections_per_address: Option<usize>,
     /// With --auth-config: how many connections may serve one caller (token subject) at once,
     /// whatever addresses they come from; a request on one more gets a 503 naming this flag
     /// and its connection is closed. 0 for no such cap.

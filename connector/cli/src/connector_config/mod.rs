@@ -14,7 +14,7 @@ use std::{path::Path, sync::Arc};
 use durable_mcp_connector::{
     auth::AuthConfig,
     http::HttpOptions,
-    listener::ConnectionLimits,
+    listener::{ConnectionLimits, default_per_address},
     local::LocalTools,
     route::check_routes,
     server::ConnectorOptions,
@@ -311,7 +311,9 @@ pub fn http_options(
     options.limits = ConnectionLimits {
         header_read: flags.http_header_timeout,
         max_connections: flags.http_max_connections,
-        max_per_address: flags.http_max_connections_per_address,
+        max_per_address: flags
+            .http_max_connections_per_address
+            .unwrap_or(default_per_address(flags.http_max_connections)),
     };
     options.sessions_per_address = flags.max_sessions_per_caller;
     options.replays.per_caller_bytes = flags.max_answer_mib_per_caller << 20;

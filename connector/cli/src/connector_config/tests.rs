@@ -188,10 +188,7 @@ fn defaults_are_the_documented_ones() {
         flags.http_max_connections,
         durable_mcp_connector::listener::DEFAULT_MAX_CONNECTIONS
     );
-    assert_eq!(
-        flags.http_max_connections_per_address,
-        durable_mcp_connector::listener::DEFAULT_MAX_PER_ADDRESS
-    );
+    assert_eq!(flags.http_max_connections_per_address, None);
     assert!(!flags.temporal_tools && !flags.companion_tools && !flags.allow_unauthenticated);
     assert!(flags.codec_endpoint.is_none() && flags.auth_config.is_none());
 }
@@ -551,6 +548,30 @@ fn routed_tool_names_are_checked_only_beside_the_temporal_tools() {
             *checks,
             "{args:?}"
         );
+    }
+}
+
+#[test]
+fn one_address_gets_a_sixteenth_of_the_connections_unless_set() {
+    for (args, per_address) in [
+        (&[][..], 64),
+        (&["--http-max-connections", "4096"][..], 256),
+        (&["--http-max-connections", "10"][..], 1),
+        (&["--http-max-connections-per-address", "0"][..], 0),
+        (
+            &[
+                "--http-max-connections",
+                "4096",
+                "--http-max-connections-per-address",
+                "1000",
+            ][..],
+            1000,
+        ),
+    ] {
+        let mut all = vec!["--transport", "http"];
+        all.extend_from_slice(args);
+        let options = http_options(&routed(&all), "/mcp".into(), None);
+        assert_eq!(options.limits.max_per_address, per_address, "{args:?}");
     }
 }
 
