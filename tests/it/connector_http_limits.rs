@@ -361,3 +361,40 @@ async fn one_address_opening_sessions_closes_only_its_own_longest_idle() {
     shutdown.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
 }
+
+/// R-CON-38: a session sends at most `--max-requests-per-session-minute` requests a minute (rmcp
+/// keeps a cancelled one's events for a minute): one more is answered with a JSON-RPC error naming the
+/// flag and never reaches rmcp; notifications still pass, and another session is served.
+#[tokio::test]
+async fn a_session_over_its_requests_per_minute_is_refused_and_another_is_served() {
+    let env = TestEnv::shared("connector-http-limits").await;
+    let mut options = loopback_http_options();
+    options.requests_per_session_minute = 3;
+    let (server, shutdown) = serve_connector_http(connector_for(&env, "none"), options)
+        .await
+        .unwrap();
+    let client = RawClient::from([127, 0, 0, 1], &server.url);
+    let (looping, other) = (client.open().await, client.open().await);
+    for id in 2..5 {
+        let served = client.ping(&looping, id).await;
+        assert!(served.contains("result"), "{served}");
+    }
+    let refused: serde_json::Value = serde_json::from_str(&client.ping(&looping, 5).await).unwrap();
+    assert_eq!(refused["id"], 5, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("--max-requests-per-session-minute 3"),
+        "{message}"
+    );
+    assert_eq!(refused["error"]["data"]["maxRequestsPerSessionMinute"], 3);
+    assert_eq!(
+        client.initialized(&looping).await,
+        202,
+        "notifications pass"
+    );
+    let served = client.ping(&other, 2).await;
+    assert!(served.contains("result"), "another session: {served}");
+
+    shutdown.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
+}

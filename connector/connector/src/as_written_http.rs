@@ -208,7 +208,7 @@ fn rewrite_message(json: &[u8], answers: &dyn Fn(&Value) -> Option<Value>) -> Op
 }
 
 /// The session a request belongs to (`Mcp-Session-Id`), if any.
-fn session_of(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn session_of(headers: &HeaderMap) -> Option<String> {
     let id = headers.get("mcp-session-id")?.to_str().ok()?;
     (!id.is_empty()).then(|| id.to_owned())
 }

@@ -56,6 +56,9 @@ use super::{
     fair::{PeerAddr, address_key},
     listener::{self, ConnectionLimits},
     server::{Connector, Typed},
+    session_requests::{
+        DEFAULT_REQUESTS_PER_SESSION_MINUTE, RequestsPerSession, limit_session_requests,
+    },
 };
 use axum::http::StatusCode;
 
@@ -137,6 +140,8 @@ pub struct HttpOptions {
     pub sessions_per_address: usize,
     /// Bounds on the answers kept for replays of a session's streams (R-CON-38).
     pub replays: ReplayLimits,
+    /// The most requests one MCP session starts per minute; 0 for no such cap (R-CON-38).
+    pub requests_per_session_minute: usize,
 }
 
 impl HttpOptions {
@@ -150,6 +155,7 @@ impl HttpOptions {
             limits: ConnectionLimits::default(),
             sessions_per_address: super::auth::MAX_SESSIONS_PER_CALLER,
             replays: ReplayLimits::default(),
+            requests_per_session_minute: DEFAULT_REQUESTS_PER_SESSION_MINUTE,
         }
     }
 }
@@ -264,30 +270,11 @@ fn router_counting(
 ) -> axum::Router {
     let sessions = Arc::new(LocalSessionManager::default());
     let by_address = session_owners(options, &sessions);
-    let replays = Arc::new(ReplayStore::new(options.replays));
     let config = mcp_config(options, bound, mcp_ct);
-    let (body_time, body_bytes) = (options.limits.header_read, config.max_request_body_bytes);
+    let body_limits = (options.limits.header_read, config.max_request_body_bytes);
     let service: StreamableHttpService<Typed, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(connector.typed()), sessions, config);
-    // Answers written as the tool service gave them, not as rmcp's typed view (R-CON-12).
-    // Unreadable bodies get JSON-RPC errors, not rmcp's 415 (R-CON-30).
-    let mut mcp = axum::Router::new()
-        .fallback_service(service)
-        .layer(axum::middleware::from_fn(
-            super::unreadable_body::answer_unreadable_bodies,
-        ))
-        .layer(axum::middleware::from_fn(
-            move |request: axum::extract::Request, next: axum::middleware::Next| {
-                let replays = replays.clone();
-                async move { write_answers_as_written_within(replays, request, next).await }
-            },
-        ))
-        // Inside the bearer check: only an authenticated request's body is read (R-CON-19).
-        .layer(axum::middleware::from_fn(
-            move |request: axum::extract::Request, next: axum::middleware::Next| async move {
-                read_body_in_time(body_time, body_bytes, request, next).await
-            },
-        ));
+    let mut mcp = within_bounds(service, options, body_limits);
     if let Some(by_address) = by_address {
         mcp = mcp.layer(axum::middleware::from_fn(
             move |request: axum::extract::Request, next: axum::middleware::Next| {
@@ -329,6 +316,42 @@ fn router_counting(
         }
     }
     router.nest_service(&options.path, mcp)
+}
+
+/// rmcp's service with what runs between it and the bearer check: answers written as the tool
+/// service gave them, not as rmcp's typed view (R-CON-12); unreadable bodies answered with
+/// JSON-RPC errors, not rmcp's 415 (R-CON-30); a session's requests per minute capped before
+/// rmcp keeps their events (R-CON-38); the body read in time (R-CON-19).
+fn within_bounds(
+    service: StreamableHttpService<Typed, LocalSessionManager>,
+    options: &HttpOptions,
+    (body_time, body_bytes): (Duration, usize),
+) -> axum::Router {
+    let replays = Arc::new(ReplayStore::new(options.replays));
+    let per_session = Arc::new(RequestsPerSession::new(options.requests_per_session_minute));
+    axum::Router::new()
+        .fallback_service(service)
+        .layer(axum::middleware::from_fn(
+            super::unreadable_body::answer_unreadable_bodies,
+        ))
+        .layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let replays = replays.clone();
+                async move { write_answers_as_written_within(replays, request, next).await }
+            },
+        ))
+        .layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let per_session = per_session.clone();
+                async move { limit_session_requests(per_session, request, next).await }
+            },
+        ))
+        // Inside the bearer check: only an authenticated request's body is read (R-CON-19).
+        .layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| async move {
+                read_body_in_time(body_time, body_bytes, request, next).await
+            },
+        ))
 }
 
 /// Without inbound auth, who opened which MCP session, by address (R-CON-38): rmcp's session

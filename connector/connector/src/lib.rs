@@ -27,6 +27,7 @@ pub mod local;
 pub mod progress;
 pub mod route;
 pub mod server;
+pub mod session_requests;
 pub mod task_ref;
 pub mod temporal_tools;
 pub mod unreadable_body;

@@ -150,6 +150,12 @@ pub struct ConnectorFlags {
     /// longest idle session, so one caller cannot fill the connector's memory with sessions.
     #[arg(long, value_name = "N", default_value_t = durable_mcp_connector::auth::MAX_SESSIONS_PER_CALLER, value_parser = values::parse_positive)]
     pub max_sessions_per_caller: usize,
+    /// With `--transport http`: how many requests one MCP session may send in a minute. Over
+    /// it the session's request is answered with an error naming this flag and nothing is
+    /// started; the session stays open. rmcp keeps every session request's events for a minute
+    /// after it ends (for resumed streams), so this bounds that memory. 0 for no such cap.
+    #[arg(long, value_name = "N", default_value_t = durable_mcp_connector::session_requests::DEFAULT_REQUESTS_PER_SESSION_MINUTE, value_parser = values::parse_count_or_zero)]
+    pub max_requests_per_session_minute: usize,
     /// Without authentication, callers share one task and idempotency scope per name: this
     /// name [default: the transport, "stdio" or "http"]. Deployments that must not see each
     /// other's tasks (and share a signing key and connector name) need different names.

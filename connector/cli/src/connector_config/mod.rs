@@ -316,6 +316,7 @@ pub fn http_options(
             .unwrap_or(default_per_address(flags.http_max_connections)),
     };
     options.sessions_per_address = flags.max_sessions_per_caller;
+    options.requests_per_session_minute = flags.max_requests_per_session_minute;
     options.replays.per_caller_bytes = flags.max_answer_mib_per_caller << 20;
     options
 }

@@ -189,6 +189,10 @@ fn defaults_are_the_documented_ones() {
         durable_mcp_connector::listener::DEFAULT_MAX_CONNECTIONS
     );
     assert_eq!(flags.http_max_connections_per_address, None);
+    assert_eq!(
+        flags.max_requests_per_session_minute,
+        durable_mcp_connector::session_requests::DEFAULT_REQUESTS_PER_SESSION_MINUTE
+    );
     assert!(!flags.temporal_tools && !flags.companion_tools && !flags.allow_unauthenticated);
     assert!(flags.codec_endpoint.is_none() && flags.auth_config.is_none());
 }
@@ -573,6 +577,17 @@ fn one_address_gets_a_sixteenth_of_the_connections_unless_set() {
         let options = http_options(&routed(&all), "/mcp".into(), None);
         assert_eq!(options.limits.max_per_address, per_address, "{args:?}");
     }
+    let options = http_options(&routed(&["--transport", "http"]), "/mcp".into(), None);
+    assert_eq!(
+        options.requests_per_session_minute,
+        durable_mcp_connector::session_requests::DEFAULT_REQUESTS_PER_SESSION_MINUTE
+    );
+    let flags = routed(&["--max-requests-per-session-minute", "0"]);
+    assert_eq!(
+        http_options(&flags, "/mcp".into(), None).requests_per_session_minute,
+        0,
+        "0 is no cap"
+    );
 }
 
 #[test]
