@@ -40,30 +40,16 @@ impl ClientHandler for ProgressRecorder {
 /// `burst`: five progress notifications written back to back, the last just before its result.
 fn spec_file() -> std::path::PathBuf {
     let mut spec = UpstreamSpec::standard();
-    spec.tools.push(ToolSpec {
-        name: "burst".into(),
-        title: None,
-        description: Some("reports progress five times at once, then returns".into()),
-        annotations: Some(json!({"readOnlyHint": true})),
-        input_schema: None,
-        output_schema: None,
-        meta: None,
-        execution: None,
-        icons: None,
-        behavior: Behavior::Progress { steps: 5, ms: 0 },
-    });
-    spec.tools.push(ToolSpec {
-        name: "steps".into(),
-        title: None,
-        description: Some("reports progress three times, 2 s apart".into()),
-        annotations: Some(json!({"readOnlyHint": true})),
-        input_schema: None,
-        output_schema: None,
-        meta: None,
-        execution: None,
-        icons: None,
-        behavior: Behavior::Progress { steps: 3, ms: 2000 },
-    });
+    spec.tools.push(ToolSpec::read_only(
+        "burst",
+        "reports progress five times at once, then returns",
+        Behavior::Progress { steps: 5, ms: 0 },
+    ));
+    spec.tools.push(ToolSpec::read_only(
+        "steps",
+        "reports progress three times, 2 s apart",
+        Behavior::Progress { steps: 3, ms: 2000 },
+    ));
     let path = temp_path("spec.json");
     std::fs::write(&path, serde_json::to_vec(&spec).unwrap()).unwrap();
     path
@@ -211,22 +197,15 @@ async fn a_long_calls_log_messages_reach_the_waiting_caller_live() {
     let env = TestEnv::shared("live-logs").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let mut spec = UpstreamSpec::standard();
-    spec.tools.push(ToolSpec {
-        name: "slow_logger".into(),
-        title: None,
-        description: Some("logs at once and 3 s later, returns 3 s after that".into()),
-        annotations: Some(json!({"readOnlyHint": true})),
-        input_schema: None,
-        output_schema: None,
-        meta: None,
-        execution: None,
-        icons: None,
-        behavior: Behavior::Log {
+    spec.tools.push(ToolSpec::read_only(
+        "slow_logger",
+        "logs at once and 3 s later, returns 3 s after that",
+        Behavior::Log {
             levels: vec!["info".into(), "warning".into()],
             every_ms: 3000,
             ms: 3000,
         },
-    });
+    ));
     let path = temp_path("spec.json");
     std::fs::write(&path, serde_json::to_vec(&spec).unwrap()).unwrap();
     let _proxy = start_proxy(

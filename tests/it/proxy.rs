@@ -975,3 +975,72 @@ async fn a_503_after_forwarding_is_an_unknown_outcome_unless_the_upstream_says_5
         before.read()
     );
 }
+
+/// R-PRX-10: an upstream log line reaches only the call the upstream tied it to. Caller A's
+/// tool answers, then writes two late lines (one tied to A's finished request, one tied to
+/// none) while caller B's call is alone in flight on the shared connection: B gets neither,
+/// live or in its result. A's own tied lines still reach A.
+#[tokio::test]
+async fn a_late_upstream_log_line_never_reaches_another_call() {
+    use durable_mcp::mcp::call::CallNotification;
+    use durable_mcp::outbound::upstream::UpstreamClient;
+    let mut spec = spec();
+    spec.tools.push(ToolSpec::read_only(
+        "trailing",
+        "answers, then logs twice 300 ms later",
+        Behavior::LogAfter { late_ms: 300 },
+    ));
+    spec.tools.push(ToolSpec::read_only(
+        "chatty",
+        "logs once, tied to its call, then answers",
+        Behavior::Log {
+            levels: vec!["info".into()],
+            ms: 0,
+            every_ms: 0,
+        },
+    ));
+    let spec_file = temp_path("spec.json");
+    write_spec(&spec_file, &spec);
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let client = UpstreamClient::new(
+        "mock",
+        stdio_upstream("mock", &spec_file, &ledger).transport,
+    );
+    let logs_of = |notes: &[CallNotification]| -> Vec<String> {
+        notes
+            .iter()
+            .filter_map(|n| match n {
+                CallNotification::Log(log) => Some(log.data.as_str().unwrap_or_default().into()),
+                CallNotification::Progress(_) => None,
+            })
+            .collect()
+    };
+    let mut a_notes = Vec::new();
+    let args = |key: &str| json!({"key": key}).as_object().unwrap().clone();
+    client
+        .call_tool_reporting("chatty", args("a1"), |n| a_notes.push(n))
+        .await
+        .unwrap();
+    assert_eq!(
+        logs_of(&a_notes),
+        ["info from chatty"],
+        "a call's own tied line"
+    );
+    client
+        .call_tool_reporting("trailing", args("a2"), |n| a_notes.push(n))
+        .await
+        .unwrap();
+    let mut b_notes = Vec::new();
+    let mut b_args = args("b");
+    b_args.insert("sleep_ms".into(), json!(1500));
+    client
+        .call_tool_reporting("slow", b_args, |n| b_notes.push(n))
+        .await
+        .unwrap();
+    assert_eq!(
+        logs_of(&b_notes),
+        Vec::<String>::new(),
+        "caller A's late lines reached B"
+    );
+    client.close().await;
+}

@@ -556,18 +556,8 @@ fn steps_spec() -> std::path::PathBuf {
 /// The standard upstream spec plus one read-only tool, written to a file for the mock.
 fn spec_file_with(name: &str, description: &str, behavior: fixtures::Behavior) -> PathBuf {
     let mut spec = UpstreamSpec::standard();
-    spec.tools.push(fixtures::ToolSpec {
-        name: name.into(),
-        title: None,
-        description: Some(description.into()),
-        annotations: Some(json!({"readOnlyHint": true})),
-        input_schema: None,
-        output_schema: None,
-        meta: None,
-        execution: None,
-        icons: None,
-        behavior,
-    });
+    spec.tools
+        .push(fixtures::ToolSpec::read_only(name, description, behavior));
     let path = temp_path("spec.json");
     std::fs::write(&path, serde_json::to_vec(&spec).unwrap()).unwrap();
     path

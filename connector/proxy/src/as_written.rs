@@ -27,16 +27,13 @@ use rmcp::{
 };
 use serde_json::Value;
 use sse_stream::Sse;
-use tokio::{
-    io::{AsyncRead, ReadBuf},
-    sync::mpsc::{UnboundedReceiver, UnboundedSender},
-};
+use tokio::io::{AsyncRead, ReadBuf};
 
 use super::{
     auth::{AuthError, AuthProvider},
     config::UrlSecrets,
     http_client as scrub,
-    progress::{Following, ProgressRoutes},
+    progress::{Following, ProgressRoutes, Routes},
 };
 use durable_mcp_contract::call::ToolLog;
 
@@ -44,48 +41,32 @@ use durable_mcp_contract::call::ToolLog;
 /// own request such as `initialize`). Claimed answers leave at once.
 const UNCLAIMED_FOR: Duration = Duration::from_secs(60);
 
-/// Responses' `result` values as the upstream wrote them, by request id, and the calls in
-/// flight that its log messages may belong to. Clones share them.
+/// Responses' `result` values as the upstream wrote them, by request id, and the progress and
+/// log messages of the calls, by the progress token of their request. Clones share them.
 #[derive(Clone, Default)]
 pub struct WrittenResults {
     kept: Arc<Mutex<VecDeque<(Instant, String, Value)>>>,
-    calls: Arc<Mutex<InFlight>>,
+    logs: Arc<Mutex<Routes<ToolLog>>>,
     progress: Arc<Mutex<ProgressRoutes>>,
 }
 
-/// The calls in flight on one connection, each with where its log messages go.
-#[derive(Default)]
-struct InFlight {
-    next: u64,
-    calls: Vec<(u64, UnboundedSender<ToolLog>)>,
-}
-
-/// Takes a call off the in-flight list when dropped.
-pub struct LeaveOnDrop {
-    calls: Arc<Mutex<InFlight>>,
-    id: u64,
-}
-
-impl Drop for LeaveOnDrop {
-    fn drop(&mut self) {
-        self.calls
-            .lock()
-            .unwrap()
-            .calls
-            .retain(|(id, _)| *id != self.id);
-    }
-}
-
 impl WrittenResults {
-    /// Looks at one JSON-RPC message as the upstream wrote it; keeps its `result` if it is a
+    /// Looks at one JSON-RPC message as the upstream wrote it, read where nothing ties it to a
+    /// request (stdout, the session's standalone stream): see [`Self::observe_on`].
+    pub fn observe(&self, text: &[u8]) {
+        self.observe_on(text, None);
+    }
+
+    /// Looks at one JSON-RPC message as the upstream wrote it, read on the response stream of
+    /// the request whose progress token is `stream` (if any); keeps its `result` if it is a
     /// response; passes log messages and progress on to the calls they belong to. Anything else
     /// (other notifications, requests, errors, garbage) is ignored: rmcp handles those.
-    pub fn observe(&self, text: &[u8]) {
+    pub fn observe_on(&self, text: &[u8], stream: Option<&Value>) {
         let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(text) else {
             return;
         };
         if message.get("method").and_then(Value::as_str) == Some("notifications/message") {
-            self.attribute_log(message.remove("params").unwrap_or_default());
+            self.attribute_log(message.remove("params").unwrap_or_default(), stream);
             return;
         }
         if message.get("method").and_then(Value::as_str) == Some("notifications/progress") {
@@ -110,43 +91,34 @@ impl WrittenResults {
         kept.push_back((now, id.to_string(), result));
     }
 
-    /// Registers a call in flight: while it is the only one, the upstream's log messages are
-    /// its own (R-PRX-10). Until the guard drops.
-    pub fn enter_call(&self) -> (LeaveOnDrop, UnboundedReceiver<ToolLog>) {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut in_flight = self.calls.lock().unwrap();
-        in_flight.next += 1;
-        let id = in_flight.next;
-        in_flight.calls.push((id, tx));
-        let guard = LeaveOnDrop {
-            calls: self.calls.clone(),
-            id,
-        };
-        (guard, rx)
-    }
-
-    /// MCP log messages name no request, so a message belongs to a call only when that call
-    /// is the only one in flight when the message is read (in wire order, before the call's
-    /// answer). Any other message is logged here and dropped (R-PRX-10).
-    fn attribute_log(&self, params: Value) {
+    /// A log message goes to the call the upstream tied it to: the request whose progress token
+    /// its `_meta.progressToken` names, else the request whose response stream carried it. A
+    /// message tied to no request is logged here at debug level and dropped: it is never given
+    /// to whichever call happens to be in flight (R-PRX-10).
+    fn attribute_log(&self, params: Value, stream: Option<&Value>) {
         let log = ToolLog {
             level: params["level"].as_str().unwrap_or("info").to_owned(),
             logger: params["logger"].as_str().map(str::to_owned),
             data: params.get("data").cloned().unwrap_or_default(),
             seq: None,
         };
-        let only = match self.calls.lock().unwrap().calls.as_slice() {
-            [(_, only)] => Some(only.clone()),
-            _ => None,
-        };
-        match only.map(|call| call.send(log.clone())) {
-            Some(Ok(())) => {}
-            _ => tracing::info!(
+        let named = params
+            .pointer("/_meta/progressToken")
+            .filter(|t| !t.is_null());
+        match named.or(stream) {
+            Some(token) => self.logs.lock().unwrap().deliver_to(token, log),
+            None => tracing::debug!(
                 target: "durable_mcp::upstream_log",
                 level = %log.level, logger = ?log.logger, data = %log.data,
-                "upstream log message not attributable to one call (none or several in flight); dropped"
+                "upstream log message tied to no request; dropped"
             ),
         }
+    }
+
+    /// The log messages the upstream ties to the request with `token` (R-PRX-10), in wire
+    /// order, including what arrived before this call: rmcp picks the token inside the send.
+    pub fn follow_logs(&self, token: &ProgressToken) -> Following<ToolLog> {
+        Following::new(self.logs.clone(), token)
     }
 
     /// The progress the upstream reports under `token` (R-PRX-9), in wire order, including
@@ -263,10 +235,11 @@ impl TapHttpClient {
         }
     }
 
-    /// A POST through [`Self::authorized`], its answer tapped and scrubbed: what each
-    /// `post_message*` of the trait does around its own call of the inner client.
+    /// A POST of `message` through [`Self::authorized`], its answer tapped and scrubbed: what
+    /// each `post_message*` of the trait does around its own call of the inner client.
     async fn post<Fut>(
         &self,
+        message: &ClientJsonRpcMessage,
         given: Option<String>,
         send: impl Fn(Option<String>) -> Fut,
     ) -> HttpResult<StreamableHttpPostResponse>
@@ -274,12 +247,16 @@ impl TapHttpClient {
         Fut: Future<Output = HttpResult<StreamableHttpPostResponse>>,
     {
         let response = self.authorized(given, send).await;
-        scrub::clean_response(&self.secrets, response.map(|r| self.tap_post(r)))
+        let stream = request_token(message);
+        scrub::clean_response(&self.secrets, response.map(|r| self.tap_post(r, stream)))
     }
 
+    /// Events shown to the tap; `stream` is the progress token of the request whose response
+    /// stream this is (none for the session's standalone stream).
     fn tap_events(
         &self,
         events: BoxStream<'static, Result<Sse, SseError>>,
+        stream: Option<Value>,
     ) -> BoxStream<'static, Result<Sse, SseError>> {
         let written = self.written.clone();
         events
@@ -288,16 +265,20 @@ impl TapHttpClient {
                     data: Some(data), ..
                 }) = event
                 {
-                    written.observe(data.as_bytes());
+                    written.observe_on(data.as_bytes(), stream.as_ref());
                 }
             })
             .boxed()
     }
 
-    fn tap_post(&self, response: StreamableHttpPostResponse) -> StreamableHttpPostResponse {
+    fn tap_post(
+        &self,
+        response: StreamableHttpPostResponse,
+        stream: Option<Value>,
+    ) -> StreamableHttpPostResponse {
         match response {
             StreamableHttpPostResponse::Sse(events, session) => {
-                StreamableHttpPostResponse::Sse(self.tap_events(events), session)
+                StreamableHttpPostResponse::Sse(self.tap_events(events, stream), session)
             }
             other => other,
         }
@@ -306,6 +287,19 @@ impl TapHttpClient {
 
 type Headers = HashMap<HeaderName, HeaderValue>;
 type HttpResult<T> = Result<T, StreamableHttpError<reqwest::Error>>;
+
+/// The progress token of a request (rmcp gives every request one), which names the request's
+/// response stream; none for notifications and responses.
+fn request_token(message: &ClientJsonRpcMessage) -> Option<Value> {
+    let ClientJsonRpcMessage::Request(_) = message else {
+        return None;
+    };
+    let value = serde_json::to_value(message).ok()?;
+    value
+        .pointer("/params/_meta/progressToken")
+        .filter(|t| !t.is_null())
+        .cloned()
+}
 
 /// A 401 answer, with or without a `WWW-Authenticate` challenge.
 fn unauthorized(e: &StreamableHttpError<reqwest::Error>) -> bool {
@@ -332,7 +326,7 @@ impl StreamableHttpClient for TapHttpClient {
         auth_header: Option<String>,
         custom_headers: Headers,
     ) -> HttpResult<StreamableHttpPostResponse> {
-        self.post(auth_header, |auth| {
+        self.post(&message, auth_header, |auth| {
             self.inner.post_message(
                 uri.clone(),
                 message.clone(),
@@ -353,7 +347,7 @@ impl StreamableHttpClient for TapHttpClient {
         custom_headers: Headers,
         max_sse_event_size: usize,
     ) -> HttpResult<StreamableHttpPostResponse> {
-        self.post(auth_header, |auth| {
+        self.post(&message, auth_header, |auth| {
             self.inner.post_message_with_max_sse_event_size(
                 uri.clone(),
                 message.clone(),
@@ -375,7 +369,7 @@ impl StreamableHttpClient for TapHttpClient {
         custom_headers: Headers,
         limits: StreamableHttpResponseLimits,
     ) -> HttpResult<StreamableHttpPostResponse> {
-        self.post(auth_header, |auth| {
+        self.post(&message, auth_header, |auth| {
             self.inner.post_message_with_response_limits(
                 uri.clone(),
                 message.clone(),
@@ -427,7 +421,10 @@ impl StreamableHttpClient for TapHttpClient {
             })
             .await
             .map_err(|e| scrub::clean(&self.secrets, e))?;
-        Ok(scrub::clean_stream(&self.secrets, self.tap_events(events)))
+        Ok(scrub::clean_stream(
+            &self.secrets,
+            self.tap_events(events, None),
+        ))
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -452,7 +449,10 @@ impl StreamableHttpClient for TapHttpClient {
             })
             .await
             .map_err(|e| scrub::clean(&self.secrets, e))?;
-        Ok(scrub::clean_stream(&self.secrets, self.tap_events(events)))
+        Ok(scrub::clean_stream(
+            &self.secrets,
+            self.tap_events(events, None),
+        ))
     }
 }
 
@@ -482,26 +482,46 @@ mod tests {
         assert_eq!(written.take(&RequestId::Number(4)), None);
     }
 
+    fn log(meta: &str) -> Vec<u8> {
+        format!(r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"warning","logger":"l","data":{{"n":1}}{meta}}}}}"#).into_bytes()
+    }
+
+    fn token(n: i64) -> ProgressToken {
+        ProgressToken(rmcp::model::NumberOrString::Number(n))
+    }
+
+    /// A log message reaches only the call the upstream tied it to (its `_meta.progressToken`,
+    /// or the response stream it came on), never the call that happens to be alone in flight.
     #[test]
-    fn log_messages_go_to_the_only_call_in_flight_or_nowhere() {
+    fn log_messages_go_to_the_call_they_are_tied_to_or_nowhere() {
         let written = WrittenResults::default();
-        let log = br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"warning","logger":"l","data":{"n":1}}}"#;
-        written.observe(log); // no call in flight: dropped
-        let (first, mut first_logs) = written.enter_call();
-        written.observe(log);
-        let got = first_logs.try_recv().unwrap();
+        let mut alone = written.follow_logs(&token(1));
+        written.observe(&log("")); // tied to no request: nobody's, even with one call in flight
+        assert!(alone.receiver().try_recv().is_err());
+        written.observe(&log(r#","_meta":{"progressToken":1}"#));
+        let got = alone.receiver().try_recv().unwrap();
         assert_eq!(
             (got.level.as_str(), got.logger.as_deref()),
             ("warning", Some("l"))
         );
         assert_eq!(got.data, serde_json::json!({"n": 1}));
-        let (second, mut second_logs) = written.enter_call();
-        written.observe(log); // two in flight: nobody's
-        assert!(first_logs.try_recv().is_err() && second_logs.try_recv().is_err());
-        drop(first);
-        written.observe(log);
-        assert!(second_logs.try_recv().is_ok(), "the remaining call gets it");
-        drop(second);
+        // On a request's own response stream a message is that request's; its token wins.
+        let mut other = written.follow_logs(&token(2));
+        written.observe_on(&log(""), Some(&serde_json::json!(2)));
+        written.observe_on(
+            &log(r#","_meta":{"progressToken":1}"#),
+            Some(&serde_json::json!(2)),
+        );
+        assert!(other.receiver().try_recv().is_ok());
+        assert!(other.receiver().try_recv().is_err());
+        assert!(alone.receiver().try_recv().is_ok());
+        // Written before the call followed its token: kept for it.
+        written.observe(&log(r#","_meta":{"progressToken":3}"#));
+        assert!(written.follow_logs(&token(3)).receiver().try_recv().is_ok());
+        // A late message of a call that ended reaches nobody else.
+        drop(alone);
+        written.observe(&log(r#","_meta":{"progressToken":1}"#));
+        assert!(other.receiver().try_recv().is_err());
     }
 
     #[test]

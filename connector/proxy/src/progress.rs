@@ -3,7 +3,8 @@
 //! to the caller, so a tool that reports progress just before it returns can have its last
 //! updates arrive after the call ended. The taps under rmcp (the `as_written` module) see every
 //! message in wire order before rmcp delivers the answer: progress is taken from there, and
-//! from rmcp's dispatcher only for transports without a tap, keeping each value once.
+//! from rmcp's dispatcher only for transports without a tap, keeping each value once. The
+//! same [`Routes`] carry the log messages the upstream tied to a call's token (R-PRX-10).
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -18,22 +19,74 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use durable_mcp_contract::call::ToolProgress;
 
-/// How long progress for a token no call follows is kept: rmcp picks the token inside the send,
-/// so the call registers it only after the request may already have been written.
+/// How long progress (or a log message) for a token no call follows is kept: rmcp picks the
+/// token inside the send, so the call registers it only after the request may already have been
+/// written.
 const UNCLAIMED_FOR: Duration = Duration::from_secs(60);
 /// At most this many unclaimed notifications are kept (late ones for calls that ended).
 const UNCLAIMED_MAX: usize = 256;
 
-/// The calls following progress on one connection, by token, and what no call claimed yet.
-#[derive(Default)]
-pub struct ProgressRoutes {
-    routes: HashMap<String, UnboundedSender<ToolProgress>>,
-    unclaimed: VecDeque<(Instant, String, ToolProgress)>,
+/// The calls following one kind of notification on one connection, by progress token, and what
+/// no call claimed yet. A token names one request of one connection, so nothing routed here
+/// can reach another call.
+pub struct Routes<T> {
+    routes: HashMap<String, UnboundedSender<T>>,
+    unclaimed: VecDeque<(Instant, String, T)>,
 }
+
+impl<T> Default for Routes<T> {
+    fn default() -> Self {
+        Self {
+            routes: HashMap::new(),
+            unclaimed: VecDeque::new(),
+        }
+    }
+}
+
+/// The progress routes of a connection (R-PRX-9).
+pub type ProgressRoutes = Routes<ToolProgress>;
 
 /// A token as a map key: its JSON text, so `1` and `"1"` stay apart.
 fn token_key(token: &Value) -> String {
     token.to_string()
+}
+
+impl<T> Routes<T> {
+    /// `item`, which the upstream tied to `token`: to the call that follows it, or kept for a
+    /// while (bounded in count and age).
+    pub fn deliver_to(&mut self, token: &Value, item: T) {
+        let key = token_key(token);
+        if let Some(call) = self.routes.get(&key) {
+            let _ = call.send(item);
+            return;
+        }
+        let now = Instant::now();
+        while self.unclaimed.len() >= UNCLAIMED_MAX
+            || self
+                .unclaimed
+                .front()
+                .is_some_and(|(at, _, _)| now.duration_since(*at) > UNCLAIMED_FOR)
+        {
+            self.unclaimed.pop_front();
+        }
+        self.unclaimed.push_back((now, key, item));
+    }
+
+    /// Routes `token`'s items to the returned receiver, starting with what arrived before.
+    fn follow(&mut self, key: String) -> UnboundedReceiver<T> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut others = VecDeque::with_capacity(self.unclaimed.len());
+        for (at, k, item) in self.unclaimed.drain(..) {
+            if k == key {
+                let _ = tx.send(item);
+            } else {
+                others.push_back((at, k, item));
+            }
+        }
+        self.unclaimed = others;
+        self.routes.insert(key, tx);
+        rx
+    }
 }
 
 impl ProgressRoutes {
@@ -47,7 +100,6 @@ impl ProgressRoutes {
         ) else {
             return;
         };
-        let key = token_key(token);
         let update = ToolProgress {
             progress,
             total: params.get("total").and_then(Value::as_f64),
@@ -56,48 +108,19 @@ impl ProgressRoutes {
                 .and_then(Value::as_str)
                 .map(str::to_owned),
         };
-        if let Some(call) = self.routes.get(&key) {
-            let _ = call.send(update);
-            return;
-        }
-        let now = Instant::now();
-        while self.unclaimed.len() >= UNCLAIMED_MAX
-            || self
-                .unclaimed
-                .front()
-                .is_some_and(|(at, _, _)| now.duration_since(*at) > UNCLAIMED_FOR)
-        {
-            self.unclaimed.pop_front();
-        }
-        self.unclaimed.push_back((now, key, update));
-    }
-
-    /// Routes `token`'s progress to the returned receiver, starting with what arrived before.
-    fn follow(&mut self, key: String) -> UnboundedReceiver<ToolProgress> {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut others = VecDeque::with_capacity(self.unclaimed.len());
-        for (at, k, update) in self.unclaimed.drain(..) {
-            if k == key {
-                let _ = tx.send(update);
-            } else {
-                others.push_back((at, k, update));
-            }
-        }
-        self.unclaimed = others;
-        self.routes.insert(key, tx);
-        rx
+        self.deliver_to(token, update);
     }
 }
 
-/// One call's progress from a tap, until dropped.
-pub struct Following {
-    routes: Arc<Mutex<ProgressRoutes>>,
+/// One call's items of one kind (progress, log messages) from a tap, until dropped.
+pub struct Following<T = ToolProgress> {
+    routes: Arc<Mutex<Routes<T>>>,
     key: String,
-    updates: UnboundedReceiver<ToolProgress>,
+    updates: UnboundedReceiver<T>,
 }
 
-impl Following {
-    pub fn new(routes: Arc<Mutex<ProgressRoutes>>, token: &ProgressToken) -> Self {
+impl<T> Following<T> {
+    pub fn new(routes: Arc<Mutex<Routes<T>>>, token: &ProgressToken) -> Self {
         let key = token_key(&serde_json::to_value(token).unwrap_or_default());
         let updates = routes.lock().unwrap().follow(key.clone());
         Self {
@@ -106,9 +129,14 @@ impl Following {
             updates,
         }
     }
+
+    /// Where the items arrive, in wire order.
+    pub fn receiver(&mut self) -> &mut UnboundedReceiver<T> {
+        &mut self.updates
+    }
 }
 
-impl Drop for Following {
+impl<T> Drop for Following<T> {
     fn drop(&mut self) {
         self.routes.lock().unwrap().routes.remove(&self.key);
     }

@@ -436,7 +436,7 @@ impl UpstreamClient {
     }
 
     /// `tools/call`, passing the upstream's notifications for this call to `on_note`: its
-    /// progress, and its log messages while it is the only call in flight on the connection.
+    /// progress, and the log messages the upstream tied to it (R-PRX-10).
     /// Dropping the returned future cancels the request upstream.
     pub async fn call_tool_reporting(
         &self,
@@ -445,7 +445,6 @@ impl UpstreamClient {
         mut on_note: impl FnMut(CallNotification),
     ) -> Result<serde_json::Value, UpstreamError> {
         let conn = self.connect().await?;
-        let (_in_flight, mut logs) = conn.service().written.enter_call();
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(
             CallToolRequestParams::new(name.to_owned()).with_arguments(arguments),
         ));
@@ -456,6 +455,7 @@ impl UpstreamClient {
             .await
             .map_err(|e| self.failed(&conn, e))?;
         let mut progress = follow_progress(&conn, &handle.progress_token).await;
+        let mut logs = conn.service().written.follow_logs(&handle.progress_token);
         let request_id = handle.id.clone();
         let mut guard = CancelOnDrop {
             peer: conn.peer().clone(),
@@ -464,7 +464,7 @@ impl UpstreamClient {
         let answered = until_answered(
             handle.await_response(),
             &mut progress,
-            &mut logs,
+            logs.receiver(),
             &mut on_note,
         )
         .await;
