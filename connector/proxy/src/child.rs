@@ -5,7 +5,9 @@
 //! and it must not outlive the proxy. So a child gets a minimal environment (as MCP hosts give
 //! theirs) plus its own `env`, runs in a process group of its own, and is started under a tiny
 //! watchdog that kills the whole group, grandchildren included, as soon as the proxy is gone,
-//! however it went (a SIGKILL included). Dropping the connection kills the group as well.
+//! however it went (a SIGKILL included). Dropping the connection kills the group as well. The
+//! watchdog is a child subreaper: a descendant that left the group (`setsid`) is adopted by it
+//! once its parent dies, and killed with the rest.
 
 use std::{
     collections::BTreeMap,
@@ -52,7 +54,9 @@ pub fn command(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        // On Linux the watchdog must outlive the group's kill to stop what left the group
+        // (see [`Group`]); elsewhere the group's leader is the server itself.
+        .kill_on_drop(!cfg!(target_os = "linux"));
     if let Some(dir) = cwd {
         cmd.current_dir(dir);
     }
@@ -80,7 +84,8 @@ pub fn refuse_inspection() {
 
 /// A started stdio upstream. Dropping it kills its whole process group (a `killpg`), so
 /// grandchildren (`npx`, `sh -c` wrappers) go with it; `kill_on_drop` alone would only reach
-/// the group's leader.
+/// the group's leader. On Linux the watchdog has stepped out of the group: it sees the server
+/// die, then kills every descendant it adopted, those that left the group included.
 #[derive(Debug)]
 pub struct Group(tokio::process::Child);
 
@@ -167,6 +172,9 @@ mod watchdog {
             libc::setpgid(0, 0);
             // Before the server is forked, so that it never sees a watchdog that still has it.
             forget_the_environment(environ);
+            // Orphans among the server's descendants, those that left its group with `setsid`
+            // included, become the watchdog's children, so that it can stop them.
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong);
             let watchdog = libc::getpid();
             let server = libc::fork();
             if server < 0 {
@@ -174,13 +182,17 @@ mod watchdog {
                 return;
             }
             if server == 0 {
+                libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 0 as libc::c_ulong);
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
                 if libc::getppid() != watchdog {
                     libc::_exit(1);
                 }
                 return;
             }
-            for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            // Out of the server's group (into the proxy's), so that the proxy's kill of the group
+            // leaves the watchdog to stop what left it; the proxy still gets the server's status.
+            let outside = libc::setpgid(0, libc::getpgid(proxy)) == 0;
+            for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT] {
                 libc::signal(signal, libc::SIG_IGN);
             }
             // The pipes belong to the server, and the proxy's spawn waits for the end of its
@@ -190,31 +202,150 @@ mod watchdog {
                     libc::close(fd);
                 }
             }
+            let status = watch(proxy, server);
+            if !outside {
+                libc::kill(0, libc::SIGKILL);
+            }
+            stop_every_descendant(watchdog);
+            libc::_exit(status);
+        }
+    }
+
+    /// Waits until the server exits (its exit status, as a shell gives it) or the proxy is gone
+    /// (1).
+    unsafe fn watch(proxy: libc::pid_t, server: libc::pid_t) -> i32 {
+        unsafe {
             loop {
                 let mut status = 0;
                 let reaped = libc::waitpid(server, &mut status, libc::WNOHANG);
                 if reaped == server {
-                    // What the server left behind goes with it. The watchdog steps out of the
-                    // group first (into the proxy's), so that the proxy still gets the
-                    // server's status; with the proxy gone, the status matters to nobody.
-                    if libc::setpgid(0, libc::getpgid(proxy)) == 0 {
-                        libc::kill(-watchdog, libc::SIGKILL);
-                    } else {
-                        libc::kill(0, libc::SIGKILL);
-                    }
-                    libc::_exit(if libc::WIFEXITED(status) {
+                    return if libc::WIFEXITED(status) {
                         libc::WEXITSTATUS(status)
                     } else {
                         128 + libc::WTERMSIG(status)
-                    });
+                    };
                 }
                 if reaped < 0 || libc::getppid() != proxy {
-                    libc::kill(0, libc::SIGKILL);
-                    libc::_exit(1);
+                    return 1;
                 }
                 libc::nanosleep(&POLL, std::ptr::null_mut());
             }
         }
+    }
+
+    /// Kills the server's group, then every child of the watchdog (adopted orphans), reaping
+    /// them, until it has no child left: a killed process's own children are adopted before it
+    /// can be reaped, so each round reaches one generation further.
+    unsafe fn stop_every_descendant(watchdog: libc::pid_t) {
+        unsafe {
+            loop {
+                libc::kill(-watchdog, libc::SIGKILL);
+                kill_children_of(watchdog);
+                let mut status = 0;
+                if libc::waitpid(-1, &mut status, 0) < 0 && *libc::__errno_location() != libc::EINTR
+                {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// SIGKILLs every process whose parent is `parent`, found by walking `/proc` with raw
+    /// system calls into buffers on the stack (nothing allocated).
+    unsafe fn kill_children_of(parent: libc::pid_t) {
+        unsafe {
+            let dir = libc::open(
+                c"/proc".as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            );
+            if dir < 0 {
+                return;
+            }
+            let mut entries = [0u8; 4096];
+            loop {
+                let n = libc::syscall(
+                    libc::SYS_getdents64,
+                    dir,
+                    entries.as_mut_ptr(),
+                    entries.len(),
+                );
+                if n <= 0 {
+                    break;
+                }
+                let mut at = 0;
+                // struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name.
+                while at + 19 < n as usize {
+                    let len = u16::from_ne_bytes([entries[at + 16], entries[at + 17]]) as usize;
+                    if len == 0 || at + len > n as usize {
+                        break;
+                    }
+                    if let Some(pid) = pid_of_name(&entries[at + 19..at + len])
+                        && parent_of(pid) == Some(parent)
+                    {
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                    at += len;
+                }
+            }
+            libc::close(dir);
+        }
+    }
+
+    /// The parent of `pid`, from `/proc/<pid>/stat`.
+    unsafe fn parent_of(pid: libc::pid_t) -> Option<libc::pid_t> {
+        let mut path = *b"/proc/0000000000/stat\0";
+        let mut digits = [0u8; 10];
+        let mut n = pid as u32;
+        let mut len = 0;
+        loop {
+            digits[len] = b'0' + (n % 10) as u8;
+            len += 1;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        for i in 0..len {
+            path[6 + i] = digits[len - 1 - i];
+        }
+        path[6 + len..6 + len + 6].copy_from_slice(b"/stat\0");
+        let mut stat = [0u8; 256];
+        // SAFETY: a NUL-terminated path and a buffer on the stack.
+        let read = unsafe {
+            let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return None;
+            }
+            let read = libc::read(fd, stat.as_mut_ptr().cast(), stat.len());
+            libc::close(fd);
+            read
+        };
+        ppid_in_stat(stat.get(..usize::try_from(read).ok()?)?)
+    }
+
+    /// A `/proc` entry's name as a pid (entries that are not processes give none); `name` ends
+    /// at its NUL or runs on into padding.
+    pub(super) fn pid_of_name(name: &[u8]) -> Option<libc::pid_t> {
+        let end = name.iter().position(|b| *b == 0).unwrap_or(name.len());
+        let name = &name[..end];
+        if name.is_empty() || name.len() > 9 || !name.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        Some(
+            name.iter()
+                .fold(0, |n, d| n * 10 + libc::pid_t::from(d - b'0')),
+        )
+    }
+
+    /// The parent pid (field 4) of a `/proc/<pid>/stat` line; the command name (field 2) may
+    /// hold spaces and parentheses, so the fields are counted from its last `)`.
+    pub(super) fn ppid_in_stat(stat: &[u8]) -> Option<libc::pid_t> {
+        let after = stat.iter().rposition(|b| *b == b')')? + 1;
+        let mut fields = stat[after..]
+            .split(|b| *b == b' ')
+            .filter(|f| !f.is_empty());
+        fields.next()?; // the state
+        pid_of_name(fields.next()?)
     }
 }
 
@@ -277,6 +408,68 @@ mod tests {
         let read: Vec<&str> = seen.lines().filter(|l| !l.is_empty()).collect();
         assert_eq!(read.last(), Some(&"end"), "the script ran to its end");
         assert_eq!(read.len(), 1, "the parent's environment leaked: {read:?}");
+    }
+
+    /// A grandchild that leaves the process group (`setsid`) is still stopped with the
+    /// upstream: the watchdog adopts it as a subreaper and kills it (R-PRX-11).
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_grandchild_that_leaves_the_group_is_stopped_with_the_upstream() {
+        use tokio::io::AsyncBufReadExt as _;
+        let script = "setsid sleep 1000 & echo $!; exec sleep 1000";
+        let mut cmd = command(
+            "sh",
+            &["-c".into(), script.into()],
+            &BTreeMap::new(),
+            false,
+            None,
+        );
+        let mut group = Group::new(cmd.spawn().expect("sh runs"));
+        let stdout = group.child_mut().stdout.take().unwrap();
+        let mut line = String::new();
+        tokio::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .await
+            .unwrap();
+        let escaped: libc::pid_t = line.trim().parse().expect("the script prints a pid");
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{escaped}/stat"))
+                .is_ok_and(|stat| !stat.rsplit(')').next().unwrap_or("").starts_with(" Z"))
+        };
+        // It is in a session (so a group) of its own once setsid ran.
+        let own_session = || unsafe { libc::getsid(escaped) } == escaped;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !own_session() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(own_session(), "the grandchild left the group");
+        drop(group);
+        while alive() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let survived = alive();
+        if survived {
+            unsafe { libc::kill(escaped, libc::SIGKILL) };
+        }
+        assert!(!survived, "the grandchild {escaped} outlived its upstream");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn proc_entries_and_stat_lines_are_read_without_allocating() {
+        assert_eq!(watchdog::pid_of_name(b"1234\0\0\0"), Some(1234));
+        assert_eq!(watchdog::pid_of_name(b"self\0"), None);
+        assert_eq!(watchdog::pid_of_name(b""), None);
+        assert_eq!(
+            watchdog::ppid_in_stat(b"42 (a) b) (c) S 7 42 42 0 -1"),
+            Some(7)
+        );
+        assert_eq!(watchdog::ppid_in_stat(b"42 no parenthesis"), None);
+        let own = std::fs::read(format!("/proc/{}/stat", std::process::id())).unwrap();
+        assert_eq!(
+            watchdog::ppid_in_stat(&own),
+            Some(std::os::unix::process::parent_id() as libc::pid_t)
+        );
     }
 
     #[cfg(target_os = "linux")]
