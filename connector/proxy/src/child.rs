@@ -378,6 +378,19 @@ mod tests {
         assert_eq!(vars[OsStr::new("PATH")], "/opt/bin", "its own env wins");
     }
 
+    /// `sh -c script` started as a stdio upstream is.
+    #[cfg(target_os = "linux")]
+    fn sh(script: &str) -> Group {
+        let mut cmd = command(
+            "sh",
+            &["-c".into(), script.into()],
+            &BTreeMap::new(),
+            false,
+            None,
+        );
+        Group::new(cmd.spawn().expect("sh runs"))
+    }
+
     /// The upstream's parent is the watchdog, a fork of the proxy: reading the parent's
     /// `/proc/<pid>/environ` must show none of the proxy's variables (here the test process's,
     /// which has every `CARGO_*` variable cargo sets), only NUL bytes.
@@ -391,15 +404,8 @@ mod tests {
         // Run as root the read succeeds and must find only NULs; otherwise the non-dumpable
         // watchdog's file cannot even be opened. Either way no variable comes out.
         let script = r#"tr '\0' '\n' < /proc/$PPID/environ 2>/dev/null; echo end"#;
-        let mut cmd = command(
-            "sh",
-            &["-c".into(), script.into()],
-            &BTreeMap::new(),
-            false,
-            None,
-        );
         use tokio::io::AsyncReadExt as _;
-        let mut group = Group::new(cmd.spawn().expect("sh runs"));
+        let mut group = sh(script);
         let mut out = Vec::new();
         let mut stdout = group.child_mut().stdout.take().unwrap();
         stdout.read_to_end(&mut out).await.unwrap();
@@ -416,15 +422,7 @@ mod tests {
     #[tokio::test]
     async fn a_grandchild_that_leaves_the_group_is_stopped_with_the_upstream() {
         use tokio::io::AsyncBufReadExt as _;
-        let script = "setsid sleep 1000 & echo $!; exec sleep 1000";
-        let mut cmd = command(
-            "sh",
-            &["-c".into(), script.into()],
-            &BTreeMap::new(),
-            false,
-            None,
-        );
-        let mut group = Group::new(cmd.spawn().expect("sh runs"));
+        let mut group = sh("setsid sleep 1000 & echo $!; exec sleep 1000");
         let stdout = group.child_mut().stdout.take().unwrap();
         let mut line = String::new();
         tokio::io::BufReader::new(stdout)
