@@ -38,6 +38,7 @@ pub mod proxy;
 pub mod refusal;
 pub mod retry;
 pub mod service;
+pub mod stderr;
 pub mod transport_failure;
 pub mod upstream;
 

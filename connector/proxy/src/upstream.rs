@@ -777,13 +777,10 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, String> 
     serde_json::from_str(&text).map_err(|e| e.to_string())
 }
 
-/// A stdio child's stderr goes to our log, line by line.
+/// A stdio child's stderr goes to our log, line by line, each line and the rate bounded
+/// (R-PRX-11, see [`super::stderr`]).
 fn forward_stderr(service: String, stderr: tokio::process::ChildStderr) {
-    use tokio::io::{AsyncBufReadExt, BufReader};
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            info!(target: "durable_mcp::upstream_stderr", service = %service, "{line}");
-        }
-    });
+    tokio::spawn(super::stderr::forward(stderr, move |line| {
+        info!(target: "durable_mcp::upstream_stderr", service = %service, "{line}");
+    }));
 }
