@@ -107,11 +107,15 @@ async fn token_requests(server: &MockServer) -> usize {
 }
 
 async fn echo(env: &TestEnv, key: &str) -> OperationOutcome {
+    call(env, "echo", key).await
+}
+
+async fn call(env: &TestEnv, tool: &str, key: &str) -> OperationOutcome {
     let mut start = StartOperation::new(
         format!("oauth-{key}-{}", uuid::Uuid::new_v4()),
         &env.endpoint,
         "guarded",
-        "echo",
+        tool,
         payload::to_payload(&json!({"key": key})).unwrap(),
     );
     start.schedule_to_close = Some(Duration::from_secs(60));
@@ -125,7 +129,7 @@ async fn echo(env: &TestEnv, key: &str) -> OperationOutcome {
 #[tokio::test]
 async fn client_credential_tokens_are_fetched_once_cached_and_renewed_after_a_401() {
     let env = TestEnv::shared("proxy-oauth").await;
-    let auth = token_endpoint(&["tok-1", "tok-2"], 3600).await;
+    let auth = token_endpoint(&["tok-1", "tok-2", "tok-3"], 3600).await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let upstream = faults::faulty_upstream(
         &UpstreamSpec::standard(),
@@ -136,7 +140,9 @@ async fn client_credential_tokens_are_fetched_once_cached_and_renewed_after_a_40
         ledger.clone(),
     )
     .await;
-    let accepted = Arc::new(Mutex::new(vec!["tok-1".to_owned(), "tok-2".to_owned()]));
+    let accepted = Arc::new(Mutex::new(
+        ["tok-1", "tok-2", "tok-3"].map(str::to_owned).to_vec(),
+    ));
     Mock::given(NotAccepted(accepted.clone()))
         .respond_with(
             ResponseTemplate::new(401).insert_header("www-authenticate", "Bearer realm=\"mcp\""),
@@ -167,8 +173,9 @@ async fn client_credential_tokens_are_fetched_once_cached_and_renewed_after_a_40
         "one token serves every request until it is due"
     );
 
-    // The upstream stops accepting the first token: the next request gets a 401, the proxy
-    // fetches a new token and sends the request once more. The tool runs once.
+    // The upstream stops accepting the first token: the next request gets a 401 and the proxy
+    // fetches a new token. A `tools/call` is not sent again within the attempt (a gateway may
+    // answer 401 after forwarding): the retryable tool's next attempt carries the new token.
     accepted.lock().unwrap().retain(|t| t != "tok-1");
     let outcome = echo(&env, "a3").await;
     assert!(
@@ -182,6 +189,32 @@ async fn client_credential_tokens_are_fetched_once_cached_and_renewed_after_a_40
         "{:?}",
         ledger.read()
     );
+
+    // A one-attempt tool (destructive, not idempotent) answered 401 is never sent twice: its
+    // outcome is unknown. The token is renewed for the next call all the same.
+    accepted.lock().unwrap().retain(|t| t != "tok-2");
+    let outcome = call(&env, "write_once", "w1").await;
+    let OperationOutcome::Failed { error_type, .. } = &outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(error_type.as_deref(), Some("ToolCallOutcomeUnknown"));
+    let posted = upstream
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| {
+            let body = String::from_utf8_lossy(&r.body);
+            body.contains("tools/call") && body.contains("\"w1\"")
+        })
+        .count();
+    assert_eq!(posted, 1, "the one-attempt tools/call was sent again");
+    let outcome = echo(&env, "a4").await;
+    assert!(
+        matches!(outcome, OperationOutcome::Succeeded(_)),
+        "{outcome:?}"
+    );
+    assert_eq!(token_requests(&auth).await, 3, "the renewed token serves");
 }
 
 /// Renewal before expiry, through the provider alone: a token that lives no time at all is

@@ -211,12 +211,16 @@ impl TapHttpClient {
         })
     }
 
-    /// Sends a request with the provider's token (or `given`, without a provider); after a 401
-    /// (the request never ran), tells the provider and sends it once more with a new token.
-    /// A token that cannot be had fails the request as one that never left (R-PRX-15).
+    /// Sends a request with the provider's token (or `given`, without a provider); after a 401,
+    /// tells the provider, and sends it once more with a new token when `again` (a request that
+    /// is not a `tools/call`: a 401 to it is taken to mean it never ran). A `tools/call` is
+    /// never sent twice: a gateway may answer 401 after forwarding it, so its 401 is the call's
+    /// answer (the tool may have run) and the new token serves the next request. A token that
+    /// cannot be had fails the request as one that never left (R-PRX-15).
     async fn authorized<T, Fut>(
         &self,
         given: Option<String>,
+        again: bool,
         send: impl Fn(Option<String>) -> Fut,
     ) -> HttpResult<T>
     where
@@ -229,6 +233,9 @@ impl TapHttpClient {
         match send(Some(token.clone())).await {
             Err(e) if unauthorized(&e) => {
                 auth.rejected(&token);
+                if !again {
+                    return Err(e);
+                }
                 send(Some(auth.token().await.map_err(no_token)?)).await
             }
             other => other,
@@ -246,7 +253,7 @@ impl TapHttpClient {
     where
         Fut: Future<Output = HttpResult<StreamableHttpPostResponse>>,
     {
-        let response = self.authorized(given, send).await;
+        let response = self.authorized(given, !is_tool_call(message), send).await;
         let stream = request_token(message);
         scrub::clean_response(&self.secrets, response.map(|r| self.tap_post(r, stream)))
     }
@@ -299,6 +306,14 @@ fn request_token(message: &ClientJsonRpcMessage) -> Option<Value> {
         .pointer("/params/_meta/progressToken")
         .filter(|t| !t.is_null())
         .cloned()
+}
+
+/// Whether `message` asks a tool to run: such a request is never sent twice (R-PRX-15).
+fn is_tool_call(message: &ClientJsonRpcMessage) -> bool {
+    matches!(
+        message,
+        ClientJsonRpcMessage::Request(r) if matches!(r.request, rmcp::model::ClientRequest::CallToolRequest(_))
+    )
 }
 
 /// A 401 answer, with or without a `WWW-Authenticate` challenge.
@@ -389,7 +404,7 @@ impl StreamableHttpClient for TapHttpClient {
         auth_header: Option<String>,
         custom_headers: Headers,
     ) -> HttpResult<()> {
-        self.authorized(auth_header, |auth| {
+        self.authorized(auth_header, true, |auth| {
             self.inner.delete_session(
                 uri.clone(),
                 session_id.clone(),
@@ -410,7 +425,7 @@ impl StreamableHttpClient for TapHttpClient {
         custom_headers: Headers,
     ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
         let events = self
-            .authorized(auth_header, |auth| {
+            .authorized(auth_header, true, |auth| {
                 self.inner.get_stream(
                     uri.clone(),
                     session_id.clone(),
@@ -437,7 +452,7 @@ impl StreamableHttpClient for TapHttpClient {
         max_sse_event_size: usize,
     ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
         let events = self
-            .authorized(auth_header, |auth| {
+            .authorized(auth_header, true, |auth| {
                 self.inner.get_stream_with_max_sse_event_size(
                     uri.clone(),
                     session_id.clone(),
