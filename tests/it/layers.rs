@@ -89,10 +89,8 @@ const KEPT_OUT: &[(&str, &[&str])] = &[
         "durable-mcp-runtime",
         &["axum", "jsonwebtoken", "clap", "rmcp"],
     ),
-    (
-        "durable-mcp-proxy",
-        &["axum", "jsonwebtoken", "clap", "rmcp/server"],
-    ),
+    // The proxy signs RFC 7523 client assertions for upstream OAuth (R-PRX-15) with jsonwebtoken.
+    ("durable-mcp-proxy", &["axum", "clap", "rmcp/server"]),
     (
         "durable-mcp-native",
         &["axum", "jsonwebtoken", "clap", "rmcp/server", "rmcp/client"],

@@ -13,7 +13,7 @@ use durable_mcp::{
     outbound::{
         TransportConfig,
         auth::{AuthProvider, ClientCredentialsProvider},
-        config::ClientCredentials,
+        config::{ClientAuth, ClientCredentials},
     },
 };
 use durable_mcp_conformance::fixtures::{
@@ -90,9 +90,12 @@ fn credentials(server: &MockServer) -> ClientCredentials {
     ClientCredentials {
         token_url: format!("{}/token", server.uri()).parse().unwrap(),
         client_id: CLIENT_ID.into(),
-        client_secret: CLIENT_SECRET.into(),
+        client_auth: ClientAuth::SecretBasic {
+            secret: CLIENT_SECRET.into(),
+        },
         scopes: vec!["tools:call".into(), "tools:list".into()],
         audience: Some("https://mcp.example".into()),
+        resource: Some("https://mcp.example/mcp".parse().unwrap()),
     }
 }
 
@@ -256,4 +259,93 @@ async fn tokens_are_renewed_when_due_or_rejected_and_refusals_are_plain() {
     let err = provider.token().await.unwrap_err().to_string();
     assert!(err.contains("invalid_client: unknown client"), "{err}");
     assert!(!err.contains(CLIENT_SECRET), "{err}");
+}
+
+/// The token request each client authentication sends, byte for byte: `client_secret_basic`
+/// (HTTP Basic), `client_secret_post` (id and secret in the body) and `private_key_jwt` (an RFC
+/// 7523 assertion signed with the configured key, checked with its public key); each carries the
+/// upstream as RFC 8707 `resource`.
+#[tokio::test]
+async fn each_client_authentication_sends_the_exact_token_request() {
+    use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _};
+    use base64::Engine as _;
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/token"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "access_token": "t", "token_type": "Bearer", "expires_in": 3600,
+        })))
+        .mount(&server)
+        .await;
+    let common = "grant_type=client_credentials&scope=tools%3Acall+tools%3Alist\
+                  &audience=https%3A%2F%2Fmcp.example&resource=https%3A%2F%2Fmcp.example%2Fmcp";
+    let sent = async |client_auth: ClientAuth| {
+        let provider = ClientCredentialsProvider::new(ClientCredentials {
+            client_auth,
+            ..credentials(&server)
+        });
+        assert_eq!(provider.token().await.unwrap(), "t");
+        let request = server.received_requests().await.unwrap().pop().unwrap();
+        let body = String::from_utf8(request.body.clone()).unwrap();
+        let authorization = request
+            .headers
+            .get("authorization")
+            .map(|v| v.to_str().unwrap().to_owned());
+        (body, authorization)
+    };
+
+    let by_basic = ClientAuth::SecretBasic {
+        secret: CLIENT_SECRET.into(),
+    };
+    assert_eq!(sent(by_basic).await, (common.to_owned(), Some(basic())));
+
+    let post = ClientAuth::SecretPost {
+        secret: CLIENT_SECRET.into(),
+    };
+    let (body, authorization) = sent(post).await;
+    assert_eq!(
+        body,
+        format!("{common}&client_id=durable+mcp&client_secret=s3cret%3Awith%2Fodd+chars")
+    );
+    assert_eq!(authorization, None);
+
+    let rng = aws_lc_rs::rand::SystemRandom::new();
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref()).unwrap();
+    let pem = format!(
+        "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+        base64::engine::general_purpose::STANDARD.encode(pkcs8.as_ref())
+    );
+    let key_file = temp_path("client-key.pem");
+    std::fs::write(&key_file, pem).unwrap();
+    let jwt = ClientAuth::PrivateKeyJwt {
+        key_file,
+        algorithm: jsonwebtoken::Algorithm::ES256,
+        key_id: Some("key-1".into()),
+    };
+    let (body, authorization) = sent(jwt).await;
+    assert_eq!(authorization, None);
+    let (head, assertion) = body.rsplit_once("&client_assertion=").unwrap();
+    assert_eq!(
+        head,
+        format!(
+            "{common}&client_id=durable+mcp\
+             &client_assertion_type=urn%3Aietf%3Aparams%3Aoauth%3Aclient-assertion-type%3Ajwt-bearer"
+        )
+    );
+    let token_url = format!("{}/token", server.uri());
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::ES256);
+    validation.set_audience(&[&token_url]);
+    validation.set_issuer(&[CLIENT_ID]);
+    validation.set_required_spec_claims(&["exp", "iat", "aud", "iss", "sub", "jti"]);
+    let key = jsonwebtoken::DecodingKey::from_ec_der(pair.public_key().as_ref());
+    let decoded = jsonwebtoken::decode::<serde_json::Value>(assertion, &key, &validation).unwrap();
+    assert_eq!(decoded.header.kid.as_deref(), Some("key-1"));
+    let claims = decoded.claims;
+    assert_eq!(claims["sub"], CLIENT_ID);
+    assert_eq!(
+        claims["exp"].as_u64().unwrap() - claims["iat"].as_u64().unwrap(),
+        60
+    );
+    assert!(claims["jti"].as_str().is_some_and(|j| !j.is_empty()));
 }

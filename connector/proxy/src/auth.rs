@@ -4,7 +4,11 @@
 //! before every request and, when the upstream answers 401, tells it the token was rejected
 //! and sends the request once more with a new one (a 401 proves the request never ran).
 //! [`ClientCredentialsProvider`] is the provider `[upstream.oauth]` configures: OAuth 2.0
-//! client credentials (RFC 6749 section 4.4), its token cached and renewed before it expires.
+//! client credentials (RFC 6749 section 4.4) with the upstream as RFC 8707 `resource`, the
+//! client authenticated by `client_secret_basic`, `client_secret_post` or `private_key_jwt`
+//! (RFC 7523), its token cached and renewed before it expires. (Hand-written: rmcp's `auth`
+//! feature and the `oauth2` crate would bring a second `jsonwebtoken` or `reqwest` into the
+//! tree, and a discovery flow this fixed-endpoint client does not need.)
 //! An upstream that needs another scheme is given its own provider in Rust
 //! (`UpstreamClient::with_auth`).
 //!
@@ -17,7 +21,10 @@ use futures::{FutureExt as _, future::BoxFuture};
 use serde::Deserialize;
 use tokio::time::Instant;
 
-use super::config::ClientCredentials;
+use super::{
+    assertion::{CLIENT_ASSERTION_TYPE, client_assertion},
+    config::{ClientAuth, ClientCredentials},
+};
 use durable_mcp_runtime::temporal::direct_http::client_builder;
 
 /// Why no token could be had. Its text never holds a token or a secret.
@@ -108,29 +115,19 @@ impl ClientCredentialsProvider {
         Ok(token)
     }
 
-    /// One token request (RFC 6749 section 4.4.2), the client authenticated with HTTP Basic
-    /// (section 2.3.1: id and secret form-encoded first).
+    /// One token request (RFC 6749 section 4.4.2), the client authenticated as configured
+    /// (see [`token_request`]).
     async fn fetch(&self) -> Result<(String, Option<Duration>), AuthError> {
         let c = &self.config;
         let endpoint = c.token_url.host_str().unwrap_or("the token endpoint");
         let fail = |what: String| AuthError(format!("token endpoint {endpoint}: {what}"));
-        let form = {
-            let mut form = url::form_urlencoded::Serializer::new(String::new());
-            form.append_pair("grant_type", "client_credentials");
-            if !c.scopes.is_empty() {
-                form.append_pair("scope", &c.scopes.join(" "));
-            }
-            if let Some(audience) = &c.audience {
-                form.append_pair("audience", audience);
-            }
-            form.finish()
-        };
-        let encode =
-            |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+        let (form, basic) = token_request(c, unix_now()).map_err(fail)?;
         let http = self.http.as_ref().map_err(|e| fail(e.clone()))?;
-        let mut response = http
-            .post(c.token_url.clone())
-            .basic_auth(encode(&c.client_id), Some(encode(&c.client_secret)))
+        let mut request = http.post(c.token_url.clone());
+        if let Some((id, secret)) = basic {
+            request = request.basic_auth(id, Some(secret));
+        }
+        let mut response = request
             .header(
                 http::header::CONTENT_TYPE,
                 "application/x-www-form-urlencoded",
@@ -170,6 +167,56 @@ impl AuthProvider for ClientCredentialsProvider {
             *cached = None;
         }
     }
+}
+
+/// The form body of a token request at `now` (seconds since the epoch), and the HTTP Basic
+/// credentials to send with it (`client_secret_basic` only, each form-encoded first, RFC 6749
+/// section 2.3.1): `grant_type`, `scope`, `audience`, `resource` (RFC 8707), then the client's
+/// authentication, `client_id` and `client_secret` (`client_secret_post`) or `client_id`,
+/// `client_assertion_type` and `client_assertion` (`private_key_jwt`, RFC 7523). Its error
+/// never holds the secret or the key.
+pub fn token_request(
+    c: &ClientCredentials,
+    now: u64,
+) -> Result<(String, Option<(String, String)>), String> {
+    let mut form = url::form_urlencoded::Serializer::new(String::new());
+    form.append_pair("grant_type", "client_credentials");
+    if !c.scopes.is_empty() {
+        form.append_pair("scope", &c.scopes.join(" "));
+    }
+    if let Some(audience) = &c.audience {
+        form.append_pair("audience", audience);
+    }
+    if let Some(resource) = &c.resource {
+        form.append_pair("resource", resource.as_str());
+    }
+    let encode = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+    let basic = match &c.client_auth {
+        ClientAuth::SecretBasic { secret } => Some((encode(&c.client_id), encode(secret))),
+        ClientAuth::SecretPost { secret } => {
+            form.append_pair("client_id", &c.client_id);
+            form.append_pair("client_secret", secret);
+            None
+        }
+        ClientAuth::PrivateKeyJwt {
+            key_file,
+            algorithm,
+            key_id,
+        } => {
+            let assertion = client_assertion(c, key_file, *algorithm, key_id.clone(), now)?;
+            form.append_pair("client_id", &c.client_id);
+            form.append_pair("client_assertion_type", CLIENT_ASSERTION_TYPE);
+            form.append_pair("client_assertion", &assertion);
+            None
+        }
+    };
+    Ok((form.finish(), basic))
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// The token endpoint's answer: the token and its lifetime, or what went wrong, said without
@@ -265,5 +312,62 @@ mod tests {
         assert!(
             token_from_answer(200, br#"{"access_token":"a b","token_type":"Bearer"}"#).is_err()
         );
+    }
+}
+
+#[cfg(test)]
+mod request_tests {
+    use super::*;
+
+    fn credentials(client_auth: ClientAuth) -> ClientCredentials {
+        ClientCredentials {
+            token_url: "https://auth.example/token".parse().unwrap(),
+            client_id: "proxy id".into(),
+            client_auth,
+            scopes: vec!["a".into(), "b:c".into()],
+            audience: Some("https://aud".into()),
+            resource: Some("https://mcp.example/mcp".parse().unwrap()),
+        }
+    }
+
+    #[test]
+    fn each_client_authentication_sends_its_own_token_request() {
+        let secret = "s&=cret";
+        let common = "grant_type=client_credentials&scope=a+b%3Ac&audience=https%3A%2F%2Faud\
+                      &resource=https%3A%2F%2Fmcp.example%2Fmcp";
+        let basic = ClientAuth::SecretBasic {
+            secret: secret.into(),
+        };
+        assert_eq!(
+            token_request(&credentials(basic), 0).unwrap(),
+            (
+                common.to_owned(),
+                Some(("proxy+id".into(), "s%26%3Dcret".into()))
+            )
+        );
+        let post = ClientAuth::SecretPost {
+            secret: secret.into(),
+        };
+        assert_eq!(
+            token_request(&credentials(post), 0).unwrap(),
+            (
+                format!("{common}&client_id=proxy+id&client_secret=s%26%3Dcret"),
+                None
+            )
+        );
+        let key_file = std::env::temp_dir().join(format!("not-a-key-{}.pem", std::process::id()));
+        std::fs::write(&key_file, "not a key").unwrap();
+        let broken = ClientAuth::PrivateKeyJwt {
+            key_file: key_file.clone(),
+            algorithm: jsonwebtoken::Algorithm::ES256,
+            key_id: None,
+        };
+        let error = token_request(&credentials(broken), 0).unwrap_err();
+        assert!(
+            error.contains("holds no PEM private key for ES256"),
+            "{error}"
+        );
+        assert!(!error.contains("not a key"), "{error}");
+        std::fs::remove_file(&key_file).unwrap();
     }
 }

@@ -21,6 +21,7 @@
 //! next to its native tools) and [`proxy`] (the `durable-mcp-proxy` worker, built on it).
 
 pub mod as_written;
+pub mod assertion;
 pub mod auth;
 pub mod call_activity;
 pub mod child;

@@ -96,9 +96,10 @@ fn child(target: &str) {
         let oauth = crate::auth::ClientCredentialsProvider::new(crate::config::ClientCredentials {
             token_url: Url::parse(&format!("{target}/token")).unwrap(),
             client_id: "c".into(),
-            client_secret: "s".into(),
+            client_auth: crate::config::ClientAuth::SecretBasic { secret: "s".into() },
             scopes: Vec::new(),
             audience: None,
+            resource: None,
         });
         let _ = tokio::time::timeout(short, crate::auth::AuthProvider::token(&oauth)).await;
         let away = Url::parse("http://192.0.2.1:9/").unwrap();

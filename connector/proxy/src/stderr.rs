@@ -153,10 +153,7 @@ mod tests {
         lines.push(flood.as_bytes(), start + WINDOW);
         let end = lines.finish(start + WINDOW);
         assert_eq!(end.len(), 1);
-        assert!(
-            end[0].starts_with("[51 stderr lines not logged"),
-            "{end:?}"
-        );
+        assert!(end[0].starts_with("[51 stderr lines not logged"), "{end:?}");
     }
 
     /// An upstream that floods stderr with one huge line and many short ones: the proxy logs a

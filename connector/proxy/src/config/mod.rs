@@ -25,6 +25,7 @@
 //! # token_url = "https://auth.example.com/oauth/token"
 //! # client_id = "durable-mcp"
 //! # client_secret_env = "WEATHER_CLIENT_SECRET"   # the variable that holds the secret
+//! # auth_method = "client_secret_post"  # or private_key_jwt with private_key_file
 //! # scopes = ["tools:call"]
 //! # audience = "https://mcp.example.com"
 //! [upstream.activity_options]       # see `options::ActivityOptions`
@@ -72,7 +73,7 @@ use url::Url;
 use super::options::ActivityOptions;
 pub use codec::CodecConfig;
 use codec::{RawCodec, codec};
-pub use oauth::ClientCredentials;
+pub use oauth::{ClientAuth, ClientCredentials, canonical_resource};
 pub use redact::{UrlSecrets, redacted_url};
 use upstream::{RawUpstream, upstream};
 
@@ -121,6 +122,9 @@ pub struct UpstreamConfig {
 
 /// How to reach an upstream; in the file, chosen by `transport = "stdio" | "http"`.
 /// `Debug` redacts header and `env` values: they are where credentials live.
+// Built once per upstream and kept: the size of the http variant (its OAuth client) costs
+// nothing worth a box, which would change how programs build it.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, PartialEq)]
 pub enum TransportConfig {
     /// A child process speaking MCP on stdin/stdout. It gets a minimal environment (the

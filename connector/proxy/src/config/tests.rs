@@ -520,8 +520,22 @@ fn oauth_config_is_validated_field_by_field() {
         panic!("oauth expected")
     };
     assert!(!unavailable_means_not_run, "off by default");
-    assert_eq!(credentials.client_secret, SECRET);
+    assert_eq!(
+        credentials.client_auth,
+        ClientAuth::SecretBasic {
+            secret: SECRET.into()
+        }
+    );
     assert_eq!(credentials.scopes, ["tools:call"]);
+    // RFC 8707: the upstream's canonical URL, without its user info, query or fragment.
+    assert_eq!(
+        credentials.resource.as_ref().map(Url::as_str),
+        Some("https://h/mcp")
+    );
+    assert_eq!(
+        canonical_resource(&"HTTPS://u:p@Weather.Example/mcp?k=v#f".parse().unwrap()).as_str(),
+        "https://weather.example/mcp"
+    );
     let debug = format!("{:?}", config.upstreams[0]);
     assert!(!debug.contains(SECRET), "{debug}");
 
@@ -545,6 +559,34 @@ fn oauth_config_is_validated_field_by_field() {
             good.replace("tools:call", "tools call"),
             "scopes[0]",
             "not an OAuth scope token",
+        ),
+        (
+            format!("{good}\nauth_method = \"tls_client_auth\""),
+            "auth_method",
+            "client_secret_post or private_key_jwt",
+        ),
+        (
+            format!("{good}\nauth_method = \"private_key_jwt\""),
+            "client_secret_env",
+            "not used by auth_method = \"private_key_jwt\"",
+        ),
+        (
+            good.replace(
+                "client_secret_env = \"WEATHER_TOKEN\"",
+                "auth_method = \"private_key_jwt\"",
+            ),
+            "private_key_file",
+            "required for private_key_jwt",
+        ),
+        (
+            format!("{good}\nkey_id = \"k\""),
+            "key_id",
+            "not used by auth_method = \"client_secret_basic\"",
+        ),
+        (
+            format!("{good}\nresource = \"https://h/mcp#x\""),
+            "resource",
+            "without a fragment",
         ),
     ] {
         let error = parse(&oauth(&body), &env).unwrap_err().to_string();

@@ -148,7 +148,7 @@ fn http_transport(
         ));
     }
     let oauth = match &raw.oauth {
-        Some(oauth) => Some(oauth_credentials(oauth, &headers, at, env)?),
+        Some(oauth) => Some(oauth_credentials(oauth, &url, &headers, at, env)?),
         None => None,
     };
     Ok(TransportConfig::Http {
@@ -183,6 +183,7 @@ fn http_headers(
 /// OAuth client credentials, which replace a configured `Authorization` header, never join it.
 fn oauth_credentials(
     oauth: &RawClientCredentials,
+    url: &Url,
     headers: &BTreeMap<String, String>,
     at: FieldName,
     env: &dyn Fn(&str) -> Option<String>,
@@ -197,7 +198,7 @@ fn oauth_credentials(
         ));
     }
     let at_oauth = |key: &str| at(&format!("oauth.{key}"));
-    client_credentials(oauth.clone(), &at_oauth, env)
+    client_credentials(oauth.clone(), url, &at_oauth, env)
 }
 
 fn stdio_transport(
