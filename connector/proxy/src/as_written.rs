@@ -298,14 +298,12 @@ type HttpResult<T> = Result<T, StreamableHttpError<reqwest::Error>>;
 /// The progress token of a request (rmcp gives every request one), which names the request's
 /// response stream; none for notifications and responses.
 fn request_token(message: &ClientJsonRpcMessage) -> Option<Value> {
-    let ClientJsonRpcMessage::Request(_) = message else {
+    use rmcp::model::GetMeta as _;
+    let ClientJsonRpcMessage::Request(request) = message else {
         return None;
     };
-    let value = serde_json::to_value(message).ok()?;
-    value
-        .pointer("/params/_meta/progressToken")
-        .filter(|t| !t.is_null())
-        .cloned()
+    let token = request.request.get_meta().get_progress_token()?;
+    serde_json::to_value(token).ok()
 }
 
 /// Whether `message` asks a tool to run: such a request is never sent twice (R-PRX-15).
@@ -537,6 +535,31 @@ mod tests {
         drop(alone);
         written.observe(&log(r#","_meta":{"progressToken":1}"#));
         assert!(other.receiver().try_recv().is_err());
+    }
+
+    /// A POST's response stream is named by its request's progress token; only `tools/call`
+    /// is never sent twice (R-PRX-10, R-PRX-15).
+    #[test]
+    fn a_posted_request_is_named_by_its_token_and_a_tool_call_is_told_apart() {
+        let message = |value: serde_json::Value| -> ClientJsonRpcMessage {
+            serde_json::from_value(value).unwrap()
+        };
+        let call = message(
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "x", "_meta": {"progressToken": 5}}}),
+        );
+        assert_eq!(request_token(&call), Some(serde_json::json!(5)));
+        assert!(is_tool_call(&call));
+        let list = message(
+            serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list",
+            "params": {"_meta": {"progressToken": "t"}}}),
+        );
+        assert_eq!(request_token(&list), Some(serde_json::json!("t")));
+        assert!(!is_tool_call(&list));
+        let note =
+            message(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        assert_eq!(request_token(&note), None);
+        assert!(!is_tool_call(&note));
     }
 
     #[test]
