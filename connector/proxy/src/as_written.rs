@@ -66,7 +66,8 @@ impl WrittenResults {
             return;
         };
         if message.get("method").and_then(Value::as_str) == Some("notifications/message") {
-            self.attribute_log(message.remove("params").unwrap_or_default(), stream);
+            let params = message.remove("params").unwrap_or_default();
+            self.attribute_log(params, stream, text.len());
             return;
         }
         if message.get("method").and_then(Value::as_str) == Some("notifications/progress") {
@@ -95,7 +96,7 @@ impl WrittenResults {
     /// its `_meta.progressToken` names, else the request whose response stream carried it. A
     /// message tied to no request is logged here at debug level and dropped: it is never given
     /// to whichever call happens to be in flight (R-PRX-10).
-    fn attribute_log(&self, params: Value, stream: Option<&Value>) {
+    fn attribute_log(&self, params: Value, stream: Option<&Value>, bytes: usize) {
         let log = ToolLog {
             level: params["level"].as_str().unwrap_or("info").to_owned(),
             logger: params["logger"].as_str().map(str::to_owned),
@@ -106,7 +107,7 @@ impl WrittenResults {
             .pointer("/_meta/progressToken")
             .filter(|t| !t.is_null());
         match named.or(stream) {
-            Some(token) => self.logs.lock().unwrap().deliver_to(token, log),
+            Some(token) => self.logs.lock().unwrap().deliver_to(token, log, bytes),
             None => tracing::debug!(
                 target: "durable_mcp::upstream_log",
                 level = %log.level, logger = ?log.logger, data = %log.data,

@@ -23,15 +23,19 @@ use durable_mcp_contract::call::ToolProgress;
 /// token inside the send, so the call registers it only after the request may already have been
 /// written.
 const UNCLAIMED_FOR: Duration = Duration::from_secs(60);
-/// At most this many unclaimed notifications are kept (late ones for calls that ended).
+/// At most this many unclaimed notifications are kept (late ones for calls that ended), and at
+/// most this many bytes of them (as the upstream wrote them): the oldest go first.
 const UNCLAIMED_MAX: usize = 256;
+const UNCLAIMED_BYTES: usize = 1024 * 1024;
 
 /// The calls following one kind of notification on one connection, by progress token, and what
 /// no call claimed yet. A token names one request of one connection, so nothing routed here
 /// can reach another call.
 pub struct Routes<T> {
     routes: HashMap<String, UnboundedSender<T>>,
-    unclaimed: VecDeque<(Instant, String, T)>,
+    /// When each arrived, its token's key, its size in bytes, and the item.
+    unclaimed: VecDeque<(Instant, String, usize, T)>,
+    unclaimed_bytes: usize,
 }
 
 impl<T> Default for Routes<T> {
@@ -39,6 +43,7 @@ impl<T> Default for Routes<T> {
         Self {
             routes: HashMap::new(),
             unclaimed: VecDeque::new(),
+            unclaimed_bytes: 0,
         }
     }
 }
@@ -52,35 +57,45 @@ fn token_key(token: &Value) -> String {
 }
 
 impl<T> Routes<T> {
-    /// `item`, which the upstream tied to `token`: to the call that follows it, or kept for a
-    /// while (bounded in count and age).
-    pub fn deliver_to(&mut self, token: &Value, item: T) {
+    /// `item` (`bytes` as written), which the upstream tied to `token`: to the call that
+    /// follows it, or kept for a while (bounded in count, bytes and age; one item larger than
+    /// the byte bound is not kept).
+    pub fn deliver_to(&mut self, token: &Value, item: T, bytes: usize) {
         let key = token_key(token);
         if let Some(call) = self.routes.get(&key) {
             let _ = call.send(item);
             return;
         }
+        if bytes > UNCLAIMED_BYTES {
+            return;
+        }
         let now = Instant::now();
         while self.unclaimed.len() >= UNCLAIMED_MAX
+            || self.unclaimed_bytes + bytes > UNCLAIMED_BYTES
             || self
                 .unclaimed
                 .front()
-                .is_some_and(|(at, _, _)| now.duration_since(*at) > UNCLAIMED_FOR)
+                .is_some_and(|(at, ..)| now.duration_since(*at) > UNCLAIMED_FOR)
         {
-            self.unclaimed.pop_front();
+            let Some((_, _, gone, _)) = self.unclaimed.pop_front() else {
+                break;
+            };
+            self.unclaimed_bytes -= gone;
         }
-        self.unclaimed.push_back((now, key, item));
+        self.unclaimed_bytes += bytes;
+        self.unclaimed.push_back((now, key, bytes, item));
     }
 
     /// Routes `token`'s items to the returned receiver, starting with what arrived before.
     fn follow(&mut self, key: String) -> UnboundedReceiver<T> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let mut others = VecDeque::with_capacity(self.unclaimed.len());
-        for (at, k, item) in self.unclaimed.drain(..) {
+        for (at, k, bytes, item) in self.unclaimed.drain(..) {
             if k == key {
+                self.unclaimed_bytes -= bytes;
                 let _ = tx.send(item);
             } else {
-                others.push_back((at, k, item));
+                others.push_back((at, k, bytes, item));
             }
         }
         self.unclaimed = others;
@@ -108,7 +123,8 @@ impl ProgressRoutes {
                 .and_then(Value::as_str)
                 .map(str::to_owned),
         };
-        self.deliver_to(token, update);
+        let bytes = 64 + update.message.as_ref().map_or(0, String::len);
+        self.deliver_to(token, update, bytes);
     }
 }
 
@@ -301,5 +317,15 @@ mod tests {
         }
         routes.deliver(&json!({"progressToken": 1})); // no progress: not MCP progress
         assert_eq!(routes.unclaimed.len(), UNCLAIMED_MAX);
+        // Bytes are bounded too: large items push the oldest out; one too large is not kept.
+        let mut logs = Routes::<u32>::default();
+        for n in 0..8 {
+            logs.deliver_to(&json!(n), n, UNCLAIMED_BYTES / 4);
+        }
+        assert_eq!(logs.unclaimed.len(), 4);
+        assert_eq!(logs.unclaimed_bytes, UNCLAIMED_BYTES);
+        assert_eq!(logs.unclaimed.front().map(|u| u.3), Some(4));
+        logs.deliver_to(&json!(9), 9, UNCLAIMED_BYTES + 1);
+        assert_eq!(logs.unclaimed.len(), 4);
     }
 }
