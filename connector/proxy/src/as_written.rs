@@ -41,11 +41,48 @@ use durable_mcp_contract::call::ToolLog;
 /// own request such as `initialize`). Claimed answers leave at once.
 const UNCLAIMED_FOR: Duration = Duration::from_secs(60);
 
+/// At most this many answers wait to be claimed, and at most [`KEPT_BYTES`] of them (as
+/// written): an upstream that writes answers to requests nobody made cannot grow the proxy
+/// without bound; the oldest go first (R-PRX-10).
+const KEPT_MAX: usize = 1024;
+const KEPT_BYTES: usize = 64 * 1024 * 1024;
+
+/// Answers waiting for their call: (when, request id, result, bytes as written), oldest first.
+#[derive(Default)]
+struct Kept {
+    answers: VecDeque<(Instant, String, Value, usize)>,
+    bytes: usize,
+}
+
+impl Kept {
+    /// Keeps one answer, dropping what outlived [`UNCLAIMED_FOR`] and then the oldest while
+    /// over a bound.
+    fn keep(&mut self, now: Instant, id: String, result: Value, bytes: usize) {
+        self.answers.push_back((now, id, result, bytes));
+        self.bytes += bytes;
+        while self.answers.front().is_some_and(|(at, ..)| {
+            now.duration_since(*at) > UNCLAIMED_FOR
+                || self.answers.len() > KEPT_MAX
+                || self.bytes > KEPT_BYTES
+        }) {
+            let (.., dropped) = self.answers.pop_front().expect("a front answer");
+            self.bytes -= dropped;
+        }
+    }
+
+    fn take(&mut self, id: &str) -> Option<Value> {
+        let at = self.answers.iter().position(|(_, k, ..)| k == id)?;
+        let (_, _, result, bytes) = self.answers.remove(at)?;
+        self.bytes -= bytes;
+        Some(result)
+    }
+}
+
 /// Responses' `result` values as the upstream wrote them, by request id, and the progress and
 /// log messages of the calls, by the progress token of their request. Clones share them.
 #[derive(Clone, Default)]
 pub struct WrittenResults {
-    kept: Arc<Mutex<VecDeque<(Instant, String, Value)>>>,
+    kept: Arc<Mutex<Kept>>,
     logs: Arc<Mutex<Routes<ToolLog>>>,
     progress: Arc<Mutex<ProgressRoutes>>,
 }
@@ -81,15 +118,10 @@ impl WrittenResults {
         if id.is_null() {
             return;
         }
-        let now = Instant::now();
-        let mut kept = self.kept.lock().unwrap();
-        while kept
-            .front()
-            .is_some_and(|(at, _, _)| now.duration_since(*at) > UNCLAIMED_FOR)
-        {
-            kept.pop_front();
-        }
-        kept.push_back((now, id.to_string(), result));
+        self.kept
+            .lock()
+            .unwrap()
+            .keep(Instant::now(), id.to_string(), result, text.len());
     }
 
     /// A log message goes to the call the upstream tied it to: the request whose progress token
@@ -132,17 +164,21 @@ impl WrittenResults {
     /// delivered the typed answer, which it parsed after the tap saw the bytes.
     pub fn take(&self, id: &RequestId) -> Option<Value> {
         let key = serde_json::to_string(id).ok()?;
-        let mut kept = self.kept.lock().unwrap();
-        let at = kept.iter().position(|(_, k, _)| *k == key)?;
-        kept.remove(at).map(|(_, _, v)| v)
+        self.kept.lock().unwrap().take(&key)
     }
 }
 
 /// A stdio child's stdout, passed through unchanged to rmcp; each complete line (one JSON-RPC
 /// message) is shown to [`WrittenResults::observe`] first.
+/// A line longer than rmcp's own stdio bound is one rmcp refuses too: the tap stops holding it
+/// and skips it whole (an upstream writing without newlines cannot grow the proxy).
+const MAX_TAP_LINE: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
+
 pub struct TapReader<R> {
     inner: R,
     line: Vec<u8>,
+    /// The current line passed [`MAX_TAP_LINE`]: its bytes are dropped until its newline.
+    overlong: bool,
     written: WrittenResults,
 }
 
@@ -151,7 +187,26 @@ impl<R> TapReader<R> {
         Self {
             inner,
             line: Vec::new(),
+            overlong: false,
             written,
+        }
+    }
+
+    /// Takes the next piece of a line (ending with its newline or not).
+    fn take_chunk(&mut self, chunk: &[u8]) {
+        if !self.overlong && self.line.len() + chunk.len() > MAX_TAP_LINE {
+            self.overlong = true;
+            self.line = Vec::new();
+        }
+        if !self.overlong {
+            self.line.extend_from_slice(chunk);
+        }
+        if chunk.ends_with(b"\n") {
+            if !self.overlong {
+                self.written.observe(&self.line);
+            }
+            self.line.clear();
+            self.overlong = false;
         }
     }
 }
@@ -166,11 +221,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapReader<R> {
         let before = buf.filled().len();
         ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
         for chunk in buf.filled()[before..].split_inclusive(|b| *b == b'\n') {
-            this.line.extend_from_slice(chunk);
-            if chunk.ends_with(b"\n") {
-                this.written.observe(&this.line);
-                this.line.clear();
-            }
+            this.take_chunk(chunk);
         }
         Poll::Ready(Ok(()))
     }
@@ -494,6 +545,47 @@ mod tests {
         );
         assert_eq!(written.take(&RequestId::Number(3)), None);
         assert_eq!(written.take(&RequestId::Number(4)), None);
+    }
+
+    #[test]
+    fn a_line_past_the_bound_is_skipped_whole_and_the_next_one_seen() {
+        let written = WrittenResults::default();
+        let mut tap = TapReader::new(tokio::io::empty(), written.clone());
+        let huge = vec![b' '; MAX_TAP_LINE / 4];
+        tap.take_chunk(br#"{"jsonrpc":"2.0","id":1,"result":{"a":1}}"#);
+        for _ in 0..8 {
+            tap.take_chunk(&huge);
+        }
+        assert!(tap.overlong && tap.line.is_empty(), "nothing of it is held");
+        tap.take_chunk(b"\n");
+        tap.take_chunk(br#"{"jsonrpc":"2.0","id":2,"result":{"b":2}}"#);
+        tap.take_chunk(b"\n");
+        assert_eq!(written.take(&RequestId::Number(1)), None);
+        assert_eq!(
+            written.take(&RequestId::Number(2)),
+            Some(serde_json::json!({"b": 2}))
+        );
+    }
+
+    #[test]
+    fn answers_nobody_claims_are_bounded_in_count_and_bytes_oldest_first() {
+        let mut kept = Kept::default();
+        let now = Instant::now();
+        for i in 0..KEPT_MAX + 10 {
+            kept.keep(now, i.to_string(), Value::Null, 10);
+        }
+        assert_eq!(kept.answers.len(), KEPT_MAX);
+        assert_eq!(kept.bytes, KEPT_MAX * 10);
+        assert_eq!(kept.take("0"), None, "the oldest went first");
+        assert_eq!(kept.take("10"), Some(Value::Null));
+        kept.keep(now, "big".into(), Value::Bool(true), KEPT_BYTES);
+        assert_eq!(kept.answers.len(), 1, "bytes bound the store too");
+        assert_eq!(kept.take("big"), Some(Value::Bool(true)));
+        assert_eq!((kept.answers.len(), kept.bytes), (0, 0));
+        let later = now + UNCLAIMED_FOR + Duration::from_secs(1);
+        kept.keep(now, "old".into(), Value::Null, 1);
+        kept.keep(later, "new".into(), Value::Null, 1);
+        assert_eq!(kept.take("old"), None, "unclaimed past its time");
     }
 
     fn log(meta: &str) -> Vec<u8> {
