@@ -10,7 +10,7 @@ use std::fmt;
 use serde_json::Value;
 use temporalio_protos::{
     coresdk::nexus::{NexusOperationResult, nexus_operation_result::Status},
-    temporal::api::{common::v1::Payload, failure::v1::Failure},
+    temporal::api::failure::v1::Failure,
 };
 
 use durable_mcp_contract::operation::{OperationOutcome, OperationStatus};
@@ -154,23 +154,19 @@ pub fn start_failed(operation: &str, failure: &Failure) -> ToolCallError {
     ToolCallError::from_outcome(operation, outcome)
 }
 
-/// The whole `CallToolResult` of a finished call, or why there is none.
+/// The whole `CallToolResult` of a finished call, or why there is none. An answer of the other
+/// kind is [`wrong_kind`]'s to find first.
 pub fn call_result(tool: &str, outcome: OperationOutcome) -> Result<Value, ToolCallError> {
-    if let OperationOutcome::Succeeded(p) = &outcome {
-        check_marker(tool, p, payload::TOOL_LIST);
-    }
     match Outcome::from_operation(outcome) {
         o @ Outcome::Result { .. } => Ok(to_call_tool_result(&o)),
         o => Err(ToolCallError::from_outcome(tool, o)),
     }
 }
 
-/// The tools of a finished `list_tools` (R-NXC-2), or why there are none.
+/// The tools of a finished `list_tools` (R-NXC-2), or why there are none. An answer of the
+/// other kind is [`wrong_kind`]'s to find first.
 pub fn tool_list(outcome: OperationOutcome) -> Result<Vec<Value>, ToolCallError> {
     use durable_mcp_contract::listing::LIST_TOOLS;
-    if let OperationOutcome::Succeeded(p) = &outcome {
-        check_marker(LIST_TOOLS, p, payload::CALL_TOOL_RESULT);
-    }
     match Outcome::from_operation(outcome) {
         Outcome::Result {
             payload_json: Value::Array(tools),
@@ -188,31 +184,53 @@ pub fn tool_list(outcome: OperationOutcome) -> Result<Vec<Value>, ToolCallError>
     }
 }
 
-/// Panics (failing the Workflow task, as a nondeterminism does) when the history holds an
-/// answer of the other kind here: the code asks for `operation` where the recorded run asked
-/// for something else (R-WFC-4).
-fn check_marker(operation: &str, p: &Payload, other_kind: &str) {
-    if payload::mcp_type(p) == Some(other_kind) {
-        panic!(
-            "[durable-mcp] nondeterminism: the Workflow calls {operation:?} where its history \
-             holds a {other_kind} answer; the code changed the order of its MCP calls"
-        );
+/// What is wrong when `outcome`, the answer to `operation`, is an answer of `other_kind` (a
+/// tool list where a call was asked for, or a call's result where a listing was): the recorded
+/// run asked for something else (R-WFC-4), or the tool service answered with the wrong kind.
+pub fn wrong_kind(operation: &str, outcome: &OperationOutcome, other_kind: &str) -> Option<String> {
+    match outcome {
+        OperationOutcome::Succeeded(p) if payload::mcp_type(p) == Some(other_kind) => Some(
+            format!("the Workflow calls {operation:?} where the answer is a {other_kind}"),
+        ),
+        _ => None,
     }
 }
 
-/// Panics when an operation token names a proxied call of another tool (R-WFC-4): Temporal
-/// core does not compare Nexus operation names on replay, so the client does where it can.
-pub fn check_token(service: &str, tool: &str, operation_token: Option<&str>) {
-    let Some(token) = operation_token.and_then(CallToken::parse) else {
-        return;
-    };
-    if token.is_call_of(service, tool) == Some(false) {
-        panic!(
-            "[durable-mcp] nondeterminism: the Workflow calls {tool:?} on {service:?} where its \
-             history holds the call {:?}; the code changed the order of its MCP calls",
+/// What is wrong when an operation token names a proxied call of another tool (R-WFC-4):
+/// Temporal core does not compare Nexus operation names on replay, so the client does where it
+/// can.
+pub fn token_mismatch(service: &str, tool: &str, operation_token: Option<&str>) -> Option<String> {
+    let token = operation_token.and_then(CallToken::parse)?;
+    (token.is_call_of(service, tool) == Some(false)).then(|| {
+        format!(
+            "the Workflow calls {tool:?} on {service:?} where the answer is the call {:?}",
             token.activity_id
+        )
+    })
+}
+
+/// The patch marker a Workflow records the first time a tool service answers it with something
+/// that does not fit the call (R-WFC-4): so that a replay of that history gives the same error
+/// instead of reading it as a changed call sequence.
+pub const UNEXPECTED_ANSWER_PATCH: &str = "durable-mcp/unexpected-answer";
+
+/// The answer to `operation` does not fit it (`what`). `recorded` is the Workflow's
+/// [`UNEXPECTED_ANSWER_PATCH`]: true in a live run (which records it) and in a replay of a run
+/// that met such an answer live; then the call fails with `UpstreamProtocolError`, the same on
+/// every replay. False only on a replay whose history never met one: the code changed the
+/// order of its MCP calls, and this panics (failing the Workflow task, as a nondeterminism does).
+pub fn unexpected_answer(operation: &str, what: &str, recorded: bool) -> ToolCallError {
+    if !recorded {
+        panic!(
+            "[durable-mcp] nondeterminism: {what} in its history; the code changed the order of \
+             its MCP calls"
         );
     }
+    ToolCallError::local(
+        operation,
+        ToolCallErrorType::UpstreamProtocolError,
+        format!("the tool service's answer does not fit the call: {what}"),
+    )
 }
 
 fn truncate(s: &str, max: usize) -> &str {
@@ -225,6 +243,7 @@ fn truncate(s: &str, max: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+    use temporalio_protos::temporal::api::common::v1::Payload;
     use temporalio_protos::temporal::api::failure::v1::{
         ApplicationFailureInfo, CanceledFailureInfo, NexusOperationFailureInfo,
         failure::FailureInfo,
@@ -360,19 +379,57 @@ mod tests {
         );
     }
 
+    /// The answer of a listing to a call (or of a call to a listing) is found, and is an
+    /// `UpstreamProtocolError` once recorded (a live run) instead of a stuck Workflow.
+    fn refused(operation: &str, outcome: &OperationOutcome, other_kind: &str) -> ToolCallError {
+        let what = wrong_kind(operation, outcome, other_kind).expect("the wrong kind is found");
+        unexpected_answer(operation, &what, true)
+    }
+
+    #[test]
+    fn a_wrong_kind_of_answer_in_a_live_run_is_an_error() {
+        let listing = payload::to_marked_payload(&json!([]), payload::TOOL_LIST).unwrap();
+        let err = refused(
+            "echo",
+            &operation_outcome(completed(listing)),
+            payload::TOOL_LIST,
+        );
+        assert_eq!(
+            err.error_type(),
+            Some(ToolCallErrorType::UpstreamProtocolError)
+        );
+        assert!(err.message().contains("\"echo\""), "{err}");
+        let call =
+            payload::to_marked_payload(&json!({"content": []}), payload::CALL_TOOL_RESULT).unwrap();
+        let err = refused(
+            "list_tools",
+            &operation_outcome(completed(call)),
+            payload::CALL_TOOL_RESULT,
+        );
+        assert_eq!(err.kind(), ToolCallErrorKind::Failed);
+        // Answers of the right kind, and unmarked ones, are not wrong.
+        let plain = payload::to_payload(&json!({"content": []})).unwrap();
+        let outcome = operation_outcome(completed(plain));
+        assert_eq!(wrong_kind("echo", &outcome, payload::TOOL_LIST), None);
+    }
+
     #[test]
     #[should_panic(expected = "nondeterminism")]
     fn a_listing_where_a_call_was_recorded_is_nondeterminism() {
         let p =
             payload::to_marked_payload(&json!({"content": []}), payload::CALL_TOOL_RESULT).unwrap();
-        let _ = tool_list(operation_outcome(completed(p)));
+        let outcome = operation_outcome(completed(p));
+        let what = wrong_kind("list_tools", &outcome, payload::CALL_TOOL_RESULT).unwrap();
+        let _ = unexpected_answer("list_tools", &what, false);
     }
 
     #[test]
     #[should_panic(expected = "nondeterminism")]
     fn a_call_where_a_listing_was_recorded_is_nondeterminism() {
         let p = payload::to_marked_payload(&json!([]), payload::TOOL_LIST).unwrap();
-        let _ = call_result("echo", operation_outcome(completed(p)));
+        let outcome = operation_outcome(completed(p));
+        let what = wrong_kind("echo", &outcome, payload::TOOL_LIST).unwrap();
+        let _ = unexpected_answer("echo", &what, false);
     }
 
     #[test]
@@ -384,11 +441,24 @@ mod tests {
             })
             .unwrap()
         };
-        check_token("svc", "echo", None);
-        check_token("svc", "echo", Some("wf-token"));
-        check_token("svc", "echo", Some(&token("mcp/svc/echo/req")));
-        let other = token("mcp/svc/add/req");
-        let caught = std::panic::catch_unwind(|| check_token("svc", "echo", Some(&other)));
-        assert!(caught.is_err(), "another tool's token is nondeterminism");
+        assert_eq!(token_mismatch("svc", "echo", None), None);
+        assert_eq!(token_mismatch("svc", "echo", Some("wf-token")), None);
+        assert_eq!(
+            token_mismatch("svc", "echo", Some(&token("mcp/svc/echo/req"))),
+            None
+        );
+        let other = token_mismatch("svc", "echo", Some(&token("mcp/svc/add/req")))
+            .expect("another tool's token does not fit");
+        assert!(other.contains("mcp/svc/add/req"), "{other}");
+        let caught = std::panic::catch_unwind(|| unexpected_answer("echo", &other, false));
+        assert!(
+            caught.is_err(),
+            "unrecorded, another tool's token is nondeterminism"
+        );
+        let err = unexpected_answer("echo", &other, true);
+        assert_eq!(
+            err.error_type(),
+            Some(ToolCallErrorType::UpstreamProtocolError)
+        );
     }
 }

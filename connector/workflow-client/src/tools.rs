@@ -12,7 +12,10 @@ use temporalio_workflow::WorkflowContext;
 
 use super::{
     options::{CallOptions, LIST_TIMEOUT, call_timeout, nexus_options},
-    result::{ToolCallError, call_result, check_token, operation_outcome, start_failed, tool_list},
+    result::{
+        ToolCallError, UNEXPECTED_ANSWER_PATCH, call_result, operation_outcome, start_failed,
+        token_mismatch, tool_list, unexpected_answer, wrong_kind,
+    },
 };
 use durable_mcp_contract::operation::OperationOutcome;
 use durable_mcp_contract::{
@@ -79,6 +82,7 @@ impl<W> McpTools<W> {
                 &CallOptions::default(),
             )
             .await?;
+        self.check_kind(LIST_TOOLS, &outcome, payload::CALL_TOOL_RESULT)?;
         let tools = tool_list(outcome)?;
         let timeouts = tools
             .iter()
@@ -142,6 +146,7 @@ impl<W> McpTools<W> {
         let outcome = self
             .run(name, &operation_for_tool(name), input, timeout, &options)
             .await?;
+        self.check_kind(name, &outcome, payload::TOOL_LIST)?;
         call_result(name, outcome)
     }
 
@@ -187,8 +192,31 @@ impl<W> McpTools<W> {
             ))
             .await
             .map_err(|failure| start_failed(operation, &failure))?;
-        check_token(&self.service, operation, started.operation_token.as_deref());
+        let token = started.operation_token.as_deref();
+        if let Some(what) = token_mismatch(&self.service, operation, token) {
+            return Err(self.unexpected(operation, &what));
+        }
         Ok(operation_outcome(started.result().await))
+    }
+
+    /// An error when `outcome`, the answer to `operation`, is of `other_kind` (R-WFC-4).
+    fn check_kind(
+        &self,
+        operation: &str,
+        outcome: &OperationOutcome,
+        other_kind: &str,
+    ) -> Result<(), ToolCallError> {
+        match wrong_kind(operation, outcome, other_kind) {
+            Some(what) => Err(self.unexpected(operation, &what)),
+            None => Ok(()),
+        }
+    }
+
+    /// The error for an answer that does not fit `operation` (`what`): recorded in the
+    /// Workflow's history the first time, so that its replays fail the call alike; on a replay
+    /// of a history that never met one, a nondeterminism panic (R-WFC-4).
+    fn unexpected(&self, operation: &str, what: &str) -> ToolCallError {
+        unexpected_answer(operation, what, self.ctx.patched(UNEXPECTED_ANSWER_PATCH))
     }
 }
 
