@@ -423,12 +423,6 @@ async fn callers_without_the_tasks_extension_get_the_required_capability_error()
 
 // ---- idempotency keys --------------------------------------------------------------------
 
-fn with_key(tool: &str, args: serde_json::Value, key: &str) -> CallToolRequestParams {
-    let mut params = tool_call(tool, args);
-    params.meta = Some(serde_json::from_value(json!({"idempotencyKey": key})).unwrap());
-    params
-}
-
 #[tokio::test]
 async fn idempotency_keys_reattach_across_restarts_and_conflict_on_other_arguments() {
     let env = TestEnv::shared("connector-idem").await;

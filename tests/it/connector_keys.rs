@@ -1,13 +1,21 @@
 //! R-CON-18: rotating the task signing key does not orphan running tasks. A task started under
 //! the old key is followed and cancelled by a connector whose current key is new and which
-//! lists the old one as previous; without that listing it is an unknown task.
+//! lists the old one as previous; without that listing it is an unknown task. A keyed call
+//! retried across the rotation reattaches to its first run.
+//!
+//! R-CON-7: the arguments' fingerprint is RFC 8785 (JCS), so a retry whose client writes its
+//! numbers another way reattaches, and a key taken by an earlier build (the first fingerprint
+//! form) still reattaches.
 
 use std::time::Duration;
 
 use durable_mcp::inbound::{
+    idempotency::{self, FingerprintKey, IdempotencyKey},
     server::{Connector, ConnectorOptions},
-    task_ref::{CallerScope, SigningKey},
+    task_ref::{CallerScope, SigningKey, caller_hash},
 };
+use durable_mcp::mcp::{operation_name::operation_for_tool, payload};
+use durable_mcp::nexus::{ConflictPolicy, ReusePolicy, StartOperation};
 use durable_mcp_conformance::fixtures::{Ledger, LedgerEvent};
 use rmcp::model::{CancelTaskParams, GetTaskParams};
 use serde_json::json;
@@ -88,4 +96,146 @@ async fn tasks_started_before_a_key_rotation_stay_reachable() {
     for client in [before, forgetful, after] {
         client.cancel().await.unwrap();
     }
+}
+
+/// Calls `write_once` with `args` under idempotency key `idem` through a connector with `key`
+/// (and `previous` keys), and answers its result.
+async fn keyed_write(
+    env: &TestEnv,
+    key: &SigningKey,
+    previous: &[&SigningKey],
+    args: serde_json::Value,
+    idem: &str,
+) -> rmcp::model::CallToolResult {
+    let client = client_for(Connector::new(
+        env.client.clone(),
+        options(env, key, previous),
+    ))
+    .await
+    .unwrap();
+    let result = client
+        .peer()
+        .call_tool(with_key("write_once", args, idem))
+        .await
+        .unwrap();
+    client.cancel().await.unwrap();
+    result
+}
+
+#[tokio::test]
+async fn a_keyed_call_retried_across_a_key_rotation_runs_once() {
+    let env = TestEnv::shared("connector-key-rotation-idem").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
+    let (old, new) = (SigningKey::generate(), SigningKey::generate());
+    let idem = format!("rotate-{}", uuid::Uuid::new_v4());
+    let args = json!({"key": "rot", "item": 1});
+    let first = keyed_write(&env, &old, &[], args.clone(), &idem).await;
+    assert_eq!(first.is_error, Some(false), "{first:?}");
+
+    // Rotated, the old key listed: the retry reattaches to the first run.
+    let again = keyed_write(&env, &new, &[&old], args.clone(), &idem).await;
+    assert_eq!(again.structured_content, first.structured_content);
+    // Other arguments under the key are still a conflict, and run nothing.
+    let conflict = keyed_write(&env, &new, &[&old], json!({"key": "rot", "item": 2}), &idem).await;
+    assert_eq!(conflict.is_error, Some(true), "{conflict:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        ledger.count_key("write_once", LedgerEvent::Called, "rot"),
+        1,
+        "{:?}",
+        ledger.read()
+    );
+}
+
+#[tokio::test]
+async fn a_key_reattaches_when_its_numbers_are_written_another_way() {
+    let env = TestEnv::shared("connector-idem-jcs").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
+    let key = SigningKey::generate();
+    let idem = format!("jcs-{}", uuid::Uuid::new_v4());
+    let first = keyed_write(&env, &key, &[], json!({"key": "jcs", "seconds": 1}), &idem).await;
+    assert_eq!(first.is_error, Some(false), "{first:?}");
+    let again = keyed_write(
+        &env,
+        &key,
+        &[],
+        json!({"seconds": 1.0, "key": "jcs"}),
+        &idem,
+    )
+    .await;
+    assert_eq!(again.is_error, Some(false), "not a conflict: {again:?}");
+    assert_eq!(again.structured_content, first.structured_content);
+    let other = keyed_write(
+        &env,
+        &key,
+        &[],
+        json!({"key": "jcs", "seconds": 1.5}),
+        &idem,
+    )
+    .await;
+    assert_eq!(other.is_error, Some(true), "{other:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        ledger.count_key("write_once", LedgerEvent::Called, "jcs"),
+        1
+    );
+}
+
+/// A keyed call as a build before the JCS fingerprint started it: its operation carries the
+/// first fingerprint form in its header and request id.
+fn legacy_keyed_start(
+    env: &TestEnv,
+    key: &SigningKey,
+    idem: &str,
+    args: &serde_json::Value,
+) -> StartOperation {
+    let fingerprint_key = FingerprintKey::derive(key);
+    let owner = caller_hash(key, &CallerScope::Process("rotation".into()));
+    let id = idempotency::operation_id(
+        &fingerprint_key,
+        "durable-mcp",
+        &owner,
+        "write_once",
+        &IdempotencyKey::new(idem).unwrap(),
+    );
+    let fingerprint = idempotency::legacy_arguments_fingerprint(&fingerprint_key, args);
+    let mut start = StartOperation::new(
+        id.clone(),
+        &env.endpoint,
+        "mock",
+        operation_for_tool("write_once"),
+        payload::to_payload(args).unwrap(),
+    );
+    start.request_id = format!("{id}-{fingerprint}");
+    start.conflict_policy = ConflictPolicy::UseExisting;
+    start.reuse_policy = ReusePolicy::RejectDuplicate;
+    // The connector's fingerprint header (R-CON-7).
+    start
+        .headers
+        .insert("x-durable-mcp-arguments".into(), fingerprint);
+    start
+}
+
+#[tokio::test]
+async fn keys_taken_with_the_first_fingerprint_form_still_reattach() {
+    let env = TestEnv::shared("connector-idem-legacy").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
+    let key = SigningKey::generate();
+    let idem = format!("legacy-{}", uuid::Uuid::new_v4());
+    let args = json!({"key": "old", "item": 1.0});
+    let (_, outcome) = start_and_wait(&env, legacy_keyed_start(&env, &key, &idem, &args)).await;
+    assert_eq!(outcome.kind(), "succeeded", "{outcome:?}");
+
+    let again = keyed_write(&env, &key, &[], args.clone(), &idem).await;
+    assert_eq!(again.is_error, Some(false), "reattached: {again:?}");
+    let other = keyed_write(&env, &key, &[], json!({"key": "old", "item": 2}), &idem).await;
+    assert_eq!(other.is_error, Some(true), "{other:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        ledger.count_key("write_once", LedgerEvent::Called, "old"),
+        1
+    );
 }

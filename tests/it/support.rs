@@ -495,6 +495,17 @@ pub fn tool_call(tool: &str, arguments: serde_json::Value) -> rmcp::model::CallT
     )
 }
 
+/// A `tools/call` of `tool` with `args` under idempotency key `key` (R-CON-7).
+pub fn with_key(
+    tool: &str,
+    args: serde_json::Value,
+    key: &str,
+) -> rmcp::model::CallToolRequestParams {
+    let mut params = tool_call(tool, args);
+    params.meta = Some(serde_json::from_value(serde_json::json!({"idempotencyKey": key})).unwrap());
+    params
+}
+
 // ---- tasks ---------------------------------------------------------------------------------
 
 /// The task ID of a `tools/call` answered with a task (panics on any other answer).

@@ -7,8 +7,9 @@
 //! attaches to it whether it is running or finished.
 //!
 //! Temporal attaches silently, even when the arguments differ. The connector therefore stores
-//! [`arguments_fingerprint`] with the first call and compares it on every reattach; a mismatch
-//! is an `IdempotencyConflict` tool error and the first execution is left alone.
+//! [`arguments_fingerprint`] with the first call and compares it on every reattach
+//! ([`fingerprint_matches`], which also reads the first form that earlier builds stored); a
+//! mismatch is an `IdempotencyConflict` tool error and the first execution is left alone.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -168,18 +169,70 @@ pub fn operation_id(
     )
 }
 
-/// base64url(HMAC-SHA256(fingerprint key, canonical JSON of `args`)): equal for equal
-/// arguments whatever their key order, and meaningless without the key.
+/// Marks a fingerprint of the current form ([`arguments_fingerprint`]); a fingerprint without
+/// it is of the first form ([`legacy_arguments_fingerprint`]), as stored by earlier builds. `.`
+/// is not in base64url, so the two forms cannot be mistaken for each other.
+pub const FINGERPRINT_V2_PREFIX: &str = "v2.";
+
+/// `v2.` base64url(HMAC-SHA256(fingerprint key, RFC 8785 (JCS) canonical form of `args`)):
+/// equal for equal arguments whatever their key order and however their numbers are written
+/// (`1`, `1.0` and `1e0` are one number), and meaningless without the key.
 ///
-/// Numbers are compared as serde_json prints them, so `1` and `1.0` differ. Callers should
-/// fingerprint absent arguments as `{}` so that omitting them and sending `{}` agree.
+/// JCS reads every number as an IEEE 754 double, so integers beyond 2^53 that differ could
+/// share a form; arguments holding one also hash their exact [`canonical_json`] (after a NUL,
+/// which JCS text never holds), so different arguments never share a fingerprint. Callers
+/// should fingerprint absent arguments as `{}` so that omitting them and sending `{}` agree.
 pub fn arguments_fingerprint(fingerprint_key: &FingerprintKey, args: &Value) -> String {
+    let mut h = fingerprint_key.mac();
+    let jcs = serde_json_canonicalizer::to_string(args)
+        .expect("a serde_json value holds only finite numbers, which JCS always writes");
+    h.update(jcs.as_bytes());
+    if has_inexact_integer(args) {
+        h.update(&[0]);
+        h.update(canonical_json(args).as_bytes());
+    }
+    format!(
+        "{FINGERPRINT_V2_PREFIX}{}",
+        URL_SAFE_NO_PAD.encode(h.finalize().into_bytes())
+    )
+}
+
+/// The first form, which idempotent calls started by earlier builds carry:
+/// base64url(HMAC-SHA256(fingerprint key, [`canonical_json`] of `args`)), in which `1` and
+/// `1.0` differ. Only compared against, never written ([`fingerprint_matches`]).
+pub fn legacy_arguments_fingerprint(fingerprint_key: &FingerprintKey, args: &Value) -> String {
     let mut h = fingerprint_key.mac();
     h.update(canonical_json(args).as_bytes());
     URL_SAFE_NO_PAD.encode(h.finalize().into_bytes())
 }
 
-/// Compact JSON with object keys sorted (by UTF-8 bytes) at every level.
+/// Whether `stored`, the fingerprint an existing execution was started with, is that of `args`,
+/// in the form `stored` is in: a key taken before the JCS form still reattaches.
+pub fn fingerprint_matches(fingerprint_key: &FingerprintKey, stored: &str, args: &Value) -> bool {
+    if stored.starts_with(FINGERPRINT_V2_PREFIX) {
+        stored == arguments_fingerprint(fingerprint_key, args)
+    } else {
+        stored == legacy_arguments_fingerprint(fingerprint_key, args)
+    }
+}
+
+/// Whether `v` holds an integer that an IEEE 754 double cannot hold exactly (beyond 2^53).
+fn has_inexact_integer(v: &Value) -> bool {
+    const EXACT: u64 = 1 << 53;
+    match v {
+        Value::Number(n) => n
+            .as_u64()
+            .map(|u| u > EXACT)
+            .or_else(|| n.as_i64().map(|i| i.unsigned_abs() > EXACT))
+            .unwrap_or(false),
+        Value::Array(items) => items.iter().any(has_inexact_integer),
+        Value::Object(map) => map.values().any(has_inexact_integer),
+        _ => false,
+    }
+}
+
+/// Compact JSON with object keys sorted (by UTF-8 bytes) at every level, numbers as serde_json
+/// prints them: the first fingerprint form's input ([`legacy_arguments_fingerprint`]).
 ///
 /// Sorted explicitly rather than relying on `serde_json::Map` iteration order, which follows
 /// insertion order when any crate in the build enables serde_json's `preserve_order`.
@@ -232,9 +285,80 @@ mod tests {
         let signing =
             SigningKey::from_base64("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8").unwrap();
         let key = FingerprintKey::derive(&signing);
+        // The first form, which keys taken by earlier builds carry.
         assert_eq!(
-            arguments_fingerprint(&key, &json!({"b": 1, "a": [true, null]})),
+            legacy_arguments_fingerprint(&key, &json!({"b": 1, "a": [true, null]})),
             "6EKaSbUuLkPIZeKbDdAit8wl1buKirUJbNTbl8lOwYI"
+        );
+        // The JCS form: the same MAC over RFC 8785 text (checked against Python's hmac over
+        // `{"seconds":1}` and `{"a":[1e+21,0.5,0,100]}`).
+        for seconds in [json!(1), json!(1.0), serde_json::from_str("1e0").unwrap()] {
+            assert_eq!(
+                arguments_fingerprint(&key, &json!({ "seconds": seconds })),
+                "v2.WOUiUF5Hzmu0YaWGBB_KOsljxYlCela7sogOI_emvTE"
+            );
+        }
+        let numbers: Value = serde_json::from_str(r#"{"a":[1E21,0.50,-0.0,1.0e2]}"#).unwrap();
+        assert_eq!(
+            arguments_fingerprint(&key, &numbers),
+            "v2.2Ztwf0darT7DHw4pGoWaSKMA_8hVW7rciNbQiww3bAg"
+        );
+    }
+
+    /// A key taken before the JCS form reattaches with the arguments it was taken with, and
+    /// conflicts with others; a JCS fingerprint is compared in its own form.
+    #[test]
+    fn fingerprints_of_either_form_match_their_arguments() {
+        let args = json!({"seconds": 1, "path": "/tmp/x"});
+        let legacy = legacy_arguments_fingerprint(&fk(), &args);
+        assert!(!legacy.starts_with(FINGERPRINT_V2_PREFIX));
+        assert!(fingerprint_matches(&fk(), &legacy, &args));
+        assert!(!fingerprint_matches(
+            &fk(),
+            &legacy,
+            &json!({"seconds": 2, "path": "/tmp/x"})
+        ));
+        let current = arguments_fingerprint(&fk(), &args);
+        assert!(current.starts_with(FINGERPRINT_V2_PREFIX));
+        assert!(fingerprint_matches(&fk(), &current, &args));
+        assert!(fingerprint_matches(
+            &fk(),
+            &current,
+            &json!({"path": "/tmp/x", "seconds": 1.0})
+        ));
+        assert!(!fingerprint_matches(
+            &fk(),
+            &current,
+            &json!({"seconds": 1.5, "path": "/tmp/x"})
+        ));
+        // Where the two texts differ, a fingerprint of one form is not read as the other.
+        let float = json!({"seconds": 1.0});
+        let current = arguments_fingerprint(&fk(), &float);
+        assert!(!fingerprint_matches(
+            &fk(),
+            &current[FINGERPRINT_V2_PREFIX.len()..],
+            &float
+        ));
+        let legacy = legacy_arguments_fingerprint(&fk(), &float);
+        assert!(!fingerprint_matches(
+            &fk(),
+            &format!("{FINGERPRINT_V2_PREFIX}{legacy}"),
+            &float
+        ));
+    }
+
+    /// JCS reads numbers as doubles; integers a double cannot hold still tell arguments apart.
+    #[test]
+    fn integers_beyond_two_to_the_53_still_differ() {
+        let big = |n: u64| arguments_fingerprint(&fk(), &json!({"id": n}));
+        assert_ne!(big(9_007_199_254_740_993), big(9_007_199_254_740_992));
+        assert_ne!(
+            arguments_fingerprint(&fk(), &json!([-9_007_199_254_740_993i64])),
+            arguments_fingerprint(&fk(), &json!([-9_007_199_254_740_992i64]))
+        );
+        assert_eq!(
+            big(1 << 53),
+            arguments_fingerprint(&fk(), &json!({"id": 9007199254740992.0}))
         );
     }
 
@@ -469,9 +593,14 @@ mod tests {
             arguments_fingerprint(&fk(), &a),
             arguments_fingerprint(&fk(), &b)
         );
-        assert_ne!(
+        // Numbers by value (RFC 8785); the first form told `1` from `1.0`.
+        assert_eq!(
             arguments_fingerprint(&fk(), &json!({"a": 1})),
             arguments_fingerprint(&fk(), &json!({"a": 1.0}))
+        );
+        assert_ne!(
+            legacy_arguments_fingerprint(&fk(), &json!({"a": 1})),
+            legacy_arguments_fingerprint(&fk(), &json!({"a": 1.0}))
         );
         assert_ne!(
             arguments_fingerprint(&fk(), &json!([1, 2])),
@@ -538,6 +667,21 @@ mod tests {
         }
     }
 
+    /// `v` with every number a double where a double holds it exactly: equal for arguments that
+    /// differ only in how their numbers are written.
+    fn by_value(v: &Value) -> Value {
+        match v {
+            Value::Number(n) if !has_inexact_integer(v) => {
+                Value::from(n.as_f64().expect("serde_json numbers are finite"))
+            }
+            Value::Array(items) => Value::Array(items.iter().map(by_value).collect()),
+            Value::Object(map) => {
+                Value::Object(map.iter().map(|(k, v)| (k.clone(), by_value(v))).collect())
+            }
+            other => other.clone(),
+        }
+    }
+
     proptest! {
         #[test]
         fn fingerprint_is_invariant_under_key_reordering(v in json_value(), seed in any::<u64>()) {
@@ -547,7 +691,7 @@ mod tests {
 
         #[test]
         fn different_values_have_different_fingerprints(a in json_value(), b in json_value()) {
-            prop_assume!(a != b);
+            prop_assume!(by_value(&a) != by_value(&b));
             prop_assert_ne!(arguments_fingerprint(&fk(), &a), arguments_fingerprint(&fk(), &b));
         }
 

@@ -18,12 +18,12 @@ use super::{
 use crate::{
     fair::Share,
     idempotency::{
-        FingerprintKey, IdempotencyKey, arguments_fingerprint, key_from_meta,
+        FingerprintKey, IdempotencyKey, arguments_fingerprint, fingerprint_matches, key_from_meta,
         operation_id as idempotent_operation_id,
     },
     progress::{forward_live, replay_notifications},
     route::Route,
-    task_ref::CallerScope,
+    task_ref::{CallerScope, SigningKey, caller_hash},
 };
 use durable_mcp_contract::{
     call::{CallNotifications, LiveNotifications},
@@ -34,8 +34,8 @@ use durable_mcp_contract::{
     payload,
 };
 use durable_mcp_runtime::nexus::{
-    ConflictPolicy, OperationClientError, OperationOutcome, OperationRef, ReusePolicy,
-    StartOperation,
+    ConflictPolicy, OperationClientError, OperationDescription, OperationOutcome, OperationRef,
+    ReusePolicy, StartOperation,
 };
 
 impl Connector {
@@ -109,21 +109,23 @@ impl Connector {
     }
 
     /// Starts a call with an idempotency key, or reattaches to the execution the key already
-    /// names; a [`Started::Conflict`] when that execution has other arguments.
+    /// names (under the current signing key, or a previous one, R-CON-18); a
+    /// [`Started::Conflict`] when that execution has other arguments.
     async fn start_idempotent(
         &self,
         mut call: PreparedCall<'_>,
         key: &IdempotencyKey,
         scope: &CallerScope,
     ) -> Result<Started, McpError> {
-        let fingerprint_key = FingerprintKey::derive(&self.inner.options.signing_key);
-        let operation_id = idempotent_operation_id(
-            &fingerprint_key,
-            &self.inner.options.connector_name,
-            &self.owner(scope),
-            call.tool,
-            key,
-        );
+        if let Some((existing, fingerprint_key)) = self
+            .keyed_under_previous_keys(call.tool, key, scope)
+            .await?
+        {
+            return Ok(call.reattached(existing, &fingerprint_key));
+        }
+        let signing = &self.inner.options.signing_key;
+        let fingerprint_key = FingerprintKey::derive(signing);
+        let operation_id = self.keyed_operation_id(signing, call.tool, key, scope);
         let fingerprint = arguments_fingerprint(&fingerprint_key, &call.arguments);
         let start = call.idempotent_operation(&operation_id, &fingerprint);
         let (tool, arguments_bytes) = (call.tool, call.arguments_bytes);
@@ -138,35 +140,62 @@ impl Connector {
                 return Ok(call.started(op));
             }
             Ok((op, false)) => op,
-            // Closed, and started by a request with other arguments.
+            // Closed, and started by a request with other arguments (or by an earlier build,
+            // whose fingerprints had another form).
             Err(OperationClientError::AlreadyExists { .. }) => OperationRef {
                 operation_id,
                 run_id: String::new(),
             },
             Err(e) => return Err(start_failed(e)),
         };
-        self.reattach(call, &op, &fingerprint).await
-    }
-
-    /// Reattaches to the existing execution `op` of an idempotent call, if it was started with
-    /// the same arguments (`fingerprint`).
-    async fn reattach(
-        &self,
-        call: PreparedCall<'_>,
-        op: &OperationRef,
-        fingerprint: &str,
-    ) -> Result<Started, McpError> {
         let existing = self
             .inner
             .client
-            .describe(op)
+            .describe(&op)
             .await
             .map_err(|e| internal("starting the tool call", e))?;
-        if existing.headers.get(FINGERPRINT_HEADER).map(String::as_str) != Some(fingerprint) {
-            return Ok(Started::Conflict);
+        Ok(call.reattached(existing, &fingerprint_key))
+    }
+
+    /// The operation id of a keyed call under `signing` (the current or a previous key).
+    fn keyed_operation_id(
+        &self,
+        signing: &SigningKey,
+        tool: &str,
+        key: &IdempotencyKey,
+        scope: &CallerScope,
+    ) -> String {
+        idempotent_operation_id(
+            &FingerprintKey::derive(signing),
+            &self.inner.options.connector_name,
+            &caller_hash(signing, scope),
+            tool,
+            key,
+        )
+    }
+
+    /// The execution `key` names under a previous signing key, with that key's fingerprint
+    /// key, if one exists: a call retried across a rotation reattaches to it instead of running
+    /// again (R-CON-18). A look-up that fails is an error, never "none": a guess could run a
+    /// destructive call twice.
+    async fn keyed_under_previous_keys(
+        &self,
+        tool: &str,
+        key: &IdempotencyKey,
+        scope: &CallerScope,
+    ) -> Result<Option<(OperationDescription, FingerprintKey)>, McpError> {
+        for previous in &self.inner.options.previous_signing_keys {
+            let op = OperationRef {
+                operation_id: self.keyed_operation_id(previous, tool, key, scope),
+                run_id: String::new(),
+            };
+            match self.inner.client.describe(&op).await {
+                Ok(existing) => return Ok(Some((existing, FingerprintKey::derive(previous)))),
+                Err(OperationClientError::NotFound { .. }) => {}
+                Err(e) => return Err(internal("starting the tool call", e)),
+            }
         }
-        info!(operation_id = %op.operation_id, tool = call.tool, "reattached to an idempotent tool call");
-        Ok(call.started(existing.reference))
+        Ok(None)
     }
 
     /// Waits for the operation; `cancel` (the MCP request's cancellation) cancels it. A waiting
@@ -369,6 +398,24 @@ impl PreparedCall<'_> {
             .headers
             .insert(FINGERPRINT_HEADER.into(), fingerprint.to_owned());
         start
+    }
+
+    /// The existing execution of an idempotent call, if it was started with these arguments
+    /// (its fingerprint, in the form it was stored in, under `fingerprint_key`); else a conflict.
+    fn reattached(
+        self,
+        existing: OperationDescription,
+        fingerprint_key: &FingerprintKey,
+    ) -> Started {
+        let stored = existing
+            .headers
+            .get(FINGERPRINT_HEADER)
+            .map_or("", String::as_str);
+        if !fingerprint_matches(fingerprint_key, stored, &self.arguments) {
+            return Started::Conflict;
+        }
+        info!(operation_id = %existing.reference.operation_id, tool = self.tool, "reattached to an idempotent tool call");
+        self.started(existing.reference)
     }
 
     /// The started call `op`, holding this call's slot.
