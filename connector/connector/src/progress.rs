@@ -16,10 +16,11 @@ use rmcp::{
 
 use durable_mcp_contract::call::{
     CallHeartbeat, CallNotification, CallNotifications, CallToken, LiveNotifications,
-    PROGRESS_MEMO_KEY, ToolLog, ToolProgress, WorkflowCallToken,
+    PROGRESS_MEMO_KEY, ToolLog, ToolProgress, WorkflowCallToken, call_activity_id,
 };
+use durable_mcp_contract::operation_name::tool_for_operation;
 use durable_mcp_contract::payload::{decode_one, to_json};
-use durable_mcp_runtime::nexus::{OperationClient, OperationRef};
+use durable_mcp_runtime::nexus::{OperationClient, OperationDescription, OperationRef};
 use durable_mcp_runtime::temporal::{activity::describe_activity, workflow::describe_workflow};
 
 /// Where a call's progress is kept: the proxy's call Activity or a native tool's Workflow.
@@ -35,6 +36,22 @@ impl ProgressSource {
         CallToken::parse(operation_token)
             .map(Self::Activity)
             .or_else(|| WorkflowCallToken::parse(operation_token).map(Self::Workflow))
+    }
+
+    /// The source the token of the operation `described` names, only when it is that
+    /// operation's own call: the Activity (or Workflow) id a tool service derives from the
+    /// operation's service, tool and handler request id ([`call_activity_id`]). A token that
+    /// names anything else, such as another caller's call named by a hostile or broken tool
+    /// service, is not followed: its progress and log messages are not this caller's (R-CON-10).
+    pub fn of(described: &OperationDescription) -> Option<Self> {
+        let source = Self::parse(&described.operation_token)?;
+        let tool = tool_for_operation(&described.operation)?;
+        let own = call_activity_id(&described.service, &tool, &described.handler_request_id);
+        let named = match &source {
+            Self::Activity(token) => &token.activity_id,
+            Self::Workflow(token) => &token.workflow_id,
+        };
+        (!described.handler_request_id.is_empty() && *named == own).then_some(source)
     }
 }
 
@@ -206,9 +223,10 @@ pub async fn forward_live(
                 schedule.looked(false);
                 continue;
             }
-            match ProgressSource::parse(&described.operation_token) {
+            match ProgressSource::of(&described) {
                 Some(found) => call = Some(found),
-                None => return, // Neither a proxied call nor a Workflow-backed tool.
+                // Neither a proxied call nor a Workflow-backed tool, or not this call's.
+                None => return,
             }
         }
         let Some(found) = &call else { continue };
@@ -286,6 +304,78 @@ async fn notify(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A running operation of `tool` on `service` whose handler got `request_id`, with `token`.
+    fn described(service: &str, tool: &str, request_id: &str, token: &str) -> OperationDescription {
+        OperationDescription {
+            reference: OperationRef {
+                operation_id: "op".into(),
+                run_id: "run".into(),
+            },
+            status: durable_mcp_runtime::nexus::OperationStatus::Running,
+            service: service.into(),
+            operation: durable_mcp_contract::operation_name::operation_for_tool(tool),
+            attempt: 1,
+            last_attempt_failure: None,
+            headers: Default::default(),
+            operation_token: token.into(),
+            handler_request_id: request_id.into(),
+            outcome: None,
+            times: Default::default(),
+        }
+    }
+
+    fn activity(id: &str) -> String {
+        serde_json::to_string(&CallToken {
+            activity_id: id.into(),
+            run_id: "r".into(),
+        })
+        .unwrap()
+    }
+
+    fn workflow(id: &str) -> String {
+        serde_json::to_string(&WorkflowCallToken {
+            workflow_id: id.into(),
+            run_id: "r".into(),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn only_a_token_naming_this_operations_own_call_is_followed() {
+        let own = call_activity_id("svc", "get sum", "req-1");
+        let d = described("svc", "get sum", "req-1", &activity(&own));
+        assert!(matches!(
+            ProgressSource::of(&d),
+            Some(ProgressSource::Activity(_))
+        ));
+        let d = described("svc", "get sum", "req-1", &workflow(&own));
+        assert!(matches!(
+            ProgressSource::of(&d),
+            Some(ProgressSource::Workflow(_))
+        ));
+        // Another caller's call (another request id), another tool's, another service's: a
+        // hostile tool service's token is not followed.
+        for other in [
+            call_activity_id("svc", "get sum", "req-2"),
+            call_activity_id("svc", "delete", "req-1"),
+            call_activity_id("other", "get sum", "req-1"),
+            "wf-elsewhere".into(),
+        ] {
+            for token in [activity(&other), workflow(&other)] {
+                let d = described("svc", "get sum", "req-1", &token);
+                assert_eq!(ProgressSource::of(&d), None, "{token}");
+            }
+        }
+        // No handler request id known: nothing is followed.
+        let d = described(
+            "svc",
+            "get sum",
+            "",
+            &activity(&call_activity_id("svc", "get sum", "")),
+        );
+        assert_eq!(ProgressSource::of(&d), None);
+    }
 
     #[test]
     fn nothing_is_looked_up_before_the_first_interval() {

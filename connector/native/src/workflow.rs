@@ -46,8 +46,10 @@ pub const DEFAULT_WORKFLOW_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 
 /// The Workflow id of one call: a function of (service, tool, Nexus request id), so a retried
 /// start finds the Workflow its first attempt started.
+/// The same form as a proxied call's Activity id, which callers check a token against
+/// (R-CON-10).
 pub fn workflow_id(service: &str, tool: &str, request_id: &str) -> String {
-    format!("mcp/{service}/{tool}/{request_id}")
+    durable_mcp_contract::call::call_activity_id(service, tool, request_id)
 }
 
 impl Tool {

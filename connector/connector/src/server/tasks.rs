@@ -82,10 +82,10 @@ impl Connector {
             Task::new(task_id, TaskStatus::Working, created, updated).with_poll_interval_ms(1000),
             ttl,
         );
+        let call = ProgressSource::of(&described);
         let payload = match (described.status, described.outcome) {
             (OperationStatus::Running | OperationStatus::Unknown, _) | (_, None) => {
                 // The upstream's latest progress message, when the tool reports one.
-                let call = ProgressSource::parse(&described.operation_token);
                 let progress = match &call {
                     Some(call) => call_progress(&self.inner.client, call).await,
                     None => None,

@@ -116,6 +116,9 @@ pub struct OperationDescription {
     /// The handler's token for an async operation (empty until it started, and for sync ones):
     /// what the handler uses to find its work again, e.g. the proxy's activity.
     pub operation_token: String,
+    /// The request id the server gave the handler's start (not the caller's start request
+    /// id): what a tool service derives its call's Activity or Workflow id from (R-CON-10).
+    pub handler_request_id: String,
     /// Present once the operation closed.
     pub outcome: Option<OperationOutcome>,
     /// When it was scheduled and last changed, as the server records them.
@@ -488,6 +491,7 @@ impl OperationClient {
             last_attempt_failure: info.last_attempt_failure.map(|f| summarize(&f).message),
             headers: info.nexus_header,
             operation_token: info.operation_token,
+            handler_request_id: info.request_id,
             outcome,
             times,
             cancel_requested,
