@@ -897,3 +897,61 @@ async fn a_failing_route_and_a_routed_companion_name_leave_the_other_tools_serve
     );
     client.cancel().await.unwrap();
 }
+
+/// R-CON-2: a route whose listing fails keeps its last good listing's names reserved. A name it
+/// shares with another route stays ambiguous while it fails, so a call of that name is refused
+/// naming both, never handed to the other route alone (which could be hostile).
+#[tokio::test]
+async fn a_failing_routes_names_stay_reserved_and_a_shared_name_never_goes_to_the_other() {
+    let bank_env = TestEnv::shared("connector-reserved-bank").await;
+    let other_env = TestEnv::shared("connector-reserved-other").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let bank = start_proxy(
+        &bank_env,
+        vec![mock_with_echoes_named("bank", &["transfer_funds"], &ledger)],
+    );
+    let _other = start_proxy(
+        &other_env,
+        vec![mock_with_echoes_named(
+            "other",
+            &["transfer_funds"],
+            &ledger,
+        )],
+    );
+    let mut options = ConnectorOptions::new(vec![
+        route("bank", &bank_env.endpoint),
+        route("other", &other_env.endpoint),
+    ]);
+    // Every listing asks the routes again, as after the cache's time passed.
+    options.list_cache = Duration::ZERO;
+    options.list_timeout = Duration::from_secs(3);
+    let client = client_for(Connector::new(bank_env.client.clone(), options))
+        .await
+        .unwrap();
+    let listed = |tools: &[rmcp::model::Tool]| tools.iter().any(|t| t.name == "transfer_funds");
+    assert!(!listed(&client.peer().list_all_tools().await.unwrap()));
+
+    // The bank's worker stops: its listing now times out.
+    bank.stop().await;
+    assert!(
+        !listed(&client.peer().list_all_tools().await.unwrap()),
+        "a failed listing freed the name"
+    );
+    let err = client
+        .peer()
+        .call_tool(tool_call("transfer_funds", json!({"key": "stolen"})))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("\"transfer_funds\"") && err.contains("\"bank\"") && err.contains("\"other\""),
+        "{err}"
+    );
+    assert_eq!(
+        ledger.count_key("transfer_funds", LedgerEvent::Called, "stolen"),
+        0,
+        "the call reached the other route: {:?}",
+        ledger.read()
+    );
+    client.cancel().await.unwrap();
+}

@@ -68,34 +68,49 @@ impl Connector {
         let tools = self
             .list_route(&self.inner.options.routes[index])
             .await
-            .map_err(RouteError::Failed)?;
+            .map_err(|why| RouteError::Failed {
+                why,
+                last_good: listing.last_good().cloned(),
+            })?;
         listing.store(tools.clone(), Instant::now());
         Ok(tools)
     }
 
     /// Every route's tools, merged (R-CON-2). A route whose listing fails is left out (logged,
     /// and asked again at the next listing: failures are not cached), so one upstream cannot
-    /// stop the listing of the others; its failure is answered beside the merge.
+    /// stop the listing of the others; its failure is answered beside the merge. Its last good
+    /// listing still takes part in the merge, so a failure frees none of its names: a name it
+    /// shares with another route stays ambiguous, never handed to the other route alone.
     async fn merged_routes(&self) -> Result<(Merged, Vec<String>), McpError> {
         let routes = &self.inner.options.routes;
         let lists = join_all((0..routes.len()).map(|i| self.cached_route(i))).await;
-        let mut ok = Vec::new();
+        let mut merging = Vec::new();
+        let mut reserving = Vec::new();
         let mut failed = Vec::new();
         for (route, listed) in routes.iter().zip(lists) {
             match listed {
-                Ok(tools) => ok.push((route.clone(), tools)),
+                Ok(tools) => merging.push((route.clone(), tools)),
                 Err(RouteError::OverCap(e)) => return Err(e),
-                Err(RouteError::Failed(e)) => {
+                Err(RouteError::Failed { why, last_good }) => {
                     let why = format!(
-                        "listing the tools of service {:?} (endpoint {:?}): {e}",
+                        "listing the tools of service {:?} (endpoint {:?}): {why}",
                         route.service, route.endpoint
                     );
-                    tracing::warn!("{why}; its tools are left out until a listing succeeds");
+                    tracing::warn!(
+                        "{why}; its tools are left out until a listing succeeds (the names of \
+                         its last good listing stay reserved)"
+                    );
                     failed.push(why);
+                    if let Some(tools) = last_good {
+                        reserving.push(route.clone());
+                        merging.push((route.clone(), tools));
+                    }
                 }
             }
         }
-        Ok((self.merge(ok).await, failed))
+        let mut merged = self.merge(merging).await;
+        merged.tools.retain(|(route, _)| !reserving.contains(route));
+        Ok((merged, failed))
     }
 
     /// Merges the routes' lists (R-CON-2): an ambiguous name is left out, remembered for the
@@ -194,8 +209,12 @@ fn companion_origin(companions: bool, name: &str) -> Option<&'static str> {
 enum RouteError {
     /// `--max-in-flight` operations are running (R-CON-17): the caller reads why.
     OverCap(McpError),
-    /// The listing failed: internal, logged (R-CON-15).
-    Failed(String),
+    /// The listing failed: internal, logged (R-CON-15). `last_good` is the route's last
+    /// listing that succeeded, if any: its names stay reserved (R-CON-2).
+    Failed {
+        why: String,
+        last_good: Option<Vec<Value>>,
+    },
 }
 
 /// Why a listing did not succeed, for the log (R-CON-15 keeps it from callers). A timeout most

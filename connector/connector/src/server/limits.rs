@@ -33,6 +33,11 @@ impl Listing {
         }
     }
 
+    /// The last listing that succeeded, however old (R-CON-2: its names stay reserved).
+    pub fn last_good(&self) -> Option<&Vec<Value>> {
+        self.fetched.as_ref().map(|(_, tools)| tools)
+    }
+
     pub fn store(&mut self, tools: Vec<Value>, now: Instant) {
         self.fetched = Some((now, tools));
     }
