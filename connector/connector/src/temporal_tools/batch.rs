@@ -127,8 +127,12 @@ async fn run(ctx: &Ctx<'_>, args: &Args<'_>, op: Op, verb: &str) -> Result<Answe
     let query = args.string("query")?;
     let batch_size = args.int("batch_size", 10, 1, 100)? as usize;
     let max = args.int("max_workflows", 1000, 1, 10_000)? as usize;
-    let (targets, truncated) =
-        matches(ctx, &running_only(&reserved::exclude_reserved(&query)), max).await?;
+    let (targets, truncated) = matches(
+        ctx,
+        &running_only(&reserved::exclude_reserved(&query)?),
+        max,
+    )
+    .await?;
     let op = &op;
     let outcomes: Vec<(String, String, Result<(), ToolError>)> = stream::iter(targets)
         .map(|(wf, run)| async move {

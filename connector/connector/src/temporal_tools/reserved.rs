@@ -43,19 +43,69 @@ pub fn check_id(workflow_id: &str) -> Result<(), ToolError> {
 }
 
 /// `query` narrowed to executions outside the reserved prefix. The user's filter is kept whole
-/// in parentheses; a trailing `ORDER BY` (visibility stores that support it) stays last.
-pub fn exclude_reserved(query: &str) -> String {
+/// in parentheses; a trailing `ORDER BY` (visibility stores that support it) stays last. A
+/// query that could escape its parentheses is refused ([`check_contained`]).
+pub fn exclude_reserved(query: &str) -> Result<String, ToolError> {
     let guard = format!("WorkflowId NOT STARTS_WITH '{RESERVED_PREFIX}'");
     let (filter, order) = split_order_by(query);
     let filter = filter.trim();
+    for part in [query, filter] {
+        check_contained(part).map_err(|why| {
+            ToolError::new(
+                ErrorKind::InvalidArguments,
+                format!("the visibility query {query:?} is refused: {why}"),
+                "balance the parentheses and quotes, leave out comments, backslashes and \
+                 semicolons, and put ORDER BY last, outside any parentheses",
+            )
+        })?;
+    }
     let narrowed = if filter.is_empty() {
         guard
     } else {
         format!("({filter}) AND {guard}")
     };
-    match order {
+    Ok(match order {
         Some(order) => format!("{narrowed} {order}"),
         None => narrowed,
+    })
+}
+
+/// Whether `query` stays inside the parentheses it is wrapped in (R-OPS-6): every parenthesis
+/// outside quotes is closed, in order, and every quote is closed; no comment (`--`, `/*`, `*/`,
+/// `#`) or `;` outside quotes, and no backslash anywhere (the visibility parser reads it as an
+/// escape inside quotes, where this scan would not). `Err` says what is wrong.
+pub fn check_contained(query: &str) -> Result<(), &'static str> {
+    if query.contains('\\') {
+        return Err("it contains a backslash");
+    }
+    let bytes = query.as_bytes();
+    let mut quote: Option<u8> = None;
+    let mut depth = 0usize;
+    for (i, &b) in bytes.iter().enumerate() {
+        let next = bytes.get(i + 1).copied();
+        match quote {
+            Some(q) if b == q => quote = None,
+            Some(_) => {}
+            None => match (b, next) {
+                (b'\'' | b'"' | b'`', _) => quote = Some(b),
+                (b'(', _) => depth += 1,
+                (b')', _) => {
+                    depth = depth
+                        .checked_sub(1)
+                        .ok_or("a parenthesis is closed that was not opened")?
+                }
+                (b'-', Some(b'-')) | (b'/', Some(b'*')) | (b'*', Some(b'/')) | (b'#', _) => {
+                    return Err("it contains a comment");
+                }
+                (b';', _) => return Err("it contains a semicolon"),
+                _ => {}
+            },
+        }
+    }
+    match (quote, depth) {
+        (Some(_), _) => Err("a quote is not closed"),
+        (None, 0) => Ok(()),
+        _ => Err("a parenthesis is not closed"),
     }
 }
 
@@ -134,7 +184,41 @@ mod tests {
     }
 
     #[test]
+    fn a_visibility_query_cannot_escape_its_parentheses() {
+        for (query, refused) in [
+            ("WorkflowId STARTS_WITH 'mcp/') OR (1=1", Some("not opened")),
+            ("(WorkflowType = 'A'", Some("parenthesis is not closed")),
+            ("WorkflowType = 'A", Some("quote is not closed")),
+            (
+                "WorkflowType = 'a\\' OR 1=1 OR WorkflowType = '",
+                Some("backslash"),
+            ),
+            ("WorkflowType = 'A' -- x", Some("comment")),
+            ("WorkflowType = 'A' /* x */", Some("comment")),
+            ("WorkflowType = 'A' # x", Some("comment")),
+            ("WorkflowType = 'A'; x", Some("semicolon")),
+            ("(WorkflowType = 'A') OR (WorkflowId = 'x')", None),
+            ("WorkflowType = ')(' AND WorkflowId = \"--#;/*\"", None),
+            ("WorkflowType = 'it''s'", None),
+            ("", None),
+        ] {
+            let got = check_contained(query);
+            match refused {
+                Some(why) => assert!(got.is_err_and(|e| e.contains(why)), "{query}: {got:?}"),
+                None => assert_eq!(got, Ok(()), "{query}"),
+            }
+        }
+        // ORDER BY inside parentheses would leave the filter's half open: refused too.
+        let err = exclude_reserved("(WorkflowId STARTS_WITH 'mcp/') OR (1=1 ORDER BY StartTime)")
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidArguments);
+        let err = exclude_reserved("WorkflowId STARTS_WITH 'mcp/') OR (1=1").unwrap_err();
+        assert!(err.next_step.contains("parentheses"), "{}", err.next_step);
+    }
+
+    #[test]
     fn every_visibility_query_leaves_the_reserved_ids_out() {
+        let exclude_reserved = |q: &str| exclude_reserved(q).unwrap();
         assert_eq!(exclude_reserved(""), "WorkflowId NOT STARTS_WITH 'mcp/'");
         assert_eq!(
             exclude_reserved("WorkflowType = 'A' OR WorkflowId = 'mcp/x'"),

@@ -589,7 +589,7 @@ pub(super) async fn visibility_page(
 pub async fn list(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
     let query = args.opt_string("query")?.unwrap_or_default();
     let paging = Paging::from_args(args)?;
-    let sent = &reserved::exclude_reserved(&query);
+    let sent = &reserved::exclude_reserved(&query)?;
     let shown = query.as_str();
     let found = paging::collect(paging.want(), |token, size| async move {
         let response = visibility_page(ctx, sent.clone(), shown, token, size).await?;
