@@ -31,11 +31,18 @@ pub trait LocalTools: Send + Sync + 'static {
 }
 
 /// Why a caller may not call a local tool, if it may not (R-OPS-5): `granted` are the scopes of
-/// its verified token (`None` without inbound auth), `needed` what the set requires.
+/// its verified token (`None` without inbound auth), `needed` what the set requires. A caller
+/// with an identity (`identified`: a [`CallerScope::Subject`], set by a host's own auth that
+/// put no [`GrantedScopes`] beside it) is granted nothing rather than let through: fail closed.
+///
+/// [`CallerScope::Subject`]: crate::task_ref::CallerScope::Subject
 pub fn missing_scope<'a>(
     granted: Option<&GrantedScopes>,
+    identified: bool,
     needed: Option<Vec<&'a str>>,
 ) -> Option<MissingScope<'a>> {
+    let none = GrantedScopes::default();
+    let granted = granted.or(identified.then_some(&none));
     match (granted, needed) {
         (Some(_), None) => Some(MissingScope::Unnamed),
         (None, None) => None,
@@ -63,23 +70,39 @@ mod tests {
     fn authenticated_callers_are_refused_tools_without_a_named_scope() {
         let token = GrantedScopes(["r".to_owned()].into());
         let granted = Some(&token);
-        assert_eq!(missing_scope(granted, Some(vec!["r"])), None);
+        assert_eq!(missing_scope(granted, false, Some(vec!["r"])), None);
         assert_eq!(
-            missing_scope(granted, Some(vec!["r", "w"])),
+            missing_scope(granted, false, Some(vec!["r", "w"])),
             Some(MissingScope::Named("w"))
         );
-        assert_eq!(missing_scope(granted, None), Some(MissingScope::Unnamed));
+        assert_eq!(
+            missing_scope(granted, false, None),
+            Some(MissingScope::Unnamed)
+        );
         let empty = GrantedScopes(Default::default());
         assert_eq!(
-            missing_scope(Some(&empty), None),
+            missing_scope(Some(&empty), false, None),
             Some(MissingScope::Unnamed)
         );
         // Without inbound auth no token is checked, and none is asked for.
-        assert_eq!(missing_scope(None, None), None);
-        assert_eq!(missing_scope(None, Some(vec![])), None);
+        assert_eq!(missing_scope(None, false, None), None);
+        assert_eq!(missing_scope(None, false, Some(vec![])), None);
         assert_eq!(
-            missing_scope(None, Some(vec!["r"])),
+            missing_scope(None, false, Some(vec!["r"])),
             Some(MissingScope::Named("r"))
         );
+    }
+
+    #[test]
+    fn an_identified_caller_without_granted_scopes_is_refused_not_let_through() {
+        // A host's own auth put a caller identity but no scopes in the request.
+        assert_eq!(missing_scope(None, true, None), Some(MissingScope::Unnamed));
+        assert_eq!(
+            missing_scope(None, true, Some(vec!["r"])),
+            Some(MissingScope::Named("r"))
+        );
+        // Scopes the host did grant are checked as for a token.
+        let token = GrantedScopes(["r".to_owned()].into());
+        assert_eq!(missing_scope(Some(&token), true, Some(vec!["r"])), None);
     }
 }

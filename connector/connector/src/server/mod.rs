@@ -450,7 +450,8 @@ async fn call_local(
 ) -> CallToolResponse {
     let granted = granted_scopes(context);
     let needed = local.required_scopes(&request.name);
-    let mut result = match crate::local::missing_scope(granted.as_ref(), needed) {
+    let identified = matches!(scope, CallerScope::Subject { .. });
+    let mut result = match crate::local::missing_scope(granted.as_ref(), identified, needed) {
         Some(missing) => {
             info!(tool = %request.name, caller = ?scope, "local tool refused: missing scope");
             insufficient_scope(&request.name, missing)
