@@ -20,7 +20,8 @@ use durable_mcp_contract::{
     outcome::{Outcome, to_call_tool_result_for},
 };
 use durable_mcp_runtime::nexus::{
-    OperationClientError, OperationOutcome, OperationRef, OperationStatus, OperationTimes,
+    CancelState, OperationClientError, OperationOutcome, OperationRef, OperationStatus,
+    OperationTimes,
 };
 
 impl Connector {
@@ -160,13 +161,24 @@ impl Connector {
             Err(e) => e,
         };
         match self.inner.client.describe(&op).await {
-            Ok(d) if d.status != OperationStatus::Running || d.cancel_requested => Ok(()),
+            Ok(d) if cancel_stands(d.status, d.cancellation) => Ok(()),
             Err(e @ OperationClientError::NotFound { .. }) => {
                 Err(task_error("cancelling the task", e))
             }
             _ => Err(task_error("cancelling the task", refused)),
         }
     }
+}
+
+/// Whether a cancel that could not be requested again is still answered as a success: the
+/// operation closed, or an earlier cancel is being delivered or was (R-CON-6). One that failed,
+/// timed out or is blocked is not.
+fn cancel_stands(status: OperationStatus, cancellation: Option<CancelState>) -> bool {
+    !matches!(status, OperationStatus::Running | OperationStatus::Unknown)
+        || matches!(
+            cancellation,
+            Some(CancelState::InProgress | CancelState::Delivered)
+        )
 }
 
 /// A failed Temporal call about a task: a task Temporal no longer keeps (its namespace's
@@ -264,6 +276,30 @@ mod tests {
         assert_eq!(task_ttl_ms(times(at(100), at(105)), None), None);
         // An end recorded before the schedule counts as none.
         assert_eq!(task_ttl_ms(times(at(100), at(50)), day), Some(86_400_000));
+    }
+
+    #[test]
+    fn a_cancel_is_acknowledged_only_when_it_stands_or_the_operation_closed() {
+        use CancelState as C;
+        use OperationStatus as S;
+        for (status, cancellation, acknowledged) in [
+            (S::Running, Some(C::InProgress), true),
+            (S::Running, Some(C::Delivered), true),
+            (S::Running, Some(C::Failed), false),
+            (S::Running, Some(C::Unknown), false),
+            (S::Running, None, false),
+            (S::Unknown, Some(C::Failed), false),
+            (S::Canceled, Some(C::Delivered), true),
+            (S::Completed, Some(C::Failed), true),
+            (S::Failed, None, true),
+            (S::TimedOut, None, true),
+        ] {
+            assert_eq!(
+                cancel_stands(status, cancellation),
+                acknowledged,
+                "{status:?} {cancellation:?}"
+            );
+        }
     }
 
     #[test]

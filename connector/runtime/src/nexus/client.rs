@@ -7,7 +7,8 @@ use temporalio_client::{Connection, grpc::WorkflowService};
 use temporalio_protos::temporal::api::{
     common::v1::Payload,
     enums::v1::{
-        NexusOperationIdConflictPolicy, NexusOperationIdReusePolicy, NexusOperationWaitStage,
+        NexusOperationCancellationState, NexusOperationIdConflictPolicy,
+        NexusOperationIdReusePolicy, NexusOperationWaitStage,
     },
     sdk::v1::UserMetadata,
     workflowservice::v1::{
@@ -123,8 +124,33 @@ pub struct OperationDescription {
     pub outcome: Option<OperationOutcome>,
     /// When it was scheduled and last changed, as the server records them.
     pub times: OperationTimes,
-    /// Whether a cancel was requested (delivered or not).
-    pub cancel_requested: bool,
+    /// Where a requested cancel stands; `None` when none was requested.
+    pub cancellation: Option<CancelState>,
+}
+
+/// Where a requested cancel stands, as the server records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelState {
+    /// Queued, being delivered, or backing off before another try.
+    InProgress,
+    /// The handler accepted the cancel.
+    Delivered,
+    /// Delivery failed for good, timed out, or is blocked (e.g. by a circuit breaker).
+    Failed,
+    /// A state this client does not know.
+    Unknown,
+}
+
+impl From<NexusOperationCancellationState> for CancelState {
+    fn from(state: NexusOperationCancellationState) -> Self {
+        use NexusOperationCancellationState as S;
+        match state {
+            S::Scheduled | S::BackingOff => CancelState::InProgress,
+            S::Succeeded => CancelState::Delivered,
+            S::Failed | S::TimedOut | S::Blocked => CancelState::Failed,
+            S::Unspecified => CancelState::Unknown,
+        }
+    }
 }
 
 /// Why a client call failed.
@@ -469,7 +495,7 @@ impl OperationClient {
             .into_inner();
         let info = resp.info.unwrap_or_default();
         let times = OperationTimes::of(&info);
-        let cancel_requested = info.cancellation_info.is_some();
+        let cancellation = info.cancellation_info.as_ref().map(|c| c.state().into());
         let status = OperationStatus::from(info.status());
         use describe_nexus_operation_execution_response::Outcome;
         let outcome = match resp.outcome {
@@ -494,7 +520,7 @@ impl OperationClient {
             handler_request_id: info.request_id,
             outcome,
             times,
-            cancel_requested,
+            cancellation,
         })
     }
 

@@ -9,8 +9,8 @@ pub mod times;
 pub mod worker;
 
 pub use client::{
-    ConflictPolicy, OperationClient, OperationClientError, OperationDescription, OperationRef,
-    ReusePolicy, StartOperation,
+    CancelState, ConflictPolicy, OperationClient, OperationClientError, OperationDescription,
+    OperationRef, ReusePolicy, StartOperation,
 };
 pub use durable_mcp_contract::operation::{HandlerErrorKind, OperationOutcome, OperationStatus};
 pub use handler::{
