@@ -61,6 +61,15 @@ pub struct ConnectorFlags {
     /// are served there.
     #[arg(long, requires = "temporal_tools", conflicts_with = "auth_config")]
     pub temporal_tools_unauthenticated_writes: bool,
+    /// With --temporal-tools-decode over --transport http without --auth-config: decode anyway,
+    /// so every process that can reach the address reads the namespace's values in plaintext.
+    /// Without it the connector refuses to start there.
+    #[arg(
+        long,
+        requires = "temporal_tools_decode",
+        conflicts_with = "auth_config"
+    )]
+    pub temporal_tools_unauthenticated_decode: bool,
     /// How MCP clients reach the connector.
     #[arg(long, value_enum, default_value_t = Transport::Stdio)]
     pub transport: Transport,

@@ -58,6 +58,7 @@ pub fn check_flags(flags: ConnectorFlags) -> anyhow::Result<CheckedFlags> {
     }
     check_exposure(&flags, auth.is_some()).map_err(anyhow::Error::msg)?;
     check_family_scopes(&flags, auth.is_some()).map_err(anyhow::Error::msg)?;
+    check_unauthenticated_decode(&flags, auth.is_some()).map_err(anyhow::Error::msg)?;
     Ok(CheckedFlags {
         flags,
         auth,
@@ -152,6 +153,26 @@ pub fn check_family_scopes(flags: &ConnectorFlags, authenticated: bool) -> Resul
                     .into(),
             );
         }
+    }
+    Ok(())
+}
+
+/// Decoding over HTTP without auth hands every local process the namespace's plaintext, so it
+/// needs `--temporal-tools-unauthenticated-decode` too (R-OPS-9); over stdio only the host
+/// that started the connector calls it, and with `--auth-config` the decode scope guards it.
+pub fn check_unauthenticated_decode(
+    flags: &ConnectorFlags,
+    authenticated: bool,
+) -> Result<(), String> {
+    let open = flags.transport == Transport::Http && !authenticated;
+    if open && flags.temporal_tools_decode && !flags.temporal_tools_unauthenticated_decode {
+        return Err(
+            "--temporal-tools-decode over --transport http without --auth-config shows every \
+             value of the namespace in plaintext to every process that can reach the address: \
+             add --auth-config (with decode=SCOPE in --temporal-tools-scopes), or \
+             --temporal-tools-unauthenticated-decode to decode for them anyway"
+                .into(),
+        );
     }
     Ok(())
 }

@@ -808,3 +808,73 @@ fn decoding_what_the_temporal_tools_show_is_opted_in_and_scoped() {
         Ok(())
     );
 }
+
+#[test]
+fn decoding_over_http_without_auth_needs_its_own_opt_in() {
+    const DECODE: &[&str] = &[
+        "--temporal-tools",
+        "--codec-endpoint",
+        "https://c",
+        "--temporal-tools-decode",
+    ];
+    // (extra args, authenticated, refused)
+    let cases: &[(&[&str], bool, bool)] = &[
+        (&[], false, false),
+        (&["--transport", "http"], false, true),
+        (
+            &[
+                "--transport",
+                "http",
+                "--temporal-tools-unauthenticated-decode",
+            ],
+            false,
+            false,
+        ),
+        (
+            &[
+                "--transport",
+                "http",
+                "--auth-config",
+                "a",
+                "--temporal-tools-scopes",
+                "read=r,write=w,admin=a,decode=d",
+            ],
+            true,
+            false,
+        ),
+    ];
+    for (more, authenticated, refused) in cases {
+        let args: Vec<&str> = DECODE.iter().chain(more.iter()).copied().collect();
+        let flags = parse(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        let got = check_unauthenticated_decode(&flags, *authenticated);
+        assert_eq!(got.is_err(), *refused, "{args:?}: {got:?}");
+        if let Err(e) = got {
+            assert!(
+                e.contains("--temporal-tools-unauthenticated-decode")
+                    && e.contains("--auth-config"),
+                "{e}"
+            );
+        }
+    }
+    assert_clap(&[
+        (
+            &[
+                "--temporal-tools",
+                "--temporal-tools-unauthenticated-decode",
+            ],
+            Err(&["--temporal-tools-decode"]),
+        ),
+        (
+            &[
+                "--temporal-tools",
+                "--codec-endpoint",
+                "https://c",
+                "--temporal-tools-decode",
+                "--temporal-tools-unauthenticated-decode",
+                "--auth-config",
+                "a",
+            ],
+            Err(&["cannot be used with"]),
+        ),
+    ]);
+}
