@@ -14,7 +14,7 @@ use super::{
     Failure, StepEnv,
     checks::{
         cancel_point, check_cancelled_upstream, check_invocations, check_is_error, check_snapshot,
-        short,
+        check_structured, short,
     },
     setup,
 };
@@ -169,6 +169,9 @@ pub(crate) async fn run_call(
     }
     if let Some(result) = &result {
         check_is_error(expect, result)?;
+        if let Some(want) = &expect.structured {
+            check_structured(want, result)?;
+        }
     }
     let mut summary = described + &notes;
     check_invocations(
