@@ -133,6 +133,27 @@ pub async fn session_http_client<C: rmcp::Service<RoleClient>>(
         .with_context(|| format!("MCP session handshake with {url}"))
 }
 
+/// An older (session) rmcp client over Streamable HTTP whose connections come from the local
+/// address `from` (a loopback one, `127.0.0.2`, to be another address to a loopback server).
+pub async fn session_http_client_from<C: rmcp::Service<RoleClient>>(
+    url: &str,
+    from: std::net::IpAddr,
+    client: C,
+) -> anyhow::Result<McpClient<C>> {
+    let http = reqwest::Client::builder()
+        .local_address(from)
+        .build()
+        .context("an HTTP client bound to a local address")?;
+    let config =
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            url.to_owned(),
+        );
+    client
+        .serve(StreamableHttpClientTransport::with_client(http, config))
+        .await
+        .with_context(|| format!("MCP session handshake with {url} from {from}"))
+}
+
 /// A current rmcp client over Streamable HTTP: `server/discover`, then stateless 2026-07-28
 /// requests carrying their protocol version and capabilities (those of `client`, e.g. a
 /// `ClientConfig` declaring the tasks extension) in `_meta`.

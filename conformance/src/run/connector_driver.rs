@@ -156,6 +156,9 @@ impl Replicas {
             .ok_or_else(|| anyhow::anyhow!("no signing key for {:?}", def.name))?;
         options.caller_scope = CallerScope::Process(def.caller.clone());
         options.companion_tools = def.companion_tools;
+        if let Some(cap) = def.limits.max_in_flight_per_caller {
+            options.max_in_flight_per_caller = cap;
+        }
         // The Temporal operations toolset, limited to the run's namespace (R-OPS-2).
         let local = def.temporal_tools.then(|| {
             let namespace = self.client.namespace().to_owned();
@@ -180,7 +183,11 @@ impl Replicas {
                 raw,
             });
         }
-        let (server, stop) = serve_connector_http(connector, loopback_http_options()).await?;
+        let mut http = loopback_http_options();
+        if let Some(cap) = def.limits.http_max_connections_per_address {
+            http.limits.max_per_address = cap;
+        }
+        let (server, stop) = serve_connector_http(connector, http).await?;
         let client = if def.transport == ConnectorTransport::HttpStateless {
             stateless_http_client(&server.url, info).await?
         } else {
@@ -209,6 +216,39 @@ impl Replicas {
                 raw_pipe_client(connector.clone()).await?,
             ))),
         }
+    }
+
+    /// The URL of replica `name` (or of the first), served over HTTP.
+    pub fn url(&self, name: Option<&str>) -> anyhow::Result<&str> {
+        match &self.replica(name)?.raw {
+            RawTarget::Url(url) => Ok(url),
+            RawTarget::Pipe(_) => anyhow::bail!("the connector is not served over HTTP"),
+        }
+    }
+
+    /// A fresh session client of replica `name` (or of the first), with the replica's client
+    /// capabilities, whose connections come from `from`.
+    pub async fn client_from(
+        &self,
+        name: Option<&str>,
+        from: std::net::IpAddr,
+    ) -> anyhow::Result<McpClient> {
+        let url = self.url(name)?.to_owned();
+        let def = self.def(name)?;
+        let info = ScenarioClient {
+            info: client_config(def.tasks),
+            progress: Arc::default(),
+            logs: Arc::default(),
+        };
+        crate::kit::mcp::session_http_client_from(&url, from, info).await
+    }
+
+    fn def(&self, name: Option<&str>) -> anyhow::Result<&ConnectorDef> {
+        match name {
+            Some(n) => self.defs.iter().find(|d| d.name == n),
+            None => self.defs.first(),
+        }
+        .ok_or_else(|| anyhow::anyhow!("no connector named {name:?}"))
     }
 
     fn replica(&self, name: Option<&str>) -> anyhow::Result<&Replica> {

@@ -132,12 +132,8 @@ fn error_answer(e: ServiceError) -> Answer {
 pub(crate) async fn run_mcp_call(
     env: &mut StepEnv<'_>,
     call: &McpCallStep,
-    expect: &Expect,
+    expect: Option<&Expect>,
 ) -> Result<String, Failure> {
-    let client = env
-        .replicas()?
-        .get(call.connector.as_deref())
-        .map_err(setup)?;
     let mut arguments = call.arguments.clone();
     for value in arguments.values_mut() {
         fill_placeholders(value, &env.placeholders);
@@ -149,6 +145,24 @@ pub(crate) async fn run_mcp_call(
         params.meta =
             Some(serde_json::from_value(json!({ "idempotencyKey": key })).map_err(setup)?);
     }
+    let replicas = env.replicas()?;
+    let fresh = match call.from {
+        Some(from) => Some(
+            replicas
+                .client_from(call.connector.as_deref(), from)
+                .await
+                .map_err(|e| Failure::Setup(format!("a client from {from}: {e:#}")))?,
+        ),
+        None => None,
+    };
+    if call.background {
+        return start_in_background(env, call, params, fresh);
+    }
+    let expect = expect.ok_or_else(|| Failure::Setup("this step needs an expectation".into()))?;
+    let client = match &fresh {
+        Some(client) => client,
+        None => replicas.get(call.connector.as_deref()).map_err(setup)?,
+    };
     client.service().progress.lock().unwrap().clear();
     client.service().logs.lock().unwrap().clear();
     if let Some(level) = &call.log_level {
@@ -235,7 +249,13 @@ pub(crate) async fn run_mcp_call(
         // The handler tasks (see `settled`) may also run in any order, so the client cannot see
         // the wire order: the levels are compared as a multiset here, and the order the
         // connector writes them in is checked by its unit tests (R-CON-13).
-        let mut seen = settled(&client.service().logs, want.len(), NOTIFICATION_GRACE).await;
+        // None expected: what a late handler task would add still gets a moment to arrive.
+        let grace = if want.is_empty() {
+            NOTIFICATION_GRACE / 10
+        } else {
+            NOTIFICATION_GRACE
+        };
+        let mut seen = settled(&client.service().logs, want.len().max(1), grace).await;
         let mut wanted = want.clone();
         seen.sort();
         wanted.sort();
@@ -250,6 +270,30 @@ pub(crate) async fn run_mcp_call(
         super::as_written_check::check_as_written(env, call, &arguments, &mut summary).await?;
     }
     Ok(summary)
+}
+
+/// Sends the call on a task of its own (keeping a fresh client alive with it) and leaves it in
+/// flight; the scenario's end stops it.
+fn start_in_background(
+    env: &mut StepEnv<'_>,
+    call: &McpCallStep,
+    params: CallToolRequestParams,
+    fresh: Option<McpClient>,
+) -> Result<String, Failure> {
+    let peer = match &fresh {
+        Some(client) => client.peer().clone(),
+        None => env
+            .replicas()?
+            .get(call.connector.as_deref())
+            .map_err(setup)?
+            .peer()
+            .clone(),
+    };
+    env.background.push(tokio::spawn(async move {
+        let _client = fresh;
+        let _ = peer.call_tool_once(params).await;
+    }));
+    Ok(format!("{} sent; left in flight", call.tool))
 }
 
 /// How long the notifications a connector wrote before a result may lag behind it.

@@ -5,6 +5,7 @@
 mod as_written_check;
 mod checks;
 mod connector_driver;
+mod hostile_steps;
 mod mcp_steps;
 mod nexus_call;
 pub(crate) mod proxy_process;
@@ -249,6 +250,11 @@ pub(crate) struct StepEnv<'a> {
     mock: Option<UpstreamTransport>,
     /// What `mcp` step arguments may name: `{run}` and `{task_queue}`.
     placeholders: Vec<(&'static str, String)>,
+    /// `mcp` calls sent with `background = true`, stopped when the scenario ends.
+    background: Vec<tokio::task::JoinHandle<()>>,
+    /// Connections a `connections` step opened and the connector served, held open until the
+    /// scenario ends.
+    held: Vec<tokio::net::TcpStream>,
 }
 
 impl StepEnv<'_> {
@@ -408,6 +414,8 @@ async fn execute(
             ("{run}", crate::harness::unique_name("run")),
             ("{task_queue}", task_queue.clone()),
         ],
+        background: Vec::new(),
+        held: Vec::new(),
     };
     let mut result = Ok(());
     for (i, step) in scenario.steps.iter().enumerate() {
@@ -438,6 +446,8 @@ async fn execute(
         }
     }
     *phase = "teardown".into();
+    env.background.drain(..).for_each(|call| call.abort());
+    env.held.clear();
     if let Some(replicas) = env.replicas.take() {
         replicas.stop().await;
     }
@@ -456,7 +466,7 @@ async fn run_step(env: &mut StepEnv<'_>, step: &crate::scenario::Step) -> Result
     let need = || Failure::Setup("this step needs an expectation".into());
     match action {
         Action::Call(call) => nexus_call::run_call(env, call, expect.ok_or_else(need)?).await,
-        Action::Mcp(call) => mcp_steps::run_mcp_call(env, call, expect.ok_or_else(need)?).await,
+        Action::Mcp(call) => mcp_steps::run_mcp_call(env, call, expect).await,
         Action::TasksGet(t) => mcp_steps::run_tasks_get(env, t, expect.ok_or_else(need)?).await,
         Action::TasksCancel(t) => {
             mcp_steps::run_tasks_cancel(env, t, expect.ok_or_else(need)?).await
@@ -473,6 +483,9 @@ async fn run_step(env: &mut StepEnv<'_>, step: &crate::scenario::Step) -> Result
             Ok(format!("connector {name} restarted"))
         }
         Action::SetAnnotations(change) => set_annotations(env, change),
+        Action::ListTools(list) => hostile_steps::run_list_tools(env, list).await,
+        Action::Connections(c) => hostile_steps::run_connections(env, c).await,
+        Action::ProxyMemory(m) => hostile_steps::run_proxy_memory(env, m),
         Action::WaitFor(w) => {
             let seen = wait_count(
                 env.ledger,

@@ -23,6 +23,9 @@ pub(crate) enum Proxy {
     Stopped,
 }
 
+/// A variable the proxy child is started with and its stdio upstreams must not see (R-PRX-11).
+pub(crate) const PROXY_SECRET_VAR: &str = "DURABLE_MCP_CONFORMANCE_SECRET";
+
 /// What it takes to (re)start the scenario's proxy.
 pub(crate) struct ProxyLauncher {
     /// For the child's `proxy.toml`; TLS and API key reach it through the inherited
@@ -89,6 +92,8 @@ impl ProxyLauncher {
             .arg("--config")
             .arg(&config)
             .env("RUST_LOG", "warn")
+            // A secret of the proxy's own that no upstream may find (R-PRX-11).
+            .env(PROXY_SECRET_VAR, "for the proxy only")
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);

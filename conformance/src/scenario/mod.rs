@@ -5,6 +5,7 @@
 //! ```toml
 //! id = "reattach/same-key-same-arguments-runs-once"   # <family>/<name>, unique
 //! family = "reattach"          # reattach | owner-scope | retry-inference | cancellation | fidelity | faults | operations
+//!                              # | security (a hostile upstream, caller or principal)
 //! rules = ["R-CON-7"]          # SPEC.md `### R-...` headings; named in failure messages
 //! description = "..."
 //!
@@ -19,6 +20,8 @@
 //! # written, unknown keys and integers kept); behavior kinds: echo | fail_times | is_error | sleep
 //! # | crash | all_content | large | progress | log | written (a CallToolResult JSON answered as written,
 //! # after `ms` or the argument `sleep_ms`)
+//! # | log_after (log lines after the call ended) | read_ancestors (what the parent's and
+//! # grandparent's /proc environ give away) | stderr (bytes, line_bytes: floods stderr)
 //! # fault = { kind = "status", code = 503, times = 2 }  # http only: a wiremock upstream that echoes
 //! #                            # and injects status | reset | stall (ms) into the first `times` calls
 //!
@@ -41,6 +44,7 @@
 //! own_key = false              # true: sign task IDs with a key of its own (another deployment)
 //! temporal_tools = false       # true: also serve the Temporal operations tools (R-OPS), run's namespace only
 //! companion_tools = false      # true: also serve task_status, task_result and task_cancel (R-CON-11)
+//! limits = { max_in_flight_per_caller = 1, http_max_connections_per_address = 3 }  # optional: flags
 //!
 //! # Each step has exactly one action and, for calls and task methods, an `[steps.expect]`.
 //! [[steps]]
@@ -51,6 +55,8 @@
 //!                              # optional: cancel_after_ms (the client drops the request);
 //!                              # "{run}" (unique per run), "{task_queue}" and "{task:NAME}" (the
 //!                              # task ID an earlier step saved) in argument strings are filled in
+//!                              # from = "127.0.0.2" (http: a fresh client from that address, another caller
+//!                              # without auth); background = true (left in flight; no expect)
 //! [[steps]]
 //! tasks_get = { connector = "b", task = "t1", until_done = true }   # or forged = "ID"; alter = true
 //! [[steps]]
@@ -69,6 +75,13 @@
 //! restart_proxy = true
 //! [[steps]]
 //! restart_server = true        # the scenario then gets a dev server of its own on a db file
+//! [[steps]]
+//! list_tools = { connector = "a", times = 1000 }   # tools/list over and over; each must list tools
+//! [[steps]]
+//! connections = { connector = "a", from = "127.0.0.2", count = 5, served = 3, refused = 2 }
+//!                              # raw TCP to an http connector, held open; optional refusal_contains = "--http-..."
+//! [[steps]]
+//! proxy_memory = { peak_below_mib = 96 }   # the proxy's VmHWM (proxy mode = "process")
 //!
 //! [steps.expect]
 //! outcome = "result"           # call: result | failed | canceled | timed_out | terminated
@@ -82,6 +95,7 @@
 //! invocations = { tool = "t", key = "k", count = 3 }  # upstream `called` events (tool and key default to the step's)
 //! cancelled_upstream = true    # optional: the upstream saw `notifications/cancelled` for the call
 //! progress_at_least = 1        # optional (mcp): notifications/progress the caller got, under its own token
+//! logs = ["warning"]           # optional (mcp): the levels of the log messages the caller got ([]: none)
 //! structured = { status = "RUNNING" }  # optional: the result's structuredContent includes these
 //! workflows = { count = 1, status = "CANCELED" }  # optional: the Workflows on the scenario's task
 //!                              # queue, read from the server (visibility; waits up to 60 s)
@@ -112,8 +126,8 @@ pub mod rules;
 mod step;
 pub(crate) use step::task_placeholders;
 pub use step::{
-    Action, CallStep, Expect, ExpectedOutcome, Invocations, KillProxy, McpCallStep, SetAnnotations,
-    Step, TaskStep, WaitFor, WorkflowsExpect,
+    Action, CallStep, Connections, Expect, ExpectedOutcome, Invocations, KillProxy, ListTools,
+    McpCallStep, ProxyMemory, SetAnnotations, Step, TaskStep, WaitFor, WorkflowsExpect,
 };
 
 /// A check family.
@@ -128,10 +142,12 @@ pub enum Family {
     OwnerScope,
     /// The Temporal operations toolset through a connector (R-OPS).
     Operations,
+    /// A hostile upstream, caller or principal: what each must not get (R-PRX-11, R-CON-38, ...).
+    Security,
 }
 
 impl Family {
-    pub const ALL: [Family; 7] = [
+    pub const ALL: [Family; 8] = [
         Family::Reattach,
         Family::RetryInference,
         Family::Cancellation,
@@ -139,6 +155,7 @@ impl Family {
         Family::Faults,
         Family::OwnerScope,
         Family::Operations,
+        Family::Security,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -150,6 +167,7 @@ impl Family {
             Family::Faults => "faults",
             Family::OwnerScope => "owner-scope",
             Family::Operations => "operations",
+            Family::Security => "security",
         }
     }
 }
@@ -287,6 +305,21 @@ pub struct ConnectorDef {
     /// the tasks extension (R-CON-11).
     #[serde(default)]
     pub companion_tools: bool,
+    /// The connector's limits, as its flags set them; unset ones keep their defaults.
+    #[serde(default)]
+    pub limits: ConnectorLimits,
+}
+
+/// A connector replica's limits (R-CON-17, R-CON-19, R-CON-38), named after their flags.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectorLimits {
+    /// `--max-in-flight-per-caller`: calls one caller (without auth: one address) waits for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight_per_caller: Option<usize>,
+    /// `--http-max-connections-per-address` (HTTP transports only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_max_connections_per_address: Option<usize>,
 }
 
 /// How a connector replica's client reaches it.
@@ -480,8 +513,12 @@ impl Scenario {
                 {
                     bail!("{field}.set_annotations: needs upstream.transport = \"stdio\"")
                 }
+                Action::ProxyMemory(_) if self.proxy.mode != ProxyMode::Process => {
+                    bail!("{field}: proxy_memory needs [proxy] mode = \"process\"")
+                }
                 _ => {}
             }
+            self.validate_http_step(action, &field)?;
             if step
                 .expect
                 .as_ref()
@@ -493,6 +530,25 @@ impl Scenario {
                      (it calls a twin of the upstream directly)"
                 );
             }
+        }
+        Ok(())
+    }
+
+    /// Steps that need a connector served over HTTP: `connections`, and `mcp` with `from`.
+    fn validate_http_step(&self, action: Action<'_>, field: &str) -> anyhow::Result<()> {
+        let (key, connector) = match action {
+            Action::Connections(c) => ("connections", c.connector.as_deref()),
+            Action::Mcp(c) if c.from.is_some() => ("mcp.from", c.connector.as_deref()),
+            _ => return Ok(()),
+        };
+        let def = match connector {
+            Some(name) => self.connectors.iter().find(|c| c.name == name),
+            None => self.connectors.first(),
+        };
+        if def.is_some_and(|d| d.transport == ConnectorTransport::Pipe) {
+            bail!(
+                "{field}.{key}: needs a connector with transport = \"http\" or \"http_stateless\""
+            );
         }
         Ok(())
     }
@@ -801,6 +857,51 @@ mod tests {
         );
         let err = parse_err(&faulty);
         assert!(err.contains(field) && err.contains("fault"), "{err}");
+    }
+
+    const HOSTILE: &str = r#"
+        id = "security/x"
+        family = "security"
+        rules = ["R-CON-38"]
+        [upstream]
+        standard = true
+        [[connectors]]
+        name = "a"
+        transport = "http"
+        limits = { max_in_flight_per_caller = 1, http_max_connections_per_address = 3 }
+        [[steps]]
+        mcp = { tool = "slow", from = "127.0.0.2", background = true }
+        [[steps]]
+        connections = { from = "127.0.0.2", count = 4, served = 3, refused = 1 }
+        [[steps]]
+        list_tools = { times = 10 }
+    "#;
+
+    #[test]
+    fn hostile_steps_parse_and_need_what_they_act_on() {
+        let s = Scenario::parse(HOSTILE, Path::new("x.toml")).unwrap();
+        assert_eq!(s.family, Family::Security);
+        assert_eq!(s.connectors[0].limits.max_in_flight_per_caller, Some(1));
+        // (what is changed, into what, what the error names)
+        let cases = [
+            ("transport = \"http\"", "", "steps[0].mcp.from"),
+            (
+                "background = true }",
+                "background = true }\n[steps.expect]\noutcome = \"result\"",
+                "steps[0].expect",
+            ),
+            ("served = 3", "served = 2", "served + refused"),
+            ("\"127.0.0.2\", count", "\"10.0.0.2\", count", "loopback"),
+            (
+                "list_tools = { times = 10 }",
+                "proxy_memory = { peak_below_mib = 9 }",
+                "mode = \"process\"",
+            ),
+        ];
+        for (from, to, named) in cases {
+            let err = parse_err(&HOSTILE.replace(from, to));
+            assert!(err.contains(named), "{from:?} -> {to:?}: {err}");
+        }
     }
 
     /// The format documented here and in `scenarios/README.md` is the same text.

@@ -11,7 +11,7 @@ use crate::fixtures::LedgerEvent;
 
 /// One step. Exactly one action key is set: `call`, `mcp`, `tasks_get`, `tasks_cancel`,
 /// `restart_connector`, `set_annotations`, `wait_for`, `pause_ms`, `kill_proxy`,
-/// `restart_proxy` or `restart_server`.
+/// `restart_proxy`, `restart_server`, `list_tools`, `connections` or `proxy_memory`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
@@ -52,8 +52,54 @@ pub struct Step {
     /// Restart the Temporal server on its db file (the scenario then gets a server of its own).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub restart_server: bool,
+    /// `tools/list` through a connector replica, over and over; every answer must list the
+    /// tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_tools: Option<ListTools>,
+    /// Open TCP connections to an HTTP connector from one loopback address and count how many
+    /// it serves and how many it refuses; they stay open until the scenario ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<Connections>,
+    /// The proxy process's peak resident memory (`VmHWM`) so far is below a bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_memory: Option<ProxyMemory>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<Expect>,
+}
+
+/// `list_tools`: `times` listings through a replica.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListTools {
+    /// The connector replica; the first one when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connector: Option<String>,
+    pub times: usize,
+}
+
+/// `connections`: `count` connections from `from`, of which exactly `served` are served and
+/// `refused` refused (a complete HTTP 503 whose body contains `refusal_contains`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Connections {
+    /// The connector replica (HTTP); the first one when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connector: Option<String>,
+    /// A loopback address the connections come from (`127.0.0.2`).
+    pub from: std::net::IpAddr,
+    pub count: usize,
+    pub served: usize,
+    pub refused: usize,
+    /// What every refusal's body says (e.g. the flag that raises the cap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal_contains: Option<String>,
+}
+
+/// `proxy_memory`: the proxy's peak resident memory so far is below `peak_below_mib` MiB.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyMemory {
+    pub peak_below_mib: u64,
 }
 
 /// What a step does, borrowed from a [`Step`].
@@ -70,6 +116,9 @@ pub enum Action<'a> {
     KillProxy(&'a KillProxy),
     RestartProxy,
     RestartServer,
+    ListTools(&'a ListTools),
+    Connections(&'a Connections),
+    ProxyMemory(&'a ProxyMemory),
 }
 
 impl Step {
@@ -109,12 +158,21 @@ impl Step {
         if self.restart_server {
             found.push(("restart_server", Action::RestartServer));
         }
+        if let Some(l) = &self.list_tools {
+            found.push(("list_tools", Action::ListTools(l)));
+        }
+        if let Some(c) = &self.connections {
+            found.push(("connections", Action::Connections(c)));
+        }
+        if let Some(m) = &self.proxy_memory {
+            found.push(("proxy_memory", Action::ProxyMemory(m)));
+        }
         match found.len() {
             1 => Ok(found.remove(0).1),
             0 => bail!(
                 "needs one action: call, mcp, tasks_get, tasks_cancel, restart_connector, \
-                 set_annotations, wait_for, pause_ms, kill_proxy, restart_proxy or \
-                 restart_server"
+                 set_annotations, wait_for, pause_ms, kill_proxy, restart_proxy, \
+                 restart_server, list_tools, connections or proxy_memory"
             ),
             _ => {
                 let names: Vec<_> = found.iter().map(|(n, _)| *n).collect();
@@ -142,6 +200,9 @@ impl Action<'_> {
             Action::KillProxy(_) => "kill_proxy".into(),
             Action::RestartProxy => "restart_proxy".into(),
             Action::RestartServer => "restart_server".into(),
+            Action::ListTools(l) => format!("list_tools x{}", l.times),
+            Action::Connections(c) => format!("connections x{} from {}", c.count, c.from),
+            Action::ProxyMemory(m) => format!("proxy_memory < {} MiB", m.peak_below_mib),
         }
     }
 
@@ -208,6 +269,14 @@ pub struct McpCallStep {
     /// Sent as `logging/setLevel` (an MCP level name) before the call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_level: Option<String>,
+    /// HTTP replicas: the call goes through a fresh session client of its own connecting from
+    /// this loopback address (`127.0.0.2`), another caller when the connector has no auth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<std::net::IpAddr>,
+    /// Send the call and go on without waiting: it stays in flight while the next steps run
+    /// (wait for its `called` ledger event first); its answer is not checked (no `expect`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub background: bool,
 }
 
 impl McpCallStep {
@@ -436,6 +505,30 @@ pub(crate) fn task_placeholders(value: &Value, names: &mut Vec<String>) {
     }
 }
 
+/// The hostile callers' steps: counts that add up, loopback addresses, no cancel of what runs
+/// in the background.
+fn validate_hostile(action: Action<'_>, field: &str) -> anyhow::Result<()> {
+    match action {
+        Action::ListTools(l) if l.times == 0 => bail!("{field}.list_tools.times: at least 1"),
+        Action::Connections(c) if c.served + c.refused != c.count => {
+            bail!("{field}.connections: served + refused must be count")
+        }
+        Action::Connections(c) if !c.from.is_loopback() => {
+            bail!(
+                "{field}.connections.from: {} is not a loopback address",
+                c.from
+            )
+        }
+        Action::Mcp(c) if c.from.is_some_and(|a| !a.is_loopback()) => {
+            bail!("{field}.mcp.from: not a loopback address")
+        }
+        Action::Mcp(c) if c.background && c.cancel_after_ms.is_some() => {
+            bail!("{field}.mcp: background and cancel_after_ms do not go together")
+        }
+        _ => Ok(()),
+    }
+}
+
 /// How many times the upstream's tool was called (`called` ledger events).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -463,6 +556,8 @@ pub(crate) fn validate_step(
         Action::TasksGet(t) => Some(("tasks_get", t.connector.as_deref())),
         Action::TasksCancel(t) => Some(("tasks_cancel", t.connector.as_deref())),
         Action::RestartConnector(n) => Some(("restart_connector", Some(n))),
+        Action::ListTools(l) => Some(("list_tools", l.connector.as_deref())),
+        Action::Connections(c) => Some(("connections", c.connector.as_deref())),
         _ => None,
     };
     if let Some((key, name)) = connector {
@@ -515,16 +610,24 @@ pub(crate) fn validate_step(
             bail!("{field}.mcp.arguments: {{task:{name}}} names no task an earlier step saved");
         }
     }
-    let needs_expect = matches!(
-        action,
-        Action::Call(_) | Action::Mcp(_) | Action::TasksGet(_) | Action::TasksCancel(_)
-    );
+    validate_hostile(action, field)?;
+    let background = matches!(action, Action::Mcp(c) if c.background);
+    let needs_expect = !background
+        && matches!(
+            action,
+            Action::Call(_) | Action::Mcp(_) | Action::TasksGet(_) | Action::TasksCancel(_)
+        );
     let Some(e) = &step.expect else {
         if needs_expect {
             bail!("{field}.expect: {} needs an expectation", action.label());
         }
         return Ok(());
     };
+    if background {
+        bail!(
+            "{field}.expect: a background mcp call is not checked; wait_for its called event instead"
+        );
+    }
     if !needs_expect {
         bail!("{field}.expect: {} has nothing to expect", action.label());
     }

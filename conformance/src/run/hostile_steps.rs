@@ -1,0 +1,149 @@
+//! The hostile callers' steps of the `security` scenarios: a listing loop, connections from one
+//! address past its cap, and the proxy's peak memory after a hostile upstream had its go.
+
+use std::{net::SocketAddr, time::Duration};
+
+use rmcp::model::{ClientRequest, ListToolsRequest, ServerResult};
+use tokio::{io::AsyncReadExt as _, net::TcpStream};
+
+use super::{Failure, StepEnv, proxy_process::Proxy, setup};
+use crate::scenario::{Connections, ListTools, ProxyMemory};
+
+/// How long a connection over a cap has to be told so (the connector answers at accept).
+const REFUSAL_WAIT: Duration = Duration::from_millis(500);
+
+/// `list_tools`: `times` listings, each sent to the connector (rmcp's client cache bypassed).
+pub(crate) async fn run_list_tools(env: &StepEnv<'_>, step: &ListTools) -> Result<String, Failure> {
+    let client = env
+        .replicas()?
+        .get(step.connector.as_deref())
+        .map_err(setup)?;
+    let started = std::time::Instant::now();
+    let mut listed = 0;
+    for i in 1..=step.times {
+        let request = ClientRequest::ListToolsRequest(ListToolsRequest {
+            method: Default::default(),
+            params: None,
+            extensions: Default::default(),
+        });
+        match client.peer().send_request(request).await {
+            Ok(ServerResult::ListToolsResult(list)) if !list.tools.is_empty() => {
+                listed = list.tools.len();
+            }
+            Ok(other) => {
+                return Err(Failure::Violated(format!(
+                    "listing {i} of {}: expected the tools, got {other:?}",
+                    step.times
+                )));
+            }
+            Err(e) => {
+                return Err(Failure::Violated(format!(
+                    "listing {i} of {} failed: {e}",
+                    step.times
+                )));
+            }
+        }
+    }
+    Ok(format!(
+        "{} listings of {listed} tools in {} ms",
+        step.times,
+        started.elapsed().as_millis()
+    ))
+}
+
+/// `connections`: opens the connections one by one from `from`; one the connector answers at
+/// once (and closes) is refused, one it holds without a word is served and kept open.
+pub(crate) async fn run_connections(
+    env: &mut StepEnv<'_>,
+    step: &Connections,
+) -> Result<String, Failure> {
+    let url: url::Url = env
+        .replicas()?
+        .url(step.connector.as_deref())
+        .map_err(setup)?
+        .parse()
+        .map_err(setup)?;
+    let host: std::net::IpAddr = url
+        .host_str()
+        .unwrap_or_default()
+        .trim_matches(['[', ']'])
+        .parse()
+        .map_err(setup)?;
+    let to = SocketAddr::new(host, url.port().unwrap_or(80));
+    let (mut served, mut refusals) = (0, Vec::new());
+    for _ in 0..step.count {
+        let mut stream = connect_from(step.from, to)
+            .await
+            .map_err(|e| Failure::Setup(format!("connecting from {} to {to}: {e}", step.from)))?;
+        match refused(&mut stream).await {
+            Some(answer) => refusals.push(answer),
+            None => {
+                served += 1;
+                env.held.push(stream);
+            }
+        }
+    }
+    let seen = format!("{served} served, {} refused", refusals.len());
+    if served != step.served || refusals.len() != step.refused {
+        return Err(Failure::Violated(format!(
+            "expected {} served and {} refused of {} connections from {}, saw {seen}",
+            step.served, step.refused, step.count, step.from
+        )));
+    }
+    if let Some(want) = &step.refusal_contains
+        && let Some(answer) = refusals
+            .iter()
+            .find(|a| !a.starts_with("HTTP/1.1 503") || !a.contains(want.as_str()))
+    {
+        return Err(Failure::Violated(format!(
+            "expected a 503 naming {want:?}, saw {answer:?}"
+        )));
+    }
+    Ok(seen)
+}
+
+async fn connect_from(from: std::net::IpAddr, to: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = if from.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.bind(SocketAddr::new(from, 0))?;
+    socket.connect(to).await
+}
+
+/// What the connector said before closing the connection, when it spoke first (a refusal).
+async fn refused(stream: &mut TcpStream) -> Option<String> {
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    match tokio::time::timeout(REFUSAL_WAIT, stream.read(&mut buf)).await {
+        Err(_) => return None,
+        Ok(Ok(n)) => answer.extend_from_slice(&buf[..n]),
+        Ok(Err(e)) => return Some(format!("(reset: {e})")),
+    }
+    let _ = tokio::time::timeout(REFUSAL_WAIT, stream.read_to_end(&mut answer)).await;
+    Some(String::from_utf8_lossy(&answer).into_owned())
+}
+
+/// `proxy_memory`: the proxy process's `VmHWM` (peak resident set) against the bound.
+pub(crate) fn run_proxy_memory(env: &StepEnv<'_>, step: &ProxyMemory) -> Result<String, Failure> {
+    let Proxy::Process(child) = &env.proxy else {
+        return Err(Failure::Setup(
+            "proxy_memory needs a running proxy process".into(),
+        ));
+    };
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.pid())).map_err(setup)?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| Failure::Setup("no VmHWM in the proxy's /proc status".into()))?;
+    let mib = kib / 1024;
+    if mib >= step.peak_below_mib {
+        return Err(Failure::Violated(format!(
+            "the proxy's peak resident memory is {mib} MiB, not below {} MiB",
+            step.peak_below_mib
+        )));
+    }
+    Ok(format!("the proxy's peak resident memory is {mib} MiB"))
+}
