@@ -19,34 +19,33 @@ pub(crate) async fn run_list_tools(env: &StepEnv<'_>, step: &ListTools) -> Resul
         .get(step.connector.as_deref())
         .map_err(setup)?;
     let started = std::time::Instant::now();
-    let mut listed = 0;
+    let (mut listed, mut refused) = (0, 0);
+    let served = step.refused_after.unwrap_or(step.times);
+    let refusal = step.refusal_contains.as_deref().unwrap_or("");
     for i in 1..=step.times {
         let request = ClientRequest::ListToolsRequest(ListToolsRequest {
             method: Default::default(),
             params: None,
             extensions: Default::default(),
         });
+        let violated = |what: String| {
+            Err(Failure::Violated(format!(
+                "listing {i} of {}: {what}",
+                step.times
+            )))
+        };
         match client.peer().send_request(request).await {
-            Ok(ServerResult::ListToolsResult(list)) if !list.tools.is_empty() => {
+            Ok(ServerResult::ListToolsResult(list)) if !list.tools.is_empty() && i <= served => {
                 listed = list.tools.len();
             }
-            Ok(other) => {
-                return Err(Failure::Violated(format!(
-                    "listing {i} of {}: expected the tools, got {other:?}",
-                    step.times
-                )));
-            }
-            Err(e) => {
-                return Err(Failure::Violated(format!(
-                    "listing {i} of {} failed: {e}",
-                    step.times
-                )));
-            }
+            Err(e) if i > served && e.to_string().contains(refusal) => refused += 1,
+            Ok(other) => return violated(format!("expected the tools, got {other:?}")),
+            Err(e) if i <= served => return violated(format!("failed: {e}")),
+            Err(e) => return violated(format!("expected a refusal containing {refusal:?}: {e}")),
         }
     }
     Ok(format!(
-        "{} listings of {listed} tools in {} ms",
-        step.times,
+        "{served} listings of {listed} tools, {refused} refused, in {} ms",
         started.elapsed().as_millis()
     ))
 }

@@ -77,6 +77,7 @@
 //! restart_server = true        # the scenario then gets a dev server of its own on a db file
 //! [[steps]]
 //! list_tools = { connector = "a", times = 1000 }   # tools/list over and over; each must list tools
+//!                              # optional: refused_after = 600, refusal_contains = "--max-..." (later ones refused)
 //! [[steps]]
 //! connections = { connector = "a", from = "127.0.0.2", count = 5, served = 3, refused = 2 }
 //!                              # raw TCP to an http connector, held open; optional refusal_contains = "--http-..."

@@ -67,7 +67,8 @@ pub struct Step {
     pub expect: Option<Expect>,
 }
 
-/// `list_tools`: `times` listings through a replica.
+/// `list_tools`: `times` listings through a replica; with `refused_after`, the listings past
+/// that many must be refused with an error containing `refusal_contains`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListTools {
@@ -75,6 +76,10 @@ pub struct ListTools {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connector: Option<String>,
     pub times: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_after: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal_contains: Option<String>,
 }
 
 /// `connections`: `count` connections from `from`, of which exactly `served` are served and
