@@ -39,6 +39,19 @@ pub fn address_key(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// The IPv6 network (/48, a site: what one tunnel account or one customer gets) an IPv6 peer
+/// belongs to, for the network cap beside the per-address one; `None` for IPv4 (an IPv4
+/// address is costly, and its /24 is often many unrelated clients).
+pub fn network_key(ip: IpAddr) -> Option<IpAddr> {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let bits = u128::from(v6) & !((1u128 << 80) - 1);
+            Some(IpAddr::V6(Ipv6Addr::from(bits)))
+        }
+        IpAddr::V4(_) => None,
+    }
+}
+
 /// The share of an HTTP request: its verified caller, else its peer's address; `None` when
 /// the request carries neither (a library host that inserts no [`PeerAddr`]).
 pub fn share_of(extensions: &http::Extensions) -> Option<Share> {

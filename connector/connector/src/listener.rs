@@ -11,7 +11,8 @@
 //! - At most [`ConnectionLimits::max_per_address`] of them come from one IP address (an IPv6
 //!   peer counted by its /64, [`address_key`]), so one client (authenticated or not) cannot
 //!   hold every slot; a connection over that gets a 503
-//!   naming the flag and is closed, without taking a slot.
+//!   naming the flag and is closed, without taking a slot. An IPv6 /48 (one site, which
+//!   holds 65,536 /64s) holds at most four addresses' worth ([`network_cap`]), refused alike.
 //! - Shutdown stops accepting, and the returned future ends when every connection has closed
 //!   (hyper's graceful shutdown: idle keep-alive connections close at once, busy ones after
 //!   their response).
@@ -32,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
 use crate::{
-    fair::{Counts, PeerAddr, Slot, address_key},
+    fair::{Counts, PeerAddr, Slot, address_key, network_key},
     task_ref::CallerScope,
 };
 
@@ -67,6 +68,13 @@ pub const fn default_per_address(max_connections: usize) -> usize {
     } else {
         max_connections / 16
     }
+}
+
+/// Connections one IPv6 /48 may hold ([`network_key`]): four addresses' worth, so a site
+/// that spreads its connections over its /64s still holds a bounded share; 0 (no cap) when
+/// the per-address cap is off.
+pub const fn network_cap(max_per_address: usize) -> usize {
+    max_per_address.saturating_mul(4)
 }
 
 impl Default for ConnectionLimits {
@@ -109,6 +117,21 @@ impl ConnectionOwner {
     }
 }
 
+/// A peer's places under the per-address cap and, for IPv6, its /48's cap; `None` (nothing
+/// taken) when either is full.
+fn admit_peer(
+    per_address: &Arc<Counts<IpAddr>>,
+    per_network: &Arc<Counts<IpAddr>>,
+    ip: IpAddr,
+    cap: usize,
+) -> Option<(Slot<IpAddr>, Option<Slot<IpAddr>>)> {
+    let network = match network_key(ip) {
+        Some(key) => Some(per_network.admit(&key, network_cap(cap))?),
+        None => None,
+    };
+    Some((per_address.admit(&address_key(ip), cap)?, network))
+}
+
 /// What a connection over [`ConnectionLimits::max_per_address`] is told before it is closed.
 const OVER_ADDRESS_CAP: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
 Content-Type: text/plain\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 95\r\n\r\n\
@@ -125,6 +148,7 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let per_address: Arc<Counts<IpAddr>> = Arc::default();
+    let per_network: Arc<Counts<IpAddr>> = Arc::default();
     loop {
         let slot = tokio::select! {
             _ = stop.cancelled() => break,
@@ -143,8 +167,13 @@ pub async fn serve(
             },
         };
         let (mut stream, peer) = stream;
-        let Some(address_slot) = per_address.admit(&address_key(peer.ip()), limits.max_per_address)
-        else {
+        let admitted = admit_peer(
+            &per_address,
+            &per_network,
+            peer.ip(),
+            limits.max_per_address,
+        );
+        let Some(address_slot) = admitted else {
             drop(slot);
             // Debug, not warn: a client hammering the cap must not flood the log.
             tracing::debug!(
@@ -205,6 +234,33 @@ mod tests {
         }
         assert_eq!(DEFAULT_MAX_PER_ADDRESS, 64);
         assert_eq!(ConnectionLimits::default().max_per_address, 64);
+    }
+
+    #[test]
+    fn an_ipv6_site_holds_four_addresses_worth_and_ipv4_only_its_own() {
+        let (addresses, networks) = (Arc::default(), Arc::default());
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let mut held = Vec::new();
+        // One /48 spread over its /64s: 2 per /64, 8 in the /48.
+        for i in 0..10u16 {
+            let peer = ip(&format!("2001:db8:1:{i:x}::1"));
+            held.extend(admit_peer(&addresses, &networks, peer, 2));
+            held.extend(admit_peer(&addresses, &networks, peer, 2));
+        }
+        assert_eq!(held.len(), 8);
+        // Another site, and IPv4 addresses of one /24, are untouched.
+        assert!(admit_peer(&addresses, &networks, ip("2001:db8:2::1"), 2).is_some());
+        for i in 1..=10u8 {
+            let peer = ip(&format!("192.0.2.{i}"));
+            assert!(admit_peer(&addresses, &networks, peer, 2).is_some());
+        }
+        // A refused network takes no address place; giving places back frees the site.
+        held.clear();
+        assert!(admit_peer(&addresses, &networks, ip("2001:db8:1:9::1"), 2).is_some());
+        assert!(
+            network_key(ip("::ffff:192.0.2.1")).is_none(),
+            "mapped IPv4 is IPv4"
+        );
     }
 
     #[test]

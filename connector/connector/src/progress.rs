@@ -322,6 +322,7 @@ mod tests {
             handler_request_id: request_id.into(),
             outcome: None,
             times: Default::default(),
+            cancellation: None,
         }
     }
 
