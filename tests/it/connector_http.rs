@@ -302,6 +302,76 @@ fn stateless_call(id: u64, tool: &str, arguments: serde_json::Value) -> String {
 }
 
 #[tokio::test]
+async fn a_stateless_caller_gets_log_messages_only_at_the_level_its_request_names() {
+    use durable_mcp_conformance::fixtures::{Behavior, ToolSpec, UpstreamSpec};
+    let env = TestEnv::shared("connector-http-log-level").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let mut spec = UpstreamSpec::standard();
+    spec.tools.push(ToolSpec::read_only(
+        "logger",
+        "logs info and warning, then answers",
+        Behavior::Log {
+            levels: vec!["info".into(), "warning".into()],
+            every_ms: 50,
+            ms: 200,
+        },
+    ));
+    let path = temp_path("spec.json");
+    std::fs::write(&path, serde_json::to_vec(&spec).unwrap()).unwrap();
+    let args = vec!["--spec".into(), path.to_string_lossy().into_owned()];
+    let upstream = mock_stdio_upstream_with_args("mock", args, &ledger).unwrap();
+    let _proxy = start_proxy(&env, vec![upstream]);
+    let (server, shutdown) =
+        serve_connector_http(connector_for(&env, "mock"), loopback_http_options())
+            .await
+            .unwrap();
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "logger"),
+    ];
+    // The levels of the log messages on one stateless call's response stream.
+    let levels_of = |level: Option<&str>| {
+        let mut body: serde_json::Value =
+            serde_json::from_str(&stateless_call(3, "logger", json!({"key": "l"}))).unwrap();
+        if let Some(level) = level {
+            body["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!(level);
+        }
+        async move {
+            let (status, _, answer) = raw_http_with_headers(
+                server.local_addr,
+                "POST",
+                "/mcp",
+                &headers,
+                &body.to_string(),
+            )
+            .await;
+            assert_eq!(status, 200, "{answer}");
+            assert!(answer.contains(r#""isError":false"#), "{answer}");
+            let messages: Vec<String> = answer
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter_map(|d| serde_json::from_str::<serde_json::Value>(d.trim()).ok())
+                .filter(|m| m["method"] == "notifications/message")
+                .map(|m| m["params"]["level"].as_str().unwrap_or("").to_owned())
+                .collect();
+            messages
+        }
+    };
+    assert_eq!(
+        levels_of(None).await,
+        Vec::<String>::new(),
+        "none asked, none sent"
+    );
+    assert_eq!(levels_of(Some("warning")).await, ["warning"]);
+    assert_eq!(levels_of(Some("debug")).await, ["info", "warning"]);
+    shutdown.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
+}
+
+#[tokio::test]
 async fn closing_a_stateless_response_stream_cancels_the_operation_upstream() {
     let env = TestEnv::shared("connector-http-close").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));

@@ -489,7 +489,7 @@ impl Typed {
         let progress = Some(call::Listener {
             peer: context.peer.clone(),
             progress_token: context.meta.get_progress_token(),
-            min_log_level: Some(self.log_level.get()),
+            min_log_level: logging::request_log_level(&context.meta, &self.log_level),
         });
         let one_attempt = self.one_attempt(tool).await;
         let finished = self.finish_call(op, deadline, &context.ct, progress, one_attempt);
