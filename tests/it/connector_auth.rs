@@ -592,6 +592,31 @@ async fn a_session_belongs_to_the_caller_that_opened_it() {
             .status(),
         202
     );
+    // A session with a stream open is never evicted: with both of his listening, Bob's next
+    // session is refused, naming the flag, and both streams stay (R-CON-28).
+    let mut streams = Vec::new();
+    for id in &bobs[1..] {
+        let stream = http
+            .get(&url)
+            .bearer_auth(&bob)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", id)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stream.status(), 200);
+        streams.push(stream);
+    }
+    let refused = post(&bob, None, initialize.clone()).await.unwrap();
+    assert_eq!(refused.status(), 503);
+    let why = refused.text().await.unwrap();
+    assert!(why.contains("--max-sessions-per-caller 2"), "{why}");
+    for id in &bobs[1..] {
+        let ping = json!({"jsonrpc": "2.0", "id": 9, "method": "ping"});
+        let answered = post(&bob, Some(id), ping).await.unwrap();
+        assert_eq!(answered.status(), 200, "{id} kept");
+    }
+    drop(streams);
 
     // Alice's session is untouched.
     let listed = post(&alice, Some(&session), list.clone()).await.unwrap();

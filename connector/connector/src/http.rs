@@ -52,7 +52,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     as_written_http::{ReplayLimits, Replays as ReplayStore, write_answers_as_written_within},
-    auth::{Authenticator, SESSION_HEADER, SessionOwners, close_sessions},
+    auth::{Authenticator, InUse, SESSION_HEADER, SessionOwners, refuse_or_close},
     fair::{PeerAddr, address_key},
     listener::{self, ConnectionLimits},
     server::{Connector, Typed},
@@ -135,7 +135,7 @@ pub struct HttpOptions {
     /// Header-read (and keep-alive idle) timeout and connection cap (R-CON-19).
     pub limits: ConnectionLimits,
     /// Without [`Self::auth`]: the most MCP sessions one address holds at once; opening one
-    /// more closes its longest idle (R-CON-38). With auth, the authenticator's per-caller
+    /// more closes its longest idle, or is refused when none is idle (R-CON-38). With auth, the authenticator's per-caller
     /// share applies instead (R-CON-28).
     pub sessions_per_address: usize,
     /// Bounds on the answers kept for replays of a session's streams (R-CON-38).
@@ -356,18 +356,20 @@ fn within_bounds(
 
 /// Without inbound auth, who opened which MCP session, by address (R-CON-38): rmcp's session
 /// manager holds any number of sessions, so one address opening sessions in a loop filled its
-/// memory. An address holds at most its share (opening one more closes its longest idle), and
-/// the table at most [`super::auth::MAX_SESSIONS`]. Nobody owns a session without auth (every
-/// caller shares one scope), so a session is usable from any address, as before.
+/// memory. An address holds at most its share (opening one more closes its longest idle, or
+/// is refused), and the table at most [`super::auth::MAX_SESSIONS`] (R-CON-28). Nobody owns a
+/// session without auth (every caller shares one scope), so a session is usable from any
+/// address, as before.
 struct AddressSessions {
-    owners: std::sync::Mutex<SessionOwners<IpAddr>>,
+    owners: Arc<std::sync::Mutex<SessionOwners<IpAddr>>>,
     manager: Arc<LocalSessionManager>,
 }
 
 impl AddressSessions {
     fn new(manager: Arc<LocalSessionManager>, per_address: usize) -> Self {
+        let owners = SessionOwners::default().with_per_caller(per_address);
         Self {
-            owners: std::sync::Mutex::new(SessionOwners::default().with_per_caller(per_address)),
+            owners: Arc::new(std::sync::Mutex::new(owners)),
             manager,
         }
     }
@@ -384,16 +386,21 @@ impl AddressSessions {
             .map(|peer| address_key(peer.0.ip()));
         let session = session_header(request.headers());
         let closing = request.method() == axum::http::Method::DELETE;
-        if let Some(id) = &session {
-            self.owners.lock().unwrap().touch(id, Instant::now());
-        }
+        // Busy (never evicted) until the response, a stream too, ends (R-CON-28).
+        let in_use = session
+            .as_ref()
+            .and_then(|id| InUse::begin(&self.owners, id, None));
         let response = next.run(request).await;
         let mut owners = self.owners.lock().unwrap();
         match (session, address) {
             (None, Some(address)) => {
                 if let Some(id) = session_header(response.headers()) {
-                    let evicted = owners.open(&id, address, Instant::now());
-                    close_sessions(&self.manager, evicted);
+                    let opened = owners.open(&id, address, Instant::now());
+                    drop(owners);
+                    let manager = Some(&self.manager);
+                    if let Some(refusal) = refuse_or_close(opened, manager, "this address") {
+                        return refusal;
+                    }
                 }
             }
             (Some(id), _) if closing || response.status() == StatusCode::NOT_FOUND => {
@@ -401,7 +408,7 @@ impl AddressSessions {
             }
             _ => {}
         }
-        response
+        hold_until_body_ends(response, in_use)
     }
 }
 
@@ -496,6 +503,14 @@ async fn count_in_flight(
     }
     let guard = InFlightGuard::new(in_flight);
     let response = next.run(request).await;
+    hold_until_body_ends(response, guard)
+}
+
+/// `response` with `guard` held until its body ends or is dropped (a stream's too).
+pub(crate) fn hold_until_body_ends<G: Send + 'static>(
+    response: axum::response::Response,
+    guard: G,
+) -> axum::response::Response {
     let (parts, body) = response.into_parts();
     let stream = body.into_data_stream().map(move |item| {
         let _ = &guard;

@@ -20,7 +20,7 @@ use crate::{fair::Counts, listener::ConnectionOwner, task_ref::CallerScope};
 use super::{
     config::AuthConfig,
     keys::KeySource,
-    sessions::SessionOwners,
+    sessions::{InUse, Opened, SessionOwners},
     token::{AuthError, GrantedScopes, VerifiedCaller, bearer_token, key_id, verify},
 };
 
@@ -35,7 +35,7 @@ pub struct Authenticator {
     /// `Mcp-Session-Id` -> the caller that opened the session. A session id is a handle to
     /// the session's streams and requests, so only its owner may use it, whatever other valid
     /// token comes with it.
-    sessions: std::sync::Mutex<SessionOwners>,
+    sessions: Arc<std::sync::Mutex<SessionOwners>>,
     /// The MCP server's sessions, so a session evicted from [`Self::sessions`] is closed
     /// there too (R-CON-28).
     server_sessions: std::sync::OnceLock<Arc<LocalSessionManager>>,
@@ -73,7 +73,7 @@ impl Authenticator {
     }
 
     /// At most `per_caller` MCP sessions per caller; opening one more closes that caller's
-    /// longest idle (R-CON-28).
+    /// longest idle, or is refused when none is idle (R-CON-28).
     pub fn with_sessions_per_caller(self, per_caller: usize) -> Self {
         let owners = SessionOwners::default().with_per_caller(per_caller);
         *self.sessions.lock().unwrap() = owners;
@@ -216,19 +216,28 @@ pub async fn require_bearer(
         return refusal;
     }
     let session = header_text(request.headers(), SESSION_HEADER);
-    if !auth.admits(session.as_deref(), &caller) {
-        tracing::debug!(
-            "a session id that is not this caller's (another's, or unknown here); answered as unknown"
-        );
-        return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
-    }
+    // The session is busy (never evicted) until the response, a stream too, ends (R-CON-28).
+    let in_use = match &session {
+        Some(id) => match InUse::begin(&auth.sessions, id, Some(&caller)) {
+            Some(in_use) => Some(in_use),
+            None => {
+                tracing::debug!(
+                    "a session id that is not this caller's (another's, or unknown here); answered as unknown"
+                );
+                return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
+            }
+        },
+        None => None,
+    };
     let closing = request.method() == axum::http::Method::DELETE;
     request.headers_mut().remove(header::AUTHORIZATION);
     request.extensions_mut().insert(caller.clone());
     request.extensions_mut().insert(granted);
     let response = next.run(request).await;
-    auth.track_session(session.as_deref(), caller, closing, &response);
-    response
+    if let Some(refusal) = auth.track_session(session.as_deref(), caller, closing, &response) {
+        return refusal;
+    }
+    crate::http::hold_until_body_ends(response, in_use)
 }
 
 impl Authenticator {
@@ -286,55 +295,65 @@ impl Authenticator {
         )
     }
 
-    /// Whether `caller` may use the request's `session`: one it opened, or none (a new one).
-    fn admits(&self, session: Option<&str>, caller: &CallerScope) -> bool {
-        session.is_none_or(|id| {
-            let mut sessions = self.sessions.lock().unwrap();
-            sessions.admit(id, caller, Instant::now())
-        })
-    }
-
     /// Follows the request's session after its `response`: a session the response opened
     /// belongs to `caller`; one the request closed (`closing`) or that the server no longer
-    /// knows is forgotten.
+    /// knows is forgotten. The refusal to answer instead when the new session does not fit
+    /// (R-CON-28).
     fn track_session(
         &self,
         session: Option<&str>,
         caller: CallerScope,
         closing: bool,
         response: &Response,
-    ) {
+    ) -> Option<Response> {
         let mut sessions = self.sessions.lock().unwrap();
         match session {
             // A new session (initialize): it belongs to whoever opened it.
             None => {
-                if let Some(id) = header_text(response.headers(), SESSION_HEADER) {
-                    let evicted = sessions.open(&id, caller, Instant::now());
-                    self.close_evicted(evicted);
-                }
+                let id = header_text(response.headers(), SESSION_HEADER)?;
+                let opened = sessions.open(&id, caller, Instant::now());
+                drop(sessions);
+                let manager = self.server_sessions.get();
+                return refuse_or_close(opened, manager, "this caller");
             }
             Some(id) if closing || response.status() == StatusCode::NOT_FOUND => {
                 sessions.close(id);
             }
             Some(_) => {}
         }
-    }
-
-    /// Closes the sessions evicted to make room for new ones in the MCP server too (R-CON-28).
-    fn close_evicted(&self, evicted: Vec<String>) {
-        if let Some(manager) = self.server_sessions.get() {
-            close_sessions(manager, evicted);
-        }
+        None
     }
 }
 
-/// Closes the `evicted` sessions in the MCP server (R-CON-28, R-CON-38): a caller's oldest
-/// beyond its share, or idle ones.
+/// Closes the sessions [`SessionOwners::open`] gave up, in the MCP server too (`manager`);
+/// the 503 to answer instead of the new session when it was refused (R-CON-28).
+pub(crate) fn refuse_or_close(
+    opened: Opened,
+    manager: Option<&Arc<LocalSessionManager>>,
+    whose: &str,
+) -> Option<Response> {
+    if let Some(manager) = manager {
+        close_sessions(manager, opened.close);
+    }
+    let refused = opened.refused?;
+    tracing::info!(?refused, "refused a new MCP session");
+    Some(
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "60")],
+            refused.message(whose),
+        )
+            .into_response(),
+    )
+}
+
+/// Closes the `evicted` sessions in the MCP server (R-CON-28, R-CON-38): a caller's longest
+/// idle beyond its share, idle ones, or a new one that was refused.
 pub(crate) fn close_sessions(manager: &Arc<LocalSessionManager>, evicted: Vec<String>) {
     if !evicted.is_empty() {
         tracing::info!(
             sessions = evicted.len(),
-            "closing sessions evicted for new ones (a caller's oldest beyond its share, or idle)"
+            "closing sessions: a caller's idle beyond its share, idle ones, or a refused new one"
         );
     }
     for id in evicted {

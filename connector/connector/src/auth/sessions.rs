@@ -1,14 +1,19 @@
 //! Who opened which MCP session (R-CON-9): a session id is a handle to the session's streams
 //! and requests, so only the caller that opened it may use it. The table fails closed (an id
 //! it does not hold, because it was never opened here, was pruned or evicted, is refused like
-//! another caller's), forgets sessions idle for [`SESSION_IDLE`], holds at most
-//! [`MAX_SESSIONS`], evicting the longest idle when full, and at most
-//! [`MAX_SESSIONS_PER_CALLER`] per caller (R-CON-28): one token opening sessions in a loop
-//! evicts its own oldest, not everyone's. [`SessionOwners::open`] answers the evicted ids so
-//! the HTTP layer closes them in the MCP server too (their memory goes with them).
+//! another caller's), forgets sessions idle for [`SESSION_IDLE`], and holds at most
+//! [`MAX_SESSIONS`] and at most [`MAX_SESSIONS_PER_CALLER`] per caller (R-CON-28). A session
+//! is idle when no request or stream of it is open ([`SessionOwners::begin`] to
+//! [`SessionOwners::end`]), for as long as since the last one ended. Opening one more than a
+//! caller's share evicts that caller's own longest idle session, never a busy one; when the
+//! caller has none idle, or the whole table is full, the new session is refused instead:
+//! another caller's session is never closed for it (closing one cancels its running calls).
+//! [`SessionOwners::open`] answers the ids to close in the MCP server too (their memory goes
+//! with them).
 
 use std::{
     collections::HashMap,
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
@@ -25,12 +30,58 @@ pub const MAX_SESSIONS: usize = 10_000;
 /// reconnects and parallel agents).
 pub const MAX_SESSIONS_PER_CALLER: usize = 64;
 
-/// Session id -> (owner, last use). The owner is a verified caller under inbound auth; without
+/// One session: its owner, when it was last used, how many of its requests and streams are
+/// open now.
+#[derive(Debug)]
+struct Entry<O> {
+    owner: O,
+    used: Instant,
+    open: usize,
+}
+
+/// Why a new session was refused (R-CON-28).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The caller holds its share, each session with a request or stream open.
+    CallerBusy(usize),
+    /// The connector holds its most sessions.
+    TableFull(usize),
+}
+
+impl Refused {
+    /// What the refused client is told (`whose`: "this caller" or "this address").
+    pub fn message(self, whose: &str) -> String {
+        match self {
+            Refused::CallerBusy(n) => format!(
+                "no MCP session was opened: {whose} already holds {n} sessions, its share \
+                 (--max-sessions-per-caller {n}), each with a request or stream open; end one \
+                 (or close it with DELETE) and try again, or ask the operator to raise \
+                 --max-sessions-per-caller\n"
+            ),
+            Refused::TableFull(n) => format!(
+                "no MCP session was opened: this connector holds {n} sessions, its most, and \
+                 closes no other caller's for a new one; try again later (sessions unused for \
+                 an hour are forgotten), or ask the operator to lower \
+                 --max-sessions-per-caller so more callers fit\n"
+            ),
+        }
+    }
+}
+
+/// What [`SessionOwners::open`] decided: the sessions to close in the MCP server, and whether
+/// the new one was refused (then it is among those to close).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Opened {
+    pub close: Vec<String>,
+    pub refused: Option<Refused>,
+}
+
+/// Session id -> its owner and use. The owner is a verified caller under inbound auth; without
 /// it, the address a session was opened from (R-CON-38), so one address cannot fill the MCP
 /// server with sessions either.
 #[derive(Debug)]
 pub struct SessionOwners<O = CallerScope> {
-    owners: HashMap<String, (O, Instant)>,
+    owners: HashMap<String, Entry<O>>,
     idle: Duration,
     max: usize,
     per_caller: usize,
@@ -58,67 +109,82 @@ impl<O: PartialEq> SessionOwners<O> {
         self
     }
 
-    /// The longest idle session among those `keep` holds.
-    fn longest_idle(&self, keep: impl Fn(&O) -> bool) -> Option<String> {
+    /// `caller`'s longest idle session with nothing open.
+    fn longest_idle(&self, caller: &O) -> Option<String> {
         self.owners
             .iter()
-            .filter(|(_, (owner, _))| keep(owner))
-            .min_by_key(|(_, (_, used))| *used)
+            .filter(|(_, e)| e.owner == *caller && e.open == 0)
+            .min_by_key(|(_, e)| e.used)
             .map(|(id, _)| id.clone())
     }
 
-    /// Whether `caller` may use session `id` now; a use keeps the session alive.
-    pub fn admit(&mut self, id: &str, caller: &O, now: Instant) -> bool {
+    /// Starts a request or stream on session `id`, when `caller` may use it (`None`: anyone
+    /// may, the table only counts sessions); until [`Self::end`] the session is busy and
+    /// neither forgotten nor evicted. False for an id the table does not hold (or another's).
+    pub fn begin(&mut self, id: &str, caller: Option<&O>, now: Instant) -> bool {
+        let idle = self.idle;
         match self.owners.get_mut(id) {
-            Some((owner, used)) if owner == caller && now.duration_since(*used) < self.idle => {
-                *used = now;
+            Some(e)
+                if caller.is_none_or(|c| e.owner == *c)
+                    && (e.open > 0 || now.duration_since(e.used) < idle) =>
+            {
+                e.open += 1;
+                e.used = now;
                 true
             }
             _ => false,
         }
     }
 
-    /// Records that `caller` opened session `id`; answers the ids evicted to make room (the
-    /// caller's own longest idle beyond its share, else anyone's longest idle when the table
-    /// is full), for the caller to close.
-    pub fn open(&mut self, id: &str, caller: O, now: Instant) -> Vec<String> {
-        let mut evicted = Vec::new();
+    /// Ends a request or stream [`Self::begin`] started; its session is idle from `now` when
+    /// nothing else of it is open.
+    pub fn end(&mut self, id: &str, now: Instant) {
+        if let Some(e) = self.owners.get_mut(id) {
+            e.open = e.open.saturating_sub(1);
+            e.used = now;
+        }
+    }
+
+    /// Records that `caller` opened session `id`. Forgets sessions idle too long; beyond the
+    /// caller's share evicts its own longest idle; refuses the new one when the caller has no
+    /// idle one to give up or the table is full. Answers the ids to close in the MCP server.
+    pub fn open(&mut self, id: &str, caller: O, now: Instant) -> Opened {
+        let mut opened = Opened::default();
         let idle = self.idle;
-        self.owners.retain(|id, (_, used)| {
-            let keep = now.duration_since(*used) < idle;
+        self.owners.retain(|id, e| {
+            let keep = e.open > 0 || now.duration_since(e.used) < idle;
             if !keep {
-                evicted.push(id.clone());
+                opened.close.push(id.clone());
             }
             keep
         });
-        while self.owners.values().filter(|(o, _)| *o == caller).count() >= self.per_caller {
-            match self.longest_idle(|o| *o == caller) {
-                Some(id) => {
-                    self.owners.remove(&id);
-                    evicted.push(id);
+        while self.owners.values().filter(|e| e.owner == caller).count() >= self.per_caller {
+            match self.longest_idle(&caller) {
+                Some(old) => {
+                    self.owners.remove(&old);
+                    opened.close.push(old);
                 }
-                None => break,
+                None => {
+                    opened.refused = Some(Refused::CallerBusy(self.per_caller));
+                    break;
+                }
             }
         }
-        while self.owners.len() >= self.max {
-            match self.longest_idle(|_| true) {
-                Some(id) => {
-                    self.owners.remove(&id);
-                    evicted.push(id);
-                }
-                None => break,
+        if opened.refused.is_none() && self.owners.len() >= self.max {
+            opened.refused = Some(Refused::TableFull(self.max));
+        }
+        match opened.refused {
+            Some(_) => opened.close.push(id.to_owned()),
+            None => {
+                let entry = Entry {
+                    owner: caller,
+                    used: now,
+                    open: 0,
+                };
+                self.owners.insert(id.to_owned(), entry);
             }
         }
-        self.owners.insert(id.to_owned(), (caller, now));
-        evicted
-    }
-
-    /// Marks session `id` used now, whoever uses it (without inbound auth nobody owns a
-    /// session: the table only counts them).
-    pub fn touch(&mut self, id: &str, now: Instant) {
-        if let Some((_, used)) = self.owners.get_mut(id) {
-            *used = now;
-        }
+        opened
     }
 
     /// Forgets session `id` (closed, or unknown to the MCP server).
@@ -135,6 +201,36 @@ impl<O: PartialEq> SessionOwners<O> {
     }
 }
 
+/// A request or stream open on a session of a shared table: the session is busy until this
+/// drops (with the response body, so a stream counts as long as it is open).
+#[derive(Debug)]
+pub struct InUse<O: PartialEq> {
+    owners: Arc<Mutex<SessionOwners<O>>>,
+    id: String,
+}
+
+impl<O: PartialEq> InUse<O> {
+    /// Begins a use of session `id` by `caller` (see [`SessionOwners::begin`]); `None` when
+    /// the table refuses it.
+    pub fn begin(
+        owners: &Arc<Mutex<SessionOwners<O>>>,
+        id: &str,
+        caller: Option<&O>,
+    ) -> Option<Self> {
+        let begun = owners.lock().unwrap().begin(id, caller, Instant::now());
+        begun.then(|| Self {
+            owners: owners.clone(),
+            id: id.to_owned(),
+        })
+    }
+}
+
+impl<O: PartialEq> Drop for InUse<O> {
+    fn drop(&mut self) {
+        self.owners.lock().unwrap().end(&self.id, Instant::now());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,17 +242,28 @@ mod tests {
         }
     }
 
+    /// One use of session `id` by `caller`, ended at once.
+    fn used(owners: &mut SessionOwners, id: &str, caller: &str, at: Instant) -> bool {
+        let begun = owners.begin(id, Some(&who(caller)), at);
+        owners.end(id, at);
+        begun
+    }
+
     #[test]
     fn only_the_owner_may_use_a_session_and_unknown_ids_are_refused() {
         let mut owners = SessionOwners::default();
         let t = Instant::now();
         owners.open("s1", who("alice"), t);
-        assert!(owners.admit("s1", &who("alice"), t));
-        assert!(!owners.admit("s1", &who("mallory"), t));
+        assert!(used(&mut owners, "s1", "alice", t));
+        assert!(!used(&mut owners, "s1", "mallory", t));
         // Fails closed: an id the table does not hold is nobody's to use.
-        assert!(!owners.admit("lost", &who("alice"), t));
+        assert!(!used(&mut owners, "lost", "alice", t));
+        assert!(
+            owners.begin("s1", None, t),
+            "without an owner check anyone may"
+        );
         owners.close("s1");
-        assert!(!owners.admit("s1", &who("alice"), t));
+        assert!(!used(&mut owners, "s1", "alice", t));
     }
 
     #[test]
@@ -165,29 +272,58 @@ mod tests {
         let mut owners = SessionOwners::new(idle, 10);
         let t = Instant::now();
         owners.open("s1", who("alice"), t);
-        assert!(owners.admit("s1", &who("alice"), t + Duration::from_secs(50)));
-        assert!(owners.admit("s1", &who("alice"), t + Duration::from_secs(100)));
-        assert!(!owners.admit("s1", &who("alice"), t + Duration::from_secs(200)));
+        assert!(used(
+            &mut owners,
+            "s1",
+            "alice",
+            t + Duration::from_secs(50)
+        ));
+        assert!(used(
+            &mut owners,
+            "s1",
+            "alice",
+            t + Duration::from_secs(100)
+        ));
+        assert!(!used(
+            &mut owners,
+            "s1",
+            "alice",
+            t + Duration::from_secs(200)
+        ));
+        // A session with a stream open is not idle, however long the stream lasts.
+        owners.open("s2", who("alice"), t);
+        assert!(owners.begin("s2", Some(&who("alice")), t));
+        let later = t + Duration::from_secs(500);
+        assert_eq!(owners.open("s3", who("bob"), later).close, ["s1"]);
+        assert!(owners.begin("s2", Some(&who("alice")), later));
     }
 
     #[test]
-    fn a_full_table_prunes_idle_sessions_then_evicts_the_longest_idle() {
+    fn a_full_table_prunes_idle_sessions_then_refuses_new_ones() {
         let idle = Duration::from_secs(60);
         let mut owners = SessionOwners::new(idle, 3);
         let t = Instant::now();
         for (i, id) in ["a", "b", "c"].iter().enumerate() {
             owners.open(id, who(id), t + Duration::from_secs(i as u64));
         }
-        owners.open("d", who("d"), t + Duration::from_secs(10));
+        // Another caller's session is never closed for a new one (R-CON-28).
+        let refused = owners.open("d", who("d"), t + Duration::from_secs(10));
+        assert_eq!(refused.refused, Some(Refused::TableFull(3)));
+        assert_eq!(refused.close, ["d"], "only the new one is closed");
         assert_eq!(owners.len(), 3);
-        assert!(
-            !owners.admit("a", &who("a"), t + Duration::from_secs(10)),
-            "the longest idle went"
+        for id in ["a", "b", "c"] {
+            assert!(
+                used(&mut owners, id, id, t + Duration::from_secs(10)),
+                "{id}"
+            );
+        }
+        // Much later, everything is idle: the next one prunes them all and is kept.
+        let opened = owners.open("e", who("e"), t + Duration::from_secs(500));
+        assert_eq!(
+            (opened.close.len(), opened.refused),
+            (3, None),
+            "{opened:?}"
         );
-        assert!(owners.admit("b", &who("b"), t + Duration::from_secs(10)));
-        // Much later, everything is idle: the next one prunes them all.
-        let evicted = owners.open("e", who("e"), t + Duration::from_secs(500));
-        assert_eq!(evicted.len(), 3, "{evicted:?}");
         assert_eq!(owners.len(), 1);
     }
 
@@ -198,15 +334,56 @@ mod tests {
         owners.open("bob-1", who("bob"), t);
         for i in 0..50u64 {
             let at = t + Duration::from_secs(i + 1);
-            let evicted = owners.open(&format!("m-{i}"), who("mallory"), at);
+            let opened = owners.open(&format!("m-{i}"), who("mallory"), at);
             if i >= 2 {
-                assert_eq!(evicted, [format!("m-{}", i - 2)], "at {i}");
+                assert_eq!(opened.close, [format!("m-{}", i - 2)], "at {i}");
             }
         }
         assert_eq!(owners.len(), 3, "two of mallory's and bob's");
         let later = t + Duration::from_secs(60);
-        assert!(owners.admit("bob-1", &who("bob"), later), "bob keeps his");
-        assert!(owners.admit("m-49", &who("mallory"), later));
-        assert!(!owners.admit("m-0", &who("mallory"), later));
+        assert!(used(&mut owners, "bob-1", "bob", later), "bob keeps his");
+        assert!(used(&mut owners, "m-49", "mallory", later));
+        assert!(!used(&mut owners, "m-0", "mallory", later));
+    }
+
+    #[test]
+    fn a_session_with_a_request_or_stream_open_is_never_evicted() {
+        let mut owners = SessionOwners::new(Duration::from_secs(3600), 100).with_per_caller(2);
+        let t = Instant::now();
+        let later = |s: u64| t + Duration::from_secs(s);
+        owners.open("long-call", who("alice"), t);
+        owners.open("stream", who("alice"), later(1));
+        // The long call started first (the oldest use) and is still running.
+        assert!(owners.begin("long-call", Some(&who("alice")), later(2)));
+        assert!(owners.begin("stream", Some(&who("alice")), later(3)));
+        let refused = owners.open("third", who("alice"), later(4));
+        assert_eq!(refused.refused, Some(Refused::CallerBusy(2)));
+        assert_eq!(refused.close, ["third"]);
+        let message = Refused::CallerBusy(2).message("this caller");
+        assert!(message.contains("--max-sessions-per-caller 2"), "{message}");
+        // The stream ends: that session is idle now and goes for the next one.
+        owners.end("stream", later(5));
+        let opened = owners.open("fourth", who("alice"), later(6));
+        assert_eq!(
+            (opened.close, opened.refused),
+            (vec!["stream".into()], None)
+        );
+        owners.end("long-call", later(7));
+        assert!(used(&mut owners, "long-call", "alice", later(8)));
+        assert!(used(&mut owners, "fourth", "alice", later(8)));
+    }
+
+    #[test]
+    fn a_shared_use_ends_when_dropped() {
+        let owners = Arc::new(Mutex::new(SessionOwners::new(Duration::from_secs(60), 10)));
+        owners
+            .lock()
+            .unwrap()
+            .open("s", who("alice"), Instant::now());
+        let use_ = InUse::begin(&owners, "s", Some(&who("alice"))).unwrap();
+        assert!(InUse::begin(&owners, "s", Some(&who("bob"))).is_none());
+        assert_eq!(owners.lock().unwrap().owners["s"].open, 1);
+        drop(use_);
+        assert_eq!(owners.lock().unwrap().owners["s"].open, 0);
     }
 }
