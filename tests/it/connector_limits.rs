@@ -194,6 +194,38 @@ async fn http_client_from(local: [u8; 4], url: &str) -> McpClient {
     ().serve(transport).await.unwrap()
 }
 
+/// An HTTP connector with `options` and two session clients of it from two addresses.
+async fn alice_and_bob(
+    env: &TestEnv,
+    options: ConnectorOptions,
+) -> (
+    durable_mcp::inbound::http::HttpServerHandle,
+    tokio_util::sync::CancellationToken,
+    McpClient,
+    McpClient,
+) {
+    let connector = Connector::new(env.client.clone(), options);
+    let (server, shutdown) = serve_connector_http(connector, loopback_http_options())
+        .await
+        .unwrap();
+    let alice = http_client_from([127, 0, 0, 1], &server.url).await;
+    let bob = http_client_from([127, 0, 0, 2], &server.url).await;
+    (server, shutdown, alice, bob)
+}
+
+/// Bob, from another address than a refused caller's, gets his call answered.
+async fn bob_is_served(bob: &McpClient) {
+    let served = bob
+        .peer()
+        .call_tool(tool_call("quick", json!({})))
+        .await
+        .expect("bob, from another address, is served");
+    assert!(
+        format!("{:?}", served.content).contains("done"),
+        "{served:?}"
+    );
+}
+
 /// R-CON-38: without auth, each address holds at most `--max-in-flight-per-caller`; one at its
 /// share is refused with the flag named while another address is still served, and `tasks/get`-
 /// like work (here a companion tool) counts against the share too.
@@ -204,14 +236,7 @@ async fn one_address_at_its_in_flight_share_leaves_another_served() {
     options.max_in_flight_per_caller = 1;
     options.companion_tools = true;
     options.task_after = Duration::from_secs(600);
-    let connector = Connector::new(env.client.clone(), options);
-    let (server, shutdown) = serve_connector_http(connector, loopback_http_options())
-        .await
-        .unwrap();
-    let (alice, bob) = (
-        http_client_from([127, 0, 0, 1], &server.url).await,
-        http_client_from([127, 0, 0, 2], &server.url).await,
-    );
+    let (server, shutdown, alice, bob) = alice_and_bob(&env, options).await;
     alice.peer().list_all_tools().await.unwrap();
 
     let before = holds.load(Ordering::SeqCst);
@@ -237,17 +262,46 @@ async fn one_address_at_its_in_flight_share_leaves_another_served() {
             "{refused}"
         );
     }
-    let served = bob
-        .peer()
-        .call_tool(tool_call("quick", json!({})))
-        .await
-        .expect("bob, from another address, is served");
-    assert!(
-        format!("{:?}", served.content).contains("done"),
-        "{served:?}"
-    );
+    bob_is_served(&bob).await;
 
     holding.abort();
+    alice.cancel().await.unwrap();
+    bob.cancel().await.unwrap();
+    shutdown.cancel();
+    server.wait().await.unwrap();
+}
+
+/// R-CON-38: a call that became a task holds no in-flight place, so starts are capped per
+/// caller too: one address over `--max-call-starts-per-caller-minute` is refused with the
+/// flag named and nothing started, while another address is still served.
+#[tokio::test]
+async fn one_address_over_its_call_starts_leaves_another_served() {
+    let env = TestEnv::shared("connector-call-starts").await;
+    let (_worker, holds, mut options) = holding_route(&env).await;
+    options.max_call_starts_per_caller_minute = 2;
+    let (server, shutdown, alice, bob) = alice_and_bob(&env, options).await;
+    alice.peer().list_all_tools().await.unwrap();
+    for _ in 0..2 {
+        alice
+            .peer()
+            .call_tool(tool_call("quick", json!({})))
+            .await
+            .expect("within alice's starts");
+    }
+    let before = holds.load(Ordering::SeqCst);
+    let refused = alice
+        .peer()
+        .call_tool(tool_call("hold", json!({})))
+        .await
+        .expect_err("alice started her share this minute")
+        .to_string();
+    assert!(
+        refused.contains("--max-call-starts-per-caller-minute 2")
+            && refused.contains("nothing was started"),
+        "{refused}"
+    );
+    assert_eq!(holds.load(Ordering::SeqCst), before, "nothing started");
+    bob_is_served(&bob).await;
     alice.cancel().await.unwrap();
     bob.cancel().await.unwrap();
     shutdown.cancel();

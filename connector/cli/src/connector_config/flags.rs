@@ -99,6 +99,13 @@ pub struct ConnectorFlags {
     /// other callers are served. 0 for no such cap.
     #[arg(long, value_name = "N", default_value_t = durable_mcp_connector::server::DEFAULT_MAX_IN_FLIGHT_PER_CALLER, value_parser = values::parse_count_or_zero)]
     pub max_in_flight_per_caller: usize,
+    /// With `--transport http`: how many tool calls one caller (token subject, else address)
+    /// may start a minute, a minute's worth at once (in memory, per connector replica). A call
+    /// that becomes a task no longer counts in flight, so this bounds what one caller can
+    /// leave running in Temporal. Past it, that caller's call is refused with an error naming
+    /// this limit and nothing is started. 0 for no such cap.
+    #[arg(long, value_name = "N", default_value_t = durable_mcp_connector::server::DEFAULT_MAX_CALL_STARTS_PER_CALLER_MINUTE, value_parser = values::parse_count_or_zero)]
+    pub max_call_starts_per_caller_minute: usize,
     /// With `--transport http`: how many MiB of answers (as JSON) the connector keeps for one
     /// caller (token subject, else address) so that a session's lost event stream can be
     /// resumed with the answers as the tool service wrote them. Past it, that caller's oldest

@@ -264,6 +264,10 @@ pub fn connector_options(
         Transport::Stdio => 0,
         Transport::Http => flags.max_in_flight_per_caller,
     };
+    options.max_call_starts_per_caller_minute = match flags.transport {
+        Transport::Stdio => 0,
+        Transport::Http => flags.max_call_starts_per_caller_minute,
+    };
     options.task_after = flags.task_after;
     options.companion_tools = flags.companion_tools;
     options.require_verified_caller = verified_callers;

@@ -57,8 +57,8 @@ impl Connector {
     }
 
     /// Everything a start needs before it names its operation: the tool's route and timeout,
-    /// its in-flight slot (the caller's `share` of it too, R-CON-38), and the arguments as a
-    /// payload of an allowed size.
+    /// its in-flight slot (the caller's `share` of it and of call starts too, R-CON-38), and
+    /// the arguments as a payload of an allowed size.
     async fn prepare_call<'t>(
         &self,
         tool: &'t str,
@@ -66,10 +66,10 @@ impl Connector {
         share: Option<&Share>,
     ) -> Result<PreparedCall<'t>, McpError> {
         let (route, definition) = self.lookup(tool).await?;
-        let slot = self
-            .inner
-            .in_flight
-            .try_start(&format!("calling tool {tool:?}"), share)?;
+        let what = format!("calling tool {tool:?}");
+        let slot = self.inner.in_flight.try_start(&what, share)?;
+        // A call that becomes a task gives its place back: starts are capped too (R-CON-38).
+        self.inner.call_starts.try_start(&what, share)?;
         let timeout = advertised_timeout(&definition).unwrap_or(self.inner.options.default_timeout);
         let arguments = Value::Object(arguments);
         let input = payload::to_payload(&arguments)

@@ -5,10 +5,12 @@
 //! ([`InFlight`]); past that a caller gets an error naming the cap instead of a new operation.
 //! Beside the global cap, each caller holds at most its share (R-CON-38), and management calls
 //! (local tools), companion tools and `tasks/get` count too: they hold memory and Temporal
-//! RPCs as long as an operation does.
+//! RPCs as long as an operation does. A call that becomes a task gives its place back, so
+//! each caller may also start at most so many calls a minute ([`CallStarts`], R-CON-38).
 
 use std::{
-    sync::Arc,
+    collections::HashMap,
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
@@ -95,6 +97,101 @@ impl InFlight {
     }
 }
 
+/// A caller's allowance of call starts: `tokens` left at `at`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    /// A full bucket of `per_minute` at `now`.
+    pub fn full(per_minute: u32, now: Instant) -> Self {
+        Self {
+            tokens: f64::from(per_minute),
+            at: now,
+        }
+    }
+
+    /// Takes one start at `now` when one is left: the bucket holds at most `per_minute` and
+    /// refills at `per_minute` a minute, so a caller starts at most a minute's worth at once
+    /// and `per_minute` a minute after that.
+    pub fn take(&mut self, per_minute: u32, now: Instant) -> bool {
+        let rate = f64::from(per_minute) / 60.0;
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * rate).min(f64::from(per_minute));
+        self.at = now;
+        if self.tokens < 1.0 {
+            return false;
+        }
+        self.tokens -= 1.0;
+        true
+    }
+
+    /// Whether the bucket is full again at `now` (then it is like a new one and is forgotten).
+    fn refilled(&self, per_minute: u32, now: Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens + elapsed * f64::from(per_minute) / 60.0 >= f64::from(per_minute)
+    }
+}
+
+/// How many tool calls each caller may start a minute (R-CON-38), in memory per replica. The
+/// in-flight share does not bound starts: a call that becomes a task (R-CON-17) gives its
+/// place back, so a caller could start its share every `--task-after` for ever.
+#[derive(Debug)]
+pub struct CallStarts {
+    buckets: Mutex<HashMap<Share, Bucket>>,
+    per_minute: u32,
+}
+
+/// Past this many callers' buckets, full ones are forgotten.
+const BUCKETS_KEPT: usize = 1024;
+
+impl CallStarts {
+    /// At most `per_minute` starts a minute per caller; 0 for no such cap.
+    pub fn new(per_minute: usize) -> Self {
+        Self {
+            buckets: Mutex::default(),
+            per_minute: u32::try_from(per_minute).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Counts one start for `share` (none without one), or the refusal naming the flag.
+    pub fn try_start(&self, what: &str, share: Option<&Share>) -> Result<(), McpError> {
+        let (Some(share), per_minute) = (share, self.per_minute) else {
+            return Ok(());
+        };
+        if per_minute == 0 {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let mut buckets = self.buckets.lock().unwrap();
+        if buckets.len() >= BUCKETS_KEPT {
+            buckets.retain(|_, b| !b.refilled(per_minute, now));
+        }
+        let bucket = buckets
+            .entry(share.clone())
+            .or_insert_with(|| Bucket::full(per_minute, now));
+        if bucket.take(per_minute, now) {
+            Ok(())
+        } else {
+            Err(over_start_rate(what, per_minute))
+        }
+    }
+}
+
+fn over_start_rate(what: &str, per_minute: u32) -> McpError {
+    McpError::internal_error(
+        format!(
+            "{what} refused: this caller started {per_minute} tool calls in the last minute \
+             on this connector, its share (--max-call-starts-per-caller-minute {per_minute}); \
+             nothing was started. Try again in a few seconds, or ask the operator to raise \
+             --max-call-starts-per-caller-minute."
+        ),
+        Some(json!({"maxCallStartsPerCallerMinute": per_minute})),
+    )
+}
+
 fn over_cap(what: &str, max: usize) -> McpError {
     McpError::internal_error(
         format!(
@@ -158,6 +255,58 @@ mod tests {
         assert_eq!(refused.data.unwrap()["maxInFlight"], 2);
         drop(a);
         assert!(cap.try_start("calling x", None).is_ok());
+    }
+
+    #[test]
+    fn a_bucket_allows_a_minutes_worth_then_refills_at_its_rate() {
+        let t = Instant::now();
+        let mut bucket = Bucket::full(60, t);
+        assert!(
+            (0..60).all(|_| bucket.take(60, t)),
+            "a minute's worth at once"
+        );
+        assert!(!bucket.take(60, t), "then none");
+        assert!(!bucket.take(60, t + Duration::from_millis(500)));
+        assert!(bucket.take(60, t + Duration::from_secs(1)), "one a second");
+        assert!(!bucket.take(60, t + Duration::from_secs(1)));
+        // Never more than a minute's worth, however long it rested.
+        let rested = t + Duration::from_secs(3600);
+        assert!(bucket.refilled(60, rested));
+        assert_eq!((0..100).filter(|_| bucket.take(60, rested)).count(), 60);
+    }
+
+    #[test]
+    fn call_starts_are_capped_per_caller_and_name_the_flag() {
+        let starts = CallStarts::new(2);
+        let (alice, bob) = (
+            Share::Address("10.0.0.1".parse().unwrap()),
+            Share::Address("10.0.0.2".parse().unwrap()),
+        );
+        assert!(starts.try_start("calling x", Some(&alice)).is_ok());
+        assert!(starts.try_start("calling x", Some(&alice)).is_ok());
+        let refused = starts
+            .try_start("calling tool \"x\"", Some(&alice))
+            .unwrap_err();
+        assert!(
+            refused.message.starts_with("calling tool \"x\" refused")
+                && refused
+                    .message
+                    .contains("--max-call-starts-per-caller-minute 2")
+                && refused.message.contains("nothing was started"),
+            "{}",
+            refused.message
+        );
+        assert_eq!(refused.data.unwrap()["maxCallStartsPerCallerMinute"], 2);
+        assert!(
+            starts.try_start("calling x", Some(&bob)).is_ok(),
+            "bob is served"
+        );
+        assert!(
+            starts.try_start("calling x", None).is_ok(),
+            "no share, no cap"
+        );
+        let unlimited = CallStarts::new(0);
+        assert!((0..1000).all(|_| unlimited.try_start("x", Some(&alice)).is_ok()));
     }
 
     #[test]

@@ -70,6 +70,10 @@ pub struct ConnectorOptions {
     /// caller (a verified subject, else one address) holds at once (R-CON-38); 0 for no such
     /// cap. Over stdio there is one caller and this does not apply.
     pub max_in_flight_per_caller: usize,
+    /// How many tool calls one caller may start a minute (R-CON-38): a call that became a
+    /// task no longer holds an in-flight place. 0 for no such cap; over stdio it does not
+    /// apply.
+    pub max_call_starts_per_caller_minute: usize,
     /// How long a task-capable caller waits before the call becomes a task.
     pub task_after: Duration,
     /// Serve the companion tools (`task_status`, `task_result`, `task_cancel`) and answer a
@@ -99,6 +103,7 @@ impl ConnectorOptions {
             list_cache: DEFAULT_LIST_CACHE,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             max_in_flight_per_caller: DEFAULT_MAX_IN_FLIGHT_PER_CALLER,
+            max_call_starts_per_caller_minute: DEFAULT_MAX_CALL_STARTS_PER_CALLER_MINUTE,
             task_after: Duration::from_secs(2),
             companion_tools: false,
             signing_key: SigningKey::generate(),
@@ -123,6 +128,10 @@ pub const DEFAULT_MAX_IN_FLIGHT: usize = 512;
 /// address cannot take them all.
 pub const DEFAULT_MAX_IN_FLIGHT_PER_CALLER: usize = 64;
 
+/// Default for [`ConnectorOptions::max_call_starts_per_caller_minute`]: ten a second on
+/// average, a minute's worth at once.
+pub const DEFAULT_MAX_CALL_STARTS_PER_CALLER_MINUTE: usize = 600;
+
 /// The MCP server. Cheap to clone; clones share the tool catalog.
 #[derive(Clone)]
 pub struct Connector {
@@ -143,6 +152,7 @@ struct Inner {
     listings: Vec<tokio::sync::Mutex<limits::Listing>>,
     /// The cap on operations in flight (R-CON-17).
     in_flight: limits::InFlight,
+    call_starts: limits::CallStarts,
     /// Tools served in-process (R-OPS-1), listed after the routed ones.
     local: Option<Arc<dyn LocalTools>>,
 }
@@ -167,6 +177,7 @@ impl Connector {
                     options.max_in_flight,
                     options.max_in_flight_per_caller,
                 ),
+                call_starts: limits::CallStarts::new(options.max_call_starts_per_caller_minute),
                 options,
                 tools: RwLock::default(),
                 ambiguous: RwLock::default(),
