@@ -243,7 +243,7 @@ pub struct ReplayLimits {
 
 const MIB: usize = 1024 * 1024;
 
-/// Default [`ReplayLimits::per_caller_bytes`] (`--max-answer-bytes-per-caller`).
+/// Default [`ReplayLimits::per_caller_bytes`] (`--max-answer-mib-per-caller`, in MiB).
 pub const DEFAULT_ANSWER_BYTES_PER_CALLER: usize = 64 * MIB;
 
 impl Default for ReplayLimits {

@@ -90,13 +90,15 @@ impl Default for ConnectionLimits {
 /// The caller a connection serves, for the per-caller connection cap (R-CON-38): put in each
 /// request's extensions (`Arc<ConnectionOwner>`) by [`serve`]; inbound auth claims it for the
 /// first verified caller on the connection, and its place is given back when the connection
-/// closes.
+/// closes. A connection stays counted for that first caller: another caller's request on it
+/// is served without moving it (moving it would let one token free another's places).
 #[derive(Debug, Default)]
 pub struct ConnectionOwner(Mutex<Option<Slot<CallerScope>>>);
 
 impl ConnectionOwner {
-    /// Whether this connection may serve `caller`: it already does, or `caller` holds fewer
-    /// than `cap` (non-zero) connections and this one now counts as one of them.
+    /// Whether this connection may serve `caller`: it is counted for a caller already (the
+    /// first, whoever asks now), or `caller` holds fewer than `cap` (non-zero) connections and
+    /// this one now counts as one of them.
     pub fn claim(
         &self,
         counts: &Arc<Counts<CallerScope>>,
@@ -104,7 +106,7 @@ impl ConnectionOwner {
         cap: usize,
     ) -> bool {
         let mut owner = self.0.lock().unwrap();
-        if owner.as_ref().is_some_and(|slot| slot.key() == caller) {
+        if owner.is_some() {
             return true;
         }
         match counts.admit(caller, cap) {
@@ -261,6 +263,27 @@ mod tests {
             network_key(ip("::ffff:192.0.2.1")).is_none(),
             "mapped IPv4 is IPv4"
         );
+    }
+
+    #[test]
+    fn a_connection_stays_counted_for_its_first_caller() {
+        let who = |s: &str| CallerScope::Subject {
+            issuer: "https://idp".into(),
+            subject: s.into(),
+        };
+        let counts = Arc::new(Counts::default());
+        let connection = ConnectionOwner::default();
+        assert!(connection.claim(&counts, &who("alice"), 1));
+        assert!(connection.claim(&counts, &who("bob"), 1), "served");
+        assert_eq!(counts.held(&who("alice")), 1, "still alice's");
+        assert_eq!(counts.held(&who("bob")), 0);
+        let other = ConnectionOwner::default();
+        assert!(
+            !other.claim(&counts, &who("alice"), 1),
+            "alice is at her cap"
+        );
+        drop(connection);
+        assert_eq!(counts.keys(), 0, "given back when the connection closes");
     }
 
     #[test]
