@@ -87,15 +87,17 @@ pub async fn write_answers_as_written_within(
     }
     let answers = HttpAnswers::default();
     request.extensions_mut().insert(answers.clone());
+    let share = share_of(request.extensions());
+    let response = next.run(request).await;
     let lookup: Lookup = match session {
-        Some(session) => {
-            let share = share_of(request.extensions());
+        // Kept only once rmcp accepted the session (a made-up id gets 404 and keeps nothing);
+        // the bounds are checked again as each answer arrives (R-CON-38).
+        Some(session) if response.status().is_success() => {
             replays.keep(&session, share, &answers, Instant::now());
             Arc::new(move |id: &Value| answers.get(id))
         }
-        None => Arc::new(move |id: &Value| answers.take(id)),
+        _ => Arc::new(move |id: &Value| answers.take(id)),
     };
-    let response = next.run(request).await;
     rewrite_body(response, lookup).await
 }
 
@@ -225,15 +227,18 @@ const PRUNE_EVERY: Duration = Duration::from_secs(1);
 
 /// Bounds on the answers kept for replays (R-CON-38). Past one, the oldest kept answers go
 /// first (a session's own, a caller's own, then anyone's); a replay of a request whose answers
-/// went gets rmcp's typed copy of the answer instead of the one as written. The byte bounds are
-/// checked whenever a request is kept: a request still running counts with what it holds.
+/// went gets rmcp's typed copy of the answer instead of the one as written. The bounds are
+/// checked whenever a request is kept and whenever a kept request gets an answer: a request
+/// still running counts with what it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplayLimits {
     /// Requests kept per session.
     pub per_session: usize,
     /// Answer bytes (as JSON) kept per session.
     pub per_session_bytes: usize,
-    /// Answer bytes kept per caller (verified subject, else address), over all its sessions.
+    /// Requests kept per caller (verified subject, else address), over all its sessions.
+    pub per_caller: usize,
+    /// Answer bytes kept per caller, over all its sessions.
     pub per_caller_bytes: usize,
     /// Requests kept in all.
     pub total: usize,
@@ -252,6 +257,8 @@ impl Default for ReplayLimits {
             // A client resumes the stream it lost, usually its last few requests'.
             per_session: 256,
             per_session_bytes: 32 * MIB,
+            // A sixteenth of the total: one caller cannot push out everyone's.
+            per_caller: 1024,
             per_caller_bytes: DEFAULT_ANSWER_BYTES_PER_CALLER,
             total: 16_384,
             total_bytes: 512 * MIB,
@@ -291,8 +298,22 @@ impl Replays {
         }
     }
 
-    /// Keeps a session request's answers for replays, within the limits.
-    fn keep(&self, session: &str, share: Option<Share>, answers: &HttpAnswers, now: Instant) {
+    /// Keeps a session request's answers for replays, within the limits, checked again as
+    /// each later answer of it arrives.
+    fn keep(
+        self: &Arc<Self>,
+        session: &str,
+        share: Option<Share>,
+        answers: &HttpAnswers,
+        now: Instant,
+    ) {
+        let store = Arc::downgrade(self);
+        let (id, of) = (session.to_owned(), share.clone());
+        answers.on_insert(Arc::new(move || {
+            if let Some(store) = store.upgrade() {
+                store.enforce(&id, of.as_ref());
+            }
+        }));
         let mut state = self.lock();
         state.prune(now);
         state.kept.push_back(Kept {
@@ -301,16 +322,27 @@ impl Replays {
             answers: answers.clone(),
             ended: None,
         });
+        self.bound(&mut state, session, share.as_ref());
+    }
+
+    /// Checks the bounds again once a kept request of `session` (of `share`) got an answer:
+    /// its bytes grew after it was kept.
+    fn enforce(&self, session: &str, share: Option<&Share>) {
+        self.bound(&mut self.lock(), session, share);
+    }
+
+    /// Evicts the oldest until `session`, `share` and everything are within the limits.
+    fn bound(&self, state: &mut ReplayState, session: &str, share: Option<&Share>) {
         let limits = &self.limits;
         state.evict_oldest(
             |k| k.session == session,
             limits.per_session,
             limits.per_session_bytes,
         );
-        if let Some(share) = &share {
+        if let Some(share) = share {
             state.evict_oldest(
                 |k| k.share.as_ref() == Some(share),
-                usize::MAX,
+                limits.per_caller,
                 limits.per_caller_bytes,
             );
         }
@@ -445,7 +477,7 @@ mod tests {
 
     #[test]
     fn a_sessions_answers_stay_for_replays_while_in_use_and_a_while_after() {
-        let replays = Replays::new(ReplayLimits::default());
+        let replays = Arc::new(Replays::new(ReplayLimits::default()));
         let t0 = Instant::now();
         let answers = answers_with(json!(3), json!({"content": [], "n": 1}));
         replays.keep("s1", None, &answers, t0);
@@ -484,11 +516,12 @@ mod tests {
         let limits = ReplayLimits {
             per_session: 3,
             per_session_bytes: 1000,
+            per_caller: 100,
             per_caller_bytes: 1500,
             total: 5,
             total_bytes: 100_000,
         };
-        let replays = Replays::new(limits);
+        let replays = Arc::new(Replays::new(limits));
         let t = Instant::now();
         let (alice, bob) = (
             Some(Share::Address("10.0.0.1".parse().unwrap())),
@@ -520,7 +553,7 @@ mod tests {
         assert_eq!(replays.lock().kept.len(), 5, "the total count");
         assert!(!has("a3", 23), "the oldest of all went first");
         // A looping session's memory stays flat however long it loops.
-        let big = Replays::new(ReplayLimits::default());
+        let big = Arc::new(Replays::new(ReplayLimits::default()));
         for id in 0..20_000 {
             big.keep("s", alice.clone(), &ended(id, 2_000), t);
         }
@@ -531,5 +564,82 @@ mod tests {
             bytes <= ReplayLimits::default().per_session_bytes,
             "{bytes}"
         );
+    }
+
+    /// A store within the default limits, changed by `change`.
+    fn store_with(change: impl FnOnce(&mut ReplayLimits)) -> Arc<Replays> {
+        let mut limits = ReplayLimits::default();
+        change(&mut limits);
+        Arc::new(Replays::new(limits))
+    }
+
+    /// The share of address 10.0.0.`last`.
+    fn address(last: u8) -> Option<Share> {
+        Some(Share::Address([10, 0, 0, last].into()))
+    }
+
+    #[test]
+    fn kept_answers_are_bounded_in_count_per_caller() {
+        let replays = store_with(|limits| limits.per_caller = 4);
+        let (t, alice) = (Instant::now(), address(1));
+        replays.keep("b", address(2), &ended(0, 10), t);
+        // Alice over many sessions keeps at most 4, and bob's stays.
+        for id in 1..50 {
+            replays.keep(&format!("a{id}"), alice.clone(), &ended(id, 10), t);
+        }
+        assert_eq!(replays.lock().kept.len(), 5);
+        assert!(replays.find("b", &json!(0), t).is_some(), "bob's stays");
+        assert!(replays.find("a49", &json!(49), t).is_some());
+        assert!(replays.find("a45", &json!(45), t).is_none());
+    }
+
+    #[test]
+    fn answers_that_arrive_after_their_request_was_kept_are_bounded_too() {
+        let replays = store_with(|limits| limits.per_caller_bytes = 1000);
+        let (t, alice) = (Instant::now(), address(1));
+        // Requests still running hold nothing yet when they are kept.
+        let running: Vec<HttpAnswers> = (0..4).map(|_| HttpAnswers::default()).collect();
+        for (i, answers) in running.iter().enumerate() {
+            replays.keep(&format!("s{i}"), alice.clone(), answers, t);
+        }
+        for (i, answers) in running.iter().enumerate() {
+            answers.insert_for_test(&json!(i), json!("x".repeat(400)));
+        }
+        let state = replays.lock();
+        let bytes: usize = state.kept.iter().map(|k| k.answers.bytes()).sum();
+        assert!(bytes <= 1000, "{bytes}");
+        assert_eq!(
+            state.kept.len(),
+            2,
+            "the oldest went as the answers arrived"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_the_mcp_server_refused_keeps_nothing() {
+        use tower::ServiceExt as _;
+        let replays = Arc::new(Replays::new(ReplayLimits::default()));
+        let store = replays.clone();
+        let app = axum::Router::new()
+            .fallback(|request: Request| async move {
+                let answers = request.extensions().get::<HttpAnswers>().unwrap();
+                answers.insert_for_test(&json!(1), json!({"content": []}));
+                let known = request.headers()["mcp-session-id"] == "known";
+                let status = if known { 200 } else { 404 };
+                axum::http::StatusCode::from_u16(status).unwrap()
+            })
+            .layer(axum::middleware::from_fn(move |request, next| {
+                write_answers_as_written_within(store.clone(), request, next)
+            }));
+        for session in ["made-up", "known"] {
+            let request = Request::post("/")
+                .header("mcp-session-id", session)
+                .body(Body::empty())
+                .unwrap();
+            app.clone().oneshot(request).await.unwrap();
+        }
+        let state = replays.lock();
+        let sessions: Vec<&str> = state.kept.iter().map(|k| k.session.as_str()).collect();
+        assert_eq!(sessions, ["known"]);
     }
 }

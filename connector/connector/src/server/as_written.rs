@@ -57,6 +57,9 @@ struct Answers {
     by_id: HashMap<String, Value>,
     /// The JSON length of what `by_id` holds.
     bytes: usize,
+    /// Called after each answer is kept: the replay store checks its byte bounds then, since
+    /// answers arrive after their request was kept (R-CON-38).
+    on_insert: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl HttpAnswers {
@@ -99,11 +102,23 @@ impl HttpAnswers {
         }
     }
 
+    /// Calls `hook` after each answer is kept from now on.
+    pub(crate) fn on_insert(&self, hook: Arc<dyn Fn() + Send + Sync>) {
+        self.0.lock().unwrap().on_insert = Some(hook);
+    }
+
     fn insert(&self, id: String, value: Value) {
-        let mut answers = self.0.lock().unwrap();
-        answers.bytes += json_len(&value);
-        if let Some(old) = answers.by_id.insert(id, value) {
-            answers.bytes = answers.bytes.saturating_sub(json_len(&old));
+        let hook = {
+            let mut answers = self.0.lock().unwrap();
+            answers.bytes += json_len(&value);
+            if let Some(old) = answers.by_id.insert(id, value) {
+                answers.bytes = answers.bytes.saturating_sub(json_len(&old));
+            }
+            answers.on_insert.clone()
+        };
+        // Outside this lock: the hook locks the store, which locks each request's answers.
+        if let Some(hook) = hook {
+            hook();
         }
     }
 }
