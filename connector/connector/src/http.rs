@@ -54,7 +54,7 @@ use super::{
     as_written_http::{ReplayLimits, Replays as ReplayStore, write_answers_as_written_within},
     auth::{Authenticator, InUse, SESSION_HEADER, SessionOwners, refuse_or_close},
     fair::{PeerAddr, address_key},
-    listener::{self, ConnectionLimits},
+    listener::{self, ConnectionLimits, hold_until_body_ends},
     server::{Connector, Typed},
     session_requests::{
         DEFAULT_REQUESTS_PER_SESSION_MINUTE, RequestsPerSession, limit_session_requests,
@@ -504,19 +504,6 @@ async fn count_in_flight(
     let guard = InFlightGuard::new(in_flight);
     let response = next.run(request).await;
     hold_until_body_ends(response, guard)
-}
-
-/// `response` with `guard` held until its body ends or is dropped (a stream's too).
-pub(crate) fn hold_until_body_ends<G: Send + 'static>(
-    response: axum::response::Response,
-    guard: G,
-) -> axum::response::Response {
-    let (parts, body) = response.into_parts();
-    let stream = body.into_data_stream().map(move |item| {
-        let _ = &guard;
-        item
-    });
-    axum::response::Response::from_parts(parts, axum::body::Body::from_stream(stream))
 }
 
 /// A running HTTP connector.

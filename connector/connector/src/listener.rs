@@ -221,6 +221,20 @@ pub async fn serve(
     graceful.shutdown().await;
 }
 
+/// `response` with `guard` held until its body ends or is dropped (a stream's too).
+pub(crate) fn hold_until_body_ends<G: Send + 'static>(
+    response: axum::response::Response,
+    guard: G,
+) -> axum::response::Response {
+    use futures::StreamExt as _;
+    let (parts, body) = response.into_parts();
+    let stream = body.into_data_stream().map(move |item| {
+        let _ = &guard;
+        item
+    });
+    axum::response::Response::from_parts(parts, axum::body::Body::from_stream(stream))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -237,7 +237,7 @@ pub async fn require_bearer(
     if let Some(refusal) = auth.track_session(session.as_deref(), caller, closing, &response) {
         return refusal;
     }
-    crate::http::hold_until_body_ends(response, in_use)
+    crate::listener::hold_until_body_ends(response, in_use)
 }
 
 impl Authenticator {
