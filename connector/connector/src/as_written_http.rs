@@ -19,8 +19,11 @@
 //! 2026-07-28 requests) rmcp keeps nothing to replay, and neither does this.
 
 use std::{
-    collections::VecDeque,
-    sync::{Arc, LazyLock, Mutex},
+    collections::{HashMap, VecDeque},
+    sync::{
+        Arc, LazyLock, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -275,12 +278,45 @@ pub struct Replays {
     limits: ReplayLimits,
 }
 
+/// How many requests, holding how many answer bytes.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    count: usize,
+    bytes: usize,
+}
+
+/// Whose kept requests a bound counts.
+#[derive(Clone, Copy)]
+enum Whose<'a> {
+    All,
+    Session(&'a str),
+    Share(&'a Share),
+}
+
+impl Whose<'_> {
+    fn has(&self, k: &Kept) -> bool {
+        match self {
+            Whose::All => true,
+            Whose::Session(s) => k.session == *s,
+            Whose::Share(s) => k.share.as_ref() == Some(*s),
+        }
+    }
+}
+
 #[derive(Default)]
 struct ReplayState {
     /// Oldest first.
     kept: VecDeque<Kept>,
     pruned: Option<Instant>,
+    /// What is kept in all, per session and per caller: a bound is checked against these,
+    /// and the kept requests are scanned only when one is over.
+    all: Tally,
+    sessions: HashMap<String, Tally>,
+    shares: HashMap<Share, Tally>,
 }
+
+/// [`Kept::counted`] of a request no longer kept.
+const GONE: usize = usize::MAX;
 
 /// One request's answers, whose they are, and when its request was first seen ended.
 struct Kept {
@@ -288,6 +324,8 @@ struct Kept {
     share: Option<Share>,
     answers: HttpAnswers,
     ended: Option<Instant>,
+    /// The bytes of it the tallies count (changed only under the store's lock).
+    counted: Arc<AtomicUsize>,
 }
 
 impl Replays {
@@ -307,46 +345,54 @@ impl Replays {
         answers: &HttpAnswers,
         now: Instant,
     ) {
-        let store = Arc::downgrade(self);
-        let (id, of) = (session.to_owned(), share.clone());
-        answers.on_insert(Arc::new(move || {
-            if let Some(store) = store.upgrade() {
-                store.enforce(&id, of.as_ref());
-            }
-        }));
         let mut state = self.lock();
         state.prune(now);
-        state.kept.push_back(Kept {
+        let counted = Arc::new(AtomicUsize::new(0));
+        let store = Arc::downgrade(self);
+        let (id, of, count) = (session.to_owned(), share.clone(), counted.clone());
+        // Set under the lock: an answer arriving now is counted once keep is done.
+        answers.on_insert(Arc::new(move |bytes| {
+            if let Some(store) = store.upgrade() {
+                store.grown(&id, of.as_ref(), &count, bytes);
+            }
+        }));
+        state.add(Kept {
             session: session.to_owned(),
             share: share.clone(),
             answers: answers.clone(),
             ended: None,
+            counted,
         });
         self.bound(&mut state, session, share.as_ref());
     }
 
-    /// Checks the bounds again once a kept request of `session` (of `share`) got an answer:
-    /// its bytes grew after it was kept.
-    fn enforce(&self, session: &str, share: Option<&Share>) {
-        self.bound(&mut self.lock(), session, share);
+    /// A kept request of `session` (of `share`) holds `bytes` now: counts them and checks the
+    /// bounds again (its answers arrived after it was kept).
+    fn grown(&self, session: &str, share: Option<&Share>, counted: &AtomicUsize, bytes: usize) {
+        let mut state = self.lock();
+        let old = counted.load(Ordering::Relaxed);
+        if old == GONE {
+            return;
+        }
+        counted.store(bytes, Ordering::Relaxed);
+        state.tally(session, share, |t| {
+            t.bytes = (t.bytes + bytes).saturating_sub(old)
+        });
+        self.bound(&mut state, session, share);
     }
 
     /// Evicts the oldest until `session`, `share` and everything are within the limits.
     fn bound(&self, state: &mut ReplayState, session: &str, share: Option<&Share>) {
         let limits = &self.limits;
-        state.evict_oldest(
-            |k| k.session == session,
-            limits.per_session,
-            limits.per_session_bytes,
-        );
+        let per_session = (limits.per_session, limits.per_session_bytes);
+        state.evict_oldest(Whose::Session(session), per_session);
         if let Some(share) = share {
             state.evict_oldest(
-                |k| k.share.as_ref() == Some(share),
-                limits.per_caller,
-                limits.per_caller_bytes,
+                Whose::Share(share),
+                (limits.per_caller, limits.per_caller_bytes),
             );
         }
-        state.evict_oldest(|_| true, limits.total, limits.total_bytes);
+        state.evict_oldest(Whose::All, (limits.total, limits.total_bytes));
     }
 
     /// The answer as written to the session's request with this JSON-RPC id.
@@ -367,6 +413,53 @@ impl Replays {
 }
 
 impl ReplayState {
+    /// Applies `change` to the tallies of everything, `session` and `share`; forgets the
+    /// ones left holding nothing.
+    fn tally(&mut self, session: &str, share: Option<&Share>, change: impl Fn(&mut Tally)) {
+        change(&mut self.all);
+        let tally = self.sessions.entry(session.to_owned()).or_default();
+        change(tally);
+        if tally.count == 0 {
+            self.sessions.remove(session);
+        }
+        if let Some(share) = share {
+            let tally = self.shares.entry(share.clone()).or_default();
+            change(tally);
+            if tally.count == 0 {
+                self.shares.remove(share);
+            }
+        }
+    }
+
+    fn add(&mut self, kept: Kept) {
+        let bytes = kept.answers.bytes();
+        kept.counted.store(bytes, Ordering::Relaxed);
+        self.tally(&kept.session, kept.share.as_ref(), |t| {
+            t.count += 1;
+            t.bytes += bytes;
+        });
+        self.kept.push_back(kept);
+    }
+
+    /// Takes the requests that went out of the tallies.
+    fn forget(&mut self, gone: Vec<Kept>) {
+        for k in gone {
+            let bytes = k.counted.swap(GONE, Ordering::Relaxed);
+            self.tally(&k.session, k.share.as_ref(), |t| {
+                t.count -= 1;
+                t.bytes = t.bytes.saturating_sub(bytes);
+            });
+        }
+    }
+
+    fn held(&self, whose: Whose) -> Tally {
+        match whose {
+            Whose::All => self.all,
+            Whose::Session(s) => self.sessions.get(s).copied().unwrap_or_default(),
+            Whose::Share(s) => self.shares.get(s).copied().unwrap_or_default(),
+        }
+    }
+
     /// Drops the answers of requests that ended over [`REPLAY_KEPT`] ago (at once when they
     /// kept none), at most every [`PRUNE_EVERY`].
     fn prune(&mut self, now: Instant) {
@@ -377,33 +470,45 @@ impl ReplayState {
             return;
         }
         self.pruned = Some(now);
-        self.kept.retain_mut(|k| {
-            if k.answers.in_use() {
-                return true;
+        let mut gone = Vec::new();
+        for mut k in std::mem::take(&mut self.kept) {
+            let stays = k.answers.in_use() || {
+                let ended = *k.ended.get_or_insert(now);
+                !k.answers.is_empty() && now.saturating_duration_since(ended) < REPLAY_KEPT
+            };
+            if stays {
+                self.kept.push_back(k);
+            } else {
+                gone.push(k);
             }
-            let ended = *k.ended.get_or_insert(now);
-            !k.answers.is_empty() && now.saturating_duration_since(ended) < REPLAY_KEPT
-        });
+        }
+        self.forget(gone);
     }
 
-    /// Drops the oldest of the requests `of` picks until they are at most `count` holding at
-    /// most `bytes`.
-    fn evict_oldest(&mut self, of: impl Fn(&Kept) -> bool, count: usize, bytes: usize) {
-        let (held, held_bytes) = self
-            .kept
-            .iter()
-            .filter(|k| of(k))
-            .fold((0usize, 0usize), |(n, b), k| (n + 1, b + k.answers.bytes()));
-        let (mut over, mut over_bytes) =
-            (held.saturating_sub(count), held_bytes.saturating_sub(bytes));
-        self.kept.retain(|k| {
-            if (over == 0 && over_bytes == 0) || !of(k) {
-                return true;
+    /// Drops the oldest of `whose` requests until they are at most `count` holding at most
+    /// `bytes`; scans only when they are over.
+    fn evict_oldest(&mut self, whose: Whose, (count, bytes): (usize, usize)) {
+        let held = self.held(whose);
+        let (mut over, mut over_bytes) = (
+            held.count.saturating_sub(count),
+            held.bytes.saturating_sub(bytes),
+        );
+        if over == 0 && over_bytes == 0 {
+            return;
+        }
+        let mut gone = Vec::new();
+        let mut stay = VecDeque::with_capacity(self.kept.len());
+        for k in std::mem::take(&mut self.kept) {
+            if (over == 0 && over_bytes == 0) || !whose.has(&k) {
+                stay.push_back(k);
+                continue;
             }
             over = over.saturating_sub(1);
-            over_bytes = over_bytes.saturating_sub(k.answers.bytes());
-            false
-        });
+            over_bytes = over_bytes.saturating_sub(k.counted.load(Ordering::Relaxed));
+            gone.push(k);
+        }
+        self.kept = stay;
+        self.forget(gone);
     }
 }
 
@@ -504,6 +609,8 @@ mod tests {
         let gone = ended + REPLAY_KEPT + PRUNE_EVERY;
         assert_eq!(replays.find("s1", &json!(3), gone), None);
         assert!(replays.lock().kept.is_empty());
+        assert_tallies(&replays.lock());
+        assert_eq!(replays.lock().all.count, 0);
     }
 
     /// Answers kept for requests that ended (nothing else holds them).
@@ -551,6 +658,7 @@ mod tests {
             replays.keep(&format!("b{id}"), bob.clone(), &ended(id, 10), t);
         }
         assert_eq!(replays.lock().kept.len(), 5, "the total count");
+        assert_tallies(&replays.lock());
         assert!(!has("a3", 23), "the oldest of all went first");
         // A looping session's memory stays flat however long it loops.
         let big = Arc::new(Replays::new(ReplayLimits::default()));
@@ -564,6 +672,31 @@ mod tests {
             bytes <= ReplayLimits::default().per_session_bytes,
             "{bytes}"
         );
+    }
+
+    /// The tallies are what a scan of the kept requests counts.
+    fn assert_tallies(state: &ReplayState) {
+        let scan = |whose: Whose| {
+            let of = state.kept.iter().filter(|k| whose.has(k));
+            of.fold((0, 0), |(n, b), k| (n + 1, b + k.answers.bytes()))
+        };
+        let tally = |whose| {
+            let t = state.held(whose);
+            (t.count, t.bytes)
+        };
+        assert_eq!(tally(Whose::All), scan(Whose::All));
+        for session in state.sessions.keys() {
+            assert_eq!(
+                tally(Whose::Session(session)),
+                scan(Whose::Session(session))
+            );
+        }
+        for share in state.shares.keys() {
+            assert_eq!(tally(Whose::Share(share)), scan(Whose::Share(share)));
+        }
+        let sessions: std::collections::HashSet<_> =
+            state.kept.iter().map(|k| &k.session).collect();
+        assert_eq!(sessions.len(), state.sessions.len(), "none left over");
     }
 
     /// A store within the default limits, changed by `change`.
@@ -588,6 +721,7 @@ mod tests {
             replays.keep(&format!("a{id}"), alice.clone(), &ended(id, 10), t);
         }
         assert_eq!(replays.lock().kept.len(), 5);
+        assert_tallies(&replays.lock());
         assert!(replays.find("b", &json!(0), t).is_some(), "bob's stays");
         assert!(replays.find("a49", &json!(49), t).is_some());
         assert!(replays.find("a45", &json!(45), t).is_none());
@@ -613,6 +747,7 @@ mod tests {
             2,
             "the oldest went as the answers arrived"
         );
+        assert_tallies(&state);
     }
 
     #[tokio::test]

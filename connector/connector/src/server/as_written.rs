@@ -59,7 +59,7 @@ struct Answers {
     bytes: usize,
     /// Called after each answer is kept: the replay store checks its byte bounds then, since
     /// answers arrive after their request was kept (R-CON-38).
-    on_insert: Option<Arc<dyn Fn() + Send + Sync>>,
+    on_insert: Option<Arc<dyn Fn(usize) + Send + Sync>>,
 }
 
 impl HttpAnswers {
@@ -102,8 +102,8 @@ impl HttpAnswers {
         }
     }
 
-    /// Calls `hook` after each answer is kept from now on.
-    pub(crate) fn on_insert(&self, hook: Arc<dyn Fn() + Send + Sync>) {
+    /// Calls `hook` with the bytes held after each answer is kept from now on.
+    pub(crate) fn on_insert(&self, hook: Arc<dyn Fn(usize) + Send + Sync>) {
         self.0.lock().unwrap().on_insert = Some(hook);
     }
 
@@ -114,11 +114,11 @@ impl HttpAnswers {
             if let Some(old) = answers.by_id.insert(id, value) {
                 answers.bytes = answers.bytes.saturating_sub(json_len(&old));
             }
-            answers.on_insert.clone()
+            (answers.on_insert.clone(), answers.bytes)
         };
         // Outside this lock: the hook locks the store, which locks each request's answers.
-        if let Some(hook) = hook {
-            hook();
+        if let (Some(hook), bytes) = hook {
+            hook(bytes);
         }
     }
 }
