@@ -163,7 +163,8 @@ pub struct ConnectorFlags {
     pub allow_unauthenticated: bool,
     /// With `--transport http`: the most MCP sessions one caller (with --auth-config a token
     /// subject, else one address) may hold at once; opening one more closes that caller's
-    /// longest idle session, so one caller cannot fill the connector's memory with sessions.
+    /// longest idle session (none with a request or stream open), else is refused with 503,
+    /// so one caller cannot fill the connector's memory with sessions or close another's.
     #[arg(long, value_name = "N", default_value_t = durable_mcp_connector::auth::MAX_SESSIONS_PER_CALLER, value_parser = values::parse_positive)]
     pub max_sessions_per_caller: usize,
     /// With `--transport http`: how many requests one MCP session may send in a minute. Over
