@@ -25,6 +25,7 @@ impl Default for LogLevel {
 }
 
 impl LogLevel {
+    #[allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
     pub(super) fn set(&self, level: rmcp::model::LoggingLevel) {
         self.0.store(rank_of(level), Ordering::Relaxed);
     }
