@@ -325,7 +325,9 @@ async fn a_stateless_caller_gets_log_messages_only_at_the_level_its_request_name
         serve_connector_http(connector_for(&env, "mock"), loopback_http_options())
             .await
             .unwrap();
+    let host = format!("127.0.0.1:{}", server.local_addr.port());
     let headers = [
+        ("Host", host.as_str()),
         ("Content-Type", "application/json"),
         ("Accept", "application/json, text/event-stream"),
         ("MCP-Protocol-Version", "2026-07-28"),
