@@ -301,6 +301,48 @@ fn stateless_call(id: u64, tool: &str, arguments: serde_json::Value) -> String {
     .to_string()
 }
 
+/// The headers of a stateless 2026-07-28 call of `slow`.
+const STATELESS_SLOW_CALL: [(&str, &str); 5] = [
+    ("Content-Type", "application/json"),
+    ("Accept", "application/json, text/event-stream"),
+    ("MCP-Protocol-Version", "2026-07-28"),
+    ("Mcp-Method", "tools/call"),
+    ("Mcp-Name", "slow"),
+];
+
+/// A loopback HTTP connector in front of the mock upstream (through a proxy), with the
+/// upstream's ledger.
+struct MockOverHttp {
+    ledger: Ledger,
+    server: durable_mcp::inbound::http::HttpServerHandle,
+    shutdown: tokio_util::sync::CancellationToken,
+    _proxy: durable_mcp_conformance::proxy_thread::ProxyThread,
+}
+
+impl MockOverHttp {
+    /// Shuts the connector down and waits (a while) for it.
+    async fn stop(self) {
+        self.shutdown.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.server.wait()).await;
+    }
+
+    async fn start(test: &str) -> Self {
+        let env = TestEnv::shared(test).await;
+        let ledger = Ledger::new(temp_path("ledger.jsonl"));
+        let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
+        let (server, shutdown) =
+            serve_connector_http(connector_for(&env, "mock"), loopback_http_options())
+                .await
+                .unwrap();
+        Self {
+            ledger,
+            server,
+            shutdown,
+            _proxy,
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_stateless_caller_gets_log_messages_only_at_the_level_its_request_names() {
     use durable_mcp_conformance::fixtures::{Behavior, ToolSpec, UpstreamSpec};
@@ -375,25 +417,14 @@ async fn a_stateless_caller_gets_log_messages_only_at_the_level_its_request_name
 
 #[tokio::test]
 async fn closing_a_stateless_response_stream_cancels_the_operation_upstream() {
-    let env = TestEnv::shared("connector-http-close").await;
-    let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
-    let (server, shutdown) =
-        serve_connector_http(connector_for(&env, "mock"), loopback_http_options())
-            .await
-            .unwrap();
+    let mock = MockOverHttp::start("connector-http-close").await;
+    let (ledger, server) = (&mock.ledger, &mock.server);
     let addr = server.local_addr;
 
     // A raw 2026-07-28 call: no session, nothing but this one response stream.
     let stream = open_post(
         addr,
-        &[
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
-            ("MCP-Protocol-Version", "2026-07-28"),
-            ("Mcp-Method", "tools/call"),
-            ("Mcp-Name", "slow"),
-        ],
+        &STATELESS_SLOW_CALL,
         &stateless_call(7, "slow", json!({"key": "close-1"})),
     )
     .await;
@@ -444,20 +475,49 @@ async fn closing_a_stateless_response_stream_cancels_the_operation_upstream() {
         1
     );
     modern.cancel().await.unwrap();
-    shutdown.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
+    mock.stop().await;
+}
+
+#[tokio::test]
+async fn a_keyed_call_outlives_its_closed_stateless_stream_and_its_reissue_gets_the_result() {
+    let mock = MockOverHttp::start("connector-http-keyed-close").await;
+    let (ledger, server) = (&mock.ledger, &mock.server);
+    let arguments = json!({"key": "keyed-close", "sleep_ms": 4000});
+    let mut keyed: serde_json::Value =
+        serde_json::from_str(&stateless_call(7, "slow", arguments.clone())).unwrap();
+    keyed["params"]["_meta"]["idempotencyKey"] = json!("keyed-close-1");
+    let stream = open_post(server.local_addr, &STATELESS_SLOW_CALL, &keyed.to_string()).await;
+    let called = ledger
+        .wait_for_count("slow", LedgerEvent::Called, 1, Duration::from_secs(30))
+        .await;
+    assert_eq!(called, 1, "{:?}", ledger.read());
+    // The client goes away a second into the call, as a dropped connection would.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    drop(stream);
+
+    // It re-issues the call with the same key: the same execution answers with its result.
+    let modern = stateless_http_client(&server.url, ()).await.unwrap();
+    let mut again = tool_call("slow", arguments);
+    again.meta = Some(serde_json::from_value(json!({"idempotencyKey": "keyed-close-1"})).unwrap());
+    let result = modern.peer().call_tool(again).await.unwrap();
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    assert_eq!(
+        ledger.count("slow", LedgerEvent::Called),
+        1,
+        "{:?}",
+        ledger.read()
+    );
+    assert_eq!(ledger.count("slow", LedgerEvent::Completed), 1);
+    assert_eq!(ledger.count("slow", LedgerEvent::Cancelled), 0);
+    modern.cancel().await.unwrap();
+    mock.stop().await;
 }
 
 #[tokio::test]
 async fn a_session_clients_cancel_notification_cancels_the_operation_upstream() {
     use rmcp::model::{CallToolRequest, ClientRequest};
-    let env = TestEnv::shared("connector-http-session-cancel").await;
-    let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
-    let (server, shutdown) =
-        serve_connector_http(connector_for(&env, "mock"), loopback_http_options())
-            .await
-            .unwrap();
+    let mock = MockOverHttp::start("connector-http-session-cancel").await;
+    let (ledger, server) = (&mock.ledger, &mock.server);
 
     // An older client: initialize, an Mcp-Session-Id, then notifications/cancelled on the
     // session while the call's response stream stays open.
@@ -581,8 +641,31 @@ async fn a_session_clients_cancel_notification_cancels_the_operation_upstream() 
     let _ = tokio::time::timeout(Duration::from_secs(2), call.read_to_end(&mut seen)).await;
     let seen = String::from_utf8_lossy(&seen);
     assert!(!seen.contains("\"result\""), "{seen}");
-    shutdown.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
+
+    // A keyed call, which a dropped stream leaves running, is cancelled by the notification.
+    let session = session_http_client(&server.url, ()).await.unwrap();
+    let mut keyed = tool_call("slow", json!({"key": "sc-3"}));
+    keyed.meta = Some(serde_json::from_value(json!({"idempotencyKey": "sc-3"})).unwrap());
+    let handle = session
+        .peer()
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(keyed)),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    let called = ledger
+        .wait_for_count("slow", LedgerEvent::Called, 3, Duration::from_secs(30))
+        .await;
+    assert_eq!(called, 3, "{:?}", ledger.read());
+    handle.cancel(Some("explicit".into())).await.unwrap();
+    let cancelled = ledger
+        .wait_for_count("slow", LedgerEvent::Cancelled, 3, Duration::from_secs(30))
+        .await;
+    assert_eq!(cancelled, 3, "the keyed call's cancel: {:?}", ledger.read());
+    assert_eq!(ledger.count_key("slow", LedgerEvent::Cancelled, "sc-3"), 1);
+    session.cancel().await.unwrap();
+    mock.stop().await;
 }
 
 #[tokio::test]

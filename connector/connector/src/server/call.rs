@@ -13,6 +13,7 @@ use tracing::{debug, info, warn};
 
 use super::{
     Connector,
+    explicit_cancel::CallCancel,
     internal::{internal, outcome_unknown},
 };
 use crate::{
@@ -198,7 +199,8 @@ impl Connector {
         Ok(None)
     }
 
-    /// Waits for the operation; `cancel` (the MCP request's cancellation) cancels it. A waiting
+    /// Waits for the operation; `cancel` says what ends the wait and whether that end cancels
+    /// the operation (R-CON-5: a keyed call's dropped stream does not). A waiting
     /// caller (`listener`) gets the upstream's progress meanwhile when it sent a progress token,
     /// and, before the result, what travelled with it (R-CON-10, R-CON-13). Until `deadline`
     /// the wait rides out Temporal outages, and so does the cancel (R-CON-16).
@@ -206,7 +208,7 @@ impl Connector {
         &self,
         op: &OperationRef,
         deadline: tokio::time::Instant,
-        cancel: &CancellationToken,
+        cancel: &CallCancel,
         listener: Option<Listener>,
         one_attempt: bool,
     ) -> Result<Value, McpError> {
@@ -222,11 +224,19 @@ impl Connector {
             std::future::pending::<()>().await
         };
         let waited = tokio::select! {
-            waited = client.wait_until(op, cancel, deadline) => waited,
+            waited = client.wait_until(op, cancel.ended(), deadline) => waited,
             _ = forward => unreachable!("forwarding never ends on its own"),
         };
         let outcome = match waited {
             Ok(outcome) => outcome,
+            Err(OperationClientError::WaitCancelled { .. }) if !cancel.cancels().await => {
+                // A keyed call whose stream closed: it runs on, and the re-issue reattaches.
+                info!(operation_id = %op.operation_id, "keyed tool call runs on without its caller");
+                return Err(McpError::internal_error(
+                    "the request ended; the tool call runs on: re-issue it with the same idempotency key for its result",
+                    None,
+                ));
+            }
             Err(OperationClientError::WaitCancelled { .. }) => {
                 // The caller cancelled: cancel the operation, and report truthfully. The cancel
                 // is retried through an outage, on a task of its own: the caller is gone.
@@ -294,6 +304,7 @@ impl Connector {
         match self.start_call(tool, arguments, None, None).await? {
             Started::Op(call) => {
                 let one_attempt = self.one_attempt(tool).await;
+                let cancel = CallCancel::Any(cancel);
                 self.finish_call(&call.op, call.deadline, &cancel, None, one_attempt)
                     .await
             }

@@ -35,6 +35,7 @@ pub(crate) mod as_written;
 mod call;
 mod catalog;
 pub mod companion;
+mod explicit_cancel;
 mod internal;
 mod limits;
 mod logging;
@@ -43,6 +44,7 @@ mod tasks;
 
 use call::{Started, conflict_result, idempotency_key};
 use companion::{companion_tools, continues_as_task, is_companion};
+use explicit_cancel::CallCancel;
 use internal::internal;
 pub use logging::DEFAULT_LOG_LEVEL;
 use scope::{granted_scopes, insufficient_scope, request_share};
@@ -138,6 +140,8 @@ pub struct Connector {
     inner: Arc<Inner>,
     /// The `logging/setLevel` of the client this connector value serves (see [`Typed`]).
     log_level: logging::LogLevel,
+    /// The keyed calls its client waits for, which only an explicit cancel cancels (R-CON-5).
+    keyed_calls: explicit_cancel::KeyedCalls,
 }
 
 struct Inner {
@@ -184,6 +188,7 @@ impl Connector {
                 local,
             }),
             log_level: logging::LogLevel::default(),
+            keyed_calls: Default::default(),
         }
     }
 
@@ -225,6 +230,8 @@ pub struct Typed {
     /// The caller's `logging/setLevel` (R-CON-13): one per session over HTTP, one per
     /// connector value over stdio and for library hosts.
     log_level: logging::LogLevel,
+    /// The keyed calls of the caller it serves, scoped like `log_level` (R-CON-5).
+    keyed_calls: explicit_cancel::KeyedCalls,
 }
 
 impl Connector {
@@ -235,6 +242,7 @@ impl Connector {
             connector: self.clone(),
             written: None,
             log_level: logging::LogLevel::default(),
+            keyed_calls: Default::default(),
         }
     }
 
@@ -243,6 +251,7 @@ impl Connector {
     fn typed_sharing_level(&self) -> Typed {
         Typed {
             log_level: self.log_level.clone(),
+            keyed_calls: self.keyed_calls.clone(),
             written: Some(as_written::Written::default()),
             ..self.typed()
         }
@@ -351,6 +360,7 @@ impl ServerHandler for Typed {
             return complete(json);
         }
         // The call holds its in-flight slot (R-CON-17) until this answer: a result, or a task.
+        let keyed = key.is_some();
         let call::Call {
             op,
             deadline,
@@ -368,7 +378,7 @@ impl ServerHandler for Typed {
             Started::Conflict => return complete(conflict_result()),
         };
         let json = match self
-            .answer_started(&request.name, &op, deadline, &context, &scope)
+            .answer_started(&request.name, &op, deadline, &context, &scope, keyed)
             .await?
         {
             Answer::Result(json) => json,
@@ -376,6 +386,16 @@ impl ServerHandler for Typed {
         };
         as_written::keep(self.written.as_ref(), &context, json.clone());
         complete(json)
+    }
+
+    async fn on_cancelled(
+        &self,
+        notification: rmcp::model::CancelledNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleServer>,
+    ) {
+        if let Some(id) = &notification.request_id {
+            self.keyed_calls.cancel(id);
+        }
     }
 
     async fn set_level(
@@ -496,14 +516,24 @@ impl Typed {
         deadline: tokio::time::Instant,
         context: &RequestContext<RoleServer>,
         scope: &CallerScope,
+        keyed: bool,
     ) -> Result<Answer, McpError> {
+        // A keyed call runs on when its request ends without an explicit cancel (R-CON-5).
+        let registered = keyed.then(|| self.keyed_calls.register(context.id.clone()));
+        let cancel = match &registered {
+            Some(registered) => CallCancel::Explicit {
+                ended: context.ct.clone(),
+                explicit: registered.explicit(),
+            },
+            None => CallCancel::Any(context.ct.clone()),
+        };
         let progress = Some(call::Listener {
             peer: context.peer.clone(),
             progress_token: context.meta.get_progress_token(),
             min_log_level: logging::request_log_level(&context.meta, &self.log_level),
         });
         let one_attempt = self.one_attempt(tool).await;
-        let finished = self.finish_call(op, deadline, &context.ct, progress, one_attempt);
+        let finished = self.finish_call(op, deadline, &cancel, progress, one_attempt);
         let task_after = self.inner.options.task_after;
         if supports_tasks(context) {
             // A task-capable caller waits `task_after`, then gets a task it can poll from any
