@@ -812,10 +812,7 @@ fn mock_with_echoes_named(
         tool.name = (*name).to_owned();
         spec.tools.push(tool);
     }
-    let spec_file = temp_path("spec.json");
-    std::fs::write(&spec_file, serde_json::to_vec(&spec).unwrap()).unwrap();
-    let args = vec!["--spec".into(), spec_file.to_string_lossy().into_owned()];
-    mock_stdio_upstream_with_args(service, args, ledger).unwrap()
+    mock_stdio_upstream_with_spec(service, &spec, ledger)
 }
 
 /// R-NXC-5: MCP tool names may hold characters a Nexus operation name cannot carry as is (a

@@ -13,6 +13,7 @@ mod connector_http_limits;
 mod connector_keys;
 mod connector_limits;
 mod connector_outage;
+mod connector_task_support;
 mod docs;
 mod layers;
 mod native_tools;

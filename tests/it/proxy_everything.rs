@@ -364,7 +364,7 @@ async fn proxy_everything_over_http_matches_the_wire() {
 /// Through the connector as well (R-CON-12): a client reading the connector's own bytes (over
 /// an in-memory pipe, no SDK on the client side) sees the results server-everything wrote, and
 /// its tools as listed, with only the durable layer's namespaced `_meta` keys added and
-/// `execution.taskSupport` saying what the connector offers.
+/// `execution.taskSupport` saying how the connector calls the tool (R-CON-39).
 #[tokio::test]
 async fn the_connector_writes_what_server_everything_wrote() {
     require_node!();
@@ -388,8 +388,8 @@ async fn the_connector_writes_what_server_everything_wrote() {
 
 /// What a client read from the connector (its listing, then the answers to [`cases`] in order)
 /// against what server-everything itself writes: equal field for field, with only the durable
-/// layer's namespaced `_meta` keys added and `execution.taskSupport` saying what the connector
-/// offers; integers stay integers.
+/// layer's namespaced `_meta` keys added and `execution.taskSupport` saying how the connector
+/// calls the tool (R-CON-39); integers stay integers.
 async fn compare_connector_with_the_wire(
     listed: &[Value],
     results: &[Value],
@@ -399,8 +399,7 @@ async fn compare_connector_with_the_wire(
     assert_eq!(listed.len(), wire_tools.len(), "every tool is listed");
     for wire_tool in &wire_tools {
         let name = wire_tool["name"].as_str().unwrap();
-        let mut expected = wire_tool.clone();
-        expected["execution"]["taskSupport"] = json!("optional");
+        let expected = durable_mcp_conformance::fixtures::as_written::as_connector_lists(wire_tool);
         assert_eq!(
             without_proxy_meta(find(listed, name)),
             expected,

@@ -461,6 +461,18 @@ pub async fn assert_slow_cancelled_upstream(ledger: &durable_mcp_conformance::fi
     assert_eq!(ledger.count("slow", LedgerEvent::Completed), 0);
 }
 
+/// The mock upstream as `service`, serving `spec` (written to a file of its own).
+pub fn mock_stdio_upstream_with_spec(
+    service: &str,
+    spec: &durable_mcp_conformance::fixtures::UpstreamSpec,
+    ledger: &durable_mcp_conformance::fixtures::Ledger,
+) -> durable_mcp::outbound::UpstreamConfig {
+    let spec_file = temp_path("spec.json");
+    std::fs::write(&spec_file, serde_json::to_vec(spec).unwrap()).unwrap();
+    let args = vec!["--spec".into(), spec_file.to_string_lossy().into_owned()];
+    mock_stdio_upstream_with_args(service, args, ledger).unwrap()
+}
+
 /// A fresh file path `name` in a directory of its own under the system temp dir.
 pub fn temp_path(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("durable-mcp-test-{}", uuid::Uuid::new_v4()));

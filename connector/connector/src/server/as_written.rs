@@ -23,11 +23,7 @@ use rmcp::{
 };
 use serde_json::{Map, Value};
 
-use super::Connector;
-
-/// What the connector offers every tool, whatever the upstream says: any call can become a
-/// task for a caller that declared the tasks extension, and others wait for the result.
-pub const TASK_SUPPORT: &str = "optional";
+use super::{Connector, task_support::TaskSupport};
 
 /// The answer to one request as it is to be written, if the typed handler set one: the slot of
 /// one request served through the connector's own `Service` (stdio, library hosts).
@@ -157,8 +153,10 @@ pub(crate) fn keep(written: Option<&Written>, context: &RequestContext<RoleServe
 }
 
 /// A listed tool as the connector lists it: as the tool service wrote it, with
-/// `execution.taskSupport` set to what the connector offers (other `execution` keys kept).
+/// `execution.taskSupport` set to how the connector calls it (R-CON-39: the upstream's
+/// `forbidden` and `required` stand, anything else is `optional`; other `execution` keys kept).
 pub(super) fn as_listed(mut tool: Value) -> Value {
+    let support = TaskSupport::of(&tool).as_str();
     if let Value::Object(tool) = &mut tool {
         let execution = tool
             .entry("execution")
@@ -167,7 +165,7 @@ pub(super) fn as_listed(mut tool: Value) -> Value {
             *execution = Value::Object(Map::new());
         }
         if let Value::Object(execution) = execution {
-            execution.insert("taskSupport".into(), Value::from(TASK_SUPPORT));
+            execution.insert("taskSupport".into(), Value::from(support));
         }
     }
     tool
@@ -269,7 +267,11 @@ mod tests {
 
     #[test]
     fn listed_tools_say_what_the_connector_offers() {
-        let tool = json!({"name": "t", "execution": {"taskSupport": "forbidden", "other": 1}});
+        for support in ["forbidden", "required", "optional"] {
+            let tool = json!({"name": "t", "execution": {"taskSupport": support, "other": 1}});
+            assert_eq!(as_listed(tool.clone()), tool);
+        }
+        let tool = json!({"name": "t", "execution": {"taskSupport": "sometimes", "other": 1}});
         assert_eq!(
             as_listed(tool),
             json!({"name": "t", "execution": {"taskSupport": "optional", "other": 1}})

@@ -40,6 +40,7 @@ mod internal;
 mod limits;
 mod logging;
 mod scope;
+mod task_support;
 mod tasks;
 
 use call::{Started, conflict_result, idempotency_key};
@@ -48,7 +49,8 @@ use explicit_cancel::CallCancel;
 use internal::internal;
 pub use logging::DEFAULT_LOG_LEVEL;
 use scope::{granted_scopes, insufficient_scope, request_share};
-use tasks::{supports_tasks, tasks_extension_required};
+use task_support::{Caller, Plan, TaskSupport};
+use tasks::{supports_tasks, tasks_extension_required, tool_needs_tasks};
 
 /// How the connector names and times its operations.
 #[derive(Debug, Clone)]
@@ -359,6 +361,9 @@ impl ServerHandler for Typed {
             as_written::keep(self.written.as_ref(), &context, json.clone());
             return complete(json);
         }
+        // What the call may become is the upstream tool's to say (R-CON-39): decided, and a
+        // caller that cannot follow a required task refused, before anything starts.
+        let plan = self.plan(&request.name, &context).await?;
         // The call holds its in-flight slot (R-CON-17) until this answer: a result, or a task.
         let keyed = key.is_some();
         let call::Call {
@@ -378,7 +383,14 @@ impl ServerHandler for Typed {
             Started::Conflict => return complete(conflict_result()),
         };
         let json = match self
-            .answer_started(&request.name, &op, deadline, &context, &scope, keyed)
+            .answer_started(
+                &request.name,
+                &op,
+                deadline,
+                &context,
+                &scope,
+                (plan, keyed),
+            )
             .await?
         {
             Answer::Result(json) => json,
@@ -506,9 +518,33 @@ enum Answer {
 }
 
 impl Typed {
-    /// Waits for the started call `op` (until `deadline` through outages, see [`call::Call`]).
-    /// A caller that can follow a task (the tasks extension, or the companion tools) waits
-    /// `task_after` at most, then gets the call as a task; others wait for the result.
+    /// How a call of `tool` by this request's caller is answered (R-CON-39); -32021 for a tool
+    /// that runs only as a task and a caller that cannot follow one.
+    async fn plan(
+        &self,
+        tool: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Plan, McpError> {
+        let (_, definition) = self.lookup(tool).await?;
+        let caller = if supports_tasks(context) {
+            Caller::Tasks
+        } else if self.inner.options.companion_tools {
+            Caller::Companion
+        } else {
+            Caller::Waits
+        };
+        let support = TaskSupport::of(&definition);
+        match task_support::plan(support, caller, self.inner.options.task_after) {
+            Plan::NeedsTasks => Err(tool_needs_tasks(tool)),
+            plan => Ok(plan),
+        }
+    }
+
+    /// Waits for the started call `op` (until `deadline` through outages, see [`call::Call`]),
+    /// as `plan` says: a caller that can follow a task (the tasks extension, or the companion
+    /// tools) waits `--task-after` at most, then gets the call as a task; others wait for the
+    /// result (R-CON-39). A keyed call runs on when its request ends without an explicit cancel
+    /// (R-CON-5).
     async fn answer_started(
         &self,
         tool: &str,
@@ -516,9 +552,11 @@ impl Typed {
         deadline: tokio::time::Instant,
         context: &RequestContext<RoleServer>,
         scope: &CallerScope,
-        keyed: bool,
+        (plan, keyed): (Plan, bool),
     ) -> Result<Answer, McpError> {
-        // A keyed call runs on when its request ends without an explicit cancel (R-CON-5).
+        if plan == Plan::TaskNow {
+            return Ok(Answer::Task(self.continued_as_task(op, scope).await));
+        }
         let registered = keyed.then(|| self.keyed_calls.register(context.id.clone()));
         let cancel = match &registered {
             Some(registered) => CallCancel::Explicit {
@@ -534,30 +572,32 @@ impl Typed {
         });
         let one_attempt = self.one_attempt(tool).await;
         let finished = self.finish_call(op, deadline, &cancel, progress, one_attempt);
-        let task_after = self.inner.options.task_after;
-        if supports_tasks(context) {
+        match plan {
             // A task-capable caller waits `task_after`, then gets a task it can poll from any
             // replica; after that only tasks/cancel cancels the call.
-            tokio::select! {
+            Plan::TaskAfter(after) => tokio::select! {
                 finished = finished => Ok(Answer::Result(finished?)),
-                _ = tokio::time::sleep(task_after) => {
-                    let task = self.created_task(op, scope).await;
-                    info!(operation_id = %op.operation_id, "tool call continues as a task");
-                    Ok(Answer::Task(CreateTaskResult::new(task)))
+                _ = tokio::time::sleep(after) => {
+                    Ok(Answer::Task(self.continued_as_task(op, scope).await))
                 }
-            }
-        } else if self.inner.options.companion_tools {
+            },
             // No tasks extension, but companion tools: after `task_after` the caller gets the
             // task ID in a text result and follows it with the companion tools.
-            tokio::select! {
+            Plan::CompanionAfter(after) => tokio::select! {
                 finished = finished => Ok(Answer::Result(finished?)),
-                _ = tokio::time::sleep(task_after) => {
+                _ = tokio::time::sleep(after) => {
                     Ok(Answer::Result(self.companion_task(tool, op, scope).await))
                 }
-            }
-        } else {
-            Ok(Answer::Result(finished.await?))
+            },
+            _ => Ok(Answer::Result(finished.await?)),
         }
+    }
+
+    /// The call `op` handed to its caller as a task.
+    async fn continued_as_task(&self, op: &OperationRef, scope: &CallerScope) -> CreateTaskResult {
+        let task = self.created_task(op, scope).await;
+        info!(operation_id = %op.operation_id, "tool call continues as a task");
+        CreateTaskResult::new(task)
     }
 
     /// The text result that hands a caller without the tasks extension its call's task ID.

@@ -245,9 +245,25 @@ pub(super) fn supports_tasks(context: &RequestContext<RoleServer>) -> bool {
 
 /// The answer to a task method from a caller without the tasks extension.
 pub(super) fn tasks_extension_required() -> McpError {
+    needs_tasks_extension("this method needs the io.modelcontextprotocol/tasks extension".into())
+}
+
+/// The answer to a call of a tool that runs only as a task (R-CON-39) from a caller without the
+/// tasks extension: nothing ran.
+pub(super) fn tool_needs_tasks(tool: &str) -> McpError {
+    needs_tasks_extension(format!(
+        "tool {tool:?} runs only as a task (its execution.taskSupport is \"required\") and this \
+         caller did not declare the io.modelcontextprotocol/tasks extension; nothing ran. \
+         Declare the extension (at initialize, or in the request's _meta client capabilities) \
+         to call it"
+    ))
+}
+
+/// -32021 with the tasks extension as the required capability.
+fn needs_tasks_extension(message: String) -> McpError {
     McpError::new(
         ErrorCode(-32021),
-        "this method needs the io.modelcontextprotocol/tasks extension",
+        message,
         Some(json!({"requiredCapabilities": {"extensions": {TASKS_EXTENSION_ID: {}}}})),
     )
 }
