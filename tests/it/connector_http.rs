@@ -358,11 +358,10 @@ async fn a_stateless_caller_gets_log_messages_only_at_the_level_its_request_name
             ms: 200,
         },
     ));
-    let path = temp_path("spec.json");
-    std::fs::write(&path, serde_json::to_vec(&spec).unwrap()).unwrap();
-    let args = vec!["--spec".into(), path.to_string_lossy().into_owned()];
-    let upstream = mock_stdio_upstream_with_args("mock", args, &ledger).unwrap();
-    let _proxy = start_proxy(&env, vec![upstream]);
+    let _proxy = start_proxy(
+        &env,
+        vec![mock_stdio_upstream_with_spec("mock", &spec, &ledger)],
+    );
     let (server, shutdown) =
         serve_connector_http(connector_for(&env, "mock"), loopback_http_options())
             .await

@@ -38,7 +38,7 @@ impl ClientHandler for ProgressRecorder {
 
 /// The standard mock plus `steps`: three progress notifications 2 s apart, then an echo; and
 /// `burst`: five progress notifications written back to back, the last just before its result.
-fn spec_file() -> std::path::PathBuf {
+fn progress_spec() -> UpstreamSpec {
     let mut spec = UpstreamSpec::standard();
     spec.tools.push(ToolSpec::read_only(
         "burst",
@@ -50,27 +50,15 @@ fn spec_file() -> std::path::PathBuf {
         "reports progress three times, 2 s apart",
         Behavior::Progress { steps: 3, ms: 2000 },
     ));
-    let path = temp_path("spec.json");
-    std::fs::write(&path, serde_json::to_vec(&spec).unwrap()).unwrap();
-    path
+    spec
 }
 
 #[tokio::test]
 async fn upstream_progress_reaches_a_waiting_caller_and_a_tasks_status() {
     let env = TestEnv::shared("progress").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let spec = spec_file();
-    let _proxy = start_proxy(
-        &env,
-        vec![
-            mock_stdio_upstream_with_args(
-                "mock",
-                vec!["--spec".into(), spec.to_string_lossy().into_owned()],
-                &ledger,
-            )
-            .unwrap(),
-        ],
-    );
+    let upstream = mock_stdio_upstream_with_spec("mock", &progress_spec(), &ledger);
+    let _proxy = start_proxy(&env, vec![upstream]);
 
     // A caller that waits: rmcp sends a progress token with every request.
     let recorder = ProgressRecorder::default();
@@ -206,18 +194,9 @@ async fn a_long_calls_log_messages_reach_the_waiting_caller_live() {
             ms: 3000,
         },
     ));
-    let path = temp_path("spec.json");
-    std::fs::write(&path, serde_json::to_vec(&spec).unwrap()).unwrap();
     let _proxy = start_proxy(
         &env,
-        vec![
-            mock_stdio_upstream_with_args(
-                "mock",
-                vec!["--spec".into(), path.to_string_lossy().into_owned()],
-                &ledger,
-            )
-            .unwrap(),
-        ],
+        vec![mock_stdio_upstream_with_spec("mock", &spec, &ledger)],
     );
     let (arrived, mut arrivals) = tokio::sync::mpsc::unbounded_channel();
     let recorder = LogRecorder {
@@ -333,18 +312,8 @@ async fn a_quiet_call_costs_few_progress_look_ups_and_a_short_one_none() {
 async fn progress_written_just_before_the_result_is_never_lost() {
     let env = TestEnv::shared("progress").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let spec = spec_file();
-    let _proxy = start_proxy(
-        &env,
-        vec![
-            mock_stdio_upstream_with_args(
-                "mock",
-                vec!["--spec".into(), spec.to_string_lossy().into_owned()],
-                &ledger,
-            )
-            .unwrap(),
-        ],
-    );
+    let upstream = mock_stdio_upstream_with_spec("mock", &progress_spec(), &ledger);
+    let _proxy = start_proxy(&env, vec![upstream]);
     let recorder = ProgressRecorder::default();
     let client = serve_in_memory(connector_for(&env, "mock"), recorder.clone())
         .await
