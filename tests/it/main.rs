@@ -30,6 +30,8 @@ mod secrets;
 mod server_restart;
 mod spec_rules;
 mod task_fidelity;
+mod temporal_tls;
 mod temporal_tools;
+mod tls_front;
 mod upstream_oauth;
 mod workflow_client;

@@ -9,3 +9,4 @@
 pub mod connector_config;
 pub mod logs;
 pub mod proxy_config;
+pub mod temporal_flags;

@@ -1,20 +1,27 @@
 //! `durable-mcp-proxy`'s flags and what they and its config file mean for the start-up: the
-//! file read with its name on every error, the `--check` report, the `[temporal]` table as
-//! environment for Temporal's own configuration, and the proxy's options.
+//! file read with its name on every error, the `--check` report, the Temporal connection
+//! (flags over the `[temporal]` table over Temporal's own configuration), and the proxy's
+//! options.
 
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
 use durable_mcp_proxy::{ProxyOptions, config::ProxyConfig};
-use durable_mcp_runtime::temporal::codec::{CodecConfigError, RemoteCodec};
+use durable_mcp_runtime::temporal::{
+    ConnectionSettings,
+    codec::{CodecConfigError, RemoteCodec},
+};
+
+use crate::temporal_flags::TemporalFlags;
 
 /// Fronts the upstream MCP servers listed in a config file as Temporal Nexus services, one
 /// service per upstream, on one task queue. Every tool call runs in a standalone Activity with
 /// a retry policy inferred from the tool's annotations.
 ///
-/// The Temporal connection comes from the config's [temporal] table, else from Temporal's
-/// environment configuration (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS
-/// variables, TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE). Point a Nexus endpoint at the task
+/// The Temporal connection comes from the connection flags below, then the config's
+/// [temporal] table, then Temporal's environment configuration (TEMPORAL_ADDRESS,
+/// TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS variables, TEMPORAL_PROFILE,
+/// TEMPORAL_CONFIG_FILE). Point a Nexus endpoint at the task
 /// queue, e.g. `temporal operator nexus endpoint create --name mcp-proxy
 /// --target-namespace default --target-task-queue mcp-proxy`.
 ///
@@ -34,6 +41,8 @@ pub struct ProxyFlags {
     /// Check the config file and exit without connecting.
     #[arg(long)]
     pub check: bool,
+    #[command(flatten)]
+    pub temporal: TemporalFlags,
 }
 
 /// Tool calls at once when `[worker]` sets no `max_concurrent_calls`.
@@ -53,19 +62,21 @@ pub fn check_report(path: &Path, config: &ProxyConfig) -> String {
     )
 }
 
-/// The environment the `[temporal]` table sets for Temporal's own configuration, which reads
-/// it when connecting: `address` as TEMPORAL_ADDRESS, `namespace` as TEMPORAL_NAMESPACE.
-pub fn temporal_env(config: &ProxyConfig) -> Vec<(&'static str, String)> {
-    let Some(section) = &config.temporal else {
-        return Vec::new();
-    };
-    [
-        ("TEMPORAL_ADDRESS", &section.address),
-        ("TEMPORAL_NAMESPACE", &section.namespace),
-    ]
-    .into_iter()
-    .filter_map(|(name, value)| Some((name, value.clone()?)))
-    .collect()
+/// The Temporal connection settings: the flags, then the `[temporal]` table (R-RUN-1);
+/// Temporal's environment configuration fills in the rest when connecting.
+pub fn temporal_settings(flags: &TemporalFlags, config: &ProxyConfig) -> ConnectionSettings {
+    let table = config.temporal.clone().unwrap_or_default();
+    flags.settings().or(ConnectionSettings {
+        address: table.address,
+        namespace: table.namespace,
+        tls: table.tls,
+        tls_ca: table.tls_ca,
+        tls_cert: table.tls_cert,
+        tls_key: table.tls_key,
+        tls_server_name: table.tls_server_name,
+        api_key: None,
+        profile: table.profile,
+    })
 }
 
 /// The client of the `[codec]` table for `namespace`, if any (R-PRX-20).
@@ -154,30 +165,32 @@ mod tests {
     }
 
     #[test]
-    fn the_temporal_table_becomes_temporal_environment() {
+    fn flags_win_over_the_temporal_table() {
         let worker = "[worker]\ntask_queue = \"q\"\n";
-        // ([temporal] table, the environment it sets)
-        let cases: &[(&str, &[(&str, &str)])] = &[
-            ("", &[]),
-            ("[temporal]\n", &[]),
-            (
-                "[temporal]\naddress = \"t:7233\"\n",
-                &[("TEMPORAL_ADDRESS", "t:7233")],
-            ),
-            (
-                "[temporal]\nnamespace = \"ns\"\n",
-                &[("TEMPORAL_NAMESPACE", "ns")],
-            ),
-            (
-                "[temporal]\naddress = \"t:7233\"\nnamespace = \"ns\"\n",
-                &[("TEMPORAL_ADDRESS", "t:7233"), ("TEMPORAL_NAMESPACE", "ns")],
-            ),
-        ];
-        for (table, want) in cases {
-            let got = temporal_env(&config(&format!("{worker}{table}{UPSTREAM}")));
-            let got: Vec<(&str, &str)> = got.iter().map(|(n, v)| (*n, v.as_str())).collect();
-            assert_eq!(got, *want, "{table}");
-        }
+        let table = "[temporal]\naddress = \"file:7233\"\nnamespace = \"ns\"\nprofile = \"p\"\n\
+                     tls_ca = \"ca.pem\"\ntls_server_name = \"t.local\"\n";
+        let config = config(&format!("{worker}{table}{UPSTREAM}"));
+        let flags = TemporalFlags {
+            address: Some("flag:7233".into()),
+            api_key: Some("k".into()),
+            ..Default::default()
+        };
+        let got = temporal_settings(&flags, &config);
+        assert_eq!(got.address.as_deref(), Some("flag:7233"));
+        assert_eq!(got.namespace.as_deref(), Some("ns"));
+        assert_eq!(got.profile.as_deref(), Some("p"));
+        assert_eq!(got.tls_ca, Some(PathBuf::from("ca.pem")));
+        assert_eq!(got.tls_server_name.as_deref(), Some("t.local"));
+        assert_eq!(got.api_key.as_deref(), Some("k"));
+        let bare = config_without_table();
+        assert_eq!(
+            temporal_settings(&TemporalFlags::default(), &bare),
+            ConnectionSettings::default()
+        );
+    }
+
+    fn config_without_table() -> ProxyConfig {
+        config(&format!("[worker]\ntask_queue = \"q\"\n{UPSTREAM}"))
     }
 
     #[test]

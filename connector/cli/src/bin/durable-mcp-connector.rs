@@ -26,7 +26,7 @@ async fn main() -> anyhow::Result<()> {
     let checked = connector_config::check_flags(ConnectorFlags::parse())?;
     // Task IDs are signed with MCP_TASK_SIGNING_KEY (checked before connecting to anything).
     let signing = connector_config::signing_keys_from_env(checked.flags.transport)?;
-    let temporal = connect_temporal().await?;
+    let temporal = connect_temporal(&checked.flags).await?;
     let connector = build_connector(&checked, signing, temporal)?;
     check_routed_tool_names(&checked.flags, &connector).await;
     match checked.flags.transport {
@@ -35,10 +35,11 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
-/// Connects to Temporal as its environment configuration says.
-async fn connect_temporal() -> anyhow::Result<TemporalConnection> {
+/// Connects to Temporal as the connection flags, then its environment configuration, say
+/// (R-RUN-1).
+async fn connect_temporal(flags: &ConnectorFlags) -> anyhow::Result<TemporalConnection> {
     let identity = durable_mcp_runtime::nexus::worker::default_identity();
-    Ok(temporal::connect_from_env(&identity).await?)
+    Ok(temporal::connect(&flags.temporal.settings(), &identity).await?)
 }
 
 /// The connector on the Temporal connection: its routes' operations (through the codec, if

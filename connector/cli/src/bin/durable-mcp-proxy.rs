@@ -19,23 +19,20 @@ fn main() -> anyhow::Result<()> {
         println!("{}", proxy_config::check_report(&flags.config, &config));
         return Ok(());
     }
-    for (name, value) in proxy_config::temporal_env(&config) {
-        // SAFETY: still single-threaded: the runtime starts below.
-        unsafe { std::env::set_var(name, value) };
-    }
+    let settings = proxy_config::temporal_settings(&flags.temporal, &config);
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?
-        .block_on(serve(config))
+        .block_on(serve(config, settings))
 }
 
-/// Connects and runs the proxy until SIGINT or SIGTERM.
-async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
+/// Connects (R-RUN-1) and runs the proxy until SIGINT or SIGTERM.
+async fn serve(config: ProxyConfig, settings: temporal::ConnectionSettings) -> anyhow::Result<()> {
     let identity = durable_mcp_runtime::nexus::worker::default_identity();
     let temporal::TemporalConnection {
         connection,
         namespace,
-    } = temporal::connect_from_env(&identity).await?;
+    } = temporal::connect(&settings, &identity).await?;
     let codec = proxy_config::codec(&config, &namespace)?;
     let options = proxy_config::proxy_options(&config, namespace, codec);
     run_proxy(connection, options, config.upstreams, cancel_on_signal()).await?;

@@ -14,14 +14,17 @@ use super::values;
 /// Nexus service (its `list_tools` operation); `tools/call` starts a standalone Nexus operation
 /// named by the tool and waits for it.
 ///
-/// The Temporal connection comes from Temporal's environment configuration: TEMPORAL_ADDRESS,
-/// TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS variables, TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE.
+/// The Temporal connection comes from the connection flags below, then Temporal's environment
+/// configuration: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS variables,
+/// TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE (a temporal.toml).
 // The doc comments are the help text: clap prints them as written, so `[codec]` and
 // `[default: ...]` are not links.
 #[allow(rustdoc::broken_intra_doc_links)]
 #[derive(Parser)]
 #[command(name = "durable-mcp-connector", version)]
 pub struct ConnectorFlags {
+    #[command(flatten)]
+    pub temporal: crate::temporal_flags::TemporalFlags,
     /// One Nexus service/endpoint route, as a YAML flow map or JSON object:
     /// '{service: my-tools, endpoint: my-tools-endpoint}'. Repeat for more routes. Required
     /// unless --temporal-tools is given.

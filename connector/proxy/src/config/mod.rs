@@ -7,7 +7,13 @@
 //!
 //! [temporal]                        # optional; keys left out come from Temporal's environment
 //! address = "localhost:7233"        # configuration (TEMPORAL_ADDRESS, temporal.toml profiles, ...)
-//! namespace = "default"
+//! namespace = "default"             # and the binary's flags (--address, ...) win over the table
+//! # profile = "prod"                 # the temporal.toml profile to start from
+//! # tls = true                       # on with any tls_* key (the API key: TEMPORAL_API_KEY)
+//! # tls_ca = "/etc/temporal/ca.pem"
+//! # tls_cert = "/etc/temporal/client.pem"
+//! # tls_key = "/etc/temporal/client.key"
+//! # tls_server_name = "temporal.internal"
 //!
 //! [codec]                           # optional: a remote codec server (R-PRX-20)
 //! endpoint = "https://codec.example.com"   # https, or http to a loopback address
@@ -101,12 +107,20 @@ pub struct WorkerSection {
     pub max_concurrent_calls: Option<usize>,
 }
 
-/// `[temporal]`: each key given overrides Temporal's environment configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// `[temporal]`: each key given overrides Temporal's environment configuration, and the
+/// binary's connection flags override the keys (R-RUN-1). No API key: it is a secret, so it
+/// comes from TEMPORAL_API_KEY (or `--api-key`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TemporalSection {
     pub address: Option<String>,
     pub namespace: Option<String>,
+    pub profile: Option<String>,
+    pub tls: Option<bool>,
+    pub tls_ca: Option<PathBuf>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_server_name: Option<String>,
 }
 
 /// One `[[upstream]]`: an MCP server fronted as the Nexus service `service`.
@@ -219,7 +233,20 @@ pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<ProxyCo
         return Err(invalid("worker.max_concurrent_calls", "must be at least 1"));
     }
     if let Some(t) = &raw.temporal {
-        for (key, value) in [("address", &t.address), ("namespace", &t.namespace)] {
+        let paths = [
+            ("tls_ca", &t.tls_ca),
+            ("tls_cert", &t.tls_cert),
+            ("tls_key", &t.tls_key),
+        ]
+        .map(|(key, path)| (key, path.as_ref().map(|p| p.to_string_lossy().into_owned())));
+        let strings = [
+            ("address", &t.address),
+            ("namespace", &t.namespace),
+            ("profile", &t.profile),
+            ("tls_server_name", &t.tls_server_name),
+        ]
+        .map(|(key, value)| (key, value.clone()));
+        for (key, value) in strings.iter().chain(&paths) {
             if value.as_ref().is_some_and(|v| v.trim().is_empty()) {
                 return Err(invalid(
                     format!("temporal.{key}"),

@@ -84,7 +84,8 @@ fn full_example_parses() {
         config.temporal,
         Some(TemporalSection {
             address: Some("localhost:7233".into()),
-            namespace: Some("default".into())
+            namespace: Some("default".into()),
+            ..Default::default()
         })
     );
     let [weather, files] = &config.upstreams[..] else {
@@ -327,6 +328,10 @@ fn validation_errors_name_their_field() {
         (
             format!("[temporal]\nnamespace = \"\"\n{}", stdio("")),
             "temporal.namespace: must not be empty",
+        ),
+        (
+            format!("[temporal]\ntls_ca = \"\"\n{}", stdio("")),
+            "temporal.tls_ca: must not be empty",
         ),
     ];
     for (text, expected) in cases {

@@ -6,11 +6,12 @@ pub mod activity;
 pub mod codec;
 pub mod direct_http;
 pub mod failure;
+pub mod settings;
 pub mod workflow;
 
 use std::{collections::HashMap, time::Duration};
 
-use temporalio_client::{ClientOptions, Connection, envconfig::LoadClientConfigProfileOptions};
+use temporalio_client::Connection;
 use temporalio_protos::temporal::api::{
     common::v1::{Callback, Payload, Payloads, callback},
     sdk::v1::UserMetadata,
@@ -18,6 +19,8 @@ use temporalio_protos::temporal::api::{
 };
 
 use durable_mcp_contract::payload;
+
+pub use settings::{ConnectionSettings, connect};
 
 /// A Temporal connection and the namespace it was configured for.
 #[derive(Clone)]
@@ -30,34 +33,23 @@ pub struct TemporalConnection {
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     #[error(
-        "invalid Temporal connection settings: {0} (check TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_PROFILE and TEMPORAL_CONFIG_FILE)"
+        "invalid Temporal connection settings: {0} (check --address, --namespace, --profile and the TLS flags, or TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_PROFILE and TEMPORAL_CONFIG_FILE)"
     )]
     Config(String),
-    #[error(
-        "could not connect to Temporal at {target}: {reason} (is the server running? `just temporal` starts a dev server)"
-    )]
-    Connect { target: String, reason: String },
+    #[error("could not connect to Temporal at {target}: {reason} ({hint})")]
+    Connect {
+        target: String,
+        reason: String,
+        /// Which setting to check ([`settings::failure_hint`]).
+        hint: String,
+    },
 }
 
-/// Connects with Temporal's standard environment configuration: `TEMPORAL_ADDRESS`,
+/// Connects with Temporal's standard environment configuration alone: `TEMPORAL_ADDRESS`,
 /// `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`, TLS variables, `TEMPORAL_PROFILE` and
 /// `TEMPORAL_CONFIG_FILE` (a `temporal.toml`), as every Temporal SDK reads them.
 pub async fn connect_from_env(identity: &str) -> Result<TemporalConnection, ConnectError> {
-    let (mut conn_opts, client_opts) =
-        ClientOptions::load_from_config(LoadClientConfigProfileOptions::default())
-            .map_err(|e| ConnectError::Config(e.to_string()))?;
-    conn_opts.identity = identity.to_owned();
-    let target = conn_opts.target.to_string();
-    let connection = Connection::connect(conn_opts)
-        .await
-        .map_err(|e| ConnectError::Connect {
-            target,
-            reason: e.to_string(),
-        })?;
-    Ok(TemporalConnection {
-        connection,
-        namespace: client_opts.namespace.clone(),
-    })
+    connect(&ConnectionSettings::default(), identity).await
 }
 
 /// Connects to an explicit address (`host:port` or a URL) without TLS; for tests and tools.
@@ -72,12 +64,14 @@ pub async fn connect_to(address: &str, identity: &str) -> Result<Connection, Con
     let options = temporalio_client::ConnectionOptions::new(url)
         .identity(identity.to_owned())
         .build();
-    Connection::connect(options)
-        .await
-        .map_err(|e| ConnectError::Connect {
+    Connection::connect(options).await.map_err(|e| {
+        let reason = e.to_string();
+        ConnectError::Connect {
+            hint: settings::failure_hint(&reason, settings::Tls::Off),
             target,
-            reason: e.to_string(),
-        })
+            reason,
+        }
+    })
 }
 
 /// The fields a Workflow start and a standalone Activity start request build alike.
