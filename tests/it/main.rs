@@ -28,6 +28,7 @@ mod proxy_options;
 mod python_client;
 mod secrets;
 mod server_restart;
+mod service_logs;
 mod spec_rules;
 mod task_fidelity;
 mod temporal_tls;

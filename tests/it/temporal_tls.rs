@@ -44,7 +44,7 @@ fn flags(mode: &Mode, address: &str) -> Vec<String> {
 
 /// A `proxy.toml` for the mock upstream as `service` on the env's task queue, whose
 /// `[temporal]` table points at [`NOWHERE`] (the flags must win over it).
-fn proxy_config(env: &TestEnv, service: &str, ledger: &Ledger) -> std::path::PathBuf {
+pub(crate) fn proxy_config(env: &TestEnv, service: &str, ledger: &Ledger) -> std::path::PathBuf {
     let upstream = mock_stdio_upstream(service, ledger).unwrap();
     let TransportConfig::Stdio { command, args, .. } = upstream.transport else {
         panic!("the mock is a stdio upstream")
@@ -66,7 +66,7 @@ fn proxy_config(env: &TestEnv, service: &str, ledger: &Ledger) -> std::path::Pat
     path
 }
 
-fn proxy_command(config: &std::path::Path, flags: &[String]) -> tokio::process::Command {
+pub(crate) fn proxy_command(config: &std::path::Path, flags: &[String]) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(proxy_bin().unwrap());
     command
         .arg("--config")

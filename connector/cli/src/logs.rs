@@ -27,18 +27,28 @@ pub fn carries_message_contents(metadata: &Metadata<'_>) -> bool {
             .any(|name| metadata.fields().field(name).is_some())
 }
 
+/// How log lines are written (`--log-format`, R-RUN-3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object a line (timestamp, level, target, fields), for log shippers.
+    Json,
+}
+
 /// Installs a binary's logger: `RUST_LOG` (else `default`) on stderr (stdout may be an MCP
-/// channel), without the events [`carries_message_contents`] names.
-pub fn init_stderr_logging(default: &str) {
+/// channel) in `format`, without the events [`carries_message_contents`] names.
+pub fn init_stderr_logging(default: &str, format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| default.into());
-    tracing_subscriber::fmt()
+    let contents = FilterFn::new(|metadata| !carries_message_contents(metadata));
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .finish()
-        .with(FilterFn::new(|metadata| {
-            !carries_message_contents(metadata)
-        }))
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.finish().with(contents).init(),
+        LogFormat::Json => builder.json().finish().with(contents).init(),
+    }
 }
 
 #[cfg(test)]

@@ -43,6 +43,9 @@ pub struct ProxyFlags {
     pub check: bool,
     #[command(flatten)]
     pub temporal: TemporalFlags,
+    /// How log lines (on stderr) are written: text, or json (one object a line).
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: crate::logs::LogFormat,
 }
 
 /// Tool calls at once when `[worker]` sets no `max_concurrent_calls`.

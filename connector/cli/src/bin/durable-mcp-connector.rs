@@ -21,9 +21,10 @@ use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let flags = ConnectorFlags::parse();
     // stdout is the MCP channel: logs go to stderr, without MCP message contents (R-CON-33).
-    durable_mcp_cli::logs::init_stderr_logging("warn");
-    let checked = connector_config::check_flags(ConnectorFlags::parse())?;
+    durable_mcp_cli::logs::init_stderr_logging("warn", flags.log_format);
+    let checked = connector_config::check_flags(flags)?;
     // Task IDs are signed with MCP_TASK_SIGNING_KEY (checked before connecting to anything).
     let signing = connector_config::signing_keys_from_env(checked.flags.transport)?;
     let temporal = connect_temporal(&checked.flags).await?;

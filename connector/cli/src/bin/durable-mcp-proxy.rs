@@ -9,11 +9,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 fn main() -> anyhow::Result<()> {
+    let flags = ProxyFlags::parse();
     // Logs go to stderr, without MCP message contents (R-CON-33).
-    durable_mcp_cli::logs::init_stderr_logging("info");
+    durable_mcp_cli::logs::init_stderr_logging("info", flags.log_format);
     // Stdio upstreams run as our user: they must not read our environment or memory (R-PRX-11).
     durable_mcp_proxy::child::refuse_inspection();
-    let flags = ProxyFlags::parse();
     let config = proxy_config::load(&flags.config)?;
     if flags.check {
         println!("{}", proxy_config::check_report(&flags.config, &config));

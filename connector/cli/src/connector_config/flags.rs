@@ -25,6 +25,9 @@ use super::values;
 pub struct ConnectorFlags {
     #[command(flatten)]
     pub temporal: crate::temporal_flags::TemporalFlags,
+    /// How log lines (on stderr) are written: text, or json (one object a line).
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: crate::logs::LogFormat,
     /// One Nexus service/endpoint route, as a YAML flow map or JSON object:
     /// '{service: my-tools, endpoint: my-tools-endpoint}'. Repeat for more routes. Required
     /// unless --temporal-tools is given.
