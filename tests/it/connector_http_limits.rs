@@ -398,3 +398,114 @@ async fn a_session_over_its_requests_per_minute_is_refused_and_another_is_served
     shutdown.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
 }
+
+/// A POST to the MCP path of `app` (the library's router, served without a listener), from
+/// `peer` when given (the listener inserts it; a host serving the router itself may not).
+fn mcp_post(
+    peer: Option<[u8; 4]>,
+    session: Option<&str>,
+    body: serde_json::Value,
+) -> axum::http::Request<axum::body::Body> {
+    let mut request = axum::http::Request::post("/mcp")
+        .header("host", "localhost")
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json");
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    let mut request = request
+        .body(axum::body::Body::from(body.to_string()))
+        .unwrap();
+    if let Some(ip) = peer {
+        let addr = std::net::SocketAddr::from((ip, 40000));
+        request
+            .extensions_mut()
+            .insert(durable_mcp::inbound::fair::PeerAddr(addr));
+    }
+    request
+}
+
+fn initialize_body() -> serde_json::Value {
+    serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "0"}},
+    })
+}
+
+/// `initialize` through `app`, answered and read: the response.
+async fn initialize_via(app: &axum::Router, peer: Option<[u8; 4]>) -> axum::response::Response {
+    use tower::ServiceExt as _;
+    let response = app
+        .clone()
+        .oneshot(mcp_post(peer, None, initialize_body()))
+        .await
+        .unwrap();
+    let (parts, body) = response.into_parts();
+    let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+    axum::response::Response::from_parts(parts, axum::body::Body::from(body))
+}
+
+/// `initialize` through `app` by a client that goes away before its answer: the request is
+/// served until rmcp made the session and waits for the handler, the handler answers, and the
+/// request is dropped without being polled again (what hyper does when it reads the client's
+/// EOF before coming back to the request).
+async fn abandon_initialize(app: &axum::Router, peer: Option<[u8; 4]>) {
+    use tower::ServiceExt as _;
+    let mut served = Box::pin(app.clone().oneshot(mcp_post(peer, None, initialize_body())));
+    assert!(futures::poll!(&mut served).is_pending());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(served);
+}
+
+/// The status of `notifications/initialized` on `session` through `app`.
+async fn initialized_via(app: &axum::Router, peer: Option<[u8; 4]>, session: &str) -> u16 {
+    use tower::ServiceExt as _;
+    let body = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let request = mcp_post(peer, Some(session), body);
+    let response = app.clone().oneshot(request).await.unwrap();
+    response.status().as_u16()
+}
+
+/// R-CON-38, R-CON-28: a session rmcp made for a client that went away before reading its
+/// answer counts like any other: it takes its address's place (the address's idle session
+/// goes for it), and without an address (a host that inserts none) it counts in the total,
+/// so the next one is refused naming the flag.
+#[tokio::test]
+async fn sessions_of_clients_gone_before_their_answer_are_counted() {
+    let env = TestEnv::shared("connector-http-limits").await;
+    let mut options = loopback_http_options();
+    options.sessions_per_address = 1;
+    options.max_sessions = 2;
+    let app = durable_mcp::inbound::http::router(
+        connector_for(&env, "none"),
+        &options,
+        options.addr,
+        tokio_util::sync::CancellationToken::new(),
+    );
+    let alice = Some([127, 0, 0, 1]);
+    let opened = initialize_via(&app, alice).await;
+    assert_eq!(opened.status(), 200);
+    let session = opened.headers()["mcp-session-id"].to_str().unwrap();
+    assert_eq!(initialized_via(&app, alice, session).await, 202);
+
+    abandon_initialize(&app, alice).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        initialized_via(&app, alice, session).await,
+        404,
+        "the abandoned session took the address's only place; its idle session went"
+    );
+
+    abandon_initialize(&app, None).await;
+    let refused = initialize_via(&app, None).await;
+    assert_eq!(refused.status(), 503, "two sessions held, the most in all");
+    let body = axum::body::to_bytes(refused.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let message = String::from_utf8_lossy(&body);
+    assert!(
+        message.contains("holds 2 sessions") && message.contains("--max-sessions-per-caller"),
+        "{message}"
+    );
+}

@@ -1,6 +1,7 @@
 //! The connector over Streamable HTTP, mounted in axum.
 //!
-//! One rmcp [`StreamableHttpService`] with a [`LocalSessionManager`] and legacy session mode on
+//! One rmcp [`StreamableHttpService`] with rmcp's `LocalSessionManager` (counted per caller
+//! or address as it makes sessions, [`crate::counted_sessions`]) and legacy session mode on
 //! serves both kinds of MCP clients at one path:
 //!
 //! - older clients (protocol up to 2025-11-25) do the `initialize` handshake and get an
@@ -38,22 +39,21 @@ use std::{
         Arc,
         atomic::{AtomicUsize, Ordering},
     },
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use anyhow::Context as _;
 use axum::response::IntoResponse as _;
 use futures::StreamExt as _;
-use rmcp::transport::streamable_http_server::{
-    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-};
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::{
     as_written_http::{ReplayLimits, Replays as ReplayStore, write_answers_as_written_within},
-    auth::{Authenticator, InUse, SESSION_HEADER, SessionOwners, refuse_or_close},
-    fair::{PeerAddr, address_key},
+    auth::{Authenticator, InUse, SESSION_HEADER, SESSION_IDLE, SessionOwners},
+    counted_sessions::{CountedSessions, SessionTable, open_sessions_as},
+    fair::Share,
     listener::{self, ConnectionLimits, hold_until_body_ends},
     server::{Connector, Typed},
     session_requests::{
@@ -142,6 +142,9 @@ pub struct HttpOptions {
     pub replays: ReplayLimits,
     /// The most requests one MCP session starts per minute; 0 for no such cap (R-CON-38).
     pub requests_per_session_minute: usize,
+    /// Without [`Self::auth`]: the most MCP sessions in all, whatever their address (also
+    /// when a host inserts no peer address); 10,000 by default (R-CON-38).
+    pub max_sessions: usize,
 }
 
 impl HttpOptions {
@@ -156,6 +159,7 @@ impl HttpOptions {
             sessions_per_address: super::auth::MAX_SESSIONS_PER_CALLER,
             replays: ReplayLimits::default(),
             requests_per_session_minute: DEFAULT_REQUESTS_PER_SESSION_MINUTE,
+            max_sessions: super::auth::MAX_SESSIONS,
         }
     }
 }
@@ -268,11 +272,11 @@ fn router_counting(
     mcp_ct: CancellationToken,
     in_flight: Arc<InFlight>,
 ) -> axum::Router {
-    let sessions = Arc::new(LocalSessionManager::default());
-    let by_address = session_owners(options, &sessions);
+    let (table, by_address) = session_owners(options);
+    let sessions = Arc::new(CountedSessions::new(table));
     let config = mcp_config(options, bound, mcp_ct);
     let body_limits = (options.limits.header_read, config.max_request_body_bytes);
-    let service: StreamableHttpService<Typed, LocalSessionManager> =
+    let service: StreamableHttpService<Typed, CountedSessions> =
         StreamableHttpService::new(move || Ok(connector.typed()), sessions, config);
     let mut mcp = within_bounds(service, options, body_limits);
     if let Some(by_address) = by_address {
@@ -321,9 +325,10 @@ fn router_counting(
 /// rmcp's service with what runs between it and the bearer check: answers written as the tool
 /// service gave them, not as rmcp's typed view (R-CON-12); unreadable bodies answered with
 /// JSON-RPC errors, not rmcp's 415 (R-CON-30); a session's requests per minute capped before
-/// rmcp keeps their events (R-CON-38); the body read in time (R-CON-19).
+/// rmcp keeps their events (R-CON-38); the body read in time (R-CON-19); innermost, the
+/// request's share for the session it may open (R-CON-28).
 fn within_bounds(
-    service: StreamableHttpService<Typed, LocalSessionManager>,
+    service: StreamableHttpService<Typed, CountedSessions>,
     options: &HttpOptions,
     (body_time, body_bytes): (Duration, usize),
 ) -> axum::Router {
@@ -331,6 +336,7 @@ fn within_bounds(
     let per_session = Arc::new(RequestsPerSession::new(options.requests_per_session_minute));
     axum::Router::new()
         .fallback_service(service)
+        .layer(axum::middleware::from_fn(open_sessions_as))
         .layer(axum::middleware::from_fn(
             super::unreadable_body::answer_unreadable_bodies,
         ))
@@ -356,34 +362,31 @@ fn within_bounds(
 
 /// Without inbound auth, who opened which MCP session, by address (R-CON-38): rmcp's session
 /// manager holds any number of sessions, so one address opening sessions in a loop filled its
-/// memory. An address holds at most its share (opening one more closes its longest idle, or
-/// is refused), and the table at most [`super::auth::MAX_SESSIONS`] (R-CON-28). Nobody owns a
-/// session without auth (every caller shares one scope), so a session is usable from any
-/// address, as before.
+/// memory. The session manager enters each session it makes under its request's address
+/// ([`CountedSessions`]); an address holds at most its share (opening one more closes its
+/// longest idle, or is refused), and the table at most [`HttpOptions::max_sessions`]
+/// (R-CON-28), also sessions of requests without an address. Nobody owns a session without
+/// auth (every caller shares one scope), so a session is usable from any address, as before.
+/// This layer marks a session busy while a request or stream of it is open.
 struct AddressSessions {
-    owners: Arc<std::sync::Mutex<SessionOwners<IpAddr>>>,
-    manager: Arc<LocalSessionManager>,
+    owners: Arc<std::sync::Mutex<SessionOwners<Option<Share>>>>,
 }
 
 impl AddressSessions {
-    fn new(manager: Arc<LocalSessionManager>, per_address: usize) -> Self {
-        let owners = SessionOwners::default().with_per_caller(per_address);
+    fn new(per_address: usize, max: usize) -> Self {
+        let owners = SessionOwners::new(SESSION_IDLE, max).with_per_caller(per_address);
         Self {
             owners: Arc::new(std::sync::Mutex::new(owners)),
-            manager,
         }
     }
 
-    /// Counts the session a request opens under its address, forgets one it closes.
+    /// Keeps a session busy while a request or stream of it is open; forgets one the request
+    /// closed or the MCP server no longer knows.
     async fn track(
         &self,
         request: axum::extract::Request,
         next: axum::middleware::Next,
     ) -> axum::response::Response {
-        let address = request
-            .extensions()
-            .get::<PeerAddr>()
-            .map(|peer| address_key(peer.0.ip()));
         let session = session_header(request.headers());
         let closing = request.method() == axum::http::Method::DELETE;
         // Busy (never evicted) until the response, a stream too, ends (R-CON-28).
@@ -391,22 +394,10 @@ impl AddressSessions {
             .as_ref()
             .and_then(|id| InUse::begin(&self.owners, id, None));
         let response = next.run(request).await;
-        let mut owners = self.owners.lock().unwrap();
-        match (session, address) {
-            (None, Some(address)) => {
-                if let Some(id) = session_header(response.headers()) {
-                    let opened = owners.open(&id, address, Instant::now());
-                    drop(owners);
-                    let manager = Some(&self.manager);
-                    if let Some(refusal) = refuse_or_close(opened, manager, "this address") {
-                        return refusal;
-                    }
-                }
-            }
-            (Some(id), _) if closing || response.status() == StatusCode::NOT_FOUND => {
-                owners.close(&id);
-            }
-            _ => {}
+        if let Some(id) = session
+            && (closing || response.status() == StatusCode::NOT_FOUND)
+        {
+            self.owners.lock().unwrap().close(&id);
         }
         hold_until_body_ends(response, in_use)
     }
@@ -420,21 +411,16 @@ fn session_header(headers: &axum::http::HeaderMap) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Who tracks the MCP server's `sessions` per caller: the authenticator, whose evicted
-/// sessions close there too (R-CON-28), else a table by address (R-CON-38), returned.
-fn session_owners(
-    options: &HttpOptions,
-    sessions: &Arc<LocalSessionManager>,
-) -> Option<Arc<AddressSessions>> {
+/// Where the MCP server's sessions are counted: the authenticator's table by caller
+/// (R-CON-28), else a table by address (R-CON-38), whose layer is returned too.
+fn session_owners(options: &HttpOptions) -> (Arc<dyn SessionTable>, Option<Arc<AddressSessions>>) {
     match &options.auth {
-        Some(auth) => {
-            auth.close_evicted_sessions_in(sessions.clone());
-            None
+        Some(auth) => (auth.session_table(), None),
+        None => {
+            let by_address =
+                AddressSessions::new(options.sessions_per_address, options.max_sessions);
+            (by_address.owners.clone(), Some(Arc::new(by_address)))
         }
-        None => Some(Arc::new(AddressSessions::new(
-            sessions.clone(),
-            options.sessions_per_address,
-        ))),
     }
 }
 

@@ -19,6 +19,7 @@
 
 pub mod as_written_http;
 pub mod auth;
+pub mod counted_sessions;
 pub mod fair;
 pub mod http;
 pub mod idempotency;

@@ -2,16 +2,13 @@
 //! `WWW-Authenticate` challenges that send clients to the metadata, and the public RFC 9728
 //! metadata document.
 
-use std::{sync::Arc, time::Instant};
+use std::sync::Arc;
 
 use axum::{
     extract::Request,
     http::{HeaderMap, HeaderValue, StatusCode, header},
     middleware::Next,
     response::{IntoResponse, Response},
-};
-use rmcp::transport::streamable_http_server::session::{
-    SessionId, SessionManager, local::LocalSessionManager,
 };
 use serde_json::{Value, json};
 
@@ -20,7 +17,7 @@ use crate::{fair::Counts, listener::ConnectionOwner, task_ref::CallerScope};
 use super::{
     config::AuthConfig,
     keys::KeySource,
-    sessions::{InUse, Opened, SessionOwners},
+    sessions::{InUse, SessionOwners},
     token::{AuthError, GrantedScopes, VerifiedCaller, bearer_token, key_id, verify},
 };
 
@@ -36,9 +33,6 @@ pub struct Authenticator {
     /// the session's streams and requests, so only its owner may use it, whatever other valid
     /// token comes with it.
     sessions: Arc<std::sync::Mutex<SessionOwners>>,
-    /// The MCP server's sessions, so a session evicted from [`Self::sessions`] is closed
-    /// there too (R-CON-28).
-    server_sessions: std::sync::OnceLock<Arc<LocalSessionManager>>,
     /// Connections each caller holds, at most `connections_per_caller` (0: no cap, R-CON-38).
     connections: Arc<Counts<CallerScope>>,
     connections_per_caller: usize,
@@ -59,7 +53,6 @@ impl Authenticator {
             config,
             keys,
             sessions: Default::default(),
-            server_sessions: Default::default(),
             connections: Arc::default(),
             connections_per_caller: DEFAULT_CONNECTIONS_PER_CALLER,
         }
@@ -80,10 +73,10 @@ impl Authenticator {
         self
     }
 
-    /// The session manager of the MCP server this authenticator guards, whose sessions it
-    /// closes when it evicts them. Set once; later calls are ignored.
-    pub fn close_evicted_sessions_in(&self, manager: Arc<LocalSessionManager>) {
-        let _ = self.server_sessions.set(manager);
+    /// The table of who opened which MCP session, which the MCP server's session manager
+    /// fills as it makes sessions and empties as it closes them (R-CON-28).
+    pub(crate) fn session_table(&self) -> Arc<std::sync::Mutex<SessionOwners>> {
+        self.sessions.clone()
     }
 
     pub fn config(&self) -> &AuthConfig {
@@ -231,12 +224,10 @@ pub async fn require_bearer(
     };
     let closing = request.method() == axum::http::Method::DELETE;
     request.headers_mut().remove(header::AUTHORIZATION);
-    request.extensions_mut().insert(caller.clone());
+    request.extensions_mut().insert(caller);
     request.extensions_mut().insert(granted);
     let response = next.run(request).await;
-    if let Some(refusal) = auth.track_session(session.as_deref(), caller, closing, &response) {
-        return refusal;
-    }
+    auth.track_session(session.as_deref(), closing, &response);
     crate::listener::hold_until_body_ends(response, in_use)
 }
 
@@ -295,72 +286,15 @@ impl Authenticator {
         )
     }
 
-    /// Follows the request's session after its `response`: a session the response opened
-    /// belongs to `caller`; one the request closed (`closing`) or that the server no longer
-    /// knows is forgotten. The refusal to answer instead when the new session does not fit
-    /// (R-CON-28).
-    fn track_session(
-        &self,
-        session: Option<&str>,
-        caller: CallerScope,
-        closing: bool,
-        response: &Response,
-    ) -> Option<Response> {
-        let mut sessions = self.sessions.lock().unwrap();
-        match session {
-            // A new session (initialize): it belongs to whoever opened it.
-            None => {
-                let id = header_text(response.headers(), SESSION_HEADER)?;
-                let opened = sessions.open(&id, caller, Instant::now());
-                drop(sessions);
-                let manager = self.server_sessions.get();
-                return refuse_or_close(opened, manager, "this caller");
-            }
-            Some(id) if closing || response.status() == StatusCode::NOT_FOUND => {
-                sessions.close(id);
-            }
-            Some(_) => {}
+    /// Forgets a session the request closed (`closing`) or that the MCP server no longer
+    /// knows. New sessions are entered by the MCP server's session manager as it makes them
+    /// (the HTTP server wraps rmcp's), so a client gone before its answer still counts (R-CON-28).
+    fn track_session(&self, session: Option<&str>, closing: bool, response: &Response) {
+        if let Some(id) = session
+            && (closing || response.status() == StatusCode::NOT_FOUND)
+        {
+            self.sessions.lock().unwrap().close(id);
         }
-        None
-    }
-}
-
-/// Closes the sessions [`SessionOwners::open`] gave up, in the MCP server too (`manager`);
-/// the 503 to answer instead of the new session when it was refused (R-CON-28).
-pub(crate) fn refuse_or_close(
-    opened: Opened,
-    manager: Option<&Arc<LocalSessionManager>>,
-    whose: &str,
-) -> Option<Response> {
-    if let Some(manager) = manager {
-        close_sessions(manager, opened.close);
-    }
-    let refused = opened.refused?;
-    tracing::info!(?refused, "refused a new MCP session");
-    Some(
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            [(header::RETRY_AFTER, "60")],
-            refused.message(whose),
-        )
-            .into_response(),
-    )
-}
-
-/// Closes the `evicted` sessions in the MCP server (R-CON-28, R-CON-38): a caller's longest
-/// idle beyond its share, idle ones, or a new one that was refused.
-pub(crate) fn close_sessions(manager: &Arc<LocalSessionManager>, evicted: Vec<String>) {
-    if !evicted.is_empty() {
-        tracing::info!(
-            sessions = evicted.len(),
-            "closing sessions: a caller's idle beyond its share, idle ones, or a refused new one"
-        );
-    }
-    for id in evicted {
-        let manager = manager.clone();
-        tokio::spawn(async move {
-            let _ = manager.close_session(&SessionId::from(id)).await;
-        });
     }
 }
 

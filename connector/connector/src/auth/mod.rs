@@ -15,8 +15,8 @@ mod token;
 
 pub use config::{AuthConfig, AuthConfigError, DEFAULT_ALGORITHMS, WELL_KNOWN_RESOURCE};
 pub use keys::{KeySource, metadata_urls};
+pub(crate) use layer::SESSION_HEADER;
 pub use layer::{Authenticator, DEFAULT_CONNECTIONS_PER_CALLER, metadata, require_bearer};
-pub(crate) use layer::{SESSION_HEADER, refuse_or_close};
 pub use sessions::{
     InUse, MAX_SESSIONS, MAX_SESSIONS_PER_CALLER, Opened, Refused, SESSION_IDLE, SessionOwners,
 };

@@ -149,6 +149,16 @@ impl<O: PartialEq> SessionOwners<O> {
     /// caller's share evicts its own longest idle; refuses the new one when the caller has no
     /// idle one to give up or the table is full. Answers the ids to close in the MCP server.
     pub fn open(&mut self, id: &str, caller: O, now: Instant) -> Opened {
+        self.open_within(id, caller, now, true)
+    }
+
+    /// Records session `id` under `caller` with no share of its own: only the table's total
+    /// binds (R-CON-38: a library host that inserts no peer address still gets a bounded table).
+    pub fn open_unshared(&mut self, id: &str, caller: O, now: Instant) -> Opened {
+        self.open_within(id, caller, now, false)
+    }
+
+    fn open_within(&mut self, id: &str, caller: O, now: Instant, shared: bool) -> Opened {
         let mut opened = Opened::default();
         let idle = self.idle;
         self.owners.retain(|id, e| {
@@ -158,7 +168,9 @@ impl<O: PartialEq> SessionOwners<O> {
             }
             keep
         });
-        while self.owners.values().filter(|e| e.owner == caller).count() >= self.per_caller {
+        while shared
+            && self.owners.values().filter(|e| e.owner == caller).count() >= self.per_caller
+        {
             match self.longest_idle(&caller) {
                 Some(old) => {
                     self.owners.remove(&old);
