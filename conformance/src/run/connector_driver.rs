@@ -19,6 +19,7 @@ use durable_mcp::{
         task_ref::{CallerScope, SigningKey},
     },
     nexus::OperationClient,
+    temporal::codec::RemoteCodec,
     temporal_tools::{NamespacePolicy, TemporalToolset},
 };
 use rmcp::{
@@ -30,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::as_written_check::RawClient;
 use crate::{
-    fixtures::RawHttpClient,
+    fixtures::{RawHttpClient, codec::CodecServer},
     kit::mcp::{
         client_config, connector_options, loopback_http_options, raw_pipe_client,
         serve_connector_http, serve_in_memory, session_http_client, stateless_http_client,
@@ -88,6 +89,8 @@ pub(crate) struct Replicas {
     /// The signing key of each replica: the shared one, or its own (`own_key`).
     keys: HashMap<String, SigningKey>,
     running: HashMap<String, Replica>,
+    /// The encrypting codec server of the replicas with `codec = true` (R-PAY-6, R-OPS-7).
+    codec: Option<CodecServer>,
 }
 
 /// One running replica: its client, what stops an HTTP server, and how a raw client reaches it.
@@ -114,6 +117,27 @@ impl Replica {
 }
 
 impl Replicas {
+    /// The Temporal operations toolset of replica `def`, limited to the run's namespace
+    /// (R-OPS-2), encoding through the runner's codec server and decoding what it shows when
+    /// `def` says so (R-OPS-7).
+    fn temporal_tools(&self, def: &ConnectorDef) -> anyhow::Result<Arc<dyn LocalTools>> {
+        let namespace = self.client.namespace().to_owned();
+        let codec = match (&self.codec, def.codec) {
+            (Some(server), true) => Some(RemoteCodec::new(&server.url, namespace.clone())?),
+            _ => None,
+        };
+        let mut tools = TemporalToolset::new(
+            self.client.connection().clone(),
+            namespace.clone(),
+            NamespacePolicy::default_only(&namespace),
+            codec,
+        );
+        if def.temporal_tools_decode {
+            tools = tools.with_decoding();
+        }
+        Ok(Arc::new(tools))
+    }
+
     /// Starts every replica in `defs`.
     pub async fn start(
         defs: &[ConnectorDef],
@@ -131,7 +155,12 @@ impl Replicas {
             };
             keys.insert(def.name.clone(), key);
         }
+        let codec = match defs.iter().any(|d| d.codec) {
+            true => Some(CodecServer::start(([127, 0, 0, 1], 0).into(), None, None).await?),
+            false => None,
+        };
         let mut replicas = Self {
+            codec,
             defs: defs.to_vec(),
             client,
             endpoint: endpoint.to_owned(),
@@ -160,15 +189,10 @@ impl Replicas {
             options.max_in_flight_per_caller = cap;
         }
         // The Temporal operations toolset, limited to the run's namespace (R-OPS-2).
-        let local = def.temporal_tools.then(|| {
-            let namespace = self.client.namespace().to_owned();
-            std::sync::Arc::new(TemporalToolset::new(
-                self.client.connection().clone(),
-                namespace.clone(),
-                NamespacePolicy::default_only(&namespace),
-                None,
-            )) as std::sync::Arc<dyn LocalTools>
-        });
+        let local = match def.temporal_tools {
+            true => Some(self.temporal_tools(def)?),
+            false => None,
+        };
         let connector = Connector::with_local_tools(self.client.clone(), options, local);
         let info = ScenarioClient {
             info: client_config(def.tasks),

@@ -1,5 +1,6 @@
 //! The hostile callers' steps of the `security` scenarios: a listing loop, connections from one
-//! address past its cap, and the proxy's peak memory after a hostile upstream had its go.
+//! address past its cap, the proxy's peak memory after a hostile upstream had its go, and a
+//! Temporal principal planting another Workflow's ciphertext in one of its own.
 
 use std::{net::SocketAddr, time::Duration};
 
@@ -7,7 +8,7 @@ use rmcp::model::{ClientRequest, ListToolsRequest, ServerResult};
 use tokio::{io::AsyncReadExt as _, net::TcpStream};
 
 use super::{Failure, StepEnv, proxy_process::Proxy, setup};
-use crate::scenario::{Connections, ListTools, ProxyMemory};
+use crate::scenario::{Connections, ListTools, PlantCiphertext, ProxyMemory};
 
 /// How long a connection over a cap has to be told so (the connector answers at accept).
 const REFUSAL_WAIT: Duration = Duration::from_millis(500);
@@ -145,4 +146,52 @@ pub(crate) fn run_proxy_memory(env: &StepEnv<'_>, step: &ProxyMemory) -> Result<
         )));
     }
     Ok(format!("the proxy's peak resident memory is {mib} MiB"))
+}
+
+/// `plant_ciphertext`: a Temporal principal without codec access (the runner's own Temporal
+/// connection) reads the input Workflow `from` was started with, as stored, and starts
+/// Workflow `into` (same type and task queue) with it (R-OPS-7).
+pub(crate) async fn run_plant_ciphertext(
+    env: &StepEnv<'_>,
+    step: &PlantCiphertext,
+) -> Result<String, Failure> {
+    use temporalio_protos::temporal::api::{
+        common::v1::WorkflowExecution,
+        history::v1::history_event::Attributes,
+        workflowservice::v1::{GetWorkflowExecutionHistoryRequest, StartWorkflowExecutionRequest},
+    };
+    let [from, into] = [&step.from, &step.into].map(|s| env.fill(s));
+    let namespace = env.client.namespace().to_owned();
+    let mut service = env.client.connection().workflow_service();
+    let history = service
+        .get_workflow_execution_history(tonic::Request::new(GetWorkflowExecutionHistoryRequest {
+            namespace: namespace.clone(),
+            execution: Some(WorkflowExecution {
+                workflow_id: from.clone(),
+                run_id: String::new(),
+            }),
+            ..Default::default()
+        }))
+        .await
+        .map_err(|e| Failure::Setup(format!("reading {from}'s history: {e}")))?
+        .into_inner();
+    let first = history.history.and_then(|h| h.events.into_iter().next());
+    let Some(Attributes::WorkflowExecutionStartedEventAttributes(started)) =
+        first.and_then(|e| e.attributes)
+    else {
+        return Err(Failure::Setup(format!("{from} has no start event")));
+    };
+    service
+        .start_workflow_execution(tonic::Request::new(StartWorkflowExecutionRequest {
+            namespace,
+            workflow_id: into.clone(),
+            workflow_type: started.workflow_type,
+            task_queue: started.task_queue,
+            input: started.input,
+            request_id: uuid::Uuid::new_v4().to_string(),
+            ..Default::default()
+        }))
+        .await
+        .map_err(|e| Failure::Setup(format!("starting {into}: {e}")))?;
+    Ok(format!("{from}'s stored input planted into {into}"))
 }

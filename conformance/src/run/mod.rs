@@ -258,6 +258,15 @@ pub(crate) struct StepEnv<'a> {
 }
 
 impl StepEnv<'_> {
+    /// `text` with `{run}` and `{task_queue}` filled in.
+    fn fill(&self, text: &str) -> String {
+        self.placeholders
+            .iter()
+            .fold(text.to_owned(), |text, (name, with)| {
+                text.replace(name, with)
+            })
+    }
+
     fn replicas(&self) -> Result<&Replicas, Failure> {
         self.replicas
             .as_ref()
@@ -486,6 +495,7 @@ async fn run_step(env: &mut StepEnv<'_>, step: &crate::scenario::Step) -> Result
         Action::ListTools(list) => hostile_steps::run_list_tools(env, list).await,
         Action::Connections(c) => hostile_steps::run_connections(env, c).await,
         Action::ProxyMemory(m) => hostile_steps::run_proxy_memory(env, m),
+        Action::PlantCiphertext(p) => hostile_steps::run_plant_ciphertext(env, p).await,
         Action::WaitFor(w) => {
             let seen = wait_count(
                 env.ledger,

@@ -44,6 +44,10 @@
 //! own_key = false              # true: sign task IDs with a key of its own (another deployment)
 //! temporal_tools = false       # true: also serve the Temporal operations tools (R-OPS), run's namespace only
 //! companion_tools = false      # true: also serve task_status, task_result and task_cancel (R-CON-11)
+//! codec = false                # true: the Temporal tools encode through the runner's encrypting
+//!                              # codec server (--codec-endpoint, R-PAY-6); needs temporal_tools
+//! temporal_tools_decode = false  # true: they also decode what they show (--temporal-tools-decode,
+//!                              # R-OPS-7); needs codec
 //! limits = { max_in_flight_per_caller = 1, http_max_connections_per_address = 3 }  # optional: flags
 //!
 //! # Each step has exactly one action and, for calls and task methods, an `[steps.expect]`.
@@ -83,6 +87,10 @@
 //!                              # raw TCP to an http connector, held open; optional refusal_contains = "--http-..."
 //! [[steps]]
 //! proxy_memory = { peak_below_mib = 96 }   # the proxy's VmHWM (proxy mode = "process")
+//! [[steps]]
+//! plant_ciphertext = { from = "victim-{run}", into = "planted-{run}" }  # a Temporal principal without
+//!                              # codec access starts `into` (same type and task queue) with the input
+//!                              # `from` was started with, as stored; needs a connector with codec = true
 //!
 //! [steps.expect]
 //! outcome = "result"           # call: result | failed | canceled | timed_out | terminated
@@ -128,7 +136,8 @@ mod step;
 pub(crate) use step::task_placeholders;
 pub use step::{
     Action, CallStep, Connections, Expect, ExpectedOutcome, Invocations, KillProxy, ListTools,
-    McpCallStep, ProxyMemory, SetAnnotations, Step, TaskStep, WaitFor, WorkflowsExpect,
+    McpCallStep, PlantCiphertext, ProxyMemory, SetAnnotations, Step, TaskStep, WaitFor,
+    WorkflowsExpect,
 };
 
 /// A check family.
@@ -309,6 +318,14 @@ pub struct ConnectorDef {
     /// The connector's limits, as its flags set them; unset ones keep their defaults.
     #[serde(default)]
     pub limits: ConnectorLimits,
+    /// The Temporal tools encode through the runner's encrypting codec server
+    /// (`--codec-endpoint`, R-PAY-6); needs `temporal_tools`.
+    #[serde(default)]
+    pub codec: bool,
+    /// The Temporal tools also decode what they show (`--temporal-tools-decode`, R-OPS-7);
+    /// needs `codec`.
+    #[serde(default)]
+    pub temporal_tools_decode: bool,
 }
 
 /// A connector replica's limits (R-CON-17, R-CON-19, R-CON-38), named after their flags.
@@ -470,6 +487,14 @@ impl Scenario {
                 bail!("connectors[{i}].name: {:?} is empty or used twice", c.name);
             }
             names.push(c.name.clone());
+            if c.codec && !c.temporal_tools {
+                bail!(
+                    "connectors[{i}].codec: needs temporal_tools = true (only the Temporal tools use a codec)"
+                );
+            }
+            if c.temporal_tools_decode && !c.codec {
+                bail!("connectors[{i}].temporal_tools_decode: needs codec = true");
+            }
         }
         let temporal_tools = self
             .connectors
@@ -516,6 +541,11 @@ impl Scenario {
                 }
                 Action::ProxyMemory(_) if self.proxy.mode != ProxyMode::Process => {
                     bail!("{field}: proxy_memory needs [proxy] mode = \"process\"")
+                }
+                Action::PlantCiphertext(_) if !self.connectors.iter().any(|c| c.codec) => {
+                    bail!(
+                        "{field}.plant_ciphertext: needs a connector with codec = true (what it plants is the codec's ciphertext)"
+                    )
                 }
                 _ => {}
             }
@@ -897,6 +927,21 @@ mod tests {
                 "list_tools = { times = 10 }",
                 "proxy_memory = { peak_below_mib = 9 }",
                 "mode = \"process\"",
+            ),
+            (
+                "list_tools = { times = 10 }",
+                "plant_ciphertext = { from = \"a\", into = \"b\" }",
+                "codec = true",
+            ),
+            (
+                "transport = \"http\"",
+                "transport = \"http\"\ncodec = true",
+                "temporal_tools",
+            ),
+            (
+                "transport = \"http\"",
+                "transport = \"http\"\ntemporal_tools = true\ntemporal_tools_decode = true",
+                "needs codec",
             ),
         ];
         for (from, to, named) in cases {

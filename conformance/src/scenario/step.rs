@@ -11,7 +11,8 @@ use crate::fixtures::LedgerEvent;
 
 /// One step. Exactly one action key is set: `call`, `mcp`, `tasks_get`, `tasks_cancel`,
 /// `restart_connector`, `set_annotations`, `wait_for`, `pause_ms`, `kill_proxy`,
-/// `restart_proxy`, `restart_server`, `list_tools`, `connections` or `proxy_memory`.
+/// `restart_proxy`, `restart_server`, `list_tools`, `connections`, `proxy_memory` or
+/// `plant_ciphertext`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
@@ -63,8 +64,21 @@ pub struct Step {
     /// The proxy process's peak resident memory (`VmHWM`) so far is below a bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy_memory: Option<ProxyMemory>,
+    /// A Temporal principal without codec access copies a Workflow's stored input into a
+    /// Workflow of its own, with the runner's own Temporal connection (R-OPS-7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plant_ciphertext: Option<PlantCiphertext>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<Expect>,
+}
+
+/// `plant_ciphertext`: starts Workflow `into` (same type and task queue) with the input Workflow
+/// `from` was started with, as stored (`{run}` and `{task_queue}` filled in).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlantCiphertext {
+    pub from: String,
+    pub into: String,
 }
 
 /// `list_tools`: `times` listings through a replica; with `refused_after`, the listings past
@@ -124,6 +138,7 @@ pub enum Action<'a> {
     ListTools(&'a ListTools),
     Connections(&'a Connections),
     ProxyMemory(&'a ProxyMemory),
+    PlantCiphertext(&'a PlantCiphertext),
 }
 
 impl Step {
@@ -172,12 +187,15 @@ impl Step {
         if let Some(m) = &self.proxy_memory {
             found.push(("proxy_memory", Action::ProxyMemory(m)));
         }
+        if let Some(p) = &self.plant_ciphertext {
+            found.push(("plant_ciphertext", Action::PlantCiphertext(p)));
+        }
         match found.len() {
             1 => Ok(found.remove(0).1),
             0 => bail!(
                 "needs one action: call, mcp, tasks_get, tasks_cancel, restart_connector, \
                  set_annotations, wait_for, pause_ms, kill_proxy, restart_proxy, \
-                 restart_server, list_tools, connections or proxy_memory"
+                 restart_server, list_tools, connections, proxy_memory or plant_ciphertext"
             ),
             _ => {
                 let names: Vec<_> = found.iter().map(|(n, _)| *n).collect();
@@ -208,6 +226,7 @@ impl Action<'_> {
             Action::ListTools(l) => format!("list_tools x{}", l.times),
             Action::Connections(c) => format!("connections x{} from {}", c.count, c.from),
             Action::ProxyMemory(m) => format!("proxy_memory < {} MiB", m.peak_below_mib),
+            Action::PlantCiphertext(p) => format!("plant_ciphertext {} -> {}", p.from, p.into),
         }
     }
 
