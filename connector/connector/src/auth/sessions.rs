@@ -6,13 +6,16 @@
 //! is idle when no request or stream of it is open ([`SessionOwners::begin`] to
 //! [`SessionOwners::end`]), for as long as since the last one ended. Opening one more than a
 //! caller's share evicts that caller's own longest idle session, never a busy one; when the
-//! caller has none idle, or the whole table is full, the new session is refused instead:
-//! another caller's session is never closed for it (closing one cancels its running calls).
+//! caller has none idle, the new session is refused instead. When the whole table is full, the
+//! longest idle session of the caller holding the most goes, if that caller holds more than the
+//! newcomer would; otherwise the new session is refused. A busy session is never closed for a
+//! new one (closing one cancels its running calls), nor one of a caller holding no more.
 //! [`SessionOwners::open`] answers the ids to close in the MCP server too (their memory goes
 //! with them).
 
 use std::{
     collections::HashMap,
+    hash::Hash,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -59,9 +62,9 @@ impl Refused {
                  --max-sessions-per-caller\n"
             ),
             Refused::TableFull(n) => format!(
-                "no MCP session was opened: this connector holds {n} sessions, its most, and \
-                 closes no other caller's for a new one; try again later (sessions unused for \
-                 an hour are forgotten), or ask the operator to lower \
+                "no MCP session was opened: this connector holds {n} sessions, its most, each \
+                 busy or of a caller holding no more than this one; try again later (idle \
+                 sessions end after 5 minutes), or ask the operator to lower \
                  --max-sessions-per-caller so more callers fit\n"
             ),
         }
@@ -87,13 +90,13 @@ pub struct SessionOwners<O = CallerScope> {
     per_caller: usize,
 }
 
-impl<O: PartialEq> Default for SessionOwners<O> {
+impl<O: Eq + Hash> Default for SessionOwners<O> {
     fn default() -> Self {
         Self::new(SESSION_IDLE, MAX_SESSIONS)
     }
 }
 
-impl<O: PartialEq> SessionOwners<O> {
+impl<O: Eq + Hash> SessionOwners<O> {
     pub fn new(idle: Duration, max: usize) -> Self {
         Self {
             owners: HashMap::new(),
@@ -115,6 +118,24 @@ impl<O: PartialEq> SessionOwners<O> {
             .iter()
             .filter(|(_, e)| e.owner == *caller && e.open == 0)
             .min_by_key(|(_, e)| e.used)
+            .map(|(id, _)| id.clone())
+    }
+
+    /// When the table is full: the longest idle session of the caller holding the most, if that
+    /// caller holds more than `newcomer` will with its new one (R-CON-28). A full table is then
+    /// one the largest holders pay for, not a refusal for everyone: callers holding many idle
+    /// sessions from many addresses cannot lock others out, and nobody loses a busy session or
+    /// one of a share no larger than the newcomer's.
+    fn fair_victim(&self, newcomer: &O) -> Option<String> {
+        let mut held: HashMap<&O, usize> = HashMap::new();
+        for e in self.owners.values() {
+            *held.entry(&e.owner).or_default() += 1;
+        }
+        let floor = held.get(newcomer).copied().unwrap_or(0) + 1;
+        self.owners
+            .iter()
+            .filter(|(_, e)| e.open == 0 && held[&e.owner] > floor)
+            .max_by_key(|(_, e)| (held[&e.owner], std::cmp::Reverse(e.used)))
             .map(|(id, _)| id.clone())
     }
 
@@ -183,7 +204,13 @@ impl<O: PartialEq> SessionOwners<O> {
             }
         }
         if opened.refused.is_none() && self.owners.len() >= self.max {
-            opened.refused = Some(Refused::TableFull(self.max));
+            match self.fair_victim(&caller) {
+                Some(old) => {
+                    self.owners.remove(&old);
+                    opened.close.push(old);
+                }
+                None => opened.refused = Some(Refused::TableFull(self.max)),
+            }
         }
         match opened.refused {
             Some(_) => opened.close.push(id.to_owned()),
@@ -216,12 +243,12 @@ impl<O: PartialEq> SessionOwners<O> {
 /// A request or stream open on a session of a shared table: the session is busy until this
 /// drops (with the response body, so a stream counts as long as it is open).
 #[derive(Debug)]
-pub struct InUse<O: PartialEq> {
+pub struct InUse<O: Eq + Hash> {
     owners: Arc<Mutex<SessionOwners<O>>>,
     id: String,
 }
 
-impl<O: PartialEq> InUse<O> {
+impl<O: Eq + Hash> InUse<O> {
     /// Begins a use of session `id` by `caller` (see [`SessionOwners::begin`]); `None` when
     /// the table refuses it.
     pub fn begin(
@@ -237,7 +264,7 @@ impl<O: PartialEq> InUse<O> {
     }
 }
 
-impl<O: PartialEq> Drop for InUse<O> {
+impl<O: Eq + Hash> Drop for InUse<O> {
     fn drop(&mut self) {
         self.owners.lock().unwrap().end(&self.id, Instant::now());
     }
@@ -337,6 +364,33 @@ mod tests {
             "{opened:?}"
         );
         assert_eq!(owners.len(), 1);
+    }
+
+    #[test]
+    fn a_full_table_takes_the_largest_holders_longest_idle_session() {
+        let mut owners = SessionOwners::new(Duration::from_secs(3600), 5);
+        let t = Instant::now();
+        let at = |s: u64| t + Duration::from_secs(s);
+        for i in 0..4u64 {
+            owners.open(&format!("m-{i}"), who("mallory"), at(i));
+        }
+        owners.open("bob-1", who("bob"), at(4));
+        // mallory's oldest is busy: her longest idle one goes for carol's first session.
+        assert!(owners.begin("m-0", Some(&who("mallory")), at(5)));
+        let opened = owners.open("carol-1", who("carol"), at(6));
+        assert_eq!((opened.close, opened.refused), (vec!["m-1".into()], None));
+        // mallory still holds 3: more than carol with a second (2), so she pays again.
+        let opened = owners.open("carol-2", who("carol"), at(7));
+        assert_eq!((opened.close, opened.refused), (vec!["m-2".into()], None));
+        // Now mallory 2, carol 2, bob 1: nobody holds more than carol would with a third.
+        let refused = owners.open("carol-3", who("carol"), at(8));
+        assert_eq!(refused.refused, Some(Refused::TableFull(5)));
+        assert_eq!(refused.close, ["carol-3"]);
+        // dave holds none: mallory's last idle one goes (her busy m-0 stays).
+        let opened = owners.open("dave-1", who("dave"), at(9));
+        assert_eq!(opened.close, ["m-3"]);
+        assert!(used(&mut owners, "bob-1", "bob", at(10)), "bob keeps his");
+        assert_eq!(owners.len(), 5);
     }
 
     #[test]
