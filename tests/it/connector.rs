@@ -895,6 +895,52 @@ async fn a_failing_route_and_a_routed_companion_name_leave_the_other_tools_serve
     client.cancel().await.unwrap();
 }
 
+/// R-CON-2, R-CON-17: concurrent listings while a route times out share that route's one
+/// listing and its failure: all answer within about one list timeout (not one timeout each, in
+/// turn) with the other route's tools, and a listing during the failure's back-off does not wait.
+#[tokio::test]
+async fn concurrent_listings_share_a_timing_out_routes_one_wait() {
+    let env = TestEnv::shared("connector-shared-failure").await;
+    // No worker polls this env's task queue: its route's listing times out.
+    let silent = TestEnv::shared("connector-shared-failure-silent").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
+    // The proxy serves the mock once it lists through a connector of its own.
+    let warm = client_for(connector_for(&env, "mock")).await.unwrap();
+    warm.peer().list_all_tools().await.unwrap();
+    warm.cancel().await.unwrap();
+    let mut options = ConnectorOptions::new(vec![
+        route("nowhere", &silent.endpoint),
+        route("mock", &env.endpoint),
+    ]);
+    // Long enough for the mock's listing on a busy machine, short enough for the test.
+    let timeout = Duration::from_secs(5);
+    options.list_timeout = timeout;
+    let client = client_for(Connector::new(env.client.clone(), options))
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let listings = futures::future::join_all((0..6).map(|_| client.peer().list_all_tools())).await;
+    let took = started.elapsed();
+    for listed in listings {
+        let tools = listed.unwrap();
+        assert!(tools.iter().any(|t| t.name == "echo"), "{tools:?}");
+    }
+    assert!(
+        took < timeout * 2 + Duration::from_secs(1),
+        "6 concurrent listings took {took:?}: they waited for the failing route in turn"
+    );
+    let again = std::time::Instant::now();
+    let tools = client.peer().list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "echo"), "{tools:?}");
+    assert!(
+        again.elapsed() < timeout,
+        "a listing within the failure's back-off waited {:?}",
+        again.elapsed()
+    );
+    client.cancel().await.unwrap();
+}
+
 /// R-CON-2: a route whose listing fails keeps its last good listing's names reserved. A name it
 /// shares with another route stays ambiguous while it fails, so a call of that name is refused
 /// naming both, never handed to the other route alone (which could be hostile).

@@ -66,8 +66,12 @@ impl Connector {
         arguments: serde_json::Map<String, Value>,
         share: Option<&Share>,
     ) -> Result<PreparedCall<'t>, McpError> {
-        let (route, definition) = self.lookup(tool).await?;
         let what = format!("calling tool {tool:?}");
+        let (route, definition) = {
+            // A name the catalog lacks waits for a listing: in the caller's share (R-CON-38).
+            let _waiting = self.inner.in_flight.try_share(&what, share)?;
+            self.lookup(tool).await?
+        };
         let slot = self.inner.in_flight.try_start(&what, share)?;
         // A call that becomes a task gives its place back: starts are capped too (R-CON-38).
         self.inner.call_starts.try_start(&what, share)?;

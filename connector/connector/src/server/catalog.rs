@@ -2,12 +2,19 @@
 
 use std::time::{Duration, Instant};
 
-use futures::future::join_all;
+use futures::{
+    FutureExt,
+    future::{BoxFuture, Shared, join_all},
+};
 use rmcp::ErrorData as McpError;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{Connector, internal::internal};
+use super::{
+    Connector,
+    internal::internal,
+    limits::{self, Listing},
+};
 use crate::route::{Merged, Route, merge_tool_lists};
 use durable_mcp_contract::{listing::LIST_TOOLS, payload};
 use durable_mcp_runtime::nexus::{OperationOutcome, StartOperation};
@@ -50,34 +57,83 @@ impl Connector {
     }
 
     /// One route's tools: its listing from the last [`ConnectorOptions::list_cache`] when
-    /// there is one (R-CON-17), else a new `list_tools` operation. Concurrent askers of one
-    /// route share one operation.
+    /// there is one (R-CON-17), else the route's running listing or a new one. Concurrent
+    /// askers of one route share one operation and its outcome, success or failure, and a
+    /// failure is answered again for [`limits::failure_backoff`] without asking the route: a
+    /// route that times out costs each asker one list timeout at most, never one per asker
+    /// ahead of it.
     ///
     /// [`ConnectorOptions::list_cache`]: super::ConnectorOptions::list_cache
     async fn cached_route(&self, index: usize) -> Result<Vec<Value>, RouteError> {
         let ttl = self.inner.options.list_cache;
-        let mut listing = self.inner.listings[index].lock().await;
-        if let Some(tools) = listing.fresh(ttl, Instant::now()) {
-            return Ok(tools.clone());
-        }
-        let _slot = self
-            .inner
-            .in_flight
-            .try_start("listing the tools", None)
-            .map_err(RouteError::OverCap)?;
-        let tools = self
-            .list_route(&self.inner.options.routes[index])
-            .await
-            .map_err(|why| RouteError::Failed {
+        let flight = {
+            let mut state = self.route_state(index);
+            let now = Instant::now();
+            if let Some(tools) = state.listing.fresh(ttl, now) {
+                return Ok(tools.clone());
+            }
+            if let Some(why) = state
+                .listing
+                .recent_failure(limits::failure_backoff(ttl), now)
+            {
+                return Err(RouteError::Failed {
+                    why: why.to_owned(),
+                    last_good: state.listing.last_good().cloned(),
+                });
+            }
+            state
+                .running
+                .get_or_insert_with(|| self.start_listing(index))
+                .clone()
+        };
+        match flight.await {
+            Ok(tools) => Ok(tools),
+            Err(Flop::OverCap(e)) => Err(RouteError::OverCap(e)),
+            Err(Flop::Failed(why)) => Err(RouteError::Failed {
                 why,
-                last_good: listing.last_good().cloned(),
-            })?;
-        listing.store(tools.clone(), Instant::now());
-        Ok(tools)
+                last_good: self.route_state(index).listing.last_good().cloned(),
+            }),
+        }
+    }
+
+    fn route_state(&self, index: usize) -> std::sync::MutexGuard<'_, RouteListing> {
+        self.inner.listings[index]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Starts one listing of the route as its own task, which records its outcome, so it ends
+    /// (within the list timeout) and is recorded even when every asker went away. The caller
+    /// holds the route's state, so the task's record comes after the caller's `running`.
+    fn start_listing(&self, index: usize) -> Flight {
+        let this = self.clone();
+        let task = tokio::spawn(async move {
+            let outcome = match this.inner.in_flight.try_start("listing the tools", None) {
+                Ok(_slot) => this
+                    .list_route(&this.inner.options.routes[index])
+                    .await
+                    .map_err(Flop::Failed),
+                Err(e) => Err(Flop::OverCap(e)),
+            };
+            let mut state = this.route_state(index);
+            state.running = None;
+            match &outcome {
+                Ok(tools) => state.listing.store(tools.clone(), Instant::now()),
+                Err(Flop::Failed(why)) => state.listing.fail(why.clone(), Instant::now()),
+                Err(Flop::OverCap(_)) => {}
+            }
+            outcome
+        });
+        async move {
+            task.await
+                .unwrap_or_else(|e| Err(Flop::Failed(format!("the listing task ended: {e}"))))
+        }
+        .boxed()
+        .shared()
     }
 
     /// Every route's tools, merged (R-CON-2). A route whose listing fails is left out (logged,
-    /// and asked again at the next listing: failures are not cached), so one upstream cannot
+    /// and asked again once its failure's back-off passed, R-CON-17), so one upstream cannot
     /// stop the listing of the others; its failure is answered beside the merge. Its last good
     /// listing still takes part in the merge, so a failure frees none of its names: a name it
     /// shares with another route stays ambiguous, never handed to the other route alone.
@@ -203,6 +259,24 @@ impl Connector {
 /// and `name` is one of theirs (R-CON-11). The routed tool is left out, as for a local tool.
 fn companion_origin(companions: bool, name: &str) -> Option<&'static str> {
     (companions && super::companion::is_companion(name)).then_some("--companion-tools")
+}
+
+/// One route's listing state (R-CON-17): its last listing and failure, and the listing running
+/// now, which every concurrent asker awaits.
+#[derive(Default)]
+pub(super) struct RouteListing {
+    listing: Listing,
+    running: Option<Flight>,
+}
+
+/// A running listing, shared by its askers.
+type Flight = Shared<BoxFuture<'static, Result<Vec<Value>, Flop>>>;
+
+/// Why a running listing had no tools for its askers.
+#[derive(Clone)]
+enum Flop {
+    OverCap(McpError),
+    Failed(String),
 }
 
 /// Why a route's tools could not be had.

@@ -20,10 +20,20 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::fair::{Counts, Share, Slot};
 
-/// One route's last listing and when it was fetched.
+/// One route's last listing and when it was fetched, and its last failure since (R-CON-17).
 #[derive(Debug, Clone, Default)]
 pub struct Listing {
     fetched: Option<(Instant, Vec<Value>)>,
+    failed: Option<(Instant, String)>,
+}
+
+/// The longest a failed listing is answered again without asking the route (R-CON-17).
+pub const MAX_FAILURE_BACKOFF: Duration = Duration::from_secs(5);
+
+/// How long a route's failed listing is answered again without asking it: `--list-cache`, at
+/// most [`MAX_FAILURE_BACKOFF`] (a `0s` cache asks every time, failed or not).
+pub fn failure_backoff(list_cache: Duration) -> Duration {
+    list_cache.min(MAX_FAILURE_BACKOFF)
 }
 
 impl Listing {
@@ -42,6 +52,21 @@ impl Listing {
 
     pub fn store(&mut self, tools: Vec<Value>, now: Instant) {
         self.fetched = Some((now, tools));
+        self.failed = None;
+    }
+
+    /// Why the last listing failed, when it failed less than `backoff` before `now` and none
+    /// succeeded since.
+    pub fn recent_failure(&self, backoff: Duration, now: Instant) -> Option<&str> {
+        match &self.failed {
+            Some((at, why)) if now.saturating_duration_since(*at) < backoff => Some(why),
+            _ => None,
+        }
+    }
+
+    /// Remembers that a listing failed at `now` (its last good listing stays).
+    pub fn fail(&mut self, why: String, now: Instant) {
+        self.failed = Some((now, why));
     }
 }
 
@@ -77,14 +102,7 @@ impl InFlight {
     /// until the returned slot drops; when the caller's or everyone's are taken, an error that
     /// names the cap and says what to do.
     pub fn try_start(&self, what: &str, share: Option<&Share>) -> Result<InFlightSlot, McpError> {
-        let share = match share {
-            Some(share) => Some(
-                self.per_share
-                    .admit(share, self.per_caller)
-                    .ok_or_else(|| over_caller_cap(what, self.per_caller))?,
-            ),
-            None => None,
-        };
+        let share = self.try_share(what, share)?;
         let permit = self
             .permits
             .clone()
@@ -94,6 +112,24 @@ impl InFlight {
             _permit: permit,
             _share: share,
         })
+    }
+}
+
+impl InFlight {
+    /// A place in `share`'s part only (none without a share), for waiting on work that holds
+    /// its own global place, such as a route's listing that many askers share (R-CON-38).
+    pub fn try_share(
+        &self,
+        what: &str,
+        share: Option<&Share>,
+    ) -> Result<Option<Slot<Share>>, McpError> {
+        share
+            .map(|share| {
+                self.per_share
+                    .admit(share, self.per_caller)
+                    .ok_or_else(|| over_caller_cap(what, self.per_caller))
+            })
+            .transpose()
     }
 }
 
@@ -220,6 +256,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_failure_is_answered_for_its_backoff_and_a_success_clears_it() {
+        let t0 = Instant::now();
+        let backoff = failure_backoff(Duration::from_secs(60));
+        assert_eq!(
+            backoff, MAX_FAILURE_BACKOFF,
+            "a long cache backs off a few seconds"
+        );
+        assert_eq!(failure_backoff(Duration::ZERO), Duration::ZERO);
+        let mut listing = Listing::default();
+        listing.store(vec![json!({"name": "a"})], t0);
+        listing.fail("down".into(), t0 + Duration::from_secs(1));
+        let at = |secs| t0 + Duration::from_secs(secs);
+        assert_eq!(listing.recent_failure(backoff, at(5)), Some("down"));
+        assert_eq!(listing.recent_failure(backoff, at(6)), None, "asked again");
+        assert_eq!(
+            listing.last_good().unwrap().len(),
+            1,
+            "the last good one stays"
+        );
+        assert_eq!(listing.recent_failure(Duration::ZERO, at(1)), None);
+        listing.store(vec![], at(2));
+        assert_eq!(listing.recent_failure(backoff, at(2)), None);
+    }
+
+    #[test]
     fn a_listing_is_fresh_for_its_ttl_only() {
         let t0 = Instant::now();
         let mut listing = Listing::default();
@@ -336,5 +397,27 @@ mod tests {
         let _only = full.try_start("calling x", Some(&bob)).unwrap();
         assert!(full.try_start("calling x", Some(&alice)).is_err());
         assert_eq!(full.per_share.held(&alice), 0);
+    }
+
+    #[test]
+    fn waiting_for_a_shared_listing_counts_in_the_callers_share_only() {
+        let cap = InFlight::new(1, 2);
+        let alice = Share::Address("10.0.0.1".parse().unwrap());
+        let _a = cap.try_share("listing the tools", Some(&alice)).unwrap();
+        let _b = cap.try_share("listing the tools", Some(&alice)).unwrap();
+        let refused = cap
+            .try_share("listing the tools", Some(&alice))
+            .unwrap_err();
+        assert!(
+            refused.message.starts_with("listing the tools refused")
+                && refused.message.contains("--max-in-flight-per-caller 2"),
+            "{}",
+            refused.message
+        );
+        assert!(cap.try_share("listing the tools", None).unwrap().is_none());
+        assert!(
+            cap.try_start("listing the tools", None).is_ok(),
+            "the global place stays for the listing itself"
+        );
     }
 }

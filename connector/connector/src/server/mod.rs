@@ -153,9 +153,9 @@ struct Inner {
     tools: RwLock<HashMap<String, (Route, Value)>>,
     /// Tool name -> why it is left out (exposed twice, R-CON-2), from the last `tools/list`.
     ambiguous: RwLock<HashMap<String, String>>,
-    /// Per route (same order as the options' routes): its last listing (R-CON-17). The lock
-    /// makes concurrent askers share one `list_tools` operation.
-    listings: Vec<tokio::sync::Mutex<limits::Listing>>,
+    /// Per route (same order as the options' routes): its last listing and the one running,
+    /// which concurrent askers share (R-CON-17).
+    listings: Vec<std::sync::Mutex<catalog::RouteListing>>,
     /// The cap on operations in flight (R-CON-17).
     in_flight: limits::InFlight,
     call_starts: limits::CallStarts,
@@ -287,6 +287,12 @@ impl ServerHandler for Typed {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        // Waiting for the routes' listings holds a place in the caller's share (R-CON-38); the
+        // listings, which every asker shares, hold the global places (R-CON-17).
+        let _waiting = self
+            .inner
+            .in_flight
+            .try_share("listing the tools", request_share(&context).as_ref())?;
         // A routed tool named like a companion tool is left out of the routed list, and so are
         // the tools of a route that could not be listed (R-CON-2).
         let (routed, failed) = self.refresh_tools().await?;
