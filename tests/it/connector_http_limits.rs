@@ -82,8 +82,9 @@ async fn slow_headers_and_idle_connections_are_closed_and_connections_are_capped
     shutdown.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
 
-    // A server whose timeout outlasts the test: two open connections hold both slots, and a
-    // third waits until one closes.
+    // A server whose timeout outlasts the test: two served connections hold both slots, and a
+    // third waits until one closes. (A silent one would be closed for it: connections that
+    // carried no request hold at most half the places, R-CON-19.)
     let mut options = loopback_http_options();
     options.limits = ConnectionLimits {
         header_read: Duration::from_secs(600),
@@ -94,7 +95,8 @@ async fn slow_headers_and_idle_connections_are_closed_and_connections_are_capped
         .await
         .unwrap();
     let addr = server.local_addr;
-    let first = TcpStream::connect(addr).await.unwrap();
+    let mut first = TcpStream::connect(addr).await.unwrap();
+    assert!(health(&mut first).await.contains("200"));
     let mut second = TcpStream::connect(addr).await.unwrap();
     assert!(health(&mut second).await.contains("200"));
     let mut third = TcpStream::connect(addr).await.unwrap();
@@ -215,6 +217,7 @@ async fn one_address_cannot_hold_every_connection() {
         header_read: Duration::from_secs(600),
         max_connections: 10,
         max_per_address: 1,
+        ..ConnectionLimits::default()
     };
     let (server, shutdown) = serve_connector_http(connector_for(&env, "none"), options)
         .await

@@ -13,13 +13,23 @@
 //!   hold every slot; a connection over that gets a 503
 //!   naming the flag and is closed, without taking a slot. An IPv6 /48 (one site, which
 //!   holds 65,536 /64s) holds at most four addresses' worth ([`network_cap`]), refused alike.
+//! - A connection must send its first request within [`ConnectionLimits::first_request`] (5 s
+//!   by default, shorter than the header timeout, which then bounds keep-alive idling), and
+//!   connections that have not yet carried a request (under inbound auth: a verified caller's)
+//!   hold at most half the places ([`unproven_share`]): when that share is full, the oldest of
+//!   them is closed for a new one ([`Unproven`]). So silent or unauthenticated connections
+//!   never hold every place, and a client that sends its request at once is served.
 //! - Shutdown stops accepting, and the returned future ends when every connection has closed
 //!   (hyper's graceful shutdown: idle keep-alive connections close at once, busy ones after
 //!   their response).
 
 use std::{
+    collections::VecDeque,
     net::IpAddr,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
     time::Duration,
 };
 
@@ -48,11 +58,19 @@ pub struct ConnectionLimits {
     /// Connections served at once from one IP address; 0 for no such cap (behind a reverse
     /// proxy that brings every client from one address, the proxy should bound them instead).
     pub max_per_address: usize,
+    /// Time a new connection has to send its first request's headers (at most `header_read`).
+    pub first_request: Duration,
+    /// Whether a connection proves itself only by a verified caller's request (inbound auth),
+    /// not by any request, for the share of connections yet to prove themselves.
+    pub proven_by_verified_caller: bool,
 }
 
 /// Default [`ConnectionLimits::header_read`]: generous for a slow client on a slow link,
 /// short enough that idle and stalled connections do not pile up.
 pub const DEFAULT_HEADER_READ: Duration = Duration::from_secs(30);
+/// Default [`ConnectionLimits::first_request`]: a client sends its request as soon as it
+/// connects; a connection that stays silent this long is closed.
+pub const DEFAULT_FIRST_REQUEST: Duration = Duration::from_secs(5);
 /// Default [`ConnectionLimits::max_connections`].
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 /// Default [`ConnectionLimits::max_per_address`] with the default connection cap: 64 of 1024.
@@ -77,12 +95,67 @@ pub const fn network_cap(max_per_address: usize) -> usize {
     max_per_address.saturating_mul(4)
 }
 
+/// Connections that have not yet carried a request (under inbound auth, a verified one) may
+/// hold half the places (at least 1), so they can never hold them all (R-CON-19).
+pub const fn unproven_share(max_connections: usize) -> usize {
+    if max_connections < 2 {
+        1
+    } else {
+        max_connections / 2
+    }
+}
+
 impl Default for ConnectionLimits {
     fn default() -> Self {
         Self {
             header_read: DEFAULT_HEADER_READ,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_per_address: DEFAULT_MAX_PER_ADDRESS,
+            first_request: DEFAULT_FIRST_REQUEST,
+            proven_by_verified_caller: false,
+        }
+    }
+}
+
+/// The connections that have not yet proven themselves (R-CON-19), oldest first: at most `cap`;
+/// one more closes the oldest (its token is cancelled), so they never hold every place and a
+/// new client still gets in.
+#[derive(Debug)]
+pub struct Unproven {
+    cap: usize,
+    waiting: Mutex<VecDeque<(u64, CancellationToken)>>,
+    next: AtomicU64,
+}
+
+impl Unproven {
+    pub fn new(cap: usize) -> Arc<Self> {
+        Arc::new(Self {
+            cap: cap.max(1),
+            waiting: Mutex::default(),
+            next: AtomicU64::new(0),
+        })
+    }
+
+    /// Counts a new connection: its id, and the token cancelled when it is evicted. When the
+    /// share is full, the oldest is evicted first.
+    pub fn admit(&self) -> (u64, CancellationToken) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let evicted = CancellationToken::new();
+        let mut waiting = self.waiting.lock().unwrap();
+        while waiting.len() >= self.cap {
+            if let Some((_, oldest)) = waiting.pop_front() {
+                oldest.cancel();
+            }
+        }
+        waiting.push_back((id, evicted.clone()));
+        (id, evicted)
+    }
+
+    /// Connection `id` proved itself or closed: it no longer counts (nothing if it did not).
+    pub fn leave(&self, id: u64) {
+        let mut waiting = self.waiting.lock().unwrap();
+        if let Some(at) = waiting.iter().position(|(held, _)| *held == id) {
+            waiting.remove(at);
         }
     }
 }
@@ -93,7 +166,11 @@ impl Default for ConnectionLimits {
 /// closes. A connection stays counted for that first caller: another caller's request on it
 /// is served without moving it (moving it would let one token free another's places).
 #[derive(Debug, Default)]
-pub struct ConnectionOwner(Mutex<Option<Slot<CallerScope>>>);
+pub struct ConnectionOwner {
+    owner: Mutex<Option<Slot<CallerScope>>>,
+    /// Its place among the connections yet to prove themselves, until they do (R-CON-19).
+    unproven: Option<(Arc<Unproven>, u64)>,
+}
 
 impl ConnectionOwner {
     /// Whether this connection may serve `caller`: it is counted for a caller already (the
@@ -105,16 +182,22 @@ impl ConnectionOwner {
         caller: &CallerScope,
         cap: usize,
     ) -> bool {
-        let mut owner = self.0.lock().unwrap();
-        if owner.is_some() {
-            return true;
+        let mut owner = self.owner.lock().unwrap();
+        if owner.is_none() {
+            *owner = match counts.admit(caller, cap) {
+                Some(slot) => Some(slot),
+                None => return false,
+            };
         }
-        match counts.admit(caller, cap) {
-            Some(slot) => {
-                *owner = Some(slot);
-                true
-            }
-            None => false,
+        self.prove();
+        true
+    }
+
+    /// The connection carried a request (under inbound auth, a verified caller's, see
+    /// [`Self::claim`]): it leaves the share of connections yet to prove themselves.
+    pub fn prove(&self) {
+        if let Some((unproven, id)) = &self.unproven {
+            unproven.leave(*id);
         }
     }
 }
@@ -151,6 +234,11 @@ pub async fn serve(
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let per_address: Arc<Counts<IpAddr>> = Arc::default();
     let per_network: Arc<Counts<IpAddr>> = Arc::default();
+    let unproven = Unproven::new(unproven_share(limits.max_connections));
+    let limits = ConnectionLimits {
+        first_request: limits.first_request.min(limits.header_read),
+        ..limits
+    };
     loop {
         let slot = tokio::select! {
             _ = stop.cancelled() => break,
@@ -198,11 +286,21 @@ pub async fn serve(
         builder
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_read);
+        let (id, evicted) = unproven.admit();
+        let spoke = CancellationToken::new();
         // Each request learns its peer (per-address limits) and its connection (per-caller).
-        let owner = Arc::new(ConnectionOwner::default());
+        let owner = Arc::new(ConnectionOwner {
+            owner: Mutex::default(),
+            unproven: Some((unproven.clone(), id)),
+        });
+        let (proven_by_any, first) = (!limits.proven_by_verified_caller, spoke.clone());
         let app =
             app.clone()
                 .map_request(move |mut request: http::Request<hyper::body::Incoming>| {
+                    first.cancel();
+                    if proven_by_any {
+                        owner.prove();
+                    }
                     request.extensions_mut().insert(PeerAddr(peer));
                     request.extensions_mut().insert(owner.clone());
                     request
@@ -210,15 +308,33 @@ pub async fn serve(
         let connection =
             builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
         let connection = graceful.watch(connection);
+        let (unproven, first_request) = (unproven.clone(), limits.first_request);
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "HTTP connection ended with an error");
+            tokio::select! {
+                ended = connection => if let Err(e) = ended {
+                    tracing::debug!(error = %e, "HTTP connection ended with an error");
+                },
+                () = silent_past(first_request, &spoke) => tracing::debug!(
+                    "closed an HTTP connection that sent no request within {first_request:?}"
+                ),
+                () = evicted.cancelled() => tracing::debug!(
+                    "closed the oldest of too many HTTP connections that carried no request yet"
+                ),
             }
+            unproven.leave(id);
             drop(slot);
             drop(address_slot);
         });
     }
     graceful.shutdown().await;
+}
+
+/// Ends `limit` after now unless `spoke` was cancelled by then (then never).
+async fn silent_past(limit: Duration, spoke: &CancellationToken) {
+    tokio::time::sleep(limit).await;
+    if spoke.is_cancelled() {
+        std::future::pending::<()>().await;
+    }
 }
 
 /// `response` with `guard` held until its body ends or is dropped (a stream's too).
@@ -298,6 +414,106 @@ mod tests {
         );
         drop(connection);
         assert_eq!(counts.keys(), 0, "given back when the connection closes");
+    }
+
+    #[test]
+    fn unproven_connections_hold_half_the_places_and_the_oldest_goes_first() {
+        assert_eq!(unproven_share(DEFAULT_MAX_CONNECTIONS), 512);
+        assert_eq!(unproven_share(1), 1);
+        let unproven = Unproven::new(2);
+        let (a, a_out) = unproven.admit();
+        let (b, b_out) = unproven.admit();
+        unproven.leave(a);
+        let (_, c_out) = unproven.admit();
+        assert!(
+            !a_out.is_cancelled() && !b_out.is_cancelled(),
+            "a proved itself"
+        );
+        let (_, d_out) = unproven.admit();
+        assert!(b_out.is_cancelled(), "the oldest unproven one is closed");
+        assert!(!c_out.is_cancelled() && !d_out.is_cancelled());
+        let held = |u: &Unproven| u.waiting.lock().unwrap().len();
+        assert_eq!(held(&unproven), 2);
+        unproven.leave(b);
+        assert_eq!(held(&unproven), 2, "leaving twice frees nothing more");
+    }
+
+    /// Opens a connection to `addr`, sends `request` (if any) and reads what comes back until
+    /// the connection closes or `wait` passes: the text, and whether it closed.
+    async fn exchange(
+        stream: &mut tokio::net::TcpStream,
+        request: &[u8],
+        wait: Duration,
+    ) -> (String, bool) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        stream.write_all(request).await.unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        loop {
+            match tokio::time::timeout(wait, stream.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return (String::from_utf8_lossy(&got).into(), true),
+                Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+                Err(_) => return (String::from_utf8_lossy(&got).into(), false),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn silent_connections_never_hold_every_place_and_close_at_the_first_request_deadline() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = axum::Router::new().route("/", axum::routing::get(|| async { "ok" }));
+        let limits = ConnectionLimits {
+            max_connections: 8,
+            max_per_address: 0,
+            first_request: Duration::from_secs(2),
+            ..ConnectionLimits::default()
+        };
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(serve(listener, app, limits, stop.clone()));
+        let connect = || tokio::net::TcpStream::connect(addr);
+        let get = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+        let short = Duration::from_millis(300);
+        let mut proven = connect().await.unwrap();
+        let (answer, _) = exchange(&mut proven, get, short).await;
+        assert!(answer.contains("200 OK"), "{answer}");
+        let mut silent = Vec::new();
+        for _ in 0..4 {
+            silent.push(connect().await.unwrap());
+        }
+        tokio::time::sleep(short).await;
+        // One more silent connection than the share (4 of 8): the oldest silent one is closed.
+        silent.push(connect().await.unwrap());
+        let (_, closed) = exchange(&mut silent[0], b"", short).await;
+        assert!(
+            closed,
+            "the oldest silent connection stays open past the share"
+        );
+        let (_, closed) = exchange(&mut silent[1], b"", short).await;
+        assert!(!closed, "a younger silent one is closed too");
+        // A new client that sends its request is served, and so is the proven connection.
+        let mut fresh = connect().await.unwrap();
+        let (answer, _) = exchange(&mut fresh, get, short).await;
+        assert!(answer.contains("200 OK"), "{answer}");
+        let (answer, _) = exchange(&mut proven, get, short).await;
+        assert!(answer.contains("200 OK"), "{answer}");
+        // Past the first-request deadline every silent connection is closed; served ones stay.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        for stream in &mut silent[1..] {
+            let (_, closed) = exchange(stream, b"", short).await;
+            assert!(
+                closed,
+                "a silent connection outlived the first-request deadline"
+            );
+        }
+        let (answer, _) = exchange(&mut fresh, get, short).await;
+        assert!(answer.contains("200 OK"), "{answer}");
+        stop.cancel();
+        drop((proven, fresh, silent));
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .unwrap()
+            .unwrap();
     }
 
     #[test]

@@ -193,6 +193,12 @@ pub struct ConnectorFlags {
     /// (stalled and slowloris clients cannot hold connections). Response streams are not cut.
     #[arg(long, default_value = "30s", value_parser = values::second_to_hour)]
     pub http_header_timeout: Duration,
+    /// With `--transport http`: how long a new connection may take to send its first request's
+    /// headers before it is closed (at most --http-header-timeout). Connections that have not
+    /// yet carried a request (with --auth-config: a verified caller's) hold at most half of
+    /// --http-max-connections; one more closes the oldest of them.
+    #[arg(long, default_value = "5s", value_parser = values::second_to_hour)]
+    pub http_first_request_timeout: Duration,
     /// With `--transport http`: how many connections are served at once; more wait until one
     /// closes.
     #[arg(long, default_value_t = durable_mcp_connector::listener::DEFAULT_MAX_CONNECTIONS, value_parser = values::parse_positive)]

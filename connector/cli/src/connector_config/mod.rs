@@ -339,6 +339,8 @@ pub fn http_options(
         max_per_address: flags
             .http_max_connections_per_address
             .unwrap_or(default_per_address(flags.http_max_connections)),
+        first_request: flags.http_first_request_timeout,
+        proven_by_verified_caller: auth.is_some(),
     };
     options.sessions_per_address = flags.max_sessions_per_caller;
     options.requests_per_session_minute = flags.max_requests_per_session_minute;

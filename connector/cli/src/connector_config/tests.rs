@@ -621,6 +621,8 @@ fn http_options_carry_the_flags_and_the_public_host() {
             header_read: Duration::from_secs(2),
             max_connections: 3,
             max_per_address: 0,
+            first_request: Duration::from_secs(5),
+            proven_by_verified_caller: false,
         }
     );
     assert!(options.auth.is_none());
@@ -632,6 +634,10 @@ fn http_options_carry_the_flags_and_the_public_host() {
         ["a.example", "b.example:8443", "mcp.example.com"]
     );
     assert!(options.auth.is_none(), "the binary adds the authenticator");
+    assert!(
+        options.limits.proven_by_verified_caller,
+        "under auth only a verified caller's request proves a connection"
+    );
 }
 
 #[test]
