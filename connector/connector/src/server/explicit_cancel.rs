@@ -23,26 +23,38 @@ use tokio_util::sync::CancellationToken;
 pub(super) const EXPLICIT_GRACE: Duration = Duration::from_secs(1);
 
 /// The keyed calls a caller (one session, one stdio client) is waiting for, by request id, each
-/// with the token its explicit cancel fires. Clones share them.
+/// with the token its explicit cancel fires and a serial of its own (a client may reuse an id
+/// while a call under it still runs: each call forgets only its own entry). Clones share them.
 #[derive(Clone, Default)]
-pub(super) struct KeyedCalls(Arc<Mutex<HashMap<RequestId, CancellationToken>>>);
+pub(super) struct KeyedCalls(Arc<Mutex<Calls>>);
+
+#[derive(Default)]
+struct Calls {
+    next: u64,
+    by_id: HashMap<RequestId, Vec<(u64, CancellationToken)>>,
+}
 
 impl KeyedCalls {
     /// Keeps request `id` as a keyed call until the returned guard drops.
     pub(super) fn register(&self, id: RequestId) -> Registered {
         let explicit = CancellationToken::new();
-        self.0.lock().unwrap().insert(id.clone(), explicit.clone());
+        let mut calls = self.0.lock().unwrap();
+        let serial = calls.next;
+        calls.next += 1;
+        let entry = (serial, explicit.clone());
+        calls.by_id.entry(id.clone()).or_default().push(entry);
         Registered {
             calls: self.clone(),
             id,
+            serial,
             explicit,
         }
     }
 
     /// A `notifications/cancelled` for request `id`: marks it cancelled explicitly, if it is a
-    /// keyed call being waited for.
+    /// keyed call being waited for (every one under that id, if the client reused it).
     pub(super) fn cancel(&self, id: &RequestId) {
-        if let Some(explicit) = self.0.lock().unwrap().get(id) {
+        for (_, explicit) in self.0.lock().unwrap().by_id.get(id).into_iter().flatten() {
             explicit.cancel();
         }
     }
@@ -52,6 +64,7 @@ impl KeyedCalls {
 pub(super) struct Registered {
     calls: KeyedCalls,
     id: RequestId,
+    serial: u64,
     explicit: CancellationToken,
 }
 
@@ -64,7 +77,13 @@ impl Registered {
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        self.calls.0.lock().unwrap().remove(&self.id);
+        let mut calls = self.calls.0.lock().unwrap();
+        if let Some(entries) = calls.by_id.get_mut(&self.id) {
+            entries.retain(|(serial, _)| *serial != self.serial);
+            if entries.is_empty() {
+                calls.by_id.remove(&self.id);
+            }
+        }
     }
 }
 
@@ -126,7 +145,27 @@ mod tests {
         calls.cancel(&id);
         assert!(cancel.cancels().await);
         drop(registered);
-        assert!(calls.0.lock().unwrap().is_empty());
+        assert!(calls.0.lock().unwrap().by_id.is_empty());
         assert!(CallCancel::Any(CancellationToken::new()).cancels().await);
+    }
+
+    #[tokio::test]
+    async fn a_reused_request_id_keeps_each_calls_own_entry() {
+        let calls = KeyedCalls::default();
+        let id = RequestId::Number(7);
+        let first = calls.register(id.clone());
+        let second = calls.register(id.clone());
+        let second_cancel = CallCancel::Explicit {
+            ended: CancellationToken::new(),
+            explicit: second.explicit(),
+        };
+        drop(first);
+        calls.cancel(&id);
+        assert!(
+            second_cancel.cancels().await,
+            "the first call's end forgot the second's entry: its explicit cancel was lost"
+        );
+        drop(second);
+        assert!(calls.0.lock().unwrap().by_id.is_empty());
     }
 }
