@@ -19,7 +19,7 @@
 //! 2026-07-28 requests) rmcp keeps nothing to replay, and neither does this.
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::{BTreeMap, HashMap, VecDeque},
     sync::{
         Arc, LazyLock, Mutex,
         atomic::{AtomicUsize, Ordering},
@@ -293,6 +293,7 @@ enum Whose<'a> {
     Share(&'a Share),
 }
 
+#[cfg(test)]
 impl Whose<'_> {
     fn has(&self, k: &Kept) -> bool {
         match self {
@@ -305,14 +306,19 @@ impl Whose<'_> {
 
 #[derive(Default)]
 struct ReplayState {
-    /// Oldest first.
-    kept: VecDeque<Kept>,
+    /// By serial, so oldest first.
+    kept: BTreeMap<u64, Kept>,
+    next: u64,
     pruned: Option<Instant>,
-    /// What is kept in all, per session and per caller: a bound is checked against these,
-    /// and the kept requests are scanned only when one is over.
+    /// What is kept in all, per session and per caller: a bound is checked against these.
     all: Tally,
     sessions: HashMap<String, Tally>,
     shares: HashMap<Share, Tally>,
+    /// The serials of each session's and each caller's kept requests, oldest first, so the
+    /// oldest of one goes in O(1) (R-CON-38); a serial whose request went some other way is
+    /// skipped when met and the queues are compacted as they grow.
+    session_order: HashMap<String, VecDeque<u64>>,
+    share_order: HashMap<Share, VecDeque<u64>>,
 }
 
 /// [`Kept::counted`] of a request no longer kept.
@@ -399,11 +405,11 @@ impl Replays {
     fn find(&self, session: &str, id: &Value, now: Instant) -> Option<Value> {
         let mut state = self.lock();
         state.prune(now);
-        state
-            .kept
+        let order = state.session_order.get(session)?;
+        order
             .iter()
             .rev()
-            .filter(|k| k.session == session)
+            .filter_map(|serial| state.kept.get(serial))
             .find_map(|k| k.answers.get(id))
     }
 
@@ -421,12 +427,14 @@ impl ReplayState {
         change(tally);
         if tally.count == 0 {
             self.sessions.remove(session);
+            self.session_order.remove(session);
         }
         if let Some(share) = share {
             let tally = self.shares.entry(share.clone()).or_default();
             change(tally);
             if tally.count == 0 {
                 self.shares.remove(share);
+                self.share_order.remove(share);
             }
         }
     }
@@ -438,7 +446,17 @@ impl ReplayState {
             t.count += 1;
             t.bytes += bytes;
         });
-        self.kept.push_back(kept);
+        let serial = self.next;
+        self.next += 1;
+        let live = self.sessions[&kept.session].count;
+        let order = self.session_order.entry(kept.session.clone()).or_default();
+        push_compacted(order, serial, live, &self.kept);
+        if let Some(share) = &kept.share {
+            let live = self.shares[share].count;
+            let order = self.share_order.entry(share.clone()).or_default();
+            push_compacted(order, serial, live, &self.kept);
+        }
+        self.kept.insert(serial, kept);
     }
 
     /// Takes the requests that went out of the tallies.
@@ -471,45 +489,70 @@ impl ReplayState {
         }
         self.pruned = Some(now);
         let mut gone = Vec::new();
-        for mut k in std::mem::take(&mut self.kept) {
+        for (serial, mut k) in std::mem::take(&mut self.kept) {
             let stays = k.answers.in_use() || {
                 let ended = *k.ended.get_or_insert(now);
                 !k.answers.is_empty() && now.saturating_duration_since(ended) < REPLAY_KEPT
             };
             if stays {
-                self.kept.push_back(k);
+                self.kept.insert(serial, k);
             } else {
                 gone.push(k);
             }
         }
         self.forget(gone);
+        let kept = &self.kept;
+        for order in self.session_order.values_mut() {
+            order.retain(|serial| kept.contains_key(serial));
+        }
+        for order in self.share_order.values_mut() {
+            order.retain(|serial| kept.contains_key(serial));
+        }
     }
 
     /// Drops the oldest of `whose` requests until they are at most `count` holding at most
-    /// `bytes`; scans only when they are over.
+    /// `bytes`, each in O(1) (amortised) from `whose`'s own queue.
     fn evict_oldest(&mut self, whose: Whose, (count, bytes): (usize, usize)) {
-        let held = self.held(whose);
-        let (mut over, mut over_bytes) = (
-            held.count.saturating_sub(count),
-            held.bytes.saturating_sub(bytes),
-        );
-        if over == 0 && over_bytes == 0 {
-            return;
-        }
-        let mut gone = Vec::new();
-        let mut stay = VecDeque::with_capacity(self.kept.len());
-        for k in std::mem::take(&mut self.kept) {
-            if (over == 0 && over_bytes == 0) || !whose.has(&k) {
-                stay.push_back(k);
-                continue;
+        loop {
+            let held = self.held(whose);
+            if held.count <= count && held.bytes <= bytes {
+                return;
             }
-            over = over.saturating_sub(1);
-            over_bytes = over_bytes.saturating_sub(k.counted.load(Ordering::Relaxed));
-            gone.push(k);
+            let Some(serial) = self.oldest_of(whose) else {
+                return;
+            };
+            let k = self
+                .kept
+                .remove(&serial)
+                .expect("oldest_of names a kept one");
+            self.forget(vec![k]);
         }
-        self.kept = stay;
-        self.forget(gone);
     }
+
+    /// The serial of `whose` oldest kept request, taken off its queue.
+    fn oldest_of(&mut self, whose: Whose) -> Option<u64> {
+        let order = match whose {
+            Whose::All => return self.kept.keys().next().copied(),
+            Whose::Session(s) => self.session_order.get_mut(s)?,
+            Whose::Share(s) => self.share_order.get_mut(s)?,
+        };
+        while let Some(serial) = order.pop_front() {
+            if self.kept.contains_key(&serial) {
+                return Some(serial);
+            }
+        }
+        None
+    }
+}
+
+/// Adds `serial` to one session's or caller's queue, which holds `live` kept requests; drops
+/// the serials of requests that went once the queue holds twice as many, so a queue stays
+/// within twice its live requests at O(1) amortised per request.
+fn push_compacted(order: &mut VecDeque<u64>, serial: u64, live: usize, kept: &BTreeMap<u64, Kept>) {
+    if order.len() >= 2 * live + 8 {
+        order.retain(|serial| kept.contains_key(serial));
+    }
+    order.push_back(serial);
 }
 
 #[cfg(test)]
@@ -666,7 +709,7 @@ mod tests {
             big.keep("s", alice.clone(), &ended(id, 2_000), t);
         }
         let state = big.lock();
-        let bytes: usize = state.kept.iter().map(|k| k.answers.bytes()).sum();
+        let bytes: usize = state.kept.values().map(|k| k.answers.bytes()).sum();
         assert_eq!(state.kept.len(), ReplayLimits::default().per_session);
         assert!(
             bytes <= ReplayLimits::default().per_session_bytes,
@@ -674,10 +717,91 @@ mod tests {
         );
     }
 
+    /// A kept request in [`scan_model`]: its keep's index, session, caller and bytes.
+    type Modelled<'a> = (usize, &'a String, &'a Option<Share>, usize);
+
+    /// Drops the oldest of `kept` that `of` counts until they are within `(n, b)`.
+    fn bound_model(
+        kept: &mut Vec<Modelled>,
+        of: &dyn Fn(&Modelled) -> bool,
+        (n, b): (usize, usize),
+    ) {
+        while kept.iter().filter(|k| of(k)).count() > n
+            || kept.iter().filter(|k| of(k)).map(|k| k.3).sum::<usize>() > b
+        {
+            let at = kept.iter().position(of).unwrap();
+            kept.remove(at);
+        }
+    }
+
+    /// The victims the scan over every kept request picked (the store before its per-session
+    /// and per-caller queues): for each bound in turn, the oldest of whose it counts.
+    fn scan_model(
+        keeps: &[(String, Option<Share>, usize)],
+        limits: ReplayLimits,
+    ) -> Vec<(String, usize)> {
+        let mut kept: Vec<Modelled> = Vec::new();
+        for (i, (session, share, bytes)) in keeps.iter().enumerate() {
+            kept.push((i, session, share, *bytes));
+            let per_session = (limits.per_session, limits.per_session_bytes);
+            bound_model(&mut kept, &|k| k.1 == session, per_session);
+            if share.is_some() {
+                let per_caller = (limits.per_caller, limits.per_caller_bytes);
+                bound_model(&mut kept, &|k| k.2 == share, per_caller);
+            }
+            bound_model(&mut kept, &|_| true, (limits.total, limits.total_bytes));
+        }
+        kept.into_iter().map(|k| (k.1.clone(), k.0)).collect()
+    }
+
+    #[test]
+    fn eviction_from_the_queues_picks_the_victims_the_scan_picked() {
+        let limits = ReplayLimits {
+            per_session: 4,
+            per_session_bytes: 300,
+            per_caller: 9,
+            per_caller_bytes: 700,
+            total: 15,
+            total_bytes: 1_200,
+        };
+        // A fixed pseudo-random mix of sessions, callers (and none) and sizes.
+        let mut seed = 7u64;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let keeps: Vec<(String, Option<Share>, usize)> = (0..600)
+            .map(|_| {
+                let caller = next(4);
+                let session = format!("c{caller}-s{}", next(3));
+                let share = (caller != 0).then(|| address(caller as u8).unwrap());
+                (session, share, 10 + next(120) as usize)
+            })
+            .collect();
+        let replays = Arc::new(Replays::new(limits));
+        let t = Instant::now();
+        for (i, (session, share, bytes)) in keeps.iter().enumerate() {
+            replays.keep(session, share.clone(), &ended(i as u64, *bytes), t);
+            let mut got: Vec<(String, usize)> = Vec::new();
+            for (j, (session, _, _)) in keeps[..=i].iter().enumerate() {
+                if replays.find(session, &json!(j), t).is_some() {
+                    got.push((session.clone(), j));
+                }
+            }
+            assert_eq!(got, scan_model(&keeps[..=i], limits), "after keep {i}");
+            assert_tallies(&replays.lock());
+        }
+        let state = replays.lock();
+        let queued: usize = state.session_order.values().map(VecDeque::len).sum();
+        assert!(queued <= 2 * state.kept.len() + 8 * state.session_order.len());
+    }
+
     /// The tallies are what a scan of the kept requests counts.
     fn assert_tallies(state: &ReplayState) {
         let scan = |whose: Whose| {
-            let of = state.kept.iter().filter(|k| whose.has(k));
+            let of = state.kept.values().filter(|k| whose.has(k));
             of.fold((0, 0), |(n, b), k| (n + 1, b + k.answers.bytes()))
         };
         let tally = |whose| {
@@ -695,7 +819,7 @@ mod tests {
             assert_eq!(tally(Whose::Share(share)), scan(Whose::Share(share)));
         }
         let sessions: std::collections::HashSet<_> =
-            state.kept.iter().map(|k| &k.session).collect();
+            state.kept.values().map(|k| &k.session).collect();
         assert_eq!(sessions.len(), state.sessions.len(), "none left over");
     }
 
@@ -740,7 +864,7 @@ mod tests {
             answers.insert_for_test(&json!(i), json!("x".repeat(400)));
         }
         let state = replays.lock();
-        let bytes: usize = state.kept.iter().map(|k| k.answers.bytes()).sum();
+        let bytes: usize = state.kept.values().map(|k| k.answers.bytes()).sum();
         assert!(bytes <= 1000, "{bytes}");
         assert_eq!(
             state.kept.len(),
@@ -774,7 +898,7 @@ mod tests {
             app.clone().oneshot(request).await.unwrap();
         }
         let state = replays.lock();
-        let sessions: Vec<&str> = state.kept.iter().map(|k| k.session.as_str()).collect();
+        let sessions: Vec<&str> = state.kept.values().map(|k| k.session.as_str()).collect();
         assert_eq!(sessions, ["known"]);
     }
 }
