@@ -282,51 +282,78 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let mut builder = hyper::server::conn::http1::Builder::new();
-        builder
-            .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_read);
-        let (id, evicted) = unproven.admit();
-        let spoke = CancellationToken::new();
-        // Each request learns its peer (per-address limits) and its connection (per-caller).
-        let owner = Arc::new(ConnectionOwner {
-            owner: Mutex::default(),
-            unproven: Some((unproven.clone(), id)),
-        });
-        let (proven_by_any, first) = (!limits.proven_by_verified_caller, spoke.clone());
-        let app =
-            app.clone()
-                .map_request(move |mut request: http::Request<hyper::body::Incoming>| {
-                    first.cancel();
-                    if proven_by_any {
-                        owner.prove();
-                    }
-                    request.extensions_mut().insert(PeerAddr(peer));
-                    request.extensions_mut().insert(owner.clone());
-                    request
-                });
-        let connection =
-            builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
-        let connection = graceful.watch(connection);
-        let (unproven, first_request) = (unproven.clone(), limits.first_request);
-        tokio::spawn(async move {
-            tokio::select! {
-                ended = connection => if let Err(e) = ended {
-                    tracing::debug!(error = %e, "HTTP connection ended with an error");
-                },
-                () = silent_past(first_request, &spoke) => tracing::debug!(
-                    "closed an HTTP connection that sent no request within {first_request:?}"
-                ),
-                () = evicted.cancelled() => tracing::debug!(
-                    "closed the oldest of too many HTTP connections that carried no request yet"
-                ),
-            }
-            unproven.leave(id);
-            drop(slot);
-            drop(address_slot);
-        });
+        let accepted = Accepted {
+            stream,
+            peer,
+            places: (slot, address_slot),
+        };
+        spawn_connection(accepted, &app, &limits, &unproven, &graceful);
     }
     graceful.shutdown().await;
+}
+
+/// A connection the loop accepted, with its places under the caps (given back when it ends).
+struct Accepted<P> {
+    stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    places: P,
+}
+
+/// Serves one accepted connection on its own task: closed at the first-request deadline when
+/// it sent no request, or when it is evicted from the connections yet to prove themselves.
+fn spawn_connection<P: Send + 'static>(
+    accepted: Accepted<P>,
+    app: &axum::Router,
+    limits: &ConnectionLimits,
+    unproven: &Arc<Unproven>,
+    graceful: &GracefulShutdown,
+) {
+    let Accepted {
+        stream,
+        peer,
+        places,
+    } = accepted;
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read);
+    let (id, evicted) = unproven.admit();
+    let spoke = CancellationToken::new();
+    // Each request learns its peer (per-address limits) and its connection (per-caller).
+    let owner = Arc::new(ConnectionOwner {
+        owner: Mutex::default(),
+        unproven: Some((unproven.clone(), id)),
+    });
+    let (proven_by_any, first) = (!limits.proven_by_verified_caller, spoke.clone());
+    let app = app
+        .clone()
+        .map_request(move |mut request: http::Request<hyper::body::Incoming>| {
+            first.cancel();
+            if proven_by_any {
+                owner.prove();
+            }
+            request.extensions_mut().insert(PeerAddr(peer));
+            request.extensions_mut().insert(owner.clone());
+            request
+        });
+    let connection = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
+    let connection = graceful.watch(connection);
+    let (unproven, first_request) = (unproven.clone(), limits.first_request);
+    tokio::spawn(async move {
+        tokio::select! {
+            ended = connection => if let Err(e) = ended {
+                tracing::debug!(error = %e, "HTTP connection ended with an error");
+            },
+            () = silent_past(first_request, &spoke) => tracing::debug!(
+                "closed an HTTP connection that sent no request within {first_request:?}"
+            ),
+            () = evicted.cancelled() => tracing::debug!(
+                "closed the oldest of too many HTTP connections that carried no request yet"
+            ),
+        }
+        unproven.leave(id);
+        drop(places);
+    });
 }
 
 /// Ends `limit` after now unless `spoke` was cancelled by then (then never).
