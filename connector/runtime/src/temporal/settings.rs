@@ -196,8 +196,13 @@ pub fn failure_hint(reason: &str, tls: Tls) -> String {
     let has = |needles: &[&str]| needles.iter().any(|n| reason.contains(n));
     // A server that wants a client certificate it did not get closes the connection after the
     // handshake (TLS 1.3): the client sees the first call's stream cut, often without the alert.
+    // The cut shows as a close, a broken pipe or a reset, depending on when the client writes.
     let closed = has(&[
         "connection closed",
+        "broken pipe",
+        "BrokenPipe",
+        "connection reset",
+        "ConnectionReset",
         "CertificateRequired",
         "certificate required",
     ]);
@@ -364,6 +369,11 @@ mod tests {
                 "--tls-cert",
             ),
             (closed, Tls::On, "give --tls-cert"),
+            (
+                "hyper::Error(Io, Custom { kind: BrokenPipe, error: \"stream closed because of a broken pipe\" })",
+                Tls::On,
+                "give --tls-cert",
+            ),
             (
                 closed,
                 Tls::WithClientCertificate,
