@@ -27,7 +27,7 @@ fn mock_with_task_support(ledger: &Ledger) -> durable_mcp::outbound::UpstreamCon
 }
 
 /// A connector whose calls become tasks after 300 ms.
-fn connector(env: &TestEnv, key: &SigningKey) -> Connector {
+pub(crate) fn connector(env: &TestEnv, key: &SigningKey) -> Connector {
     let mut options = ConnectorOptions::new(vec![route("mock", &env.endpoint)]);
     options.task_after = Duration::from_millis(300);
     options.signing_key = key.clone();

@@ -34,5 +34,6 @@ mod task_fidelity;
 mod temporal_tls;
 mod temporal_tools;
 mod tls_front;
+mod upstream_jsonrpc_errors;
 mod upstream_oauth;
 mod workflow_client;

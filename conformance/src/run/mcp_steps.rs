@@ -40,9 +40,15 @@ enum Answer {
         id: Option<String>,
         status: String,
         result: Option<Value>,
+        /// A `failed` task's inlined JSON-RPC error object.
+        error: Option<Value>,
     },
     /// A JSON-RPC error (or the transport failing).
-    Error { code: Option<i32>, message: String },
+    Error {
+        code: Option<i32>,
+        message: String,
+        data: Option<Value>,
+    },
     /// `tasks/cancel` was acknowledged.
     Accepted,
     /// The client cancelled the request before an answer came.
@@ -73,8 +79,13 @@ impl Answer {
             } if r.get("isError").and_then(Value::as_bool) == Some(true) => {
                 format!("task ({status}, isError: {})", short(&result_text(r)))
             }
+            Answer::Task {
+                status,
+                error: Some(e),
+                ..
+            } => format!("task ({status}, error {} ({}))", e["code"], e["message"]),
             Answer::Task { status, .. } => format!("task ({status})"),
-            Answer::Error { code, message } => match code {
+            Answer::Error { code, message, .. } => match code {
                 Some(c) => format!("error {c} ({})", short(message)),
                 None => format!("error ({})", short(message)),
             },
@@ -99,13 +110,58 @@ impl Answer {
             Answer::Task {
                 result: Some(r), ..
             } => r.clone(),
+            Answer::Task { error: Some(e), .. } => json!({"error": e}),
             Answer::Task { id: Some(id), .. } => json!({"task": id}),
             Answer::Task { status, .. } => json!({"status": status}),
-            Answer::Error { code, message } => json!({"error": {"code": code, "message": message}}),
+            Answer::Error { code, message, .. } => {
+                json!({"error": {"code": code, "message": message}})
+            }
             Answer::Accepted => json!("accepted"),
             Answer::Canceled => json!("canceled"),
         }
     }
+}
+
+impl Answer {
+    /// The JSON-RPC error answered, or a `failed` task's inlined one: code, message, data.
+    fn jsonrpc_error(&self) -> Option<(Option<i32>, String, Option<Value>)> {
+        match self {
+            Answer::Error {
+                code,
+                message,
+                data,
+            } => Some((*code, message.clone(), data.clone())),
+            Answer::Task { error: Some(e), .. } => Some((
+                e["code"].as_i64().and_then(|c| i32::try_from(c).ok()),
+                e["message"].as_str().unwrap_or_default().to_owned(),
+                e.get("data").cloned(),
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// `error_code` and `error_data` against the JSON-RPC error answered (or a failed task's).
+fn check_jsonrpc_error(expect: &Expect, answer: &Answer, described: &str) -> Result<(), Failure> {
+    let (code, _, data) = answer
+        .jsonrpc_error()
+        .unwrap_or((None, String::new(), None));
+    if let Some(want) = expect.error_code
+        && code != Some(want)
+    {
+        return Err(Failure::Violated(format!(
+            "expected JSON-RPC error {want}, saw {described}"
+        )));
+    }
+    if let Some(want) = &expect.error_data
+        && data.as_ref() != Some(want)
+    {
+        return Err(Failure::Violated(format!(
+            "expected the JSON-RPC error's data to be {want}, saw {}",
+            data.map_or("none".to_owned(), |d| d.to_string())
+        )));
+    }
+    Ok(())
 }
 
 fn result_text(r: &Value) -> String {
@@ -120,10 +176,12 @@ fn error_answer(e: ServiceError) -> Answer {
         ServiceError::McpError(e) => Answer::Error {
             code: Some(e.code.0),
             message: e.message.to_string(),
+            data: e.data,
         },
         other => Answer::Error {
             code: None,
             message: other.to_string(),
+            data: None,
         },
     }
 }
@@ -220,6 +278,7 @@ pub(crate) async fn run_mcp_call(
             id: Some(created.task.task_id.clone()),
             status: status_name(&serde_json::to_value(&created.task).map_err(setup)?),
             result: None,
+            error: None,
         },
         Ok(other) => {
             return Err(Failure::Violated(format!(
@@ -377,6 +436,7 @@ pub(crate) async fn run_tasks_get(
                 break Answer::Task {
                     id: None,
                     result: json.get("result").cloned(),
+                    error: json.get("error").cloned(),
                     status,
                 };
             }
@@ -471,17 +531,11 @@ async fn check_answer(
             "expected task status {want}, saw {status}"
         )));
     }
-    if let (Some(want), Answer::Error { code, .. }) = (expect.error_code, &answer)
-        && *code != Some(want)
-    {
-        return Err(Failure::Violated(format!(
-            "expected JSON-RPC error {want}, saw {described}"
-        )));
-    }
+    check_jsonrpc_error(expect, &answer, &described)?;
     if let Some(want) = &expect.message_contains {
-        let message = match &answer {
-            Answer::Error { message, .. } => message.clone(),
-            other => other.result().map(result_text).unwrap_or_default(),
+        let message = match answer.jsonrpc_error() {
+            Some((_, message, _)) => message,
+            None => answer.result().map(result_text).unwrap_or_default(),
         };
         if !message.contains(want.as_str()) {
             return Err(Failure::Violated(format!(

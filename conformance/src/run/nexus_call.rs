@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use durable_mcp::{
-    mcp::payload,
+    mcp::{jsonrpc_error::JsonRpcError, payload},
     nexus::{OperationOutcome, StartOperation},
 };
 use serde_json::{Value, json};
@@ -116,6 +116,17 @@ pub(crate) async fn run_call(
 
     // Outcome and error type.
     let (kind, result, error_type, message) = match &outcome {
+        // The upstream's JSON-RPC error, the call's end once no retry is left (R-PRX-4): a
+        // failure of the code's type, as every caller of the contract reads it.
+        OperationOutcome::Succeeded(p) if let Some(e) = JsonRpcError::from_payload(p) => {
+            let e = e.map_err(Failure::Violated)?;
+            (
+                ExpectedOutcome::Failed,
+                None,
+                Some(e.error_type().as_str().to_owned()),
+                e.message,
+            )
+        }
         OperationOutcome::Succeeded(p) => {
             let json = payload::to_json(p)
                 .map_err(|e| Failure::Violated(format!("the result is not readable JSON: {e}")))?;

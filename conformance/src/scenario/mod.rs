@@ -19,7 +19,8 @@
 //! # also: title, description, input_schema, output_schema, _meta, execution, icons (listed as
 //! # written, unknown keys and integers kept); behavior kinds: echo | fail_times | is_error | sleep
 //! # | crash | all_content | large | progress | log | written (a CallToolResult JSON answered as written,
-//! # after `ms` or the argument `sleep_ms`)
+//! # after `ms` or the argument `sleep_ms`) | json_rpc_error (code, message, data: always a JSON-RPC
+//! # error, each replaced by the call's argument of that name)
 //! # | log_after (log lines after the call ended) | read_ancestors (what the parent's and
 //! # grandparent's /proc environ give away) | stderr (bytes, line_bytes: floods stderr)
 //! # fault = { kind = "status", code = 503, times = 2 }  # http only: a wiremock upstream that echoes
@@ -97,7 +98,8 @@
 //!                              # mcp: result | task | error | canceled; tasks_get: task | error;
 //!                              # tasks_cancel: accepted | error
 //! error_type = "..."           # call: the failure's type (R-NXC-4); mcp: _meta["io.durable-mcp/errorType"]
-//! error_code = -32021          # optional: the JSON-RPC error code (outcome = "error")
+//! error_code = -32021          # optional: the JSON-RPC error code (outcome = "error", or task_status = "failed")
+//! error_data = { n = 1 }       # optional: the JSON-RPC error's data, exactly (as error_code)
 //! message_contains = "..."     # optional: failure, JSON-RPC error or result text
 //! is_error = false             # optional: the result's (or finished task's) `isError`
 //! task_status = "completed"    # optional (outcome = "task"): working | completed | cancelled | failed

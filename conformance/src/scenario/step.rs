@@ -434,9 +434,13 @@ pub struct Expect {
     /// A substring of the failure message (Nexus) or the JSON-RPC error message (MCP).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_contains: Option<String>,
-    /// MCP: the JSON-RPC error code (outcome = "error").
+    /// MCP: the JSON-RPC error code (outcome = "error", or a `failed` task's inlined error).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_code: Option<i32>,
+    /// MCP: the JSON-RPC error's `data` (outcome = "error", or a `failed` task's inlined
+    /// error) equals this JSON exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_data: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_error: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -701,8 +705,14 @@ pub(crate) fn validate_step(
             "{field}.expect.matches_upstream_as_written: only applies to an mcp step ending in a result"
         );
     }
-    if e.error_code.is_some() && e.outcome != ExpectedOutcome::Error {
-        bail!("{field}.expect.error_code: only applies to outcome = \"error\"");
+    let failed_task =
+        e.outcome == ExpectedOutcome::Task && e.task_status.as_deref() == Some("failed");
+    if (e.error_code.is_some() || e.error_data.is_some())
+        && !(e.outcome == ExpectedOutcome::Error || failed_task)
+    {
+        bail!(
+            "{field}.expect: error_code and error_data only apply to outcome = \"error\" or a task with task_status = \"failed\""
+        );
     }
     if e.task_status.is_some() && e.outcome != ExpectedOutcome::Task {
         bail!("{field}.expect.task_status: only applies to outcome = \"task\"");

@@ -66,6 +66,21 @@ impl ToolCallErrorType {
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|t| t.as_str() == s)
     }
+
+    /// The type of an upstream's JSON-RPC error answer to `tools/call`, by its code (the
+    /// proxy's table, R-PRX-4). MCP servers answer a call to an unknown tool with -32602 (as
+    /// the MCP specification's example does) or -32601: the code alone cannot tell an unknown
+    /// tool from bad arguments, so -32602 is `InvalidArguments`.
+    pub fn of_jsonrpc_code(code: i32) -> Self {
+        match code {
+            -32700 | -32600 | -32022..=-32020 => Self::UpstreamProtocolError,
+            -32601 => Self::UnknownTool,
+            -32602 => Self::InvalidArguments,
+            -32603 | -32002 | -32042 => Self::UpstreamRejected,
+            -32099..=-32000 => Self::UpstreamUnavailable,
+            _ => Self::UpstreamRejected,
+        }
+    }
 }
 
 impl fmt::Display for ToolCallErrorType {

@@ -10,6 +10,7 @@
 //! - [`operation`]: how a Nexus operation ends (outcome, status, handler error kinds).
 //! - [`outcome`]: a Nexus outcome as the MCP `CallToolResult` a caller sees.
 //! - [`errors`]: the stable error type names.
+//! - [`jsonrpc_error`]: an upstream's JSON-RPC error, carried as a call's end.
 //! - [`payload`]: MCP values as Temporal payloads (`json/plain`, the `CallToolResult` marker,
 //!   the codec hook).
 //!
@@ -17,6 +18,7 @@
 
 pub mod call;
 pub mod errors;
+pub mod jsonrpc_error;
 pub mod listing;
 pub mod operation;
 pub mod operation_name;

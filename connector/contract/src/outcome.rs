@@ -13,6 +13,12 @@
 //! | TimedOut, one-attempt tool | `isError: true`, text: [`OUTCOME_UNKNOWN`] then `(<message>)`; type `ToolCallOutcomeUnknown` |
 //! | TimedOut | `isError: true`, text: `The tool call timed out: <message>`; type `UpstreamTimeout` |
 //! | Terminated | `isError: true`, text: `The tool call was terminated: <message>` |
+//! | JsonRpcError | `isError: true`, text: `The upstream answered with JSON-RPC error <code>: <message>`; the code's type (R-PRX-4) in `_meta`, and the error object under [`JSONRPC_ERROR_META`] |
+//!
+//! The connector answers a JsonRpcError outcome without this table: a task caller's task is
+//! `failed` with the error inlined, a waiting caller gets the JSON-RPC error itself (R-CON-4);
+//! the `CallToolResult` above is for callers that can only take a result (the in-Workflow
+//! client's `to_call_tool_result`).
 //!
 //! The message is the one Temporal reports; an empty message drops the `: <message>` tail.
 //! A one-attempt tool (one that must not run twice, see
@@ -27,13 +33,19 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{errors::ToolCallErrorType, payload};
+use temporalio_protos::temporal::api::common::v1::Payload;
+
+use super::{errors::ToolCallErrorType, jsonrpc_error::JsonRpcError, payload};
 use crate::operation::{HandlerErrorKind, OperationOutcome};
 
 /// `_meta` key carrying a tool error's type: a failed operation's (a [`ToolCallErrorType`], or an
 /// application error type the tool service chose), or one of the connector's own
 /// ([`ConnectorErrorType`](crate::errors::ConnectorErrorType), such as `IdempotencyConflict`).
 pub const ERROR_TYPE_META: &str = "io.durable-mcp/errorType";
+
+/// `_meta` key carrying, in the `CallToolResult` a JSON-RPC error outcome becomes, the
+/// upstream's error object unchanged.
+pub const JSONRPC_ERROR_META: &str = "io.durable-mcp/jsonRpcError";
 
 /// How a tool error about a call of unknown outcome begins.
 pub const OUTCOME_UNKNOWN: &str = "The tool call's outcome is unknown: it may or may not have run, and it was not retried, because this tool must not run twice. Check its effects before calling it again.";
@@ -61,6 +73,10 @@ pub enum Outcome {
     Terminated {
         message: String,
     },
+    /// The upstream answered with a JSON-RPC error and no retry was left: its error object,
+    /// unchanged (R-PRX-4, R-CON-4; a payload marked
+    /// [`JSONRPC_ERROR`](crate::jsonrpc_error::JSONRPC_ERROR)).
+    JsonRpcError(JsonRpcError),
 }
 
 impl Outcome {
@@ -69,19 +85,14 @@ impl Outcome {
     /// the stable type of its kind (R-NXC-6), its kind stays in the message.
     pub fn from_operation(outcome: OperationOutcome) -> Self {
         match outcome {
-            OperationOutcome::Succeeded(p) => {
-                let marked = payload::mcp_type(&p) == Some(payload::CALL_TOOL_RESULT);
-                match payload::to_json(&p) {
-                    Ok(payload_json) => Outcome::Result {
-                        payload_json,
-                        marked_call_tool_result: marked,
-                    },
-                    Err(e) => Outcome::Failed {
-                        message: e.to_string(),
-                        error_type: None,
-                    },
-                }
-            }
+            OperationOutcome::Succeeded(p) => match JsonRpcError::from_payload(&p) {
+                Some(Ok(error)) => Outcome::JsonRpcError(error),
+                Some(Err(message)) => Outcome::Failed {
+                    message,
+                    error_type: Some(ToolCallErrorType::UpstreamProtocolError.as_str().into()),
+                },
+                None => Self::result(&p),
+            },
             OperationOutcome::Failed {
                 message,
                 error_type,
@@ -94,6 +105,22 @@ impl Outcome {
             OperationOutcome::Canceled { message } => Outcome::Canceled { message },
             OperationOutcome::TimedOut { message } => Outcome::TimedOut { message },
             OperationOutcome::Terminated { message } => Outcome::Terminated { message },
+        }
+    }
+
+    /// A completed operation's result payload, decoded; one that cannot be decoded is a
+    /// failure saying why.
+    fn result(p: &Payload) -> Self {
+        let marked = payload::mcp_type(p) == Some(payload::CALL_TOOL_RESULT);
+        match payload::to_json(p) {
+            Ok(payload_json) => Outcome::Result {
+                payload_json,
+                marked_call_tool_result: marked,
+            },
+            Err(e) => Outcome::Failed {
+                message: e.to_string(),
+                error_type: None,
+            },
         }
     }
 }
@@ -184,6 +211,18 @@ pub fn to_call_tool_result_for(o: &Outcome, one_attempt: bool) -> Value {
             prefixed("The tool call was terminated", message),
             true,
         )),
+        Outcome::JsonRpcError(e) => {
+            let text = format!(
+                "The upstream answered with JSON-RPC error {}: {}",
+                e.code, e.message
+            );
+            let mut result = text_result(text, true);
+            result.insert(
+                "_meta".into(),
+                json!({ ERROR_TYPE_META: e.error_type().as_str(), JSONRPC_ERROR_META: e }),
+            );
+            Value::Object(result)
+        }
     }
 }
 
@@ -310,6 +349,36 @@ mod tests {
             matches!(&kept, Outcome::Failed { error_type: Some(t), .. } if t == IDEMPOTENCY_CONFLICT),
             "{kept:?}"
         );
+    }
+
+    #[test]
+    fn a_jsonrpc_error_payload_is_the_jsonrpc_error_outcome() {
+        let error = JsonRpcError {
+            code: -32602,
+            message: "bad x".into(),
+            data: Some(json!({"field": "x", "n": 1})),
+        };
+        let outcome =
+            Outcome::from_operation(OperationOutcome::Succeeded(error.to_payload().unwrap()));
+        assert_eq!(outcome, Outcome::JsonRpcError(error.clone()));
+        assert_eq!(
+            to_call_tool_result(&outcome),
+            json!({
+                "content": [{"type": "text", "text": "The upstream answered with JSON-RPC error -32602: bad x"}],
+                "isError": true,
+                "_meta": {
+                    ERROR_TYPE_META: "InvalidArguments",
+                    JSONRPC_ERROR_META: {"code": -32602, "message": "bad x", "data": {"field": "x", "n": 1}},
+                }
+            })
+        );
+        let malformed =
+            payload::to_marked_payload(&json!("no error"), crate::jsonrpc_error::JSONRPC_ERROR)
+                .unwrap();
+        assert!(matches!(
+            Outcome::from_operation(OperationOutcome::Succeeded(malformed)),
+            Outcome::Failed { error_type: Some(t), .. } if t == "UpstreamProtocolError"
+        ));
     }
 
     #[test]

@@ -29,15 +29,17 @@ use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use super::{
-    errors::{Backoff, on_jsonrpc_error},
+    errors::{Backoff, OnJsonRpcError, on_jsonrpc_error},
     transport_failure::{FailureAction, on_transport_failure},
     upstream::{UpstreamClient, UpstreamError},
 };
 use durable_mcp_contract::{
     call::{CallHeartbeat, CallNotification, CallNotifications, log_seq},
     errors::ToolCallErrorType,
+    jsonrpc_error::JsonRpcError,
     payload,
 };
+use temporalio_protos::temporal::api::common::v1::Payload;
 
 /// The activity type name.
 pub const CALL_TOOL_ACTIVITY: &str = "durable-mcp.call-tool";
@@ -154,6 +156,9 @@ impl ProxyActivities {
                 call_with_heartbeats(&ctx, &input.tool, &mut heartbeats, deadline, call).await;
             let error = match in_flight {
                 InFlight::Ended(Ok(result)) => return answer(&input.tool, &result, &carried),
+                InFlight::Ended(Err(error @ UpstreamError::JsonRpc { .. })) => {
+                    return jsonrpc_end(&ctx, &input, error, &carried);
+                }
                 InFlight::Ended(Err(error)) => error,
                 InFlight::Cancelled => return Err(ActivityError::cancelled()),
                 InFlight::PastDeadline => return Err(heartbeats.until_cancelled(&ctx).await),
@@ -342,14 +347,66 @@ fn answer(
     result: &serde_json::Value,
     carried: &Mutex<CallNotifications>,
 ) -> Result<RawValue, ActivityError> {
-    let mut payload =
-        payload::to_marked_payload(result, payload::CALL_TOOL_RESULT).map_err(|e| {
-            failure(
-                ToolCallErrorType::UpstreamProtocolError,
-                false,
-                e.to_string(),
-            )
-        })?;
+    let payload = payload::to_marked_payload(result, payload::CALL_TOOL_RESULT);
+    finish(tool, payload, carried)
+}
+
+/// A JSON-RPC error answer: another attempt while its code has retries left and the retry
+/// policy allows one, else the call's end is the upstream's error object, unchanged (R-PRX-4).
+fn jsonrpc_end(
+    ctx: &ActivityContext,
+    input: &ToolCallInput,
+    error: UpstreamError,
+    carried: &Mutex<CallNotifications>,
+) -> Result<RawValue, ActivityError> {
+    let UpstreamError::JsonRpc {
+        code,
+        message,
+        data,
+        ..
+    } = error
+    else {
+        unreachable!("only JSON-RPC errors come here")
+    };
+    let info = ctx.info();
+    let policy = info.retry_policy.as_ref().map(|p| p.raw());
+    match on_jsonrpc_error(code, info.attempt, input.one_attempt, policy) {
+        OnJsonRpcError::Retry(kind) => {
+            warn!(tool = %input.tool, code, attempt = info.attempt,
+                  "the upstream answered a JSON-RPC error; the call is retried");
+            let text = format!(
+                "upstream {:?} answered JSON-RPC error {code}: {message}",
+                input.service
+            );
+            Err(failure(kind, true, text))
+        }
+        OnJsonRpcError::Answer => {
+            let error = JsonRpcError {
+                code,
+                message,
+                data,
+            };
+            debug!(tool = %input.tool, code, attempt = info.attempt,
+                   "the call ends with the upstream's JSON-RPC error");
+            finish(&input.tool, error.to_payload(), carried)
+        }
+    }
+}
+
+/// A finished call's payload, with the call's notifications in its metadata (R-CON-10); one
+/// larger than a payload may be fails with `ResultTooLarge` (R-PRX-6).
+fn finish(
+    tool: &str,
+    payload: Result<Payload, payload::PayloadError>,
+    carried: &Mutex<CallNotifications>,
+) -> Result<RawValue, ActivityError> {
+    let mut payload = payload.map_err(|e| {
+        failure(
+            ToolCallErrorType::UpstreamProtocolError,
+            false,
+            e.to_string(),
+        )
+    })?;
     carried.lock().unwrap().attach(&mut payload);
     if payload.data.len() > MAX_RESULT_BYTES {
         return Err(failure(
@@ -367,15 +424,11 @@ fn answer(
     Ok(RawValue::new(vec![payload]))
 }
 
-/// What a failed try leads to: JSON-RPC errors by their code, a broken protocol at once,
-/// transport failures by whether the request can have reached the tool (R-PRX-5).
+/// What a failed try leads to: a broken protocol fails at once (JSON-RPC errors are
+/// [`jsonrpc_end`]'s), transport failures by whether the request can have reached the tool (R-PRX-5).
 fn action_for(error: &UpstreamError, one_attempt: bool) -> FailureAction {
     match error {
-        UpstreamError::JsonRpc { code, .. } => match on_jsonrpc_error(*code) {
-            (kind, true) => FailureAction::FailRetryable(kind),
-            (kind, false) => FailureAction::FailNonRetryable(kind),
-        },
-        UpstreamError::Protocol { .. } => {
+        UpstreamError::JsonRpc { .. } | UpstreamError::Protocol { .. } => {
             FailureAction::FailNonRetryable(ToolCallErrorType::UpstreamProtocolError)
         }
         UpstreamError::Connect { .. } | UpstreamError::Transport { .. } => {

@@ -7,44 +7,87 @@
 //!
 //! ## JSON-RPC errors
 //!
-//! An error response to `tools/call` is split by code ([`on_jsonrpc_error`]). "Retryable" means
-//! the failure is left to the Activity's retry policy, which still gives a one-attempt tool no
-//! second attempt.
+//! An error response to `tools/call` is typed by its code
+//! ([`ToolCallErrorType::of_jsonrpc_code`]) and retried a bounded number of times by it
+//! ([`jsonrpc_retries`], R-PRX-4): each retry is another Activity attempt, on the Activity's
+//! retry policy's back-off, and only where that policy allows one at all (a one-attempt tool,
+//! destructive and not idempotent, is never retried; an explicit policy's `maximum_attempts`
+//! and `non_retryable_error_types` stop earlier). When no retry is left the call ends with the
+//! upstream's error object itself, unchanged ([`durable_mcp_contract::jsonrpc_error`]): a task
+//! caller sees the task `failed` with it, a waiting caller gets it as its JSON-RPC error.
 //!
-//! | code                   | meaning                                            | type                    | retryable |
-//! |------------------------|----------------------------------------------------|-------------------------|-----------|
-//! | -32700                 | parse error                                        | `UpstreamProtocolError` | no        |
-//! | -32600                 | invalid request                                    | `UpstreamProtocolError` | no        |
-//! | -32601                 | method not found (some servers: unknown tool)      | `UnknownTool`           | no        |
-//! | -32602                 | invalid params (MCP's answer to an unknown tool too) | `InvalidArguments`    | no        |
-//! | -32603                 | internal error                                     | `UpstreamRejected`      | yes       |
-//! | -32002                 | MCP: resource not found                            | `UpstreamRejected`      | no        |
-//! | -32022, -32021, -32020 | MCP: unsupported protocol version, missing client capability, header mismatch | `UpstreamProtocolError` | no |
-//! | other -32099..=-32000  | server-defined (overloaded, not ready, ...)        | `UpstreamUnavailable`   | yes       |
-//! | anything else          | application-defined                                | `UpstreamRejected`      | no        |
+//! | code                   | meaning                                                       | type                    | retries |
+//! |------------------------|---------------------------------------------------------------|-------------------------|---------|
+//! | -32700                 | parse error: the same bytes parse no better next time          | `UpstreamProtocolError` | 0       |
+//! | -32600                 | invalid request: the same request stays invalid                | `UpstreamProtocolError` | 0       |
+//! | -32601                 | method not found (some servers: unknown tool)                  | `UnknownTool`           | 0       |
+//! | -32602                 | invalid params (MCP's answer to an unknown tool too)           | `InvalidArguments`      | 0       |
+//! | -32603                 | internal error: may be a passing fault, may be a bug           | `UpstreamRejected`      | 3       |
+//! | -32002                 | MCP: resource not found                                        | `UpstreamRejected`      | 0       |
+//! | -32042                 | MCP: URL elicitation required (a person must act first)        | `UpstreamRejected`      | 0       |
+//! | -32022, -32021, -32020 | MCP: unsupported protocol version, missing client capability, header mismatch | `UpstreamProtocolError` | 0 |
+//! | other -32099..=-32000  | server-defined: SDKs' connection closed (-32000) and request timeout (-32001), overloaded, not ready | `UpstreamUnavailable` | 5 |
+//! | anything else          | application-defined: the application said no                  | `UpstreamRejected`      | 0       |
 //!
-//! MCP servers answer a call to an unknown tool with -32602 (as the MCP specification's example
-//! does) or -32601. The code alone cannot tell an unknown tool from bad arguments, so -32602 is
-//! `InvalidArguments`; a caller that knows from discovery that the tool does not exist should
-//! report `UnknownTool` instead.
+//! -32603 gets fewer retries than the server-defined range: an internal error is as often a
+//! bug that fails every time as a passing fault, and three retries (about 7 s on Temporal's
+//! default back-off) ride out a restart without holding a task `working` for minutes. The
+//! server-defined codes SDKs use for timeouts and closed connections say the request did not
+//! finish for reasons outside it, so five (about 31 s) are allowed.
+//!
+//! MCP servers answer a call to an unknown tool with -32602 (as the MCP specification's
+//! example does) or -32601. The code alone cannot tell an unknown tool from bad arguments, so
+//! -32602 is `InvalidArguments`; a caller that knows from discovery that the tool does not
+//! exist should report `UnknownTool` instead.
 
 use std::time::Duration;
 
 pub use durable_mcp_contract::errors::ToolCallErrorType;
+use temporalio_protos::temporal::api::common::v1::RetryPolicy;
 
-/// The error type for a JSON-RPC error response, and whether it is retryable, per the module
-/// doc's table.
-pub fn on_jsonrpc_error(code: i32) -> (ToolCallErrorType, bool) {
-    use ToolCallErrorType::*;
+/// How many times a JSON-RPC error answer with this code is retried at most (the module
+/// doc's table).
+pub fn jsonrpc_retries(code: i32) -> u32 {
     match code {
-        -32700 | -32600 => (UpstreamProtocolError, false),
-        -32601 => (UnknownTool, false),
-        -32602 => (InvalidArguments, false),
-        -32603 => (UpstreamRejected, true),
-        -32002 => (UpstreamRejected, false),
-        -32022..=-32020 => (UpstreamProtocolError, false),
-        -32099..=-32000 => (UpstreamUnavailable, true),
-        _ => (UpstreamRejected, false),
+        -32603 => 3,
+        -32700 | -32600 | -32601 | -32602 | -32002 | -32042 | -32022..=-32020 => 0,
+        -32099..=-32000 => 5,
+        _ => 0,
+    }
+}
+
+/// What a JSON-RPC error answer leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnJsonRpcError {
+    /// Fail this attempt, retryable, with this type: the Activity's retry policy runs the
+    /// next one.
+    Retry(ToolCallErrorType),
+    /// The call ends with the upstream's error object.
+    Answer,
+}
+
+/// What a JSON-RPC error answer with `code` leads to in attempt `attempt` (1 for the first)
+/// of a call whose Activity has `policy`: another attempt while the code has retries left
+/// ([`jsonrpc_retries`]) and the policy allows one (R-PRX-4), else the error is the answer.
+pub fn on_jsonrpc_error(
+    code: i32,
+    attempt: u32,
+    one_attempt: bool,
+    policy: Option<&RetryPolicy>,
+) -> OnJsonRpcError {
+    let kind = ToolCallErrorType::of_jsonrpc_code(code);
+    let policy_allows = policy.is_none_or(|p| {
+        let under_cap = p.maximum_attempts <= 0 || attempt < p.maximum_attempts.unsigned_abs();
+        under_cap
+            && !p
+                .non_retryable_error_types
+                .iter()
+                .any(|t| t == kind.as_str())
+    });
+    if !one_attempt && policy_allows && attempt <= jsonrpc_retries(code) {
+        OnJsonRpcError::Retry(kind)
+    } else {
+        OnJsonRpcError::Answer
     }
 }
 
@@ -89,32 +132,84 @@ mod tests {
     use super::{ToolCallErrorType::*, *};
 
     #[test]
-    fn jsonrpc_errors() {
+    fn jsonrpc_errors_are_typed_and_retried_per_the_table() {
         let cases = [
-            (-32700, UpstreamProtocolError, false),
-            (-32600, UpstreamProtocolError, false),
-            (-32601, UnknownTool, false),
-            (-32602, InvalidArguments, false),
-            (-32603, UpstreamRejected, true),
-            (-32002, UpstreamRejected, false),
-            (-32020, UpstreamProtocolError, false),
-            (-32021, UpstreamProtocolError, false),
-            (-32022, UpstreamProtocolError, false),
-            (-32000, UpstreamUnavailable, true),
-            (-32001, UpstreamUnavailable, true),
-            (-32019, UpstreamUnavailable, true),
-            (-32023, UpstreamUnavailable, true),
-            (-32099, UpstreamUnavailable, true),
-            (-32100, UpstreamRejected, false),
-            (-31999, UpstreamRejected, false),
-            (-1, UpstreamRejected, false),
-            (0, UpstreamRejected, false),
-            (42, UpstreamRejected, false),
-            (i32::MIN, UpstreamRejected, false),
+            (-32700, UpstreamProtocolError, 0),
+            (-32600, UpstreamProtocolError, 0),
+            (-32601, UnknownTool, 0),
+            (-32602, InvalidArguments, 0),
+            (-32603, UpstreamRejected, 3),
+            (-32002, UpstreamRejected, 0),
+            (-32042, UpstreamRejected, 0),
+            (-32020, UpstreamProtocolError, 0),
+            (-32021, UpstreamProtocolError, 0),
+            (-32022, UpstreamProtocolError, 0),
+            (-32000, UpstreamUnavailable, 5),
+            (-32001, UpstreamUnavailable, 5),
+            (-32019, UpstreamUnavailable, 5),
+            (-32023, UpstreamUnavailable, 5),
+            (-32099, UpstreamUnavailable, 5),
+            (-32100, UpstreamRejected, 0),
+            (-31999, UpstreamRejected, 0),
+            (-1, UpstreamRejected, 0),
+            (0, UpstreamRejected, 0),
+            (42, UpstreamRejected, 0),
+            (i32::MIN, UpstreamRejected, 0),
         ];
-        for (code, kind, retryable) in cases {
-            assert_eq!(on_jsonrpc_error(code), (kind, retryable), "code {code}");
+        for (code, kind, retries) in cases {
+            assert_eq!(
+                ToolCallErrorType::of_jsonrpc_code(code),
+                kind,
+                "code {code}"
+            );
+            assert_eq!(jsonrpc_retries(code), retries, "code {code}");
+            // Attempts 1..=retries are retried, the next one answers.
+            for attempt in 1..=retries {
+                assert_eq!(
+                    on_jsonrpc_error(code, attempt, false, None),
+                    OnJsonRpcError::Retry(kind),
+                    "code {code} attempt {attempt}"
+                );
+            }
+            assert_eq!(
+                on_jsonrpc_error(code, retries + 1, false, None),
+                OnJsonRpcError::Answer,
+                "code {code}"
+            );
         }
+    }
+
+    #[test]
+    fn the_retry_policy_still_decides_whether_a_jsonrpc_error_is_retried_at_all() {
+        let answer = OnJsonRpcError::Answer;
+        // A one-attempt tool (destructive, not idempotent) never retries.
+        assert_eq!(on_jsonrpc_error(-32603, 1, true, None), answer);
+        assert_eq!(on_jsonrpc_error(-32000, 1, true, None), answer);
+        let capped = |max| RetryPolicy {
+            maximum_attempts: max,
+            ..RetryPolicy::default()
+        };
+        // The policy's last attempt answers, even with retries left for the code.
+        assert_eq!(on_jsonrpc_error(-32603, 2, false, Some(&capped(2))), answer);
+        assert_eq!(
+            on_jsonrpc_error(-32603, 1, false, Some(&capped(2))),
+            OnJsonRpcError::Retry(UpstreamRejected)
+        );
+        assert_eq!(
+            on_jsonrpc_error(-32603, 3, false, Some(&capped(0))),
+            OnJsonRpcError::Retry(UpstreamRejected)
+        );
+        assert_eq!(on_jsonrpc_error(-32603, 1, false, Some(&capped(1))), answer);
+        // A type the policy never retries answers at once.
+        let never = RetryPolicy {
+            non_retryable_error_types: vec!["UpstreamRejected".into()],
+            ..RetryPolicy::default()
+        };
+        assert_eq!(on_jsonrpc_error(-32603, 1, false, Some(&never)), answer);
+        assert_eq!(
+            on_jsonrpc_error(-32000, 1, false, Some(&never)),
+            OnJsonRpcError::Retry(UpstreamUnavailable)
+        );
     }
 
     /// Each wait lies between half and all of the unjittered one (`initial`, doubling, capped).

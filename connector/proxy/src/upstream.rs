@@ -67,6 +67,8 @@ pub enum UpstreamError {
         service: String,
         code: i32,
         message: String,
+        /// The error's `data`, as the upstream wrote it (secrets of its URL taken out).
+        data: Option<serde_json::Value>,
     },
     /// The upstream answered something that is not valid MCP.
     #[error("upstream {service:?} broke the protocol: {reason}")]
@@ -304,6 +306,7 @@ impl UpstreamClient {
                 service,
                 code: err.code.0,
                 message: self.secrets.scrub(&err.message),
+                data: err.data.map(|d| self.secrets.scrub_json(d)),
             },
             ServiceError::TransportSend(err) => UpstreamError::Transport {
                 service,

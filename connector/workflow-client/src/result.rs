@@ -67,7 +67,9 @@ impl ToolCallError {
             Outcome::Canceled { .. } => ToolCallErrorKind::Canceled,
             Outcome::TimedOut { .. } => ToolCallErrorKind::TimedOut,
             Outcome::Terminated { .. } => ToolCallErrorKind::Terminated,
-            Outcome::Failed { .. } | Outcome::Result { .. } => ToolCallErrorKind::Failed,
+            Outcome::Failed { .. } | Outcome::Result { .. } | Outcome::JsonRpcError(_) => {
+                ToolCallErrorKind::Failed
+            }
         }
     }
 
@@ -86,6 +88,7 @@ impl ToolCallError {
     pub fn failure_type(&self) -> Option<&str> {
         match &self.outcome {
             Outcome::Failed { error_type, .. } => error_type.as_deref(),
+            Outcome::JsonRpcError(e) => Some(e.error_type().as_str()),
             _ => None,
         }
     }
@@ -97,6 +100,7 @@ impl ToolCallError {
             | Outcome::Canceled { message }
             | Outcome::TimedOut { message }
             | Outcome::Terminated { message } => message,
+            Outcome::JsonRpcError(e) => &e.message,
             Outcome::Result { .. } => "",
         }
     }

@@ -29,6 +29,7 @@ use crate::{
 use durable_mcp_contract::{
     call::{CallNotifications, LiveNotifications},
     errors::ConnectorErrorType,
+    jsonrpc_error::JsonRpcError,
     listing::{advertised_one_attempt, advertised_timeout},
     operation_name::operation_for_tool,
     outcome::{ERROR_TYPE_META, Outcome, to_call_tool_result_for},
@@ -283,10 +284,7 @@ impl Connector {
             )
             .await;
         }
-        Ok(to_call_tool_result_for(
-            &Outcome::from_operation(outcome),
-            one_attempt,
-        ))
+        answer(outcome, one_attempt)
     }
 
     /// Whether the tool's listing says it gets one attempt (R-NXC-4): then a call of it that
@@ -315,6 +313,21 @@ impl Connector {
             Started::Conflict => Ok(conflict_result()),
         }
     }
+}
+
+/// A waiting caller's answer for an operation's end: its `CallToolResult`, or the upstream's
+/// JSON-RPC error itself (R-CON-4).
+fn answer(outcome: OperationOutcome, one_attempt: bool) -> Result<Value, McpError> {
+    match Outcome::from_operation(outcome) {
+        Outcome::JsonRpcError(e) => Err(jsonrpc_error(e)),
+        outcome => Ok(to_call_tool_result_for(&outcome, one_attempt)),
+    }
+}
+
+/// An upstream's JSON-RPC error as the connector's answer: code, message and data unchanged
+/// (R-CON-4).
+pub(super) fn jsonrpc_error(e: JsonRpcError) -> McpError {
+    McpError::new(rmcp::model::ErrorCode(e.code), e.message, e.data)
 }
 
 /// The caller's error for a start that failed: refused (nothing started, R-CON-15), or cut

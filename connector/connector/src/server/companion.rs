@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 
 use super::Connector;
 use crate::task_ref::CallerScope;
+use durable_mcp_contract::outcome::{Outcome, to_call_tool_result};
 
 pub const TASK_STATUS: &str = "task_status";
 pub const TASK_RESULT: &str = "task_result";
@@ -115,7 +116,10 @@ pub fn status_result(task_id: &str, state: &DetailedTask) -> Value {
         structured.insert("statusMessage".into(), Value::from(message.clone()));
         text.push_str(&format!(" Latest progress: {message}"));
     }
-    if matches!(state.payload, TaskPayload::Completed { .. }) {
+    if matches!(
+        state.payload,
+        TaskPayload::Completed { .. } | TaskPayload::Failed { .. }
+    ) {
         text.push_str(&format!(" Call {TASK_RESULT} for its result."));
     }
     text_result(text, Value::Object(structured), false)
@@ -169,6 +173,13 @@ impl Connector {
             let state = self.task_state(task_id, scope).await?;
             match state.payload {
                 TaskPayload::Completed { result } => return Ok(Value::Object(result)),
+                // The upstream's JSON-RPC error, as a tool error the model can read, the
+                // error object in its `_meta` (R-CON-4).
+                TaskPayload::Failed { error } => {
+                    let error = serde_json::from_value(Value::Object(error))
+                        .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                    return Ok(to_call_tool_result(&Outcome::JsonRpcError(error)));
+                }
                 TaskPayload::Cancelled => {
                     return Ok(json!({
                         "content": [{"type": "text", "text": format!("Task {task_id} was cancelled.")}],

@@ -102,9 +102,15 @@ impl Connector {
                 let tool = tool_for_operation(&described.operation)
                     .unwrap_or_else(|| described.operation.clone());
                 let one_attempt = self.one_attempt(&tool).await;
-                match to_call_tool_result_for(&Outcome::from_operation(outcome), one_attempt) {
-                    Value::Object(result) => TaskPayload::Completed { result },
-                    _ => TaskPayload::Working,
+                match Outcome::from_operation(outcome) {
+                    // The upstream's JSON-RPC error, inlined unchanged (R-CON-6, SEP-2663).
+                    Outcome::JsonRpcError(e) => TaskPayload::Failed {
+                        error: e.to_object(),
+                    },
+                    outcome => match to_call_tool_result_for(&outcome, one_attempt) {
+                        Value::Object(result) => TaskPayload::Completed { result },
+                        _ => TaskPayload::Working,
+                    },
                 }
             }
         };

@@ -127,6 +127,23 @@ impl UrlSecrets {
         }
         text
     }
+
+    /// `value` with every secret replaced in its strings (keys included); nothing else changes.
+    pub fn scrub_json(&self, value: serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        if self.replacements.is_empty() {
+            return value;
+        }
+        match value {
+            Value::String(s) => Value::String(self.scrub(&s)),
+            Value::Array(items) => items.into_iter().map(|v| self.scrub_json(v)).collect(),
+            Value::Object(map) => map
+                .into_iter()
+                .map(|(k, v)| (self.scrub(&k), self.scrub_json(v)))
+                .collect(),
+            other => other,
+        }
+    }
 }
 
 impl fmt::Debug for UrlSecrets {

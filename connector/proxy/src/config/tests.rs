@@ -507,6 +507,13 @@ fn url_secrets_are_scrubbed_from_any_text() {
         plain.scrub("url (http://127.0.0.1:9/mcp)"),
         "url (http://127.0.0.1:9/mcp)"
     );
+    // A JSON-RPC error's data: secrets go from every string, numbers and shape stay.
+    let data = serde_json::json!({"n": 1, "k": [format!("key {SECRET}"), 2.5], SECRET: null});
+    assert_eq!(
+        secrets.scrub_json(data.clone()),
+        serde_json::json!({"n": 1, "k": ["key ***", 2.5], "***": null})
+    );
+    assert_eq!(plain.scrub_json(data.clone()), data);
 }
 
 #[test]
