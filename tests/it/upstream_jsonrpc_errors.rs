@@ -55,7 +55,13 @@ async fn an_upstream_jsonrpc_error_fails_the_task_with_it_and_is_the_waiting_cal
             .call_tool_once(tool_call(tool, arguments))
             .await
             .unwrap();
-        poll_task_until_done(tasks, &task_id_of(task)).await
+        // A task suggests a poll interval while it works, none once it ended (R-CON-6).
+        let done = poll_task_watching(tasks, &task_id_of(task), |working| {
+            assert_eq!(working["pollIntervalMs"], 1000, "{working}");
+        })
+        .await;
+        assert!(done.get("pollIntervalMs").is_none(), "{done}");
+        done
     };
 
     // -32602 is never retried: the task fails at once with the error, data and all.

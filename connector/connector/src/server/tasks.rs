@@ -80,7 +80,7 @@ impl Connector {
         let (created, updated) = task_times(described.times, SystemTime::now());
         let ttl = task_ttl_ms(described.times, self.inner.client.retention().await);
         let mut task = with_ttl(
-            Task::new(task_id, TaskStatus::Working, created, updated).with_poll_interval_ms(1000),
+            Task::new(task_id, TaskStatus::Working, created, updated),
             ttl,
         );
         let call = ProgressSource::of(&described);
@@ -114,6 +114,7 @@ impl Connector {
                 }
             }
         };
+        task.poll_interval_ms = poll_interval_ms(&payload);
         Ok(DetailedTask::new(task, payload))
     }
 
@@ -145,7 +146,7 @@ impl Connector {
                 created,
                 updated,
             )
-            .with_poll_interval_ms(1000),
+            .with_poll_interval_ms(TASK_POLL_INTERVAL_MS),
             ttl,
         )
     }
@@ -174,6 +175,16 @@ impl Connector {
             _ => Err(task_error("cancelling the task", refused)),
         }
     }
+}
+
+/// The `pollIntervalMs` a task that is not finished suggests (R-CON-6): every `tasks/get`
+/// reads Temporal, and a call's progress changes no faster (heartbeats every second, R-PRX-9).
+pub(crate) const TASK_POLL_INTERVAL_MS: u64 = 1000;
+
+/// The `pollIntervalMs` of a task in this state: [`TASK_POLL_INTERVAL_MS`] while it is not
+/// finished, none once it is (there is nothing left to poll for).
+pub(crate) fn poll_interval_ms(payload: &TaskPayload) -> Option<u64> {
+    (!payload.status().is_terminal()).then_some(TASK_POLL_INTERVAL_MS)
 }
 
 /// Whether a cancel that could not be requested again is still answered as a success: the
@@ -279,6 +290,25 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn only_a_task_that_is_not_finished_suggests_a_poll_interval() {
+        let every = Some(TASK_POLL_INTERVAL_MS);
+        assert_eq!(poll_interval_ms(&TaskPayload::Working), every);
+        let input = TaskPayload::InputRequired {
+            input_requests: Default::default(),
+        };
+        assert_eq!(poll_interval_ms(&input), every);
+        let result = TaskPayload::Completed {
+            result: Default::default(),
+        };
+        let error = TaskPayload::Failed {
+            error: Default::default(),
+        };
+        for done in [result, error, TaskPayload::Cancelled] {
+            assert_eq!(poll_interval_ms(&done), None, "{done:?}");
+        }
+    }
 
     #[test]
     fn a_tasks_ttl_runs_from_its_creation_to_its_end_plus_the_retention() {
