@@ -303,6 +303,29 @@ mod tests {
     }
 
     #[test]
+    fn an_upstreams_jsonrpc_error_is_a_failed_call_of_its_codes_type() {
+        let error = durable_mcp_contract::jsonrpc_error::JsonRpcError {
+            code: -32602,
+            message: "bad x".into(),
+            data: Some(json!({"field": "x"})),
+        };
+        let result = NexusOperationResult {
+            status: Some(Status::Completed(error.to_payload().unwrap())),
+        };
+        let err = call_result("x", operation_outcome(result)).unwrap_err();
+        assert_eq!(err.kind(), ToolCallErrorKind::Failed);
+        assert_eq!(err.error_type(), Some(ToolCallErrorType::InvalidArguments));
+        assert_eq!(err.message(), "bad x");
+        assert_eq!(err.to_string(), "x failed (InvalidArguments): bad x");
+        let result = err.to_call_tool_result();
+        assert_eq!(result["isError"], true);
+        assert_eq!(
+            result["_meta"]["io.durable-mcp/jsonRpcError"],
+            json!({"code": -32602, "message": "bad x", "data": {"field": "x"}})
+        );
+    }
+
+    #[test]
     fn failures_are_typed_errors_with_the_stable_type() {
         let result = NexusOperationResult {
             status: Some(Status::Failed(app_failure("no tool x", "UnknownTool"))),
