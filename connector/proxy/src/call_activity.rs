@@ -156,7 +156,17 @@ impl ProxyActivities {
                 call_with_heartbeats(&ctx, &input.tool, &mut heartbeats, deadline, call).await;
             let error = match in_flight {
                 InFlight::Ended(Ok(result)) => return answer(&input.tool, &result, &carried),
-                InFlight::Ended(Err(error @ UpstreamError::JsonRpc { .. })) => {
+                InFlight::Ended(Err(UpstreamError::JsonRpc {
+                    code,
+                    message,
+                    data,
+                    ..
+                })) => {
+                    let error = JsonRpcError {
+                        code,
+                        message,
+                        data,
+                    };
                     return jsonrpc_end(&ctx, &input, error, &carried);
                 }
                 InFlight::Ended(Err(error)) => error,
@@ -356,37 +366,24 @@ fn answer(
 fn jsonrpc_end(
     ctx: &ActivityContext,
     input: &ToolCallInput,
-    error: UpstreamError,
+    error: JsonRpcError,
     carried: &Mutex<CallNotifications>,
 ) -> Result<RawValue, ActivityError> {
-    let UpstreamError::JsonRpc {
-        code,
-        message,
-        data,
-        ..
-    } = error
-    else {
-        unreachable!("only JSON-RPC errors come here")
-    };
     let info = ctx.info();
+    let (code, attempt) = (error.code, info.attempt);
     let policy = info.retry_policy.as_ref().map(|p| p.raw());
-    match on_jsonrpc_error(code, info.attempt, input.one_attempt, policy) {
+    match on_jsonrpc_error(code, attempt, input.one_attempt, policy) {
         OnJsonRpcError::Retry(kind) => {
-            warn!(tool = %input.tool, code, attempt = info.attempt,
+            warn!(tool = %input.tool, code, attempt,
                   "the upstream answered a JSON-RPC error; the call is retried");
             let text = format!(
-                "upstream {:?} answered JSON-RPC error {code}: {message}",
-                input.service
+                "upstream {:?} answered JSON-RPC error {code}: {}",
+                input.service, error.message
             );
             Err(failure(kind, true, text))
         }
         OnJsonRpcError::Answer => {
-            let error = JsonRpcError {
-                code,
-                message,
-                data,
-            };
-            debug!(tool = %input.tool, code, attempt = info.attempt,
+            debug!(tool = %input.tool, code, attempt,
                    "the call ends with the upstream's JSON-RPC error");
             finish(&input.tool, error.to_payload(), carried)
         }
