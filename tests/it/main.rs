@@ -36,4 +36,5 @@ mod temporal_tools;
 mod tls_front;
 mod upstream_jsonrpc_errors;
 mod upstream_oauth;
+mod upstream_tasks;
 mod workflow_client;

@@ -40,18 +40,7 @@ async fn cancel_reaches_the_handler_and_the_activity() {
     })
     .await;
 
-    env.client.cancel(&op, "test cancels").await.unwrap();
-    let outcome = tokio::time::timeout(
-        Duration::from_secs(30),
-        env.client.wait(&op, &CancellationToken::new()),
-    )
-    .await
-    .expect("the cancel lands within 30 s")
-    .unwrap();
-    assert!(
-        matches!(outcome, OperationOutcome::Canceled { .. }),
-        "{outcome:?}"
-    );
+    cancel_and_expect_canceled(&env, &op, "test cancels").await;
     assert_eq!(count(&key, "activity-cancelled"), 1, "{:?}", events(&key));
     assert_eq!(count(&key, "activity-completed"), 0);
     assert_eq!(count(&key, "cancel-handler"), 1, "{:?}", events(&key));

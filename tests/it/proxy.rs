@@ -201,18 +201,7 @@ async fn proxy_cancel_reaches_the_upstream() {
             .await,
         1
     );
-    env.client.cancel(&op, "test").await.unwrap();
-    let outcome = tokio::time::timeout(
-        Duration::from_secs(30),
-        env.client.wait(&op, &CancellationToken::new()),
-    )
-    .await
-    .expect("the cancel lands within 30 s")
-    .unwrap();
-    assert!(
-        matches!(outcome, OperationOutcome::Canceled { .. }),
-        "{outcome:?}"
-    );
+    cancel_and_expect_canceled(&env, &op, "test").await;
     assert_slow_cancelled_upstream(&ledger).await;
 }
 

@@ -446,6 +446,30 @@ pub async fn start_and_wait(
     (op, outcome)
 }
 
+/// Cancels `op` and waits (at most 30 s) for it to end Canceled.
+pub async fn cancel_and_expect_canceled(
+    env: &TestEnv,
+    op: &durable_mcp::nexus::OperationRef,
+    why: &str,
+) {
+    env.client.cancel(op, why).await.unwrap();
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(30),
+        env.client
+            .wait(op, &tokio_util::sync::CancellationToken::new()),
+    )
+    .await
+    .expect("the cancel lands within 30 s")
+    .unwrap();
+    assert!(
+        matches!(
+            outcome,
+            durable_mcp::nexus::OperationOutcome::Canceled { .. }
+        ),
+        "{outcome:?}"
+    );
+}
+
 /// The mock upstream saw one `notifications/cancelled` for its `slow` tool (within 10 s), and
 /// `slow` never completed.
 pub async fn assert_slow_cancelled_upstream(ledger: &durable_mcp_conformance::fixtures::Ledger) {

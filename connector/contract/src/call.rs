@@ -67,6 +67,10 @@ pub struct CallHeartbeat {
     /// [`LIVE_LOGS`] of them and [`LIVE_LOG_BYTES`] of JSON (R-PRX-10, R-CON-13).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub logs: Vec<ToolLog>,
+    /// The upstream's own task the call continues as, once the upstream answered with one
+    /// (R-PRX-28): a retried attempt follows this task instead of calling the tool again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_task: Option<String>,
 }
 
 /// At most this many log messages ride in a heartbeat (the latest ones).
@@ -92,11 +96,13 @@ impl CallHeartbeat {
         }
     }
 
-    /// Forgets what an earlier try reported (a retry within the attempt starts over). Whether
-    /// anything changed.
+    /// Forgets what an earlier try reported (a retry within the attempt starts over), but not
+    /// the upstream task the call follows. Whether anything changed.
     pub fn reset(&mut self) -> bool {
         let changed = self.progress.is_some() || !self.logs.is_empty();
+        let upstream_task = self.upstream_task.take();
         *self = Self::default();
+        self.upstream_task = upstream_task;
         changed
     }
 }

@@ -31,8 +31,10 @@ use tracing::{debug, warn};
 use super::{
     errors::{Backoff, OnJsonRpcError, on_jsonrpc_error},
     transport_failure::{FailureAction, on_transport_failure},
-    upstream::{UpstreamClient, UpstreamError},
+    upstream::{CallAnswer, UpstreamClient, UpstreamError},
 };
+
+mod upstream_task;
 use durable_mcp_contract::{
     call::{CallHeartbeat, CallNotification, CallNotifications, log_seq},
     errors::ToolCallErrorType,
@@ -75,6 +77,10 @@ pub struct ToolCallInput {
     pub arguments: serde_json::Map<String, serde_json::Value>,
     /// The tool gets one attempt: a failure after which it may have run is final.
     pub one_attempt: bool,
+    /// The upstream lists the tool with `execution.taskSupport: "required"`: the call asks
+    /// the upstream for a task and follows it (R-PRX-28).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub upstream_task: bool,
 }
 
 /// Progress messages are cut to this many characters: they are copied into every heartbeat
@@ -96,6 +102,9 @@ fn heartbeat_details(heartbeat: &CallHeartbeat) -> RawValue {
 /// The proxy's activities, over the worker's upstream connections.
 pub struct ProxyActivities {
     pub upstreams: Arc<HashMap<String, Arc<UpstreamClient>>>,
+    /// Cancelled when the worker shuts down: a cancel then is the worker's, not the call's,
+    /// and an upstream task is left running for the next attempt (R-PRX-28).
+    pub stopping: tokio_util::sync::CancellationToken,
 }
 
 fn failure(kind: ToolCallErrorType, retryable: bool, message: String) -> ActivityError {
@@ -144,18 +153,43 @@ impl ProxyActivities {
         let client = upstream_named(&self.upstreams, &input.service)?;
         let deadline = attempt_deadline(&ctx);
         let mut heartbeats = Heartbeats::new(&ctx);
+        let follow = |id, poll_interval| upstream_task::Followed {
+            ctx: &ctx,
+            client: &client,
+            input: &input,
+            deadline,
+            stopping: &self.stopping,
+            id,
+            poll_interval,
+        };
+        if let Some(id) = upstream_task::earlier_task(&ctx) {
+            let carried = heartbeats.start_try();
+            return follow(id, None).follow(&mut heartbeats, carried).await;
+        }
         let mut backoff = Backoff::within_attempt().start();
         loop {
             let carried = heartbeats.start_try();
-            let call = client.call_tool_reporting(
-                &input.tool,
-                input.arguments.clone(),
-                heartbeats.pass_on(carried.clone()),
-            );
+            let note = heartbeats.pass_on(carried.clone());
+            let (tool, arguments) = (&input.tool, input.arguments.clone());
+            let call = async {
+                if input.upstream_task {
+                    client.call_tool_as_task(tool, arguments, note).await
+                } else {
+                    let result = client.call_tool_reporting(tool, arguments, note).await;
+                    result.map(CallAnswer::Result)
+                }
+            };
             let in_flight =
                 call_with_heartbeats(&ctx, &input.tool, &mut heartbeats, deadline, call).await;
             let error = match in_flight {
-                InFlight::Ended(Ok(result)) => return answer(&input.tool, &result, &carried),
+                InFlight::Ended(Ok(CallAnswer::Result(result))) => {
+                    return answer(&input.tool, &result, &carried);
+                }
+                InFlight::Ended(Ok(CallAnswer::Task { id, poll_interval })) => {
+                    return follow(id, poll_interval)
+                        .follow(&mut heartbeats, carried)
+                        .await;
+                }
                 InFlight::Ended(Err(UpstreamError::JsonRpc {
                     code,
                     message,
@@ -280,6 +314,11 @@ impl Heartbeats {
                 details.send_modify(|h| h.set_progress(p, next_log));
             }
         }
+    }
+
+    /// Keeps the upstream task the call follows (or none) in the heartbeat details (R-PRX-28).
+    fn follow_task(&self, id: Option<String>) {
+        self.details.send_modify(|h| h.upstream_task = id);
     }
 
     /// Records the latest details as a heartbeat.

@@ -147,6 +147,7 @@ impl ProxyBuilder {
             clients: Arc::new(clients),
             services,
             discoveries,
+            stopping: CancellationToken::new(),
         })
     }
 }
@@ -158,6 +159,9 @@ pub struct Proxy {
     clients: Arc<HashMap<String, Arc<UpstreamClient>>>,
     services: Vec<Service>,
     discoveries: Vec<(String, Arc<Discovery>)>,
+    /// Cancelled when [`Proxy::run`]'s shutdown comes: the Activities then tell a worker
+    /// shutdown from a cancel of the call (R-PRX-28).
+    stopping: CancellationToken,
 }
 
 impl Proxy {
@@ -187,6 +191,7 @@ impl Proxy {
         ProxyWorkerPlugin {
             task_queue: self.task_queue.clone(),
             clients: self.clients.clone(),
+            stopping: self.stopping.clone(),
         }
     }
 
@@ -207,8 +212,11 @@ impl Proxy {
                 discovery.follow_changes(shutdown).await;
             }
         });
-        futures::future::join_all(following).await;
-        shutdown.cancelled().await;
+        let stopping = async {
+            shutdown.cancelled().await;
+            self.stopping.cancel();
+        };
+        futures::future::join(futures::future::join_all(following), stopping).await;
         for client in self.clients.values() {
             client.close().await;
         }
@@ -220,6 +228,7 @@ impl Proxy {
 pub struct ProxyWorkerPlugin {
     task_queue: String,
     clients: Arc<HashMap<String, Arc<UpstreamClient>>>,
+    stopping: CancellationToken,
 }
 
 impl WorkerPlugin for ProxyWorkerPlugin {
@@ -231,6 +240,7 @@ impl WorkerPlugin for ProxyWorkerPlugin {
         check_task_queue(&self.task_queue, &options.task_queue).map_err(PluginError::new)?;
         options.register_activities(ProxyActivities {
             upstreams: self.clients.clone(),
+            stopping: self.stopping.clone(),
         });
         // Heartbeats carry the upstream's progress (and bring cancellations back): at least
         // every PROGRESS_HEARTBEAT rather than the SDK's 80% of the heartbeat timeout.

@@ -103,7 +103,10 @@ impl ServiceContext {
             None => self.rediscover(&tool).await?,
         };
         let options = self.resolve(&definition);
-        let activity_input = self.activity_input(&tool, arguments, &options).await?;
+        let upstream_task = definition["execution"]["taskSupport"] == "required";
+        let activity_input = self
+            .activity_input(&tool, arguments, &options, upstream_task)
+            .await?;
         let request = self.activity_start(start, &activity_id, &tool, &options, activity_input);
         self.start_or_reattach(&activity_id, request, &options.retry_reason)
             .await
@@ -137,12 +140,14 @@ impl ServiceContext {
         tool: &str,
         arguments: serde_json::Map<String, serde_json::Value>,
         options: &ResolvedCallOptions,
+        upstream_task: bool,
     ) -> Result<Payload, StartError> {
         let recorded = ToolCallInput {
             service: self.service.clone(),
             tool: tool.to_owned(),
             arguments,
             one_attempt: options.one_attempt,
+            upstream_task,
         };
         let input =
             payload::to_payload(&recorded).map_err(|e| HandlerError::bad_request(e.to_string()))?;

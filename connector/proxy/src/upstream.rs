@@ -27,7 +27,7 @@ use rmcp::{
     model::{
         CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
         ClientRequest, ListToolsRequest, PaginatedRequestParams, ProgressNotificationParam,
-        ProgressToken, RequestId, ServerResult,
+        ProgressToken, RequestId, RequestMetaObject, ServerResult,
     },
     service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError},
     transport::{
@@ -47,6 +47,9 @@ use super::{
     transport_failure::{Evidence, Failure, Phase, SendFailure, phase},
 };
 use durable_mcp_contract::call::{CallNotification, ToolLog};
+
+mod task;
+pub use task::{CallAnswer, TaskState, next_poll_delay};
 
 /// Why an upstream request failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -445,19 +448,35 @@ impl UpstreamClient {
         &self,
         name: &str,
         arguments: serde_json::Map<String, serde_json::Value>,
-        mut on_note: impl FnMut(CallNotification),
+        on_note: impl FnMut(CallNotification),
     ) -> Result<serde_json::Value, UpstreamError> {
         let conn = self.connect().await?;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(
             CallToolRequestParams::new(name.to_owned()).with_arguments(arguments),
         ));
+        let (request_id, answered) = self.send_reporting(&conn, request, None, on_note).await?;
+        let result = self.call_tool_result(answered)?;
+        self.as_written(&conn, &request_id, &result)
+    }
+
+    /// Sends `request` on `conn` and awaits its answer, passing the upstream's notifications
+    /// for it to `on_note`. Dropping the returned future cancels the request upstream.
+    async fn send_reporting(
+        &self,
+        conn: &Connection,
+        request: ClientRequest,
+        meta: Option<RequestMetaObject>,
+        mut on_note: impl FnMut(CallNotification),
+    ) -> Result<(RequestId, ServerResult), UpstreamError> {
+        let mut options = PeerRequestOptions::no_options();
+        options.meta = meta;
         // rmcp gives every request a progress token of its own; the handle says which.
         let handle = conn
             .peer()
-            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .send_request_with_option(request, options)
             .await
-            .map_err(|e| self.failed(&conn, e))?;
-        let mut progress = follow_progress(&conn, &handle.progress_token).await;
+            .map_err(|e| self.failed(conn, e))?;
+        let mut progress = follow_progress(conn, &handle.progress_token).await;
         let mut logs = conn.service().written.follow_logs(&handle.progress_token);
         let request_id = handle.id.clone();
         let mut guard = CancelOnDrop {
@@ -472,9 +491,8 @@ impl UpstreamClient {
         )
         .await;
         guard.disarm();
-        let answered = answered.map_err(|e| self.failed(&conn, e))?;
-        let result = self.call_tool_result(answered)?;
-        self.as_written(&conn, &request_id, &result)
+        let answered = answered.map_err(|e| self.failed(conn, e))?;
+        Ok((request_id, answered))
     }
 
     /// The `CallToolResult` in an answer to `tools/call`. A reply without `content` decodes as

@@ -1,0 +1,224 @@
+//! Following the upstream's own task inside the call Activity (R-PRX-28).
+//!
+//! The task's ID goes into the heartbeat details as soon as the upstream answers with it
+//! ([`CallHeartbeat::upstream_task`]), so an attempt that follows a lost one (a killed worker,
+//! a timed-out attempt) reads it from the last heartbeat and re-attaches to the same task
+//! instead of calling the tool again. `tasks/get` is polled on a back-off that honours the
+//! upstream's `pollIntervalMs`; a changed `statusMessage` is passed on as progress (R-PRX-9);
+//! a cancel of the call becomes `tasks/cancel` upstream (R-PRX-7).
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use temporalio_common::data_converters::RawValue;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use tracing::{info, warn};
+
+use super::{
+    Heartbeats, InFlight, ToolCallInput, action_for, answer, call_with_heartbeats, failure,
+};
+use crate::{
+    transport_failure::FailureAction,
+    upstream::{TaskState, UpstreamClient, UpstreamError, next_poll_delay},
+};
+use durable_mcp_contract::{
+    call::{CallHeartbeat, CallNotification, CallNotifications, ToolProgress},
+    errors::ToolCallErrorType,
+    payload,
+};
+
+/// How long a `tasks/cancel` sent for a cancelled call may take.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+
+/// The upstream task an earlier attempt of this call was following, from its last heartbeat.
+pub(super) fn earlier_task(ctx: &ActivityContext) -> Option<String> {
+    let raw = ctx.heartbeat_details().deserialize::<RawValue>().ok()??;
+    let first = raw.payloads.first()?;
+    payload::from_payload::<CallHeartbeat>(first)
+        .ok()?
+        .upstream_task
+}
+
+/// One followed task: where its progress goes, how often it is polled.
+pub(super) struct Followed<'a> {
+    pub ctx: &'a ActivityContext,
+    pub client: &'a UpstreamClient,
+    pub input: &'a ToolCallInput,
+    pub deadline: Option<tokio::time::Instant>,
+    /// The worker is shutting down (see `ProxyActivities::stopping`).
+    pub stopping: &'a tokio_util::sync::CancellationToken,
+    pub id: String,
+    pub poll_interval: Option<Duration>,
+}
+
+impl Followed<'_> {
+    /// Follows the task to its end: the call's result, or its failure.
+    pub(super) async fn follow(
+        mut self,
+        heartbeats: &mut Heartbeats,
+        carried: Arc<Mutex<CallNotifications>>,
+    ) -> Result<RawValue, ActivityError> {
+        let tool = self.input.tool.clone();
+        info!(tool = %tool, upstream_task = %self.id, "following the upstream's task");
+        heartbeats.follow_task(Some(self.id.clone()));
+        heartbeats.record(self.ctx).await;
+        let mut note = heartbeats.pass_on(carried.clone());
+        let (mut polls, mut messages, mut last_message) = (0u32, 0u32, None::<String>);
+        loop {
+            let delay = next_poll_delay(self.poll_interval, polls);
+            self.run(heartbeats, tokio::time::sleep(delay)).await?;
+            polls = polls.saturating_add(1);
+            let state = self
+                .run(heartbeats, self.client.task_state(&self.id))
+                .await?;
+            let error = match state {
+                Ok(TaskState::Working {
+                    message,
+                    poll_interval,
+                }) => {
+                    self.poll_interval = poll_interval.or(self.poll_interval);
+                    if message.is_some() && message != last_message {
+                        messages = messages.saturating_add(1);
+                        note(CallNotification::Progress(ToolProgress {
+                            progress: f64::from(messages),
+                            total: None,
+                            message: message.clone(),
+                        }));
+                        last_message = message;
+                    }
+                    continue;
+                }
+                Ok(TaskState::Completed(Some(result))) => return answer(&tool, &result, &carried),
+                Ok(TaskState::Completed(None) | TaskState::Failed(None)) => {
+                    match self
+                        .run(heartbeats, self.client.task_result(&self.id))
+                        .await?
+                    {
+                        Ok(result) => return answer(&tool, &result, &carried),
+                        Err(error) => error,
+                    }
+                }
+                Ok(TaskState::Failed(Some((code, message)))) => UpstreamError::JsonRpc {
+                    service: self.input.service.clone(),
+                    code,
+                    message,
+                },
+                Ok(TaskState::Cancelled) => {
+                    let why = format!(
+                        "upstream {:?} cancelled its task for tool {tool:?} before it ended",
+                        self.input.service
+                    );
+                    return Err(self.end(heartbeats, ToolCallErrorType::Canceled, why).await);
+                }
+                Ok(TaskState::InputRequired { message }) => {
+                    self.cancel_upstream().await;
+                    let why = format!(
+                        "upstream {:?} asks for input for tool {tool:?} ({}), which the proxy does not relay; its task was cancelled",
+                        self.input.service,
+                        message.as_deref().unwrap_or("input_required")
+                    );
+                    return Err(self
+                        .end(heartbeats, ToolCallErrorType::UpstreamProtocolError, why)
+                        .await);
+                }
+                Err(UpstreamError::Connect { .. } | UpstreamError::Transport { .. }) => {
+                    // Reading a task's state is safe to repeat: poll on.
+                    continue;
+                }
+                Err(UpstreamError::JsonRpc { code, message, .. }) => {
+                    return Err(self.lost(heartbeats, code, &message).await);
+                }
+                Err(error @ UpstreamError::Protocol { .. }) => error,
+            };
+            return Err(self.failed(heartbeats, error).await);
+        }
+    }
+
+    /// Runs `work`, heartbeating. A cancel of the call stops it and cancels the task upstream;
+    /// a worker shutting down, or the attempt's deadline passing, leaves the task running for
+    /// the next attempt to re-attach to (unless the tool has no next attempt), and the attempt
+    /// ends as the server or the worker ends it.
+    async fn run<T>(
+        &self,
+        heartbeats: &mut Heartbeats,
+        work: impl Future<Output = T>,
+    ) -> Result<T, ActivityError> {
+        let tool = &self.input.tool;
+        match call_with_heartbeats(self.ctx, tool, heartbeats, self.deadline, work).await {
+            InFlight::Ended(done) => Ok(done),
+            InFlight::Cancelled => {
+                if self.stopping.is_cancelled() {
+                    info!(tool = %tool, "worker shutting down: the upstream's task runs on");
+                } else {
+                    self.cancel_upstream().await;
+                }
+                Err(ActivityError::cancelled())
+            }
+            InFlight::PastDeadline => {
+                if self.input.one_attempt {
+                    self.cancel_upstream().await;
+                }
+                Err(heartbeats.until_cancelled(self.ctx).await)
+            }
+        }
+    }
+
+    /// `tasks/cancel` upstream, waiting a bounded time for its acknowledgement.
+    async fn cancel_upstream(&self) {
+        let cancel = self.client.cancel_task(&self.id);
+        match tokio::time::timeout(CANCEL_WAIT, cancel).await {
+            Ok(Ok(())) => info!(tool = %self.input.tool, "cancelled the upstream's task"),
+            Ok(Err(error)) => {
+                warn!(tool = %self.input.tool, %error, "the upstream refused tasks/cancel");
+            }
+            Err(_) => warn!(tool = %self.input.tool, "no answer to tasks/cancel in time"),
+        }
+    }
+
+    /// The task ended in `error` (its JSON-RPC error, or a broken answer): the call fails as a
+    /// call answered with it would (R-PRX-5), and a retry calls the tool anew.
+    async fn failed(&self, heartbeats: &mut Heartbeats, error: UpstreamError) -> ActivityError {
+        let (kind, retryable) = match action_for(&error, self.input.one_attempt) {
+            FailureAction::FailRetryable(kind) => (kind, true),
+            FailureAction::FailNonRetryable(kind) => (kind, false),
+            FailureAction::RetryWithinAttempt => (ToolCallErrorType::UpstreamUnavailable, true),
+        };
+        self.forget(heartbeats).await;
+        failure(kind, retryable, error.to_string())
+    }
+
+    /// The upstream no longer answers for the task (a restarted upstream, a task past its
+    /// TTL): the tool may have run. A one-attempt tool's outcome is unknown; another is
+    /// called anew by the next attempt.
+    async fn lost(&self, heartbeats: &mut Heartbeats, code: i32, message: &str) -> ActivityError {
+        let why = format!(
+            "upstream {:?} answered tasks/get for the task of tool {:?} with JSON-RPC error {code}: {message}; the tool may have run",
+            self.input.service, self.input.tool
+        );
+        self.forget(heartbeats).await;
+        if self.input.one_attempt {
+            failure(ToolCallErrorType::ToolCallOutcomeUnknown, false, why)
+        } else {
+            failure(ToolCallErrorType::UpstreamUnavailable, true, why)
+        }
+    }
+
+    /// Ends the call with a non-retryable failure of `kind`.
+    async fn end(
+        &self,
+        heartbeats: &mut Heartbeats,
+        kind: ToolCallErrorType,
+        why: String,
+    ) -> ActivityError {
+        self.forget(heartbeats).await;
+        failure(kind, false, why)
+    }
+
+    /// Drops the task from the heartbeat details, so a later attempt does not re-attach to it.
+    async fn forget(&self, heartbeats: &mut Heartbeats) {
+        heartbeats.follow_task(None);
+        heartbeats.record(self.ctx).await;
+    }
+}

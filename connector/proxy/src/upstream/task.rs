@@ -1,0 +1,342 @@
+//! The upstream's own tasks (R-PRX-28): a tool the upstream lists with
+//! `execution.taskSupport: "required"` is called asking for a task, and the task the upstream
+//! answers is followed with `tasks/get` (and, for a 2025-11-25 upstream, `tasks/result`) and
+//! cancelled with `tasks/cancel`.
+//!
+//! How the proxy asks depends on how the upstream offers tasks:
+//! - the tasks extension (SEP-2663, `capabilities.extensions["io.modelcontextprotocol/tasks"]`):
+//!   the request's `_meta["io.modelcontextprotocol/clientCapabilities"]` declares the
+//!   extension, on `tools/call` and on every `tasks/*` request; the answer is a
+//!   `CreateTaskResult` (`resultType: "task"`, the task's fields at the top level), and
+//!   `tasks/get` inlines the result (`completed`) or the JSON-RPC error (`failed`);
+//! - otherwise (2025-11-25, tasks in `capabilities.tasks`): a task-augmented request,
+//!   `params.task = {}`; the answer nests the task (`{"task": {...}}`), `tasks/get` reports the
+//!   status and `tasks/result` gives the result or error.
+//!
+//! A task answer is accepted only for a call that asked for one: any other is a broken
+//! protocol (R-NXC-4).
+
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelTaskParams, CancelTaskRequest, ClientRequest,
+    CustomRequest, GetTaskParams, GetTaskRequest, RequestMetaObject, TASKS_EXTENSION_ID,
+};
+use rmcp::service::PeerRequestOptions;
+use serde_json::{Map, Value, json};
+
+use super::{Connection, UpstreamClient, UpstreamError, to_json};
+use durable_mcp_contract::call::CallNotification;
+
+/// The per-request client capabilities key (SEP-2575).
+const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// How long one `tasks/*` request may wait for its answer.
+const TASK_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The first wait between two `tasks/get`, doubling up to [`POLL_BACKOFF_MAX`].
+const POLL_BACKOFF_START: Duration = Duration::from_millis(250);
+const POLL_BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// An upstream's `pollIntervalMs` is honoured up to this.
+const POLL_INTERVAL_MAX: Duration = Duration::from_secs(30);
+
+/// What a `tools/call` that asked for a task was answered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallAnswer {
+    /// The call's result, as written.
+    Result(Value),
+    /// The upstream's task: its ID and the poll interval it asks for.
+    Task {
+        id: String,
+        poll_interval: Option<Duration>,
+    },
+}
+
+/// An upstream task's state, as `tasks/get` reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskState {
+    Working {
+        message: Option<String>,
+        poll_interval: Option<Duration>,
+    },
+    /// The task waits for input the proxy cannot give it.
+    InputRequired {
+        message: Option<String>,
+    },
+    /// Done: the result when `tasks/get` inlines it, else `tasks/result` has it.
+    Completed(Option<Value>),
+    /// Failed: the JSON-RPC error's code and message when `tasks/get` inlines it, else
+    /// `tasks/result` has it.
+    Failed(Option<(i32, String)>),
+    Cancelled,
+}
+
+/// The wait before the next `tasks/get`, after `polls` of them: a back-off from 250 ms
+/// doubling to 2 s, never shorter than the interval the upstream asked for (at most 30 s).
+pub fn next_poll_delay(poll_interval: Option<Duration>, polls: u32) -> Duration {
+    let backoff = POLL_BACKOFF_START
+        .saturating_mul(1u32.checked_shl(polls.min(16)).unwrap_or(u32::MAX))
+        .min(POLL_BACKOFF_MAX);
+    backoff.max(poll_interval.unwrap_or_default().min(POLL_INTERVAL_MAX))
+}
+
+/// The poll interval a task object asks for (`pollIntervalMs`, or 2025-11-25's `pollInterval`).
+fn poll_interval(task: &Map<String, Value>) -> Option<Duration> {
+    task.get("pollIntervalMs")
+        .or_else(|| task.get("pollInterval"))
+        .and_then(Value::as_u64)
+        .map(Duration::from_millis)
+}
+
+/// The task an answer to `tools/call` creates, if it is one: `resultType: "task"` with the
+/// task's fields at the top level (SEP-2663), or a `task` object and no `content` (2025-11-25).
+pub fn created_task(answer: &Value) -> Option<CallAnswer> {
+    let answer = answer.as_object()?;
+    let task = if answer.get("resultType").and_then(Value::as_str) == Some("task") {
+        answer
+    } else if !answer.contains_key("content") {
+        answer.get("task")?.as_object()?
+    } else {
+        return None;
+    };
+    let id = task.get("taskId")?.as_str()?.to_owned();
+    Some(CallAnswer::Task {
+        id,
+        poll_interval: poll_interval(task),
+    })
+}
+
+/// A `tasks/get` answer's state.
+pub fn task_state(answer: &Value) -> Result<TaskState, String> {
+    let task = answer
+        .as_object()
+        .ok_or("the answer to tasks/get is not an object")?;
+    let message = task
+        .get("statusMessage")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let status = task.get("status").and_then(Value::as_str);
+    Ok(match status {
+        Some("working") => TaskState::Working {
+            message,
+            poll_interval: poll_interval(task),
+        },
+        Some("input_required") => TaskState::InputRequired { message },
+        Some("completed") => {
+            TaskState::Completed(task.get("result").filter(|r| r.is_object()).cloned())
+        }
+        Some("failed") => TaskState::Failed(task.get("error").and_then(jsonrpc_error)),
+        Some("cancelled") => TaskState::Cancelled,
+        other => {
+            return Err(format!(
+                "tasks/get answered an unknown task status {other:?}"
+            ));
+        }
+    })
+}
+
+/// A JSON-RPC error object's code and message.
+fn jsonrpc_error(error: &Value) -> Option<(i32, String)> {
+    let code = i32::try_from(error.get("code")?.as_i64()?).ok()?;
+    let message = error.get("message").and_then(Value::as_str).unwrap_or("");
+    Some((code, message.to_owned()))
+}
+
+/// `_meta` declaring the tasks extension, for an upstream that offers it; `None` for a
+/// 2025-11-25 upstream (tasks in its capabilities, asked for per request with `params.task`).
+fn extension_meta(conn: &Connection) -> Option<RequestMetaObject> {
+    let offers = conn
+        .peer()
+        .peer_info()
+        .is_some_and(|info| info.capabilities.supports_tasks());
+    offers.then(|| {
+        let mut meta = RequestMetaObject::new();
+        meta.0.0.insert(
+            CLIENT_CAPABILITIES.to_owned(),
+            json!({"extensions": {TASKS_EXTENSION_ID: {}}}),
+        );
+        meta
+    })
+}
+
+impl UpstreamClient {
+    /// `tools/call` asking for a task (see the module): the upstream's task, or its result
+    /// when it answered at once. Dropping the future before the answer cancels the request.
+    pub async fn call_tool_as_task(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        on_note: impl FnMut(CallNotification),
+    ) -> Result<CallAnswer, UpstreamError> {
+        let conn = self.connect().await?;
+        let meta = extension_meta(&conn);
+        let request = if meta.is_some() {
+            ClientRequest::CallToolRequest(CallToolRequest::new(
+                CallToolRequestParams::new(name.to_owned()).with_arguments(arguments),
+            ))
+        } else {
+            ClientRequest::CustomRequest(CustomRequest::new(
+                "tools/call",
+                Some(json!({"name": name, "arguments": arguments, "task": {}})),
+            ))
+        };
+        let (id, answered) = self.send_reporting(&conn, request, meta, on_note).await?;
+        let written = conn.service().written.take(&id);
+        let seen = match &written {
+            Some(w) => Some(w.clone()),
+            None => to_json(&answered).ok(),
+        };
+        if let Some(task) = seen.as_ref().and_then(created_task) {
+            return Ok(task);
+        }
+        let result = self.call_tool_result(answered)?;
+        match written {
+            Some(w @ Value::Object(_)) => Ok(CallAnswer::Result(w)),
+            _ => to_json(&result)
+                .map(CallAnswer::Result)
+                .map_err(|reason| self.protocol(reason)),
+        }
+    }
+
+    /// `tasks/get`: the upstream task's state.
+    pub async fn task_state(&self, task_id: &str) -> Result<TaskState, UpstreamError> {
+        let request = ClientRequest::GetTaskRequest(GetTaskRequest::new(GetTaskParams::new(
+            task_id.to_owned(),
+        )));
+        let answer = self.task_request(request).await?;
+        task_state(&answer).map_err(|reason| self.protocol(reason))
+    }
+
+    /// `tasks/result` (2025-11-25): the finished task's result, or its error.
+    pub async fn task_result(&self, task_id: &str) -> Result<Value, UpstreamError> {
+        let request = ClientRequest::CustomRequest(CustomRequest::new(
+            "tasks/result",
+            Some(json!({"taskId": task_id})),
+        ));
+        self.task_request(request).await
+    }
+
+    /// `tasks/cancel`: asks the upstream to stop the task; its answer is an acknowledgement.
+    pub async fn cancel_task(&self, task_id: &str) -> Result<(), UpstreamError> {
+        let request = ClientRequest::CancelTaskRequest(CancelTaskRequest::new(
+            CancelTaskParams::new(task_id.to_owned()),
+        ));
+        self.task_request(request).await.map(|_| ())
+    }
+
+    /// One `tasks/*` request, bounded by [`TASK_REQUEST_TIMEOUT`]: its answer as written.
+    async fn task_request(&self, request: ClientRequest) -> Result<Value, UpstreamError> {
+        let conn = self.connect().await?;
+        let mut options = PeerRequestOptions::no_options();
+        options.meta = extension_meta(&conn);
+        options.timeout = Some(TASK_REQUEST_TIMEOUT);
+        let handle = conn
+            .peer()
+            .send_request_with_option(request, options)
+            .await
+            .map_err(|e| self.failed(&conn, e))?;
+        let id = handle.id.clone();
+        let answered = handle
+            .await_response()
+            .await
+            .map_err(|e| self.failed(&conn, e))?;
+        match conn.service().written.take(&id) {
+            Some(written) => Ok(written),
+            None => to_json(&answered).map_err(|reason| self.protocol(reason)),
+        }
+    }
+
+    fn protocol(&self, reason: String) -> UpstreamError {
+        UpstreamError::Protocol {
+            service: self.service.clone(),
+            reason,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_task_answer_shapes_are_recognised_and_results_are_not_tasks() {
+        let extension = json!({"resultType": "task", "taskId": "t1", "status": "working",
+            "createdAt": "x", "lastUpdatedAt": "x", "ttlMs": null, "pollIntervalMs": 500});
+        assert_eq!(
+            created_task(&extension),
+            Some(CallAnswer::Task {
+                id: "t1".into(),
+                poll_interval: Some(Duration::from_millis(500))
+            })
+        );
+        let legacy = json!({"task": {"taskId": "t2", "status": "working", "pollInterval": 1000}});
+        assert_eq!(
+            created_task(&legacy),
+            Some(CallAnswer::Task {
+                id: "t2".into(),
+                poll_interval: Some(Duration::from_secs(1))
+            })
+        );
+        let result = json!({"content": [], "task": {"taskId": "t3"}});
+        assert_eq!(created_task(&result), None);
+        assert_eq!(created_task(&json!({"content": []})), None);
+        assert_eq!(created_task(&json!({"resultType": "task"})), None);
+    }
+
+    #[test]
+    fn every_task_status_is_read_with_what_it_carries() {
+        let working = json!({"taskId": "t", "status": "working", "statusMessage": "half",
+            "pollIntervalMs": 200});
+        assert_eq!(
+            task_state(&working),
+            Ok(TaskState::Working {
+                message: Some("half".into()),
+                poll_interval: Some(Duration::from_millis(200))
+            })
+        );
+        let done = json!({"status": "completed", "result": {"content": []}});
+        assert_eq!(
+            task_state(&done),
+            Ok(TaskState::Completed(Some(json!({"content": []}))))
+        );
+        assert_eq!(
+            task_state(&json!({"status": "completed"})),
+            Ok(TaskState::Completed(None))
+        );
+        let failed = json!({"status": "failed", "error": {"code": -32603, "message": "boom"}});
+        assert_eq!(
+            task_state(&failed),
+            Ok(TaskState::Failed(Some((-32603, "boom".into()))))
+        );
+        assert_eq!(
+            task_state(&json!({"status": "failed"})),
+            Ok(TaskState::Failed(None))
+        );
+        assert_eq!(
+            task_state(&json!({"status": "cancelled"})),
+            Ok(TaskState::Cancelled)
+        );
+        assert_eq!(
+            task_state(&json!({"status": "input_required", "inputRequests": {}})),
+            Ok(TaskState::InputRequired { message: None })
+        );
+        assert!(task_state(&json!({"status": "paused"})).is_err());
+        assert!(task_state(&json!([])).is_err());
+    }
+
+    #[test]
+    fn polls_back_off_and_honour_the_upstreams_interval() {
+        let ms = Duration::from_millis;
+        let delays: Vec<_> = (0..6).map(|n| next_poll_delay(None, n)).collect();
+        assert_eq!(
+            delays,
+            [ms(250), ms(500), ms(1000), ms(2000), ms(2000), ms(2000)]
+        );
+        assert_eq!(next_poll_delay(Some(ms(1000)), 0), ms(1000));
+        assert_eq!(next_poll_delay(Some(ms(1000)), 4), ms(2000));
+        assert_eq!(next_poll_delay(Some(ms(5000)), 9), ms(5000));
+        assert_eq!(
+            next_poll_delay(Some(Duration::from_secs(3600)), 0),
+            Duration::from_secs(30)
+        );
+        assert_eq!(next_poll_delay(None, u32::MAX), ms(2000));
+    }
+}
