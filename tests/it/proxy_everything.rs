@@ -452,3 +452,23 @@ async fn the_connector_over_http_writes_what_server_everything_wrote() {
         .expect("raw stdio client");
     compare_connector_with_the_wire(&listed, &results, &mut wire).await;
 }
+
+/// server-everything's `simulate-research-query` requires a task (2025-11-25: `params.task`,
+/// `tasks/get`, `tasks/result`): the proxy asks for one and follows it to the report
+/// (R-PRX-28).
+#[tokio::test]
+async fn simulate_research_query_is_followed_as_the_upstreams_own_task() {
+    require_node!();
+    let entry = install().await;
+    let env = TestEnv::shared("everything-task").await;
+    let _proxy = start_proxy(&env, vec![stdio_upstream(&entry)]);
+    let listed = list_via_proxy(&env).await;
+    assert_eq!(
+        find(&listed, "simulate-research-query")["execution"]["taskSupport"],
+        "required"
+    );
+    let report = call_via_proxy(&env, "simulate-research-query", &json!({"topic": "tides"})).await;
+    let text = report["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("# Research Report: tides"), "{report}");
+    assert_ne!(report["isError"], true, "{report}");
+}
