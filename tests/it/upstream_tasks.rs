@@ -14,7 +14,8 @@ use durable_mcp::{
     nexus::{OperationOutcome, StartOperation},
 };
 use durable_mcp_conformance::fixtures::{
-    Behavior, Ledger, LedgerEvent, SpecSource, ToolSpec, UpstreamSpec, serve_mock_upstream_http,
+    Behavior, Ledger, LedgerEvent, SpecSource, TaskError, ToolSpec, UpstreamSpec,
+    serve_mock_upstream_http,
 };
 use serde_json::{Value, json};
 
@@ -23,10 +24,24 @@ use crate::support::*;
 /// The task tool: the upstream requires a task, which takes `ms`.
 const TOOL: &str = "research";
 
+/// A task tool whose task ends `failed` with a JSON-RPC error.
+const FAILING: &str = "research_fails";
+
 fn spec(ms: u64) -> UpstreamSpec {
     let mut spec = UpstreamSpec::standard();
-    spec.tools.push(ToolSpec {
-        name: TOOL.into(),
+    let error = TaskError {
+        code: -32602,
+        message: "no such topic".into(),
+    };
+    for (name, error) in [(TOOL, None), (FAILING, Some(error))] {
+        spec.tools.push(task_tool(name, ms, error));
+    }
+    spec
+}
+
+fn task_tool(name: &str, ms: u64, error: Option<TaskError>) -> ToolSpec {
+    ToolSpec {
+        name: name.into(),
         title: None,
         description: Some("answers with a task of its own".into()),
         annotations: Some(json!({"readOnlyHint": true})),
@@ -35,17 +50,20 @@ fn spec(ms: u64) -> UpstreamSpec {
         meta: None,
         execution: Some(json!({"taskSupport": "required"})),
         icons: None,
-        behavior: Behavior::Task { ms },
-    });
-    spec
+        behavior: Behavior::Task { ms, error },
+    }
 }
 
 fn start(env: &TestEnv, service: &str, key: &str) -> StartOperation {
+    start_tool(env, service, TOOL, key)
+}
+
+fn start_tool(env: &TestEnv, service: &str, tool: &str, key: &str) -> StartOperation {
     let mut start = StartOperation::new(
-        format!("{TOOL}-{}", uuid::Uuid::new_v4()),
+        format!("{tool}-{}", uuid::Uuid::new_v4()),
         &env.endpoint,
         service,
-        TOOL,
+        tool,
         payload::to_payload(&json!({"key": key})).unwrap(),
     );
     start.schedule_to_close = Some(Duration::from_secs(120));
@@ -81,6 +99,23 @@ async fn an_upstream_task_is_followed_to_its_result_for_direct_and_task_callers(
     assert_eq!(structured(&outcome), json!({"key": "direct"}));
     assert_eq!(ledger.count_key(TOOL, LedgerEvent::Called, "direct"), 1);
     assert_eq!(ledger.count_key(TOOL, LedgerEvent::Completed, "direct"), 1);
+
+    // A task that fails carries its JSON-RPC error as a call answered with it would (R-PRX-5).
+    let (_, failed) = start_and_wait(&env, start_tool(&env, "mock", FAILING, "f")).await;
+    let OperationOutcome::Failed {
+        error_type,
+        message,
+        ..
+    } = &failed
+    else {
+        panic!("{failed:?}")
+    };
+    assert_eq!(error_type.as_deref(), Some("InvalidArguments"), "{message}");
+    assert!(
+        message.contains("-32602") && message.contains("no such topic"),
+        "{message}"
+    );
+    assert_eq!(ledger.count_key(FAILING, LedgerEvent::Called, "f"), 1);
 
     // A task caller through the connector: a task at once (R-CON-39), whose status shows the
     // upstream task's status messages as progress (R-PRX-9), then completes. Long enough for

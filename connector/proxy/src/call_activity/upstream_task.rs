@@ -41,6 +41,27 @@ pub(super) fn earlier_task(ctx: &ActivityContext) -> Option<String> {
         .upstream_task
 }
 
+/// Why following a task stopped before its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// The call was cancelled (a Nexus cancel).
+    Cancelled,
+    /// The worker is shutting down: its Activities are cancelled, not the call.
+    WorkerShutdown,
+    /// The attempt's deadline passed.
+    PastDeadline,
+}
+
+/// Whether a stop sends `tasks/cancel` upstream: a cancel of the call does; a worker shutting
+/// down and a timed-out attempt leave the task to the next attempt, unless there is none.
+fn cancels_upstream(stop: Stop, one_attempt: bool) -> bool {
+    match stop {
+        Stop::Cancelled => true,
+        Stop::WorkerShutdown => false,
+        Stop::PastDeadline => one_attempt,
+    }
+}
+
 /// One followed task: where its progress goes, how often it is polled.
 pub(super) struct Followed<'a> {
     pub ctx: &'a ActivityContext,
@@ -146,22 +167,21 @@ impl Followed<'_> {
         work: impl Future<Output = T>,
     ) -> Result<T, ActivityError> {
         let tool = &self.input.tool;
-        match call_with_heartbeats(self.ctx, tool, heartbeats, self.deadline, work).await {
-            InFlight::Ended(done) => Ok(done),
-            InFlight::Cancelled => {
-                if self.stopping.is_cancelled() {
-                    info!(tool = %tool, "worker shutting down: the upstream's task runs on");
-                } else {
-                    self.cancel_upstream().await;
-                }
-                Err(ActivityError::cancelled())
-            }
-            InFlight::PastDeadline => {
-                if self.input.one_attempt {
-                    self.cancel_upstream().await;
-                }
-                Err(heartbeats.until_cancelled(self.ctx).await)
-            }
+        let stop = match call_with_heartbeats(self.ctx, tool, heartbeats, self.deadline, work).await
+        {
+            InFlight::Ended(done) => return Ok(done),
+            InFlight::Cancelled if self.stopping.is_cancelled() => Stop::WorkerShutdown,
+            InFlight::Cancelled => Stop::Cancelled,
+            InFlight::PastDeadline => Stop::PastDeadline,
+        };
+        if cancels_upstream(stop, self.input.one_attempt) {
+            self.cancel_upstream().await;
+        } else {
+            info!(tool = %tool, ?stop, "the upstream's task runs on for the next attempt");
+        }
+        match stop {
+            Stop::PastDeadline => Err(heartbeats.until_cancelled(self.ctx).await),
+            Stop::Cancelled | Stop::WorkerShutdown => Err(ActivityError::cancelled()),
         }
     }
 
@@ -220,5 +240,20 @@ impl Followed<'_> {
     async fn forget(&self, heartbeats: &mut Heartbeats) {
         heartbeats.follow_task(None);
         heartbeats.record(self.ctx).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_cancel_of_the_call_or_a_last_attempts_deadline_cancels_the_upstream_task() {
+        for one_attempt in [false, true] {
+            assert!(cancels_upstream(Stop::Cancelled, one_attempt));
+            assert!(!cancels_upstream(Stop::WorkerShutdown, one_attempt));
+        }
+        assert!(!cancels_upstream(Stop::PastDeadline, false));
+        assert!(cancels_upstream(Stop::PastDeadline, true));
     }
 }
