@@ -21,6 +21,8 @@
 //! # | crash | all_content | large | progress | log | written (a CallToolResult JSON answered as written,
 //! # after `ms` or the argument `sleep_ms`) | json_rpc_error (code, message, data: always a JSON-RPC
 //! # error, each replaced by the call's argument of that name)
+//! # | task (a task of its own: `ms` in four steps, for a caller declaring the tasks extension, or
+//! # ending failed with `error = { code, message }`; list it with execution = { taskSupport = "required" })
 //! # | log_after (log lines after the call ended) | read_ancestors (what the parent's and
 //! # grandparent's /proc environ give away) | stderr (bytes, line_bytes: floods stderr)
 //! # fault = { kind = "status", code = 503, times = 2 }  # http only: a wiremock upstream that echoes
