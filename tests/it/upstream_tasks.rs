@@ -100,20 +100,16 @@ async fn an_upstream_task_is_followed_to_its_result_for_direct_and_task_callers(
     assert_eq!(ledger.count_key(TOOL, LedgerEvent::Called, "direct"), 1);
     assert_eq!(ledger.count_key(TOOL, LedgerEvent::Completed, "direct"), 1);
 
-    // A task that fails carries its JSON-RPC error as a call answered with it would (R-PRX-5).
+    // A task that fails ends the call with its JSON-RPC error, as a call answered with it would
+    // (R-PRX-4): -32602 is never retried, and the error reaches the caller unchanged.
     let (_, failed) = start_and_wait(&env, start_tool(&env, "mock", FAILING, "f")).await;
-    let OperationOutcome::Failed {
-        error_type,
-        message,
-        ..
-    } = &failed
-    else {
+    let failed = durable_mcp::mcp::outcome::Outcome::from_operation(failed);
+    let durable_mcp::mcp::outcome::Outcome::JsonRpcError(error) = &failed else {
         panic!("{failed:?}")
     };
-    assert_eq!(error_type.as_deref(), Some("InvalidArguments"), "{message}");
-    assert!(
-        message.contains("-32602") && message.contains("no such topic"),
-        "{message}"
+    assert_eq!(
+        (error.code, error.message.as_str()),
+        (-32602, "no such topic")
     );
     assert_eq!(ledger.count_key(FAILING, LedgerEvent::Called, "f"), 1);
 

@@ -18,6 +18,7 @@ use tracing::{info, warn};
 
 use super::{
     Heartbeats, InFlight, ToolCallInput, action_for, answer, call_with_heartbeats, failure,
+    jsonrpc_end,
 };
 use crate::{
     transport_failure::FailureAction,
@@ -26,6 +27,7 @@ use crate::{
 use durable_mcp_contract::{
     call::{CallHeartbeat, CallNotification, CallNotifications, ToolProgress},
     errors::ToolCallErrorType,
+    jsonrpc_error::JsonRpcError,
     payload,
 };
 
@@ -121,11 +123,9 @@ impl Followed<'_> {
                         Err(error) => error,
                     }
                 }
-                Ok(TaskState::Failed(Some((code, message)))) => UpstreamError::JsonRpc {
-                    service: self.input.service.clone(),
-                    code,
-                    message,
-                },
+                Ok(TaskState::Failed(Some(error))) => {
+                    return self.ended_with(heartbeats, error, &carried).await;
+                }
                 Ok(TaskState::Cancelled) => {
                     let why = format!(
                         "upstream {:?} cancelled its task for tool {tool:?} before it ended",
@@ -153,7 +153,7 @@ impl Followed<'_> {
                 }
                 Err(error @ UpstreamError::Protocol { .. }) => error,
             };
-            return Err(self.failed(heartbeats, error).await);
+            return self.failed(heartbeats, error, &carried).await;
         }
     }
 
@@ -197,16 +197,49 @@ impl Followed<'_> {
         }
     }
 
-    /// The task ended in `error` (its JSON-RPC error, or a broken answer): the call fails as a
-    /// call answered with it would (R-PRX-5), and a retry calls the tool anew.
-    async fn failed(&self, heartbeats: &mut Heartbeats, error: UpstreamError) -> ActivityError {
+    /// The task ended in `error` (a broken answer): the call fails as a call answered with it
+    /// would (R-PRX-5), and a retry calls the tool anew. (Its JSON-RPC error ends the call as
+    /// that error answered to the call would, R-PRX-4.)
+    async fn failed(
+        &self,
+        heartbeats: &mut Heartbeats,
+        error: UpstreamError,
+        carried: &Mutex<CallNotifications>,
+    ) -> Result<RawValue, ActivityError> {
+        if let UpstreamError::JsonRpc {
+            code,
+            message,
+            data,
+            ..
+        } = error
+        {
+            // `tasks/result` answered the task's error.
+            let error = JsonRpcError {
+                code,
+                message,
+                data,
+            };
+            return self.ended_with(heartbeats, error, carried).await;
+        }
         let (kind, retryable) = match action_for(&error, self.input.one_attempt) {
             FailureAction::FailRetryable(kind) => (kind, true),
             FailureAction::FailNonRetryable(kind) => (kind, false),
             FailureAction::RetryWithinAttempt => (ToolCallErrorType::UpstreamUnavailable, true),
         };
         self.forget(heartbeats).await;
-        failure(kind, retryable, error.to_string())
+        Err(failure(kind, retryable, error.to_string()))
+    }
+
+    /// The task ended with its JSON-RPC error: the call ends as that error answered to the call
+    /// would (R-PRX-4); a retry calls the tool anew.
+    async fn ended_with(
+        &self,
+        heartbeats: &mut Heartbeats,
+        error: JsonRpcError,
+        carried: &Mutex<CallNotifications>,
+    ) -> Result<RawValue, ActivityError> {
+        self.forget(heartbeats).await;
+        jsonrpc_end(self.ctx, self.input, error, carried)
     }
 
     /// The upstream no longer answers for the task (a restarted upstream, a task past its

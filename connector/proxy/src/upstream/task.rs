@@ -26,7 +26,7 @@ use rmcp::service::PeerRequestOptions;
 use serde_json::{Map, Value, json};
 
 use super::{Connection, UpstreamClient, UpstreamError, to_json};
-use durable_mcp_contract::call::CallNotification;
+use durable_mcp_contract::{call::CallNotification, jsonrpc_error::JsonRpcError};
 
 /// The per-request client capabilities key (SEP-2575).
 const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
@@ -63,9 +63,9 @@ pub enum TaskState {
     },
     /// Done: the result when `tasks/get` inlines it, else `tasks/result` has it.
     Completed(Option<Value>),
-    /// Failed: the JSON-RPC error's code and message when `tasks/get` inlines it, else
+    /// Failed: the JSON-RPC error, as written, when `tasks/get` inlines it, else
     /// `tasks/result` has it.
-    Failed(Option<(i32, String)>),
+    Failed(Option<JsonRpcError>),
     Cancelled,
 }
 
@@ -134,10 +134,15 @@ pub fn task_state(answer: &Value) -> Result<TaskState, String> {
 }
 
 /// A JSON-RPC error object's code and message.
-fn jsonrpc_error(error: &Value) -> Option<(i32, String)> {
+fn jsonrpc_error(error: &Value) -> Option<JsonRpcError> {
     let code = i32::try_from(error.get("code")?.as_i64()?).ok()?;
     let message = error.get("message").and_then(Value::as_str).unwrap_or("");
-    Some((code, message.to_owned()))
+    let data = error.get("data").cloned();
+    Some(JsonRpcError {
+        code,
+        message: message.to_owned(),
+        data,
+    })
 }
 
 /// `_meta` declaring the tasks extension, for an upstream that offers it; `None` for a
@@ -301,10 +306,14 @@ mod tests {
             task_state(&json!({"status": "completed"})),
             Ok(TaskState::Completed(None))
         );
-        let failed = json!({"status": "failed", "error": {"code": -32603, "message": "boom"}});
+        let failed = json!({"status": "failed", "error": {"code": -32603, "message": "boom", "data": {"x": 1}}});
         assert_eq!(
             task_state(&failed),
-            Ok(TaskState::Failed(Some((-32603, "boom".into()))))
+            Ok(TaskState::Failed(Some(JsonRpcError {
+                code: -32603,
+                message: "boom".into(),
+                data: Some(json!({"x": 1}))
+            })))
         );
         assert_eq!(
             task_state(&json!({"status": "failed"})),
