@@ -7,6 +7,7 @@
 //! function with its tests beside it: [`connector_config`] and [`proxy_config`].
 
 pub mod connector_config;
+pub mod health_server;
 pub mod logs;
 pub mod proxy_config;
 pub mod temporal_flags;

@@ -46,6 +46,17 @@ pub struct ProxyFlags {
     /// How log lines (on stderr) are written: text, or json (one object a line).
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: crate::logs::LogFormat,
+    /// Serve /healthz and /readyz on this address (overrides the file's [health] addr); off
+    /// when neither is given. Probes need no token: listen where only probes reach.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub health_addr: Option<std::net::SocketAddr>,
+}
+
+/// Where the health listener goes: `--health-addr`, else `[health] addr`, else nowhere.
+pub fn health_addr(flags: &ProxyFlags, config: &ProxyConfig) -> Option<std::net::SocketAddr> {
+    flags
+        .health_addr
+        .or_else(|| config.health.as_ref().map(|h| h.addr))
 }
 
 /// Tool calls at once when `[worker]` sets no `max_concurrent_calls`.

@@ -19,7 +19,9 @@
 //! header, when present, must name one of the same hosts (any port); requests without `Origin`
 //! (non-browser clients) pass.
 //!
-//! `GET /healthz` answers `200 ok` without any Host check, for load balancers and probes.
+//! `GET /healthz` answers `200 ok` without any Host check, for load balancers and probes;
+//! `GET /readyz` answers 200 or 503 with what failed (R-RUN-4, [`super::health`]). Neither
+//! needs a token nor counts against a caller's caps; both are under the connection caps.
 //!
 //! With [`HttpOptions::auth`], every request to the MCP path needs a bearer token (checked
 //! before rmcp sees the request), and the RFC 9728 metadata is served, publicly, at
@@ -110,9 +112,10 @@ pub fn check_mcp_path(path: &str) -> Result<(), String> {
             || path.starts_with(&format!("{reserved}/"))
             || reserved.starts_with(&format!("{path}/"))
     };
-    if collides(HEALTH_PATH) || collides("/.well-known") {
+    if collides(HEALTH_PATH) || collides(super::health::READY_PATH) || collides("/.well-known") {
         return bad(&format!(
-            "collides with the connector's own {HEALTH_PATH} or /.well-known/ paths; choose another, for example /mcp"
+            "collides with the connector's own {HEALTH_PATH}, {} or /.well-known/ paths; choose another, for example /mcp",
+            super::health::READY_PATH
         ));
     }
     Ok(())
@@ -255,7 +258,7 @@ fn mcp_config(
     config.with_allowed_origins(origins)
 }
 
-/// The axum router: the MCP endpoint at `options.path` and `GET /healthz`.
+/// The axum router: the MCP endpoint at `options.path`, `GET /healthz` and `GET /readyz`.
 pub fn router(
     connector: Connector,
     options: &HttpOptions,
@@ -272,6 +275,7 @@ fn router_counting(
     mcp_ct: CancellationToken,
     in_flight: Arc<InFlight>,
 ) -> axum::Router {
+    let readiness = connector.readiness();
     let (table, by_address) = session_owners(options);
     let sessions = Arc::new(CountedSessions::new(table));
     let config = mcp_config(options, bound, mcp_ct);
@@ -302,7 +306,12 @@ fn router_counting(
             async move { count_in_flight(in_flight, request, next).await }
         },
     ));
-    let mut router = axum::Router::new().route(HEALTH_PATH, axum::routing::get(|| async { "ok" }));
+    let mut router = axum::Router::new()
+        .route(HEALTH_PATH, axum::routing::get(|| async { "ok" }))
+        .route(
+            super::health::READY_PATH,
+            axum::routing::get(move || super::health::readyz(readiness.clone())),
+        );
     if let Some(auth) = &options.auth {
         // Public: clients read it to find the authorization server. RFC 9728 puts it under the
         // resource's path; many clients also try the bare well-known path.
@@ -609,6 +618,7 @@ mod tests {
             ("/a//b", "must not end"),
             ("/healthz", "collides"),
             ("/healthz/x", "collides"),
+            ("/readyz", "collides"),
             ("/.well-known", "collides"),
             ("/.well-known/oauth-protected-resource", "collides"),
             ("/{id}", "contains '{'"),

@@ -32,6 +32,22 @@ struct State {
     waits: Option<durable_mcp_runtime::nexus::outage::Backoff>,
     retry_at: Option<Instant>,
     last_error: Option<String>,
+    /// When the failures that have not been followed by a success began.
+    failing_since: Option<std::time::SystemTime>,
+}
+
+/// Where an upstream's discovery stands, for readiness (R-RUN-5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DiscoveryState {
+    /// Not asked yet.
+    NeverListed,
+    /// Its last `tools/list` answered, with this many tools.
+    Listed { tools: usize },
+    /// Its `tools/list` has failed since `since`; `kept` says whether an older list is served.
+    Failing {
+        since: std::time::SystemTime,
+        kept: bool,
+    },
 }
 
 /// The tool catalog of one upstream.
@@ -53,6 +69,19 @@ impl Discovery {
     /// The last good list, if any.
     pub fn current(&self) -> Option<Arc<Vec<serde_json::Value>>> {
         self.state.lock().unwrap().tools.clone()
+    }
+
+    /// Where discovery stands: listed, failing since when, or never tried.
+    pub fn state(&self) -> DiscoveryState {
+        let state = self.state.lock().unwrap();
+        match (state.failing_since, &state.tools) {
+            (Some(since), tools) => DiscoveryState::Failing {
+                since,
+                kept: tools.is_some(),
+            },
+            (None, Some(tools)) => DiscoveryState::Listed { tools: tools.len() },
+            (None, None) => DiscoveryState::NeverListed,
+        }
     }
 
     /// The last good definition of one tool.
@@ -123,6 +152,9 @@ impl Discovery {
                     .next_delay();
                 state.retry_at = Some(Instant::now() + delay);
                 state.last_error = Some(e.to_string());
+                state
+                    .failing_since
+                    .get_or_insert_with(std::time::SystemTime::now);
                 warn!(service = %self.client.service(), error = %e, retry_in = ?delay,
                       keeping_last_list = state.tools.is_some(), "tool discovery failed");
                 state.tools.clone().ok_or_else(|| self.error(&state))

@@ -29,6 +29,7 @@ pub mod config;
 pub mod discovery;
 pub mod errors;
 pub mod factory;
+pub mod health;
 pub mod http_client;
 pub mod library;
 #[cfg(test)]
@@ -45,5 +46,6 @@ pub mod upstream;
 
 pub use config::{ProxyConfig, TransportConfig, UpstreamConfig};
 pub use factory::{UpstreamFactory, UpstreamTransport};
+pub use health::ProxyHealth;
 pub use library::{Proxy, ProxyBuilder, ProxyWorkerPlugin};
-pub use proxy::{ProxyError, ProxyOptions, run_proxy};
+pub use proxy::{ProxyError, ProxyOptions, run_proxy, run_proxy_with_health};

@@ -54,6 +54,7 @@ use super::{
     call_activity::ProxyActivities,
     config::UpstreamConfig,
     discovery::Discovery,
+    health::ProxyHealth,
     service::{ServiceContext, proxy_service},
     upstream::UpstreamClient,
 };
@@ -143,6 +144,7 @@ impl ProxyBuilder {
             }));
         }
         Ok(Proxy {
+            connection: self.temporal.connection,
             task_queue: self.task_queue,
             clients: Arc::new(clients),
             services,
@@ -155,6 +157,7 @@ impl ProxyBuilder {
 /// Proxied upstreams ready to join a worker: [`Proxy::services`] for its Nexus worker,
 /// [`Proxy::worker_plugin`] for its SDK worker, and [`Proxy::run`] beside them.
 pub struct Proxy {
+    connection: temporalio_client::Connection,
     task_queue: String,
     clients: Arc<HashMap<String, Arc<UpstreamClient>>>,
     services: Vec<Service>,
@@ -184,6 +187,18 @@ impl Proxy {
     /// The names of the upstreams' services.
     pub fn service_names(&self) -> Vec<String> {
         self.services.iter().map(|s| s.name().to_owned()).collect()
+    }
+
+    /// Its readiness as plain data (R-RUN-5), for a program's own HTTP server: Temporal
+    /// answers and every upstream is listed; the workers count once the program reports them
+    /// ([`ProxyHealth::set_worker`]).
+    pub fn health(&self) -> ProxyHealth {
+        ProxyHealth::of_upstreams(self.connection.clone(), self.discoveries.clone())
+    }
+
+    /// Lets `health` follow these upstreams' discoveries.
+    pub(crate) fn report_to(&self, health: &ProxyHealth) {
+        health.watch(self.discoveries.clone());
     }
 
     /// Registers the tool-call Activity on an SDK worker of the same task queue.

@@ -11,6 +11,7 @@ use tracing::info;
 
 use super::{
     config::UpstreamConfig,
+    health::{ProxyHealth, WorkerKind, WorkerState},
     library::{BuildError, Proxy},
 };
 use durable_mcp_contract::payload::PayloadCodec;
@@ -69,6 +70,21 @@ pub async fn run_proxy(
     upstreams: Vec<UpstreamConfig>,
     shutdown: CancellationToken,
 ) -> Result<(), ProxyError> {
+    let health = ProxyHealth::new(connection.clone());
+    run_proxy_with_health(connection, options, upstreams, shutdown, health).await
+}
+
+/// [`run_proxy`], reporting its upstreams' discoveries and its workers' states to `health`
+/// (R-RUN-5): the workers poll from when they run until shutdown begins or they end.
+// Long: one setup of both workers in order, then running them together; split, the order
+// and the handles passed between the parts would be harder to follow.
+pub async fn run_proxy_with_health(
+    connection: Connection,
+    options: ProxyOptions,
+    upstreams: Vec<UpstreamConfig>,
+    shutdown: CancellationToken,
+    health: ProxyHealth,
+) -> Result<(), ProxyError> {
     let codec: Option<std::sync::Arc<dyn PayloadCodec>> = options
         .codec
         .clone()
@@ -82,6 +98,7 @@ pub async fn run_proxy(
         .codec(codec.clone())
         .build()?;
     let upstream_count = proxy.service_names().len();
+    proxy.report_to(&health);
 
     let mut nexus_options = NexusWorkerOptions::new(&options.namespace, &options.task_queue);
     nexus_options.max_concurrent_tasks = options.max_concurrent_calls;
@@ -116,13 +133,34 @@ pub async fn run_proxy(
 
     info!(task_queue = %options.task_queue, upstreams = upstream_count, "proxy worker running");
     let stop = shutdown.clone();
+    let watched = |kind| {
+        let health = health.clone();
+        move |state| health.set_worker(kind, state)
+    };
+    let (nexus_state, activity_state, stopping) = (
+        watched(WorkerKind::Nexus),
+        watched(WorkerKind::Activity),
+        health.clone(),
+    );
     let (nexus_result, activity_result, (), ()) = tokio::join!(
-        nexus.run(),
-        activities.run(),
+        async {
+            nexus_state(WorkerState::Polling);
+            let result = nexus.run().await;
+            nexus_state(WorkerState::Stopped);
+            result
+        },
+        async {
+            activity_state(WorkerState::Polling);
+            let result = activities.run().await;
+            activity_state(WorkerState::Stopped);
+            result
+        },
         proxy.run(shutdown.clone()),
         async move {
             stop.cancelled().await;
             info!("proxy shutting down");
+            stopping.set_worker(WorkerKind::Nexus, WorkerState::Stopped);
+            stopping.set_worker(WorkerKind::Activity, WorkerState::Stopped);
             nexus_shutdown.shutdown();
             activity_shutdown();
         }

@@ -2,8 +2,9 @@
 //! call runs in a standalone Activity.
 
 use clap::Parser;
+use durable_mcp_cli::health_server::{HEALTH_LISTENING, serve_proxy_health};
 use durable_mcp_cli::proxy_config::{self, ProxyFlags};
-use durable_mcp_proxy::{config::ProxyConfig, run_proxy};
+use durable_mcp_proxy::{ProxyHealth, config::ProxyConfig, run_proxy_with_health};
 use durable_mcp_runtime::temporal;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -20,14 +21,20 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let settings = proxy_config::temporal_settings(&flags.temporal, &config);
+    let health_addr = proxy_config::health_addr(&flags, &config);
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?
-        .block_on(serve(config, settings))
+        .block_on(serve(config, settings, health_addr))
 }
 
-/// Connects (R-RUN-1) and runs the proxy until SIGINT or SIGTERM.
-async fn serve(config: ProxyConfig, settings: temporal::ConnectionSettings) -> anyhow::Result<()> {
+/// Connects (R-RUN-1), serves `/healthz` and `/readyz` on `health_addr` if given (R-RUN-5)
+/// and runs the proxy until SIGINT or SIGTERM.
+async fn serve(
+    config: ProxyConfig,
+    settings: temporal::ConnectionSettings,
+    health_addr: Option<std::net::SocketAddr>,
+) -> anyhow::Result<()> {
     let identity = durable_mcp_runtime::nexus::worker::default_identity();
     let temporal::TemporalConnection {
         connection,
@@ -35,7 +42,17 @@ async fn serve(config: ProxyConfig, settings: temporal::ConnectionSettings) -> a
     } = temporal::connect(&settings, &identity).await?;
     let codec = proxy_config::codec(&config, &namespace)?;
     let options = proxy_config::proxy_options(&config, namespace, codec);
-    run_proxy(connection, options, config.upstreams, cancel_on_signal()).await?;
+    let health = ProxyHealth::new(connection.clone());
+    let health_stop = CancellationToken::new();
+    if let Some(addr) = health_addr {
+        let bound = serve_proxy_health(addr, health.clone(), health_stop.clone()).await?;
+        // One line on stderr that scripts (and tests) can read the address from.
+        eprintln!("{HEALTH_LISTENING}http://{bound}");
+    }
+    let shutdown = cancel_on_signal();
+    let ran = run_proxy_with_health(connection, options, config.upstreams, shutdown, health).await;
+    health_stop.cancel();
+    ran?;
     Ok(())
 }
 

@@ -194,6 +194,11 @@ impl Connector {
         }
     }
 
+    /// Its readiness checks (R-RUN-4): Temporal answers and every route's endpoint exists.
+    pub fn readiness(&self) -> crate::health::Readiness {
+        crate::health::Readiness::new(&self.inner.client, &self.inner.options.routes)
+    }
+
     /// Whether a listing has nothing to offer but failures: every route failed and no local
     /// tool is served. The caller then reads that listing failed (R-CON-15), not an empty list.
     fn nothing_listable(&self, failed: &[String]) -> bool {

@@ -96,6 +96,16 @@ pub struct ProxyConfig {
     pub codec: Option<CodecConfig>,
     /// The `[[upstream]]` tables, in file order; at least one.
     pub upstreams: Vec<UpstreamConfig>,
+    /// `None` when the file has no `[health]` table: no health listener (R-RUN-5).
+    pub health: Option<HealthSection>,
+}
+
+/// `[health]`: where `durable-mcp-proxy` serves `/healthz` and `/readyz` (R-RUN-5);
+/// `--health-addr` overrides it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthSection {
+    pub addr: std::net::SocketAddr,
 }
 
 /// `[worker]`: the worker that hosts every upstream's Nexus service.
@@ -282,6 +292,7 @@ pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<ProxyCo
         temporal: raw.temporal,
         codec,
         upstreams,
+        health: raw.health,
     })
 }
 
@@ -295,4 +306,5 @@ struct RawConfig {
     codec: Option<RawCodec>,
     #[serde(default)]
     upstream: Vec<RawUpstream>,
+    health: Option<HealthSection>,
 }

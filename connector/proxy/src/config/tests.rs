@@ -26,6 +26,9 @@ max_concurrent_calls = 100
 address = "localhost:7233"
 namespace = "default"
 
+[health]
+addr = "0.0.0.0:8081"
+
 [[upstream]]
 service = "weather-tools"
 transport = "http"
@@ -73,6 +76,12 @@ fn stdio(extra: &str) -> String {
 #[test]
 fn full_example_parses() {
     let config = parse(EXAMPLE, &env).unwrap();
+    assert_eq!(
+        config.health,
+        Some(HealthSection {
+            addr: "0.0.0.0:8081".parse().unwrap()
+        })
+    );
     assert_eq!(
         config.worker,
         WorkerSection {
@@ -142,6 +151,7 @@ fn full_example_parses() {
 fn optional_sections_may_be_left_out() {
     let config = parse(&stdio(""), &env).unwrap();
     assert_eq!(config.temporal, None);
+    assert_eq!(config.health, None);
     assert_eq!(config.worker.max_concurrent_calls, None);
     assert_eq!(
         config.upstreams[0].transport,

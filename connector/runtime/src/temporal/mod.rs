@@ -6,6 +6,7 @@ pub mod activity;
 pub mod codec;
 pub mod direct_http;
 pub mod failure;
+pub mod probe;
 pub mod settings;
 pub mod workflow;
 
