@@ -11,6 +11,7 @@
 //! - [`outcome`]: a Nexus outcome as the MCP `CallToolResult` a caller sees.
 //! - [`errors`]: the stable error type names.
 //! - [`jsonrpc_error`]: an upstream's JSON-RPC error, carried as a call's end.
+//! - [`input`]: durable input: a round that asks for input, the next round's input.
 //! - [`payload`]: MCP values as Temporal payloads (`json/plain`, the `CallToolResult` marker,
 //!   the codec hook).
 //!
@@ -19,6 +20,7 @@
 pub mod call;
 pub mod errors;
 pub mod jsonrpc_error;
+pub mod input;
 pub mod listing;
 pub mod operation;
 pub mod operation_name;

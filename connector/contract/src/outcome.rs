@@ -13,6 +13,7 @@
 //! | TimedOut, one-attempt tool | `isError: true`, text: [`OUTCOME_UNKNOWN`] then `(<message>)`; type `ToolCallOutcomeUnknown` |
 //! | TimedOut | `isError: true`, text: `The tool call timed out: <message>`; type `UpstreamTimeout` |
 //! | Terminated | `isError: true`, text: `The tool call was terminated: <message>` |
+//! | InputRequired (payload marked `InputRequired`, R-PRX-29) | for a caller that cannot answer input requests: `isError: true`, text: [`INPUT_NOT_GIVEN`]; type `InputRequired` (the connector answers its own callers with the requests instead, R-CON-40) |
 //! | JsonRpcError | `isError: true`, text: `The upstream answered with JSON-RPC error <code>: <message>`; the code's type (R-PRX-4) in `_meta`, and the error object under [`JSONRPC_ERROR_META`] |
 //!
 //! The connector answers a JsonRpcError outcome without this table: a task caller's task is
@@ -35,7 +36,12 @@ use serde_json::{Map, Value, json};
 
 use temporalio_protos::temporal::api::common::v1::Payload;
 
-use super::{errors::ToolCallErrorType, jsonrpc_error::JsonRpcError, payload};
+use super::{
+    errors::ToolCallErrorType,
+    input::{INPUT_REQUIRED, INPUT_REQUIRED_ERROR_TYPE, InputRequired},
+    jsonrpc_error::JsonRpcError,
+    payload,
+};
 use crate::operation::{HandlerErrorKind, OperationOutcome};
 
 /// `_meta` key carrying a tool error's type: a failed operation's (a [`ToolCallErrorType`], or an
@@ -46,6 +52,8 @@ pub const ERROR_TYPE_META: &str = "io.durable-mcp/errorType";
 /// `_meta` key carrying, in the `CallToolResult` a JSON-RPC error outcome becomes, the
 /// upstream's error object unchanged.
 pub const JSONRPC_ERROR_META: &str = "io.durable-mcp/jsonRpcError";
+/// The text of a tool error about a call that asked for input its caller cannot give.
+pub const INPUT_NOT_GIVEN: &str = "The tool asked for input (an elicitation, a sampling or a roots request) that this caller cannot give, so the call stopped there. Call it through a caller that answers input requests (MCP 2026-07-28, or the tasks extension).";
 
 /// How a tool error about a call of unknown outcome begins.
 pub const OUTCOME_UNKNOWN: &str = "The tool call's outcome is unknown: it may or may not have run, and it was not retried, because this tool must not run twice. Check its effects before calling it again.";
@@ -77,6 +85,9 @@ pub enum Outcome {
     /// unchanged (R-PRX-4, R-CON-4; a payload marked
     /// [`JSONRPC_ERROR`](crate::jsonrpc_error::JSONRPC_ERROR)).
     JsonRpcError(JsonRpcError),
+    /// The round ended asking for input (R-PRX-28): the upstream's requests, and the arguments
+    /// the next round calls the tool with again.
+    InputRequired(InputRequired),
 }
 
 impl Outcome {
@@ -85,6 +96,15 @@ impl Outcome {
     /// the stable type of its kind (R-NXC-6), its kind stays in the message.
     pub fn from_operation(outcome: OperationOutcome) -> Self {
         match outcome {
+            OperationOutcome::Succeeded(p) if payload::mcp_type(&p) == Some(INPUT_REQUIRED) => {
+                match payload::from_payload::<InputRequired>(&p) {
+                    Ok(asked) => Outcome::InputRequired(asked),
+                    Err(e) => Outcome::Failed {
+                        message: e.to_string(),
+                        error_type: None,
+                    },
+                }
+            }
             OperationOutcome::Succeeded(p) => match JsonRpcError::from_payload(&p) {
                 Some(Ok(error)) => Outcome::JsonRpcError(error),
                 Some(Err(message)) => Outcome::Failed {
@@ -222,6 +242,9 @@ pub fn to_call_tool_result_for(o: &Outcome, one_attempt: bool) -> Value {
                 json!({ ERROR_TYPE_META: e.error_type().as_str(), JSONRPC_ERROR_META: e }),
             );
             Value::Object(result)
+        }
+        Outcome::InputRequired(_) => {
+            typed_error(INPUT_NOT_GIVEN.to_owned(), INPUT_REQUIRED_ERROR_TYPE)
         }
     }
 }
@@ -492,5 +515,27 @@ mod tests {
         assert!(text.starts_with(OUTCOME_UNKNOWN), "{text}");
         assert!(text.ends_with("connection closed"), "{text}");
         assert_eq!(result["_meta"][ERROR_TYPE_META], "ToolCallOutcomeUnknown");
+    }
+
+    #[test]
+    fn a_round_that_asks_for_input_is_its_own_outcome() {
+        let asked = InputRequired {
+            result: json!({"resultType": "input_required", "requestState": "s"}),
+            arguments: Map::new(),
+        };
+        let marked = payload::to_marked_payload(&asked, INPUT_REQUIRED).unwrap();
+        let outcome = Outcome::from_operation(OperationOutcome::Succeeded(marked));
+        assert_eq!(outcome, Outcome::InputRequired(asked));
+        // A caller that cannot answer gets a tool error saying so.
+        let result = to_call_tool_result(&outcome);
+        assert_eq!(result["isError"], true);
+        assert_eq!(result["content"][0]["text"], INPUT_NOT_GIVEN);
+        assert_eq!(result["_meta"][ERROR_TYPE_META], INPUT_REQUIRED_ERROR_TYPE);
+        // Marked but unreadable is a failure, never a result.
+        let broken = payload::to_marked_payload(&json!(1), INPUT_REQUIRED).unwrap();
+        assert!(matches!(
+            Outcome::from_operation(OperationOutcome::Succeeded(broken)),
+            Outcome::Failed { .. }
+        ));
     }
 }

@@ -81,6 +81,10 @@ pub struct ToolCallInput {
     /// the upstream for a task and follows it (R-PRX-28).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub upstream_task: bool,
+    /// In a round after the first, the answers to the previous round's input requests
+    /// (R-PRX-28).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers: Option<super::input::RoundAnswers>,
 }
 
 /// Progress messages are cut to this many characters: they are copied into every heartbeat
@@ -175,7 +179,8 @@ impl ProxyActivities {
                 if input.upstream_task {
                     client.call_tool_as_task(tool, arguments, note).await
                 } else {
-                    let result = client.call_tool_reporting(tool, arguments, note).await;
+                    let answers = input.answers.as_ref();
+                    let result = client.call_tool_round(tool, arguments, answers, note).await;
                     result.map(CallAnswer::Result)
                 }
             };
@@ -183,7 +188,7 @@ impl ProxyActivities {
                 call_with_heartbeats(&ctx, &input.tool, &mut heartbeats, deadline, call).await;
             let error = match in_flight {
                 InFlight::Ended(Ok(CallAnswer::Result(result))) => {
-                    return answer(&input.tool, &result, &carried);
+                    return answer(&input, &result, &carried);
                 }
                 InFlight::Ended(Ok(CallAnswer::Task { id, poll_interval })) => {
                     return follow(id, poll_interval)
@@ -392,12 +397,13 @@ async fn call_with_heartbeats<T>(
 /// call's notifications in its metadata (R-CON-10). A result larger than a payload may be
 /// fails with `ResultTooLarge` (R-PRX-6).
 fn answer(
-    tool: &str,
+    input: &ToolCallInput,
     result: &serde_json::Value,
     carried: &Mutex<CallNotifications>,
 ) -> Result<RawValue, ActivityError> {
-    let payload = payload::to_marked_payload(result, payload::CALL_TOOL_RESULT);
-    finish(tool, payload, carried)
+    // A round that asks for input ends here, with the requests (R-PRX-29).
+    let payload = super::input::answer_payload(result, &input.arguments);
+    finish(&input.tool, payload, carried)
 }
 
 /// A JSON-RPC error answer: another attempt while its code has retries left and the retry

@@ -16,7 +16,7 @@
 //! stdio upstream's process is started), [`as_written`] (the upstream's answers as written, beside
 //! rmcp's typed view), [`http_client`] (its HTTP errors scrubbed of URL secrets), [`discovery`]
 //! (`tools/list` outside activities), [`service`] (the Nexus service per upstream),
-//! [`call_activity`] (the tool-call activity), [`factory`] (upstreams reached through a
+//! [`call_activity`] (the tool-call activity), [`input`] (rounds of a call that asks for input), [`factory`] (upstreams reached through a
 //! program's own client factory), [`library`] (proxied upstreams on a program's own worker,
 //! next to its native tools) and [`proxy`] (the `durable-mcp-proxy` worker, built on it).
 
@@ -31,6 +31,7 @@ pub mod errors;
 pub mod factory;
 pub mod health;
 pub mod http_client;
+pub mod input;
 pub mod library;
 #[cfg(test)]
 mod loopback_direct;

@@ -97,7 +97,12 @@ impl ServiceContext {
             info!(%activity_id, "reattaching a retried start to its activity");
             return Ok(call_token(&activity_id, run_id));
         }
-        let arguments = arguments(input)?;
+        let (arguments, answers) = match super::input::round_input(input) {
+            Some(round) => round
+                .map(|(arguments, answers)| (arguments, Some(answers)))
+                .map_err(HandlerError::bad_request)?,
+            None => (arguments(input)?, None),
+        };
         let definition = match listed {
             Some(t) => t,
             None => self.rediscover(&tool).await?,
@@ -105,7 +110,7 @@ impl ServiceContext {
         let options = self.resolve(&definition);
         let upstream_task = definition["execution"]["taskSupport"] == "required";
         let activity_input = self
-            .activity_input(&tool, arguments, &options, upstream_task)
+            .activity_input(&tool, (arguments, answers), &options, upstream_task)
             .await?;
         let request = self.activity_start(start, &activity_id, &tool, &options, activity_input);
         self.start_or_reattach(&activity_id, request, &options.retry_reason)
@@ -138,7 +143,10 @@ impl ServiceContext {
     async fn activity_input(
         &self,
         tool: &str,
-        arguments: serde_json::Map<String, serde_json::Value>,
+        (arguments, answers): (
+            serde_json::Map<String, serde_json::Value>,
+            Option<super::input::RoundAnswers>,
+        ),
         options: &ResolvedCallOptions,
         upstream_task: bool,
     ) -> Result<Payload, StartError> {
@@ -148,6 +156,7 @@ impl ServiceContext {
             arguments,
             one_attempt: options.one_attempt,
             upstream_task,
+            answers,
         };
         let input =
             payload::to_payload(&recorded).map_err(|e| HandlerError::bad_request(e.to_string()))?;

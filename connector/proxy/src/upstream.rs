@@ -450,11 +450,28 @@ impl UpstreamClient {
         arguments: serde_json::Map<String, serde_json::Value>,
         on_note: impl FnMut(CallNotification),
     ) -> Result<serde_json::Value, UpstreamError> {
+        self.call_tool_round(name, arguments, None, on_note).await
+    }
+
+    /// [`Self::call_tool_reporting`] for a round of a call that asked for input: `answers`
+    /// go with the arguments, and an answer that asks for input again is returned as written
+    /// like a result (R-PRX-28).
+    pub async fn call_tool_round(
+        &self,
+        name: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+        answers: Option<&super::input::RoundAnswers>,
+        on_note: impl FnMut(CallNotification),
+    ) -> Result<serde_json::Value, UpstreamError> {
         let conn = self.connect().await?;
+        let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-            CallToolRequestParams::new(name.to_owned()).with_arguments(arguments),
+            super::input::with_answers(params, answers),
         ));
         let (request_id, answered) = self.send_reporting(&conn, request, None, on_note).await?;
+        if let ServerResult::InputRequiredResult(asked) = &answered {
+            return self.asked_as_written(&conn, &request_id, asked);
+        }
         let result = self.call_tool_result(answered)?;
         self.as_written(&conn, &request_id, &result)
     }
@@ -540,6 +557,22 @@ impl UpstreamClient {
             service: self.service.clone(),
             reason,
         })
+    }
+
+    /// An `InputRequiredResult` as the upstream wrote it, else rmcp's typed view of it.
+    fn asked_as_written(
+        &self,
+        conn: &Connection,
+        id: &RequestId,
+        asked: &rmcp::model::InputRequiredResult,
+    ) -> Result<serde_json::Value, UpstreamError> {
+        match conn.service().written.take(id) {
+            Some(written @ serde_json::Value::Object(_)) => Ok(written),
+            _ => to_json(asked).map_err(|reason| UpstreamError::Protocol {
+                service: self.service.clone(),
+                reason,
+            }),
+        }
     }
 
     /// Closes the connection (ends a stdio child).

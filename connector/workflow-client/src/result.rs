@@ -67,7 +67,10 @@ impl ToolCallError {
             Outcome::Canceled { .. } => ToolCallErrorKind::Canceled,
             Outcome::TimedOut { .. } => ToolCallErrorKind::TimedOut,
             Outcome::Terminated { .. } => ToolCallErrorKind::Terminated,
-            Outcome::Failed { .. } | Outcome::Result { .. } | Outcome::JsonRpcError(_) => {
+            Outcome::Failed { .. }
+            | Outcome::Result { .. }
+            | Outcome::JsonRpcError(_)
+            | Outcome::InputRequired(_) => {
                 ToolCallErrorKind::Failed
             }
         }
@@ -102,6 +105,8 @@ impl ToolCallError {
             | Outcome::Terminated { message } => message,
             Outcome::JsonRpcError(e) => &e.message,
             Outcome::Result { .. } => "",
+            // Workflow code cannot answer input requests yet (R-PRX-28).
+            Outcome::InputRequired(_) => durable_mcp_contract::outcome::INPUT_NOT_GIVEN,
         }
     }
 

@@ -113,13 +113,13 @@ impl Followed<'_> {
                     }
                     continue;
                 }
-                Ok(TaskState::Completed(Some(result))) => return answer(&tool, &result, &carried),
+                Ok(TaskState::Completed(Some(result))) => return answer(self.input, &result, &carried),
                 Ok(TaskState::Completed(None) | TaskState::Failed(None)) => {
                     match self
                         .run(heartbeats, self.client.task_result(&self.id))
                         .await?
                     {
-                        Ok(result) => return answer(&tool, &result, &carried),
+                        Ok(result) => return answer(self.input, &result, &carried),
                         Err(error) => error,
                     }
                 }

@@ -1,0 +1,171 @@
+//! Durable input (SEP-2322 multi round-trip requests through the durable path; R-PRX-28,
+//! R-CON-40): a tool call whose upstream answers `input_required` ends its round with an
+//! [`InputRequired`] payload instead of failing, and the answer to its input requests starts the
+//! next round as a new operation carrying an [`InputRound`].
+//!
+//! Rounds are operations whose IDs follow from the first one's ([`next_round_id`]): round 1 is
+//! the call's own operation, round `n + 1` is `<round 1's id>~r<n + 1>`. So whoever answers (any
+//! replica, once or twice) starts the same operation, and Temporal's ID uniqueness lets it run
+//! once. Plain data and pure functions: the proxy writes and reads the payloads, the connector
+//! names the rounds.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The [`super::payload::MCP_TYPE_KEY`] value of a round that ended asking for input: the
+/// payload holds an [`InputRequired`].
+pub const INPUT_REQUIRED: &str = "InputRequired";
+/// The [`super::payload::MCP_TYPE_KEY`] value of an operation input that answers the previous
+/// round's input requests: the payload holds an [`InputRound`].
+pub const INPUT_ROUND: &str = "InputRound";
+/// The error type (`_meta["io.durable-mcp/errorType"]`) of a call that asked for input its
+/// caller cannot give, or did not give in time.
+pub const INPUT_REQUIRED_ERROR_TYPE: &str = "InputRequired";
+/// Most rounds one call may take; the next answer is refused (SDKs stop at 10 by default).
+pub const MAX_ROUNDS: u32 = 32;
+
+/// How a round ended when the upstream asked for input: the upstream's `InputRequiredResult`
+/// as it wrote it (`inputRequests`, its opaque `requestState`), and the arguments the round
+/// called the tool with, which the next round calls it with again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputRequired {
+    pub result: Value,
+    pub arguments: Map<String, Value>,
+}
+
+impl InputRequired {
+    /// The upstream's input requests (an empty map when it sent none).
+    pub fn input_requests(&self) -> Value {
+        self.result
+            .get("inputRequests")
+            .cloned()
+            .unwrap_or_else(|| Value::Object(Map::new()))
+    }
+
+    /// The upstream's `requestState`, which the next round echoes.
+    pub fn request_state(&self) -> Option<&str> {
+        self.result.get("requestState").and_then(Value::as_str)
+    }
+
+    /// The next round's input: the same arguments, the caller's responses and the upstream's
+    /// state.
+    pub fn answered(&self, input_responses: Map<String, Value>) -> InputRound {
+        InputRound {
+            arguments: self.arguments.clone(),
+            input_responses,
+            request_state: self.request_state().map(str::to_owned),
+        }
+    }
+}
+
+/// The input of a round after the first: `tools/call` is sent upstream again with these
+/// arguments, `inputResponses` and `requestState` (SEP-2322).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputRound {
+    pub arguments: Map<String, Value>,
+    #[serde(rename = "inputResponses")]
+    pub input_responses: Map<String, Value>,
+    #[serde(
+        rename = "requestState",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub request_state: Option<String>,
+}
+
+/// Whether an upstream's answer to `tools/call` asks for input (`resultType: "input_required"`).
+pub fn is_input_required(answer: &Value) -> bool {
+    answer.get("resultType").and_then(Value::as_str) == Some("input_required")
+}
+
+/// The separator between round 1's operation ID and the round number.
+const ROUND_MARK: &str = "~r";
+
+/// The round an operation ID names: 1 for a call's own operation.
+pub fn round_of(operation_id: &str) -> u32 {
+    operation_id
+        .rsplit_once(ROUND_MARK)
+        .and_then(|(_, n)| n.parse::<u32>().ok())
+        .filter(|n| *n >= 2)
+        .unwrap_or(1)
+}
+
+/// The operation ID of the round after the one `operation_id` names; `None` past
+/// [`MAX_ROUNDS`].
+pub fn next_round_id(operation_id: &str) -> Option<String> {
+    let round = round_of(operation_id);
+    if round >= MAX_ROUNDS {
+        return None;
+    }
+    let first = match round {
+        1 => operation_id,
+        _ => operation_id
+            .rsplit_once(ROUND_MARK)
+            .map_or(operation_id, |(f, _)| f),
+    };
+    Some(format!("{first}{ROUND_MARK}{}", round + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn rounds_follow_from_the_first_operation_id() {
+        assert_eq!(round_of("conn-ab-123"), 1);
+        let second = next_round_id("conn-ab-123").unwrap();
+        assert_eq!(second, "conn-ab-123~r2");
+        assert_eq!(round_of(&second), 2);
+        let third = next_round_id(&second).unwrap();
+        assert_eq!(third, "conn-ab-123~r3");
+        assert_eq!(next_round_id(&second), Some(third), "deterministic");
+        // Something that only looks like a mark is round 1.
+        assert_eq!(round_of("a~rx"), 1);
+        assert_eq!(round_of("a~r1"), 1);
+        assert_eq!(next_round_id("a~r1").unwrap(), "a~r1~r2");
+        let last = format!("a{ROUND_MARK}{MAX_ROUNDS}");
+        assert_eq!(next_round_id(&last), None);
+    }
+
+    #[test]
+    fn the_next_round_carries_arguments_responses_and_the_upstreams_state() {
+        let asked = InputRequired {
+            result: json!({
+                "resultType": "input_required",
+                "inputRequests": {"confirm": {"method": "elicitation/create", "params": {}}},
+                "requestState": "opaque"
+            }),
+            arguments: json!({"path": "/x"}).as_object().unwrap().clone(),
+        };
+        assert!(is_input_required(&asked.result));
+        assert_eq!(
+            asked.input_requests()["confirm"]["method"],
+            "elicitation/create"
+        );
+        let responses = json!({"confirm": {"action": "accept"}});
+        let round = asked.answered(responses.as_object().unwrap().clone());
+        assert_eq!(
+            serde_json::to_value(&round).unwrap(),
+            json!({
+                "arguments": {"path": "/x"},
+                "inputResponses": {"confirm": {"action": "accept"}},
+                "requestState": "opaque"
+            })
+        );
+        let stateless = InputRequired {
+            result: json!({"resultType": "input_required"}),
+            arguments: Map::new(),
+        };
+        assert_eq!(stateless.input_requests(), json!({}));
+        let round = stateless.answered(Map::new());
+        assert!(
+            !serde_json::to_value(&round)
+                .unwrap()
+                .as_object()
+                .unwrap()
+                .contains_key("requestState")
+        );
+        assert!(!is_input_required(&json!({"resultType": "complete"})));
+    }
+}
