@@ -15,6 +15,7 @@ mod connector_limits;
 mod connector_outage;
 mod connector_task_support;
 mod docs;
+mod durable_input;
 mod health;
 mod layers;
 mod native_tools;

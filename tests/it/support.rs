@@ -565,9 +565,20 @@ pub async fn poll_task_until_done<C: rmcp::Service<rmcp::RoleClient>>(
 pub async fn poll_task_watching<C: rmcp::Service<rmcp::RoleClient>>(
     client: &rmcp::service::RunningService<rmcp::RoleClient, C>,
     task_id: &str,
-    mut working: impl FnMut(&serde_json::Value),
+    working: impl FnMut(&serde_json::Value),
 ) -> serde_json::Value {
-    use rmcp::model::{GetTaskParams, TaskStatus};
+    poll_task_past(client, task_id, rmcp::model::TaskStatus::Working, working).await
+}
+
+/// Polls `tasks/get` until the task's status is no longer `status` (at most a minute), showing
+/// `during` every answer (as JSON) before that; the first other answer as JSON.
+pub async fn poll_task_past<C: rmcp::Service<rmcp::RoleClient>>(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, C>,
+    task_id: &str,
+    status: rmcp::model::TaskStatus,
+    mut during: impl FnMut(&serde_json::Value),
+) -> serde_json::Value {
+    use rmcp::model::GetTaskParams;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
         let got = client
@@ -575,13 +586,13 @@ pub async fn poll_task_watching<C: rmcp::Service<rmcp::RoleClient>>(
             .get_task(GetTaskParams::new(task_id))
             .await
             .unwrap();
-        if got.task.status() != TaskStatus::Working {
+        if got.task.status() != status {
             return serde_json::to_value(&got).unwrap();
         }
-        working(&serde_json::to_value(&got).unwrap());
+        during(&serde_json::to_value(&got).unwrap());
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the task never finished"
+            "the task never left {status:?}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

@@ -12,6 +12,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::{operation::OperationOutcome, payload};
+
 /// The [`super::payload::MCP_TYPE_KEY`] value of a round that ended asking for input: the
 /// payload holds an [`InputRequired`].
 pub const INPUT_REQUIRED: &str = "InputRequired";
@@ -76,6 +78,12 @@ pub struct InputRound {
 /// Whether an upstream's answer to `tools/call` asks for input (`resultType: "input_required"`).
 pub fn is_input_required(answer: &Value) -> bool {
     answer.get("resultType").and_then(Value::as_str) == Some("input_required")
+}
+
+/// Whether an operation's outcome is a round that ended asking for input (its payload is
+/// marked [`INPUT_REQUIRED`]).
+pub fn asks_for_input(outcome: &OperationOutcome) -> bool {
+    matches!(outcome, OperationOutcome::Succeeded(p) if payload::mcp_type(p) == Some(INPUT_REQUIRED))
 }
 
 /// The separator between round 1's operation ID and the round number.

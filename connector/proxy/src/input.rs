@@ -31,9 +31,12 @@ pub struct RoundAnswers {
     pub request_state: Option<String>,
 }
 
+/// A later round's arguments and the answers that go with them.
+pub type Round = (Map<String, Value>, RoundAnswers);
+
 /// An operation's input: the arguments, and the answers when it is a later round (an input
 /// marked [`INPUT_ROUND`]); `None` for an input of another kind.
-pub fn round_input(input: &Payload) -> Option<Result<(Map<String, Value>, RoundAnswers), String>> {
+pub fn round_input(input: &Payload) -> Option<Result<Round, String>> {
     if payload::mcp_type(input) != Some(INPUT_ROUND) {
         return None;
     }

@@ -150,6 +150,11 @@ pub struct ConnectorFlags {
     /// three tools follow. Same signing and caller scoping as MCP tasks.
     #[arg(long)]
     pub companion_tools: bool,
+    /// How long a tool's request for input (an elicitation, a sampling or a roots request)
+    /// waits for the caller's answer after the tool asked, e.g. "30m"; then the call ends
+    /// with a tool error saying so. From a second to a year.
+    #[arg(long, default_value = "24h", value_parser = values::tool_timeout)]
+    pub input_timeout: Duration,
     /// With `--transport http`: the address to listen on (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,

@@ -269,6 +269,7 @@ pub fn connector_options(
         Transport::Http => flags.max_call_starts_per_caller_minute,
     };
     options.task_after = flags.task_after;
+    options.input_timeout = flags.input_timeout;
     options.companion_tools = flags.companion_tools;
     options.require_verified_caller = verified_callers;
     options.caller_scope = anonymous_scope(flags.anonymous_scope.as_deref(), flags.transport);

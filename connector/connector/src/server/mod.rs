@@ -36,6 +36,7 @@ mod call;
 mod catalog;
 pub mod companion;
 mod explicit_cancel;
+mod input;
 mod internal;
 mod limits;
 mod logging;
@@ -46,6 +47,7 @@ mod tasks;
 use call::{Started, conflict_result, idempotency_key};
 use companion::{companion_tools, continues_as_task, is_companion};
 use explicit_cancel::CallCancel;
+pub use input::{DEFAULT_INPUT_TIMEOUT, INPUT_STATE_PREFIX};
 use internal::internal;
 pub use logging::DEFAULT_LOG_LEVEL;
 use scope::{granted_scopes, insufficient_scope, request_share};
@@ -94,6 +96,9 @@ pub struct ConnectorOptions {
     /// Refuse requests that carry no verified [`CallerScope`] in their HTTP extensions (set
     /// with inbound auth, so a missing middleware can never mean a shared scope).
     pub require_verified_caller: bool,
+    /// How long a tool's input request waits for its answer after its round ended
+    /// (R-CON-40); then the call ends with a tool error.
+    pub input_timeout: Duration,
 }
 
 impl ConnectorOptions {
@@ -116,6 +121,7 @@ impl ConnectorOptions {
             // so idempotency keys and tasks survive a restart with the same signing key.
             caller_scope: CallerScope::Anonymous,
             require_verified_caller: false,
+            input_timeout: input::DEFAULT_INPUT_TIMEOUT,
         }
     }
 }
@@ -372,6 +378,10 @@ impl ServerHandler for Typed {
             as_written::keep(self.written.as_ref(), &context, json.clone());
             return complete(json);
         }
+        // A call re-issued with the answers to its input requests resumes it (R-CON-40).
+        if request.request_state.is_some() || request.input_responses.is_some() {
+            return self.resume_call(&request, &context, &scope).await;
+        }
         // What the call may become is the upstream tool's to say (R-CON-39): decided, and a
         // caller that cannot follow a required task refused, before anything starts.
         let plan = self.plan(&request.name, &context).await?;
@@ -407,6 +417,12 @@ impl ServerHandler for Typed {
             Answer::Result(json) => json,
             Answer::Task(task) => return Ok(CallToolResponse::Task(task)),
         };
+        if let Some(asked) = self
+            .input_required_answer(&op, &json, &context, &scope)
+            .await?
+        {
+            return Ok(asked);
+        }
         as_written::keep(self.written.as_ref(), &context, json.clone());
         complete(json)
     }
@@ -448,20 +464,43 @@ impl ServerHandler for Typed {
         ))
     }
 
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let (scope, _slot) = self.task_request(&context, "updating the task")?;
+        self.update_task_op(&request.task_id, &scope, request.input_responses)
+            .await
+    }
+
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        if !supports_tasks(&context) {
+        let (scope, _slot) = self.task_request(&context, "cancelling the task")?;
+        self.cancel_task_op(&request.task_id, &scope).await
+    }
+}
+
+impl Typed {
+    /// A task method's caller (it must have declared the tasks extension) and its slot under
+    /// the in-flight caps (R-CON-17, R-CON-38).
+    fn task_request(
+        &self,
+        context: &RequestContext<RoleServer>,
+        what: &str,
+    ) -> Result<(CallerScope, limits::InFlightSlot), McpError> {
+        if !supports_tasks(context) {
             return Err(tasks_extension_required());
         }
-        let scope = self.request_scope(&context)?;
-        let _slot = self
+        let scope = self.request_scope(context)?;
+        let slot = self
             .inner
             .in_flight
-            .try_start("cancelling the task", request_share(&context).as_ref())?;
-        self.cancel_task_op(&request.task_id, &scope).await
+            .try_start(what, request_share(context).as_ref())?;
+        Ok((scope, slot))
     }
 }
 

@@ -16,6 +16,7 @@ use crate::{
     task_ref::{CallerScope, KeyRing, TaskRef, caller_hash, sign_current, verify_with_ring},
 };
 use durable_mcp_contract::{
+    input::asks_for_input,
     operation_name::tool_for_operation,
     outcome::{Outcome, to_call_tool_result_for},
 };
@@ -71,10 +72,9 @@ impl Connector {
         scope: &CallerScope,
     ) -> Result<DetailedTask, McpError> {
         let op = self.task_op(task_id, scope)?;
+        // The call's last round: a call that asked for input goes on in rounds (R-CON-40).
         let described = self
-            .inner
-            .client
-            .describe(&op)
+            .last_round(&op)
             .await
             .map_err(|e| task_error("reading the task", e))?;
         let (created, updated) = task_times(described.times, SystemTime::now());
@@ -97,6 +97,9 @@ impl Connector {
                 TaskPayload::Working
             }
             (_, Some(OperationOutcome::Canceled { .. })) => TaskPayload::Cancelled,
+            (_, Some(outcome)) if asks_for_input(&outcome) => {
+                self.waiting_payload(&described.times, &outcome)
+            }
             (_, Some(outcome)) => {
                 // The listing names the tool, not its escaped operation name (R-NXC-5).
                 let tool = tool_for_operation(&described.operation)
@@ -200,7 +203,7 @@ fn cancel_stands(status: OperationStatus, cancellation: Option<CancelState>) -> 
 
 /// A failed Temporal call about a task: a task Temporal no longer keeps (its namespace's
 /// retention passed) is invalid params, as an unknown one (R-CON-6); anything else is internal.
-fn task_error(what: &str, error: OperationClientError) -> McpError {
+pub(super) fn task_error(what: &str, error: OperationClientError) -> McpError {
     match error {
         OperationClientError::NotFound { .. } => McpError::invalid_params(
             "unknown task: Temporal no longer keeps it (its namespace's retention passed)",

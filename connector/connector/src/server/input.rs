@@ -1,0 +1,402 @@
+//! Durable input (R-CON-40; SEP-2322, SEP-2663): a call whose upstream asked for input ended its
+//! round with the requests (R-PRX-28); the caller's answers start the next round, a new
+//! standalone operation whose ID follows from the round's own ([`next_round_id`]), so however
+//! often, and on whichever replica, the answer arrives, the round starts once. Nothing waits in
+//! a process meanwhile and there is no table: the rounds are the state.
+//!
+//! - A task (the tasks extension) reads `input_required` with the requests while its last round
+//!   asks; `tasks/update` with `inputResponses` (only its owner: the signed task ID) starts the
+//!   next round, and `tasks/get` follows the rounds to the last one.
+//! - A 2026-07-28 caller without a task gets an `InputRequiredResult` whose `requestState` is
+//!   the round's signed, caller-scoped reference ([`INPUT_STATE_PREFIX`] + a task ID), never the
+//!   upstream's state, and resumes by calling the tool again with `inputResponses` and it.
+//! - A request nobody answered within `--input-timeout` of its round's end ends the call with a
+//!   tool error.
+
+use std::time::{Duration, SystemTime};
+
+use rmcp::{
+    ErrorData as McpError, RoleServer,
+    model::{
+        CallToolRequestParams, CallToolResponse, InputRequests, InputRequiredResult,
+        InputResponses, ProtocolVersion, TaskPayload,
+    },
+    service::RequestContext,
+};
+use serde_json::{Map, Value, json};
+use tracing::info;
+
+use super::{Answer, Connector, Typed, complete, internal::internal};
+use crate::task_ref::CallerScope;
+use durable_mcp_contract::{
+    input::{
+        INPUT_REQUIRED_ERROR_TYPE, INPUT_ROUND, InputRequired, asks_for_input, next_round_id,
+        round_of,
+    },
+    listing::advertised_timeout,
+    operation_name::tool_for_operation,
+    outcome::{ERROR_TYPE_META, Outcome},
+    payload,
+};
+use durable_mcp_runtime::nexus::{
+    ConflictPolicy, OperationClientError, OperationDescription, OperationOutcome, OperationRef,
+    OperationTimes, ReusePolicy, StartOperation,
+};
+
+/// How a connector's `requestState` begins: the rest is the round's task ID.
+pub const INPUT_STATE_PREFIX: &str = "durable-mcp-input.";
+
+/// How long an input request waits for its answer by default (`--input-timeout`).
+pub const DEFAULT_INPUT_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// How long starting the next round rides out a Temporal outage.
+const ROUND_START_BUDGET: Duration = Duration::from_secs(60);
+
+/// How long past a round's timeout a caller waiting for it keeps waiting through an outage.
+const ROUND_GRACE: Duration = Duration::from_secs(30);
+
+/// The requests a closed round asked, if it ended asking for input.
+fn asked_of(described: &OperationDescription) -> Option<InputRequired> {
+    asked_by(described.outcome.as_ref()?)
+}
+
+fn asked_by(outcome: &OperationOutcome) -> Option<InputRequired> {
+    match Outcome::from_operation(outcome.clone()) {
+        Outcome::InputRequired(asked) => Some(asked),
+        _ => None,
+    }
+}
+
+/// Whether a request asked at `closed` went unanswered past `timeout` by `now`.
+fn input_expired(times: &OperationTimes, timeout: Duration, now: SystemTime) -> bool {
+    times
+        .last_changed
+        .and_then(|closed| now.duration_since(closed).ok())
+        .is_some_and(|waited| waited > timeout)
+}
+
+/// The responses to requests the round asked (SEP-2663: others are ignored).
+fn outstanding(asked: &InputRequired, responses: InputResponses) -> Map<String, Value> {
+    let requests = asked.input_requests();
+    responses
+        .into_iter()
+        .filter(|(key, _)| requests.get(key).is_some())
+        .collect()
+}
+
+/// The tool error of a call whose input request expired.
+fn expired_result(timeout: Duration) -> Map<String, Value> {
+    let text = format!(
+        "The tool asked for input that nobody gave within {} (the connector's --input-timeout), so the call ended there. Call the tool again.",
+        humantime::format_duration(timeout)
+    );
+    let result = json!({
+        "content": [{"type": "text", "text": text}],
+        "isError": true,
+        "_meta": {ERROR_TYPE_META: INPUT_REQUIRED_ERROR_TYPE},
+    });
+    result.as_object().cloned().unwrap_or_default()
+}
+
+/// A requestState that does not name a round of this caller that asks for input.
+fn unknown_state() -> McpError {
+    McpError::invalid_params(
+        "requestState is not one this connector gave this caller for this tool (or it was changed); echo it unchanged, or call the tool again without inputResponses and requestState",
+        None,
+    )
+}
+
+impl Connector {
+    /// The last round of the call `op` started (R-CON-40): `op` itself, or the latest round
+    /// that followed it. Its `scheduled` time is the call's.
+    pub(super) async fn last_round(
+        &self,
+        op: &OperationRef,
+    ) -> Result<OperationDescription, OperationClientError> {
+        let mut described = self.inner.client.describe(op).await?;
+        let created = described.times.scheduled;
+        while described.outcome.as_ref().is_some_and(asks_for_input) {
+            let Some(next) = next_round_id(&described.reference.operation_id) else {
+                break;
+            };
+            let next = OperationRef {
+                operation_id: next,
+                run_id: String::new(),
+            };
+            match self.inner.client.describe(&next).await {
+                Ok(d) => described = d,
+                Err(OperationClientError::NotFound { .. }) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        described.times.scheduled = created.or(described.times.scheduled);
+        Ok(described)
+    }
+
+    /// A task's payload while its last round asks for input: the requests, or the tool error
+    /// once nobody answered in time.
+    pub(super) fn waiting_payload(
+        &self,
+        times: &OperationTimes,
+        outcome: &OperationOutcome,
+    ) -> TaskPayload {
+        let timeout = self.inner.options.input_timeout;
+        if input_expired(times, timeout, SystemTime::now()) {
+            return TaskPayload::Completed {
+                result: expired_result(timeout),
+            };
+        }
+        let requests = asked_by(outcome).map(|a| a.input_requests());
+        match requests.and_then(|r| serde_json::from_value::<InputRequests>(r).ok()) {
+            Some(input_requests) => TaskPayload::InputRequired { input_requests },
+            None => TaskPayload::Completed {
+                result: expired_result(timeout),
+            },
+        }
+    }
+
+    /// `tasks/update` (SEP-2663): the caller's answers start the task's next round when its
+    /// last round asks for them; otherwise they are ignored. Acknowledged either way; an
+    /// unknown or foreign task is -32602 (R-CON-6).
+    pub async fn update_task_op(
+        &self,
+        task_id: &str,
+        scope: &CallerScope,
+        responses: InputResponses,
+    ) -> Result<(), McpError> {
+        let op = self.task_op(task_id, scope)?;
+        let last = self
+            .last_round(&op)
+            .await
+            .map_err(|e| super::tasks::task_error("updating the task", e))?;
+        let Some(asked) = asked_of(&last) else {
+            return Ok(());
+        };
+        let answered = outstanding(&asked, responses);
+        if answered.is_empty()
+            || input_expired(
+                &last.times,
+                self.inner.options.input_timeout,
+                SystemTime::now(),
+            )
+        {
+            return Ok(());
+        }
+        self.start_round(&last, &asked, answered).await.map(|_| ())
+    }
+
+    /// Starts the round after `last` with the caller's `answered` responses, or finds it when
+    /// an earlier answer started it: one round whoever answers, however often.
+    async fn start_round(
+        &self,
+        last: &OperationDescription,
+        asked: &InputRequired,
+        answered: Map<String, Value>,
+    ) -> Result<OperationRef, McpError> {
+        let Some(next) = next_round_id(&last.reference.operation_id) else {
+            return Err(McpError::invalid_params(
+                "the tool asked for input too many times; call it again",
+                None,
+            ));
+        };
+        let tool = tool_for_operation(&last.operation).unwrap_or_else(|| last.operation.clone());
+        let (route, definition) = self.lookup(&tool).await?;
+        let input = payload::to_marked_payload(&asked.answered(answered), INPUT_ROUND)
+            .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+        let mut start = StartOperation::new(
+            next.clone(),
+            &route.endpoint,
+            &route.service,
+            last.operation.clone(),
+            input,
+        );
+        start.request_id = next.clone();
+        start.schedule_to_close =
+            Some(advertised_timeout(&definition).unwrap_or(self.inner.options.default_timeout));
+        start.conflict_policy = ConflictPolicy::UseExisting;
+        start.reuse_policy = ReusePolicy::RejectDuplicate;
+        let deadline = tokio::time::Instant::now() + ROUND_START_BUDGET;
+        match self.inner.client.start_until(start, deadline).await {
+            Ok((op, started)) => {
+                info!(operation_id = %op.operation_id, round = round_of(&next), started, tool, "input answered: next round");
+                Ok(op)
+            }
+            Err(OperationClientError::AlreadyExists { .. }) => Ok(OperationRef {
+                operation_id: next,
+                run_id: String::new(),
+            }),
+            Err(e) => Err(internal("starting the next round", e)),
+        }
+    }
+}
+
+impl Typed {
+    /// The answer for a 2026-07-28 caller whose call (round `op`) ended asking for input: an
+    /// `InputRequiredResult` with the upstream's requests and this round's signed reference as
+    /// `requestState` (R-CON-40). `None` for any other answer, and for callers of earlier
+    /// versions, which keep the tool error.
+    pub(super) async fn input_required_answer(
+        &self,
+        op: &OperationRef,
+        json: &Value,
+        context: &RequestContext<RoleServer>,
+        scope: &CallerScope,
+    ) -> Result<Option<CallToolResponse>, McpError> {
+        let typed = json
+            .get("_meta")
+            .and_then(|m| m.get(ERROR_TYPE_META))
+            .and_then(Value::as_str);
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        if typed != Some(INPUT_REQUIRED_ERROR_TYPE) || !modern {
+            return Ok(None);
+        }
+        let described = self
+            .inner
+            .client
+            .describe(op)
+            .await
+            .map_err(|e| internal("reading the tool call", e))?;
+        let Some(asked) = asked_of(&described) else {
+            return Ok(None);
+        };
+        let requests: InputRequests = serde_json::from_value(asked.input_requests())
+            .map_err(|e| internal("reading the tool's input requests", e))?;
+        let state = format!(
+            "{INPUT_STATE_PREFIX}{}",
+            self.task_id(&described.reference, scope)
+        );
+        info!(operation_id = %op.operation_id, "tool call asks its caller for input");
+        let answer = InputRequiredResult::new(Some(requests), Some(state));
+        Ok(Some(CallToolResponse::InputRequired(answer)))
+    }
+
+    /// A call re-issued with `inputResponses` and a `requestState` this connector gave
+    /// (R-CON-40): the round it names is checked (signature, caller, tool, still asking, in
+    /// time), the next round starts (once, however often the call is re-issued) and the caller
+    /// waits for it like for any call.
+    pub(super) async fn resume_call(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        scope: &CallerScope,
+    ) -> Result<CallToolResponse, McpError> {
+        let state = request.request_state.as_deref().unwrap_or_default();
+        let task_id = state
+            .strip_prefix(INPUT_STATE_PREFIX)
+            .ok_or_else(unknown_state)?;
+        let op = self.task_op(task_id, scope).map_err(|_| unknown_state())?;
+        let described = match self.inner.client.describe(&op).await {
+            Ok(d) => d,
+            Err(OperationClientError::NotFound { .. }) => return Err(unknown_state()),
+            Err(e) => return Err(internal("reading the tool call", e)),
+        };
+        let asked = asked_of(&described).ok_or_else(unknown_state)?;
+        if tool_for_operation(&described.operation).as_deref() != Some(&*request.name) {
+            return Err(unknown_state());
+        }
+        let timeout = self.inner.options.input_timeout;
+        if input_expired(&described.times, timeout, SystemTime::now()) {
+            return Err(McpError::invalid_params(
+                format!(
+                    "the tool's input request expired: nobody answered within {} (the connector's --input-timeout); call the tool again without inputResponses and requestState",
+                    humantime::format_duration(timeout)
+                ),
+                None,
+            ));
+        }
+        let responses = outstanding(&asked, request.input_responses.clone().unwrap_or_default());
+        let next = self.start_round(&described, &asked, responses).await?;
+        self.wait_round(&request.name, &next, context, scope).await
+    }
+
+    /// Waits for a round the caller resumed, as for any call of the tool.
+    async fn wait_round(
+        &self,
+        tool: &str,
+        op: &OperationRef,
+        context: &RequestContext<RoleServer>,
+        scope: &CallerScope,
+    ) -> Result<CallToolResponse, McpError> {
+        let share = super::scope::request_share(context);
+        let _slot = self
+            .inner
+            .in_flight
+            .try_start(&format!("calling tool {tool:?}"), share.as_ref())?;
+        let plan = self.plan(tool, context).await?;
+        let timeout = match self.lookup(tool).await {
+            Ok((_, definition)) => advertised_timeout(&definition),
+            Err(_) => None,
+        }
+        .unwrap_or(self.inner.options.default_timeout);
+        let deadline = tokio::time::Instant::now() + timeout + ROUND_GRACE;
+        let answered = self
+            .answer_started(tool, op, deadline, context, scope, (plan, false))
+            .await?;
+        let json = match answered {
+            Answer::Result(json) => json,
+            Answer::Task(task) => return Ok(CallToolResponse::Task(task)),
+        };
+        if let Some(asked) = self
+            .input_required_answer(op, &json, context, scope)
+            .await?
+        {
+            return Ok(asked);
+        }
+        super::as_written::keep(self.written.as_ref(), context, json.clone());
+        complete(json)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_expires_its_timeout_after_its_round_closed() {
+        let closed = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let times = OperationTimes {
+            last_changed: Some(closed),
+            ..Default::default()
+        };
+        let hour = Duration::from_secs(3600);
+        assert!(!input_expired(&times, hour, closed + hour));
+        assert!(input_expired(
+            &times,
+            hour,
+            closed + hour + Duration::from_secs(1)
+        ));
+        // A clock behind the server's, or no close time: not expired.
+        assert!(!input_expired(&times, hour, closed - hour));
+        assert!(!input_expired(&OperationTimes::default(), hour, closed));
+    }
+
+    #[test]
+    fn only_responses_to_requests_asked_go_to_the_next_round() {
+        let asked = InputRequired {
+            result: json!({"resultType": "input_required", "inputRequests": {"a": {}, "b": {}}}),
+            arguments: Map::new(),
+        };
+        let responses: InputResponses = [
+            ("a".to_owned(), json!({"action": "accept"})),
+            ("z".to_owned(), json!({"action": "decline"})),
+        ]
+        .into();
+        let kept = outstanding(&asked, responses);
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept["a"]["action"], "accept");
+    }
+
+    #[test]
+    fn an_expired_request_is_a_typed_tool_error_naming_the_flag() {
+        let result = expired_result(Duration::from_secs(60));
+        assert_eq!(result["isError"], true);
+        assert_eq!(result["_meta"][ERROR_TYPE_META], INPUT_REQUIRED_ERROR_TYPE);
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("--input-timeout") && text.contains("1m"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,261 @@
+//! R-PRX-28, R-CON-40: durable input. A tool whose upstream asks for input (SEP-2322) ends its
+//! round with the requests; the caller's answer (`tasks/update`, or the call re-issued with
+//! `inputResponses` and the connector's `requestState`) starts the next round once, on any
+//! connector, and the tool answers.
+
+use std::time::Duration;
+
+use durable_mcp::inbound::{
+    server::{Connector, ConnectorOptions, INPUT_STATE_PREFIX},
+    task_ref::{CallerScope, SigningKey},
+};
+use durable_mcp_conformance::fixtures::{
+    Ledger, LedgerEvent, ToolSpec, UpstreamSpec, ask_input::CONFIRM_KEY,
+};
+use rmcp::model::{CallToolResponse, GetTaskParams, InputResponses, TaskStatus, UpdateTaskParams};
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// A mock upstream with `ask` (asks for a confirmation) and `ask_task` (the same, run only as
+/// a task).
+fn asking_upstream(ledger: &Ledger) -> durable_mcp::outbound::UpstreamConfig {
+    let ask: ToolSpec = serde_json::from_value(json!({
+        "name": "ask",
+        "description": "Asks for a confirmation, then echoes it.",
+        "annotations": {"destructiveHint": true, "idempotentHint": false},
+        "behavior": {"kind": "ask_input", "message": "Delete 40 GB?"}
+    }))
+    .unwrap();
+    let mut ask_task = ask.clone();
+    ask_task.name = "ask_task".into();
+    ask_task.execution = Some(json!({"taskSupport": "required"}));
+    let spec = UpstreamSpec {
+        name: "asking".into(),
+        tools: vec![ask, ask_task],
+    };
+    mock_stdio_upstream_with_spec("asking", &spec, ledger)
+}
+
+fn connector(env: &TestEnv, key: &SigningKey, scope: &str, input_timeout: Duration) -> Connector {
+    let mut options = ConnectorOptions::new(vec![route("asking", &env.endpoint)]);
+    options.signing_key = key.clone();
+    options.caller_scope = CallerScope::Process(scope.into());
+    options.input_timeout = input_timeout;
+    Connector::new(env.client.clone(), options)
+}
+
+fn confirmed() -> InputResponses {
+    [(
+        CONFIRM_KEY.to_owned(),
+        json!({"action": "accept", "content": {"confirm": true}}),
+    )]
+    .into()
+}
+
+/// Calls `ask_task` as `owner` and polls its task until it asks for input: its ID and that
+/// `tasks/get` answer.
+async fn waiting_task(
+    owner: &McpClient<rmcp::model::ClientConfig>,
+    arguments: Value,
+) -> (String, Value) {
+    let task = owner
+        .peer()
+        .call_tool_once(tool_call("ask_task", arguments))
+        .await
+        .unwrap();
+    let task_id = task_id_of(task);
+    let waiting = poll_task_past(owner, &task_id, TaskStatus::Working, |_| {}).await;
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    (task_id, waiting)
+}
+
+/// Answers the task when nothing is asked any more (acknowledged), and gives a round it would
+/// wrongly start time to reach the upstream.
+async fn answer_late(owner: &McpClient<rmcp::model::ClientConfig>, task_id: &str) {
+    owner
+        .peer()
+        .update_task(UpdateTaskParams::new(task_id, confirmed()))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+}
+
+/// A test's env, the mock's ledger, the proxy in front of the asking mock, and a signing key.
+async fn setup(
+    test: &str,
+) -> (
+    TestEnv,
+    Ledger,
+    durable_mcp_conformance::proxy_thread::ProxyThread,
+    SigningKey,
+) {
+    let env = TestEnv::shared(test).await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let proxy = start_proxy(&env, vec![asking_upstream(&ledger)]);
+    (env, ledger, proxy, SigningKey::generate())
+}
+
+#[tokio::test]
+async fn a_task_asks_for_input_and_its_owners_update_runs_the_next_round_once_on_any_connector() {
+    let (env, ledger, _proxy, key) = setup("durable-input-task").await;
+    let day = Duration::from_secs(86_400);
+
+    let owner = task_client_for(connector(&env, &key, "owner", day))
+        .await
+        .unwrap();
+    let (task_id, waiting) = waiting_task(&owner, json!({"path": "/data"})).await;
+    let request = &waiting["inputRequests"][CONFIRM_KEY];
+    assert_eq!(request["method"], "elicitation/create", "{waiting}");
+    assert_eq!(request["params"]["message"], "Delete 40 GB?");
+    // Polled again: the same request, nothing ran again.
+    let again = owner
+        .peer()
+        .get_task(GetTaskParams::new(&task_id))
+        .await
+        .unwrap();
+    assert_eq!(
+        serde_json::to_value(&again).unwrap()["inputRequests"],
+        waiting["inputRequests"]
+    );
+    assert_eq!(ledger.count("ask_task", LedgerEvent::Called), 1);
+
+    // A foreign caller cannot answer: indistinguishable from an unknown task.
+    let stranger = task_client_for(connector(&env, &key, "stranger", day))
+        .await
+        .unwrap();
+    let refused = stranger
+        .peer()
+        .update_task(UpdateTaskParams::new(&task_id, confirmed()))
+        .await
+        .unwrap_err();
+    let unknown = stranger
+        .peer()
+        .update_task(UpdateTaskParams::new("not-a-task", confirmed()))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.to_string(), unknown.to_string());
+    assert!(refused.to_string().contains("-32602"), "{refused}");
+
+    // The owner answers through a fresh connector (no state shared with the first but the
+    // key); answering twice runs the tool's next round once.
+    let other = task_client_for(connector(&env, &key, "owner", day))
+        .await
+        .unwrap();
+    other
+        .peer()
+        .update_task(UpdateTaskParams::new(&task_id, confirmed()))
+        .await
+        .unwrap();
+    owner
+        .peer()
+        .update_task(UpdateTaskParams::new(&task_id, confirmed()))
+        .await
+        .unwrap();
+    let done = poll_task_past(&owner, &task_id, TaskStatus::InputRequired, |_| {}).await;
+    let done = match done["status"].as_str() {
+        Some("working") => poll_task_until_done(&owner, &task_id).await,
+        _ => done,
+    };
+    assert_eq!(done["status"], "completed", "{done}");
+    let answered = &done["result"]["structuredContent"];
+    assert_eq!(answered["inputResponses"][CONFIRM_KEY]["action"], "accept");
+    assert_eq!(
+        answered["arguments"]["path"], "/data",
+        "the next round has the arguments"
+    );
+    // A late answer is acknowledged and ignored.
+    answer_late(&owner, &task_id).await;
+    assert_eq!(
+        ledger.count("ask_task", LedgerEvent::Called),
+        2,
+        "{:?}",
+        ledger.read()
+    );
+    for c in [owner, stranger, other] {
+        c.cancel().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_caller_without_a_task_gets_input_required_and_resumes_with_the_signed_request_state() {
+    let (env, ledger, _proxy, key) = setup("durable-input-mrtr").await;
+    let day = Duration::from_secs(86_400);
+    let (server, shutdown) =
+        serve_connector_http(connector(&env, &key, "owner", day), loopback_http_options())
+            .await
+            .unwrap();
+    let client = stateless_http_client(&server.url, ()).await.unwrap();
+
+    let asked = client
+        .peer()
+        .call_tool_once(tool_call("ask", json!({"path": "/data"})))
+        .await
+        .unwrap();
+    let CallToolResponse::InputRequired(asked) = asked else {
+        panic!("expected input_required, got {asked:?}")
+    };
+    let requests = serde_json::to_value(&asked.input_requests).unwrap();
+    assert_eq!(requests[CONFIRM_KEY]["params"]["message"], "Delete 40 GB?");
+    let state = asked.request_state.clone().unwrap();
+    assert!(state.starts_with(INPUT_STATE_PREFIX), "{state}");
+    assert!(
+        !state.contains("mock-upstream-state"),
+        "never the upstream's state: {state}"
+    );
+
+    // A changed requestState is refused and nothing runs.
+    let mut tampered = state.clone();
+    let last = tampered.pop().unwrap();
+    tampered.push(if last == 'A' { 'B' } else { 'A' });
+    let mut resume = tool_call("ask", json!({"path": "/data"})).with_input_responses(confirmed());
+    resume.request_state = Some(tampered);
+    let err = client
+        .peer()
+        .call_tool_once(resume.clone())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("-32602"), "{err}");
+
+    // The signed one resumes the call, and re-issuing it again gets the same answer without
+    // running the tool a third time.
+    resume.request_state = Some(state);
+    for _ in 0..2 {
+        let done = client.peer().call_tool_once(resume.clone()).await.unwrap();
+        let CallToolResponse::Complete(done) = done else {
+            panic!("expected the result, got {done:?}")
+        };
+        let answered = done.structured_content.unwrap();
+        assert_eq!(answered["inputResponses"][CONFIRM_KEY]["action"], "accept");
+    }
+    assert_eq!(
+        ledger.count("ask", LedgerEvent::Called),
+        2,
+        "{:?}",
+        ledger.read()
+    );
+    client.cancel().await.unwrap();
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn an_input_request_nobody_answers_in_time_ends_the_call() {
+    let (env, ledger, _proxy, key) = setup("durable-input-timeout").await;
+    let owner = task_client_for(connector(&env, &key, "owner", Duration::from_secs(1)))
+        .await
+        .unwrap();
+    let (task_id, _) = waiting_task(&owner, json!({})).await;
+    let ended = poll_task_past(&owner, &task_id, TaskStatus::InputRequired, |_| {}).await;
+    assert_eq!(ended["status"], "completed", "{ended}");
+    assert_eq!(ended["result"]["isError"], true);
+    assert_eq!(
+        ended["result"]["_meta"]["io.durable-mcp/errorType"],
+        "InputRequired"
+    );
+    let text = ended["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("--input-timeout"), "{text}");
+    // A late answer is acknowledged and runs nothing.
+    answer_late(&owner, &task_id).await;
+    assert_eq!(ledger.count("ask_task", LedgerEvent::Called), 1);
+    owner.cancel().await.unwrap();
+}
