@@ -164,8 +164,13 @@ async fn a_task_asks_for_input_and_its_owners_update_runs_the_next_round_once_on
         answered["arguments"]["path"], "/data",
         "the next round has the arguments"
     );
-    // A late answer is acknowledged and ignored.
+    // A late answer is acknowledged and ignored, and so is a cancel of the finished rounds.
     answer_late(&owner, &task_id).await;
+    owner
+        .peer()
+        .cancel_task(rmcp::model::CancelTaskParams::new(&task_id))
+        .await
+        .unwrap();
     assert_eq!(
         ledger.count("ask_task", LedgerEvent::Called),
         2,

@@ -133,6 +133,15 @@ impl Connector {
         Ok(described)
     }
 
+    /// Where a cancel of the call `op` goes: its last round, or `op` itself (also when the
+    /// rounds cannot be read: the cancel then reports that).
+    pub(super) async fn round_to_cancel(&self, op: OperationRef) -> OperationRef {
+        match self.last_round(&op).await {
+            Ok(last) if last.reference.operation_id != op.operation_id => last.reference,
+            _ => op,
+        }
+    }
+
     /// A task's payload while its last round asks for input: the requests, or the tool error
     /// once nobody answered in time.
     pub(super) fn waiting_payload(

@@ -160,6 +160,8 @@ impl Connector {
     /// (R-CON-6): the task's status tells the caller which happened.
     pub async fn cancel_task_op(&self, task_id: &str, scope: &CallerScope) -> Result<(), McpError> {
         let op = self.task_op(task_id, scope)?;
+        // A call that asked for input runs on in its later rounds (R-CON-40).
+        let op = self.round_to_cancel(op).await;
         let deadline = tokio::time::Instant::now() + TASK_CANCEL_OUTAGE_BUDGET;
         let refused = match self
             .inner
