@@ -6,7 +6,7 @@ use std::time::Duration;
 use rmcp::{
     model::{
         CallToolRequest, CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientRequest,
-        GetTaskParams, ServerResult,
+        GetTaskParams, ServerResult, UpdateTaskParams,
     },
     service::{PeerRequestOptions, ServiceError},
 };
@@ -503,6 +503,22 @@ pub(crate) async fn run_tasks_cancel(
 ) -> Result<String, Failure> {
     let (id, client) = task_target(env, step)?;
     let answer = match client.peer().cancel_task(CancelTaskParams::new(&id)).await {
+        Ok(()) => Answer::Accepted,
+        Err(e) => error_answer(e),
+    };
+    check_answer(env, expect, answer, None, None).await
+}
+
+/// `tasks_update`: one `tasks/update` with the step's `inputResponses` (R-CON-40).
+pub(crate) async fn run_tasks_update(
+    env: &mut StepEnv<'_>,
+    step: &TaskStep,
+    expect: &Expect,
+) -> Result<String, Failure> {
+    let (id, client) = task_target(env, step)?;
+    let responses = step.input_responses.clone().unwrap_or_default();
+    let params = UpdateTaskParams::new(&id, responses.into_iter().collect());
+    let answer = match client.peer().update_task(params).await {
         Ok(()) => Answer::Accepted,
         Err(e) => error_answer(e),
     };

@@ -480,6 +480,9 @@ async fn run_step(env: &mut StepEnv<'_>, step: &crate::scenario::Step) -> Result
         Action::TasksCancel(t) => {
             mcp_steps::run_tasks_cancel(env, t, expect.ok_or_else(need)?).await
         }
+        Action::TasksUpdate(t) => {
+            mcp_steps::run_tasks_update(env, t, expect.ok_or_else(need)?).await
+        }
         Action::RestartConnector(name) => {
             let replicas = env
                 .replicas

@@ -69,6 +69,8 @@
 //! [[steps]]
 //! tasks_cancel = { connector = "b", task = "t1" }
 //! [[steps]]
+//! tasks_update = { connector = "b", task = "t1", input_responses = { confirm = { action = "accept" } } }
+//! [[steps]]
 //! restart_connector = "a"      # a fresh replica with the same options
 //! [[steps]]
 //! set_annotations = { tool = "t", annotations = { destructiveHint = true } }  # stdio upstream
@@ -98,13 +100,13 @@
 //! [steps.expect]
 //! outcome = "result"           # call: result | failed | canceled | timed_out | terminated
 //!                              # mcp: result | task | error | canceled; tasks_get: task | error;
-//!                              # tasks_cancel: accepted | error
+//!                              # tasks_cancel, tasks_update: accepted | error
 //! error_type = "..."           # call: the failure's type (R-NXC-4); mcp: _meta["io.durable-mcp/errorType"]
 //! error_code = -32021          # optional: the JSON-RPC error code (outcome = "error", or task_status = "failed")
 //! error_data = { n = 1 }       # optional: the JSON-RPC error's data, exactly (as error_code)
 //! message_contains = "..."     # optional: failure, JSON-RPC error or result text
 //! is_error = false             # optional: the result's (or finished task's) `isError`
-//! task_status = "completed"    # optional (outcome = "task"): working | completed | cancelled | failed
+//! task_status = "completed"    # optional (outcome = "task"): working | input_required | completed | cancelled | failed
 //! invocations = { tool = "t", key = "k", count = 3 }  # upstream `called` events (tool and key default to the step's)
 //! cancelled_upstream = true    # optional: the upstream saw `notifications/cancelled` for the call
 //! progress_at_least = 1        # optional (mcp): notifications/progress the caller got, under its own token

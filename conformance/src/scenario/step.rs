@@ -28,6 +28,9 @@ pub struct Step {
     /// `tasks/cancel` through a connector replica.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tasks_cancel: Option<TaskStep>,
+    /// `tasks/update` with `input_responses` through a connector replica (R-CON-40).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks_update: Option<TaskStep>,
     /// Replace the named connector replica (and its client) with a fresh one, same options.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_connector: Option<String>,
@@ -139,6 +142,7 @@ pub enum Action<'a> {
     Connections(&'a Connections),
     ProxyMemory(&'a ProxyMemory),
     PlantCiphertext(&'a PlantCiphertext),
+    TasksUpdate(&'a TaskStep),
 }
 
 impl Step {
@@ -156,6 +160,9 @@ impl Step {
         }
         if let Some(t) = &self.tasks_cancel {
             found.push(("tasks_cancel", Action::TasksCancel(t)));
+        }
+        if let Some(t) = &self.tasks_update {
+            found.push(("tasks_update", Action::TasksUpdate(t)));
         }
         if let Some(n) = &self.restart_connector {
             found.push(("restart_connector", Action::RestartConnector(n)));
@@ -227,6 +234,7 @@ impl Action<'_> {
             Action::Connections(c) => format!("connections x{} from {}", c.count, c.from),
             Action::ProxyMemory(m) => format!("proxy_memory < {} MiB", m.peak_below_mib),
             Action::PlantCiphertext(p) => format!("plant_ciphertext {} -> {}", p.from, p.into),
+            Action::TasksUpdate(t) => format!("tasks_update {}", t.target()),
         }
     }
 
@@ -328,6 +336,9 @@ pub struct TaskStep {
     /// `tasks_get` only: poll (every 200 ms, up to 60 s) until the task is no longer working.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub until_done: bool,
+    /// `tasks_update` only: the `inputResponses` it sends (a JSON object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_responses: Option<Map<String, Value>>,
 }
 
 impl TaskStep {
@@ -583,6 +594,7 @@ pub(crate) fn validate_step(
         Action::Mcp(c) => Some(("mcp", c.connector.as_deref())),
         Action::TasksGet(t) => Some(("tasks_get", t.connector.as_deref())),
         Action::TasksCancel(t) => Some(("tasks_cancel", t.connector.as_deref())),
+        Action::TasksUpdate(t) => Some(("tasks_update", t.connector.as_deref())),
         Action::RestartConnector(n) => Some(("restart_connector", Some(n))),
         Action::ListTools(l) => Some(("list_tools", l.connector.as_deref())),
         Action::Connections(c) => Some(("connections", c.connector.as_deref())),
@@ -615,11 +627,11 @@ pub(crate) fn validate_step(
     {
         bail!("{field}.expect.progress_at_least: not with cancel_after_ms");
     }
-    if let Action::TasksGet(t) | Action::TasksCancel(t) = action {
-        let key = if matches!(action, Action::TasksGet(_)) {
-            "tasks_get"
-        } else {
-            "tasks_cancel"
+    if let Action::TasksGet(t) | Action::TasksCancel(t) | Action::TasksUpdate(t) = action {
+        let key = match action {
+            Action::TasksGet(_) => "tasks_get",
+            Action::TasksCancel(_) => "tasks_cancel",
+            _ => "tasks_update",
         };
         match (&t.task, &t.forged) {
             (Some(name), None) if saved.contains(name) => {}
@@ -627,8 +639,11 @@ pub(crate) fn validate_step(
             (None, Some(_)) if !t.alter => {}
             _ => bail!("{field}.{key}: give either task (optionally with alter) or forged"),
         }
-        if t.until_done && key == "tasks_cancel" {
-            bail!("{field}.tasks_cancel.until_done: only for tasks_get");
+        if t.until_done && key != "tasks_get" {
+            bail!("{field}.{key}.until_done: only for tasks_get");
+        }
+        if t.input_responses.is_some() != (key == "tasks_update") {
+            bail!("{field}.{key}.input_responses: given for tasks_update, and only there");
         }
     }
     if let Action::Mcp(c) = action {
@@ -643,7 +658,11 @@ pub(crate) fn validate_step(
     let needs_expect = !background
         && matches!(
             action,
-            Action::Call(_) | Action::Mcp(_) | Action::TasksGet(_) | Action::TasksCancel(_)
+            Action::Call(_)
+                | Action::Mcp(_)
+                | Action::TasksGet(_)
+                | Action::TasksCancel(_)
+                | Action::TasksUpdate(_)
         );
     let Some(e) = &step.expect else {
         if needs_expect {
@@ -718,10 +737,17 @@ pub(crate) fn validate_step(
         bail!("{field}.expect.task_status: only applies to outcome = \"task\"");
     }
     if let Some(status) = &e.task_status
-        && !["working", "completed", "cancelled", "failed"].contains(&status.as_str())
+        && ![
+            "working",
+            "input_required",
+            "completed",
+            "cancelled",
+            "failed",
+        ]
+        .contains(&status.as_str())
     {
         bail!(
-            "{field}.expect.task_status: {status:?} is not working, completed, cancelled or failed"
+            "{field}.expect.task_status: {status:?} is not working, input_required, completed, cancelled or failed"
         );
     }
     let counted_tool = e.invocations.as_ref().and_then(|i| i.tool.as_deref());
