@@ -1,4 +1,4 @@
-//! R-PRX-28, R-CON-40: durable input. A tool whose upstream asks for input (SEP-2322) ends its
+//! R-PRX-29, R-CON-40: durable input. A tool whose upstream asks for input (SEP-2322) ends its
 //! round with the requests; the caller's answer (`tasks/update`, or the call re-issued with
 //! `inputResponses` and the connector's `requestState`) starts the next round once, on any
 //! connector, and the tool answers.

@@ -1,4 +1,4 @@
-//! Durable input (SEP-2322 multi round-trip requests through the durable path; R-PRX-28,
+//! Durable input (SEP-2322 multi round-trip requests through the durable path; R-PRX-29,
 //! R-CON-40): a tool call whose upstream answers `input_required` ends its round with an
 //! [`InputRequired`] payload instead of failing, and the answer to its input requests starts the
 //! next round as a new operation carrying an [`InputRound`].

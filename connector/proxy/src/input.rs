@@ -1,4 +1,4 @@
-//! Durable input through the proxy (R-PRX-28): an upstream that answers `tools/call` with an
+//! Durable input through the proxy (R-PRX-29): an upstream that answers `tools/call` with an
 //! `InputRequiredResult` (SEP-2322) ends the round, not the call. The Activity completes with the
 //! upstream's answer as written and the arguments it called with ([`InputRequired`], marked
 //! [`INPUT_REQUIRED`]), so nothing waits in a process while a person decides; the next round is

@@ -455,7 +455,7 @@ impl UpstreamClient {
 
     /// [`Self::call_tool_reporting`] for a round of a call that asked for input: `answers`
     /// go with the arguments, and an answer that asks for input again is returned as written
-    /// like a result (R-PRX-28).
+    /// like a result (R-PRX-29).
     pub async fn call_tool_round(
         &self,
         name: &str,

@@ -105,7 +105,7 @@ impl ToolCallError {
             | Outcome::Terminated { message } => message,
             Outcome::JsonRpcError(e) => &e.message,
             Outcome::Result { .. } => "",
-            // Workflow code cannot answer input requests yet (R-PRX-28).
+            // Workflow code cannot answer input requests yet (R-PRX-29).
             Outcome::InputRequired(_) => durable_mcp_contract::outcome::INPUT_NOT_GIVEN,
         }
     }

@@ -1,5 +1,5 @@
 //! Durable input (R-CON-40; SEP-2322, SEP-2663): a call whose upstream asked for input ended its
-//! round with the requests (R-PRX-28); the caller's answers start the next round, a new
+//! round with the requests (R-PRX-29); the caller's answers start the next round, a new
 //! standalone operation whose ID follows from the round's own ([`next_round_id`]), so however
 //! often, and on whichever replica, the answer arrives, the round starts once. Nothing waits in
 //! a process meanwhile and there is no table: the rounds are the state.
