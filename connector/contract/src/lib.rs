@@ -19,8 +19,8 @@
 
 pub mod call;
 pub mod errors;
-pub mod jsonrpc_error;
 pub mod input;
+pub mod jsonrpc_error;
 pub mod listing;
 pub mod operation;
 pub mod operation_name;

@@ -85,7 +85,7 @@ pub enum Outcome {
     /// unchanged (R-PRX-4, R-CON-4; a payload marked
     /// [`JSONRPC_ERROR`](crate::jsonrpc_error::JSONRPC_ERROR)).
     JsonRpcError(JsonRpcError),
-    /// The round ended asking for input (R-PRX-28): the upstream's requests, and the arguments
+    /// The round ended asking for input (R-PRX-29): the upstream's requests, and the arguments
     /// the next round calls the tool with again.
     InputRequired(InputRequired),
 }

@@ -82,7 +82,7 @@ pub struct ToolCallInput {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub upstream_task: bool,
     /// In a round after the first, the answers to the previous round's input requests
-    /// (R-PRX-28).
+    /// (R-PRX-29).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answers: Option<super::input::RoundAnswers>,
 }

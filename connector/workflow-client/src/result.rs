@@ -70,9 +70,7 @@ impl ToolCallError {
             Outcome::Failed { .. }
             | Outcome::Result { .. }
             | Outcome::JsonRpcError(_)
-            | Outcome::InputRequired(_) => {
-                ToolCallErrorKind::Failed
-            }
+            | Outcome::InputRequired(_) => ToolCallErrorKind::Failed,
         }
     }
 

@@ -113,7 +113,9 @@ impl Followed<'_> {
                     }
                     continue;
                 }
-                Ok(TaskState::Completed(Some(result))) => return answer(self.input, &result, &carried),
+                Ok(TaskState::Completed(Some(result))) => {
+                    return answer(self.input, &result, &carried);
+                }
                 Ok(TaskState::Completed(None) | TaskState::Failed(None)) => {
                     match self
                         .run(heartbeats, self.client.task_result(&self.id))
