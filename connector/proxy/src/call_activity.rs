@@ -176,10 +176,12 @@ impl ProxyActivities {
             let note = heartbeats.pass_on(carried.clone());
             let (tool, arguments) = (&input.tool, input.arguments.clone());
             let call = async {
+                let answers = input.answers.as_ref();
                 if input.upstream_task {
-                    client.call_tool_as_task(tool, arguments, note).await
+                    client
+                        .call_tool_as_task(tool, arguments, answers, note)
+                        .await
                 } else {
-                    let answers = input.answers.as_ref();
                     let result = client.call_tool_round(tool, arguments, answers, note).await;
                     result.map(CallAnswer::Result)
                 }

@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelTaskParams, CancelTaskRequest, ClientRequest,
-    CustomRequest, GetTaskParams, GetTaskRequest, RequestMetaObject, TASKS_EXTENSION_ID,
+    CustomRequest, GetTaskParams, GetTaskRequest, RequestMetaObject, ServerResult,
+    TASKS_EXTENSION_ID,
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Map, Value, json};
@@ -169,14 +170,16 @@ impl UpstreamClient {
         &self,
         name: &str,
         arguments: Map<String, Value>,
+        answers: Option<&crate::input::RoundAnswers>,
         on_note: impl FnMut(CallNotification),
     ) -> Result<CallAnswer, UpstreamError> {
         let conn = self.connect().await?;
         let meta = extension_meta(&conn);
         let request = if meta.is_some() {
-            ClientRequest::CallToolRequest(CallToolRequest::new(
-                CallToolRequestParams::new(name.to_owned()).with_arguments(arguments),
-            ))
+            let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
+            ClientRequest::CallToolRequest(CallToolRequest::new(crate::input::with_answers(
+                params, answers,
+            )))
         } else {
             ClientRequest::CustomRequest(CustomRequest::new(
                 "tools/call",
@@ -184,6 +187,12 @@ impl UpstreamClient {
             ))
         };
         let (id, answered) = self.send_reporting(&conn, request, meta, on_note).await?;
+        if let ServerResult::InputRequiredResult(asked) = &answered {
+            // Asked for input at once, before any task (R-PRX-29): the round ends with it.
+            return self
+                .asked_as_written(&conn, &id, asked)
+                .map(CallAnswer::Result);
+        }
         let written = conn.service().written.take(&id);
         let seen = match &written {
             Some(w) => Some(w.clone()),
