@@ -381,9 +381,19 @@ struct AddressSessions {
     owners: Arc<std::sync::Mutex<SessionOwners<Option<Share>>>>,
 }
 
+/// The IPv6 /48 an address share belongs to (R-CON-38); none for others.
+fn network_of(share: &Option<Share>) -> Option<std::net::IpAddr> {
+    match share {
+        Some(Share::Address(ip)) => crate::fair::network_key(*ip),
+        _ => None,
+    }
+}
+
 impl AddressSessions {
     fn new(per_address: usize, max: usize) -> Self {
-        let owners = SessionOwners::new(SESSION_IDLE, max).with_per_caller(per_address);
+        let owners = SessionOwners::new(SESSION_IDLE, max)
+            .with_per_caller(per_address)
+            .with_network_cap(network_of, crate::listener::network_cap(per_address));
         Self {
             owners: Arc::new(std::sync::Mutex::new(owners)),
         }

@@ -16,6 +16,7 @@
 use std::{
     collections::HashMap,
     hash::Hash,
+    net::IpAddr,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -25,6 +26,10 @@ use crate::task_ref::CallerScope;
 /// How long a session may go unused before it is forgotten (rmcp ends sessions idle for 5
 /// minutes that have no open stream; a session listening on its stream may live longer).
 pub const SESSION_IDLE: Duration = Duration::from_secs(3600);
+
+/// How long a session must have gone unused before a full table may close it for another
+/// caller's new one (R-CON-28).
+pub const STALE: Duration = Duration::from_secs(60);
 
 /// The most sessions remembered at once.
 pub const MAX_SESSIONS: usize = 10_000;
@@ -49,6 +54,8 @@ pub enum Refused {
     CallerBusy(usize),
     /// The connector holds its most sessions.
     TableFull(usize),
+    /// The caller's network (an IPv6 /48) holds its sessions, each busy.
+    NetworkBusy(usize),
 }
 
 impl Refused {
@@ -59,6 +66,12 @@ impl Refused {
                 "no MCP session was opened: {whose} already holds {n} sessions, its share \
                  (--max-sessions-per-caller {n}), each with a request or stream open; end one \
                  (or close it with DELETE) and try again, or ask the operator to raise \
+                 --max-sessions-per-caller\n"
+            ),
+            Refused::NetworkBusy(n) => format!(
+                "no MCP session was opened: the network {whose} belongs to (its IPv6 /48) \
+                 already holds {n} sessions, four times --max-sessions-per-caller, each with a \
+                 request or stream open; end one and try again, or ask the operator to raise \
                  --max-sessions-per-caller\n"
             ),
             Refused::TableFull(n) => format!(
@@ -79,6 +92,9 @@ pub struct Opened {
     pub refused: Option<Refused>,
 }
 
+/// The network (an IPv6 /48) a session's owner belongs to, if any.
+pub type NetworkOf<O> = fn(&O) -> Option<IpAddr>;
+
 /// Session id -> its owner and use. The owner is a verified caller under inbound auth; without
 /// it, the address a session was opened from (R-CON-38), so one address cannot fill the MCP
 /// server with sessions either.
@@ -88,6 +104,8 @@ pub struct SessionOwners<O = CallerScope> {
     idle: Duration,
     max: usize,
     per_caller: usize,
+    /// The network a caller belongs to, and how many sessions one network may hold.
+    network: Option<(NetworkOf<O>, usize)>,
 }
 
 impl<O: Eq + Hash> Default for SessionOwners<O> {
@@ -103,7 +121,16 @@ impl<O: Eq + Hash> SessionOwners<O> {
             idle,
             max: max.max(1),
             per_caller: MAX_SESSIONS_PER_CALLER,
+            network: None,
         }
+    }
+
+    /// At most `cap` sessions for the callers of one network (`network_of`; `None`: the
+    /// caller belongs to none), beside each caller's share: one IPv6 /48 spreading sessions
+    /// over its /64s (R-CON-38).
+    pub fn with_network_cap(mut self, network_of: NetworkOf<O>, cap: usize) -> Self {
+        self.network = Some((network_of, cap.max(1)));
+        self
     }
 
     /// At most `per_caller` sessions for one caller (at least 1).
@@ -126,17 +153,47 @@ impl<O: Eq + Hash> SessionOwners<O> {
     /// one the largest holders pay for, not a refusal for everyone: callers holding many idle
     /// sessions from many addresses cannot lock others out, and nobody loses a busy session or
     /// one of a share no larger than the newcomer's.
-    fn fair_victim(&self, newcomer: &O) -> Option<String> {
+    fn fair_victim(&self, newcomer: &O, now: Instant) -> Option<String> {
         let mut held: HashMap<&O, usize> = HashMap::new();
         for e in self.owners.values() {
             *held.entry(&e.owner).or_default() += 1;
         }
         let floor = held.get(newcomer).copied().unwrap_or(0) + 1;
-        self.owners
+        let largest = self
+            .owners
             .iter()
             .filter(|(_, e)| e.open == 0 && held[&e.owner] > floor)
-            .max_by_key(|(_, e)| (held[&e.owner], std::cmp::Reverse(e.used)))
-            .map(|(id, _)| id.clone())
+            .max_by_key(|(_, e)| (held[&e.owner], std::cmp::Reverse(e.used)));
+        // Else the longest idle session unused for a minute: holding a place then costs a
+        // request a minute per session, so callers with one session each (many addresses or
+        // tokens) cannot keep every newcomer out either.
+        let stale = || {
+            self.owners
+                .iter()
+                .filter(|(_, e)| e.open == 0 && now.duration_since(e.used) >= STALE)
+                .min_by_key(|(_, e)| e.used)
+        };
+        largest.or_else(stale).map(|(id, _)| id.clone())
+    }
+
+    /// `caller`'s network, when it holds its cap of sessions: the longest idle session of the
+    /// network to give up (`Err` when every one is busy).
+    fn network_victim(&self, caller: &O) -> Option<Result<String, usize>> {
+        let (network_of, cap) = self.network?;
+        let net = network_of(caller)?;
+        let held: Vec<_> = self
+            .owners
+            .iter()
+            .filter(|(_, e)| network_of(&e.owner) == Some(net))
+            .collect();
+        if held.len() < cap {
+            return None;
+        }
+        let idle = held
+            .iter()
+            .filter(|(_, e)| e.open == 0)
+            .min_by_key(|(_, e)| e.used);
+        Some(idle.map(|(id, _)| (*id).clone()).ok_or(cap))
     }
 
     /// Starts a request or stream on session `id`, when `caller` may use it (`None`: anyone
@@ -203,8 +260,18 @@ impl<O: Eq + Hash> SessionOwners<O> {
                 }
             }
         }
+        while shared && opened.refused.is_none() {
+            match self.network_victim(&caller) {
+                None => break,
+                Some(Ok(old)) => {
+                    self.owners.remove(&old);
+                    opened.close.push(old);
+                }
+                Some(Err(cap)) => opened.refused = Some(Refused::NetworkBusy(cap)),
+            }
+        }
         if opened.refused.is_none() && self.owners.len() >= self.max {
-            match self.fair_victim(&caller) {
+            match self.fair_victim(&caller, now) {
                 Some(old) => {
                     self.owners.remove(&old);
                     opened.close.push(old);
@@ -391,6 +458,74 @@ mod tests {
         assert_eq!(opened.close, ["m-3"]);
         assert!(used(&mut owners, "bob-1", "bob", at(10)), "bob keeps his");
         assert_eq!(owners.len(), 5);
+    }
+
+    #[test]
+    fn a_full_table_of_single_sessions_gives_up_one_unused_for_a_minute() {
+        let mut owners = SessionOwners::new(Duration::from_secs(3600), 3);
+        let t = Instant::now();
+        let at = |s: u64| t + Duration::from_secs(s);
+        for (i, who_) in ["a", "b", "c"].iter().enumerate() {
+            owners.open(who_, who(who_), at(i as u64));
+        }
+        // Everyone holds one, all used within the minute: refused.
+        assert!(used(&mut owners, "a", "a", at(30)));
+        let refused = owners.open("d", who("d"), at(40));
+        assert_eq!(refused.refused, Some(Refused::TableFull(3)));
+        // b's went unused for a minute (c's too, but b's is older): it goes; a's, used, stays.
+        let opened = owners.open("d", who("d"), at(61));
+        assert_eq!((opened.close, opened.refused), (vec!["b".into()], None));
+        // A busy session is never taken, however long it has been open.
+        assert!(owners.begin("c", Some(&who("c")), at(62)));
+        assert!(used(&mut owners, "a", "a", at(100)));
+        assert!(used(&mut owners, "d", "d", at(100)));
+        let refused = owners.open("e", who("e"), at(150));
+        assert_eq!(refused.refused, Some(Refused::TableFull(3)));
+    }
+
+    #[test]
+    fn one_network_holds_its_cap_over_all_its_addresses() {
+        fn net(o: &CallerScope) -> Option<IpAddr> {
+            match o {
+                CallerScope::Subject { issuer, .. } => issuer.parse().ok(),
+                _ => None,
+            }
+        }
+        let from = |network: &str, s: &str| CallerScope::Subject {
+            issuer: network.into(),
+            subject: s.into(),
+        };
+        let mut owners = SessionOwners::new(Duration::from_secs(3600), 100)
+            .with_per_caller(2)
+            .with_network_cap(net, 3);
+        let t = Instant::now();
+        let at = |s: u64| t + Duration::from_secs(s);
+        for i in 0..3u64 {
+            let opened = owners.open(
+                &format!("s{i}"),
+                from("2001:db8::", &format!("a{i}")),
+                at(i),
+            );
+            assert_eq!(opened, Opened::default(), "{i}");
+        }
+        // A fourth address of the network: the network's longest idle session goes.
+        let opened = owners.open("s3", from("2001:db8::", "a3"), at(10));
+        assert_eq!((opened.close, opened.refused), (vec!["s0".into()], None));
+        // Another network is untouched by it.
+        assert_eq!(
+            owners.open("o", from("2001:db9::", "b"), at(11)),
+            Opened::default()
+        );
+        // Every session of the network busy: refused, naming the flag.
+        for id in ["s1", "s2", "s3"] {
+            let owner = owners.owners[id].owner.clone();
+            assert!(owners.begin(id, Some(&owner), at(12)));
+        }
+        let refused = owners.open("s4", from("2001:db8::", "a4"), at(13));
+        assert_eq!(refused.refused, Some(Refused::NetworkBusy(3)));
+        assert_eq!(refused.close, ["s4"]);
+        let message = Refused::NetworkBusy(3).message("this address");
+        assert!(message.contains("--max-sessions-per-caller"), "{message}");
     }
 
     #[test]
