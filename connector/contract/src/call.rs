@@ -71,6 +71,11 @@ pub struct CallHeartbeat {
     /// (R-PRX-28): a retried attempt follows this task instead of calling the tool again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream_task: Option<String>,
+    /// Which upstream connection made `upstream_task` (a stdio child's own random id, or an
+    /// HTTP upstream's service): a task ID is only the upstream's own counter or name, so an
+    /// attempt on another replica or after a child restart must not follow it (R-PRX-28).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_task_origin: Option<String>,
 }
 
 /// At most this many log messages ride in a heartbeat (the latest ones).

@@ -166,9 +166,14 @@ impl ProxyActivities {
             id,
             poll_interval,
         };
-        if let Some(id) = upstream_task::earlier_task(&ctx) {
+        if let Some(earlier) = upstream_task::earlier_task(&ctx) {
             let carried = heartbeats.start_try();
-            return follow(id, None).follow(&mut heartbeats, carried).await;
+            let here = client.origin().await.ok();
+            let followed = follow(earlier.id.clone(), None);
+            if earlier.made_by(here.as_deref()) {
+                return followed.follow(&mut heartbeats, carried).await;
+            }
+            followed.made_elsewhere(&mut heartbeats).await?;
         }
         let mut backoff = Backoff::within_attempt().start();
         loop {
@@ -324,8 +329,12 @@ impl Heartbeats {
     }
 
     /// Keeps the upstream task the call follows (or none) in the heartbeat details (R-PRX-28).
-    fn follow_task(&self, id: Option<String>) {
-        self.details.send_modify(|h| h.upstream_task = id);
+    fn follow_task(&self, task: Option<(String, String)>) {
+        let (id, origin) = task.unzip();
+        self.details.send_modify(|h| {
+            h.upstream_task = id;
+            h.upstream_task_origin = origin;
+        });
     }
 
     /// Records the latest details as a heartbeat.

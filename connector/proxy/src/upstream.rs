@@ -117,6 +117,10 @@ struct UpstreamHandler {
     tools_changed: Arc<watch::Sender<u64>>,
     progress: ProgressDispatcher,
     written: WrittenResults,
+    /// Which connection this is, for the upstream tasks it makes (R-PRX-28): a stdio child's
+    /// own random id (another replica's child, or a restarted one, is another upstream), or
+    /// the HTTP upstream's service (one server, whichever connection).
+    origin: String,
     /// Its process group is killed when the connection is dropped.
     _child: Option<Arc<super::child::Group>>,
 }
@@ -441,6 +445,11 @@ impl UpstreamClient {
         self.call_tool_reporting(name, arguments, |_| {}).await
     }
 
+    /// Which upstream connection serves calls now (see `UpstreamHandler::origin`).
+    pub async fn origin(&self) -> Result<String, UpstreamError> {
+        Ok(self.connect().await?.service().origin.clone())
+    }
+
     /// `tools/call`, passing the upstream's notifications for this call to `on_note`: its
     /// progress, and the log messages the upstream tied to it (R-PRX-10).
     /// Dropping the returned future cancels the request upstream.
@@ -680,10 +689,15 @@ impl Opening {
 
     /// The handler of the new connection, holding its stdio child if it has one.
     fn handler(&self, child: Option<child::Group>) -> UpstreamHandler {
+        let origin = match &child {
+            Some(_) => format!("stdio:{}", uuid::Uuid::new_v4()),
+            None => format!("http:{}", self.service),
+        };
         UpstreamHandler {
             tools_changed: self.tools_changed.clone(),
             progress: ProgressDispatcher::new(),
             written: self.written.clone(),
+            origin,
             _child: child.map(Arc::new),
         }
     }

@@ -34,13 +34,33 @@ use durable_mcp_contract::{
 /// How long a `tasks/cancel` sent for a cancelled call may take.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
+/// The upstream task an earlier attempt of this call was following, and which upstream
+/// connection made it.
+pub(super) struct EarlierTask {
+    pub id: String,
+    origin: Option<String>,
+}
+
+impl EarlierTask {
+    /// Whether the connection serving calls now (`here`) made the task: only then is its ID
+    /// this call's task (R-PRX-28). A heartbeat of a proxy before origins were kept names
+    /// none, and is followed as it was then.
+    pub fn made_by(&self, here: Option<&str>) -> bool {
+        self.origin
+            .as_deref()
+            .is_none_or(|origin| Some(origin) == here)
+    }
+}
+
 /// The upstream task an earlier attempt of this call was following, from its last heartbeat.
-pub(super) fn earlier_task(ctx: &ActivityContext) -> Option<String> {
+pub(super) fn earlier_task(ctx: &ActivityContext) -> Option<EarlierTask> {
     let raw = ctx.heartbeat_details().deserialize::<RawValue>().ok()??;
     let first = raw.payloads.first()?;
-    payload::from_payload::<CallHeartbeat>(first)
-        .ok()?
-        .upstream_task
+    let heartbeat = payload::from_payload::<CallHeartbeat>(first).ok()?;
+    Some(EarlierTask {
+        id: heartbeat.upstream_task?,
+        origin: heartbeat.upstream_task_origin,
+    })
 }
 
 /// Why following a task stopped before its end.
@@ -85,7 +105,8 @@ impl Followed<'_> {
     ) -> Result<RawValue, ActivityError> {
         let tool = self.input.tool.clone();
         info!(tool = %tool, upstream_task = %self.id, "following the upstream's task");
-        heartbeats.follow_task(Some(self.id.clone()));
+        let origin = self.client.origin().await.unwrap_or_default();
+        heartbeats.follow_task(Some((self.id.clone(), origin)));
         heartbeats.record(self.ctx).await;
         let mut note = heartbeats.pass_on(carried.clone());
         let (mut polls, mut messages, mut last_message) = (0u32, 0u32, None::<String>);
@@ -260,6 +281,30 @@ impl Followed<'_> {
         }
     }
 
+    /// The earlier attempt's task was made by another upstream connection (another replica's
+    /// stdio child, or one since restarted): its ID may name another call's task there, so it
+    /// is not followed. A one-attempt tool's outcome is unknown (its task may still run
+    /// there); another is called anew (`Ok`).
+    pub(super) async fn made_elsewhere(
+        &self,
+        heartbeats: &mut Heartbeats,
+    ) -> Result<(), ActivityError> {
+        self.forget(heartbeats).await;
+        if !self.input.one_attempt {
+            info!(tool = %self.input.tool, "an earlier attempt's upstream task was made by another upstream connection; calling the tool anew");
+            return Ok(());
+        }
+        let why = format!(
+            "the earlier attempt of tool {:?} followed a task of another connection to upstream {:?} (another proxy replica's child, or one since restarted); the tool may have run there",
+            self.input.tool, self.input.service
+        );
+        Err(failure(
+            ToolCallErrorType::ToolCallOutcomeUnknown,
+            false,
+            why,
+        ))
+    }
+
     /// Ends the call with a non-retryable failure of `kind`.
     async fn end(
         &self,
@@ -281,6 +326,21 @@ impl Followed<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_earlier_task_is_followed_only_on_the_connection_that_made_it() {
+        let task = |origin: Option<&str>| EarlierTask {
+            id: "7".into(),
+            origin: origin.map(str::to_owned),
+        };
+        assert!(task(Some("stdio:a")).made_by(Some("stdio:a")));
+        assert!(task(Some("http:search")).made_by(Some("http:search")));
+        // Another replica's child, or this one's since restarted: task 7 there is another's.
+        assert!(!task(Some("stdio:a")).made_by(Some("stdio:b")));
+        assert!(!task(Some("stdio:a")).made_by(None));
+        // A heartbeat written before origins were kept is followed as it was then.
+        assert!(task(None).made_by(Some("stdio:b")));
+    }
 
     #[test]
     fn only_a_cancel_of_the_call_or_a_last_attempts_deadline_cancels_the_upstream_task() {
