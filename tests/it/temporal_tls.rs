@@ -111,6 +111,15 @@ async fn both_binaries_connect_over_tls_mtls_and_an_api_key() {
         );
         if let Mode::ApiKey(_) = mode {
             assert!(front.forwarded.load(Ordering::Relaxed) > 0);
+            // Every local process (a stdio upstream too) reads a command line (R-PRX-11).
+            let pid = proxy.id().unwrap();
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            assert!(cmdline.contains("--api-key"), "{cmdline}");
+            assert!(
+                !cmdline.contains(API_KEY),
+                "the proxy shows its key: {cmdline}"
+            );
         }
         client.cancel().await.unwrap();
         assert!(

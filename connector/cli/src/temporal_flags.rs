@@ -8,7 +8,7 @@ use clap::Args;
 use durable_mcp_runtime::temporal::ConnectionSettings;
 
 /// The Temporal connection, as flags.
-#[derive(Args, Clone, Debug, Default)]
+#[derive(Args, Clone, Default)]
 #[command(
     next_help_heading = "Temporal connection (each flag wins over TEMPORAL_* and temporal.toml)"
 )]
@@ -37,13 +37,30 @@ pub struct TemporalFlags {
     /// The name the server's certificate must carry, when it differs from the address's host.
     #[arg(long, value_name = "NAME")]
     pub tls_server_name: Option<String>,
-    /// An API key, sent as a bearer token (turns TLS on). Prefer TEMPORAL_API_KEY: other
-    /// users can read a command line.
+    /// An API key, sent as a bearer token (turns TLS on). Prefer TEMPORAL_API_KEY: every local
+    /// process can read a command line (the proxy overwrites its own copy once parsed).
     #[arg(long, value_name = "KEY", hide_env_values = true)]
     pub api_key: Option<String>,
     /// The temporal.toml profile to start from [default: TEMPORAL_PROFILE, else default].
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
+}
+
+/// The API key is never shown (R-RUN-2).
+impl std::fmt::Debug for TemporalFlags {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TemporalFlags")
+            .field("address", &self.address)
+            .field("namespace", &self.namespace)
+            .field("tls_enabled", &self.tls_enabled)
+            .field("tls_ca", &self.tls_ca)
+            .field("tls_cert", &self.tls_cert)
+            .field("tls_key", &self.tls_key)
+            .field("tls_server_name", &self.tls_server_name)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<hidden>"))
+            .field("profile", &self.profile)
+            .finish()
+    }
 }
 
 impl TemporalFlags {
@@ -68,6 +85,19 @@ mod tests {
     use clap::Parser;
 
     use super::*;
+
+    #[test]
+    fn the_api_key_is_never_shown() {
+        let flags = TemporalFlags {
+            api_key: Some("sekrit-key".into()),
+            ..TemporalFlags::default()
+        };
+        let shown = format!("{flags:?}");
+        assert!(
+            !shown.contains("sekrit-key") && shown.contains("<hidden>"),
+            "{shown}"
+        );
+    }
 
     #[derive(Parser)]
     struct Cli {

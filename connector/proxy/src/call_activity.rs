@@ -179,18 +179,7 @@ impl ProxyActivities {
         loop {
             let carried = heartbeats.start_try();
             let note = heartbeats.pass_on(carried.clone());
-            let (tool, arguments) = (&input.tool, input.arguments.clone());
-            let call = async {
-                let answers = input.answers.as_ref();
-                if input.upstream_task {
-                    client
-                        .call_tool_as_task(tool, arguments, answers, note)
-                        .await
-                } else {
-                    let result = client.call_tool_round(tool, arguments, answers, note).await;
-                    result.map(CallAnswer::Result)
-                }
-            };
+            let call = call_once(&client, &input, note);
             let in_flight =
                 call_with_heartbeats(&ctx, &input.tool, &mut heartbeats, deadline, call).await;
             let error = match in_flight {
@@ -402,6 +391,25 @@ async fn call_with_heartbeats<T>(
     };
     debug!(tool = %tool, "tool call cancelled; cancelling it upstream");
     cut
+}
+
+/// One `tools/call` of the upstream: asking for a task when the tool requires one (R-PRX-28),
+/// with the previous round's answers in a later round (R-PRX-29).
+async fn call_once(
+    client: &UpstreamClient,
+    input: &ToolCallInput,
+    note: impl FnMut(CallNotification),
+) -> Result<CallAnswer, UpstreamError> {
+    let (tool, arguments) = (&input.tool, input.arguments.clone());
+    let answers = input.answers.as_ref();
+    if input.upstream_task {
+        client
+            .call_tool_as_task(tool, arguments, answers, note)
+            .await
+    } else {
+        let result = client.call_tool_round(tool, arguments, answers, note).await;
+        result.map(CallAnswer::Result)
+    }
 }
 
 /// The Activity's answer: the result as written, marked as a `CallToolResult`, with the

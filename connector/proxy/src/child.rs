@@ -82,6 +82,33 @@ pub fn refuse_inspection() {
     }
 }
 
+/// Overwrites `secret` wherever it appears in this process's own command line (the memory the
+/// kernel shows as `/proc/<pid>/cmdline`, readable by every local process, non-dumpable or
+/// not, a stdio upstream among them: its grandparent is the proxy, R-PRX-11). Called with
+/// `--api-key`'s value once the flags are parsed (the parsed copy stays). A no-op off Linux.
+pub fn hide_in_own_command_line(secret: &str) {
+    #[cfg(target_os = "linux")]
+    if let Some((start, end)) = watchdog::region(48) {
+        // SAFETY: [start, end) is this process's argument area, which it owns and no Rust
+        // value borrows (std copied the arguments at start-up).
+        let area = unsafe { std::slice::from_raw_parts_mut(start as *mut u8, end - start) };
+        overwrite_all(area, secret.as_bytes());
+    }
+}
+
+/// Overwrites every occurrence of `secret` in `area` with `*`.
+fn overwrite_all(area: &mut [u8], secret: &[u8]) {
+    if secret.is_empty() {
+        return;
+    }
+    let mut at = 0;
+    while let Some(found) = area[at..].windows(secret.len()).position(|w| w == secret) {
+        let from = at + found;
+        area[from..from + secret.len()].fill(b'*');
+        at = from + secret.len();
+    }
+}
+
 /// A started stdio upstream. Dropping it kills its whole process group (a `killpg`), so
 /// grandchildren (`npx`, `sh -c` wrappers) go with it; `kill_on_drop` alone would only reach
 /// the group's leader. On Linux the watchdog has stepped out of the group: it sees the server
@@ -130,7 +157,7 @@ mod watchdog {
 
     pub(super) fn install(cmd: &mut tokio::process::Command) {
         let proxy = std::process::id() as libc::pid_t;
-        let environ = environ_region();
+        let environ = [region(48), region(50)];
         // SAFETY: `run` makes only async-signal-safe calls and never allocates.
         unsafe {
             cmd.pre_exec(move || {
@@ -140,34 +167,37 @@ mod watchdog {
         }
     }
 
-    /// Where the kernel reads this process's `/proc/<pid>/environ` from: the start and end
-    /// addresses of the environment it was started with (fields 50 and 51 of
-    /// `/proc/self/stat`). Read before the fork, since the watchdog must not allocate.
-    pub(super) fn environ_region() -> Option<(usize, usize)> {
+    /// Where the kernel reads this process's `/proc/<pid>/cmdline` (`field` 48: the arguments
+    /// it was started with, `--api-key` among them) or `/proc/<pid>/environ` (50: its
+    /// environment) from: the start and end addresses in `/proc/self/stat`. Read before the
+    /// fork, since the watchdog must not allocate.
+    pub(super) fn region(field: usize) -> Option<(usize, usize)> {
         let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
         // The command name (field 2) may hold spaces and parentheses: count from its end.
         let after_name = stat.get(stat.rfind(')')? + 1..)?;
-        let mut fields = after_name.split_whitespace().skip(50 - 3);
+        let mut fields = after_name.split_whitespace().skip(field - 3);
         let start: usize = fields.next()?.parse().ok()?;
         let end: usize = fields.next()?.parse().ok()?;
         (start < end).then_some((start, end))
     }
 
     /// The watchdog is a fork of the proxy that never execs, so `/proc/<watchdog>/environ`
-    /// would show the proxy's whole environment to the upstream, its child (R-PRX-11): the
-    /// watchdog's copy of that region is overwritten, and the watchdog made non-dumpable (its
-    /// `/proc` files then need `CAP_SYS_PTRACE`). The proxy's own copy is untouched.
-    unsafe fn forget_the_environment(environ: Option<(usize, usize)>) {
+    /// and `/proc/<watchdog>/cmdline` (readable even when not dumpable) would show the proxy's
+    /// whole environment and command line to the upstream, its child (R-PRX-11): the
+    /// watchdog's copies of both regions are overwritten, and the watchdog made non-dumpable
+    /// (its other `/proc` files then need `CAP_SYS_PTRACE`). The proxy's own copies are
+    /// untouched.
+    unsafe fn forget_the_environment(regions: [Option<(usize, usize)>; 2]) {
         unsafe {
             libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong);
-            if let Some((start, end)) = environ {
+            for (start, end) in regions.into_iter().flatten() {
                 std::ptr::write_bytes(start as *mut u8, 0, end - start);
             }
         }
     }
 
     /// Returns in the server process (which goes on to exec); never returns in the watchdog.
-    unsafe fn run(proxy: libc::pid_t, environ: Option<(usize, usize)>) {
+    unsafe fn run(proxy: libc::pid_t, environ: [Option<(usize, usize)>; 2]) {
         unsafe {
             libc::setpgid(0, 0);
             // Before the server is forked, so that it never sees a watchdog that still has it.
@@ -472,9 +502,19 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[test]
-    fn the_environ_region_is_found() {
-        let (start, end) = watchdog::environ_region().expect("/proc/self/stat has fields 50-51");
+    fn the_environ_and_argument_regions_are_found() {
+        let (start, end) = watchdog::region(50).expect("/proc/self/stat has fields 50-51");
         assert!(end > start);
+        let (start, end) = watchdog::region(48).expect("/proc/self/stat has fields 48-49");
+        assert!(end > start);
+    }
+
+    #[test]
+    fn a_secret_is_overwritten_wherever_it_appears() {
+        let mut area = b"proxy\0--api-key\0k3y\0--x=k3y\0".to_vec();
+        overwrite_all(&mut area, b"k3y");
+        assert_eq!(area, b"proxy\0--api-key\0***\0--x=***\0");
+        overwrite_all(&mut area, b"");
     }
 
     #[test]

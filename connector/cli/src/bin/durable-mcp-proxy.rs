@@ -15,6 +15,10 @@ fn main() -> anyhow::Result<()> {
     durable_mcp_cli::logs::init_stderr_logging("info", flags.log_format);
     // Stdio upstreams run as our user: they must not read our environment or memory (R-PRX-11).
     durable_mcp_proxy::child::refuse_inspection();
+    // The command line is readable by every local process, stdio upstreams included.
+    if let Some(key) = &flags.temporal.api_key {
+        durable_mcp_proxy::child::hide_in_own_command_line(key);
+    }
     let config = proxy_config::load(&flags.config)?;
     if flags.check {
         println!("{}", proxy_config::check_report(&flags.config, &config));

@@ -105,9 +105,7 @@ impl Followed<'_> {
     ) -> Result<RawValue, ActivityError> {
         let tool = self.input.tool.clone();
         info!(tool = %tool, upstream_task = %self.id, "following the upstream's task");
-        let origin = self.client.origin().await.unwrap_or_default();
-        heartbeats.follow_task(Some((self.id.clone(), origin)));
-        heartbeats.record(self.ctx).await;
+        self.remember(heartbeats).await;
         let mut note = heartbeats.pass_on(carried.clone());
         let (mut polls, mut messages, mut last_message) = (0u32, 0u32, None::<String>);
         loop {
@@ -314,6 +312,14 @@ impl Followed<'_> {
     ) -> ActivityError {
         self.forget(heartbeats).await;
         failure(kind, false, why)
+    }
+
+    /// Puts the task, and the connection that made it, in the heartbeat details, for a later
+    /// attempt to re-attach to.
+    async fn remember(&self, heartbeats: &mut Heartbeats) {
+        let origin = self.client.origin().await.unwrap_or_default();
+        heartbeats.follow_task(Some((self.id.clone(), origin)));
+        heartbeats.record(self.ctx).await;
     }
 
     /// Drops the task from the heartbeat details, so a later attempt does not re-attach to it.
