@@ -27,6 +27,7 @@ use serde_json::{Map, Value, json};
 use tracing::info;
 
 use super::{Answer, Connector, Typed, complete, internal::internal};
+use crate::fair::Share;
 use crate::task_ref::CallerScope;
 use durable_mcp_contract::{
     input::{
@@ -172,6 +173,7 @@ impl Connector {
         task_id: &str,
         scope: &CallerScope,
         responses: InputResponses,
+        share: Option<&Share>,
     ) -> Result<(), McpError> {
         let op = self.task_op(task_id, scope)?;
         let last = self
@@ -191,7 +193,8 @@ impl Connector {
         {
             return Ok(());
         }
-        self.start_round(&last, &asked, answered).await.map(|_| ())
+        let round = self.start_round(&last, &asked, answered, share).await;
+        round.map(|_| ())
     }
 
     /// Starts the round after `last` with the caller's `answered` responses, or finds it when
@@ -201,6 +204,7 @@ impl Connector {
         last: &OperationDescription,
         asked: &InputRequired,
         answered: Map<String, Value>,
+        share: Option<&Share>,
     ) -> Result<OperationRef, McpError> {
         let Some(next) = next_round_id(&last.reference.operation_id) else {
             return Err(McpError::invalid_params(
@@ -210,6 +214,9 @@ impl Connector {
         };
         let tool = tool_for_operation(&last.operation).unwrap_or_else(|| last.operation.clone());
         let (route, definition) = self.lookup(&tool).await?;
+        // Each round calls the tool anew: it is a call start (R-CON-38).
+        let what = format!("calling tool {tool:?}");
+        self.inner.call_starts.try_start(&what, share)?;
         let input = payload::to_marked_payload(&asked.answered(answered), INPUT_ROUND)
             .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
         let mut start = StartOperation::new(
@@ -316,7 +323,14 @@ impl Typed {
             ));
         }
         let responses = outstanding(&asked, request.input_responses.clone().unwrap_or_default());
-        let next = self.start_round(&described, &asked, responses).await?;
+        let share = super::scope::request_share(context);
+        let next = {
+            // Waiting for a listing counts in the caller's share (R-CON-38).
+            let what = format!("calling tool {:?}", request.name);
+            let _waiting = self.inner.in_flight.try_share(&what, share.as_ref())?;
+            self.start_round(&described, &asked, responses, share.as_ref())
+                .await?
+        };
         self.wait_round(&request.name, &next, context, scope).await
     }
 

@@ -384,7 +384,12 @@ impl ServerHandler for Typed {
         }
         // What the call may become is the upstream tool's to say (R-CON-39): decided, and a
         // caller that cannot follow a required task refused, before anything starts.
-        let plan = self.plan(&request.name, &context).await?;
+        let plan = {
+            // A name the catalog lacks waits for a listing: in the caller's share (R-CON-38).
+            let what = format!("calling tool {:?}", request.name);
+            let _waiting = self.inner.in_flight.try_share(&what, share.as_ref())?;
+            self.plan(&request.name, &context).await?
+        };
         // The call holds its in-flight slot (R-CON-17) until this answer: a result, or a task.
         let keyed = key.is_some();
         let call::Call {
@@ -470,8 +475,14 @@ impl ServerHandler for Typed {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let (scope, _slot) = self.task_request(&context, "updating the task")?;
-        self.update_task_op(&request.task_id, &scope, request.input_responses)
-            .await
+        let share = request_share(&context);
+        self.update_task_op(
+            &request.task_id,
+            &scope,
+            request.input_responses,
+            share.as_ref(),
+        )
+        .await
     }
 
     async fn cancel_task(

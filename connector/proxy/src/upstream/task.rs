@@ -181,10 +181,15 @@ impl UpstreamClient {
                 params, answers,
             )))
         } else {
-            ClientRequest::CustomRequest(CustomRequest::new(
-                "tools/call",
-                Some(json!({"name": name, "arguments": arguments, "task": {}})),
-            ))
+            let mut params = json!({"name": name, "arguments": arguments, "task": {}});
+            if let Some(answers) = answers {
+                // The answers go with every round, whatever the protocol (R-PRX-29).
+                params["inputResponses"] = json!(answers.input_responses);
+                if let Some(state) = &answers.request_state {
+                    params["requestState"] = json!(state);
+                }
+            }
+            ClientRequest::CustomRequest(CustomRequest::new("tools/call", Some(params)))
         };
         let (id, answered) = self.send_reporting(&conn, request, meta, on_note).await?;
         if let ServerResult::InputRequiredResult(asked) = &answered {
