@@ -25,6 +25,7 @@ mod nexus_roundtrip;
 mod progress;
 mod proxy;
 mod proxy_everything;
+mod proxy_inline;
 mod proxy_library;
 mod proxy_options;
 mod python_client;

@@ -148,6 +148,7 @@ impl ProxyActivities {
     /// One call: tries the upstream until it answers, fails, or the attempt is cancelled.
     /// A try that provably never reached the tool is followed by another within the attempt
     /// (R-PRX-5); each try heartbeats while it is in flight (R-PRX-9).
+    // Long: one attempt's loop over its tries; every arm shares the heartbeats and the backoff.
     #[activity(name = "durable-mcp.call-tool")]
     async fn call_tool(
         self: Arc<Self>,
@@ -461,18 +462,24 @@ fn finish(
     payload: Result<Payload, payload::PayloadError>,
     carried: &Mutex<CallNotifications>,
 ) -> Result<RawValue, ActivityError> {
-    let mut payload = payload.map_err(|e| {
-        failure(
-            ToolCallErrorType::UpstreamProtocolError,
-            false,
-            e.to_string(),
-        )
-    })?;
+    let payload = finished_payload(tool, payload, carried)
+        .map_err(|(kind, message)| failure(kind, false, message))?;
+    Ok(RawValue::new(vec![payload]))
+}
+
+/// [`finish`]'s payload, or the non-retryable failure's type and message: shared with the
+/// inline path (R-PRX-30).
+pub(crate) fn finished_payload(
+    tool: &str,
+    payload: Result<Payload, payload::PayloadError>,
+    carried: &Mutex<CallNotifications>,
+) -> Result<Payload, (ToolCallErrorType, String)> {
+    let mut payload =
+        payload.map_err(|e| (ToolCallErrorType::UpstreamProtocolError, e.to_string()))?;
     carried.lock().unwrap().attach(&mut payload);
     if payload.data.len() > MAX_RESULT_BYTES {
-        return Err(failure(
+        return Err((
             ToolCallErrorType::ResultTooLarge,
-            false,
             format!(
                 "tool {:?} returned {} bytes of JSON, more than the {MAX_RESULT_BYTES} bytes a Temporal payload may hold (its 2 MiB limit, less room for metadata); ask the tool for less (a page, a summary or a reference to the data)",
                 tool,
@@ -482,12 +489,12 @@ fn finish(
     }
     // The tool and the size only: results are callers' data (R-CON-33).
     debug!(tool = %tool, result_bytes = payload.data.len(), "tool call answered");
-    Ok(RawValue::new(vec![payload]))
+    Ok(payload)
 }
 
 /// What a failed try leads to: a broken protocol fails at once (JSON-RPC errors are
 /// [`jsonrpc_end`]'s), transport failures by whether the request can have reached the tool (R-PRX-5).
-fn action_for(error: &UpstreamError, one_attempt: bool) -> FailureAction {
+pub(crate) fn action_for(error: &UpstreamError, one_attempt: bool) -> FailureAction {
     match error {
         UpstreamError::JsonRpc { .. } | UpstreamError::Protocol { .. } => {
             FailureAction::FailNonRetryable(ToolCallErrorType::UpstreamProtocolError)

@@ -84,6 +84,11 @@ impl Discovery {
         }
     }
 
+    /// The upstream's client, for calls that run inline (R-PRX-30).
+    pub fn client(&self) -> &Arc<UpstreamClient> {
+        &self.client
+    }
+
     /// The last good definition of one tool.
     pub fn tool(&self, name: &str) -> Option<serde_json::Value> {
         self.current()?.iter().find(|t| t["name"] == name).cloned()

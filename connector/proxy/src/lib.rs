@@ -31,6 +31,8 @@ pub mod errors;
 pub mod factory;
 pub mod health;
 pub mod http_client;
+pub mod inline;
+mod inline_call;
 pub mod input;
 pub mod library;
 #[cfg(test)]

@@ -48,6 +48,9 @@ pub struct ActivityOptions {
     /// A one-line summary for the Temporal UI. Never put secrets here: it is recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// Where the call runs: `auto`, `inline` or `activity` (R-PRX-30).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution: Option<Execution>,
 }
 
 impl ActivityOptions {
@@ -74,6 +77,7 @@ impl ActivityOptions {
             priority: pick(&over.priority, &self.priority),
             search_attributes: pick(&over.search_attributes, &self.search_attributes),
             summary: pick(&over.summary, &self.summary),
+            execution: pick(&over.execution, &self.execution),
         }
     }
 
@@ -137,6 +141,15 @@ impl ActivityOptions {
         }
         Ok(())
     }
+}
+
+/// Where a call runs, as configured (R-PRX-30, the table in `inline`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Execution {
+    Auto,
+    Inline,
+    Activity,
 }
 
 /// Task priority and fairness; an absent key is inherited or defaulted by the server.

@@ -11,6 +11,8 @@ use tracing::info;
 use super::{
     call_activity::{CALL_TOOL_ACTIVITY, ToolCallInput},
     discovery::Discovery,
+    inline::{self, Attempts, Placement},
+    inline_call::InlineCall,
     options::{ActivityOptions, ResolvedCallOptions, resolve},
     refusal::{self, Refusal},
     retry::ToolHints,
@@ -82,6 +84,7 @@ impl ServiceContext {
         &self,
         start: &StartContext,
         input: &Payload,
+        attempts: &Attempts,
     ) -> Result<StartOutcome, StartError> {
         let tool = tool_named(&start.operation)?;
         let activity_id = self.activity_id(&tool, &start.request_id);
@@ -109,12 +112,43 @@ impl ServiceContext {
         };
         let options = self.resolve(&definition);
         let upstream_task = definition["execution"]["taskSupport"] == "required";
+        let placement = self.place(&tool, &definition, &options, upstream_task, start);
+        if placement.inline {
+            info!(%tool, reason = placement.reason, "tool call runs inline");
+            let call = InlineCall {
+                client: self.discovery.client(),
+                tool: &tool,
+                arguments,
+                answers,
+                options: &options,
+                attempt: attempts.next(&start.request_id),
+            };
+            return call.run(start).await;
+        }
         let activity_input = self
             .activity_input(&tool, (arguments, answers), &options, upstream_task)
             .await?;
         let request = self.activity_start(start, &activity_id, &tool, &options, activity_input);
         self.start_or_reattach(&activity_id, request, &options.retry_reason)
             .await
+    }
+
+    /// Whether the call runs inline or in an Activity (R-PRX-30).
+    fn place(
+        &self,
+        tool: &str,
+        definition: &serde_json::Value,
+        options: &ResolvedCallOptions,
+        upstream_task: bool,
+        start: &StartContext,
+    ) -> Placement {
+        let layers = (
+            self.activity_options.execution,
+            self.overrides.get(tool).and_then(|o| o.execution),
+        );
+        let hints = ToolHints::from_tool_json(definition);
+        let left = inline::remaining(start.deadline);
+        inline::place(layers, &hints, options, upstream_task, left)
     }
 
     /// The run of the call's activity, if there is one.
@@ -311,11 +345,16 @@ pub fn proxy_service(ctx: ServiceContext) -> Service {
                 }
             }),
         )
-        .catch_all(Arc::new(ToolCall { ctx }))
+        .catch_all(Arc::new(ToolCall {
+            ctx,
+            attempts: Arc::default(),
+        }))
 }
 
 struct ToolCall {
     ctx: Arc<ServiceContext>,
+    /// Starts seen of each inline call (R-PRX-30).
+    attempts: Arc<Attempts>,
 }
 
 impl OperationHandler for ToolCall {
@@ -324,8 +363,8 @@ impl OperationHandler for ToolCall {
         start: StartContext,
         input: Payload,
     ) -> BoxFuture<'static, Result<StartOutcome, StartError>> {
-        let ctx = self.ctx.clone();
-        Box::pin(async move { ctx.start_call(&start, &input).await })
+        let (ctx, attempts) = (self.ctx.clone(), self.attempts.clone());
+        Box::pin(async move { ctx.start_call(&start, &input, &attempts).await })
     }
 
     fn cancel(&self, cancel: CancelContext) -> BoxFuture<'static, Result<(), HandlerError>> {

@@ -1,0 +1,204 @@
+//! The inline path (R-PRX-30): a short, re-runnable tool call runs inside the Nexus handler,
+//! which answers synchronously, instead of in a standalone Activity.
+//!
+//! Where a call runs is the `execution` key of the call options: the tool's override, else the
+//! upstream's `activity_options`, else [`DEFAULT_EXECUTION`] (`activity`):
+//!
+//! | `execution` | runs inline when |
+//! |---|---|
+//! | `activity` | never (every call is an Activity, R-PRX-3) |
+//! | `auto` | the tool is re-runnable ([`rerunnable`]: read-only or idempotent, not one attempt) and its attempt timeout plus [`DEADLINE_MARGIN`] fits in what is left of the Nexus request deadline |
+//! | `inline` on the upstream | the tool may run more than once (not one attempt, R-PRX-4) |
+//! | `inline` on the tool | always: the operator says so for this tool |
+//!
+//! A tool the upstream runs as a task (`taskSupport: "required"`, R-PRX-28) is always an
+//! Activity: following a task needs heartbeats.
+
+use std::{
+    collections::VecDeque,
+    sync::Mutex,
+    time::{Duration, SystemTime},
+};
+
+pub use super::options::Execution;
+use super::{options::ResolvedCallOptions, retry::ToolHints};
+
+/// Where calls run when no layer says: in an Activity (R-PRX-3); `auto` is opt-in.
+pub const DEFAULT_EXECUTION: Execution = Execution::Activity;
+
+/// Room left between an inline call's cut-off and the Nexus request deadline, for the answer
+/// to reach the server.
+pub const DEADLINE_MARGIN: Duration = Duration::from_secs(2);
+
+/// How many times an inline call of a re-runnable tool is started when its retry policy sets
+/// no attempt cap: the server re-sends a start that failed retryably, and each re-send is one
+/// attempt.
+pub const INLINE_ATTEMPTS: u32 = 3;
+
+/// Where one call runs, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    pub inline: bool,
+    pub reason: &'static str,
+}
+
+/// Whether running the tool again is harmless, by its annotations (R-PRX-4's hints): it says
+/// it is read-only or idempotent, and its policy allows more than one attempt.
+pub fn rerunnable(hints: &ToolHints, one_attempt: bool) -> bool {
+    !one_attempt && (hints.read_only == Some(true) || hints.idempotent == Some(true))
+}
+
+/// Where a call runs (the module's table). `remaining` is what is left of the Nexus request
+/// deadline (none for a start delivered without one).
+pub fn place(
+    (upstream, tool): (Option<Execution>, Option<Execution>),
+    hints: &ToolHints,
+    options: &ResolvedCallOptions,
+    upstream_task: bool,
+    remaining: Option<Duration>,
+) -> Placement {
+    let at = |inline, reason| Placement { inline, reason };
+    if upstream_task {
+        return at(false, "the upstream runs the call as a task");
+    }
+    match (tool, upstream.unwrap_or(DEFAULT_EXECUTION)) {
+        (Some(Execution::Inline), _) => at(true, "the tool's execution is inline"),
+        (Some(Execution::Activity), _) | (None, Execution::Activity) => {
+            at(false, "execution is activity")
+        }
+        (None, Execution::Inline) if options.one_attempt => at(
+            false,
+            "a one-attempt tool goes inline only by its own execution = \"inline\"",
+        ),
+        (None, Execution::Inline) => at(true, "the upstream's execution is inline"),
+        (Some(Execution::Auto), _) | (None, Execution::Auto) => auto(hints, options, remaining),
+    }
+}
+
+/// `auto`: inline for a re-runnable tool whose attempt fits the request deadline.
+fn auto(
+    hints: &ToolHints,
+    options: &ResolvedCallOptions,
+    remaining: Option<Duration>,
+) -> Placement {
+    let at = |inline, reason| Placement { inline, reason };
+    if !rerunnable(hints, options.one_attempt) {
+        return at(false, "auto: the tool is not read-only or idempotent");
+    }
+    match remaining {
+        None => at(false, "auto: the start has no request deadline"),
+        Some(left) if options.start_to_close + DEADLINE_MARGIN > left => at(
+            false,
+            "auto: the attempt timeout does not fit the request deadline",
+        ),
+        Some(_) => at(true, "auto: a short, re-runnable call"),
+    }
+}
+
+/// What is left of a request deadline now.
+pub fn remaining(deadline: Option<SystemTime>) -> Option<Duration> {
+    deadline.map(|at| at.duration_since(SystemTime::now()).unwrap_or_default())
+}
+
+/// How many starts of each inline call (by Nexus request id) this process has seen, the latest
+/// [`MAX_REMEMBERED`] calls: a start the server re-sends is the call's next attempt.
+#[derive(Default)]
+pub struct Attempts(Mutex<VecDeque<(String, u32)>>);
+
+/// How many inline calls' attempt counts are remembered.
+const MAX_REMEMBERED: usize = 4096;
+
+impl Attempts {
+    /// Counts one more start of the call `request_id` and answers its number (1 for the first).
+    pub fn next(&self, request_id: &str) -> u32 {
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, n)) = seen.iter_mut().find(|(id, _)| id == request_id) {
+            *n += 1;
+            return *n;
+        }
+        if seen.len() >= MAX_REMEMBERED {
+            seen.pop_front();
+        }
+        seen.push_back((request_id.to_owned(), 1));
+        1
+    }
+}
+
+/// How many starts an inline call gets: its retry policy's cap, else [`INLINE_ATTEMPTS`].
+pub fn allowed_attempts(options: &ResolvedCallOptions) -> u32 {
+    match options.retry_policy.maximum_attempts {
+        Some(n) if n > 0 => n.unsigned_abs(),
+        _ => INLINE_ATTEMPTS,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::{ActivityOptions, resolve};
+
+    fn hints(annotations: serde_json::Value) -> ToolHints {
+        ToolHints::from_tool_json(&serde_json::json!({ "annotations": annotations }))
+    }
+
+    fn options(start_to_close: &str, h: &ToolHints) -> ResolvedCallOptions {
+        let o: ActivityOptions =
+            serde_json::from_value(serde_json::json!({ "start_to_close_timeout": start_to_close }))
+                .unwrap();
+        resolve(&o, None, h)
+    }
+
+    const LEFT: Option<Duration> = Some(Duration::from_secs(9));
+
+    #[test]
+    fn auto_runs_short_read_only_or_idempotent_calls_inline() {
+        use Execution::*;
+        let ro = hints(serde_json::json!({"readOnlyHint": true}));
+        let idem = hints(serde_json::json!({"idempotentHint": true}));
+        let plain = hints(serde_json::json!({}));
+        let auto_place = |h: &ToolHints, t: &str, left| {
+            place((Some(Auto), None), h, &options(t, h), false, left).inline
+        };
+        assert!(auto_place(&ro, "5s", LEFT));
+        assert!(auto_place(&idem, "5s", LEFT));
+        assert!(!auto_place(&plain, "5s", LEFT), "not said re-runnable");
+        assert!(!auto_place(&ro, "8s", LEFT), "8 s + margin > 9 s");
+        assert!(!auto_place(&ro, "60s", LEFT));
+        assert!(!auto_place(&ro, "5s", None), "no deadline known");
+        let h = &ro;
+        assert!(
+            !place((Some(Auto), None), h, &options("1s", h), true, LEFT).inline,
+            "an upstream task is followed in an Activity"
+        );
+    }
+
+    #[test]
+    fn inline_for_a_destructive_tool_only_by_its_own_override() {
+        use Execution::*;
+        let d = hints(serde_json::json!({"destructiveHint": true}));
+        let o = options("1s", &d);
+        assert!(o.one_attempt);
+        assert!(!place((Some(Inline), None), &d, &o, false, LEFT).inline);
+        assert!(!place((Some(Auto), None), &d, &o, false, LEFT).inline);
+        assert!(place((None, Some(Inline)), &d, &o, false, None).inline);
+        assert!(place((Some(Activity), Some(Inline)), &d, &o, false, None).inline);
+        let ro = hints(serde_json::json!({"readOnlyHint": true}));
+        let o = options("60s", &ro);
+        assert!(place((Some(Inline), None), &ro, &o, false, None).inline);
+        assert!(!place((Some(Inline), Some(Activity)), &ro, &o, false, LEFT).inline);
+        assert!(!place((None, None), &ro, &options("1s", &ro), false, LEFT).inline);
+    }
+
+    #[test]
+    fn attempts_are_counted_per_request_and_capped_by_the_policy() {
+        let a = Attempts::default();
+        assert_eq!(a.next("r1"), 1);
+        assert_eq!(a.next("r2"), 1);
+        assert_eq!(a.next("r1"), 2);
+        let ro = hints(serde_json::json!({"readOnlyHint": true}));
+        assert_eq!(allowed_attempts(&options("1s", &ro)), INLINE_ATTEMPTS);
+        let mut o = options("1s", &ro);
+        o.retry_policy.maximum_attempts = Some(2);
+        assert_eq!(allowed_attempts(&o), 2);
+    }
+}
