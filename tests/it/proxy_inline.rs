@@ -31,6 +31,10 @@ fn spec() -> UpstreamSpec {
         let behavior = Behavior::FailTimes { times, error };
         ToolSpec::read_only(name, "fails with a JSON-RPC error, then echoes", behavior)
     };
+    let mut write_slow =
+        ToolSpec::read_only("write_slow", "sleeps", Behavior::Sleep { ms: 60_000 });
+    write_slow.annotations = Some(json!({"destructiveHint": true}));
+    spec.tools.push(write_slow);
     spec.tools.push(failing("ro_flaky", 1, -32603));
     spec.tools.push(failing("ro_refused", 1000, -32602));
     spec
@@ -96,6 +100,14 @@ fn succeeded(outcome: OperationOutcome) -> temporalio_protos::temporal::api::com
         panic!("expected an answer, got {outcome:?}")
     };
     p
+}
+
+/// The call failed with this stable type.
+fn assert_failed_with(outcome: &OperationOutcome, error_type: &str) {
+    let OperationOutcome::Failed { error_type: t, .. } = outcome else {
+        panic!("expected a failure, got {outcome:?}")
+    };
+    assert_eq!(t.as_deref(), Some(error_type), "{outcome:?}");
 }
 
 const AUTO: &str = "execution = \"auto\"\nstart_to_close_timeout = \"3s\"";
@@ -189,14 +201,7 @@ async fn an_inline_call_past_its_attempt_timeout_is_cancelled_upstream_and_retri
     let _proxy = start_proxy(&env, vec![upstream("mock", &ledger, "", slow)]);
     let began = std::time::Instant::now();
     let (start, outcome) = call(&env, "mock", "slow", json!({"key": "s1"})).await;
-    let OperationOutcome::Failed { error_type, .. } = &outcome else {
-        panic!("{outcome:?}")
-    };
-    assert_eq!(
-        error_type.as_deref(),
-        Some("UpstreamTimeout"),
-        "{outcome:?}"
-    );
+    assert_failed_with(&outcome, "UpstreamTimeout");
     assert!(
         began.elapsed() < Duration::from_secs(30),
         "{:?}",
@@ -220,6 +225,41 @@ async fn an_inline_call_past_its_attempt_timeout_is_cancelled_upstream_and_retri
             .await,
         2,
         "each attempt was cancelled upstream: {:?}",
+        ledger.read()
+    );
+}
+
+#[tokio::test]
+async fn an_inline_call_that_would_outlive_the_request_deadline_is_cut_before_it() {
+    let env = TestEnv::shared("proxy-inline-deadline").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let overrides = "slow = { execution = \"inline\", retry_policy = { maximum_attempts = 2 } }\n\
+                     write_slow = { execution = \"inline\", start_to_close_timeout = \"1s\" }";
+    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger, "", overrides)]);
+
+    // The one-minute attempt timeout does not fit: each start is cut 2 s before its deadline,
+    // and the second is the last.
+    let (start, outcome) = call(&env, "mock", "slow", json!({"key": "l1"})).await;
+    assert_failed_with(&outcome, "UpstreamTimeout");
+    assert_eq!(described(&env, &start).await.attempt, 2);
+    assert_eq!(ledger.count_key("slow", LedgerEvent::Called, "l1"), 2);
+
+    // A tool that must not run twice, forced inline, may have run: its outcome is unknown.
+    let (start, outcome) = call(&env, "mock", "write_slow", json!({"key": "l2"})).await;
+    assert_failed_with(&outcome, "ToolCallOutcomeUnknown");
+    assert_eq!(described(&env, &start).await.attempt, 1);
+    assert_eq!(ledger.count_key("write_slow", LedgerEvent::Called, "l2"), 1);
+    assert_eq!(
+        ledger
+            .wait_for_count(
+                "write_slow",
+                LedgerEvent::Cancelled,
+                1,
+                Duration::from_secs(10)
+            )
+            .await,
+        1,
+        "{:?}",
         ledger.read()
     );
 }
