@@ -172,7 +172,7 @@ impl InlineCall<'_> {
         self.again(
             ToolCallErrorType::UpstreamTimeout,
             format!(
-                "tool {:?} did not answer within {budget:?} inline and was cancelled",
+                "tool {:?} timed out after {budget:?} running inline and was cancelled upstream",
                 self.tool
             ),
         )

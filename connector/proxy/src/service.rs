@@ -1,5 +1,6 @@
 //! The Nexus service that fronts one upstream: `list_tools` (sync) and a catch-all that runs
-//! every other operation name as that tool, in a standalone Activity (async).
+//! every other operation name as that tool, in a standalone Activity (async) or, for a call
+//! R-PRX-30 places inline, in the handler itself (sync).
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
