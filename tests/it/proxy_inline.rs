@@ -35,6 +35,12 @@ fn spec() -> UpstreamSpec {
         ToolSpec::read_only("write_slow", "sleeps", Behavior::Sleep { ms: 60_000 });
     write_slow.annotations = Some(json!({"destructiveHint": true}));
     spec.tools.push(write_slow);
+    let message = "Look it up?".to_owned();
+    spec.tools.push(ToolSpec::read_only(
+        "ro_ask",
+        "asks",
+        Behavior::AskInput { message },
+    ));
     spec.tools.push(failing("ro_flaky", 1, -32603));
     spec.tools.push(failing("ro_refused", 1000, -32602));
     spec
@@ -262,4 +268,36 @@ async fn an_inline_call_that_would_outlive_the_request_deadline_is_cut_before_it
         "{:?}",
         ledger.read()
     );
+}
+
+#[tokio::test]
+async fn an_inline_call_that_asks_for_input_ends_its_round_and_the_next_round_runs_inline_too() {
+    use durable_mcp::mcp::input::{INPUT_REQUIRED, INPUT_ROUND, InputRequired, next_round_id};
+    let env = TestEnv::shared("proxy-inline-input").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger, AUTO, "")]);
+    let (first, outcome) = call(&env, "mock", "ro_ask", json!({"key": "a1"})).await;
+    let asked = succeeded(outcome);
+    assert_eq!(payload::mcp_type(&asked), Some(INPUT_REQUIRED));
+    assert!(!ran_an_activity(&env, "mock", "ro_ask", &first).await);
+
+    let asked: InputRequired = serde_json::from_value(payload::to_json(&asked).unwrap()).unwrap();
+    let answers = json!({"confirm": {"action": "accept", "content": {"confirm": true}}});
+    let round = asked.answered(answers.as_object().unwrap().clone());
+    let mut next = StartOperation::new(
+        next_round_id(&first.operation_id).unwrap(),
+        &env.endpoint,
+        "mock",
+        "ro_ask",
+        payload::to_marked_payload(&round, INPUT_ROUND).unwrap(),
+    );
+    next.schedule_to_close = Some(Duration::from_secs(60));
+    let answered = succeeded(start_and_wait(&env, &next).await);
+    assert_eq!(
+        payload::mcp_type(&answered),
+        Some(payload::CALL_TOOL_RESULT)
+    );
+    let answered = payload::to_json(&answered).unwrap();
+    assert_eq!(answered["structuredContent"]["inputResponses"], answers);
+    assert!(!ran_an_activity(&env, "mock", "ro_ask", &next).await);
 }
