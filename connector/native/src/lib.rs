@@ -56,6 +56,7 @@
 //! error with `isError`), or fail with a [`ToolFailure`] (retryable or not, with a stable
 //! error type). Results travel as payloads marked `CallToolResult` (R-PAY-2).
 
+pub mod input;
 pub mod names;
 pub mod result;
 pub mod service;
@@ -63,6 +64,7 @@ pub mod sync;
 pub mod tool;
 pub mod workflow;
 
+pub use input::{Answer, AskInput, InputAnswers, Round};
 pub use result::{IntoToolResult, Structured, ToolFailure, ToolResult};
 pub use service::{BuildError, ToolService};
 pub use tool::Tool;

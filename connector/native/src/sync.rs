@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use temporalio_protos::temporal::api::common::v1::Payload;
 
 use super::{
+    input::{Answer, Round, decode_round},
     result::{IntoToolResult, ToolFailure, decode_arguments, schema_of},
     tool::Tool,
 };
@@ -54,13 +55,72 @@ impl Tool {
             cut_off: Arc::default(),
             _types: std::marker::PhantomData::<fn(I) -> R>,
         });
-        Tool::new(
-            name,
-            schema_of::<I>(),
-            R::output_schema(),
-            DEFAULT_SYNC_TIMEOUT,
-            Box::new(move |_, _| Ok(handler)),
-        )
+        sync_tool::<I, R>(name.into(), handler)
+    }
+}
+
+impl Tool {
+    /// A sync tool that may ask its caller for input (R-NAT-7): `f` gets a [`Round`] (the
+    /// arguments, and the answers after a round that asked) and answers [`Answer::Done`] with a
+    /// result or [`Answer::Ask`] with input requests, which end this round; the caller's
+    /// answers start the next one. Keep what the next round needs in the arguments or the
+    /// [`AskInput::state`](super::input::AskInput::state): nothing is held in between.
+    pub fn sync_asking<I, R, F, Fut>(name: impl Into<String>, f: F) -> Tool
+    where
+        I: DeserializeOwned + JsonSchema + Send + 'static,
+        R: IntoToolResult,
+        F: Fn(Round<I>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Answer<R>, ToolFailure>> + Send + 'static,
+    {
+        let handler: Arc<dyn OperationHandler> = Arc::new(AskingTool {
+            f,
+            _types: std::marker::PhantomData::<fn(I) -> R>,
+        });
+        sync_tool::<I, R>(name.into(), handler)
+    }
+}
+
+/// A sync tool's definition: `I`'s input schema, `R`'s output schema, the sync timeout.
+fn sync_tool<I: JsonSchema, R: IntoToolResult>(
+    name: String,
+    handler: Arc<dyn OperationHandler>,
+) -> Tool {
+    Tool::new(
+        name,
+        schema_of::<I>(),
+        R::output_schema(),
+        DEFAULT_SYNC_TIMEOUT,
+        Box::new(move |_, _| Ok(handler)),
+    )
+}
+
+/// A sync tool that may ask for input: each round is one start, answered at once.
+struct AskingTool<F, I, R> {
+    f: F,
+    _types: std::marker::PhantomData<fn(I) -> R>,
+}
+
+impl<I, R, F, Fut> OperationHandler for AskingTool<F, I, R>
+where
+    I: DeserializeOwned + Send + 'static,
+    R: IntoToolResult,
+    F: Fn(Round<I>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Answer<R>, ToolFailure>> + Send + 'static,
+{
+    fn start(
+        &self,
+        _ctx: StartContext,
+        input: Payload,
+    ) -> BoxFuture<'static, Result<StartOutcome, StartError>> {
+        let call = decode_round::<I>(&input).map(|(round, args)| ((self.f)(round), args));
+        Box::pin(async move {
+            let (call, arguments) = call?;
+            let payload = match call.await? {
+                Answer::Done(r) => r.into_tool_result()?.to_payload()?,
+                Answer::Ask(ask) => ask.to_payload(&arguments)?,
+            };
+            Ok(StartOutcome::Sync(payload))
+        })
     }
 }
 

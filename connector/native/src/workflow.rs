@@ -25,7 +25,8 @@ use temporalio_sdk::{
 };
 
 use super::{
-    result::{decode_arguments, schema_of},
+    input::{Round, decode_round},
+    result::{BadArguments, decode_arguments, schema_of},
     tool::{HandlerFactory, Tool},
 };
 use durable_mcp_contract::{
@@ -68,12 +69,47 @@ impl Tool {
         WD::Input: DeserializeOwned + Serialize + JsonSchema + Send + 'static,
         WD::Output: JsonSchema,
     {
-        let workflow_type = workflow.name().to_owned();
-        let task_queue = task_queue.into();
         let output = schema_of::<WD::Output>();
         let output =
             (output.get("type") == Some(&serde_json::Value::from("object"))).then_some(output);
-        let name = name.into();
+        Self::workflow_tool::<WD::Input>(
+            name.into(),
+            workflow.name(),
+            task_queue.into(),
+            output,
+            false,
+        )
+    }
+
+    /// Publishes a Workflow that may ask its caller for input (R-NAT-7): it takes a
+    /// [`Round<I>`] (the arguments, and the answers after a round that asked) and returns a
+    /// [`RawValue`](temporalio_common::data_converters::RawValue) made by
+    /// [`Round::ask`] (input requests: this round ends, the caller's answers start the next
+    /// round's Workflow) or by [`finish`](super::input::finish) (the result). The input schema
+    /// is `I`'s. Between rounds no Workflow runs, so a question waits out any restart.
+    pub fn workflow_asking<WD, I>(
+        name: impl Into<String>,
+        workflow: WD,
+        task_queue: impl Into<String>,
+    ) -> Tool
+    where
+        WD: WorkflowDefinition<Input = Round<I>>,
+        I: DeserializeOwned + Serialize + JsonSchema + Send + 'static,
+    {
+        Self::workflow_tool::<I>(name.into(), workflow.name(), task_queue.into(), None, true)
+    }
+
+    fn workflow_tool<I>(
+        name: String,
+        workflow_type: &str,
+        task_queue: String,
+        output: Option<serde_json::Value>,
+        rounds: bool,
+    ) -> Tool
+    where
+        I: DeserializeOwned + Serialize + JsonSchema + Send + 'static,
+    {
+        let workflow_type = workflow_type.to_owned();
         let tool_name = name.clone();
         let handler: HandlerFactory = Box::new(move |ctx, timeout| {
             let temporal = ctx.temporal.clone().ok_or_else(|| {
@@ -82,19 +118,20 @@ impl Tool {
                      ToolService::temporal(connection) before build()"
                 )
             })?;
-            Ok(Arc::new(WorkflowTool::<WD::Input> {
+            Ok(Arc::new(WorkflowTool::<I> {
                 service: ctx.service.clone(),
                 tool: tool_name,
                 workflow_type,
                 task_queue,
                 temporal,
                 timeout,
+                rounds,
                 _input: std::marker::PhantomData,
             }) as Arc<dyn OperationHandler>)
         });
         Tool::new(
             name,
-            schema_of::<WD::Input>(),
+            schema_of::<I>(),
             output,
             DEFAULT_WORKFLOW_TIMEOUT,
             handler,
@@ -110,7 +147,26 @@ struct WorkflowTool<I> {
     temporal: TemporalConnection,
     /// The tool's timeout, which bounds the Workflow too: it never outlives its caller.
     timeout: Duration,
+    /// The Workflow takes a [`Round`] (an asking tool, R-NAT-7), not the bare arguments.
+    rounds: bool,
     _input: std::marker::PhantomData<fn(I)>,
+}
+
+/// The Workflow's input for an operation's: the arguments, or for an asking tool its
+/// [`Round`] (with the answers of a later round's input).
+fn workflow_input<I>(input: &Payload, rounds: bool) -> Result<Payload, Box<StartError>>
+where
+    I: DeserializeOwned + Serialize,
+{
+    let refused = |b: BadArguments| Box::new(StartError::from(b));
+    let encoded = if rounds {
+        payload::to_payload(&decode_round::<I>(input).map_err(refused)?.0)
+    } else {
+        payload::to_payload(&decode_arguments::<I>(input).map_err(refused)?)
+    };
+    encoded.map_err(|e| {
+        Box::new(HandlerError::internal(format!("encoding the arguments: {e}")).into())
+    })
 }
 
 fn unavailable(what: &str, status: &tonic::Status) -> StartError {
@@ -131,7 +187,7 @@ where
         ctx: StartContext,
         input: Payload,
     ) -> BoxFuture<'static, Result<StartOutcome, StartError>> {
-        let args = decode_arguments::<I>(&input);
+        let args = workflow_input::<I>(&input, self.rounds);
         let workflow_id = workflow_id(&self.service, &self.tool, &ctx.request_id);
         let start = WorkflowStart {
             workflow_id: workflow_id.clone(),
@@ -147,9 +203,7 @@ where
         };
         let temporal = self.temporal.clone();
         Box::pin(async move {
-            let args = args?;
-            let input = payload::to_payload(&args)
-                .map_err(|e| HandlerError::internal(format!("encoding the arguments: {e}")))?;
+            let input = args.map_err(|e| *e)?;
             let start = WorkflowStart {
                 input: vec![input],
                 ..start

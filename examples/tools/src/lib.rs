@@ -4,6 +4,10 @@
 //! - `word_count` (sync, read-only): `{"text": string}` -> structured `{"words": n}` plus text.
 //! - `slow_report` (Workflow-backed): `{"seconds": n}`; the [`SlowReport`] Workflow sleeps `n`
 //!   seconds, reporting progress each second, and ends CANCELED when the call is cancelled.
+//! - `delete_files` (Workflow-backed, asks for input, R-NAT-7): `{"path": string, "gigabytes":
+//!   n}`; the [`DeleteFiles`] Workflow asks "Delete n GB at path?" (an `elicitation/create`
+//!   under [`CONFIRM_KEY`]) and ends its round; the answer starts the next round, which
+//!   "deletes" (nothing is touched: it says so) on accept and answers "declined" otherwise.
 //! - `server_info`: a Nexus operation that is not a tool (MCP hosts never see it).
 //!
 //! [`serve`] shows a worker of one's own serving these native tools and proxied MCP servers
@@ -11,11 +15,12 @@
 
 use std::time::Duration;
 
+use durable_mcp::native::input::finish;
 use durable_mcp::{
     mcp::call::ToolProgress,
     native::{
-        BuildError, Structured, Tool, ToolFailure, ToolService, report_progress,
-        sleep_unless_cancelled,
+        AskInput, BuildError, Round, Structured, Tool, ToolFailure, ToolResult, ToolService,
+        report_progress, sleep_unless_cancelled,
     },
     nexus::{NexusWorker, NexusWorkerOptions, Service},
     outbound::{Proxy, UpstreamConfig},
@@ -24,6 +29,7 @@ use durable_mcp::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use temporalio_client::{Client, ClientOptions};
+use temporalio_common::data_converters::RawValue;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{
     Runtime, Worker, WorkerOptions, WorkflowContext, WorkflowResult, WorkflowTermination,
@@ -102,6 +108,45 @@ impl SlowReport {
     }
 }
 
+/// The key of `delete_files`'s confirmation request.
+pub const CONFIRM_KEY: &str = "confirm";
+
+/// Deletes files after a person confirms (the example deletes nothing: it only says so).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct DeleteFilesInput {
+    /// What to delete.
+    pub path: String,
+    /// How much it is, for the question.
+    pub gigabytes: u32,
+}
+
+/// The Workflow behind `delete_files`: one run per round. The first asks; the next acts on
+/// the answer. Nothing waits between rounds, so the question outlives any restart.
+#[workflow]
+#[derive(Default)]
+pub struct DeleteFiles;
+
+#[workflow_methods]
+impl DeleteFiles {
+    #[run]
+    pub async fn run(
+        _ctx: &mut WorkflowContext<Self>,
+        round: Round<DeleteFilesInput>,
+    ) -> WorkflowResult<RawValue> {
+        let input = &round.arguments;
+        let Some(answers) = &round.answers else {
+            let question = format!("Delete {} GB at {}?", input.gigabytes, input.path);
+            return Ok(round.ask(&AskInput::new().confirm(CONFIRM_KEY, question))?);
+        };
+        let result = if answers.accepted(CONFIRM_KEY) {
+            ToolResult::text(format!("deleted {} ({} GB)", input.path, input.gigabytes))
+        } else {
+            ToolResult::text(format!("declined: nothing was deleted at {}", input.path))
+        };
+        Ok(finish(&result)?)
+    }
+}
+
 /// Nothing to declare: `server_info` takes no arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct NoInput {}
@@ -135,6 +180,16 @@ pub fn tool_service(temporal: TemporalConnection, task_queue: &str) -> Result<Se
                 .read_only()
                 .open_world(false)
                 .timeout(Duration::from_secs(2 * 3600)),
+        )
+        .tool(
+            Tool::workflow_asking("delete_files", DeleteFiles::run, task_queue)
+                .title("Delete files (asks first)")
+                .description(
+                    "Deletes the files at a path after the caller confirms. Asks for \
+                     confirmation (an elicitation) first.",
+                )
+                .destructive(true)
+                .open_world(false),
         )
         .operation(Tool::sync("server_info", server_info))
         .build()
@@ -189,6 +244,7 @@ pub async fn serve(
             ),
         )
         .register_workflow::<SlowReport>()?
+        .register_workflow::<DeleteFiles>()?
         .worker_plugin(proxy.worker_plugin())
         .build();
     let mut workflows = Worker::new(&runtime, client, options)?;
