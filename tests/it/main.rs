@@ -18,6 +18,7 @@ mod docs;
 mod durable_input;
 mod health;
 mod layers;
+mod native_input;
 mod native_tools;
 mod nexus_cancel;
 mod nexus_errors;

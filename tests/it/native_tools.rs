@@ -103,7 +103,7 @@ async fn native_tools_are_listed_with_titles_annotations_schemas_and_timeouts() 
     let names: Vec<_> = listed.iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["word_count", "slow_report"],
+        ["word_count", "slow_report", "delete_files"],
         "server_info is not a tool"
     );
 

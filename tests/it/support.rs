@@ -513,9 +513,10 @@ pub fn connector_command(env: &TestEnv, service: &str) -> tokio::process::Comman
 }
 
 /// What a connector with `--companion-tools` lists in front of the example service, in order.
-pub const EXAMPLE_TOOLS_WITH_COMPANIONS: [&str; 5] = [
+pub const EXAMPLE_TOOLS_WITH_COMPANIONS: [&str; 6] = [
     "word_count",
     "slow_report",
+    "delete_files",
     "task_status",
     "task_result",
     "task_cancel",

@@ -736,7 +736,7 @@ async fn a_workflow_lists_and_calls_native_tools() {
     let output = completed(&handle).await;
     assert_eq!(
         output.listed,
-        ["word_count", "slow_report"],
+        ["word_count", "slow_report", "delete_files"],
         "the native listing"
     );
     assert_eq!(output.calls.len(), 1, "{output:?}");

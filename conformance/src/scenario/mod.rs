@@ -31,7 +31,7 @@
 //! # Or, instead of [upstream] and [proxy], a native tool service (R-NAT-*):
 //! # [tool_service]
 //! # kind = "example_tools"     # durable-mcp-example-tools as a child process: Nexus service
-//! #                            # "examples" (word_count, slow_report, server_info) on the task queue
+//! #                            # "examples" (word_count, slow_report, delete_files, server_info) on the task queue
 //!
 //! [proxy]                      # optional
 //! mode = "in_process"          # in_process (a thread of the runner) | process (durable-mcp-proxy child)
@@ -263,7 +263,9 @@ impl ToolServiceKind {
     /// Its operations (tools and the hidden one).
     pub fn operations(self) -> &'static [&'static str] {
         match self {
-            ToolServiceKind::ExampleTools => &["word_count", "slow_report", "server_info"],
+            ToolServiceKind::ExampleTools => {
+                &["word_count", "slow_report", "delete_files", "server_info"]
+            }
         }
     }
 }

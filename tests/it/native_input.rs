@@ -1,0 +1,161 @@
+//! R-NAT-7: native tools that ask for input. `durable-mcp-example-tools` (a real process) serves
+//! `delete_files`, a Workflow-backed tool that asks for a confirmation; a connector in front of
+//! it serves the question as a task's `input_required`, and the owner's `tasks/update` starts
+//! the tool's next round, which acts on the answer.
+
+use std::time::Duration;
+
+use durable_mcp::inbound::{
+    server::{Connector, ConnectorOptions},
+    task_ref::{CallerScope, SigningKey},
+};
+use rmcp::model::{InputResponses, TaskStatus, UpdateTaskParams};
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// A connector routing to `examples` for callers of `scope`; a task-capable caller gets a task
+/// at once.
+fn connector(env: &TestEnv, key: &SigningKey, scope: &str) -> Connector {
+    let mut options = ConnectorOptions::new(vec![route("examples", &env.endpoint)]);
+    options.task_after = Duration::ZERO;
+    options.signing_key = key.clone();
+    options.caller_scope = CallerScope::Process(scope.into());
+    options.input_timeout = Duration::from_secs(86_400);
+    Connector::new(env.client.clone(), options)
+}
+
+fn answer(action: Value) -> InputResponses {
+    [("confirm".to_owned(), action)].into()
+}
+
+fn accept() -> InputResponses {
+    answer(json!({"action": "accept", "content": {"confirm": true}}))
+}
+
+/// Calls `delete_files` as `owner` and waits until its task asks: the task ID and that
+/// `tasks/get` answer.
+async fn asking_task(owner: &McpClient<rmcp::model::ClientConfig>) -> (String, Value) {
+    let task = owner
+        .peer()
+        .call_tool_once(tool_call(
+            "delete_files",
+            json!({"path": "/data", "gigabytes": 40}),
+        ))
+        .await
+        .unwrap();
+    let task_id = task_id_of(task);
+    let waiting = poll_task_past(owner, &task_id, TaskStatus::Working, |_| {}).await;
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    (task_id, waiting)
+}
+
+/// The task's final `tasks/get` answer once it stopped asking and working.
+async fn finished(owner: &McpClient<rmcp::model::ClientConfig>, task_id: &str) -> Value {
+    let done = poll_task_past(owner, task_id, TaskStatus::InputRequired, |_| {}).await;
+    match done["status"].as_str() {
+        Some("working") => poll_task_until_done(owner, task_id).await,
+        _ => done,
+    }
+}
+
+#[tokio::test]
+async fn a_native_workflow_tool_asks_and_its_owners_answer_runs_the_next_round() {
+    let env = TestEnv::shared("native-input-accept").await;
+    let _tools = example_tools(&env).await.unwrap();
+    let key = SigningKey::generate();
+    let owner = task_client_for(connector(&env, &key, "owner"))
+        .await
+        .unwrap();
+    let (task_id, waiting) = asking_task(&owner).await;
+    let request = &waiting["inputRequests"]["confirm"];
+    assert_eq!(request["method"], "elicitation/create", "{waiting}");
+    assert_eq!(request["params"]["message"], "Delete 40 GB at /data?");
+
+    // A foreign caller cannot answer: indistinguishable from an unknown task.
+    let stranger = task_client_for(connector(&env, &key, "stranger"))
+        .await
+        .unwrap();
+    let refused = stranger
+        .peer()
+        .update_task(UpdateTaskParams::new(&task_id, accept()))
+        .await
+        .unwrap_err();
+    let unknown = stranger
+        .peer()
+        .update_task(UpdateTaskParams::new("not-a-task", accept()))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.to_string(), unknown.to_string());
+    assert!(refused.to_string().contains("-32602"), "{refused}");
+
+    owner
+        .peer()
+        .update_task(UpdateTaskParams::new(&task_id, accept()))
+        .await
+        .unwrap();
+    let done = finished(&owner, &task_id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"],
+        "deleted /data (40 GB)"
+    );
+    assert_eq!(done["result"]["isError"], false);
+    for c in [owner, stranger] {
+        c.cancel().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_declined_question_completes_with_a_result_saying_so() {
+    let env = TestEnv::shared("native-input-decline").await;
+    let _tools = example_tools(&env).await.unwrap();
+    let key = SigningKey::generate();
+    let owner = task_client_for(connector(&env, &key, "owner"))
+        .await
+        .unwrap();
+    let (task_id, _) = asking_task(&owner).await;
+    owner
+        .peer()
+        .update_task(UpdateTaskParams::new(
+            &task_id,
+            answer(json!({"action": "decline"})),
+        ))
+        .await
+        .unwrap();
+    let done = finished(&owner, &task_id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let text = done["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("declined"), "{done}");
+    owner.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_question_outlives_a_restart_of_the_tool_worker_and_the_connector() {
+    let env = TestEnv::shared("native-input-restart").await;
+    let tools = example_tools(&env).await.unwrap();
+    let key = SigningKey::generate();
+    let owner = task_client_for(connector(&env, &key, "owner"))
+        .await
+        .unwrap();
+    let (task_id, _) = asking_task(&owner).await;
+    // Nothing waits between rounds: the worker and the connector go away and come back.
+    drop(tools);
+    owner.cancel().await.unwrap();
+    let _tools = example_tools(&env).await.unwrap();
+    let owner = task_client_for(connector(&env, &key, "owner"))
+        .await
+        .unwrap();
+    owner
+        .peer()
+        .update_task(UpdateTaskParams::new(&task_id, accept()))
+        .await
+        .unwrap();
+    let done = finished(&owner, &task_id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"],
+        "deleted /data (40 GB)"
+    );
+    owner.cancel().await.unwrap();
+}
