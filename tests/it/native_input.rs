@@ -1,16 +1,24 @@
 //! R-NAT-7: native tools that ask for input. `durable-mcp-example-tools` (a real process) serves
 //! `delete_files`, a Workflow-backed tool that asks for a confirmation; a connector in front of
 //! it serves the question as a task's `input_required`, and the owner's `tasks/update` starts
-//! the tool's next round, which acts on the answer.
+//! the tool's next round, which acts on the answer. R-WFC-8: Workflow code calling the tool
+//! through the in-Workflow client sees the question and answers it itself.
 
 use std::time::Duration;
 
-use durable_mcp::inbound::{
-    server::{Connector, ConnectorOptions},
-    task_ref::{CallerScope, SigningKey},
+use durable_mcp::{
+    inbound::{
+        server::{Connector, ConnectorOptions},
+        task_ref::{CallerScope, SigningKey},
+    },
+    workflow_client::{CallOptions, McpTools},
 };
 use rmcp::model::{InputResponses, TaskStatus, UpdateTaskParams};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use temporalio_client::{Client, ClientOptions, WorkflowGetResultOptions, WorkflowStartOptions};
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_sdk::{WorkflowContext, WorkflowResult};
 
 use crate::support::*;
 
@@ -158,4 +166,103 @@ async fn a_question_outlives_a_restart_of_the_tool_worker_and_the_connector() {
         "deleted /data (40 GB)"
     );
     owner.cancel().await.unwrap();
+}
+
+// ---- the in-Workflow client answers (R-WFC-8) -------------------------------------------------
+
+/// What [`ApproveThenDelete`] calls, and how it answers the question.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Approval {
+    endpoint: String,
+    accept: bool,
+}
+
+/// The question the tool asked (its `inputRequests`), and the result after the answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Approved {
+    asked: Value,
+    result: Value,
+}
+
+/// Calls `delete_files`; when its round asks for input, answers it from Workflow code.
+#[workflow]
+#[derive(Default)]
+struct ApproveThenDelete;
+
+#[workflow_methods]
+impl ApproveThenDelete {
+    #[run(name = "durable-mcp-tests.approve-then-delete")]
+    async fn run(ctx: &mut WorkflowContext<Self>, input: Approval) -> WorkflowResult<Approved> {
+        let tools = McpTools::new(ctx, input.endpoint, "examples");
+        let arguments = json!({"path": "/wf", "gigabytes": 7});
+        let fail = temporalio_sdk::ApplicationFailure::non_retryable;
+        let asked = match tools
+            .call_tool_json("delete_files", arguments, CallOptions::default())
+            .await
+        {
+            Err(e) if e.input_required().is_some() => e.input_required().unwrap().clone(),
+            other => return Err(fail(std::io::Error::other(format!("{other:?}"))).into()),
+        };
+        let action = if input.accept {
+            json!({"action": "accept", "content": {"confirm": true}})
+        } else {
+            json!({"action": "decline"})
+        };
+        let responses = [("confirm".to_owned(), action)].into_iter().collect();
+        let result = tools
+            .answer_input_json("delete_files", &asked, responses, CallOptions::default())
+            .await
+            .map_err(temporalio_sdk::ApplicationFailure::non_retryable)?;
+        Ok(Approved {
+            asked: asked.input_requests(),
+            result,
+        })
+    }
+}
+
+#[tokio::test]
+async fn workflow_code_answers_a_native_tools_question_and_the_next_round_acts_on_it() {
+    let env = TestEnv::shared("native-input-wfc").await;
+    let _tools = example_tools(&env).await.unwrap();
+    let queue = format!("{}-workflows", env.task_queue);
+    let _worker = ActivityWorkerGuard::start_with(&env.address, &env.namespace, &queue, |o| {
+        o.register_workflow::<ApproveThenDelete>()
+            .expect("ApproveThenDelete registers");
+    });
+    let client = Client::new(
+        env.connection.clone(),
+        ClientOptions::new(env.namespace.clone()).build(),
+    )
+    .unwrap();
+    for (accept, text) in [
+        (true, "deleted /wf (7 GB)"),
+        (false, "declined: nothing was deleted at /wf"),
+    ] {
+        let input = Approval {
+            endpoint: env.endpoint.clone(),
+            accept,
+        };
+        let id = format!("approve-{}", uuid::Uuid::new_v4());
+        let handle = client
+            .start_workflow(
+                ApproveThenDelete::run,
+                input,
+                WorkflowStartOptions::new(queue.clone(), id).build(),
+            )
+            .await
+            .unwrap();
+        let out = tokio::time::timeout(
+            Duration::from_secs(60),
+            handle.get_result(WorkflowGetResultOptions::default()),
+        )
+        .await
+        .expect("the Workflow completes within 60 s")
+        .unwrap();
+        assert_eq!(
+            out.asked["confirm"]["params"]["message"],
+            "Delete 7 GB at /wf?"
+        );
+        assert_eq!(out.result["content"][0]["text"], text, "{out:?}");
+        assert_eq!(out.result["isError"], false);
+    }
 }

@@ -17,6 +17,7 @@ pub mod sequence;
 pub mod tools;
 
 pub use durable_mcp_contract::errors::ToolCallErrorType;
+pub use durable_mcp_contract::input::InputRequired;
 pub use options::{CallOptions, DEFAULT_CALL_TIMEOUT};
 pub use result::{ToolCallError, ToolCallErrorKind};
 pub use temporalio_workflow::{NexusOperationCancellationType, WorkflowCancellationToken};

@@ -17,6 +17,7 @@ use durable_mcp_contract::operation::{OperationOutcome, OperationStatus};
 use durable_mcp_contract::{
     call::CallToken,
     errors::ToolCallErrorType,
+    input::InputRequired,
     outcome::{Outcome, to_call_tool_result},
     payload,
 };
@@ -103,8 +104,17 @@ impl ToolCallError {
             | Outcome::Terminated { message } => message,
             Outcome::JsonRpcError(e) => &e.message,
             Outcome::Result { .. } => "",
-            // Workflow code cannot answer input requests yet (R-PRX-29).
+            // Answered with `McpTools::answer_input_json` (R-WFC-8).
             Outcome::InputRequired(_) => durable_mcp_contract::outcome::INPUT_NOT_GIVEN,
+        }
+    }
+
+    /// The input requests the call's round ended with (SEP-2322; R-WFC-8), when it asked for
+    /// input: `input_requests()` names them, and `McpTools::answer_input_json` answers them.
+    pub fn input_required(&self) -> Option<&InputRequired> {
+        match &self.outcome {
+            Outcome::InputRequired(asked) => Some(asked),
+            _ => None,
         }
     }
 
@@ -490,5 +500,27 @@ mod tests {
             err.error_type(),
             Some(ToolCallErrorType::UpstreamProtocolError)
         );
+    }
+
+    #[test]
+    fn a_round_that_asks_is_an_error_carrying_the_requests() {
+        let asked = InputRequired {
+            result: json!({
+                "resultType": "input_required",
+                "inputRequests": {"confirm": {"method": "elicitation/create", "params": {}}},
+                "requestState": "s"
+            }),
+            arguments: json!({"path": "/x"}).as_object().unwrap().clone(),
+        };
+        let p = payload::to_marked_payload(&asked, durable_mcp_contract::input::INPUT_REQUIRED)
+            .unwrap();
+        let e = call_result("delete_files", operation_outcome(completed(p))).unwrap_err();
+        assert_eq!(e.input_required(), Some(&asked));
+        assert_eq!(
+            e.input_required().unwrap().input_requests()["confirm"]["method"],
+            "elicitation/create"
+        );
+        let failed = ToolCallError::local("t", ToolCallErrorType::InvalidArguments, "x".into());
+        assert_eq!(failed.input_required(), None);
     }
 }

@@ -7,7 +7,7 @@
 use std::{cell::RefCell, collections::BTreeMap, time::Duration};
 
 use rmcp::model::{CallToolResult, Tool};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use temporalio_workflow::WorkflowContext;
 
 use super::{
@@ -20,6 +20,7 @@ use super::{
 use durable_mcp_contract::operation::OperationOutcome;
 use durable_mcp_contract::{
     errors::ToolCallErrorType,
+    input::{INPUT_ROUND, InputRequired},
     listing::{LIST_TOOLS, advertised_timeout},
     operation_name::operation_for_tool,
     payload,
@@ -139,6 +140,34 @@ impl<W> McpTools<W> {
         };
         let input =
             payload::to_payload(&arguments).map_err(|e| protocol_error(name, e.to_string()))?;
+        self.call_round(name, input, options).await
+    }
+
+    /// Answers the input requests a call of `name` ended its round with (R-WFC-8): the error's
+    /// [`ToolCallError::input_required`], and `input_responses` by the requests' keys (for an
+    /// elicitation `{"action": "accept", "content": {...}}`). Starts the tool's next round, a
+    /// Nexus operation recorded like any call, with the round's arguments, these responses
+    /// and the tool's `requestState`; returns its `CallToolResult` as JSON, or an error whose
+    /// `input_required` asks again.
+    pub async fn answer_input_json(
+        &self,
+        name: &str,
+        asked: &InputRequired,
+        input_responses: Map<String, Value>,
+        options: CallOptions,
+    ) -> Result<Value, ToolCallError> {
+        let input = payload::to_marked_payload(&asked.answered(input_responses), INPUT_ROUND)
+            .map_err(|e| protocol_error(name, e.to_string()))?;
+        self.call_round(name, input, options).await
+    }
+
+    /// Runs one round of a call of `name` with the operation input `input`.
+    async fn call_round(
+        &self,
+        name: &str,
+        input: temporalio_protos::temporal::api::common::v1::Payload,
+        options: CallOptions,
+    ) -> Result<Value, ToolCallError> {
         let timeout = call_timeout(
             options.timeout,
             self.advertised_timeout(name, &options).await?,
