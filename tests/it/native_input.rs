@@ -1,4 +1,5 @@
-//! R-NAT-7: native tools that ask for input. `durable-mcp-example-tools` (a real process) serves
+//! R-NAT-7: native tools that ask for input (a sync one served in-process for a caller without
+//! tasks, below). `durable-mcp-example-tools` (a real process) serves
 //! `delete_files`, a Workflow-backed tool that asks for a confirmation; a connector in front of
 //! it serves the question as a task's `input_required`, and the owner's `tasks/update` starts
 //! the tool's next round, which acts on the answer. R-WFC-8: Workflow code calling the tool
@@ -11,9 +12,10 @@ use durable_mcp::{
         server::{Connector, ConnectorOptions},
         task_ref::{CallerScope, SigningKey},
     },
+    native::{Answer, AskInput, Round, Tool, ToolService},
     workflow_client::{CallOptions, McpTools},
 };
-use rmcp::model::{InputResponses, TaskStatus, UpdateTaskParams};
+use rmcp::model::{CallToolResponse, InputResponses, TaskStatus, UpdateTaskParams};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use temporalio_client::{Client, ClientOptions, WorkflowGetResultOptions, WorkflowStartOptions};
@@ -265,4 +267,72 @@ async fn workflow_code_answers_a_native_tools_question_and_the_next_round_acts_o
         assert_eq!(out.result["content"][0]["text"], text, "{out:?}");
         assert_eq!(out.result["isError"], false);
     }
+}
+
+// ---- a sync tool that asks, for a caller without tasks (R-NAT-7) ------------------------------
+
+/// Asks first; on the answer, says what it did and the state it got back.
+async fn rename(
+    round: Round<serde_json::Map<String, Value>>,
+) -> Result<Answer<String>, durable_mcp::native::ToolFailure> {
+    let from = round.arguments["from"].as_str().unwrap_or_default();
+    let Some(answers) = &round.answers else {
+        let ask = AskInput::new().confirm("ok", format!("Rename {from}?"));
+        return Ok(Answer::Ask(ask.state("rename-v1")));
+    };
+    let did = if answers.accepted("ok") {
+        "renamed"
+    } else {
+        "kept"
+    };
+    let state = answers.state.as_deref().unwrap_or("none");
+    Ok(Answer::Done(format!("{did} {from} (state {state})")))
+}
+
+#[tokio::test]
+async fn a_sync_tool_asks_a_caller_without_tasks_and_the_signed_resume_runs_its_next_round() {
+    let env = TestEnv::shared("native-input-sync").await;
+    let service = ToolService::new("asking")
+        .tool(Tool::sync_asking("rename", rename))
+        .build()
+        .unwrap();
+    let _worker = env.nexus_worker(vec![service]).await;
+    let mut options = ConnectorOptions::new(vec![route("asking", &env.endpoint)]);
+    options.signing_key = SigningKey::generate();
+    let (server, shutdown) = serve_connector_http(
+        Connector::new(env.client.clone(), options),
+        loopback_http_options(),
+    )
+    .await
+    .unwrap();
+    let client = stateless_http_client(&server.url, ()).await.unwrap();
+
+    let call = tool_call("rename", json!({"from": "/a"}));
+    let asked = client.peer().call_tool_once(call.clone()).await.unwrap();
+    let CallToolResponse::InputRequired(asked) = asked else {
+        panic!("expected input_required, got {asked:?}")
+    };
+    let requests = serde_json::to_value(&asked.input_requests).unwrap();
+    assert_eq!(requests["ok"]["params"]["message"], "Rename /a?");
+    let state = asked.request_state.clone().unwrap();
+    assert!(
+        !state.contains("rename-v1"),
+        "the connector's signed state: {state}"
+    );
+
+    let responses: InputResponses = [(
+        "ok".to_owned(),
+        json!({"action": "accept", "content": {"confirm": true}}),
+    )]
+    .into();
+    let mut resume = call.with_input_responses(responses);
+    resume.request_state = Some(state);
+    let done = client.peer().call_tool_once(resume).await.unwrap();
+    let CallToolResponse::Complete(done) = done else {
+        panic!("expected the result, got {done:?}")
+    };
+    let text = serde_json::to_value(&done.content).unwrap()[0]["text"].clone();
+    assert_eq!(text, "renamed /a (state rename-v1)");
+    client.cancel().await.unwrap();
+    shutdown.cancel();
 }
