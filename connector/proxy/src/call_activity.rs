@@ -148,7 +148,6 @@ impl ProxyActivities {
     /// One call: tries the upstream until it answers, fails, or the attempt is cancelled.
     /// A try that provably never reached the tool is followed by another within the attempt
     /// (R-PRX-5); each try heartbeats while it is in flight (R-PRX-9).
-    // Long: one attempt's loop over its tries; every arm shares the heartbeats and the backoff.
     #[activity(name = "durable-mcp.call-tool")]
     async fn call_tool(
         self: Arc<Self>,
