@@ -19,6 +19,7 @@ mod durable_input;
 mod health;
 mod layers;
 mod native_input;
+mod metrics;
 mod native_tools;
 mod nexus_cancel;
 mod nexus_errors;

@@ -9,5 +9,6 @@
 pub mod connector_config;
 pub mod health_server;
 pub mod logs;
+pub mod metrics_server;
 pub mod proxy_config;
 pub mod temporal_flags;

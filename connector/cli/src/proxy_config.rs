@@ -50,6 +50,18 @@ pub struct ProxyFlags {
     /// when neither is given. Probes need no token: listen where only probes reach.
     #[arg(long, value_name = "HOST:PORT")]
     pub health_addr: Option<std::net::SocketAddr>,
+    /// Serve Prometheus metrics at /metrics on this address (overrides the file's [metrics]
+    /// addr, R-RUN-6); off when neither is given. No token: listen where only the scraper
+    /// reaches.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+}
+
+/// Where the metrics listener goes: `--metrics-addr`, else `[metrics] addr`, else nowhere.
+pub fn metrics_addr(flags: &ProxyFlags, config: &ProxyConfig) -> Option<std::net::SocketAddr> {
+    flags
+        .metrics_addr
+        .or_else(|| config.metrics.as_ref().map(|m| m.addr))
 }
 
 /// Where the health listener goes: `--health-addr`, else `[health] addr`, else nowhere.

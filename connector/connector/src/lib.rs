@@ -26,6 +26,7 @@ pub mod http;
 pub mod idempotency;
 pub mod listener;
 pub mod local;
+pub mod metrics;
 pub mod progress;
 pub mod route;
 pub mod server;

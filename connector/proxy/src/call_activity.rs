@@ -154,6 +154,24 @@ impl ProxyActivities {
         ctx: ActivityContext,
         input: ToolCallInput,
     ) -> Result<RawValue, ActivityError> {
+        let (service, tool, started) = (
+            input.service.clone(),
+            input.tool.clone(),
+            std::time::Instant::now(),
+        );
+        let ended = self.attempt(ctx, input).await;
+        crate::metrics::global().call_ended(&service, &tool, &ended, started.elapsed());
+        ended
+    }
+}
+
+impl ProxyActivities {
+    /// One attempt of a call (counted by the Activity, R-RUN-6).
+    async fn attempt(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: ToolCallInput,
+    ) -> Result<RawValue, ActivityError> {
         let client = upstream_named(&self.upstreams, &input.service)?;
         let deadline = attempt_deadline(&ctx);
         let mut heartbeats = Heartbeats::new(&ctx);

@@ -162,6 +162,7 @@ impl Discovery {
                     .get_or_insert_with(std::time::SystemTime::now);
                 warn!(service = %self.client.service(), error = %e, retry_in = ?delay,
                       keeping_last_list = state.tools.is_some(), "tool discovery failed");
+                crate::metrics::global().discovery_failed(self.client.service());
                 state.tools.clone().ok_or_else(|| self.error(&state))
             }
         }

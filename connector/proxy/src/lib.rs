@@ -37,6 +37,7 @@ pub mod input;
 pub mod library;
 #[cfg(test)]
 mod loopback_direct;
+pub mod metrics;
 pub mod options;
 pub mod progress;
 pub mod proxy;

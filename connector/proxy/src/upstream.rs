@@ -292,6 +292,7 @@ impl UpstreamClient {
         let mut slot = self.connection.lock().unwrap();
         if matches!(&*slot, Slot::Connected(c) if Arc::ptr_eq(c, conn)) {
             warn!(service = %self.service, "dropping the upstream connection after a failure");
+            crate::metrics::global().restarted(&self.service);
             *slot = Slot::Idle;
         }
     }
@@ -677,6 +678,7 @@ impl Opening {
                 ))
             })??;
         info!(service = %self.service, "connected to upstream MCP server");
+        crate::metrics::global().connected(&self.service);
         Ok(Arc::new(running))
     }
 

@@ -7,6 +7,8 @@
 //!   Workflow starts, the direct (proxy-free) HTTP client for loopback endpoints.
 //! - [`nexus`]: the Nexus handler runtime (on `temporalio-sdk-core`) and the standalone Nexus
 //!   operation client, sharing one set of handler and failure types.
+//! - [`metrics`]: what the connector's and the proxy's Prometheus metrics share.
 
+pub mod metrics;
 pub mod nexus;
 pub mod temporal;

@@ -9,6 +9,7 @@ use clap::Parser;
 use durable_mcp_cli::connector_config::{
     self, CheckedFlags, ConnectorFlags, SigningKeys, Transport,
 };
+use durable_mcp_cli::metrics_server::{METRICS_LISTENING, serve_metrics};
 use durable_mcp_connector::{
     auth::{AuthConfig, Authenticator},
     http::serve_connector_http,
@@ -29,6 +30,7 @@ async fn main() -> anyhow::Result<()> {
     let signing = connector_config::signing_keys_from_env(checked.flags.transport)?;
     let temporal = connect_temporal(&checked.flags).await?;
     let connector = build_connector(&checked, signing, temporal)?;
+    let _metrics_stop = serve_metrics_if_asked(&checked.flags, &connector).await?;
     check_routed_tool_names(&checked.flags, &connector).await;
     match checked.flags.transport {
         Transport::Stdio => serve_stdio(connector).await,
@@ -70,6 +72,24 @@ fn build_connector(
     Ok(Connector::with_local_tools(client, options, local))
 }
 
+/// Serves the connector's metrics on `--metrics-addr`, if given (R-RUN-6), until the
+/// returned guard drops.
+async fn serve_metrics_if_asked(
+    flags: &ConnectorFlags,
+    connector: &Connector,
+) -> anyhow::Result<Option<tokio_util::sync::DropGuard>> {
+    let Some(addr) = flags.metrics_addr else {
+        return Ok(None);
+    };
+    let metrics = connector.metrics();
+    let stop = CancellationToken::new();
+    let encode = Arc::new(move || metrics.encode());
+    let bound = serve_metrics(addr, "--metrics-addr", encode, stop.clone()).await?;
+    // One line on stderr that scripts (and tests) can read the address from.
+    eprintln!("durable-mcp-connector {METRICS_LISTENING}http://{bound}");
+    Ok(Some(stop.drop_guard()))
+}
+
 /// With routes beside the Temporal tools: a routed tool named like a Temporal tool is logged
 /// (by the merge) and left out (R-CON-2); the connector starts either way, so one upstream
 /// cannot keep it down.
@@ -102,7 +122,9 @@ async fn serve_over_http(connector: Connector, checked: CheckedFlags) -> anyhow:
     let mut options = connector_config::http_options(&flags, http_path, auth.as_ref());
     match auth {
         Some(config) => {
-            let authenticator = authenticator(config, &flags).await;
+            let authenticator = authenticator(config, &flags)
+                .await
+                .with_metrics(connector.metrics());
             options.auth = Some(Arc::new(authenticator));
         }
         None => tracing::warn!(

@@ -3,6 +3,7 @@
 
 use clap::Parser;
 use durable_mcp_cli::health_server::{HEALTH_LISTENING, serve_proxy_health};
+use durable_mcp_cli::metrics_server::{METRICS_LISTENING, serve_metrics};
 use durable_mcp_cli::proxy_config::{self, ProxyFlags};
 use durable_mcp_proxy::{ProxyHealth, config::ProxyConfig, run_proxy_with_health};
 use durable_mcp_runtime::temporal;
@@ -25,19 +26,30 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let settings = proxy_config::temporal_settings(&flags.temporal, &config);
-    let health_addr = proxy_config::health_addr(&flags, &config);
+    let listeners = Listeners {
+        health: proxy_config::health_addr(&flags, &config),
+        metrics: proxy_config::metrics_addr(&flags, &config),
+    };
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?
-        .block_on(serve(config, settings, health_addr))
+        .block_on(serve(config, settings, listeners))
 }
 
-/// Connects (R-RUN-1), serves `/healthz` and `/readyz` on `health_addr` if given (R-RUN-5)
-/// and runs the proxy until SIGINT or SIGTERM.
+/// Where the proxy's own listeners go, if anywhere.
+struct Listeners {
+    /// `/healthz` and `/readyz` (R-RUN-5).
+    health: Option<std::net::SocketAddr>,
+    /// `/metrics` (R-RUN-6).
+    metrics: Option<std::net::SocketAddr>,
+}
+
+/// Connects (R-RUN-1), serves `/healthz` and `/readyz` (R-RUN-5) and `/metrics` (R-RUN-6)
+/// where `listeners` say and runs the proxy until SIGINT or SIGTERM.
 async fn serve(
     config: ProxyConfig,
     settings: temporal::ConnectionSettings,
-    health_addr: Option<std::net::SocketAddr>,
+    listeners: Listeners,
 ) -> anyhow::Result<()> {
     let identity = durable_mcp_runtime::nexus::worker::default_identity();
     let temporal::TemporalConnection {
@@ -48,7 +60,13 @@ async fn serve(
     let options = proxy_config::proxy_options(&config, namespace, codec);
     let health = ProxyHealth::new(connection.clone());
     let health_stop = CancellationToken::new();
-    if let Some(addr) = health_addr {
+    if let Some(addr) = listeners.metrics {
+        let encode = std::sync::Arc::new(|| durable_mcp_proxy::metrics::global().encode());
+        let flag = "--metrics-addr (or [metrics] addr)";
+        let bound = serve_metrics(addr, flag, encode, health_stop.clone()).await?;
+        eprintln!("durable-mcp-proxy {METRICS_LISTENING}http://{bound}");
+    }
+    if let Some(addr) = listeners.health {
         let bound = serve_proxy_health(addr, health.clone(), health_stop.clone()).await?;
         // One line on stderr that scripts (and tests) can read the address from.
         eprintln!("{HEALTH_LISTENING}http://{bound}");

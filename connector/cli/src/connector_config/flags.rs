@@ -28,6 +28,10 @@ pub struct ConnectorFlags {
     /// How log lines (on stderr) are written: text, or json (one object a line).
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: crate::logs::LogFormat,
+    /// Serve Prometheus metrics at /metrics on this address (R-RUN-6); off when not given.
+    /// No token: listen where only the scraper reaches.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// One Nexus service/endpoint route, as a YAML flow map or JSON object:
     /// '{service: my-tools, endpoint: my-tools-endpoint}'. Repeat for more routes. Required
     /// unless --temporal-tools is given.

@@ -36,6 +36,8 @@ pub struct Authenticator {
     /// Connections each caller holds, at most `connections_per_caller` (0: no cap, R-CON-38).
     connections: Arc<Counts<CallerScope>>,
     connections_per_caller: usize,
+    /// Where its refusals are counted (R-RUN-6).
+    metrics: Option<crate::metrics::Metrics>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -55,7 +57,14 @@ impl Authenticator {
             sessions: Default::default(),
             connections: Arc::default(),
             connections_per_caller: DEFAULT_CONNECTIONS_PER_CALLER,
+            metrics: None,
         }
+    }
+
+    /// Counts its refusals in `metrics` (R-RUN-6), by reason and by the cap's flag.
+    pub fn with_metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// At most `per_caller` HTTP connections serving one caller at once (0: no such cap); a
@@ -142,6 +151,9 @@ impl Authenticator {
 
     /// The HTTP answer to a refused request.
     pub fn refusal(&self, error: &AuthError) -> Response {
+        if let Some(metrics) = &self.metrics {
+            metrics.auth_refused(error.reason());
+        }
         let (status, code) = match error {
             AuthError::Missing => (StatusCode::UNAUTHORIZED, "invalid_request"),
             AuthError::Invalid(_) => (StatusCode::UNAUTHORIZED, "invalid_token"),
@@ -272,6 +284,9 @@ impl Authenticator {
             cap,
             "refused a request: its caller holds its share of connections"
         );
+        if let Some(metrics) = &self.metrics {
+            metrics.count_refusal("--http-max-connections-per-caller");
+        }
         Some(
             (
                 StatusCode::SERVICE_UNAVAILABLE,

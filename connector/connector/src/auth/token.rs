@@ -50,6 +50,19 @@ pub enum AuthError {
     KeysUnavailable(String),
 }
 
+impl AuthError {
+    /// A fixed word for the refusal, the metrics' label (R-RUN-6): never the token or why it
+    /// was invalid.
+    pub const fn reason(&self) -> &'static str {
+        match self {
+            Self::Missing => "missing_token",
+            Self::Invalid(_) => "invalid_token",
+            Self::InsufficientScope { .. } => "insufficient_scope",
+            Self::KeysUnavailable(_) => "keys_unavailable",
+        }
+    }
+}
+
 /// The token of an `Authorization` header value (`Bearer <token>`, scheme case-insensitive).
 pub fn bearer_token(header: Option<&str>) -> Result<&str, AuthError> {
     let value = header.ok_or(AuthError::Missing)?.trim();

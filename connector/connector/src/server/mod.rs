@@ -167,6 +167,8 @@ struct Inner {
     call_starts: limits::CallStarts,
     /// Tools served in-process (R-OPS-1), listed after the routed ones.
     local: Option<Arc<dyn LocalTools>>,
+    /// What it counts (R-RUN-6).
+    metrics: crate::metrics::Metrics,
 }
 
 impl Connector {
@@ -194,10 +196,16 @@ impl Connector {
                 tools: RwLock::default(),
                 ambiguous: RwLock::default(),
                 local,
+                metrics: Default::default(),
             }),
             log_level: logging::LogLevel::default(),
             keyed_calls: Default::default(),
         }
+    }
+
+    /// What it counts (R-RUN-6), for the host to serve: [`crate::metrics::Metrics::encode`].
+    pub fn metrics(&self) -> crate::metrics::Metrics {
+        self.inner.metrics.clone()
     }
 
     /// Its readiness checks (R-RUN-4): Temporal answers and every route's endpoint exists.
@@ -303,7 +311,8 @@ impl ServerHandler for Typed {
         let _waiting = self
             .inner
             .in_flight
-            .try_share("listing the tools", request_share(&context).as_ref())?;
+            .try_share("listing the tools", request_share(&context).as_ref())
+            .inspect_err(|e| self.inner.metrics.note_refusal(e))?;
         // A routed tool named like a companion tool is left out of the routed list, and so are
         // the tools of a route that could not be listed (R-CON-2).
         let (routed, failed) = self.refresh_tools().await?;
@@ -353,6 +362,86 @@ impl ServerHandler for Typed {
     }
 
     async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let timer = self.inner.metrics.call_started();
+        let tool = request.name.clone();
+        let answer = self.answer_call(request, context).await;
+        let service = self.service_label(&tool).await;
+        let (service, tool) = crate::metrics::bounded_labels(service.as_deref(), &tool);
+        timer.finished(service, tool, &answer);
+        answer
+    }
+
+    async fn on_cancelled(
+        &self,
+        notification: rmcp::model::CancelledNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleServer>,
+    ) {
+        if let Some(id) = &notification.request_id {
+            self.keyed_calls.cancel(id);
+        }
+    }
+
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.log_level.set(request.level);
+        Ok(())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        if !supports_tasks(&context) {
+            return Err(tasks_extension_required());
+        }
+        let scope = self.request_scope(&context)?;
+        let _slot = self
+            .inner
+            .in_flight
+            .try_start("reading the task", request_share(&context).as_ref())
+            .inspect_err(|e| self.inner.metrics.note_refusal(e))?;
+        Ok(GetTaskResult::new(
+            self.task_state(&request.task_id, &scope).await?,
+        ))
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let (scope, _slot) = self.task_request(&context, "updating the task")?;
+        let share = request_share(&context);
+        self.update_task_op(
+            &request.task_id,
+            &scope,
+            request.input_responses,
+            share.as_ref(),
+        )
+        .await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let (scope, _slot) = self.task_request(&context, "cancelling the task")?;
+        self.cancel_task_op(&request.task_id, &scope).await
+    }
+}
+
+impl Typed {
+    /// A `tools/call` answered (counted by [`ServerHandler::call_tool`], R-RUN-6).
+    async fn answer_call(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
@@ -432,66 +521,17 @@ impl ServerHandler for Typed {
         complete(json)
     }
 
-    async fn on_cancelled(
-        &self,
-        notification: rmcp::model::CancelledNotificationParam,
-        _context: rmcp::service::NotificationContext<RoleServer>,
-    ) {
-        if let Some(id) = &notification.request_id {
-            self.keyed_calls.cancel(id);
+    /// The service label of a call of `tool` (R-RUN-6): its route's service, the local tool
+    /// set's origin, `companion`; `None` for a tool the connector never listed.
+    async fn service_label(&self, tool: &str) -> Option<String> {
+        if let Some(local) = self.local_for(tool) {
+            return Some(local.origin().to_owned());
         }
-    }
-
-    async fn set_level(
-        &self,
-        request: rmcp::model::SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        self.log_level.set(request.level);
-        Ok(())
-    }
-
-    async fn get_task(
-        &self,
-        request: GetTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<GetTaskResult, McpError> {
-        if !supports_tasks(&context) {
-            return Err(tasks_extension_required());
+        if self.inner.options.companion_tools && is_companion(tool) {
+            return Some("companion".into());
         }
-        let scope = self.request_scope(&context)?;
-        let _slot = self
-            .inner
-            .in_flight
-            .try_start("reading the task", request_share(&context).as_ref())?;
-        Ok(GetTaskResult::new(
-            self.task_state(&request.task_id, &scope).await?,
-        ))
-    }
-
-    async fn update_task(
-        &self,
-        request: rmcp::model::UpdateTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        let (scope, _slot) = self.task_request(&context, "updating the task")?;
-        let share = request_share(&context);
-        self.update_task_op(
-            &request.task_id,
-            &scope,
-            request.input_responses,
-            share.as_ref(),
-        )
-        .await
-    }
-
-    async fn cancel_task(
-        &self,
-        request: CancelTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        let (scope, _slot) = self.task_request(&context, "cancelling the task")?;
-        self.cancel_task_op(&request.task_id, &scope).await
+        let catalog = self.inner.tools.read().await;
+        catalog.get(tool).map(|(route, _)| route.service.clone())
     }
 }
 
@@ -510,7 +550,8 @@ impl Typed {
         let slot = self
             .inner
             .in_flight
-            .try_start(what, request_share(context).as_ref())?;
+            .try_start(what, request_share(context).as_ref())
+            .inspect_err(|e| self.inner.metrics.note_refusal(e))?;
         Ok((scope, slot))
     }
 }

@@ -98,6 +98,16 @@ pub struct ProxyConfig {
     pub upstreams: Vec<UpstreamConfig>,
     /// `None` when the file has no `[health]` table: no health listener (R-RUN-5).
     pub health: Option<HealthSection>,
+    /// `None` when the file has no `[metrics]` table: no metrics listener (R-RUN-6).
+    pub metrics: Option<MetricsSection>,
+}
+
+/// `[metrics]`: where `durable-mcp-proxy` serves `/metrics` (R-RUN-6); `--metrics-addr`
+/// overrides it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSection {
+    pub addr: std::net::SocketAddr,
 }
 
 /// `[health]`: where `durable-mcp-proxy` serves `/healthz` and `/readyz` (R-RUN-5);
@@ -293,6 +303,7 @@ pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<ProxyCo
         codec,
         upstreams,
         health: raw.health,
+        metrics: raw.metrics,
     })
 }
 
@@ -307,4 +318,5 @@ struct RawConfig {
     #[serde(default)]
     upstream: Vec<RawUpstream>,
     health: Option<HealthSection>,
+    metrics: Option<MetricsSection>,
 }

@@ -29,6 +29,9 @@ namespace = "default"
 [health]
 addr = "0.0.0.0:8081"
 
+[metrics]
+addr = "0.0.0.0:9464"
+
 [[upstream]]
 service = "weather-tools"
 transport = "http"
@@ -80,6 +83,12 @@ fn full_example_parses() {
         config.health,
         Some(HealthSection {
             addr: "0.0.0.0:8081".parse().unwrap()
+        })
+    );
+    assert_eq!(
+        config.metrics,
+        Some(MetricsSection {
+            addr: "0.0.0.0:9464".parse().unwrap()
         })
     );
     assert_eq!(

@@ -1,0 +1,225 @@
+//! The proxy's Prometheus metrics (R-RUN-6): upstream calls (one per Activity attempt) by
+//! service, tool and outcome, their latency, upstream connects, restarts (connections dropped
+//! after a failure: the next call reconnects, a stdio child starts again) and discovery
+//! failures.
+//!
+//! One registry per process ([`global`]): the binary serves it on `--metrics-addr` (or
+//! `[metrics] addr`), a library host mounts [`ProxyMetrics::encode`] wherever it serves HTTP.
+//! Every label value is bounded: services are the configured upstreams, a service's tool
+//! labels at most [`MAX_TOOLS_PER_SERVICE`] names (later ones count as [`OTHER_TOOL`]),
+//! outcomes one of a fixed set; no argument, task ID or caller identity is a label.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Mutex, OnceLock},
+};
+
+use prometheus_client::{
+    metrics::{counter::Counter, family::Family},
+    registry::Registry,
+};
+use temporalio_common::data_converters::RawValue;
+use temporalio_sdk::activities::ActivityError;
+
+use durable_mcp_contract::{errors::ToolCallErrorType, jsonrpc_error::JSONRPC_ERROR, payload};
+use durable_mcp_runtime::metrics::{CallMetrics, ServiceLabels, encode, registered};
+
+/// How many tool names one service's labels take at most.
+pub const MAX_TOOLS_PER_SERVICE: usize = 256;
+
+/// The tool label past [`MAX_TOOLS_PER_SERVICE`].
+pub const OTHER_TOOL: &str = "_other";
+
+type ServiceCounters = Family<ServiceLabels, Counter>;
+
+/// The proxy's instruments and their registry.
+pub struct ProxyMetrics {
+    registry: Registry,
+    calls: CallMetrics,
+    connects: ServiceCounters,
+    restarts: ServiceCounters,
+    discovery_failures: ServiceCounters,
+    tools: ToolNames,
+}
+
+/// The process's proxy metrics.
+pub fn global() -> &'static ProxyMetrics {
+    static METRICS: OnceLock<ProxyMetrics> = OnceLock::new();
+    METRICS.get_or_init(ProxyMetrics::new)
+}
+
+impl ProxyMetrics {
+    fn new() -> Self {
+        let mut r = Registry::with_prefix("durable_mcp_proxy");
+        let calls = CallMetrics::register(
+            &mut r,
+            [
+                "upstream_calls",
+                "Upstream tools/call attempts (one per Activity attempt), by service, tool and outcome",
+            ],
+            [
+                "upstream_call_duration_seconds",
+                "Time one Activity attempt took to call the upstream",
+            ],
+        );
+        let connects = "MCP connections made to an upstream";
+        let connects = registered(&mut r, "upstream_connects", connects, Family::default());
+        let restarts = "Upstream connections dropped after a failure (the next call reconnects)";
+        let restarts = registered(&mut r, "upstream_restarts", restarts, Family::default());
+        let failures = "Failed tools/list discoveries of an upstream";
+        let discovery_failures =
+            registered(&mut r, "discovery_failures", failures, Family::default());
+        Self {
+            registry: r,
+            calls,
+            connects,
+            restarts,
+            discovery_failures,
+            tools: ToolNames::default(),
+        }
+    }
+
+    /// The metrics as Prometheus (OpenMetrics) text.
+    pub fn encode(&self) -> String {
+        encode(&self.registry)
+    }
+
+    /// One attempt of `tool` on `service` ended with `ended` after `elapsed`.
+    pub fn call_ended(
+        &self,
+        service: &str,
+        tool: &str,
+        ended: &Result<RawValue, ActivityError>,
+        elapsed: std::time::Duration,
+    ) {
+        let tool = self.tools.label(service, tool);
+        let seconds = elapsed.as_secs_f64();
+        self.calls
+            .record(service, &tool, outcome_of(ended), seconds);
+    }
+
+    /// A connection to `service` was made.
+    pub fn connected(&self, service: &str) {
+        self.connects.get_or_create(&service_labels(service)).inc();
+    }
+
+    /// `service`'s connection was dropped after a failure.
+    pub fn restarted(&self, service: &str) {
+        self.restarts.get_or_create(&service_labels(service)).inc();
+    }
+
+    /// A discovery of `service` failed.
+    pub fn discovery_failed(&self, service: &str) {
+        let labels = service_labels(service);
+        self.discovery_failures.get_or_create(&labels).inc();
+    }
+}
+
+fn service_labels(service: &str) -> ServiceLabels {
+    ServiceLabels {
+        service: service.to_owned(),
+    }
+}
+
+/// The tool names each service's labels took so far, at most [`MAX_TOOLS_PER_SERVICE`] each.
+#[derive(Default)]
+struct ToolNames(Mutex<HashMap<String, HashSet<String>>>);
+
+impl ToolNames {
+    /// `tool`'s label on `service`: its name while the service has room, else [`OTHER_TOOL`].
+    fn label(&self, service: &str, tool: &str) -> String {
+        let mut seen = self.0.lock().unwrap();
+        let names = seen.entry(service.to_owned()).or_default();
+        if names.contains(tool) || names.len() < MAX_TOOLS_PER_SERVICE {
+            names.insert(tool.to_owned());
+            tool.to_owned()
+        } else {
+            OTHER_TOOL.to_owned()
+        }
+    }
+}
+
+/// An attempt's outcome label: `success`, `tool_error`, `jsonrpc_error` (the call ends with
+/// the upstream's JSON-RPC error), `cancelled`, a stable error type of R-NXC-4, or `failed`.
+pub fn outcome_of(ended: &Result<RawValue, ActivityError>) -> &'static str {
+    match ended {
+        Ok(raw) => match raw.payloads.first() {
+            Some(p) if payload::mcp_type(p) == Some(JSONRPC_ERROR) => "jsonrpc_error",
+            Some(p) if is_error(&p.data) => "tool_error",
+            _ => "success",
+        },
+        Err(ActivityError::Cancelled { .. }) => "cancelled",
+        Err(ActivityError::Application(failure)) => failure
+            .type_name()
+            .and_then(ToolCallErrorType::parse)
+            .map_or("failed", ToolCallErrorType::as_str),
+        Err(_) => "failed",
+    }
+}
+
+/// Whether a `CallToolResult`'s JSON says `isError: true` (read without keeping the rest).
+fn is_error(json: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Peek {
+        #[serde(rename = "isError", default)]
+        is_error: Option<bool>,
+    }
+    serde_json::from_slice::<Peek>(json).is_ok_and(|p| p.is_error == Some(true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_service_labels_at_most_so_many_tools() {
+        let names = ToolNames::default();
+        for i in 0..MAX_TOOLS_PER_SERVICE {
+            assert_eq!(names.label("svc", &format!("t{i}")), format!("t{i}"));
+        }
+        assert_eq!(names.label("svc", "one-more"), OTHER_TOOL);
+        assert_eq!(names.label("svc", "t0"), "t0");
+        assert_eq!(names.label("other", "one-more"), "one-more");
+    }
+
+    #[test]
+    fn outcomes_are_one_of_a_fixed_set() {
+        let ok = |json: &str| {
+            Ok(RawValue::new(vec![
+                payload::to_payload(&serde_json::from_str::<serde_json::Value>(json).unwrap())
+                    .unwrap(),
+            ]))
+        };
+        assert_eq!(outcome_of(&ok(r#"{"content":[]}"#)), "success");
+        assert_eq!(
+            outcome_of(&ok(r#"{"content":[],"isError":true}"#)),
+            "tool_error"
+        );
+        let e = durable_mcp_contract::jsonrpc_error::JsonRpcError {
+            code: -32042,
+            message: "secret".into(),
+            data: None,
+        };
+        let rpc = Ok(RawValue::new(vec![e.to_payload().unwrap()]));
+        assert_eq!(outcome_of(&rpc), "jsonrpc_error");
+        assert_eq!(outcome_of(&Err(ActivityError::cancelled())), "cancelled");
+    }
+
+    #[test]
+    fn counts_show_in_the_text() {
+        let metrics = ProxyMetrics::new();
+        metrics.connected("svc");
+        metrics.discovery_failed("svc");
+        let ended = Err(ActivityError::cancelled());
+        metrics.call_ended("svc", "echo", &ended, std::time::Duration::from_millis(3));
+        let text = metrics.encode();
+        for line in [
+            r#"durable_mcp_proxy_upstream_connects_total{service="svc"} 1"#,
+            r#"durable_mcp_proxy_discovery_failures_total{service="svc"} 1"#,
+            r#"durable_mcp_proxy_upstream_calls_total{service="svc",tool="echo",outcome="cancelled"} 1"#,
+            r#"durable_mcp_proxy_upstream_call_duration_seconds_count{service="svc",tool="echo"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} missing from {text}");
+        }
+    }
+}
