@@ -329,3 +329,28 @@ pub async fn metadata(auth: Arc<Authenticator>) -> Response {
     )
         .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_counted_by_reason_without_the_token_or_its_fault() {
+        let config = AuthConfig::parse(
+            "auth:\n  resource: https://mcp.example.com/mcp\n  issuer: https://idp.example.com/\n",
+        )
+        .unwrap();
+        let metrics = crate::metrics::Metrics::new();
+        let auth = Authenticator::new(config).with_metrics(metrics.clone());
+        assert_eq!(auth.refusal(&AuthError::Missing).status(), 401);
+        let invalid = AuthError::Invalid("secret-token-detail".into());
+        assert_eq!(auth.refusal(&invalid).status(), 401);
+        let text = metrics.encode();
+        for reason in ["missing_token", "invalid_token"] {
+            let line =
+                format!("durable_mcp_connector_auth_refusals_total{{reason=\"{reason}\"}} 1");
+            assert!(text.contains(&line), "{line} missing from {text}");
+        }
+        assert!(!text.contains("secret-token-detail"), "{text}");
+    }
+}
