@@ -110,6 +110,9 @@ async fn calls_through_both_binaries_show_on_both_metrics_endpoints() {
     assert_eq!(sample(&text, latency), 1.0, "{text}");
     let in_flight = "durable_mcp_connector_tool_calls_in_flight";
     assert_eq!(sample(&text, in_flight), 0.0, "{text}");
+    let starts =
+        r#"durable_mcp_connector_temporal_rpc_duration_seconds_count{rpc="start_nexus_operation"}"#;
+    assert_eq!(sample(&text, starts), 2.0, "{text}");
 
     let (_, text) = scrape(&proxy_base).await;
     one_success_and_one_tool_error(&text, "durable_mcp_proxy_upstream_calls_total");

@@ -10,7 +10,8 @@
 use std::sync::Arc;
 
 use prometheus_client::{
-    metrics::{counter::Counter, family::Family, gauge::Gauge},
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
     registry::Registry,
 };
 use rmcp::{ErrorData as McpError, model::CallToolResponse};
@@ -20,10 +21,20 @@ use durable_mcp_contract::{
     outcome::ERROR_TYPE_META,
 };
 pub use durable_mcp_runtime::metrics::CONTENT_TYPE;
-use durable_mcp_runtime::metrics::{CallMetrics, ReasonLabels, encode, registered};
+use durable_mcp_runtime::metrics::{
+    CallMetrics, ReasonLabels, encode, latency_histogram, registered,
+};
 
 /// The tool and service label of a call of a tool the connector never listed.
 pub const UNLISTED: &str = "_unlisted";
+
+/// A Temporal RPC's label set: which RPC, from a fixed set.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RpcLabels {
+    rpc: &'static str,
+}
+
+type RpcLatency = Family<RpcLabels, Histogram, fn() -> Histogram>;
 
 /// The connector's instruments and their registry. Cheap to clone; clones count together.
 #[derive(Clone)]
@@ -39,6 +50,7 @@ struct Instruments {
     input_requests: Counter,
     refusals: Family<ReasonLabels, Counter>,
     auth_refusals: Family<ReasonLabels, Counter>,
+    temporal_rpcs: RpcLatency,
 }
 
 impl Default for Metrics {
@@ -72,6 +84,9 @@ impl Metrics {
         let refusals = registered(&mut r, "cap_refusals", caps, Family::default());
         let auth = "HTTP requests refused by inbound auth, by reason";
         let auth_refusals = registered(&mut r, "auth_refusals", auth, Family::default());
+        let rpcs = "Round trip of the Temporal RPCs a call makes, by RPC";
+        let rpc_latency = RpcLatency::new_with_constructor(latency_histogram);
+        let temporal_rpcs = registered(&mut r, "temporal_rpc_duration_seconds", rpcs, rpc_latency);
         let inner = Instruments {
             registry: r,
             calls,
@@ -80,6 +95,7 @@ impl Metrics {
             input_requests,
             refusals,
             auth_refusals,
+            temporal_rpcs,
         };
         Self {
             inner: Arc::new(inner),
@@ -99,6 +115,19 @@ impl Metrics {
             started: std::time::Instant::now(),
             done: false,
         }
+    }
+
+    /// Awaits `rpc` (the Temporal RPC named `name`) and times its round trip.
+    pub async fn timed<T>(&self, name: &'static str, rpc: impl Future<Output = T>) -> T {
+        let started = std::time::Instant::now();
+        let answer = rpc.await;
+        let labels = RpcLabels { rpc: name };
+        let seconds = started.elapsed().as_secs_f64();
+        self.inner
+            .temporal_rpcs
+            .get_or_create(&labels)
+            .observe(seconds);
+        answer
     }
 
     /// Counts `error` when it is a cap's refusal (R-CON-17, R-CON-38).

@@ -45,7 +45,7 @@ pub struct ServiceLabels {
 type LatencyFamily = Family<ToolLabels, Histogram, fn() -> Histogram>;
 
 /// Latency buckets from 5 ms to about 5.5 minutes.
-fn latency_histogram() -> Histogram {
+pub fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 17))
 }
 

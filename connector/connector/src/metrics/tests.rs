@@ -97,3 +97,13 @@ fn a_finished_call_is_counted_with_its_latency_and_leaves_flight() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn temporal_rpcs_are_timed_by_name() {
+    let metrics = Metrics::new();
+    let answer = metrics.timed("start_nexus_operation", async { 7 }).await;
+    assert_eq!(answer, 7);
+    let text = metrics.encode();
+    let line = r#"durable_mcp_connector_temporal_rpc_duration_seconds_count{rpc="start_nexus_operation"} 1"#;
+    assert!(text.contains(line), "{text}");
+}

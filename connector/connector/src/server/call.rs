@@ -102,10 +102,11 @@ impl Connector {
     /// Starts a call without an idempotency key: a new operation every time.
     async fn start_unkeyed(&self, mut call: PreparedCall<'_>) -> Result<Started, McpError> {
         let start = call.operation(self.operation_id(""));
+        let starting = self.inner.client.start_until(start, call.start_deadline);
         let (op, _) = self
             .inner
-            .client
-            .start_until(start, call.start_deadline)
+            .metrics
+            .timed(START_RPC, starting)
             .await
             .map_err(start_failed)?;
         let (tool, arguments_bytes) = (call.tool, call.arguments_bytes);
@@ -135,12 +136,8 @@ impl Connector {
         let fingerprint = arguments_fingerprint(&fingerprint_key, &call.arguments);
         let start = call.idempotent_operation(&operation_id, &fingerprint);
         let (tool, arguments_bytes) = (call.tool, call.arguments_bytes);
-        let op = match self
-            .inner
-            .client
-            .start_until(start, call.start_deadline)
-            .await
-        {
+        let starting = self.inner.client.start_until(start, call.start_deadline);
+        let op = match self.inner.metrics.timed(START_RPC, starting).await {
             Ok((op, true)) => {
                 info!(operation_id = %op.operation_id, tool, arguments_bytes, "idempotent tool call started");
                 return Ok(call.started(op));
@@ -363,6 +360,9 @@ pub(super) struct Listener {
     /// The caller's `logging/setLevel`, as a rank in MCP's levels: no log messages without one.
     pub min_log_level: Option<usize>,
 }
+
+/// The metrics' name of the start of a call's operation (R-RUN-6).
+const START_RPC: &str = "start_nexus_operation";
 
 /// Nexus header carrying the arguments' fingerprint of an idempotent call.
 const FINGERPRINT_HEADER: &str = "x-durable-mcp-arguments";
