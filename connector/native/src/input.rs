@@ -33,13 +33,16 @@ pub struct InputAnswers {
 }
 
 impl InputAnswers {
-    /// Whether the elicitation asked under `key` was accepted (`action: "accept"`), and, when
-    /// its form has a boolean `confirm` field, that field is not `false`.
+    /// Whether the elicitation asked under `key` was accepted (`action: "accept"`) with the
+    /// form's content, and, when the form has a boolean `confirm` field, that field is not
+    /// `false`. An accept without content (a client that accepts without showing the form) is
+    /// not a confirmation.
     pub fn accepted(&self, key: &str) -> bool {
         let Some(response) = self.responses.get(key) else {
             return false;
         };
         response.get("action").and_then(Value::as_str) == Some("accept")
+            && response.get("content").is_some_and(Value::is_object)
             && response.pointer("/content/confirm") != Some(&Value::Bool(false))
     }
 }
@@ -256,6 +259,8 @@ mod tests {
         assert!(!answers(json!({"ok": {"action": "cancel"}})).accepted("ok"));
         let no = json!({"ok": {"action": "accept", "content": {"confirm": false}}});
         assert!(!answers(no).accepted("ok"));
+        // Accepted without the form's content: not a confirmation.
+        assert!(!answers(json!({"ok": {"action": "accept"}})).accepted("ok"));
         let broken = payload::to_marked_payload(&json!(1), INPUT_ROUND).unwrap();
         assert!(decode_round::<Del>(&broken).is_err());
     }

@@ -175,7 +175,7 @@ impl ProxyActivities {
         let client = upstream_named(&self.upstreams, &input.service)?;
         let deadline = attempt_deadline(&ctx);
         let mut heartbeats = Heartbeats::new(&ctx);
-        let follow = |id, poll_interval| upstream_task::Followed {
+        let follow = |id, poll_interval, origin| upstream_task::Followed {
             ctx: &ctx,
             client: &client,
             input: &input,
@@ -183,11 +183,12 @@ impl ProxyActivities {
             stopping: &self.stopping,
             id,
             poll_interval,
+            origin,
         };
         if let Some(earlier) = upstream_task::earlier_task(&ctx) {
             let carried = heartbeats.start_try();
             let here = client.origin().await.ok();
-            let followed = follow(earlier.id.clone(), None);
+            let followed = follow(earlier.id.clone(), None, here.clone().unwrap_or_default());
             if earlier.made_by(here.as_deref()) {
                 return followed.follow(&mut heartbeats, carried).await;
             }
@@ -204,8 +205,12 @@ impl ProxyActivities {
                 InFlight::Ended(Ok(CallAnswer::Result(result))) => {
                     return answer(&input, &result, &carried);
                 }
-                InFlight::Ended(Ok(CallAnswer::Task { id, poll_interval })) => {
-                    return follow(id, poll_interval)
+                InFlight::Ended(Ok(CallAnswer::Task {
+                    id,
+                    poll_interval,
+                    origin,
+                })) => {
+                    return follow(id, poll_interval, origin)
                         .follow(&mut heartbeats, carried)
                         .await;
                 }

@@ -6,13 +6,10 @@
 //! One registry per process ([`global`]): the binary serves it on `--metrics-addr` (or
 //! `[metrics] addr`), a library host mounts [`ProxyMetrics::encode`] wherever it serves HTTP.
 //! Every label value is bounded: services are the configured upstreams, a service's tool
-//! labels at most [`MAX_TOOLS_PER_SERVICE`] names (later ones count as [`OTHER_TOOL`]),
+//! labels at most `MAX_TOOLS_PER_SERVICE` names (later ones count as `_other`, R-RUN-6),
 //! outcomes one of a fixed set; no argument, task ID or caller identity is a label.
 
-use std::{
-    collections::{HashMap, HashSet},
-    sync::{Mutex, OnceLock},
-};
+use std::sync::OnceLock;
 
 use prometheus_client::{
     metrics::{counter::Counter, family::Family},
@@ -24,12 +21,6 @@ use temporalio_sdk::activities::ActivityError;
 use durable_mcp_contract::{errors::ToolCallErrorType, jsonrpc_error::JSONRPC_ERROR, payload};
 use durable_mcp_runtime::metrics::{CallMetrics, ServiceLabels, encode, registered};
 
-/// How many tool names one service's labels take at most.
-pub const MAX_TOOLS_PER_SERVICE: usize = 256;
-
-/// The tool label past [`MAX_TOOLS_PER_SERVICE`].
-pub const OTHER_TOOL: &str = "_other";
-
 type ServiceCounters = Family<ServiceLabels, Counter>;
 
 /// The proxy's instruments and their registry.
@@ -39,7 +30,6 @@ pub struct ProxyMetrics {
     connects: ServiceCounters,
     restarts: ServiceCounters,
     discovery_failures: ServiceCounters,
-    tools: ToolNames,
 }
 
 /// The process's proxy metrics.
@@ -75,7 +65,6 @@ impl ProxyMetrics {
             connects,
             restarts,
             discovery_failures,
-            tools: ToolNames::default(),
         }
     }
 
@@ -92,10 +81,8 @@ impl ProxyMetrics {
         ended: &Result<RawValue, ActivityError>,
         elapsed: std::time::Duration,
     ) {
-        let tool = self.tools.label(service, tool);
         let seconds = elapsed.as_secs_f64();
-        self.calls
-            .record(service, &tool, outcome_of(ended), seconds);
+        self.calls.record(service, tool, outcome_of(ended), seconds);
     }
 
     /// A connection to `service` was made.
@@ -118,24 +105,6 @@ impl ProxyMetrics {
 fn service_labels(service: &str) -> ServiceLabels {
     ServiceLabels {
         service: service.to_owned(),
-    }
-}
-
-/// The tool names each service's labels took so far, at most [`MAX_TOOLS_PER_SERVICE`] each.
-#[derive(Default)]
-struct ToolNames(Mutex<HashMap<String, HashSet<String>>>);
-
-impl ToolNames {
-    /// `tool`'s label on `service`: its name while the service has room, else [`OTHER_TOOL`].
-    fn label(&self, service: &str, tool: &str) -> String {
-        let mut seen = self.0.lock().unwrap();
-        let names = seen.entry(service.to_owned()).or_default();
-        if names.contains(tool) || names.len() < MAX_TOOLS_PER_SERVICE {
-            names.insert(tool.to_owned());
-            tool.to_owned()
-        } else {
-            OTHER_TOOL.to_owned()
-        }
     }
 }
 
@@ -170,17 +139,6 @@ fn is_error(json: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_service_labels_at_most_so_many_tools() {
-        let names = ToolNames::default();
-        for i in 0..MAX_TOOLS_PER_SERVICE {
-            assert_eq!(names.label("svc", &format!("t{i}")), format!("t{i}"));
-        }
-        assert_eq!(names.label("svc", "one-more"), OTHER_TOOL);
-        assert_eq!(names.label("svc", "t0"), "t0");
-        assert_eq!(names.label("other", "one-more"), "one-more");
-    }
 
     #[test]
     fn outcomes_are_one_of_a_fixed_set() {

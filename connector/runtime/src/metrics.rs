@@ -2,6 +2,11 @@
 //! by service, tool and outcome and timed by service and tool, registration helpers and the
 //! text encoding. The label values are the callers' to bound.
 
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Mutex,
+};
+
 use prometheus_client::{
     encoding::EncodeLabelSet,
     metrics::{
@@ -54,6 +59,7 @@ pub fn latency_histogram() -> Histogram {
 pub struct CallMetrics {
     calls: Family<CallLabels, Counter>,
     latency: LatencyFamily,
+    tools: std::sync::Arc<ToolNames>,
 }
 
 impl CallMetrics {
@@ -62,17 +68,20 @@ impl CallMetrics {
         let this = Self {
             calls: Family::default(),
             latency: LatencyFamily::new_with_constructor(latency_histogram),
+            tools: Default::default(),
         };
         registry.register(calls[0], calls[1], this.calls.clone());
         registry.register(latency[0], latency[1], this.latency.clone());
         this
     }
 
-    /// One call of `tool` on `service` ended with `outcome` after `seconds`.
+    /// One call of `tool` on `service` ended with `outcome` after `seconds`. A service's
+    /// tool label takes at most [`MAX_TOOLS_PER_SERVICE`] names, later ones [`OTHER_TOOL`]:
+    /// an upstream that lists new names at every change cannot grow the series for ever.
     pub fn record(&self, service: &str, tool: &str, outcome: &str, seconds: f64) {
         let timed = ToolLabels {
             service: service.to_owned(),
-            tool: tool.to_owned(),
+            tool: self.tools.label(service, tool),
         };
         self.latency.get_or_create(&timed).observe(seconds);
         let counted = CallLabels {
@@ -81,6 +90,30 @@ impl CallMetrics {
             outcome: outcome.to_owned(),
         };
         self.calls.get_or_create(&counted).inc();
+    }
+}
+
+/// How many tool names one service's labels take at most.
+pub const MAX_TOOLS_PER_SERVICE: usize = 256;
+
+/// The tool label past [`MAX_TOOLS_PER_SERVICE`].
+pub const OTHER_TOOL: &str = "_other";
+
+/// The tool names each service's labels took so far, at most [`MAX_TOOLS_PER_SERVICE`] each.
+#[derive(Debug, Default)]
+struct ToolNames(Mutex<HashMap<String, HashSet<String>>>);
+
+impl ToolNames {
+    /// `tool`'s label on `service`: its name while the service has room, else [`OTHER_TOOL`].
+    fn label(&self, service: &str, tool: &str) -> String {
+        let mut seen = self.0.lock().unwrap();
+        let names = seen.entry(service.to_owned()).or_default();
+        if names.contains(tool) || names.len() < MAX_TOOLS_PER_SERVICE {
+            names.insert(tool.to_owned());
+            tool.to_owned()
+        } else {
+            OTHER_TOOL.to_owned()
+        }
     }
 }
 
@@ -101,4 +134,20 @@ pub fn encode(registry: &Registry) -> String {
     prometheus_client::encoding::text::encode(&mut text, registry)
         .expect("writing to a String cannot fail");
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_service_labels_at_most_so_many_tools() {
+        let names = ToolNames::default();
+        for i in 0..MAX_TOOLS_PER_SERVICE {
+            assert_eq!(names.label("svc", &format!("t{i}")), format!("t{i}"));
+        }
+        assert_eq!(names.label("svc", "one-more"), OTHER_TOOL);
+        assert_eq!(names.label("svc", "t0"), "t0");
+        assert_eq!(names.label("other", "one-more"), "one-more");
+    }
 }

@@ -94,6 +94,8 @@ pub(super) struct Followed<'a> {
     pub stopping: &'a tokio_util::sync::CancellationToken,
     pub id: String,
     pub poll_interval: Option<Duration>,
+    /// The upstream connection that made the task: the only one asked about it (R-PRX-28).
+    pub origin: String,
 }
 
 impl Followed<'_> {
@@ -112,9 +114,7 @@ impl Followed<'_> {
             let delay = next_poll_delay(self.poll_interval, polls);
             self.run(heartbeats, tokio::time::sleep(delay)).await?;
             polls = polls.saturating_add(1);
-            let state = self
-                .run(heartbeats, self.client.task_state(&self.id))
-                .await?;
+            let state = self.poll(heartbeats).await?;
             let error = match state {
                 Ok(TaskState::Working {
                     message,
@@ -137,7 +137,7 @@ impl Followed<'_> {
                 }
                 Ok(TaskState::Completed(None) | TaskState::Failed(None)) => {
                     match self
-                        .run(heartbeats, self.client.task_result(&self.id))
+                        .run(heartbeats, self.client.task_result(&self.id, &self.origin))
                         .await?
                     {
                         Ok(result) => return answer(self.input, &result, &carried),
@@ -178,6 +178,40 @@ impl Followed<'_> {
         }
     }
 
+    /// One `tasks/get`, on the connection that made the task only: once that connection is
+    /// gone (its child restarted) the task is too, and the same ID there may be another
+    /// call's (R-PRX-28).
+    async fn poll(
+        &self,
+        heartbeats: &mut Heartbeats,
+    ) -> Result<Result<TaskState, UpstreamError>, ActivityError> {
+        if self
+            .client
+            .origin()
+            .await
+            .is_ok_and(|here| here != self.origin)
+        {
+            return Err(self.gone(heartbeats).await);
+        }
+        let state = self.client.task_state(&self.id, &self.origin);
+        self.run(heartbeats, state).await
+    }
+
+    /// The connection that made the task is gone mid-attempt: the tool may have run. A
+    /// one-attempt tool's outcome is unknown; another is called anew by the next attempt.
+    async fn gone(&self, heartbeats: &mut Heartbeats) -> ActivityError {
+        let why = format!(
+            "the connection to upstream {:?} that made the task of tool {:?} is gone (its child restarted); the tool may have run",
+            self.input.service, self.input.tool
+        );
+        self.forget(heartbeats).await;
+        if self.input.one_attempt {
+            failure(ToolCallErrorType::ToolCallOutcomeUnknown, false, why)
+        } else {
+            failure(ToolCallErrorType::UpstreamUnavailable, true, why)
+        }
+    }
+
     /// Runs `work`, heartbeating. A cancel of the call stops it and cancels the task upstream;
     /// a worker shutting down, or the attempt's deadline passing, leaves the task running for
     /// the next attempt to re-attach to (unless the tool has no next attempt), and the attempt
@@ -208,7 +242,7 @@ impl Followed<'_> {
 
     /// `tasks/cancel` upstream, waiting a bounded time for its acknowledgement.
     async fn cancel_upstream(&self) {
-        let cancel = self.client.cancel_task(&self.id);
+        let cancel = self.client.cancel_task(&self.id, &self.origin);
         match tokio::time::timeout(CANCEL_WAIT, cancel).await {
             Ok(Ok(())) => info!(tool = %self.input.tool, "cancelled the upstream's task"),
             Ok(Err(error)) => {
@@ -317,8 +351,7 @@ impl Followed<'_> {
     /// Puts the task, and the connection that made it, in the heartbeat details, for a later
     /// attempt to re-attach to.
     async fn remember(&self, heartbeats: &mut Heartbeats) {
-        let origin = self.client.origin().await.unwrap_or_default();
-        heartbeats.follow_task(Some((self.id.clone(), origin)));
+        heartbeats.follow_task(Some((self.id.clone(), self.origin.clone())));
         heartbeats.record(self.ctx).await;
     }
 

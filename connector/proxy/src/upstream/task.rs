@@ -48,6 +48,9 @@ pub enum CallAnswer {
     Task {
         id: String,
         poll_interval: Option<Duration>,
+        /// The connection that made it (`UpstreamHandler::origin`): the task is followed
+        /// there only (R-PRX-28).
+        origin: String,
     },
 }
 
@@ -102,6 +105,7 @@ pub fn created_task(answer: &Value) -> Option<CallAnswer> {
     Some(CallAnswer::Task {
         id,
         poll_interval: poll_interval(task),
+        origin: String::new(),
     })
 }
 
@@ -203,8 +207,16 @@ impl UpstreamClient {
             Some(w) => Some(w.clone()),
             None => to_json(&answered).ok(),
         };
-        if let Some(task) = seen.as_ref().and_then(created_task) {
-            return Ok(task);
+        if let Some(CallAnswer::Task {
+            id, poll_interval, ..
+        }) = seen.as_ref().and_then(created_task)
+        {
+            let origin = conn.service().origin.clone();
+            return Ok(CallAnswer::Task {
+                id,
+                poll_interval,
+                origin,
+            });
         }
         let result = self.call_tool_result(answered)?;
         match written {
@@ -216,34 +228,51 @@ impl UpstreamClient {
     }
 
     /// `tasks/get`: the upstream task's state.
-    pub async fn task_state(&self, task_id: &str) -> Result<TaskState, UpstreamError> {
+    pub async fn task_state(
+        &self,
+        task_id: &str,
+        origin: &str,
+    ) -> Result<TaskState, UpstreamError> {
         let request = ClientRequest::GetTaskRequest(GetTaskRequest::new(GetTaskParams::new(
             task_id.to_owned(),
         )));
-        let answer = self.task_request(request).await?;
+        let answer = self.task_request(request, origin).await?;
         task_state(&answer).map_err(|reason| self.protocol(reason))
     }
 
     /// `tasks/result` (2025-11-25): the finished task's result, or its error.
-    pub async fn task_result(&self, task_id: &str) -> Result<Value, UpstreamError> {
+    pub async fn task_result(&self, task_id: &str, origin: &str) -> Result<Value, UpstreamError> {
         let request = ClientRequest::CustomRequest(CustomRequest::new(
             "tasks/result",
             Some(json!({"taskId": task_id})),
         ));
-        self.task_request(request).await
+        self.task_request(request, origin).await
     }
 
     /// `tasks/cancel`: asks the upstream to stop the task; its answer is an acknowledgement.
-    pub async fn cancel_task(&self, task_id: &str) -> Result<(), UpstreamError> {
+    pub async fn cancel_task(&self, task_id: &str, origin: &str) -> Result<(), UpstreamError> {
         let request = ClientRequest::CancelTaskRequest(CancelTaskRequest::new(
             CancelTaskParams::new(task_id.to_owned()),
         ));
-        self.task_request(request).await.map(|_| ())
+        self.task_request(request, origin).await.map(|_| ())
     }
 
-    /// One `tasks/*` request, bounded by [`TASK_REQUEST_TIMEOUT`]: its answer as written.
-    async fn task_request(&self, request: ClientRequest) -> Result<Value, UpstreamError> {
+    /// One `tasks/*` request, bounded by [`TASK_REQUEST_TIMEOUT`]: its answer as written. It
+    /// goes only to the connection that made the task (`origin`): a task ID may be only the
+    /// upstream's counter, so a restarted child's task of that ID is another call's
+    /// (R-PRX-28); elsewhere it is not sent, and fails as a connect failure.
+    async fn task_request(
+        &self,
+        request: ClientRequest,
+        origin: &str,
+    ) -> Result<Value, UpstreamError> {
         let conn = self.connect().await?;
+        if conn.service().origin != origin {
+            return Err(UpstreamError::Connect {
+                service: self.service.clone(),
+                reason: "the upstream connection that made the task is gone".into(),
+            });
+        }
         let mut options = PeerRequestOptions::no_options();
         options.meta = extension_meta(&conn);
         options.timeout = Some(TASK_REQUEST_TIMEOUT);
@@ -283,7 +312,8 @@ mod tests {
             created_task(&extension),
             Some(CallAnswer::Task {
                 id: "t1".into(),
-                poll_interval: Some(Duration::from_millis(500))
+                poll_interval: Some(Duration::from_millis(500)),
+                origin: String::new()
             })
         );
         let legacy = json!({"task": {"taskId": "t2", "status": "working", "pollInterval": 1000}});
@@ -291,7 +321,8 @@ mod tests {
             created_task(&legacy),
             Some(CallAnswer::Task {
                 id: "t2".into(),
-                poll_interval: Some(Duration::from_secs(1))
+                poll_interval: Some(Duration::from_secs(1)),
+                origin: String::new()
             })
         );
         let result = json!({"content": [], "task": {"taskId": "t3"}});
