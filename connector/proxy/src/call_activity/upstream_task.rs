@@ -204,12 +204,7 @@ impl Followed<'_> {
             "the connection to upstream {:?} that made the task of tool {:?} is gone (its child restarted); the tool may have run",
             self.input.service, self.input.tool
         );
-        self.forget(heartbeats).await;
-        if self.input.one_attempt {
-            failure(ToolCallErrorType::ToolCallOutcomeUnknown, false, why)
-        } else {
-            failure(ToolCallErrorType::UpstreamUnavailable, true, why)
-        }
+        self.may_have_run(heartbeats, why).await
     }
 
     /// Runs `work`, heartbeating. A cancel of the call stops it and cancels the task upstream;
@@ -305,12 +300,7 @@ impl Followed<'_> {
             "upstream {:?} answered tasks/get for the task of tool {:?} with JSON-RPC error {code}: {message}; the tool may have run",
             self.input.service, self.input.tool
         );
-        self.forget(heartbeats).await;
-        if self.input.one_attempt {
-            failure(ToolCallErrorType::ToolCallOutcomeUnknown, false, why)
-        } else {
-            failure(ToolCallErrorType::UpstreamUnavailable, true, why)
-        }
+        self.may_have_run(heartbeats, why).await
     }
 
     /// The earlier attempt's task was made by another upstream connection (another replica's
@@ -335,6 +325,17 @@ impl Followed<'_> {
             false,
             why,
         ))
+    }
+
+    /// The task is lost and the tool may have run (`why`): a one-attempt tool's outcome is
+    /// unknown; another is called anew by the next attempt (the task is forgotten).
+    async fn may_have_run(&self, heartbeats: &mut Heartbeats, why: String) -> ActivityError {
+        self.forget(heartbeats).await;
+        if self.input.one_attempt {
+            failure(ToolCallErrorType::ToolCallOutcomeUnknown, false, why)
+        } else {
+            failure(ToolCallErrorType::UpstreamUnavailable, true, why)
+        }
     }
 
     /// Ends the call with a non-retryable failure of `kind`.
