@@ -261,7 +261,7 @@ impl Target {
 /// Which scenarios to use.
 #[derive(clap::Args)]
 struct Select {
-    /// Only this family: reattach, retry-inference, cancellation, fidelity, faults, owner-scope, operations, security.
+    /// Only this family: reattach, retry-inference, cancellation, fidelity, faults, owner-scope, operations, security, tasks.
     #[arg(long, value_name = "FAMILY")]
     family: Option<scenario::Family>,
     /// Only this scenario id (or every id under a prefix ending in `/`).

@@ -6,6 +6,7 @@
 //! id = "reattach/same-key-same-arguments-runs-once"   # <family>/<name>, unique
 //! family = "reattach"          # reattach | owner-scope | retry-inference | cancellation | fidelity | faults | operations
 //!                              # | security (a hostile upstream, caller or principal)
+//!                              # | tasks (task states, upstream tasks, JSON-RPC errors as failed tasks, input rounds)
 //! rules = ["R-CON-7"]          # SPEC.md `### R-...` headings; named in failure messages
 //! description = "..."
 //!
@@ -23,6 +24,8 @@
 //! # error, each replaced by the call's argument of that name)
 //! # | task (a task of its own: `ms` in four steps, for a caller declaring the tasks extension, or
 //! # ending failed with `error = { code, message }`; list it with execution = { taskSupport = "required" })
+//! # | ask_input (message: answers an InputRequiredResult asking to confirm, then, given the
+//! # answer and its requestState, echoes it: `confirmed: ...`; SEP-2322)
 //! # | log_after (log lines after the call ended) | read_ancestors (what the parent's and
 //! # grandparent's /proc environ give away) | stderr (bytes, line_bytes: floods stderr)
 //! # fault = { kind = "status", code = 503, times = 2 }  # http only: a wiremock upstream that echoes
@@ -160,10 +163,13 @@ pub enum Family {
     Operations,
     /// A hostile upstream, caller or principal: what each must not get (R-PRX-11, R-CON-38, ...).
     Security,
+    /// MCP tasks end to end: task states, upstream tasks, JSON-RPC errors as failed tasks and
+    /// input rounds (R-CON-6, R-CON-39, R-CON-40, R-PRX-28, R-PRX-29, R-NAT-7).
+    Tasks,
 }
 
 impl Family {
-    pub const ALL: [Family; 8] = [
+    pub const ALL: [Family; 9] = [
         Family::Reattach,
         Family::RetryInference,
         Family::Cancellation,
@@ -172,6 +178,7 @@ impl Family {
         Family::OwnerScope,
         Family::Operations,
         Family::Security,
+        Family::Tasks,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -184,6 +191,7 @@ impl Family {
             Family::OwnerScope => "owner-scope",
             Family::Operations => "operations",
             Family::Security => "security",
+            Family::Tasks => "tasks",
         }
     }
 }
