@@ -689,11 +689,15 @@ impl Opening {
         }
     }
 
-    /// The handler of the new connection, holding its stdio child if it has one.
-    fn handler(&self, child: Option<child::Group>) -> UpstreamHandler {
-        let origin = match &child {
-            Some(_) => format!("stdio:{}", uuid::Uuid::new_v4()),
-            None => format!("http:{}", self.service),
+    /// The handler of the new connection, holding its stdio child if it has one. `server`
+    /// says whether every connection reaches one server (an HTTP URL): then the connections
+    /// share an origin; a stdio child or a program's own factory's connection (which may be a
+    /// fresh server each time) is an origin of its own (R-PRX-28).
+    fn handler(&self, child: Option<child::Group>, server: bool) -> UpstreamHandler {
+        let origin = match (&child, server) {
+            (None, true) => format!("http:{}", self.service),
+            (Some(_), _) => format!("stdio:{}", uuid::Uuid::new_v4()),
+            (None, false) => format!("custom:{}", uuid::Uuid::new_v4()),
         };
         UpstreamHandler {
             tools_changed: self.tools_changed.clone(),
@@ -723,7 +727,7 @@ impl Opening {
             forward_stderr(self.service.clone(), stderr);
         }
         let transport = (TapReader::new(stdout, self.written.clone()), stdin);
-        let running = self.handler(Some(group)).serve(transport).await;
+        let running = self.handler(Some(group), false).serve(transport).await;
         running.map_err(|e| e.to_string())
     }
 
@@ -750,7 +754,7 @@ impl Opening {
         )
         .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         let transport = StreamableHttpClientTransport::with_client(client, config);
-        let running = self.handler(None).serve(transport).await;
+        let running = self.handler(None, true).serve(transport).await;
         // Where it failed, with the secrets shown as `***`.
         running.map_err(|e| format!("{}: {e}", redacted_url(url)))
     }
@@ -760,7 +764,7 @@ impl Opening {
     async fn factory(&self, custom: &CustomTransport) -> Result<Running, String> {
         let opened = custom.0.connect().await.map_err(|e| e.to_string())?;
         let transport = opened.into_tapped(|read| TapReader::new(read, self.written.clone()));
-        let running = self.handler(None).serve(transport).await;
+        let running = self.handler(None, false).serve(transport).await;
         running.map_err(|e| e.to_string())
     }
 

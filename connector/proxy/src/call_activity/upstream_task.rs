@@ -44,11 +44,12 @@ pub(super) struct EarlierTask {
 impl EarlierTask {
     /// Whether the connection serving calls now (`here`) made the task: only then is its ID
     /// this call's task (R-PRX-28). A heartbeat of a proxy before origins were kept names
-    /// none, and is followed as it was then.
+    /// none: followed on an HTTP upstream only, whose connections all reach one server.
     pub fn made_by(&self, here: Option<&str>) -> bool {
-        self.origin
-            .as_deref()
-            .is_none_or(|origin| Some(origin) == here)
+        match self.origin.as_deref() {
+            Some(origin) => Some(origin) == here,
+            None => here.is_some_and(|here| here.starts_with("http:")),
+        }
     }
 }
 
@@ -141,6 +142,10 @@ impl Followed<'_> {
                         .await?
                     {
                         Ok(result) => return answer(self.input, &result, &carried),
+                        // The task ended, its result is out of reach: it ran.
+                        Err(UpstreamError::Connect { .. } | UpstreamError::Transport { .. }) => {
+                            return Err(self.gone(heartbeats).await);
+                        }
                         Err(error) => error,
                     }
                 }
@@ -378,8 +383,10 @@ mod tests {
         // Another replica's child, or this one's since restarted: task 7 there is another's.
         assert!(!task(Some("stdio:a")).made_by(Some("stdio:b")));
         assert!(!task(Some("stdio:a")).made_by(None));
-        // A heartbeat written before origins were kept is followed as it was then.
-        assert!(task(None).made_by(Some("stdio:b")));
+        // A heartbeat written before origins were kept: followed on an HTTP upstream only.
+        assert!(task(None).made_by(Some("http:search")));
+        assert!(!task(None).made_by(Some("stdio:b")));
+        assert!(!task(Some("custom:a")).made_by(Some("custom:b")));
     }
 
     #[test]
