@@ -137,17 +137,7 @@ impl Followed<'_> {
                     return answer(self.input, &result, &carried);
                 }
                 Ok(TaskState::Completed(None) | TaskState::Failed(None)) => {
-                    match self
-                        .run(heartbeats, self.client.task_result(&self.id, &self.origin))
-                        .await?
-                    {
-                        Ok(result) => return answer(self.input, &result, &carried),
-                        // The task ended, its result is out of reach: it ran.
-                        Err(UpstreamError::Connect { .. } | UpstreamError::Transport { .. }) => {
-                            return Err(self.gone(heartbeats).await);
-                        }
-                        Err(error) => error,
-                    }
+                    return self.ended_result(heartbeats, &carried).await;
                 }
                 Ok(TaskState::Failed(Some(error))) => {
                     return self.ended_with(heartbeats, error, &carried).await;
@@ -180,6 +170,23 @@ impl Followed<'_> {
                 Err(error @ UpstreamError::Protocol { .. }) => error,
             };
             return self.failed(heartbeats, error, &carried).await;
+        }
+    }
+
+    /// The ended task's result or error, from `tasks/result` (2025-11-25: `tasks/get` does not
+    /// inline it). Out of reach (its connection gone or failing), the tool ran all the same.
+    async fn ended_result(
+        &self,
+        heartbeats: &mut Heartbeats,
+        carried: &Mutex<CallNotifications>,
+    ) -> Result<RawValue, ActivityError> {
+        let read = self.client.task_result(&self.id, &self.origin);
+        match self.run(heartbeats, read).await? {
+            Ok(result) => answer(self.input, &result, carried),
+            Err(UpstreamError::Connect { .. } | UpstreamError::Transport { .. }) => {
+                Err(self.gone(heartbeats).await)
+            }
+            Err(error) => self.failed(heartbeats, error, carried).await,
         }
     }
 

@@ -203,6 +203,7 @@ pub fn failure_hint(reason: &str, tls: Tls) -> String {
         "BrokenPipe",
         "connection reset",
         "ConnectionReset",
+        "connection was not ready",
         "CertificateRequired",
         "certificate required",
     ]);
@@ -371,6 +372,11 @@ mod tests {
             (closed, Tls::On, "give --tls-cert"),
             (
                 "hyper::Error(Io, Custom { kind: BrokenPipe, error: \"stream closed because of a broken pipe\" })",
+                Tls::On,
+                "give --tls-cert",
+            ),
+            (
+                "status: Cancelled, message: \"operation was canceled\", source: hyper::Error(Canceled, \"connection was not ready\")",
                 Tls::On,
                 "give --tls-cert",
             ),
