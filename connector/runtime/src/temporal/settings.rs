@@ -214,6 +214,9 @@ pub fn failure_hint(reason: &str, tls: Tls) -> String {
         "unknown ca",
     ]);
     let not_tls = has(&["InvalidContentType", "corrupt message", "tls handshake eof"]);
+    // The first call failed on a connection that was made (TLS included): how the cut shows
+    // varies with timing, so with TLS on and no client certificate it points at the certificate.
+    let after_handshake = has(&["call error after connection"]);
     let wants_tls = has(&[
         "frame with invalid size",
         "connection reset",
@@ -227,7 +230,7 @@ pub fn failure_hint(reason: &str, tls: Tls) -> String {
          (TEMPORAL_TLS_SERVER_CA_CERT_PATH; the system's roots when neither is set)"
     } else if has(&["Unauthenticated", "PermissionDenied"]) {
         "the server refused the credentials: check --api-key (TEMPORAL_API_KEY)"
-    } else if tls == Tls::On && closed {
+    } else if tls == Tls::On && (closed || (after_handshake && !not_tls)) {
         "the server closed the connection after the TLS handshake, as one that requires a \
          client certificate does: give --tls-cert and --tls-key \
          (TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH)"
@@ -377,6 +380,11 @@ mod tests {
             ),
             (
                 "status: Cancelled, message: \"operation was canceled\", source: hyper::Error(Canceled, \"connection was not ready\")",
+                Tls::On,
+                "give --tls-cert",
+            ),
+            (
+                "`get_system_info` call error after connection: Status { code: Unknown, message: \"h2 protocol error: some other cut\" }",
                 Tls::On,
                 "give --tls-cert",
             ),
