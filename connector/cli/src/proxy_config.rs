@@ -102,6 +102,7 @@ pub fn temporal_settings(flags: &TemporalFlags, config: &ProxyConfig) -> Connect
         tls_server_name: table.tls_server_name,
         api_key: None,
         profile: table.profile,
+        grpc_compression: table.grpc_compression,
     })
 }
 
@@ -137,6 +138,8 @@ pub fn proxy_options(
 
 #[cfg(test)]
 mod tests {
+    use durable_mcp_runtime::temporal::GrpcCompression;
+
     use super::*;
 
     const UPSTREAM: &str =
@@ -194,7 +197,8 @@ mod tests {
     fn flags_win_over_the_temporal_table() {
         let worker = "[worker]\ntask_queue = \"q\"\n";
         let table = "[temporal]\naddress = \"file:7233\"\nnamespace = \"ns\"\nprofile = \"p\"\n\
-                     tls_ca = \"ca.pem\"\ntls_server_name = \"t.local\"\n";
+                     tls_ca = \"ca.pem\"\ntls_server_name = \"t.local\"\n\
+                     grpc_compression = \"none\"\n";
         let config = config(&format!("{worker}{table}{UPSTREAM}"));
         let flags = TemporalFlags {
             address: Some("flag:7233".into()),
@@ -208,6 +212,7 @@ mod tests {
         assert_eq!(got.tls_ca, Some(PathBuf::from("ca.pem")));
         assert_eq!(got.tls_server_name.as_deref(), Some("t.local"));
         assert_eq!(got.api_key.as_deref(), Some("k"));
+        assert_eq!(got.grpc_compression, Some(GrpcCompression::None));
         let bare = config_without_table();
         assert_eq!(
             temporal_settings(&TemporalFlags::default(), &bare),

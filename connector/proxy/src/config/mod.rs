@@ -14,6 +14,7 @@
 //! # tls_cert = "/etc/temporal/client.pem"
 //! # tls_key = "/etc/temporal/client.key"
 //! # tls_server_name = "temporal.internal"
+//! # grpc_compression = "none"       # or "gzip" (the default; R-RUN-7)
 //!
 //! [codec]                           # optional: a remote codec server (R-PRX-20)
 //! endpoint = "https://codec.example.com"   # https, or http to a loopback address
@@ -141,6 +142,8 @@ pub struct TemporalSection {
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub tls_server_name: Option<String>,
+    /// `gzip` (the Temporal client's default) or `none` (R-RUN-7).
+    pub grpc_compression: Option<durable_mcp_runtime::temporal::GrpcCompression>,
 }
 
 /// One `[[upstream]]`: an MCP server fronted as the Nexus service `service`.

@@ -387,6 +387,10 @@ fn shape_errors_name_the_key_and_line() {
             "unknown variant `websocket`",
         ),
         (
+            format!("[temporal]\ngrpc_compression = \"zstd\"\n{}", stdio("")),
+            "unknown variant `zstd`, expected `gzip` or `none`",
+        ),
+        (
             with_upstream("transport = \"stdio\"\ncommand = \"x\""),
             "missing field `service`",
         ),

@@ -21,7 +21,7 @@ use temporalio_protos::temporal::api::{
 
 use durable_mcp_contract::payload;
 
-pub use settings::{ConnectionSettings, connect};
+pub use settings::{ConnectionSettings, GrpcCompression, connect};
 
 /// A Temporal connection and the namespace it was configured for.
 #[derive(Clone)]
