@@ -3,8 +3,8 @@
 //! (speed belongs to benchmarks), and so are its errors: a call that failed and said so (a
 //! timeout on a loaded machine) is not lost. What is asserted is that no call was lost (never
 //! run, no error reported) or run twice (R-CNF-13), that every path produced its rows (the
-//! peer may be skipped, with its reason, without Python), and that the connector was read with
-//! 50 MCP tasks in flight (R-CNF-16).
+//! peer may be skipped, with its reason, without Python), that the inline path's targets were
+//! judged (R-CNF-17), and that the connector was read with 50 MCP tasks in flight (R-CNF-16).
 
 const BIN: &str = env!("CARGO_BIN_EXE_durable-mcp-conformance");
 
@@ -37,7 +37,14 @@ fn load_short_runs_every_path_and_loses_no_call() {
         .iter()
         .filter_map(|s| s[0].as_str())
         .collect();
-    for path in ["direct", "floor", "full-http", "full-stdio", "peer"] {
+    for path in [
+        "direct",
+        "floor",
+        "full-http",
+        "full-stdio",
+        "peer",
+        "inline-http",
+    ] {
         let ran = rows.iter().filter(|r| r["path"] == path).count();
         if path == "peer" && skipped.contains(&"peer") {
             eprintln!("skipped: the peer row ({})", report["skipped"]);
@@ -45,6 +52,13 @@ fn load_short_runs_every_path_and_loses_no_call() {
         }
         assert_eq!(ran, 2, "{path} has a row per concurrency level:\n{stdout}");
     }
+    // The inline path's targets are judged (R-CNF-17), each met, missed or not measured.
+    let targets = report["inline_targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 4, "{targets:?}\n{stdout}");
+    assert!(
+        stdout.contains("INLINE RATIOS") && stdout.contains("TARGETS"),
+        "{stdout}"
+    );
     // The connector's memory with tasks in flight (R-CNF-16): every call became a task, none
     // was lost or run twice after the cancel.
     let tasks = &report["tasks_run"];

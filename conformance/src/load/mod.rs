@@ -7,7 +7,7 @@
 //! `peer` (the peer's install, worker and client), `measure` (the driver and percentiles),
 //! `loss` (which calls were lost or run twice), `tasks` (the connector's memory with many MCP
 //! tasks in flight), `procstat` (CPU and RSS from `/proc`), `metrics` (the server's Prometheus
-//! counters), `report` (the table and JSON).
+//! counters), `report` (the table and JSON), `targets` (the inline path's ratios and targets).
 
 pub mod floor;
 pub mod loss;
@@ -17,6 +17,7 @@ pub mod paths;
 pub mod peer;
 pub mod procstat;
 pub mod report;
+pub mod targets;
 pub mod tasks;
 
 use std::{
@@ -62,12 +63,17 @@ pub struct LoadArgs {
     /// [default: 1000, or 50 with --short]
     #[arg(long, value_name = "N")]
     pub tasks_in_flight: Option<usize>,
-    /// Only these paths (comma-separated): direct, floor, full-http, full-stdio, peer.
+    /// Only these paths (comma-separated): direct, floor, full-http, full-stdio, peer,
+    /// inline-http.
     #[arg(long, value_delimiter = ',', value_parser = parse_path)]
     pub paths: Vec<PathKind>,
     /// Write the table as JSON here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// An earlier run's --json file: the Activity path (full path over HTTP) is judged no
+    /// worse than it was there (R-CNF-17).
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
 }
 
 fn parse_path(s: &str) -> Result<PathKind, String> {
@@ -80,7 +86,9 @@ fn parse_path(s: &str) -> Result<PathKind, String> {
                 == Some(true)
         })
         .ok_or_else(|| {
-            format!("unknown path {s:?}: use direct, floor, full-http, full-stdio or peer")
+            format!(
+                "unknown path {s:?}: use direct, floor, full-http, full-stdio, peer or inline-http"
+            )
         })
 }
 
@@ -134,12 +142,13 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
         },
         temporal: String::new(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
-        rows: Vec::new(),
-        skipped: Vec::new(),
-        count_run: None,
-        tasks_run: None,
-        tasks_failed: None,
+        ..LoadReport::default()
     };
+    let baseline = args
+        .baseline
+        .as_deref()
+        .map(targets::read_baseline)
+        .transpose()?;
     let peer = if selected.contains(&PathKind::Peer) {
         match peer::python()
             .ok_or_else(|| "no python3 on PATH".to_owned())
@@ -270,6 +279,10 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
         }
     }
     upstream.stop().await;
+    if report.rows.iter().any(|r| r.path == PathKind::InlineHttp) {
+        report.inline_targets = targets::verdicts(&report, baseline.as_deref());
+        report.sections.push(targets::render(&report));
+    }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
     }

@@ -32,7 +32,7 @@ use crate::{
 pub const UPSTREAM_SERVICE: &str = "mock";
 
 /// One of the compared paths.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PathKind {
     /// (a) rmcp straight to the upstream: no Temporal.
@@ -45,15 +45,19 @@ pub enum PathKind {
     FullStdio,
     /// (d) `temporalio-mcp`: one Workflow per call, its Activity calling the upstream.
     Peer,
+    /// (e) the full path over HTTP with the proxy answering inline in its Nexus handler
+    /// (`execution = "inline"`, R-PRX-30): no Activity.
+    InlineHttp,
 }
 
 impl PathKind {
-    pub const ALL: [PathKind; 5] = [
+    pub const ALL: [PathKind; 6] = [
         PathKind::Direct,
         PathKind::Floor,
         PathKind::FullHttp,
         PathKind::FullStdio,
         PathKind::Peer,
+        PathKind::InlineHttp,
     ];
 
     pub fn label(self) -> &'static str {
@@ -63,6 +67,7 @@ impl PathKind {
             PathKind::FullHttp => "(c) full/http",
             PathKind::FullStdio => "(c) full/stdio",
             PathKind::Peer => "(d) peer",
+            PathKind::InlineHttp => "(e) inline/http",
         }
     }
 
@@ -261,11 +266,12 @@ pub async fn start(
                 endpoint: slice.endpoint,
             }
         }
-        PathKind::FullHttp | PathKind::FullStdio => {
+        PathKind::FullHttp | PathKind::FullStdio | PathKind::InlineHttp => {
             let server = server.context("the full path needs a server")?;
             let slice = Slice::on(server, "proxy").await?;
-            children.push(start_proxy(&slice, upstream_url, dir)?);
-            let caller = if kind == PathKind::FullHttp {
+            let inline = kind == PathKind::InlineHttp;
+            children.push(start_proxy(&slice, upstream_url, dir, inline)?);
+            let caller = if kind != PathKind::FullStdio {
                 let mut command = http_connector_command(
                     &slice,
                     UPSTREAM_SERVICE,
@@ -361,12 +367,26 @@ pub async fn start(
     })
 }
 
-/// `durable-mcp-proxy` as a child with a generated config fronting the HTTP upstream.
-fn start_proxy(slice: &Slice, upstream_url: &str, dir: &Path) -> anyhow::Result<Child> {
+/// `durable-mcp-proxy` as a child with a generated config fronting the HTTP upstream; with
+/// `inline`, its `echo` tool runs inline in the Nexus handler (R-PRX-30).
+fn start_proxy(
+    slice: &Slice,
+    upstream_url: &str,
+    dir: &Path,
+    inline: bool,
+) -> anyhow::Result<Child> {
+    let mut upstream = http_upstream(UPSTREAM_SERVICE, upstream_url)?;
+    if inline {
+        let options = durable_mcp::outbound::options::ActivityOptions {
+            execution: Some(durable_mcp::outbound::options::Execution::Inline),
+            ..Default::default()
+        };
+        upstream.overrides.insert("echo".into(), options);
+    }
     let launcher = ProxyLauncher::on(
         slice,
         super::WORKER_SLOTS,
-        Serves::Upstream(Box::new(http_upstream(UPSTREAM_SERVICE, upstream_url)?)),
+        Serves::Upstream(Box::new(upstream)),
         Some(crate::harness::proxy_bin()?),
         dir,
     );

@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, fmt::Write as _};
 use super::{metrics::Counters, paths::PathKind, tasks::TasksRun};
 
 /// One path at one concurrency.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Row {
     pub path: PathKind,
     pub label: String,
@@ -48,6 +48,20 @@ impl Row {
         Counters(self.server_per_call.clone()).total("frontend/")
     }
 
+    /// The frontend RPCs per call by name, largest first (`Op 1.00, ...`).
+    pub fn frontend_ops(&self) -> String {
+        let mut ops: Vec<(&String, &f64)> = self
+            .server_per_call
+            .iter()
+            .filter(|(k, v)| k.starts_with("frontend/") && **v >= 0.05)
+            .collect();
+        ops.sort_by(|a, b| b.1.total_cmp(a.1));
+        ops.iter()
+            .map(|(k, v)| format!("{} {v:.2}", k.trim_start_matches("frontend/")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// Persistence operations per call (the server's database work).
     pub fn persistence_ops(&self) -> f64 {
         Counters(self.server_per_call.clone()).total("persistence/")
@@ -55,7 +69,7 @@ impl Row {
 }
 
 /// A whole run.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct LoadReport {
     pub machine: String,
     pub build: &'static str,
@@ -70,6 +84,22 @@ pub struct LoadReport {
     pub tasks_run: Option<TasksRun>,
     /// Why the tasks run did not finish, when it did not.
     pub tasks_failed: Option<String>,
+    /// The inline path's targets, met or missed (R-CNF-17); empty when it did not run.
+    pub inline_targets: Vec<Verdict>,
+    /// Sections rendered when the run ended (the inline ratios and targets), printed after the
+    /// ratios.
+    #[serde(skip)]
+    pub sections: Vec<String>,
+}
+
+/// One target: what was measured, and whether it met the limit (`None`: not measured).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Verdict {
+    pub target: String,
+    pub measured: Option<f64>,
+    pub met: Option<bool>,
+    /// For a miss, the counters that explain it; for an unmeasured target, why.
+    pub why: Option<String>,
 }
 
 /// `a / b`, or `None` when either is missing or `b` is zero.
@@ -198,6 +228,9 @@ impl LoadReport {
                 fmt_ratio(ratio(get(full, Row::cpu_total), get(peer, Row::cpu_total))),
             );
         }
+        for section in &self.sections {
+            out.push_str(section);
+        }
         let _ = writeln!(
             out,
             "\nSERVER WORK PER CALL (dev server counters, the path's highest concurrency)"
@@ -214,16 +247,6 @@ impl LoadReport {
             if r.server_per_call.is_empty() {
                 continue;
             }
-            let mut ops: Vec<(&String, &f64)> = r
-                .server_per_call
-                .iter()
-                .filter(|(k, v)| k.starts_with("frontend/") && **v >= 0.05)
-                .collect();
-            ops.sort_by(|a, b| b.1.total_cmp(a.1));
-            let ops: Vec<String> = ops
-                .iter()
-                .map(|(k, v)| format!("{} {v:.2}", k.trim_start_matches("frontend/")))
-                .collect();
             let _ = writeln!(
                 out,
                 "{:<15} c={:<4} frontend {:.1}, history {:.1}, matching {:.1}, persistence {:.1}\n{:<15} {}",
@@ -234,7 +257,7 @@ impl LoadReport {
                 Counters(r.server_per_call.clone()).total("matching/"),
                 r.persistence_ops(),
                 "",
-                ops.join(", ")
+                r.frontend_ops()
             );
         }
         if let Some(t) = &self.tasks_run {
