@@ -7,7 +7,8 @@
 //! `peer` (the peer's install, worker and client), `measure` (the driver and percentiles),
 //! `loss` (which calls were lost or run twice), `tasks` (the connector's memory with many MCP
 //! tasks in flight), `procstat` (CPU and RSS from `/proc`), `metrics` (the server's Prometheus
-//! counters), `report` (the table and JSON), `targets` (the inline path's ratios and targets).
+//! counters), `report` (the table and JSON), `targets` (the inline path's ratios and targets),
+//! `scaling` (the optional result-size section).
 
 pub mod floor;
 pub mod loss;
@@ -17,6 +18,7 @@ pub mod paths;
 pub mod peer;
 pub mod procstat;
 pub mod report;
+pub mod scaling;
 pub mod targets;
 pub mod tasks;
 
@@ -74,6 +76,10 @@ pub struct LoadArgs {
     /// worse than it was there (R-CNF-17).
     #[arg(long, value_name = "FILE")]
     pub baseline: Option<PathBuf>,
+    /// Optional scaling sections, comma-separated: `sizes` (results of 1 KB to 4 MB through the
+    /// full path over HTTP). None by default.
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub scaling: Vec<scaling::Scaling>,
 }
 
 fn parse_path(s: &str) -> Result<PathKind, String> {
@@ -249,6 +255,10 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
                 report.rows.push(row);
             }
         }
+        if kind == PathKind::FullHttp && args.scaling.contains(&scaling::Scaling::Sizes) {
+            let calls = if args.short { 2 } else { 10 };
+            report.result_sizes = scaling::sizes(&caller, &procs, calls).await;
+        }
         if let Ok(caller) = Arc::try_unwrap(caller) {
             caller.close().await;
         }
@@ -282,6 +292,11 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
     if report.rows.iter().any(|r| r.path == PathKind::InlineHttp) {
         report.inline_targets = targets::verdicts(&report, baseline.as_deref());
         report.sections.push(targets::render(&report));
+    }
+    if !report.result_sizes.is_empty() {
+        report
+            .sections
+            .push(scaling::render_sizes(&report.result_sizes));
     }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;

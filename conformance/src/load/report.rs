@@ -86,6 +86,9 @@ pub struct LoadReport {
     pub tasks_failed: Option<String>,
     /// The inline path's targets, met or missed (R-CNF-17); empty when it did not run.
     pub inline_targets: Vec<Verdict>,
+    /// `--scaling sizes`: the full path's cost by result size (R-CNF-18).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub result_sizes: Vec<super::scaling::SizePoint>,
     /// Sections rendered when the run ended (the inline ratios and targets), printed after the
     /// ratios.
     #[serde(skip)]
