@@ -8,7 +8,7 @@
 //! `loss` (which calls were lost or run twice), `tasks` (the connector's memory with many MCP
 //! tasks in flight), `procstat` (CPU and RSS from `/proc`), `metrics` (the server's Prometheus
 //! counters), `report` (the table and JSON), `targets` (the inline path's ratios and targets),
-//! `scaling` (the optional result-size section).
+//! `scaling` (the optional result-size section), `tool_count` (the optional tool-count section).
 
 pub mod floor;
 pub mod loss;
@@ -21,6 +21,7 @@ pub mod report;
 pub mod scaling;
 pub mod targets;
 pub mod tasks;
+pub mod tool_count;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -77,7 +78,8 @@ pub struct LoadArgs {
     #[arg(long, value_name = "FILE")]
     pub baseline: Option<PathBuf>,
     /// Optional scaling sections, comma-separated: `sizes` (results of 1 KB to 4 MB through the
-    /// full path over HTTP). None by default.
+    /// full path over HTTP), `tools` (listing an upstream of 1, 100 and 1,000 tools through a
+    /// connector). None by default.
     #[arg(long, value_delimiter = ',', value_enum)]
     pub scaling: Vec<scaling::Scaling>,
 }
@@ -259,6 +261,13 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
             let calls = if args.short { 2 } else { 10 };
             report.result_sizes = scaling::sizes(&caller, &procs, calls).await;
         }
+        if let (PathKind::FullHttp, true, Some(server)) = (
+            kind,
+            args.scaling.contains(&scaling::Scaling::Tools),
+            server.as_ref(),
+        ) {
+            report.tool_counts = tool_count::run(server, &path_dir, &ledger).await;
+        }
         if let Ok(caller) = Arc::try_unwrap(caller) {
             caller.close().await;
         }
@@ -297,6 +306,11 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
         report
             .sections
             .push(scaling::render_sizes(&report.result_sizes));
+    }
+    if !report.tool_counts.is_empty() {
+        report
+            .sections
+            .push(tool_count::render(&report.tool_counts));
     }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;

@@ -383,6 +383,15 @@ fn start_proxy(
         };
         upstream.overrides.insert("echo".into(), options);
     }
+    proxy_child(slice, upstream, dir)
+}
+
+/// `durable-mcp-proxy` as a child fronting `upstream` on `slice`.
+pub(super) fn proxy_child(
+    slice: &Slice,
+    upstream: durable_mcp::outbound::UpstreamConfig,
+    dir: &Path,
+) -> anyhow::Result<Child> {
     let launcher = ProxyLauncher::on(
         slice,
         super::WORKER_SLOTS,

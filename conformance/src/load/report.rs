@@ -89,6 +89,9 @@ pub struct LoadReport {
     /// `--scaling sizes`: the full path's cost by result size (R-CNF-18).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub result_sizes: Vec<super::scaling::SizePoint>,
+    /// `--scaling tools`: listing latency and proxy memory by tool count (R-CNF-18).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_counts: Vec<super::tool_count::ToolCountPoint>,
     /// Sections rendered when the run ended (the inline ratios and targets), printed after the
     /// ratios.
     #[serde(skip)]

@@ -19,6 +19,8 @@ pub const SIZES: [usize; 4] = [1_000, 100_000, 1_000_000, 4_000_000];
 pub enum Scaling {
     /// Result sizes through the full path over HTTP.
     Sizes,
+    /// Listing an upstream of 1, 100 and 1,000 tools through a connector.
+    Tools,
 }
 
 /// One result size.
@@ -108,14 +110,16 @@ pub async fn sizes(caller: &Caller, procs: &[(String, u32)], calls: usize) -> Ve
             point.ok,
             point.calls,
             point.p50_ms,
-            point
-                .error
-                .as_ref()
-                .map_or(String::new(), |e| format!(", error: {e}"))
+            error_suffix(point.error.as_deref())
         );
         points.push(point);
     }
     points
+}
+
+/// `, error: E` for a progress line, or nothing.
+pub fn error_suffix(error: Option<&str>) -> String {
+    error.map_or(String::new(), |e| format!(", error: {e}"))
 }
 
 /// A horizontal bar chart: one line per `(label, value)`, bars scaled to the largest value

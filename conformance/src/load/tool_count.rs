@@ -1,0 +1,216 @@
+//! How listing grows with an upstream's tools (R-CNF-18): `--scaling tools` starts, on the full
+//! path's server, a mock upstream with 1, 100 and 1,000 tools behind a proxy of its own and an
+//! HTTP connector, and reports the first listing through the connector (cold: the connector asks
+//! the proxy through Temporal), the p50 of the next ones, and the proxy's resident set.
+
+use std::{path::Path, time::Instant};
+
+use crate::{
+    DevServer,
+    fixtures::{Ledger, UpstreamSpec},
+    harness::Slice,
+    kit::{
+        mcp::session_http_client, process::CONNECTOR_LISTENING, process::http_connector_command,
+        upstreams::mock_stdio_upstream_with_args,
+    },
+};
+
+use super::{
+    measure,
+    paths::{UPSTREAM_SERVICE, proxy_child, signing_key, spawn_until},
+    procstat,
+};
+
+/// The tool counts measured.
+pub const COUNTS: [usize; 3] = [1, 100, 1_000];
+/// Listings after the first, for the p50.
+const WARM_LISTINGS: usize = 5;
+
+/// One tool count.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ToolCountPoint {
+    pub tools: usize,
+    /// Tools the connector listed (all of them, when nothing went wrong).
+    pub listed: usize,
+    pub first_list_ms: f64,
+    pub warm_list_p50_ms: f64,
+    pub proxy_rss_mib: f64,
+    pub proxy_peak_rss_mib: f64,
+    pub error: Option<String>,
+}
+
+/// A spec of `n` echo tools named `tool0000`, ...
+pub fn spec_with(n: usize) -> UpstreamSpec {
+    let standard = UpstreamSpec::standard();
+    let echo = standard
+        .tools
+        .iter()
+        .find(|t| t.name == "echo")
+        .cloned()
+        .expect("the standard spec has echo");
+    UpstreamSpec {
+        name: format!("tools-{n}"),
+        tools: (0..n)
+            .map(|i| {
+                let mut tool = echo.clone();
+                tool.name = format!("tool{i:04}");
+                tool
+            })
+            .collect(),
+    }
+}
+
+/// Every count in turn, each with its own upstream, proxy and connector.
+pub async fn run(server: &DevServer, dir: &Path, ledger: &Ledger) -> Vec<ToolCountPoint> {
+    let mut points = Vec::new();
+    for n in COUNTS {
+        let point = match one(server, dir, ledger, n).await {
+            Ok(p) => p,
+            Err(e) => ToolCountPoint {
+                tools: n,
+                error: Some(format!("{e:#}")),
+                ..ToolCountPoint::default()
+            },
+        };
+        eprintln!(
+            "load: {n} tools: listed {}, first listing {:.1} ms, then p50 {:.1} ms, proxy VmRSS {:.1} MiB{}",
+            point.listed,
+            point.first_list_ms,
+            point.warm_list_p50_ms,
+            point.proxy_rss_mib,
+            super::scaling::error_suffix(point.error.as_deref())
+        );
+        points.push(point);
+    }
+    points
+}
+
+async fn one(
+    server: &DevServer,
+    dir: &Path,
+    ledger: &Ledger,
+    n: usize,
+) -> anyhow::Result<ToolCountPoint> {
+    let dir = dir.join(format!("tools-{n}"));
+    std::fs::create_dir_all(&dir)?;
+    let spec = dir.join("spec.json");
+    std::fs::write(&spec, serde_json::to_string(&spec_with(n))?)?;
+    let slice = Slice::on(server, &format!("tools{n}")).await?;
+    let args = vec!["--spec".to_owned(), spec.to_string_lossy().into_owned()];
+    let upstream = mock_stdio_upstream_with_args(UPSTREAM_SERVICE, args, ledger)?;
+    let proxy = proxy_child(&slice, upstream, &dir)?;
+    let mut command =
+        http_connector_command(&slice, UPSTREAM_SERVICE, "127.0.0.1:0", &signing_key())?;
+    command.env("RUST_LOG", "warn");
+    let (connector, url) = spawn_until(
+        "connector",
+        command,
+        &dir.join("connector.log"),
+        CONNECTOR_LISTENING,
+    )
+    .await?;
+    let client = session_http_client(&url, ()).await?;
+    let start = Instant::now();
+    // The proxy's workers may still be starting: the first listing waits for them.
+    let listed = loop {
+        match client.peer().list_all_tools().await {
+            Ok(tools) if !tools.is_empty() => break tools.len(),
+            _ if start.elapsed().as_secs() < 60 => {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await
+            }
+            Ok(_) => anyhow::bail!("the connector listed no tools in 60 s"),
+            Err(e) => anyhow::bail!("listing: {e}"),
+        }
+    };
+    let first_list_ms = start.elapsed().as_secs_f64() * 1000.0;
+    let mut warm = Vec::new();
+    for _ in 0..WARM_LISTINGS {
+        let start = Instant::now();
+        client.peer().list_all_tools().await?;
+        warm.push(start.elapsed());
+    }
+    warm.sort();
+    let proxy_stat = procstat::sample(proxy.pid).unwrap_or_default();
+    let _ = client.cancel().await;
+    connector.stop().await;
+    proxy.stop().await;
+    Ok(ToolCountPoint {
+        tools: n,
+        listed,
+        first_list_ms,
+        warm_list_p50_ms: measure::percentile(&warm, 50.0).as_secs_f64() * 1000.0,
+        proxy_rss_mib: proxy_stat.rss_kib as f64 / 1024.0,
+        proxy_peak_rss_mib: proxy_stat.peak_rss_kib as f64 / 1024.0,
+        error: None,
+    })
+}
+
+/// The tool-count section: first-listing latency as a chart, then each count's figures.
+pub fn render(points: &[ToolCountPoint]) -> String {
+    let mut out = String::from(
+        "\nTOOL COUNT (an upstream with N tools behind its own proxy and HTTP connector)\nfirst listing through the connector:\n",
+    );
+    let listed: Vec<(String, f64)> = points
+        .iter()
+        .filter(|p| p.error.is_none())
+        .map(|p| (format!("{} tools", p.tools), p.first_list_ms))
+        .collect();
+    out.push_str(&super::scaling::chart(&listed, "ms", 40));
+    for p in points {
+        out.push_str(&match &p.error {
+            Some(e) => format!("{:>5} tools: failed: {e}\n", p.tools),
+            None => format!(
+                "{:>5} tools: {} listed, first {:.1} ms, then p50 {:.1} ms; proxy VmRSS {:.1} MiB (VmHWM {:.1})\n",
+                p.tools,
+                p.listed,
+                p.first_list_ms,
+                p.warm_list_p50_ms,
+                p.proxy_rss_mib,
+                p.proxy_peak_rss_mib
+            ),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spec_of_n_valid_tools_with_distinct_names() {
+        let spec = spec_with(1000);
+        spec.validate().unwrap();
+        assert_eq!(spec.tools.len(), 1000);
+        assert_eq!(spec.tools[0].name, "tool0000");
+        assert_eq!(spec.tools[999].name, "tool0999");
+    }
+
+    #[test]
+    fn the_tool_count_section_charts_listings_and_names_a_failure() {
+        let text = render(&[
+            ToolCountPoint {
+                tools: 100,
+                listed: 100,
+                first_list_ms: 80.0,
+                warm_list_p50_ms: 2.5,
+                proxy_rss_mib: 48.2,
+                proxy_peak_rss_mib: 50.0,
+                error: None,
+            },
+            ToolCountPoint {
+                tools: 1000,
+                error: Some("listing: timed out".into()),
+                ..ToolCountPoint::default()
+            },
+        ]);
+        for part in [
+            "TOOL COUNT",
+            "100 tools |",
+            "  100 tools: 100 listed, first 80.0 ms, then p50 2.5 ms; proxy VmRSS 48.2 MiB (VmHWM 50.0)",
+            " 1000 tools: failed: listing: timed out",
+        ] {
+            assert!(text.contains(part), "{part:?} missing from:\n{text}");
+        }
+    }
+}
