@@ -20,6 +20,11 @@ snapshots:
     INSTA_UPDATE=always cargo test --locked -p durable-mcp-tests --test it -- whole_results_match_the_recorded_snapshot a_workflow_lists_and_calls_tools_with_results_equal_to_direct_calls_and_replays
     INSTA_UPDATE=always ./scripts/conformance --family fidelity
 
+# Container images of the connector and the proxy, built offline with the local Docker engine
+# (docs/deployment.md): `just images --bin-dir target/debug` packs binaries already built.
+images *ARGS:
+    ./scripts/build-images {{ARGS}}
+
 # A dev server with the flags durable-mcp needs, for manual use (Ctrl-C stops it).
 temporal *ARGS:
     cargo run -q -p durable-mcp-conformance --bin durable-mcp-conformance -- temporal {{ARGS}}

@@ -18,6 +18,7 @@ mod docs;
 mod durable_input;
 mod grpc_compression;
 mod health;
+mod images;
 mod layers;
 mod metrics;
 mod native_input;
