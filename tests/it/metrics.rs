@@ -1,6 +1,6 @@
 //! R-RUN-6: both binaries' `--metrics-addr`. A successful call and a failing one through a
-//! connector and a proxy show on both `/metrics` as counts and latencies, and no argument
-//! value is a label.
+//! connector and a proxy, both with a remote codec, show on both `/metrics` as counts and
+//! latencies (codec calls included), and no argument value is a label.
 
 use std::{process::Stdio, time::Duration};
 
@@ -11,7 +11,7 @@ use serde_json::json;
 use tokio::io::AsyncBufReadExt as _;
 
 use crate::{
-    support::{TestEnv, connector_command, temp_path, tool_call},
+    support::{TestEnv, codec_server, connector_command, temp_path, tool_call},
     temporal_tls::{proxy_command, proxy_config},
 };
 
@@ -50,12 +50,28 @@ fn one_success_and_one_tool_error(text: &str, calls: &str) {
     assert!(!text.contains(SECRET), "{text}");
 }
 
+/// `text` counts codec calls in `calls`: both ways, none failed (every argument and result
+/// went through the codec).
+fn codec_calls_counted(text: &str, calls: &str) {
+    for op in ["encode", "decode"] {
+        let ok = format!(r#"{calls}{{op="{op}",outcome="ok"}}"#);
+        assert!(sample(text, &ok) >= 1.0, "{text}");
+        let failed = format!(r#"{calls}{{op="{op}",outcome="error"}}"#);
+        assert_eq!(sample(text, &failed), 0.0, "{text}");
+    }
+}
+
 #[tokio::test]
 async fn calls_through_both_binaries_show_on_both_metrics_endpoints() {
     let env = TestEnv::shared("metrics").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let address = ["--address".to_owned(), env.address.clone()];
-    let mut proxy = proxy_command(&proxy_config(&env, "mock", &ledger), &address);
+    let codec = codec_server().await;
+    let config = proxy_config(&env, "mock", &ledger);
+    let with_codec = format!("[codec]\nendpoint = \"{}\"\n", codec.url);
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{with_codec}{text}")).unwrap();
+    let mut proxy = proxy_command(&config, &address);
     proxy.args(["--metrics-addr", "127.0.0.1:0"]);
     let (_proxy, seen) = spawn_announcing(proxy, PROXY_METRICS).await.unwrap();
     let proxy_base = seen.last().unwrap()[PROXY_METRICS.len()..]
@@ -65,7 +81,8 @@ async fn calls_through_both_binaries_show_on_both_metrics_endpoints() {
     let mut connector = connector_command(&env, "mock");
     connector
         .args(&address)
-        .args(["--metrics-addr", "127.0.0.1:0"]);
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .args(["--codec-endpoint", &codec.url]);
     let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(connector)
         .stderr(Stdio::piped())
         .spawn()
@@ -113,6 +130,7 @@ async fn calls_through_both_binaries_show_on_both_metrics_endpoints() {
     let starts =
         r#"durable_mcp_connector_temporal_rpc_duration_seconds_count{rpc="start_nexus_operation"}"#;
     assert_eq!(sample(&text, starts), 2.0, "{text}");
+    codec_calls_counted(&text, "durable_mcp_connector_codec_calls_total");
 
     let (_, text) = scrape(&proxy_base).await;
     one_success_and_one_tool_error(&text, "durable_mcp_proxy_upstream_calls_total");
@@ -121,5 +139,6 @@ async fn calls_through_both_binaries_show_on_both_metrics_endpoints() {
     assert_eq!(sample(&text, latency), 1.0, "{text}");
     let connects = r#"durable_mcp_proxy_upstream_connects_total{service="mock"}"#;
     assert!(sample(&text, connects) >= 1.0, "{text}");
+    codec_calls_counted(&text, "durable_mcp_proxy_codec_calls_total");
     client.cancel().await.unwrap();
 }

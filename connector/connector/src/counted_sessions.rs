@@ -94,6 +94,17 @@ impl SessionTable for Mutex<SessionOwners<Option<Share>>> {
 pub struct CountedSessions {
     inner: Arc<LocalSessionManager>,
     table: Arc<dyn SessionTable>,
+    /// Where refused sessions are counted (R-RUN-6).
+    metrics: Option<crate::metrics::Metrics>,
+}
+
+/// The `cap_refusals_total` reason of a refused session (R-RUN-6): the flag that sets the
+/// share, or `session_table_full` for the connector's fixed most.
+pub fn refusal_reason(refused: Refused) -> &'static str {
+    match refused {
+        Refused::CallerBusy(_) | Refused::NetworkBusy(_) => "--max-sessions-per-caller",
+        Refused::TableFull(_) => "session_table_full",
+    }
 }
 
 impl CountedSessions {
@@ -101,6 +112,15 @@ impl CountedSessions {
         Self {
             inner: Arc::default(),
             table,
+            metrics: None,
+        }
+    }
+
+    /// Counts refused sessions in `metrics` (R-RUN-6).
+    pub fn with_metrics(self, metrics: crate::metrics::Metrics) -> Self {
+        Self {
+            metrics: Some(metrics),
+            ..self
         }
     }
 
@@ -149,6 +169,9 @@ impl SessionManager for CountedSessions {
         match refused {
             None => Ok((id, transport)),
             Some(refused) => {
+                if let Some(metrics) = &self.metrics {
+                    metrics.count_refusal(refusal_reason(refused));
+                }
                 if let Some(opening) = opening {
                     *opening.refused.lock().unwrap() = Some(refused);
                 }
@@ -291,5 +314,18 @@ mod tests {
         let any = sessions.inner.sessions.read().await.keys().next().cloned();
         sessions.close_session(&any.unwrap()).await.unwrap();
         assert_eq!(owners.lock().unwrap().len(), 2, "closing forgets");
+    }
+
+    #[tokio::test]
+    async fn refused_sessions_are_counted_by_the_cap_that_refused_them() {
+        let metrics = crate::metrics::Metrics::new();
+        let sessions = CountedSessions::new(table(2, 1)).with_metrics(metrics.clone());
+        create(&sessions, None).await.unwrap();
+        create(&sessions, None).await.unwrap_err();
+        let line = r#"durable_mcp_connector_cap_refusals_total{reason="session_table_full"} 1"#;
+        assert!(metrics.encode().contains(line), "{}", metrics.encode());
+        let per_caller = "--max-sessions-per-caller";
+        assert_eq!(refusal_reason(Refused::CallerBusy(2)), per_caller);
+        assert_eq!(refusal_reason(Refused::NetworkBusy(8)), per_caller);
     }
 }

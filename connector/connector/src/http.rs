@@ -277,7 +277,7 @@ fn router_counting(
 ) -> axum::Router {
     let readiness = connector.readiness();
     let (table, by_address) = session_owners(options);
-    let sessions = Arc::new(CountedSessions::new(table));
+    let sessions = Arc::new(CountedSessions::new(table).with_metrics(connector.metrics()));
     let config = mcp_config(options, bound, mcp_ct);
     let body_limits = (options.limits.header_read, config.max_request_body_bytes);
     let service: StreamableHttpService<Typed, CountedSessions> =
@@ -542,6 +542,7 @@ pub async fn serve_connector_http(
     let local_addr = listener.local_addr()?;
     let mcp_ct = CancellationToken::new();
     let in_flight = Arc::new(InFlight::default());
+    let metrics = Some(connector.metrics());
     let app = router_counting(
         connector,
         &options,
@@ -562,7 +563,7 @@ pub async fn serve_connector_http(
     let grace = options.shutdown_grace;
     let limits = options.limits;
     let task = tokio::spawn(async move {
-        let server = listener::serve(listener, app, limits, shutdown.clone());
+        let server = listener::serve_counting(listener, app, limits, shutdown.clone(), metrics);
         let server = async move {
             server.await;
             anyhow::Ok(())

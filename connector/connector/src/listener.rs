@@ -230,6 +230,17 @@ pub async fn serve(
     limits: ConnectionLimits,
     stop: CancellationToken,
 ) {
+    serve_counting(listener, app, limits, stop, None).await;
+}
+
+/// [`serve`], counting the connections refused at the per-address cap in `metrics` (R-RUN-6).
+pub async fn serve_counting(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    limits: ConnectionLimits,
+    stop: CancellationToken,
+    metrics: Option<crate::metrics::Metrics>,
+) {
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let per_address: Arc<Counts<IpAddr>> = Arc::default();
@@ -265,6 +276,9 @@ pub async fn serve(
         );
         let Some(address_slot) = admitted else {
             drop(slot);
+            if let Some(metrics) = &metrics {
+                metrics.count_refusal("--http-max-connections-per-address");
+            }
             // Debug, not warn: a client hammering the cap must not flood the log.
             tracing::debug!(
                 peer = %peer.ip(),
@@ -485,11 +499,17 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn silent_connections_never_hold_every_place_and_close_at_the_first_request_deadline() {
+    /// A loopback listener, its address, and an app answering `GET /` with `ok`.
+    async fn ok_app() -> (tokio::net::TcpListener, std::net::SocketAddr, axum::Router) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let app = axum::Router::new().route("/", axum::routing::get(|| async { "ok" }));
+        (listener, addr, app)
+    }
+
+    #[tokio::test]
+    async fn silent_connections_never_hold_every_place_and_close_at_the_first_request_deadline() {
+        let (listener, addr, app) = ok_app().await;
         let limits = ConnectionLimits {
             max_connections: 8,
             max_per_address: 0,
@@ -541,6 +561,26 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn connections_refused_at_the_address_cap_are_counted() {
+        let (listener, addr, app) = ok_app().await;
+        let limits = ConnectionLimits {
+            max_per_address: 1,
+            ..ConnectionLimits::default()
+        };
+        let (stop, metrics) = (CancellationToken::new(), crate::metrics::Metrics::new());
+        let served = serve_counting(listener, app, limits, stop.clone(), Some(metrics.clone()));
+        let server = tokio::spawn(served);
+        let _first = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut second = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (answer, _) = exchange(&mut second, b"", Duration::from_secs(2)).await;
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        let line = r#"cap_refusals_total{reason="--http-max-connections-per-address"} 1"#;
+        assert!(metrics.encode().contains(line), "{}", metrics.encode());
+        stop.cancel();
+        server.abort();
     }
 
     #[test]

@@ -22,7 +22,7 @@ use durable_mcp_contract::{
 };
 pub use durable_mcp_runtime::metrics::CONTENT_TYPE;
 use durable_mcp_runtime::metrics::{
-    CallMetrics, ReasonLabels, encode, latency_histogram, registered,
+    CallMetrics, ReasonLabels, encode, latency_histogram, register_codec_calls, registered,
 };
 
 /// The tool and service label of a call of a tool the connector never listed.
@@ -87,6 +87,7 @@ impl Metrics {
         let rpcs = "Round trip of the Temporal RPCs a call makes, by RPC";
         let rpc_latency = RpcLatency::new_with_constructor(latency_histogram);
         let temporal_rpcs = registered(&mut r, "temporal_rpc_duration_seconds", rpcs, rpc_latency);
+        register_codec_calls(&mut r);
         let inner = Instruments {
             registry: r,
             calls,

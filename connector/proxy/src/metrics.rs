@@ -19,7 +19,9 @@ use temporalio_common::data_converters::RawValue;
 use temporalio_sdk::activities::ActivityError;
 
 use durable_mcp_contract::{errors::ToolCallErrorType, jsonrpc_error::JSONRPC_ERROR, payload};
-use durable_mcp_runtime::metrics::{CallMetrics, ServiceLabels, encode, registered};
+use durable_mcp_runtime::metrics::{
+    CallMetrics, ServiceLabels, encode, register_codec_calls, registered,
+};
 
 type ServiceCounters = Family<ServiceLabels, Counter>;
 
@@ -59,6 +61,7 @@ impl ProxyMetrics {
         let failures = "Failed tools/list discoveries of an upstream";
         let discovery_failures =
             registered(&mut r, "discovery_failures", failures, Family::default());
+        register_codec_calls(&mut r);
         Self {
             registry: r,
             calls,

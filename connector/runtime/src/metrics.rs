@@ -117,6 +117,38 @@ impl ToolNames {
     }
 }
 
+/// A codec call's label set: `/encode` or `/decode`, and whether it answered.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CodecLabels {
+    op: &'static str,
+    outcome: &'static str,
+}
+
+type CodecCalls = Family<CodecLabels, Counter>;
+
+/// The process's remote codec calls (R-RUN-6): every codec in the process counts here, and
+/// both the connector's and the proxy's registries show them ([`register_codec_calls`]).
+fn codec_calls() -> &'static CodecCalls {
+    static CALLS: std::sync::OnceLock<CodecCalls> = std::sync::OnceLock::new();
+    CALLS.get_or_init(CodecCalls::default)
+}
+
+/// Counts one call of a remote codec's `op` (`encode` or `decode`): `ok`, or `error` when it
+/// failed (unreachable, refused, timed out, or an answer that is not valid codec JSON).
+pub fn count_codec_call(op: &str, ok: bool) {
+    let op = if op == "encode" { "encode" } else { "decode" };
+    let outcome = if ok { "ok" } else { "error" };
+    codec_calls()
+        .get_or_create(&CodecLabels { op, outcome })
+        .inc();
+}
+
+/// Registers the process's codec calls in `registry` as `codec_calls` (`{prefix}_codec_calls_total`).
+pub fn register_codec_calls(registry: &mut Registry) {
+    let help = "Remote codec calls, by operation (encode, decode) and outcome (ok, error)";
+    registry.register("codec_calls", help, codec_calls().clone());
+}
+
 /// `metric`, registered in `registry` as `name` with `help`.
 pub fn registered<M: Metric + Clone>(
     registry: &mut Registry,
@@ -139,6 +171,19 @@ pub fn encode(registry: &Registry) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn codec_calls_show_in_every_registry_that_registers_them() {
+        let (mut a, mut b) = (Registry::with_prefix("a"), Registry::with_prefix("b"));
+        register_codec_calls(&mut a);
+        register_codec_calls(&mut b);
+        count_codec_call("decode", false);
+        for (registry, prefix) in [(&a, "a"), (&b, "b")] {
+            let line = format!("{prefix}_codec_calls_total{{op=\"decode\",outcome=\"error\"}} ");
+            let text = encode(registry);
+            assert!(text.contains(&line), "{line} missing from {text}");
+        }
+    }
 
     #[test]
     fn a_service_labels_at_most_so_many_tools() {

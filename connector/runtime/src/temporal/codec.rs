@@ -177,11 +177,17 @@ impl RemoteCodec {
         }
     }
 
-    /// Sends `payloads` through the codec's `/encode` or `/decode` (`op`).
+    /// Sends `payloads` through the codec's `/encode` or `/decode` (`op`), counted (R-RUN-6).
     async fn call(&self, op: &str, payloads: Vec<Payload>) -> Result<Vec<Payload>, PayloadError> {
         if payloads.is_empty() {
             return Ok(payloads);
         }
+        let answer = self.send(op, payloads).await;
+        crate::metrics::count_codec_call(op, answer.is_ok());
+        answer
+    }
+
+    async fn send(&self, op: &str, payloads: Vec<Payload>) -> Result<Vec<Payload>, PayloadError> {
         let count = payloads.len();
         let resp = self
             .post(op, &WirePayloads::from_payloads(payloads))
