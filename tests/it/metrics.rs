@@ -1,6 +1,7 @@
 //! R-RUN-6: both binaries' `--metrics-addr`. A successful call and a failing one through a
 //! connector and a proxy, both with a remote codec, show on both `/metrics` as counts and
-//! latencies (codec calls included), and no argument value is a label.
+//! latencies (codec calls and the proxy's SDK worker metrics included), and no argument value
+//! is a label.
 
 use std::{process::Stdio, time::Duration};
 
@@ -48,6 +49,17 @@ fn one_success_and_one_tool_error(text: &str, calls: &str) {
     assert_eq!(sample(text, &ok), 1.0, "{text}");
     assert_eq!(sample(text, &failed), 1.0, "{text}");
     assert!(!text.contains(SECRET), "{text}");
+}
+
+/// The value of the first sample of `series` in `text`, whatever its labels; 0 when none.
+fn labelled_sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find(|l| {
+            l.strip_prefix(series)
+                .is_some_and(|rest| rest.starts_with('{'))
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .map_or(0.0, |v| v.trim().parse().unwrap())
 }
 
 /// `text` counts codec calls in `calls`: both ways, none failed (every argument and result
@@ -140,5 +152,10 @@ async fn calls_through_both_binaries_show_on_both_metrics_endpoints() {
     let connects = r#"durable_mcp_proxy_upstream_connects_total{service="mock"}"#;
     assert!(sample(&text, connects) >= 1.0, "{text}");
     codec_calls_counted(&text, "durable_mcp_proxy_codec_calls_total");
+    // The SDK workers' own metrics: one Activity execution and one Nexus task per call.
+    let sdk = "durable_mcp_proxy_temporal_activity_execution_latency_count";
+    assert_eq!(labelled_sample(&text, sdk), 2.0, "{text}");
+    let sdk = "durable_mcp_proxy_temporal_nexus_task_execution_latency_count";
+    assert!(labelled_sample(&text, sdk) >= 2.0, "{text}");
     client.cancel().await.unwrap();
 }

@@ -22,6 +22,7 @@ use durable_mcp_contract::{errors::ToolCallErrorType, jsonrpc_error::JSONRPC_ERR
 use durable_mcp_runtime::metrics::{
     CallMetrics, ServiceLabels, encode, register_codec_calls, registered,
 };
+use durable_mcp_runtime::sdk_metrics::SdkMeter;
 
 type ServiceCounters = Family<ServiceLabels, Counter>;
 
@@ -32,6 +33,7 @@ pub struct ProxyMetrics {
     connects: ServiceCounters,
     restarts: ServiceCounters,
     discovery_failures: ServiceCounters,
+    sdk: SdkMeter,
 }
 
 /// The process's proxy metrics.
@@ -62,13 +64,21 @@ impl ProxyMetrics {
         let discovery_failures =
             registered(&mut r, "discovery_failures", failures, Family::default());
         register_codec_calls(&mut r);
+        let sdk = SdkMeter::default();
+        sdk.register(&mut r);
         Self {
             registry: r,
             calls,
             connects,
             restarts,
             discovery_failures,
+            sdk,
         }
+    }
+
+    /// Where the proxy's SDK workers put their own metrics (`durable_mcp_proxy_temporal_*`).
+    pub fn sdk_meter(&self) -> &SdkMeter {
+        &self.sdk
     }
 
     /// The metrics as Prometheus (OpenMetrics) text.

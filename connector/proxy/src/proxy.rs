@@ -2,8 +2,10 @@
 //! (R-PRX-26), on a Nexus worker and an SDK worker of their own, on one task queue.
 
 use temporalio_client::{Client, ClientOptions, Connection};
+use temporalio_common::telemetry::TelemetryOptions;
 use temporalio_sdk::{
     Runtime, Worker, WorkerOptions,
+    runtime::RuntimeOptions,
     runtime::worker_tuner::{FixedSizeSlotSupplier, TunerHolder},
 };
 use tokio_util::sync::CancellationToken;
@@ -103,10 +105,11 @@ pub async fn run_proxy_with_health(
     let mut nexus_options = NexusWorkerOptions::new(&options.namespace, &options.task_queue);
     nexus_options.max_concurrent_tasks = options.max_concurrent_calls;
     nexus_options.codec = codec.clone();
+    nexus_options.sdk_metrics = Some(super::metrics::global().sdk_meter().clone());
     let nexus = NexusWorker::new(connection.clone(), nexus_options, proxy.services()).await?;
     let nexus_shutdown = nexus.shutdown_handle();
 
-    let runtime = Runtime::from_current_tokio(Default::default())
+    let runtime = Runtime::from_current_tokio(activity_runtime_options()?)
         .map_err(|e| ProxyError::Activity(e.to_string()))?;
     let client_options = match codec {
         Some(codec) => ClientOptions::new(options.namespace.clone())
@@ -168,4 +171,14 @@ pub async fn run_proxy_with_health(
     nexus_result?;
     activity_result.map_err(|e| ProxyError::Activity(e.to_string()))?;
     Ok(())
+}
+
+/// The Activity worker's runtime, its SDK metrics going to the proxy's registry (R-RUN-6).
+fn activity_runtime_options() -> Result<RuntimeOptions, ProxyError> {
+    let meter = super::metrics::global().sdk_meter().core_meter();
+    let telemetry = TelemetryOptions::builder().metrics(meter).build();
+    RuntimeOptions::builder()
+        .telemetry_options(telemetry)
+        .build()
+        .map_err(ProxyError::Activity)
 }

@@ -11,4 +11,5 @@
 
 pub mod metrics;
 pub mod nexus;
+pub mod sdk_metrics;
 pub mod temporal;

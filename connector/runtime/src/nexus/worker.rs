@@ -27,7 +27,7 @@ use temporalio_protos::{
     },
 };
 use temporalio_sdk_core::{
-    CoreRuntime, PollError, PollerBehavior, RuntimeOptions, Worker as CoreWorker, WorkerConfig,
+    CoreRuntime, PollError, PollerBehavior, Worker as CoreWorker, WorkerConfig,
     WorkerVersioningStrategy, init_worker,
 };
 use tokio::task::JoinSet;
@@ -61,6 +61,8 @@ pub struct NexusWorkerOptions {
     /// Decodes every start's input and encodes every sync result and failure detail (R-PAY-4),
     /// so handlers see plain payloads whatever codec their callers use.
     pub codec: Option<Arc<dyn PayloadCodec>>,
+    /// Where the SDK worker's own metrics go (R-RUN-6; [`crate::sdk_metrics::SdkMeter`]).
+    pub sdk_metrics: Option<crate::sdk_metrics::SdkMeter>,
 }
 
 impl NexusWorkerOptions {
@@ -73,6 +75,7 @@ impl NexusWorkerOptions {
             identity: None,
             graceful_shutdown: Duration::from_secs(10),
             codec: None,
+            sdk_metrics: None,
         }
     }
 }
@@ -152,7 +155,9 @@ impl NexusWorker {
                 "max_concurrent_tasks and pollers must be at least 1".into(),
             ));
         }
-        let runtime = CoreRuntime::new_assume_tokio(RuntimeOptions::default())
+        let runtime_options = crate::sdk_metrics::runtime_options(options.sdk_metrics.as_ref())
+            .map_err(NexusWorkerError::InvalidOptions)?;
+        let runtime = CoreRuntime::new_assume_tokio(runtime_options)
             .map_err(|e| NexusWorkerError::Init(e.to_string()))?;
         let identity = options.identity.clone().unwrap_or_else(default_identity);
         let config = WorkerConfig::builder()
