@@ -33,6 +33,7 @@ fn asking_upstream(ledger: &Ledger) -> durable_mcp::outbound::UpstreamConfig {
     let spec = UpstreamSpec {
         name: "asking".into(),
         tools: vec![ask, ask_task],
+        instructions: None,
     };
     mock_stdio_upstream_with_spec("asking", &spec, ledger)
 }

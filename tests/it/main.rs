@@ -33,6 +33,7 @@ mod proxy_inline;
 mod proxy_library;
 mod proxy_options;
 mod python_client;
+mod route_notices;
 mod secrets;
 mod server_restart;
 mod service_logs;

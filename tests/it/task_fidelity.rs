@@ -47,6 +47,7 @@ fn spec() -> UpstreamSpec {
     UpstreamSpec {
         name: "written-upstream".into(),
         tools: vec![tool],
+        instructions: None,
     }
 }
 

@@ -420,6 +420,7 @@ impl UpstreamDef {
             UpstreamSpec {
                 name: "durable-mcp-conformance-upstream".into(),
                 tools: Vec::new(),
+                instructions: None,
             }
         };
         for tool in &self.tools {

@@ -16,6 +16,64 @@ pub const TIMEOUT_META_KEY: &str = "io.durable-mcp/timeoutMs";
 /// (R-NXC-4). Absent means the service retries it.
 pub const ONE_ATTEMPT_META_KEY: &str = "io.durable-mcp/oneAttempt";
 
+/// Key of the `list_tools` input asking for the listing with the tool server's `instructions`
+/// (R-NXC-7): `{"withInstructions": true}` is answered `{"tools": [...], "instructions": "..."}`
+/// by a service that knows the key. Any other input is answered with the bare array of tools, so
+/// callers and services of either age work together.
+pub const WITH_INSTRUCTIONS_KEY: &str = "withInstructions";
+
+/// A `list_tools` answer: the tools, and the instructions the tool server gave, if any.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolListing {
+    pub tools: Vec<Value>,
+    pub instructions: Option<String>,
+}
+
+/// Whether a `list_tools` input asks for the object form (see [`WITH_INSTRUCTIONS_KEY`]).
+pub fn asks_for_instructions(input: &Value) -> bool {
+    input.get(WITH_INSTRUCTIONS_KEY).and_then(Value::as_bool) == Some(true)
+}
+
+impl ToolListing {
+    /// The answer to write: the object form when `asked`, else the bare array.
+    pub fn answer(self, asked: bool) -> Value {
+        if !asked {
+            return Value::Array(self.tools);
+        }
+        let mut answer = serde_json::Map::new();
+        answer.insert("tools".into(), Value::Array(self.tools));
+        if let Some(instructions) = self.instructions {
+            answer.insert("instructions".into(), Value::String(instructions));
+        }
+        Value::Object(answer)
+    }
+
+    /// Reads either form of the answer: the bare array (a service that does not know
+    /// [`WITH_INSTRUCTIONS_KEY`]) or the object.
+    pub fn read(answer: Value) -> Result<Self, String> {
+        match answer {
+            Value::Array(tools) => Ok(Self {
+                tools,
+                instructions: None,
+            }),
+            Value::Object(mut answer) => {
+                let Some(Value::Array(tools)) = answer.remove("tools") else {
+                    return Err("list_tools answered an object without a tools array".into());
+                };
+                let instructions = match answer.remove("instructions") {
+                    Some(Value::String(text)) => Some(text),
+                    _ => None,
+                };
+                Ok(Self {
+                    tools,
+                    instructions,
+                })
+            }
+            other => Err(format!("list_tools answered {other}, not a list of tools")),
+        }
+    }
+}
+
 /// Whether a listed tool says it gets one attempt.
 pub fn advertised_one_attempt(tool: &Value) -> bool {
     tool.get("_meta")
@@ -83,6 +141,28 @@ mod tests {
         advertise_one_attempt(plain.as_object_mut().unwrap(), false);
         assert_eq!(plain, json!({"name": "t"}));
         assert!(!advertised_one_attempt(&plain));
+    }
+
+    #[test]
+    fn listings_with_instructions_are_asked_for_and_read_in_either_form() {
+        assert!(asks_for_instructions(&json!({WITH_INSTRUCTIONS_KEY: true})));
+        assert!(!asks_for_instructions(&json!({})));
+        assert!(!asks_for_instructions(&Value::Null));
+        let listing = ToolListing {
+            tools: vec![json!({"name": "t"})],
+            instructions: Some("Use t.".into()),
+        };
+        assert_eq!(listing.clone().answer(false), json!([{"name": "t"}]));
+        let object = listing.clone().answer(true);
+        assert_eq!(
+            object,
+            json!({"tools": [{"name": "t"}], "instructions": "Use t."})
+        );
+        assert_eq!(ToolListing::read(object).unwrap(), listing);
+        let bare = ToolListing::read(json!([{"name": "t"}])).unwrap();
+        assert_eq!(bare.instructions, None);
+        assert!(ToolListing::read(json!({"instructions": "x"})).is_err());
+        assert!(ToolListing::read(json!("x")).is_err());
     }
 
     #[test]

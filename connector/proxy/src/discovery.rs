@@ -28,6 +28,8 @@ pub struct DiscoveryError {
 #[derive(Default)]
 struct State {
     tools: Option<Arc<Vec<serde_json::Value>>>,
+    /// The upstream's `instructions` when it last listed (R-PRX-31).
+    instructions: Option<String>,
     /// The waits after consecutive failures; `None` until the first (a success clears it).
     waits: Option<durable_mcp_runtime::nexus::outage::Backoff>,
     retry_at: Option<Instant>,
@@ -69,6 +71,11 @@ impl Discovery {
     /// The last good list, if any.
     pub fn current(&self) -> Option<Arc<Vec<serde_json::Value>>> {
         self.state.lock().unwrap().tools.clone()
+    }
+
+    /// The `instructions` the upstream gave with its last good list (R-PRX-31).
+    pub fn instructions(&self) -> Option<String> {
+        self.state.lock().unwrap().instructions.clone()
     }
 
     /// Where discovery stands: listed, failing since when, or never tried.
@@ -141,9 +148,11 @@ impl Discovery {
         match self.client.list_tools(timeout).await {
             Ok(tools) => {
                 let tools = Arc::new(tools);
+                let instructions = self.client.instructions();
                 let mut state = self.state.lock().unwrap();
                 *state = State {
                     tools: Some(tools.clone()),
+                    instructions,
                     ..State::default()
                 };
                 Ok(tools)

@@ -22,7 +22,9 @@ use durable_mcp_contract::payload::{PayloadCodec, encode_one};
 use durable_mcp_contract::{
     call::CallToken,
     errors::ToolCallErrorType,
-    listing::{LIST_TOOLS, advertise_one_attempt, advertise_timeout},
+    listing::{
+        LIST_TOOLS, ToolListing, advertise_one_attempt, advertise_timeout, asks_for_instructions,
+    },
     operation_name::tool_for_operation,
     payload,
 };
@@ -321,8 +323,9 @@ pub fn proxy_service(ctx: ServiceContext) -> Service {
     Service::new(ctx.service.clone())
         .operation(
             LIST_TOOLS,
-            start_fn(move |_, _| {
+            start_fn(move |_, input| {
                 let ctx = list_ctx.clone();
+                let asked = payload::to_json(&input).is_ok_and(|i| asks_for_instructions(&i));
                 async move {
                     let tools = ctx.discovery.refresh().await.map_err(|e| {
                         HandlerError::new(HandlerErrorKind::Unavailable, e.to_string())
@@ -340,8 +343,13 @@ pub fn proxy_service(ctx: ServiceContext) -> Service {
                             tool
                         })
                         .collect();
-                    let payload = payload::to_marked_payload(&listed, payload::TOOL_LIST)
-                        .map_err(|e| HandlerError::internal(e.to_string()))?;
+                    let listing = ToolListing {
+                        tools: listed,
+                        instructions: ctx.discovery.instructions(),
+                    };
+                    let payload =
+                        payload::to_marked_payload(&listing.answer(asked), payload::TOOL_LIST)
+                            .map_err(|e| HandlerError::internal(e.to_string()))?;
                     Ok(StartOutcome::Sync(payload))
                 }
             }),

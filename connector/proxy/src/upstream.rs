@@ -383,6 +383,15 @@ impl UpstreamClient {
         }
     }
 
+    /// The `instructions` the upstream gave in its `initialize` answer, on the connection open
+    /// now (R-PRX-31); `None` when it gave none or no connection is open.
+    pub fn instructions(&self) -> Option<String> {
+        match &*self.connection.lock().unwrap() {
+            Slot::Connected(conn) => conn.peer().peer_info()?.instructions.clone(),
+            _ => None,
+        }
+    }
+
     /// Every page of `tools/list`, each tool as the upstream wrote it (rmcp's typed `Tool`
     /// drops `execution` and unknown annotation keys; see [`super::as_written`]).
     async fn list_all_as_written(

@@ -16,13 +16,18 @@ use super::{
     limits::{self, Listing},
 };
 use crate::route::{Merged, Route, merge_tool_lists};
-use durable_mcp_contract::{listing::LIST_TOOLS, payload};
+use durable_mcp_contract::{
+    listing::{LIST_TOOLS, ToolListing, WITH_INSTRUCTIONS_KEY},
+    payload,
+};
 use durable_mcp_runtime::nexus::{OperationOutcome, StartOperation};
 
 impl Connector {
-    async fn list_route(&self, route: &Route) -> Result<Vec<Value>, String> {
+    /// One listing of the route, with its upstream's instructions (R-NXC-7).
+    async fn list_route(&self, route: &Route) -> Result<ToolListing, String> {
         let o = &self.inner.options;
-        let input = payload::to_payload(&json!({})).map_err(|e| e.to_string())?;
+        let input = payload::to_payload(&json!({WITH_INSTRUCTIONS_KEY: true}))
+            .map_err(|e| e.to_string())?;
         let mut start = StartOperation::new(
             self.operation_id("list-"),
             &route.endpoint,
@@ -47,10 +52,7 @@ impl Connector {
             .map_err(|e| e.to_string())?
         {
             OperationOutcome::Succeeded(p) => {
-                match payload::to_json(&p).map_err(|e| e.to_string())? {
-                    Value::Array(tools) => Ok(tools),
-                    other => Err(format!("list_tools answered {other}, not a list of tools")),
-                }
+                ToolListing::read(payload::to_json(&p).map_err(|e| e.to_string())?)
             }
             other => Err(list_did_not_succeed(&other, o.list_timeout)),
         }
@@ -96,6 +98,18 @@ impl Connector {
         }
     }
 
+    /// Each route's instructions (R-CON-41), in route order: from its last good listing,
+    /// asking the routes whose cache is stale first and waiting for them at most `wait` (a
+    /// listing that outlasts it still records its answer for the next asker).
+    pub(super) async fn route_instructions(&self, wait: Duration) -> Vec<Option<String>> {
+        let routes = self.inner.options.routes.len();
+        let listings = join_all((0..routes).map(|i| self.cached_route(i)));
+        let _ = tokio::time::timeout(wait, listings).await;
+        (0..routes)
+            .map(|i| self.route_state(i).instructions.clone())
+            .collect()
+    }
+
     fn route_state(&self, index: usize) -> std::sync::MutexGuard<'_, RouteListing> {
         self.inner.listings[index]
             .lock()
@@ -117,12 +131,18 @@ impl Connector {
             };
             let mut state = this.route_state(index);
             state.running = None;
-            match &outcome {
-                Ok(tools) => state.listing.store(tools.clone(), Instant::now()),
-                Err(Flop::Failed(why)) => state.listing.fail(why.clone(), Instant::now()),
-                Err(Flop::OverCap(_)) => {}
+            match outcome {
+                Ok(listing) => {
+                    state.instructions = listing.instructions;
+                    state.listing.store(listing.tools.clone(), Instant::now());
+                    Ok(listing.tools)
+                }
+                Err(Flop::Failed(why)) => {
+                    state.listing.fail(why.clone(), Instant::now());
+                    Err(Flop::Failed(why))
+                }
+                Err(e) => Err(e),
             }
-            outcome
         });
         async move {
             task.await
@@ -267,6 +287,8 @@ fn companion_origin(companions: bool, name: &str) -> Option<&'static str> {
 pub(super) struct RouteListing {
     listing: Listing,
     running: Option<Flight>,
+    /// The instructions the route's last good listing carried (R-CON-41).
+    pub(super) instructions: Option<String>,
 }
 
 /// A running listing, shared by its askers.

@@ -37,6 +37,7 @@ mod catalog;
 pub mod companion;
 mod explicit_cancel;
 mod input;
+pub mod instructions;
 mod internal;
 mod limits;
 mod logging;
@@ -299,6 +300,21 @@ impl ServerHandler for Typed {
         );
         info.server_info = Implementation::new("durable-mcp-connector", env!("CARGO_PKG_VERSION"));
         info
+    }
+
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, McpError> {
+        self.initialize_with_instructions(request, context).await
+    }
+
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, McpError> {
+        self.discover_with_instructions().await
     }
 
     async fn list_tools(
