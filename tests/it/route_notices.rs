@@ -1,5 +1,5 @@
 //! What an upstream tells its callers beside its tools, through the proxy and the connector:
-//! its `instructions` (R-PRX-31, R-NXC-7, R-CON-41).
+//! its `instructions` (R-PRX-31, R-NXC-7, R-CON-41), and that its tools changed (R-CON-42).
 
 use durable_mcp::inbound::server::{Connector, ConnectorOptions};
 use durable_mcp_conformance::fixtures::{Ledger, UpstreamSpec};
@@ -59,4 +59,62 @@ async fn upstream_instructions_reach_the_connectors_callers_merged_per_route() {
     let none = client_for(connector_for(&env, "beta")).await.unwrap();
     assert_eq!(none.peer_info().unwrap().instructions, None);
     none.cancel().await.unwrap();
+}
+
+/// A client that counts the `notifications/tools/list_changed` it gets.
+#[derive(Clone, Default)]
+struct ChangeCounter(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl rmcp::ClientHandler for ChangeCounter {
+    async fn on_tool_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl ChangeCounter {
+    fn count(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[tokio::test]
+async fn a_session_caller_learns_that_the_upstreams_tools_changed_without_reconnecting() {
+    let env = TestEnv::shared("route-list-changed").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let spec_file = temp_path("spec.json");
+    let write = |spec: &UpstreamSpec| std::fs::write(&spec_file, serde_json::to_vec(spec).unwrap());
+    write(&UpstreamSpec::standard()).unwrap();
+    let args = vec!["--spec".into(), spec_file.to_string_lossy().into_owned()];
+    let upstream = mock_stdio_upstream_with_args("mock", args, &ledger).unwrap();
+    let _proxy = start_proxy(&env, vec![upstream]);
+    let mut options = connector_options("mock", &env.endpoint);
+    options.list_cache = std::time::Duration::from_secs(1);
+    let counter = ChangeCounter::default();
+    let client = serve_in_memory(Connector::new(env.client.clone(), options), counter.clone())
+        .await
+        .unwrap();
+    let caps = client.peer_info().unwrap().capabilities.clone();
+    assert_eq!(caps.tools.and_then(|t| t.list_changed), Some(true));
+    let before = client.peer().list_all_tools().await.unwrap();
+    assert!(!before.iter().any(|t| t.name == "added"));
+
+    // The upstream gains a tool (the mock announces it, as a real server would).
+    let mut changed = UpstreamSpec::standard();
+    let mut added = changed.tools[0].clone();
+    added.name = "added".into();
+    changed.tools.push(added);
+    write(&changed).unwrap();
+    eventually(
+        std::time::Duration::from_secs(30),
+        "the caller gets notifications/tools/list_changed",
+        || counter.count() > 0,
+    )
+    .await;
+    let after = client.peer().list_all_tools().await.unwrap();
+    assert!(after.iter().any(|t| t.name == "added"), "{after:?}");
+    assert_eq!(after.len(), before.len() + 1);
+    client.cancel().await.unwrap();
 }

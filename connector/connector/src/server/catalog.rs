@@ -10,6 +10,7 @@ use rmcp::ErrorData as McpError;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::list_changed::tools_changed;
 use super::{
     Connector,
     internal::internal,
@@ -133,6 +134,9 @@ impl Connector {
             state.running = None;
             match outcome {
                 Ok(listing) => {
+                    if tools_changed(state.listing.last_good(), &listing.tools) {
+                        this.inner.tool_changes.bump();
+                    }
                     state.instructions = listing.instructions;
                     state.listing.store(listing.tools.clone(), Instant::now());
                     Ok(listing.tools)

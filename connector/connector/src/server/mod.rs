@@ -40,6 +40,7 @@ mod input;
 pub mod instructions;
 mod internal;
 mod limits;
+pub mod list_changed;
 mod logging;
 mod scope;
 mod task_support;
@@ -170,6 +171,8 @@ struct Inner {
     local: Option<Arc<dyn LocalTools>>,
     /// What it counts (R-RUN-6).
     metrics: crate::metrics::Metrics,
+    /// Its tools version, which listeners follow (R-CON-42).
+    tool_changes: list_changed::ToolChanges,
 }
 
 impl Connector {
@@ -198,6 +201,7 @@ impl Connector {
                 ambiguous: RwLock::default(),
                 local,
                 metrics: Default::default(),
+                tool_changes: Default::default(),
             }),
             log_level: logging::LogLevel::default(),
             keyed_calls: Default::default(),
@@ -294,6 +298,7 @@ impl ServerHandler for Typed {
         let mut info = ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .enable_tasks()
                 .enable_logging()
                 .build(),
@@ -315,6 +320,22 @@ impl ServerHandler for Typed {
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::DiscoverResult, McpError> {
         self.discover_with_instructions().await
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        self.follow_for_session(context.peer);
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(list_changed::offered_subscriptions())
+    }
+
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
+        self.listen_for_changes(context).await;
+        Ok(())
     }
 
     async fn list_tools(
