@@ -80,18 +80,50 @@ impl ChangeCounter {
     }
 }
 
+/// A proxy in front of the standard mock as `mock`, whose tools change when
+/// [`ChangingMock::add_a_tool`] rewrites its spec file, and a connector's options for it that
+/// re-list every second.
+struct ChangingMock {
+    spec_file: std::path::PathBuf,
+    options: ConnectorOptions,
+    _proxy: durable_mcp_conformance::proxy_thread::ProxyThread,
+}
+
+impl ChangingMock {
+    fn start(env: &TestEnv) -> Self {
+        let ledger = Ledger::new(temp_path("ledger.jsonl"));
+        let spec_file = temp_path("spec.json");
+        std::fs::write(
+            &spec_file,
+            serde_json::to_vec(&UpstreamSpec::standard()).unwrap(),
+        )
+        .unwrap();
+        let args = vec!["--spec".into(), spec_file.to_string_lossy().into_owned()];
+        let upstream = mock_stdio_upstream_with_args("mock", args, &ledger).unwrap();
+        let mut options = connector_options("mock", &env.endpoint);
+        options.list_cache = std::time::Duration::from_secs(1);
+        Self {
+            _proxy: start_proxy(env, vec![upstream]),
+            spec_file,
+            options,
+        }
+    }
+
+    /// The upstream gains a tool `added` (the mock announces it, as a real server would).
+    fn add_a_tool(&self) {
+        let mut changed = UpstreamSpec::standard();
+        let mut added = changed.tools[0].clone();
+        added.name = "added".into();
+        changed.tools.push(added);
+        std::fs::write(&self.spec_file, serde_json::to_vec(&changed).unwrap()).unwrap();
+    }
+}
+
 #[tokio::test]
 async fn a_session_caller_learns_that_the_upstreams_tools_changed_without_reconnecting() {
     let env = TestEnv::shared("route-list-changed").await;
-    let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let spec_file = temp_path("spec.json");
-    let write = |spec: &UpstreamSpec| std::fs::write(&spec_file, serde_json::to_vec(spec).unwrap());
-    write(&UpstreamSpec::standard()).unwrap();
-    let args = vec!["--spec".into(), spec_file.to_string_lossy().into_owned()];
-    let upstream = mock_stdio_upstream_with_args("mock", args, &ledger).unwrap();
-    let _proxy = start_proxy(&env, vec![upstream]);
-    let mut options = connector_options("mock", &env.endpoint);
-    options.list_cache = std::time::Duration::from_secs(1);
+    let mock = ChangingMock::start(&env);
+    let options = mock.options.clone();
     let counter = ChangeCounter::default();
     let client = serve_in_memory(Connector::new(env.client.clone(), options), counter.clone())
         .await
@@ -101,12 +133,7 @@ async fn a_session_caller_learns_that_the_upstreams_tools_changed_without_reconn
     let before = client.peer().list_all_tools().await.unwrap();
     assert!(!before.iter().any(|t| t.name == "added"));
 
-    // The upstream gains a tool (the mock announces it, as a real server would).
-    let mut changed = UpstreamSpec::standard();
-    let mut added = changed.tools[0].clone();
-    added.name = "added".into();
-    changed.tools.push(added);
-    write(&changed).unwrap();
+    mock.add_a_tool();
     eventually(
         std::time::Duration::from_secs(30),
         "the caller gets notifications/tools/list_changed",
@@ -117,4 +144,77 @@ async fn a_session_caller_learns_that_the_upstreams_tools_changed_without_reconn
     assert!(after.iter().any(|t| t.name == "added"), "{after:?}");
     assert_eq!(after.len(), before.len() + 1);
     client.cancel().await.unwrap();
+}
+
+/// A raw 2026-07-28 request (no `initialize`): its version, capabilities and client in `_meta`.
+fn stateless(id: u64, method: &str, mut params: serde_json::Value) -> String {
+    params["_meta"] = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+    });
+    let request =
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    format!("{request}\n")
+}
+
+#[tokio::test]
+async fn a_stateless_listener_learns_that_the_upstreams_tools_changed() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let env = TestEnv::shared("route-listen").await;
+    let mock = ChangingMock::start(&env);
+    let options = mock.options.clone();
+    let (read, mut write_half) =
+        tokio::io::split(pipe(Connector::new(env.client.clone(), options), 1 << 20));
+    let mut lines = tokio::io::BufReader::new(read).lines();
+    let mut next = async || -> serde_json::Value {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("the connector writes within 30 s")
+            .unwrap()
+            .expect("the connector keeps the pipe open");
+        serde_json::from_str(&line).unwrap()
+    };
+
+    write_half
+        .write_all(stateless(1, "tools/list", serde_json::json!({})).as_bytes())
+        .await
+        .unwrap();
+    let listed = next().await;
+    assert_eq!(listed["id"], 1, "{listed}");
+    let before = listed["result"]["tools"].as_array().unwrap().len();
+    let listen = serde_json::json!({"notifications": {"toolsListChanged": true}});
+    write_half
+        .write_all(stateless(2, "subscriptions/listen", listen).as_bytes())
+        .await
+        .unwrap();
+    let acknowledged = next().await;
+    assert_eq!(
+        acknowledged["method"], "notifications/subscriptions/acknowledged",
+        "{acknowledged}"
+    );
+    assert_eq!(
+        acknowledged["params"]["notifications"]["toolsListChanged"],
+        true
+    );
+
+    mock.add_a_tool();
+    let notice = next().await;
+    assert_eq!(
+        notice["method"], "notifications/tools/list_changed",
+        "{notice}"
+    );
+    assert_eq!(
+        notice["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 2,
+        "{notice}"
+    );
+    write_half
+        .write_all(stateless(3, "tools/list", serde_json::json!({})).as_bytes())
+        .await
+        .unwrap();
+    let relisted = next().await;
+    assert_eq!(
+        relisted["result"]["tools"].as_array().unwrap().len(),
+        before + 1
+    );
 }
