@@ -75,8 +75,13 @@ impl rmcp::ClientHandler for ChangeCounter {
 }
 
 impl ChangeCounter {
-    fn count(&self) -> usize {
-        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    /// Waits (at most 30 s) until `who` got a `notifications/tools/list_changed`.
+    async fn wait_for_one(&self, who: &str) {
+        let what = format!("{who} gets notifications/tools/list_changed");
+        eventually(std::time::Duration::from_secs(30), &what, || {
+            self.0.load(std::sync::atomic::Ordering::SeqCst) > 0
+        })
+        .await;
     }
 }
 
@@ -93,11 +98,7 @@ impl ChangingMock {
     fn start(env: &TestEnv) -> Self {
         let ledger = Ledger::new(temp_path("ledger.jsonl"));
         let spec_file = temp_path("spec.json");
-        std::fs::write(
-            &spec_file,
-            serde_json::to_vec(&UpstreamSpec::standard()).unwrap(),
-        )
-        .unwrap();
+        std::fs::write(&spec_file, serde_json::to_vec(&Self::base()).unwrap()).unwrap();
         let args = vec!["--spec".into(), spec_file.to_string_lossy().into_owned()];
         let upstream = mock_stdio_upstream_with_args("mock", args, &ledger).unwrap();
         let mut options = connector_options("mock", &env.endpoint);
@@ -109,9 +110,14 @@ impl ChangingMock {
         }
     }
 
+    /// The standard mock, with instructions.
+    fn base() -> UpstreamSpec {
+        instructed("mock", Some("The mock changes."))
+    }
+
     /// The upstream gains a tool `added` (the mock announces it, as a real server would).
     fn add_a_tool(&self) {
-        let mut changed = UpstreamSpec::standard();
+        let mut changed = Self::base();
         let mut added = changed.tools[0].clone();
         added.name = "added".into();
         changed.tools.push(added);
@@ -134,12 +140,7 @@ async fn a_session_caller_learns_that_the_upstreams_tools_changed_without_reconn
     assert!(!before.iter().any(|t| t.name == "added"));
 
     mock.add_a_tool();
-    eventually(
-        std::time::Duration::from_secs(30),
-        "the caller gets notifications/tools/list_changed",
-        || counter.count() > 0,
-    )
-    .await;
+    counter.wait_for_one("the caller").await;
     let after = client.peer().list_all_tools().await.unwrap();
     assert!(after.iter().any(|t| t.name == "added"), "{after:?}");
     assert_eq!(after.len(), before.len() + 1);
@@ -217,4 +218,31 @@ async fn a_stateless_listener_learns_that_the_upstreams_tools_changed() {
         relisted["result"]["tools"].as_array().unwrap().len(),
         before + 1
     );
+}
+
+#[tokio::test]
+async fn over_http_a_session_learns_of_changes_and_discover_carries_the_instructions() {
+    let env = TestEnv::shared("route-notices-http").await;
+    let mock = ChangingMock::start(&env);
+    let connector = Connector::new(env.client.clone(), mock.options.clone());
+    let (server, shutdown) = serve_connector_http(connector, loopback_http_options())
+        .await
+        .unwrap();
+    let url = format!("http://{}/mcp", server.local_addr);
+    let counter = ChangeCounter::default();
+    let session = session_http_client(&url, counter.clone()).await.unwrap();
+    let before = session.peer().list_all_tools().await.unwrap();
+    // A stateless caller's server/discover carries the route's instructions.
+    let stateless = stateless_http_client(&url, ()).await.unwrap();
+    assert_eq!(
+        stateless.peer_info().unwrap().instructions.as_deref(),
+        Some("The mock changes.")
+    );
+    mock.add_a_tool();
+    counter.wait_for_one("the HTTP session").await;
+    let after = session.peer().list_all_tools().await.unwrap();
+    assert_eq!(after.len(), before.len() + 1);
+    let _ = session.cancel().await;
+    let _ = stateless.cancel().await;
+    shutdown.cancel();
 }
