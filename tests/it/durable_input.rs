@@ -19,7 +19,7 @@ use crate::support::*;
 
 /// A mock upstream with `ask` (asks for a confirmation) and `ask_task` (the same, run only as
 /// a task).
-fn asking_upstream(ledger: &Ledger) -> durable_mcp::outbound::UpstreamConfig {
+pub(crate) fn asking_upstream(ledger: &Ledger) -> durable_mcp::outbound::UpstreamConfig {
     let ask: ToolSpec = serde_json::from_value(json!({
         "name": "ask",
         "description": "Asks for a confirmation, then echoes it.",
@@ -38,7 +38,12 @@ fn asking_upstream(ledger: &Ledger) -> durable_mcp::outbound::UpstreamConfig {
     mock_stdio_upstream_with_spec("asking", &spec, ledger)
 }
 
-fn connector(env: &TestEnv, key: &SigningKey, scope: &str, input_timeout: Duration) -> Connector {
+pub(crate) fn connector(
+    env: &TestEnv,
+    key: &SigningKey,
+    scope: &str,
+    input_timeout: Duration,
+) -> Connector {
     let mut options = ConnectorOptions::new(vec![route("asking", &env.endpoint)]);
     options.signing_key = key.clone();
     options.caller_scope = CallerScope::Process(scope.into());
@@ -46,7 +51,7 @@ fn connector(env: &TestEnv, key: &SigningKey, scope: &str, input_timeout: Durati
     Connector::new(env.client.clone(), options)
 }
 
-fn confirmed() -> InputResponses {
+pub(crate) fn confirmed() -> InputResponses {
     [(
         CONFIRM_KEY.to_owned(),
         json!({"action": "accept", "content": {"confirm": true}}),
@@ -83,7 +88,7 @@ async fn answer_late(owner: &McpClient<rmcp::model::ClientConfig>, task_id: &str
 }
 
 /// A test's env, the mock's ledger, the proxy in front of the asking mock, and a signing key.
-async fn setup(
+pub(crate) async fn setup(
     test: &str,
 ) -> (
     TestEnv,
@@ -191,7 +196,9 @@ async fn a_caller_without_a_task_gets_input_required_and_resumes_with_the_signed
         serve_connector_http(connector(&env, &key, "owner", day), loopback_http_options())
             .await
             .unwrap();
-    let client = stateless_http_client(&server.url, ()).await.unwrap();
+    let client = stateless_http_client(&server.url, elicitation_client_config(false))
+        .await
+        .unwrap();
 
     let asked = client
         .peer()

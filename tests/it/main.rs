@@ -19,6 +19,7 @@ mod durable_input;
 mod grpc_compression;
 mod health;
 mod images;
+mod input_relay;
 mod layers;
 mod metrics;
 mod native_input;

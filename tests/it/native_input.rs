@@ -26,7 +26,7 @@ use crate::support::*;
 
 /// A connector routing to `examples` for callers of `scope`; a task-capable caller gets a task
 /// at once.
-fn connector(env: &TestEnv, key: &SigningKey, scope: &str) -> Connector {
+pub(crate) fn connector(env: &TestEnv, key: &SigningKey, scope: &str) -> Connector {
     let mut options = ConnectorOptions::new(vec![route("examples", &env.endpoint)]);
     options.task_after = Duration::ZERO;
     options.signing_key = key.clone();
@@ -43,17 +43,15 @@ fn accept() -> InputResponses {
     answer(json!({"action": "accept", "content": {"confirm": true}}))
 }
 
+/// A call of `delete_files` asking to delete 40 GB at `/data`.
+pub(crate) fn delete_data() -> rmcp::model::CallToolRequestParams {
+    tool_call("delete_files", json!({"path": "/data", "gigabytes": 40}))
+}
+
 /// Calls `delete_files` as `owner` and waits until its task asks: the task ID and that
 /// `tasks/get` answer.
 async fn asking_task(owner: &McpClient<rmcp::model::ClientConfig>) -> (String, Value) {
-    let task = owner
-        .peer()
-        .call_tool_once(tool_call(
-            "delete_files",
-            json!({"path": "/data", "gigabytes": 40}),
-        ))
-        .await
-        .unwrap();
+    let task = owner.peer().call_tool_once(delete_data()).await.unwrap();
     let task_id = task_id_of(task);
     let waiting = poll_task_past(owner, &task_id, TaskStatus::Working, |_| {}).await;
     assert_eq!(waiting["status"], "input_required", "{waiting}");
@@ -305,7 +303,9 @@ async fn a_sync_tool_asks_a_caller_without_tasks_and_the_signed_resume_runs_its_
     )
     .await
     .unwrap();
-    let client = stateless_http_client(&server.url, ()).await.unwrap();
+    let client = stateless_http_client(&server.url, elicitation_client_config(false))
+        .await
+        .unwrap();
 
     let call = tool_call("rename", json!({"from": "/a"}));
     let asked = client.peer().call_tool_once(call.clone()).await.unwrap();

@@ -171,3 +171,11 @@ pub async fn stateless_http_client<C: rmcp::Service<RoleClient>>(
         .await
         .with_context(|| format!("server/discover with {url}"))
 }
+
+/// A client handler that declares the elicitation capability (a 2026-07-28 caller's per-request
+/// capabilities, R-CON-42), and the tasks extension when `tasks` says so.
+pub fn elicitation_client_config(tasks: bool) -> ClientConfig {
+    let mut config = client_config(tasks);
+    config.capabilities.elicitation = serde_json::from_value(serde_json::json!({})).ok();
+    config
+}

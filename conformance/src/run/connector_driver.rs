@@ -50,11 +50,40 @@ pub(crate) struct ScenarioClient {
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
     /// The level of every `notifications/message` it received (the `logs` expectation).
     pub logs: Arc<Mutex<Vec<String>>>,
+    /// Its answer to every `elicitation/create` (`ConnectorDef::elicitation`).
+    elicitation: Option<serde_json::Value>,
+}
+
+impl ScenarioClient {
+    /// The client of a replica defined by `def`: its capabilities and its answers.
+    fn of(def: &ConnectorDef) -> Self {
+        let mut info = client_config(def.tasks);
+        if def.elicitation.is_some() {
+            info = crate::kit::mcp::elicitation_client_config(def.tasks);
+        }
+        ScenarioClient {
+            info,
+            progress: Arc::default(),
+            logs: Arc::default(),
+            elicitation: def.elicitation.clone(),
+        }
+    }
 }
 
 impl ClientHandler for ScenarioClient {
     fn get_info(&self) -> ClientConfig {
         self.info.clone()
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        let answer = self.elicitation.clone().unwrap_or_default();
+        serde_json::from_value(answer).map_err(|e| {
+            rmcp::ErrorData::invalid_params(format!("the scenario's elicitation answer: {e}"), None)
+        })
     }
 
     async fn on_progress(
@@ -194,11 +223,7 @@ impl Replicas {
             false => None,
         };
         let connector = Connector::with_local_tools(self.client.clone(), options, local);
-        let info = ScenarioClient {
-            info: client_config(def.tasks),
-            progress: Arc::default(),
-            logs: Arc::default(),
-        };
+        let info = ScenarioClient::of(def);
         if def.transport == ConnectorTransport::Pipe {
             let raw = RawTarget::Pipe(connector.clone());
             return Ok(Replica {
@@ -259,11 +284,7 @@ impl Replicas {
     ) -> anyhow::Result<McpClient> {
         let url = self.url(name)?.to_owned();
         let def = self.def(name)?;
-        let info = ScenarioClient {
-            info: client_config(def.tasks),
-            progress: Arc::default(),
-            logs: Arc::default(),
-        };
+        let info = ScenarioClient::of(def);
         crate::kit::mcp::session_http_client_from(&url, from, info).await
     }
 

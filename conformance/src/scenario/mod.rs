@@ -342,6 +342,10 @@ pub struct ConnectorDef {
     /// needs `codec`.
     #[serde(default)]
     pub temporal_tools_decode: bool,
+    /// The client declares the elicitation capability and answers every `elicitation/create`
+    /// with this `ElicitResult` (R-CON-41); absent: it declares none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elicitation: Option<serde_json::Value>,
 }
 
 /// A connector replica's limits (R-CON-17, R-CON-19, R-CON-38), named after their flags.

@@ -57,7 +57,7 @@ const ROUND_START_BUDGET: Duration = Duration::from_secs(60);
 const ROUND_GRACE: Duration = Duration::from_secs(30);
 
 /// The requests a closed round asked, if it ended asking for input.
-fn asked_of(described: &OperationDescription) -> Option<InputRequired> {
+pub(super) fn asked_of(described: &OperationDescription) -> Option<InputRequired> {
     asked_by(described.outcome.as_ref()?)
 }
 
@@ -199,7 +199,7 @@ impl Connector {
 
     /// Starts the round after `last` with the caller's `answered` responses, or finds it when
     /// an earlier answer started it: one round whoever answers, however often.
-    async fn start_round(
+    pub(super) async fn start_round(
         &self,
         last: &OperationDescription,
         asked: &InputRequired,
@@ -246,11 +246,21 @@ impl Connector {
     }
 }
 
+/// Whether a call's answer is the tool error of a round that asked for input.
+pub(super) fn asks(json: &Value) -> bool {
+    json.get("_meta")
+        .and_then(|m| m.get(ERROR_TYPE_META))
+        .and_then(Value::as_str)
+        == Some(INPUT_REQUIRED_ERROR_TYPE)
+}
+
 impl Typed {
-    /// The answer for a 2026-07-28 caller whose call (round `op`) ended asking for input: an
-    /// `InputRequiredResult` with the upstream's requests and this round's signed reference as
-    /// `requestState` (R-CON-40). `None` for any other answer, and for callers of earlier
-    /// versions, which keep the tool error.
+    /// The answer for a caller whose call (round `op`) ended asking for input: for a
+    /// 2026-07-28 caller an `InputRequiredResult` with the upstream's requests and this round's
+    /// signed reference as `requestState` (R-CON-40), or -32021 when it did not declare the
+    /// capabilities they need (R-CON-42); for a session client of an earlier version, the
+    /// requests relayed to its session and the call followed to its end (R-CON-41). `None` for
+    /// any other answer.
     pub(super) async fn input_required_answer(
         &self,
         op: &OperationRef,
@@ -258,15 +268,14 @@ impl Typed {
         context: &RequestContext<RoleServer>,
         scope: &CallerScope,
     ) -> Result<Option<CallToolResponse>, McpError> {
-        let typed = json
-            .get("_meta")
-            .and_then(|m| m.get(ERROR_TYPE_META))
-            .and_then(Value::as_str);
+        if !asks(json) {
+            return Ok(None);
+        }
         let modern = context
             .protocol_version()
             .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
-        if typed != Some(INPUT_REQUIRED_ERROR_TYPE) || !modern {
-            return Ok(None);
+        if !modern {
+            return self.relay_input(op, context, scope).await.map(Some);
         }
         let described = self
             .inner
@@ -277,6 +286,13 @@ impl Typed {
         let Some(asked) = asked_of(&described) else {
             return Ok(None);
         };
+        let missing = super::capabilities::undeclared(
+            &asked.input_requests(),
+            &super::capabilities::request_capabilities(context),
+        );
+        if !missing.is_empty() {
+            return Err(super::capabilities::missing_capabilities(&missing));
+        }
         let requests: InputRequests = serde_json::from_value(asked.input_requests())
             .map_err(|e| internal("reading the tool's input requests", e))?;
         let state = format!(
@@ -342,6 +358,28 @@ impl Typed {
         context: &RequestContext<RoleServer>,
         scope: &CallerScope,
     ) -> Result<CallToolResponse, McpError> {
+        let json = match self.follow_round(tool, op, context, scope).await? {
+            Answer::Result(json) => json,
+            Answer::Task(task) => return Ok(CallToolResponse::Task(task)),
+        };
+        if let Some(asked) = self
+            .input_required_answer(op, &json, context, scope)
+            .await?
+        {
+            return Ok(asked);
+        }
+        super::as_written::keep(self.written.as_ref(), context, json.clone());
+        complete(json)
+    }
+
+    /// Follows a round started for the caller as any call of the tool: its answer, or a task.
+    pub(super) async fn follow_round(
+        &self,
+        tool: &str,
+        op: &OperationRef,
+        context: &RequestContext<RoleServer>,
+        scope: &CallerScope,
+    ) -> Result<Answer, McpError> {
         let share = super::scope::request_share(context);
         let _slot = self
             .inner
@@ -354,21 +392,8 @@ impl Typed {
         }
         .unwrap_or(self.inner.options.default_timeout);
         let deadline = tokio::time::Instant::now() + timeout + ROUND_GRACE;
-        let answered = self
-            .answer_started(tool, op, deadline, context, scope, (plan, false))
-            .await?;
-        let json = match answered {
-            Answer::Result(json) => json,
-            Answer::Task(task) => return Ok(CallToolResponse::Task(task)),
-        };
-        if let Some(asked) = self
-            .input_required_answer(op, &json, context, scope)
-            .await?
-        {
-            return Ok(asked);
-        }
-        super::as_written::keep(self.written.as_ref(), context, json.clone());
-        complete(json)
+        self.answer_started(tool, op, deadline, context, scope, (plan, false))
+            .await
     }
 }
 

@@ -33,6 +33,7 @@ use durable_mcp_runtime::nexus::{OperationClient, OperationRef};
 
 pub(crate) mod as_written;
 mod call;
+mod capabilities;
 mod catalog;
 pub mod companion;
 mod explicit_cancel;
@@ -42,6 +43,7 @@ mod internal;
 mod limits;
 pub mod list_changed;
 mod logging;
+mod relay;
 mod scope;
 mod task_support;
 mod tasks;

@@ -1,0 +1,149 @@
+//! Input requests relayed to session clients of earlier protocol versions (R-CON-41).
+//!
+//! A session client of an earlier protocol version (2025-06-18, 2025-11-25) cannot answer an
+//!   `InputRequiredResult`, but it can answer server-to-client requests on its session: a round
+//!   that asks for input has its requests relayed to the session as `elicitation/create`,
+//!   `sampling/createMessage` or `roots/list` (as each request says, its params as the tool
+//!   wrote them), and the client's answers become the next round's `inputResponses`, the same
+//!   path as `tasks/update` (once, by the caller that made the call).
+
+use rmcp::{
+    ErrorData as McpError, RoleServer,
+    model::{CallToolResponse, CustomRequest, ServerRequest},
+    service::{PeerRequestOptions, RequestContext},
+};
+use serde_json::{Map, Value, json};
+use tracing::info;
+
+use super::{Answer, Typed, complete, internal::internal};
+use crate::task_ref::CallerScope;
+use durable_mcp_contract::{
+    input::{INPUT_REQUIRED_ERROR_TYPE, InputRequired},
+    operation_name::tool_for_operation,
+    outcome::ERROR_TYPE_META,
+};
+use durable_mcp_runtime::nexus::OperationRef;
+
+/// The tool error that ends a relayed call the session client cannot answer (R-CON-41).
+fn not_relayed(why: &str) -> Value {
+    json!({
+        "content": [{"type": "text", "text": format!("The tool asked for input that was not given: {why}. The call ended there; call the tool again.")}],
+        "isError": true,
+        "_meta": {ERROR_TYPE_META: INPUT_REQUIRED_ERROR_TYPE},
+    })
+}
+
+/// The capabilities a session client declared at initialize, as JSON (`{}` when unknown).
+fn session_capabilities(context: &RequestContext<RoleServer>) -> Value {
+    context
+        .peer
+        .peer_info()
+        .and_then(|i| serde_json::to_value(&i.capabilities).ok())
+        .unwrap_or_else(|| json!({}))
+}
+
+impl Typed {
+    /// Relays the input requests of the call's round `op` (and of each round after it that
+    /// asks again) to the session client, and answers with the call's end: its result, a task,
+    /// or a tool error when the client did not declare what it would need, failed to answer,
+    /// or is gone (R-CON-41).
+    pub(super) async fn relay_input(
+        &self,
+        op: &OperationRef,
+        context: &RequestContext<RoleServer>,
+        scope: &CallerScope,
+    ) -> Result<CallToolResponse, McpError> {
+        let mut op = op.clone();
+        loop {
+            let described = self
+                .inner
+                .client
+                .describe(&op)
+                .await
+                .map_err(|e| internal("reading the tool call", e))?;
+            let Some(asked) = super::input::asked_of(&described) else {
+                return complete(not_relayed("the tool's request could not be read"));
+            };
+            let missing = super::capabilities::undeclared(
+                &asked.input_requests(),
+                &session_capabilities(context),
+            );
+            if !missing.is_empty() {
+                let why = format!(
+                    "it needs the {} capability, which this client did not declare at initialize",
+                    missing.join(" and ")
+                );
+                return complete(not_relayed(&why));
+            }
+            let responses = match self.ask_session(&asked, context).await {
+                Ok(responses) => responses,
+                Err(why) => return complete(not_relayed(&why)),
+            };
+            let tool = tool_for_operation(&described.operation)
+                .unwrap_or_else(|| described.operation.clone());
+            let share = super::scope::request_share(context);
+            let next = self
+                .start_round(&described, &asked, responses, share.as_ref())
+                .await?;
+            let json = match self.follow_round(&tool, &next, context, scope).await? {
+                Answer::Task(task) => return Ok(CallToolResponse::Task(task)),
+                Answer::Result(json) => json,
+            };
+            if !super::input::asks(&json) {
+                super::as_written::keep(self.written.as_ref(), context, json.clone());
+                return complete(json);
+            }
+            op = next;
+        }
+    }
+
+    /// Sends each input request to the session client and collects its answers by key; why
+    /// not, when the client answered one with an error, or is gone, or the caller cancelled.
+    async fn ask_session(
+        &self,
+        asked: &InputRequired,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Map<String, Value>, String> {
+        let requests = asked.input_requests();
+        let mut responses = Map::new();
+        for (key, request) in requests.as_object().into_iter().flatten() {
+            let method = request.get("method").and_then(Value::as_str).unwrap_or("");
+            let params = request.get("params").cloned();
+            let sent = ServerRequest::CustomRequest(CustomRequest::new(method, params));
+            let mut options = PeerRequestOptions::no_options();
+            options.timeout = Some(self.inner.options.input_timeout);
+            info!(
+                method,
+                "relaying a tool's input request to the session client"
+            );
+            let answer = async {
+                let handle = context.peer.send_request_with_option(sent, options).await?;
+                handle.await_response().await
+            };
+            let answered = tokio::select! {
+                answered = answer => answered,
+                _ = context.ct.cancelled() => return Err("the caller cancelled the call".into()),
+            };
+            let answered = answered
+                .map_err(|e| format!("the client did not answer its {method} request ({e})"))?;
+            let answered = serde_json::to_value(answered)
+                .map_err(|e| format!("the client's answer is not JSON ({e})"))?;
+            responses.insert(key.clone(), answered);
+        }
+        Ok(responses)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_input_not_relayed_is_a_typed_tool_error_saying_why() {
+        let result = not_relayed("it needs the elicitation capability");
+        assert_eq!(result["isError"], true);
+        assert_eq!(result["_meta"][ERROR_TYPE_META], INPUT_REQUIRED_ERROR_TYPE);
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("elicitation capability"), "{text}");
+    }
+}
