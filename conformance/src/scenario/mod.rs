@@ -55,6 +55,8 @@
 //! temporal_tools_decode = false  # true: they also decode what they show (--temporal-tools-decode,
 //!                              # R-OPS-7); needs codec
 //! limits = { max_in_flight_per_caller = 1, http_max_connections_per_address = 3 }  # optional: flags
+//! elicitation = { action = "accept", content = { confirm = true } }  # optional: the client declares
+//!                              # elicitation and answers every elicitation/create with this (R-CON-41)
 //!
 //! # Each step has exactly one action and, for calls and task methods, an `[steps.expect]`.
 //! [[steps]]
