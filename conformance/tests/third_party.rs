@@ -9,6 +9,22 @@ use durable_mcp_conformance::{
 
 const BIN: &str = env!("CARGO_BIN_EXE_durable-mcp-mock-upstream");
 
+/// The mock upstream serving `spec` over stdio, recording into `ledger`.
+fn mock_upstream(
+    dir: &std::path::Path,
+    ledger: &std::path::Path,
+    spec: &durable_mcp_conformance::fixtures::UpstreamSpec,
+) -> Upstream {
+    let spec_path = dir.join("spec.json");
+    std::fs::write(&spec_path, serde_json::to_vec(spec).unwrap()).unwrap();
+    Upstream::stdio(&format!(
+        "{BIN} --ledger {} --spec {}",
+        ledger.display(),
+        spec_path.display()
+    ))
+    .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mock_upstream_over_stdio() {
     let server = harness::shared().await.expect("shared Temporal dev server");
@@ -33,14 +49,7 @@ async fn mock_upstream_over_stdio() {
                 every_ms: 0,
             },
         });
-    let spec_path = dir.path().join("spec.json");
-    std::fs::write(&spec_path, serde_json::to_vec(&spec).unwrap()).unwrap();
-    let upstream = Upstream::stdio(&format!(
-        "{BIN} --ledger {} --spec {}",
-        ledger.display(),
-        spec_path.display()
-    ))
-    .unwrap();
+    let upstream = mock_upstream(dir.path(), &ledger, &spec);
     let mut options = ThirdPartyOptions::new(upstream);
     // `slow` is read-only but sleeps 60 s unless told otherwise (as an --args file would); it
     // runs long enough to be cancelled half a second in.
@@ -231,4 +240,41 @@ async fn server_everything_over_stdio_gives_a_sensible_report() {
 /// Single-quotes a path for a shell-like command line.
 fn shlex_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// R-CNF-17: a server with a task-only tool and a tool that asks for input gets one
+/// `tasks-and-input` line saying both survived the durable path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_and_input_requests_are_reported_for_the_server() {
+    let server = harness::shared().await.expect("shared Temporal dev server");
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.jsonl");
+    let tools: Vec<durable_mcp_conformance::fixtures::ToolSpec> =
+        serde_json::from_value(serde_json::json!([
+            {"name": "long", "annotations": {"readOnlyHint": true},
+             "execution": {"taskSupport": "required"},
+             "behavior": {"kind": "task", "ms": 300}},
+            {"name": "ask", "annotations": {"readOnlyHint": true},
+             "behavior": {"kind": "ask_input", "message": "Delete 40 GB?"}},
+        ]))
+        .unwrap();
+    let spec = durable_mcp_conformance::fixtures::UpstreamSpec {
+        name: "features".into(),
+        tools,
+    };
+    let upstream = mock_upstream(dir.path(), &ledger, &spec);
+    let report = third_party::run(server, &ThirdPartyOptions::new(upstream)).await;
+    let text = report.render();
+    eprintln!("{text}");
+    for tool in ["fidelity/long", "fidelity/ask"] {
+        assert_eq!(report.check(tool).unwrap().status, Status::Pass, "{text}");
+    }
+    let line = report
+        .check("tasks-and-input")
+        .expect("a tasks-and-input line");
+    assert_eq!(line.status, Status::Pass, "{text}");
+    assert_eq!(
+        line.detail, "tasks: long survived; input: ask survived",
+        "{text}"
+    );
 }

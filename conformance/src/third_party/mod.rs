@@ -17,10 +17,14 @@
 //!    cancels it after `--cancel-after`, and checks that the operation ends canceled and that the
 //!    cancel reached the tool call (its activity ended CANCELED).
 //!
+//! 6. **tasks-and-input**: one line for the server: whether its task-only tools and its tools
+//!    that ask for input survived the durable path ([`features`], R-CNF-17).
+//!
 //! Every check that could not apply is reported as skipped, with why.
 
 mod compare;
 mod durable;
+mod features;
 mod report;
 pub mod synth;
 mod upstream;
@@ -109,6 +113,8 @@ struct ToolPlan {
     read_only: bool,
     /// The arguments to call it with, or why it is not called.
     arguments: Result<JsonObject, String>,
+    /// Its `execution.taskSupport`, when `required` or `optional` (R-CNF-17).
+    task_support: Option<String>,
 }
 
 /// The report as it is built: `on_check` hears of each check as it finishes (live progress).
@@ -178,6 +184,8 @@ pub async fn run_with_progress(
             return report.report;
         }
     };
+    // `execution` as the server wrote it: rmcp's typed listing drops it (R-CNF-17).
+    let as_written = raw.list_tools(CALL_TIMEOUT).await.unwrap_or_default();
     let tool_json: Vec<Value> = tools
         .iter()
         .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
@@ -228,6 +236,7 @@ pub async fn run_with_progress(
             } else {
                 Err("not read-only (add --allow-tool to call it)".to_owned())
             },
+            task_support: features::task_support(name, &as_written),
         });
     }
 
@@ -236,7 +245,13 @@ pub async fn run_with_progress(
     let mut direct_notes: BTreeMap<String, CallNotifications> = BTreeMap::new();
     for tool in &plan {
         if let Ok(args) = &tool.arguments {
-            let (result, notes) = call_direct_reporting(&raw, &tool.name, args).await;
+            let (result, notes) = if tool.task_support.as_deref() == Some("required") {
+                // Only a task caller may call it: followed to its result (R-CNF-17).
+                let result = features::call_direct_task(&raw, &tool.name, args).await;
+                (result, CallNotifications::default())
+            } else {
+                call_direct_reporting(&raw, &tool.name, args).await
+            };
             direct.insert(tool.name.clone(), result);
             direct_notes.insert(tool.name.clone(), notes);
         }
@@ -248,6 +263,7 @@ pub async fn run_with_progress(
         None
     };
     let mut reattach_candidates = Vec::new();
+    let mut seen = Vec::new();
     for tool in &plan {
         let check = format!("fidelity/{}", tool.name);
         let args = match &tool.arguments {
@@ -265,6 +281,19 @@ pub async fn run_with_progress(
             ),
             None => unreachable!("a tool to call means a durable path"),
         };
+        // A tool that asks for input must ask the same through the durable path (R-CNF-17).
+        if let Ok(asked) = &direct[&tool.name]
+            && features::asks_for_input(asked)
+        {
+            let (status, detail) = features::input_verdict(asked, &durable_result);
+            seen.push(features::Seen {
+                kind: "input",
+                tool: tool.name.clone(),
+                status: status.clone(),
+            });
+            report.push(check, status, detail);
+            continue;
+        }
         // A mismatch on a read-only tool: call it directly once more to tell the tool's own
         // variation (timestamps, ids) from what the durable path changed.
         let again = match (&direct[&tool.name], &durable_result) {
@@ -279,7 +308,17 @@ pub async fn run_with_progress(
         if status == Status::Pass && direct[&tool.name].is_ok() && tool.read_only {
             reattach_candidates.push(tool.name.clone());
         }
+        if tool.task_support.is_some() {
+            let kind = "tasks";
+            let (tool, status) = (tool.name.clone(), status.clone());
+            seen.push(features::Seen { kind, tool, status });
+        }
         report.push(check, status, detail);
+        if tool.task_support.as_deref() == Some("required") {
+            // Followed directly with tasks/get, whose status messages are no notifications:
+            // nothing to compare with the progress the durable path made of them.
+            continue;
+        }
 
         // Progress and log messages: what a direct call got against what travelled with the
         // durable result (what the connector replays to its caller), where the tool sends any.
@@ -297,6 +336,14 @@ pub async fn run_with_progress(
             report.push(format!("notifications/{}", tool.name), status, detail);
         }
     }
+
+    let uncalled: Vec<String> = plan
+        .iter()
+        .filter(|t| t.task_support.is_some() && t.arguments.is_err())
+        .map(|t| t.name.clone())
+        .collect();
+    let (status, detail) = features::summary(&seen, &uncalled);
+    report.push("tasks-and-input", status, detail);
 
     // 3b. Fuzzing: more valid inputs per tool, compared the same way.
     if options.fuzz > 0 {

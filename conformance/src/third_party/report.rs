@@ -20,7 +20,7 @@ pub enum Status {
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {
     /// `discovery`, `retry-policy/<tool>`, `fidelity/<tool>`, `cancellation/<tool>`,
-    /// `reattachment/<tool>`.
+    /// `reattachment/<tool>`, `tasks-and-input`.
     pub name: String,
     pub status: Status,
     /// What was seen (for a pass, or extra context).
