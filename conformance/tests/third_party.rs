@@ -242,7 +242,7 @@ fn shlex_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// R-CNF-17: a server with a task-only tool and a tool that asks for input gets one
+/// R-CNF-19: a server with a task-only tool and a tool that asks for input gets one
 /// `tasks-and-input` line saying both survived the durable path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_and_input_requests_are_reported_for_the_server() {

@@ -1,6 +1,6 @@
-//! R-CON-41: a session client of an earlier protocol version gets a tool's input requests
+//! R-CON-43: a session client of an earlier protocol version gets a tool's input requests
 //! relayed to its session (`elicitation/create`), and its answer is the call's next round.
-//! R-CON-42: a 2026-07-28 caller that did not declare the capability an input request needs
+//! R-CON-44: a 2026-07-28 caller that did not declare the capability an input request needs
 //! gets -32021.
 
 use std::{

@@ -173,7 +173,7 @@ pub async fn stateless_http_client<C: rmcp::Service<RoleClient>>(
 }
 
 /// A client handler that declares the elicitation capability (a 2026-07-28 caller's per-request
-/// capabilities, R-CON-42), and the tasks extension when `tasks` says so.
+/// capabilities, R-CON-44), and the tasks extension when `tasks` says so.
 pub fn elicitation_client_config(tasks: bool) -> ClientConfig {
     let mut config = client_config(tasks);
     config.capabilities.elicitation = serde_json::from_value(serde_json::json!({})).ok();

@@ -56,7 +56,7 @@
 //!                              # R-OPS-7); needs codec
 //! limits = { max_in_flight_per_caller = 1, http_max_connections_per_address = 3 }  # optional: flags
 //! elicitation = { action = "accept", content = { confirm = true } }  # optional: the client declares
-//!                              # elicitation and answers every elicitation/create with this (R-CON-41)
+//!                              # elicitation and answers every elicitation/create with this (R-CON-43)
 //!
 //! # Each step has exactly one action and, for calls and task methods, an `[steps.expect]`.
 //! [[steps]]
@@ -345,7 +345,7 @@ pub struct ConnectorDef {
     #[serde(default)]
     pub temporal_tools_decode: bool,
     /// The client declares the elicitation capability and answers every `elicitation/create`
-    /// with this `ElicitResult` (R-CON-41); absent: it declares none.
+    /// with this `ElicitResult` (R-CON-43); absent: it declares none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elicitation: Option<serde_json::Value>,
 }

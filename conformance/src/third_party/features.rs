@@ -1,4 +1,4 @@
-//! The `tasks-and-input` check (R-CNF-17): whether the server's tasks (tools listing
+//! The `tasks-and-input` check (R-CNF-19): whether the server's tasks (tools listing
 //! `execution.taskSupport`) and input requests (`InputRequiredResult`, SEP-2322) survive the
 //! durable path. A `required` tool is called directly as a task and followed to its result,
 //! which the durable path's result must equal (the proxy follows the upstream's task, R-PRX-28);

@@ -18,7 +18,7 @@
 //!    cancel reached the tool call (its activity ended CANCELED).
 //!
 //! 6. **tasks-and-input**: one line for the server: whether its task-only tools and its tools
-//!    that ask for input survived the durable path ([`features`], R-CNF-17).
+//!    that ask for input survived the durable path ([`features`], R-CNF-19).
 //!
 //! Every check that could not apply is reported as skipped, with why.
 
@@ -113,7 +113,7 @@ struct ToolPlan {
     read_only: bool,
     /// The arguments to call it with, or why it is not called.
     arguments: Result<JsonObject, String>,
-    /// Its `execution.taskSupport`, when `required` or `optional` (R-CNF-17).
+    /// Its `execution.taskSupport`, when `required` or `optional` (R-CNF-19).
     task_support: Option<String>,
 }
 
@@ -184,7 +184,7 @@ pub async fn run_with_progress(
             return report.report;
         }
     };
-    // `execution` as the server wrote it: rmcp's typed listing drops it (R-CNF-17).
+    // `execution` as the server wrote it: rmcp's typed listing drops it (R-CNF-19).
     let as_written = raw.list_tools(CALL_TIMEOUT).await.unwrap_or_default();
     let tool_json: Vec<Value> = tools
         .iter()
@@ -246,7 +246,7 @@ pub async fn run_with_progress(
     for tool in &plan {
         if let Ok(args) = &tool.arguments {
             let (result, notes) = if tool.task_support.as_deref() == Some("required") {
-                // Only a task caller may call it: followed to its result (R-CNF-17).
+                // Only a task caller may call it: followed to its result (R-CNF-19).
                 let result = features::call_direct_task(&raw, &tool.name, args).await;
                 (result, CallNotifications::default())
             } else {
@@ -281,7 +281,7 @@ pub async fn run_with_progress(
             ),
             None => unreachable!("a tool to call means a durable path"),
         };
-        // A tool that asks for input must ask the same through the durable path (R-CNF-17).
+        // A tool that asks for input must ask the same through the durable path (R-CNF-19).
         if let Ok(asked) = &direct[&tool.name]
             && features::asks_for_input(asked)
         {

@@ -1,4 +1,4 @@
-//! The client capabilities an input request needs (R-CON-41, R-CON-42): a 2026-07-28 caller
+//! The client capabilities an input request needs (R-CON-43, R-CON-44): a 2026-07-28 caller
 //! must have declared, in the request's `_meta["io.modelcontextprotocol/clientCapabilities"]`,
 //! the capability each request needs, else the call is answered with -32021 naming the missing
 //! ones; a session client's are the ones it declared at initialize.
@@ -34,7 +34,7 @@ pub(super) fn undeclared(requests: &Value, declared: &Value) -> Vec<&'static str
 }
 
 /// -32021 (SEP-2575, MissingRequiredClientCapability) for a 2026-07-28 caller whose call asks
-/// for input it did not declare it can give (R-CON-42).
+/// for input it did not declare it can give (R-CON-44).
 pub(super) fn missing_capabilities(missing: &[&str]) -> McpError {
     let required: Map<String, Value> = missing
         .iter()

@@ -258,8 +258,8 @@ impl Typed {
     /// The answer for a caller whose call (round `op`) ended asking for input: for a
     /// 2026-07-28 caller an `InputRequiredResult` with the upstream's requests and this round's
     /// signed reference as `requestState` (R-CON-40), or -32021 when it did not declare the
-    /// capabilities they need (R-CON-42); for a session client of an earlier version, the
-    /// requests relayed to its session and the call followed to its end (R-CON-41). `None` for
+    /// capabilities they need (R-CON-44); for a session client of an earlier version, the
+    /// requests relayed to its session and the call followed to its end (R-CON-43). `None` for
     /// any other answer.
     pub(super) async fn input_required_answer(
         &self,

@@ -1,4 +1,4 @@
-//! Input requests relayed to session clients of earlier protocol versions (R-CON-41).
+//! Input requests relayed to session clients of earlier protocol versions (R-CON-43).
 //!
 //! A session client of an earlier protocol version (2025-06-18, 2025-11-25) cannot answer an
 //!   `InputRequiredResult`, but it can answer server-to-client requests on its session: a round
@@ -24,7 +24,7 @@ use durable_mcp_contract::{
 };
 use durable_mcp_runtime::nexus::OperationRef;
 
-/// The tool error that ends a relayed call the session client cannot answer (R-CON-41).
+/// The tool error that ends a relayed call the session client cannot answer (R-CON-43).
 fn not_relayed(why: &str) -> Value {
     json!({
         "content": [{"type": "text", "text": format!("The tool asked for input that was not given: {why}. The call ended there; call the tool again.")}],
@@ -46,7 +46,7 @@ impl Typed {
     /// Relays the input requests of the call's round `op` (and of each round after it that
     /// asks again) to the session client, and answers with the call's end: its result, a task,
     /// or a tool error when the client did not declare what it would need, failed to answer,
-    /// or is gone (R-CON-41).
+    /// or is gone (R-CON-43).
     pub(super) async fn relay_input(
         &self,
         op: &OperationRef,
