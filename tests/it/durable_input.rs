@@ -10,16 +10,17 @@ use durable_mcp::inbound::{
     task_ref::{CallerScope, SigningKey},
 };
 use durable_mcp_conformance::fixtures::{
-    Ledger, LedgerEvent, ToolSpec, UpstreamSpec, ask_input::CONFIRM_KEY,
+    Ledger, LedgerEvent, SpecSource, ToolSpec, UpstreamSpec, ask_input::CONFIRM_KEY,
+    serve_mock_upstream_http,
 };
 use rmcp::model::{CallToolResponse, GetTaskParams, InputResponses, TaskStatus, UpdateTaskParams};
 use serde_json::{Value, json};
 
 use crate::support::*;
 
-/// A mock upstream with `ask` (asks for a confirmation) and `ask_task` (the same, run only as
-/// a task).
-pub(crate) fn asking_upstream(ledger: &Ledger) -> durable_mcp::outbound::UpstreamConfig {
+/// The mock upstream's spec: `ask` (asks for a confirmation) and `ask_task` (the same, run only
+/// as a task).
+fn asking_spec() -> UpstreamSpec {
     let ask: ToolSpec = serde_json::from_value(json!({
         "name": "ask",
         "description": "Asks for a confirmation, then echoes it.",
@@ -30,12 +31,16 @@ pub(crate) fn asking_upstream(ledger: &Ledger) -> durable_mcp::outbound::Upstrea
     let mut ask_task = ask.clone();
     ask_task.name = "ask_task".into();
     ask_task.execution = Some(json!({"taskSupport": "required"}));
-    let spec = UpstreamSpec {
+    UpstreamSpec {
         name: "asking".into(),
         tools: vec![ask, ask_task],
         instructions: None,
-    };
-    mock_stdio_upstream_with_spec("asking", &spec, ledger)
+    }
+}
+
+/// [`asking_spec`] served by a stdio child.
+pub(crate) fn asking_upstream(ledger: &Ledger) -> durable_mcp::outbound::UpstreamConfig {
+    mock_stdio_upstream_with_spec("asking", &asking_spec(), ledger)
 }
 
 pub(crate) fn connector(
@@ -74,6 +79,22 @@ async fn waiting_task(
     let waiting = poll_task_past(owner, &task_id, TaskStatus::Working, |_| {}).await;
     assert_eq!(waiting["status"], "input_required", "{waiting}");
     (task_id, waiting)
+}
+
+/// `owner` answers the task's request, and the task's state once the answer ran (completed).
+async fn answered_and_done(owner: &McpClient<rmcp::model::ClientConfig>, task_id: &str) -> Value {
+    owner
+        .peer()
+        .update_task(UpdateTaskParams::new(task_id, confirmed()))
+        .await
+        .unwrap();
+    let done = poll_task_past(owner, task_id, TaskStatus::InputRequired, |_| {}).await;
+    let done = match done["status"].as_str() {
+        Some("working") => poll_task_until_done(owner, task_id).await,
+        _ => done,
+    };
+    assert_eq!(done["status"], "completed", "{done}");
+    done
 }
 
 /// Answers the task when nothing is asked any more (acknowledged), and gives a round it would
@@ -153,17 +174,7 @@ async fn a_task_asks_for_input_and_its_owners_update_runs_the_next_round_once_on
         .update_task(UpdateTaskParams::new(&task_id, confirmed()))
         .await
         .unwrap();
-    owner
-        .peer()
-        .update_task(UpdateTaskParams::new(&task_id, confirmed()))
-        .await
-        .unwrap();
-    let done = poll_task_past(&owner, &task_id, TaskStatus::InputRequired, |_| {}).await;
-    let done = match done["status"].as_str() {
-        Some("working") => poll_task_until_done(&owner, &task_id).await,
-        _ => done,
-    };
-    assert_eq!(done["status"], "completed", "{done}");
+    let done = answered_and_done(&owner, &task_id).await;
     let answered = &done["result"]["structuredContent"];
     assert_eq!(answered["inputResponses"][CONFIRM_KEY]["action"], "accept");
     assert_eq!(
@@ -271,4 +282,40 @@ async fn an_input_request_nobody_answers_in_time_ends_the_call() {
     answer_late(&owner, &task_id).await;
     assert_eq!(ledger.count("ask_task", LedgerEvent::Called), 1);
     owner.cancel().await.unwrap();
+}
+
+/// Over Streamable HTTP the upstream is an rmcp server, which answers an
+/// `InputRequiredResult` only to a client that negotiated 2026-07-28: the proxy does, so the
+/// same flow works (R-PRX-29, R-PRX-31).
+#[tokio::test]
+async fn a_task_asks_for_input_over_an_http_upstream_and_its_owners_update_completes_it() {
+    let env = TestEnv::shared("durable-input-http").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let upstream = serve_mock_upstream_http(
+        SpecSource::Inline(asking_spec()),
+        Some(ledger.path().to_owned()),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let config =
+        durable_mcp_conformance::kit::upstreams::http_upstream("asking", &upstream.url).unwrap();
+    let proxy = start_proxy(&env, vec![config]);
+    let key = SigningKey::generate();
+    let owner = task_client_for(connector(&env, &key, "owner", Duration::from_secs(86_400)))
+        .await
+        .unwrap();
+    let (task_id, waiting) = waiting_task(&owner, json!({"path": "/data"})).await;
+    assert_eq!(
+        waiting["inputRequests"][CONFIRM_KEY]["params"]["message"],
+        "Delete 40 GB?"
+    );
+    let done = answered_and_done(&owner, &task_id).await;
+    let answered = &done["result"]["structuredContent"];
+    assert_eq!(answered["inputResponses"][CONFIRM_KEY]["action"], "accept");
+    assert_eq!(answered["arguments"]["path"], "/data");
+    assert_eq!(ledger.count("ask_task", LedgerEvent::Called), 2);
+    owner.cancel().await.unwrap();
+    drop(proxy);
+    upstream.shutdown().await;
 }

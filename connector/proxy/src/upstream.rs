@@ -22,14 +22,17 @@ use futures::{
     future::{BoxFuture, Shared},
 };
 use rmcp::{
-    ClientHandler, Peer, RoleClient, ServiceExt,
+    ClientHandler, Peer, RoleClient,
     handler::client::progress::ProgressDispatcher,
     model::{
         CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
         ClientRequest, ListToolsRequest, PaginatedRequestParams, ProgressNotificationParam,
         ProgressToken, RequestId, RequestMetaObject, ServerResult,
     },
-    service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError},
+    service::{
+        ClientServiceExt as _, NotificationContext, PeerRequestOptions, RunningService,
+        ServiceError,
+    },
     transport::{
         StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
     },
@@ -48,6 +51,7 @@ use super::{
 };
 use durable_mcp_contract::call::{CallNotification, ToolLog};
 
+mod era;
 mod task;
 pub use task::{CallAnswer, TaskState, next_poll_delay};
 
@@ -408,9 +412,11 @@ impl UpstreamClient {
                 params: Some(params),
                 extensions: Default::default(),
             });
+            let mut options = PeerRequestOptions::no_options();
+            options.meta = era::request_meta(era::Upstream::of(conn.peer()), false);
             let handle = conn
                 .peer()
-                .send_request_with_option(request, PeerRequestOptions::no_options())
+                .send_request_with_option(request, options)
                 .await
                 .map_err(ListError::Service)?;
             let id = handle.id.clone();
@@ -487,7 +493,8 @@ impl UpstreamClient {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(
             super::input::with_answers(params, answers),
         ));
-        let (request_id, answered) = self.send_reporting(&conn, request, None, on_note).await?;
+        let meta = era::request_meta(era::Upstream::of(conn.peer()), false);
+        let (request_id, answered) = self.send_reporting(&conn, request, meta, on_note).await?;
         if let ServerResult::InputRequiredResult(asked) = &answered {
             return self.asked_as_written(&conn, &request_id, asked);
         }
@@ -562,7 +569,8 @@ impl UpstreamClient {
     }
 
     /// The answer to request `id` as the upstream wrote it, when a tap saw it (see
-    /// `super::as_written`); else rmcp's typed view of it, `result`.
+    /// `super::as_written`); else rmcp's typed view of it, `result`. Either without a
+    /// 2026-07-28 upstream's `resultType: "complete"` (R-PRX-31).
     fn as_written(
         &self,
         conn: &Connection,
@@ -570,12 +578,14 @@ impl UpstreamClient {
         result: &CallToolResult,
     ) -> Result<serde_json::Value, UpstreamError> {
         if let Some(written @ serde_json::Value::Object(_)) = conn.service().written.take(id) {
-            return Ok(written);
+            return Ok(era::without_complete_marker(written));
         }
-        to_json(result).map_err(|reason| UpstreamError::Protocol {
-            service: self.service.clone(),
-            reason,
-        })
+        to_json(result)
+            .map(era::without_complete_marker)
+            .map_err(|reason| UpstreamError::Protocol {
+                service: self.service.clone(),
+                reason,
+            })
     }
 
     /// An `InputRequiredResult` as the upstream wrote it, else rmcp's typed view of it.
@@ -736,7 +746,10 @@ impl Opening {
             forward_stderr(self.service.clone(), stderr);
         }
         let transport = (TapReader::new(stdout, self.written.clone()), stdin);
-        let running = self.handler(Some(group), false).serve(transport).await;
+        let running = self
+            .handler(Some(group), false)
+            .serve_with_lifecycle(transport, era::lifecycle())
+            .await;
         running.map_err(|e| e.to_string())
     }
 
@@ -763,7 +776,10 @@ impl Opening {
         )
         .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         let transport = StreamableHttpClientTransport::with_client(client, config);
-        let running = self.handler(None, true).serve(transport).await;
+        let running = self
+            .handler(None, true)
+            .serve_with_lifecycle(transport, era::lifecycle())
+            .await;
         // Where it failed, with the secrets shown as `***`.
         running.map_err(|e| format!("{}: {e}", redacted_url(url)))
     }
@@ -773,18 +789,20 @@ impl Opening {
     async fn factory(&self, custom: &CustomTransport) -> Result<Running, String> {
         let opened = custom.0.connect().await.map_err(|e| e.to_string())?;
         let transport = opened.into_tapped(|read| TapReader::new(read, self.written.clone()));
-        let running = self.handler(None, false).serve(transport).await;
+        let running = self
+            .handler(None, false)
+            .serve_with_lifecycle(transport, era::lifecycle())
+            .await;
         running.map_err(|e| e.to_string())
     }
 
-    /// Log messages are filtered per caller by the connector: ask for all of them, when the
-    /// upstream declares `logging` (R-PRX-10).
+    /// Log messages are filtered per caller by the connector: ask a legacy upstream for all
+    /// of them, when it declares `logging` (R-PRX-10).
     async fn ask_for_every_log_message(&self, running: &Running) {
         let peer = running.peer();
-        if peer
-            .peer_info()
-            .is_some_and(|info| info.capabilities.logging.is_some())
-        {
+        let upstream = era::Upstream::of(peer);
+        // A modern upstream is asked per request instead (R-PRX-31).
+        if upstream.logs && !upstream.modern {
             let all = rmcp::model::SetLevelRequestParams::new(rmcp::model::LoggingLevel::Debug);
             if let Err(e) = peer.set_level(all).await {
                 warn!(service = %self.service, error = %e, "the upstream refused logging/setLevel");

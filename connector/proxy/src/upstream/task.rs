@@ -20,17 +20,14 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelTaskParams, CancelTaskRequest, ClientRequest,
-    CustomRequest, GetTaskParams, GetTaskRequest, RequestMetaObject, ServerResult,
-    TASKS_EXTENSION_ID,
+    CustomRequest, GetTaskParams, GetTaskRequest, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Map, Value, json};
 
-use super::{Connection, UpstreamClient, UpstreamError, to_json};
+use super::{UpstreamClient, UpstreamError, to_json};
 use durable_mcp_contract::{call::CallNotification, jsonrpc_error::JsonRpcError};
 
-/// The per-request client capabilities key (SEP-2575).
-const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// How long one `tasks/*` request may wait for its answer.
 const TASK_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// The first wait between two `tasks/get`, doubling up to [`POLL_BACKOFF_MAX`].
@@ -125,9 +122,12 @@ pub fn task_state(answer: &Value) -> Result<TaskState, String> {
             poll_interval: poll_interval(task),
         },
         Some("input_required") => TaskState::InputRequired { message },
-        Some("completed") => {
-            TaskState::Completed(task.get("result").filter(|r| r.is_object()).cloned())
-        }
+        Some("completed") => TaskState::Completed(
+            task.get("result")
+                .filter(|r| r.is_object())
+                .cloned()
+                .map(super::era::without_complete_marker),
+        ),
         Some("failed") => TaskState::Failed(task.get("error").and_then(jsonrpc_error)),
         Some("cancelled") => TaskState::Cancelled,
         other => {
@@ -150,23 +150,6 @@ fn jsonrpc_error(error: &Value) -> Option<JsonRpcError> {
     })
 }
 
-/// `_meta` declaring the tasks extension, for an upstream that offers it; `None` for a
-/// 2025-11-25 upstream (tasks in its capabilities, asked for per request with `params.task`).
-fn extension_meta(conn: &Connection) -> Option<RequestMetaObject> {
-    let offers = conn
-        .peer()
-        .peer_info()
-        .is_some_and(|info| info.capabilities.supports_tasks());
-    offers.then(|| {
-        let mut meta = RequestMetaObject::new();
-        meta.0.0.insert(
-            CLIENT_CAPABILITIES.to_owned(),
-            json!({"extensions": {TASKS_EXTENSION_ID: {}}}),
-        );
-        meta
-    })
-}
-
 impl UpstreamClient {
     /// `tools/call` asking for a task (see the module): the upstream's task, or its result
     /// when it answered at once. Dropping the future before the answer cancels the request.
@@ -178,8 +161,9 @@ impl UpstreamClient {
         on_note: impl FnMut(CallNotification),
     ) -> Result<CallAnswer, UpstreamError> {
         let conn = self.connect().await?;
-        let meta = extension_meta(&conn);
-        let request = if meta.is_some() {
+        let upstream = super::era::Upstream::of(conn.peer());
+        let meta = super::era::request_meta(upstream, true);
+        let request = if upstream.offers_tasks {
             let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
             ClientRequest::CallToolRequest(CallToolRequest::new(crate::input::with_answers(
                 params, answers,
@@ -219,12 +203,13 @@ impl UpstreamClient {
             });
         }
         let result = self.call_tool_result(answered)?;
-        match written {
-            Some(w @ Value::Object(_)) => Ok(CallAnswer::Result(w)),
-            _ => to_json(&result)
-                .map(CallAnswer::Result)
-                .map_err(|reason| self.protocol(reason)),
-        }
+        let result = match written {
+            Some(w @ Value::Object(_)) => w,
+            _ => to_json(&result).map_err(|reason| self.protocol(reason))?,
+        };
+        Ok(CallAnswer::Result(super::era::without_complete_marker(
+            result,
+        )))
     }
 
     /// `tasks/get`: the upstream task's state.
@@ -274,7 +259,7 @@ impl UpstreamClient {
             });
         }
         let mut options = PeerRequestOptions::no_options();
-        options.meta = extension_meta(&conn);
+        options.meta = super::era::request_meta(super::era::Upstream::of(conn.peer()), true);
         options.timeout = Some(TASK_REQUEST_TIMEOUT);
         let handle = conn
             .peer()
