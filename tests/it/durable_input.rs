@@ -319,3 +319,42 @@ async fn a_task_asks_for_input_over_an_http_upstream_and_its_owners_update_compl
     drop(proxy);
     upstream.shutdown().await;
 }
+
+/// R-CON-41: a cancel of a task that waits for input ends it `cancelled` at once, and an
+/// answer that comes after it runs nothing.
+#[tokio::test]
+async fn a_task_cancelled_while_it_waits_for_input_reads_cancelled_and_a_later_answer_runs_nothing()
+{
+    let (env, ledger, _proxy, key) = setup("durable-input-cancel").await;
+    let owner = task_client_for(connector(&env, &key, "owner", Duration::from_secs(86_400)))
+        .await
+        .unwrap();
+    let (task_id, _) = waiting_task(&owner, json!({})).await;
+    owner
+        .peer()
+        .cancel_task(rmcp::model::CancelTaskParams::new(&task_id))
+        .await
+        .unwrap();
+    let read = owner
+        .peer()
+        .get_task(GetTaskParams::new(&task_id))
+        .await
+        .unwrap();
+    let read = serde_json::to_value(&read).unwrap();
+    assert_eq!(read["status"], "cancelled", "{read}");
+    // Again, and an answer after it: acknowledged, nothing runs, still cancelled.
+    owner
+        .peer()
+        .cancel_task(rmcp::model::CancelTaskParams::new(&task_id))
+        .await
+        .unwrap();
+    answer_late(&owner, &task_id).await;
+    let read = owner
+        .peer()
+        .get_task(GetTaskParams::new(&task_id))
+        .await
+        .unwrap();
+    assert_eq!(serde_json::to_value(&read).unwrap()["status"], "cancelled");
+    assert_eq!(ledger.count("ask_task", LedgerEvent::Called), 1);
+    owner.cancel().await.unwrap();
+}

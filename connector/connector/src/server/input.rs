@@ -134,13 +134,14 @@ impl Connector {
         Ok(described)
     }
 
-    /// Where a cancel of the call `op` goes: its last round, or `op` itself (also when the
-    /// rounds cannot be read: the cancel then reports that).
-    pub(super) async fn round_to_cancel(&self, op: OperationRef) -> OperationRef {
-        match self.last_round(&op).await {
-            Ok(last) if last.reference.operation_id != op.operation_id => last.reference,
-            _ => op,
-        }
+    /// Whether the call's last round `last` asks for input nobody gave yet, in time.
+    pub(super) fn waits_for_input(&self, last: &OperationDescription) -> bool {
+        asked_of(last).is_some()
+            && !input_expired(
+                &last.times,
+                self.inner.options.input_timeout,
+                SystemTime::now(),
+            )
     }
 
     /// A task's payload while its last round asks for input: the requests, or the tool error

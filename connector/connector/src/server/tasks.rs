@@ -84,7 +84,10 @@ impl Connector {
             ttl,
         );
         let call = ProgressSource::of(&described);
+        let taken = super::cancelled_round::cancelled_round(&described);
         let payload = match (described.status, described.outcome) {
+            // Cancelled while it waited for input (R-CON-41).
+            _ if taken => TaskPayload::Cancelled,
             (OperationStatus::Running | OperationStatus::Unknown, _) | (_, None) => {
                 // The upstream's latest progress message, when the tool reports one.
                 let progress = match &call {
@@ -160,8 +163,13 @@ impl Connector {
     /// (R-CON-6): the task's status tells the caller which happened.
     pub async fn cancel_task_op(&self, task_id: &str, scope: &CallerScope) -> Result<(), McpError> {
         let op = self.task_op(task_id, scope)?;
-        // A call that asked for input runs on in its later rounds (R-CON-40).
-        let op = self.round_to_cancel(op).await;
+        // A call that asked for input runs on in its later rounds (R-CON-40); one that waits
+        // for an answer ends with the round the cancel takes (R-CON-41).
+        let op = match self.last_round(&op).await {
+            Ok(last) if self.waits_for_input(&last) => self.take_next_round(&last).await?,
+            Ok(last) if last.reference.operation_id != op.operation_id => last.reference,
+            _ => op,
+        };
         let deadline = tokio::time::Instant::now() + TASK_CANCEL_OUTAGE_BUDGET;
         let refused = match self
             .inner

@@ -1,0 +1,76 @@
+//! A cancel of a task that waits for input (R-CON-41). Its last round has ended, asking: a
+//! cancel of that closed operation would change nothing, and the task would read
+//! `input_required` until `--input-timeout`. Instead the cancel takes the round after it (the
+//! ID the caller's answer would start, `next_round_id`) with an operation that runs nothing:
+//! its name ([`CANCELLED_ROUND`]) is no tool's operation (a lone `~` is never written by
+//! `operation_for_tool`, R-NXC-5), so a handler refuses it, and it is cancelled at once. Rounds
+//! are followed to it, and a task whose last round is one reads `cancelled`; an answer that
+//! comes later finds the round taken (`RejectDuplicate`) and runs nothing, as two answers do
+//! (R-CON-40). When an answer started the round first, the cancel goes to that round, as any.
+
+use std::time::Duration;
+
+use rmcp::ErrorData as McpError;
+use tracing::info;
+
+use super::{Connector, internal::internal};
+use durable_mcp_contract::{input::next_round_id, payload};
+use durable_mcp_runtime::nexus::{
+    ConflictPolicy, OperationClientError, OperationDescription, OperationRef, ReusePolicy,
+    StartOperation,
+};
+
+/// The operation name of a round a cancel took: no tool's.
+pub(super) const CANCELLED_ROUND: &str = "~~cancelled-while-waiting-for-input";
+
+/// How long the marker operation may live: it is cancelled at once, and refused if it starts.
+const MARKER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long taking the round rides out a Temporal outage.
+const TAKE_BUDGET: Duration = Duration::from_secs(20);
+
+/// Whether `last` (a call's last round) is one a cancel took.
+pub(super) fn cancelled_round(last: &OperationDescription) -> bool {
+    last.operation == CANCELLED_ROUND
+}
+
+impl Connector {
+    /// Takes the round after `last` (whose requests nobody answered yet) for the cancel: the
+    /// round to cancel, the taken one or the answer's when that came first.
+    pub(super) async fn take_next_round(
+        &self,
+        last: &OperationDescription,
+    ) -> Result<OperationRef, McpError> {
+        let Some(next) = next_round_id(&last.reference.operation_id) else {
+            return Ok(last.reference.clone());
+        };
+        let tool = durable_mcp_contract::operation_name::tool_for_operation(&last.operation)
+            .unwrap_or_else(|| last.operation.clone());
+        let (route, _) = self.lookup(&tool).await?;
+        let input = payload::to_marked_payload(&serde_json::json!({}), "CancelledRound")
+            .map_err(|e| internal("cancelling the task", e))?;
+        let mut start = StartOperation::new(
+            next.clone(),
+            &route.endpoint,
+            &route.service,
+            CANCELLED_ROUND.to_owned(),
+            input,
+        );
+        start.request_id = next.clone();
+        start.schedule_to_close = Some(MARKER_TIMEOUT);
+        start.conflict_policy = ConflictPolicy::UseExisting;
+        start.reuse_policy = ReusePolicy::RejectDuplicate;
+        let deadline = tokio::time::Instant::now() + TAKE_BUDGET;
+        match self.inner.client.start_until(start, deadline).await {
+            Ok((op, _)) => {
+                info!(operation_id = %op.operation_id, "task cancelled while it waited for input");
+                Ok(op)
+            }
+            Err(OperationClientError::AlreadyExists { .. }) => Ok(OperationRef {
+                operation_id: next,
+                run_id: String::new(),
+            }),
+            Err(e) => Err(internal("cancelling the task", e)),
+        }
+    }
+}
