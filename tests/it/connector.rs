@@ -359,7 +359,8 @@ async fn tasks_cancel_acknowledges_running_finished_and_cancelled_tasks_alike() 
     let forged = cancel("forged".into()).await.unwrap_err().to_string();
     assert!(forged.contains("unknown task"), "{forged}");
 
-    // A task Temporal no longer keeps (as after its retention) is invalid params too.
+    // A task Temporal no longer keeps (as after its retention, or its operation deleted) is
+    // invalid params too, for every task method.
     env.connection
         .workflow_service()
         .delete_nexus_operation_execution(tonic::Request::new(
@@ -380,7 +381,14 @@ async fn tasks_cancel_acknowledges_running_finished_and_cancelled_tasks_alike() 
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let cancel_gone = cancel(finished.clone()).await.unwrap_err();
-    for e in [gone, cancel_gone] {
+    let answer: rmcp::model::InputResponses =
+        [("confirm".to_owned(), json!({"action": "accept"}))].into();
+    let update_gone = alice
+        .peer()
+        .update_task(rmcp::model::UpdateTaskParams::new(&finished, answer))
+        .await
+        .unwrap_err();
+    for e in [gone, cancel_gone, update_gone] {
         let rmcp::ServiceError::McpError(e) = e else {
             panic!("{e}")
         };
