@@ -286,7 +286,7 @@ async fn an_input_request_nobody_answers_in_time_ends_the_call() {
 
 /// Over Streamable HTTP the upstream is an rmcp server, which answers an
 /// `InputRequiredResult` only to a client that negotiated 2026-07-28: the proxy does, so the
-/// same flow works (R-PRX-29, R-PRX-31).
+/// same flow works (R-PRX-29, R-PRX-33).
 #[tokio::test]
 async fn a_task_asks_for_input_over_an_http_upstream_and_its_owners_update_completes_it() {
     let env = TestEnv::shared("durable-input-http").await;
@@ -320,7 +320,7 @@ async fn a_task_asks_for_input_over_an_http_upstream_and_its_owners_update_compl
     upstream.shutdown().await;
 }
 
-/// R-CON-41: a cancel of a task that waits for input ends it `cancelled` at once, and an
+/// R-CON-46: a cancel of a task that waits for input ends it `cancelled` at once, and an
 /// answer that comes after it runs nothing.
 #[tokio::test]
 async fn a_task_cancelled_while_it_waits_for_input_reads_cancelled_and_a_later_answer_runs_nothing()

@@ -570,7 +570,7 @@ impl UpstreamClient {
 
     /// The answer to request `id` as the upstream wrote it, when a tap saw it (see
     /// `super::as_written`); else rmcp's typed view of it, `result`. Either without a
-    /// 2026-07-28 upstream's `resultType: "complete"` (R-PRX-31).
+    /// 2026-07-28 upstream's `resultType: "complete"` (R-PRX-33).
     fn as_written(
         &self,
         conn: &Connection,
@@ -801,7 +801,7 @@ impl Opening {
     async fn ask_for_every_log_message(&self, running: &Running) {
         let peer = running.peer();
         let upstream = era::Upstream::of(peer);
-        // A modern upstream is asked per request instead (R-PRX-31).
+        // A modern upstream is asked per request instead (R-PRX-33).
         if upstream.logs && !upstream.modern {
             let all = rmcp::model::SetLevelRequestParams::new(rmcp::model::LoggingLevel::Debug);
             if let Err(e) = peer.set_level(all).await {

@@ -1,4 +1,4 @@
-//! A cancel of a task that waits for input (R-CON-41). Its last round has ended, asking: a
+//! A cancel of a task that waits for input (R-CON-46). Its last round has ended, asking: a
 //! cancel of that closed operation would change nothing, and the task would read
 //! `input_required` until `--input-timeout`. Instead the cancel takes the round after it (the
 //! ID the caller's answer would start, `next_round_id`) with an operation that runs nothing:

@@ -86,7 +86,7 @@ impl Connector {
         let call = ProgressSource::of(&described);
         let taken = super::cancelled_round::cancelled_round(&described);
         let payload = match (described.status, described.outcome) {
-            // Cancelled while it waited for input (R-CON-41).
+            // Cancelled while it waited for input (R-CON-46).
             _ if taken => TaskPayload::Cancelled,
             (OperationStatus::Running | OperationStatus::Unknown, _) | (_, None) => {
                 // The upstream's latest progress message, when the tool reports one.
@@ -164,7 +164,7 @@ impl Connector {
     pub async fn cancel_task_op(&self, task_id: &str, scope: &CallerScope) -> Result<(), McpError> {
         let op = self.task_op(task_id, scope)?;
         // A call that asked for input runs on in its later rounds (R-CON-40); one that waits
-        // for an answer ends with the round the cancel takes (R-CON-41).
+        // for an answer ends with the round the cancel takes (R-CON-46).
         let op = match self.last_round(&op).await {
             Ok(last) if self.waits_for_input(&last) => self.take_next_round(&last).await?,
             Ok(last) if last.reference.operation_id != op.operation_id => last.reference,

@@ -1,4 +1,4 @@
-//! Which MCP era an upstream speaks, and what each request to it declares (R-PRX-31).
+//! Which MCP era an upstream speaks, and what each request to it declares (R-PRX-33).
 //!
 //! Every connection opens as a dual-era client: `server/discover` offering 2026-07-28 (the
 //! modern, per-request `_meta` lifecycle, SEP-2575), falling back to the `initialize`
