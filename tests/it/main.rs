@@ -35,6 +35,7 @@ mod proxy_library;
 mod proxy_options;
 mod python_client;
 mod route_notices;
+mod resources;
 mod secrets;
 mod server_restart;
 mod service_logs;

@@ -41,6 +41,10 @@ struct Cli {
     /// Print the standard spec as JSON and exit (a starting point for spec files).
     #[arg(long)]
     print_standard_spec: bool,
+    /// Also serve a few resources (text and blob), a resource template, a prompt with
+    /// arguments and completions.
+    #[arg(long)]
+    resources_and_prompts: bool,
 }
 
 #[tokio::main]
@@ -53,6 +57,10 @@ async fn main() -> anyhow::Result<()> {
         .with_ansi(false)
         .init();
     let cli = Cli::parse();
+    durable_mcp_conformance::fixtures::server::features::SERVE_FEATURES.store(
+        cli.resources_and_prompts,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     if cli.print_standard_spec {
         println!(
             "{}",

@@ -19,6 +19,7 @@
 
 pub mod call;
 pub mod errors;
+pub mod features;
 pub mod input;
 pub mod jsonrpc_error;
 pub mod listing;

@@ -29,6 +29,7 @@ pub mod config;
 pub mod discovery;
 pub mod errors;
 pub mod factory;
+mod features;
 pub mod health;
 pub mod http_client;
 pub mod inline;

@@ -320,8 +320,7 @@ fn refused(what: &str, s: tonic::Status) -> StartError {
 pub fn proxy_service(ctx: ServiceContext) -> Service {
     let ctx = Arc::new(ctx);
     let list_ctx = ctx.clone();
-    Service::new(ctx.service.clone())
-        .operation(
+    let service = Service::new(ctx.service.clone()).operation(
             LIST_TOOLS,
             start_fn(move |_, input| {
                 let ctx = list_ctx.clone();
@@ -353,11 +352,14 @@ pub fn proxy_service(ctx: ServiceContext) -> Service {
                     Ok(StartOutcome::Sync(payload))
                 }
             }),
-        )
-        .catch_all(Arc::new(ToolCall {
+        );
+    // Resources, prompts and completions (R-PRX-32).
+    super::features::add_operations(service, ctx.discovery.client().clone()).catch_all(Arc::new(
+        ToolCall {
             ctx,
             attempts: Arc::default(),
-        }))
+        },
+    ))
 }
 
 struct ToolCall {

@@ -52,6 +52,7 @@ use super::{
 use durable_mcp_contract::call::{CallNotification, ToolLog};
 
 mod era;
+mod features;
 mod task;
 pub use task::{CallAnswer, TaskState, next_poll_delay};
 

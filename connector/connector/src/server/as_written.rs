@@ -171,6 +171,34 @@ pub(super) fn as_listed(mut tool: Value) -> Value {
     tool
 }
 
+/// Marks a feature answer (R-CON-41) as written: the routes' result object, whole.
+const FEATURE_WRITTEN: &str = "io.durable-mcp/featureAsWritten";
+
+/// A feature answer as written, for [`keep`].
+pub(super) fn feature_written(raw: Value) -> Value {
+    serde_json::json!({ FEATURE_WRITTEN: raw })
+}
+
+fn feature_raw(written: &Value) -> Option<&Value> {
+    let object = written.as_object()?;
+    (object.len() == 1).then(|| object.get(FEATURE_WRITTEN))?
+}
+
+/// A feature answer as written (R-CON-41): the upstream's result, with what rmcp decided for
+/// this peer (`resultType`, `ttlMs`, `cacheScope`) taken from the typed answer.
+fn feature_result(typed: &Value, raw: Value) -> Value {
+    let Value::Object(mut answer) = raw else {
+        return typed.clone();
+    };
+    for key in ["resultType", "ttlMs", "cacheScope"] {
+        match typed.get(key) {
+            Some(v) => answer.insert(key.into(), v.clone()),
+            None => answer.remove(key),
+        };
+    }
+    Value::Object(answer)
+}
+
 /// The typed answer with the written JSON in place of rmcp's re-serialisation.
 fn written_answer(typed: ServerResult, written: Value) -> ServerResult {
     let Ok(typed_json) = serde_json::to_value(&typed) else {
@@ -186,6 +214,9 @@ fn written_answer(typed: ServerResult, written: Value) -> ServerResult {
 /// the CallToolResult) in place of what rmcp serialised (`typed`), keeping what rmcp decided for
 /// this peer. `None` keeps rmcp's answer (the written JSON does not fit this answer).
 pub fn written_result(typed: &Value, written: Value) -> Option<Value> {
+    if let Some(raw) = feature_raw(&written) {
+        return Some(feature_result(typed, raw.clone()));
+    }
     match written {
         Value::Array(mut tools) => {
             let typed_tools = typed.get("tools")?.as_array()?;
@@ -229,7 +260,14 @@ impl Service<RoleServer> for Connector {
     ) -> Result<ServerResult, McpError> {
         let answered_as_written = matches!(
             request,
-            ClientRequest::ListToolsRequest(_) | ClientRequest::CallToolRequest(_)
+            ClientRequest::ListToolsRequest(_)
+                | ClientRequest::CallToolRequest(_)
+                | ClientRequest::ListResourcesRequest(_)
+                | ClientRequest::ListResourceTemplatesRequest(_)
+                | ClientRequest::ReadResourceRequest(_)
+                | ClientRequest::ListPromptsRequest(_)
+                | ClientRequest::GetPromptRequest(_)
+                | ClientRequest::CompleteRequest(_)
         );
         let handler = self.typed_sharing_level();
         let typed = handler.handle_request(request, context).await?;

@@ -8,7 +8,6 @@ use futures::{
 };
 use rmcp::ErrorData as McpError;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 use super::list_changed::tools_changed;
 use super::{
@@ -21,41 +20,16 @@ use durable_mcp_contract::{
     listing::{LIST_TOOLS, ToolListing, WITH_INSTRUCTIONS_KEY},
     payload,
 };
-use durable_mcp_runtime::nexus::{OperationOutcome, StartOperation};
+use durable_mcp_runtime::nexus::OperationOutcome;
 
 impl Connector {
     /// One listing of the route, with its upstream's instructions (R-NXC-7).
     async fn list_route(&self, route: &Route) -> Result<ToolListing, String> {
-        let o = &self.inner.options;
-        let input = payload::to_payload(&json!({WITH_INSTRUCTIONS_KEY: true}))
-            .map_err(|e| e.to_string())?;
-        let mut start = StartOperation::new(
-            self.operation_id("list-"),
-            &route.endpoint,
-            &route.service,
-            LIST_TOOLS,
-            input,
-        );
-        start.schedule_to_close = Some(o.list_timeout);
-        // Through a Temporal outage (R-CON-16) the listing waits as long as it may take.
-        let deadline = tokio::time::Instant::now() + o.list_timeout;
-        let (op, _) = self
-            .inner
-            .client
-            .start_until(start, deadline)
-            .await
-            .map_err(|e| e.to_string())?;
-        match self
-            .inner
-            .client
-            .wait_until(&op, &CancellationToken::new(), deadline)
-            .await
-            .map_err(|e| e.to_string())?
-        {
-            OperationOutcome::Succeeded(p) => {
-                ToolListing::read(payload::to_json(&p).map_err(|e| e.to_string())?)
-            }
-            other => Err(list_did_not_succeed(&other, o.list_timeout)),
+        let asked = json!({WITH_INSTRUCTIONS_KEY: true});
+        let p = self.run_reserved(route, LIST_TOOLS, asked).await?;
+        match payload::to_json(&p) {
+            Ok(answer) => ToolListing::read(answer),
+            Err(e) => Err(e.to_string()),
         }
     }
 
@@ -317,16 +291,21 @@ enum RouteError {
     },
 }
 
-/// Why a listing did not succeed, for the log (R-CON-15 keeps it from callers). A timeout most
-/// often means that nothing polls the endpoint's task queue, so the line says where to look.
-fn list_did_not_succeed(outcome: &OperationOutcome, timeout: Duration) -> String {
+/// Why a reserved operation (a listing) did not succeed, for the log (R-CON-15 keeps it from
+/// callers). A timeout most often means that nothing polls the endpoint's task queue, so the
+/// line says where to look.
+pub(super) fn did_not_succeed(
+    operation: &str,
+    outcome: &OperationOutcome,
+    timeout: Duration,
+) -> String {
     match outcome {
         OperationOutcome::TimedOut { message } => format!(
-            "list_tools timed out after {timeout:?} ({message}): no worker may be polling the \
+            "{operation} timed out after {timeout:?} ({message}): no worker may be polling the \
              endpoint's task queue; check that the proxy or tool service serving this service \
              runs and polls the task queue the endpoint targets"
         ),
-        other => format!("list_tools did not succeed: {other:?}"),
+        other => format!("{operation} did not succeed: {other:?}"),
     }
 }
 
@@ -349,7 +328,7 @@ mod tests {
         let timed_out = OperationOutcome::TimedOut {
             message: "operation timed out".into(),
         };
-        let line = list_did_not_succeed(&timed_out, Duration::from_secs(10));
+        let line = did_not_succeed(LIST_TOOLS, &timed_out, Duration::from_secs(10));
         assert!(
             line.contains("10s")
                 && line.contains("no worker may be polling the endpoint's task queue"),
@@ -360,6 +339,8 @@ mod tests {
             error_type: None,
             handler_error: None,
         };
-        assert!(!list_did_not_succeed(&failed, Duration::from_secs(10)).contains("task queue"));
+        assert!(
+            !did_not_succeed(LIST_TOOLS, &failed, Duration::from_secs(10)).contains("task queue")
+        );
     }
 }

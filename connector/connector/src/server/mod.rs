@@ -38,6 +38,7 @@ mod cancelled_round;
 mod catalog;
 pub mod companion;
 mod explicit_cancel;
+mod features;
 mod input;
 pub mod instructions;
 mod internal;
@@ -176,6 +177,8 @@ struct Inner {
     metrics: crate::metrics::Metrics,
     /// Its tools version, which listeners follow (R-CON-42).
     tool_changes: list_changed::ToolChanges,
+    /// Each route's resources, prompts and completions capabilities (R-CON-45).
+    declared: features::Declared,
 }
 
 impl Connector {
@@ -205,6 +208,7 @@ impl Connector {
                 local,
                 metrics: Default::default(),
                 tool_changes: Default::default(),
+                declared: Default::default(),
             }),
             log_level: logging::LogLevel::default(),
             keyed_calls: Default::default(),
@@ -298,14 +302,14 @@ impl std::ops::Deref for Typed {
 #[allow(deprecated)]
 impl ServerHandler for Typed {
     fn get_info(&self) -> ServerConfig {
-        let mut info = ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_tasks()
-                .enable_logging()
-                .build(),
-        );
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_tasks()
+            .enable_logging()
+            .build();
+        features::declare(&mut capabilities, self.inner.declared.union());
+        let mut info = ServerConfig::new(capabilities);
         info.server_info = Implementation::new("durable-mcp-connector", env!("CARGO_PKG_VERSION"));
         info
     }
@@ -387,6 +391,86 @@ impl ServerHandler for Typed {
         Ok(ListToolsResult::with_all_items(
             tools.into_iter().chain(local).collect(),
         ))
+    }
+
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        self.probe_declared().await;
+        self.negotiate_initialize(&request)
+    }
+
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, McpError> {
+        self.probe_declared().await;
+        Ok(rmcp::model::DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, McpError> {
+        self.feature_answer("resources/list", Value::Null, &context)
+            .await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
+        self.feature_answer("resources/templates/list", Value::Null, &context)
+            .await
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
+        let params = features::params(&request)?;
+        self.feature_answer::<rmcp::model::ReadResourceResult>("resources/read", params, &context)
+            .await
+            .map(Into::into)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, McpError> {
+        self.feature_answer("prompts/list", Value::Null, &context)
+            .await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, McpError> {
+        let params = features::params(&request)?;
+        self.feature_answer::<rmcp::model::GetPromptResult>("prompts/get", params, &context)
+            .await
+            .map(Into::into)
+    }
+
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, McpError> {
+        let params = features::params(&request)?;
+        self.feature_answer("completion/complete", params, &context)
+            .await
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

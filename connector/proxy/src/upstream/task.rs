@@ -261,20 +261,7 @@ impl UpstreamClient {
         let mut options = PeerRequestOptions::no_options();
         options.meta = super::era::request_meta(super::era::Upstream::of(conn.peer()), true);
         options.timeout = Some(TASK_REQUEST_TIMEOUT);
-        let handle = conn
-            .peer()
-            .send_request_with_option(request, options)
-            .await
-            .map_err(|e| self.failed(&conn, e))?;
-        let id = handle.id.clone();
-        let answered = handle
-            .await_response()
-            .await
-            .map_err(|e| self.failed(&conn, e))?;
-        match conn.service().written.take(&id) {
-            Some(written) => Ok(written),
-            None => to_json(&answered).map_err(|reason| self.protocol(reason)),
-        }
+        self.send_as_written(&conn, request, options).await
     }
 
     fn protocol(&self, reason: String) -> UpstreamError {

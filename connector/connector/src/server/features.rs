@@ -1,0 +1,446 @@
+//! Resources, resource templates, prompts and completions of every route (R-CON-41), through
+//! the reserved operations of R-NXC-7.
+//!
+//! - Capabilities: each route's `upstream_capabilities` (asked at `initialize` and `discover`,
+//!   reused for the list cache's time, R-CON-17); the connector declares `resources`,
+//!   `prompts` and `completions` only when a route declares them. A route that cannot answer
+//!   (a native tool service, a worker not running yet) declares none.
+//! - Lists: every declaring route's list, items in route order, in one page. An item offered by
+//!   more than one route (a resource's `uri`, a template's `uriTemplate`, a prompt's `name`)
+//!   is left out, like an ambiguous tool (R-CON-2), and reading it is refused naming the
+//!   routes. With one route answering, its result is passed as written (`_meta`, `ttlMs`,
+//!   `cacheScope`); with several, the first one's other fields are kept and `ttlMs` is the
+//!   least any route gave.
+//! - Reads: `resources/read` goes to the route listing the URI, else to the one route whose
+//!   template matches it, else (one route declaring resources) to that route; `prompts/get` to
+//!   the route listing the prompt, else the one route declaring prompts; `completion/complete`
+//!   by its `ref` the same way. The answer, or the upstream's JSON-RPC error, is passed as
+//!   written.
+
+use std::{
+    collections::HashMap,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use rmcp::{ErrorData as McpError, RoleServer, service::RequestContext};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+use temporalio_protos::temporal::api::common::v1::Payload;
+use tokio_util::sync::CancellationToken;
+
+use super::{Connector, Typed, as_written, call::jsonrpc_error, internal::internal};
+use crate::route::Route;
+use durable_mcp_contract::{
+    features::{
+        self, COMPLETE, Feature, GET_PROMPT, LIST_PROMPTS, LIST_RESOURCE_TEMPLATES, LIST_RESOURCES,
+        READ_RESOURCE, UPSTREAM_CAPABILITIES,
+    },
+    jsonrpc_error::JsonRpcError,
+    payload,
+};
+use durable_mcp_runtime::nexus::{OperationOutcome, StartOperation};
+
+/// Each route's declared capabilities, from the last time they were asked.
+#[derive(Default)]
+pub(super) struct Declared(Mutex<Option<Probed>>);
+
+/// When the routes' capabilities were asked, and each route's answer.
+type Probed = (Instant, Vec<Map<String, Value>>);
+
+impl Declared {
+    /// The union of the routes' declared capabilities, as last asked.
+    pub(super) fn union(&self) -> Map<String, Value> {
+        let mut union = Map::new();
+        if let Some((_, routes)) = &*self.0.lock().unwrap() {
+            for declared in routes {
+                for (k, v) in declared {
+                    union.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+        }
+        union
+    }
+}
+
+/// The key that tells one list's items apart.
+fn item_key(items: &str) -> &'static str {
+    match items {
+        "resourceTemplates" => "uriTemplate",
+        "prompts" => "name",
+        _ => "uri",
+    }
+}
+
+/// The lists of several routes merged (see the module's rule): the merged result, and each
+/// key offered by more than one route with the services offering it.
+pub fn merge_lists(
+    items: &str,
+    lists: Vec<(Route, Value)>,
+) -> (Value, HashMap<String, Vec<String>>) {
+    let key = item_key(items);
+    let mut owners: HashMap<String, Vec<String>> = HashMap::new();
+    for (route, list) in &lists {
+        for item in list[items].as_array().into_iter().flatten() {
+            if let Some(k) = item[key].as_str() {
+                owners
+                    .entry(k.to_owned())
+                    .or_default()
+                    .push(route.service.clone());
+            }
+        }
+    }
+    owners.retain(|_, services| services.len() > 1);
+    let ttl = lists.iter().filter_map(|(_, l)| l["ttlMs"].as_u64()).min();
+    let mut merged = match lists.first() {
+        Some((_, Value::Object(first))) => first.clone(),
+        _ => Map::new(),
+    };
+    let mut all = Vec::new();
+    for (_, list) in &lists {
+        for item in list[items].as_array().into_iter().flatten() {
+            if !item[key].as_str().is_some_and(|k| owners.contains_key(k)) {
+                all.push(item.clone());
+            }
+        }
+    }
+    if let (Some(ttl), true) = (ttl, lists.len() > 1) {
+        merged.insert("ttlMs".into(), ttl.into());
+    }
+    merged.insert(items.into(), Value::Array(all));
+    (Value::Object(merged), owners)
+}
+
+/// Whether `uri` matches the RFC 6570 `template`: its literal text in order, each expression
+/// standing for any text.
+pub fn template_matches(template: &str, uri: &str) -> bool {
+    let mut literals = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        literals.push(&rest[..open]);
+        match rest[open..].find('}') {
+            Some(close) => rest = &rest[open + close + 1..],
+            None => return false,
+        }
+    }
+    let last = rest;
+    let Some(mut left) = uri.strip_prefix(literals.first().copied().unwrap_or(last)) else {
+        return false;
+    };
+    if literals.is_empty() {
+        return left.is_empty();
+    }
+    for literal in &literals[1..] {
+        match left.find(literal) {
+            Some(at) => left = &left[at + literal.len()..],
+            None => return false,
+        }
+    }
+    left.ends_with(last)
+}
+
+impl Connector {
+    /// Runs a reserved operation on `route` with `input`, for its payload.
+    pub(super) async fn run_reserved(
+        &self,
+        route: &Route,
+        operation: &str,
+        input: Value,
+    ) -> Result<Payload, String> {
+        let timeout = self.inner.options.list_timeout;
+        let input = payload::to_payload(&input).map_err(|e| e.to_string())?;
+        let mut start = StartOperation::new(
+            self.operation_id("reserved-"),
+            &route.endpoint,
+            &route.service,
+            operation,
+            input,
+        );
+        start.schedule_to_close = Some(timeout);
+        let deadline = tokio::time::Instant::now() + timeout;
+        let client = &self.inner.client;
+        let (op, _) = client
+            .start_until(start, deadline)
+            .await
+            .map_err(|e| e.to_string())?;
+        match client
+            .wait_until(&op, &CancellationToken::new(), deadline)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            OperationOutcome::Succeeded(p) => Ok(p),
+            other => Err(super::catalog::did_not_succeed(operation, &other, timeout)),
+        }
+    }
+
+    /// Each route's declared capabilities, asked again when older than the list cache.
+    pub(super) async fn declared(&self) -> Vec<Map<String, Value>> {
+        let ttl = self.inner.options.list_cache;
+        if let Some((at, routes)) = &*self.inner.declared.0.lock().unwrap()
+            && at.elapsed() < ttl
+        {
+            return routes.clone();
+        }
+        let asks = self.inner.options.routes.iter().map(|route| async move {
+            let asked = self
+                .run_reserved(route, UPSTREAM_CAPABILITIES, json!({}))
+                .await;
+            match asked.and_then(|p| payload::to_json(&p).map_err(|e| e.to_string())) {
+                Ok(Value::Object(declared)) => declared,
+                Ok(_) | Err(_) => Map::new(),
+            }
+        });
+        let routes = futures::future::join_all(asks).await;
+        *self.inner.declared.0.lock().unwrap() = Some((Instant::now(), routes.clone()));
+        routes
+    }
+
+    /// The routes that declared `capability`.
+    async fn declaring(&self, capability: &str) -> Vec<Route> {
+        let declared = self.declared().await;
+        self.inner
+            .options
+            .routes
+            .iter()
+            .zip(declared)
+            .filter(|(_, d)| d.contains_key(capability))
+            .map(|(r, _)| r.clone())
+            .collect()
+    }
+
+    /// A feature list of every declaring route, merged, and the keys left out as ambiguous.
+    async fn merged_list(
+        &self,
+        feature: Feature,
+    ) -> Result<(Value, HashMap<String, Vec<String>>, Vec<(Route, Value)>), McpError> {
+        let items = feature.items.unwrap_or_default();
+        let routes = self.declaring(feature.capability).await;
+        let asks = routes
+            .iter()
+            .map(|route| self.run_reserved(route, feature.operation, json!({})));
+        let mut lists = Vec::new();
+        for (route, listed) in routes.iter().zip(futures::future::join_all(asks).await) {
+            match listed.and_then(|p| payload::to_json(&p).map_err(|e| e.to_string())) {
+                Ok(list) => lists.push((route.clone(), list)),
+                Err(why) => tracing::warn!(service = %route.service, method = feature.method,
+                    "listing failed: {why}; its items are left out"),
+            }
+        }
+        if lists.is_empty() && !routes.is_empty() {
+            return Err(internal(feature.method, "no route could be listed"));
+        }
+        let (merged, ambiguous) = merge_lists(items, lists.clone());
+        Ok((merged, ambiguous, lists))
+    }
+
+    /// The route a read of `key` (a URI or a prompt name) goes to.
+    async fn route_for(&self, feature: Feature, key: &str) -> Result<Route, McpError> {
+        let by_name = match feature.capability {
+            "prompts" => LIST_PROMPTS,
+            _ => LIST_RESOURCES,
+        };
+        let (_, ambiguous, lists) = self.merged_list(by_name).await?;
+        if let Some(services) = ambiguous.get(key) {
+            return Err(McpError::invalid_params(
+                format!(
+                    "{key:?} is offered by more than one service ({}); it is left out (R-CON-41)",
+                    services.join(", ")
+                ),
+                Some(json!({"ambiguous": true, "services": services})),
+            ));
+        }
+        let items = by_name.items.unwrap_or_default();
+        let field = item_key(items);
+        let listing = |list: &Value| {
+            list[items]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|i| i[field] == key)
+        };
+        if let Some((route, _)) = lists.iter().find(|(_, l)| listing(l)) {
+            return Ok(route.clone());
+        }
+        if by_name == LIST_RESOURCES {
+            let (_, _, templates) = self.merged_list(LIST_RESOURCE_TEMPLATES).await?;
+            let matching: Vec<&Route> = templates
+                .iter()
+                .filter(|(_, l)| {
+                    l["resourceTemplates"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|t| {
+                            t["uriTemplate"] == key
+                                || t["uriTemplate"]
+                                    .as_str()
+                                    .is_some_and(|t| template_matches(t, key))
+                        })
+                })
+                .map(|(r, _)| r)
+                .collect();
+            if let [route] = matching[..] {
+                return Ok(route.clone());
+            }
+        }
+        match &self.declaring(feature.capability).await[..] {
+            [route] => Ok(route.clone()),
+            _ => Err(McpError::new(
+                rmcp::model::ErrorCode(-32002),
+                format!("no route offers {key:?}"),
+                Some(json!({"uri": key})),
+            )),
+        }
+    }
+
+    /// A read (`resources/read`, `prompts/get`, `completion/complete`): the route's answer as
+    /// written, or its JSON-RPC error.
+    async fn feature_read(&self, feature: Feature, params: &Value) -> Result<Value, McpError> {
+        let key = match feature {
+            f if f == READ_RESOURCE => params["uri"].as_str(),
+            f if f == GET_PROMPT => params["name"].as_str(),
+            _ => params["ref"]["name"]
+                .as_str()
+                .or_else(|| params["ref"]["uri"].as_str()),
+        }
+        .unwrap_or_default();
+        let as_feature = match params["ref"]["type"].as_str() {
+            Some("ref/prompt") => GET_PROMPT,
+            Some(_) => READ_RESOURCE,
+            None => feature,
+        };
+        let route = match self.route_for(as_feature, key).await {
+            Ok(route) => route,
+            Err(e) if feature == COMPLETE => match &self.declaring("completions").await[..] {
+                [route] => route.clone(),
+                _ => return Err(e),
+            },
+            Err(e) => return Err(e),
+        };
+        let p = self
+            .run_reserved(&route, feature.operation, params.clone())
+            .await
+            .map_err(|why| internal(feature.method, why))?;
+        if let Some(error) = JsonRpcError::from_payload(&p) {
+            return Err(jsonrpc_error(
+                error.map_err(|why| internal(feature.method, why))?,
+            ));
+        }
+        payload::to_json(&p).map_err(|e| internal(feature.method, e))
+    }
+}
+
+impl Typed {
+    /// The answer to one feature request: rmcp's typed view for the protocol work, and the
+    /// routes' JSON as written kept beside it (R-CON-12).
+    pub(super) async fn feature_answer<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<T, McpError> {
+        let feature = features::for_method(method)
+            .ok_or_else(|| McpError::internal_error(format!("{method} is no feature"), None))?;
+        let _waiting = self.inner.in_flight.try_share(
+            feature.method,
+            super::scope::request_share(context).as_ref(),
+        )?;
+        let written = match feature.items {
+            Some(_) => self.merged_list(feature).await?.0,
+            None => self.feature_read(feature, &params).await?,
+        };
+        let typed = serde_json::from_value(written.clone()).map_err(|e| {
+            McpError::internal_error(format!("the {method} answer is not valid MCP: {e}"), None)
+        })?;
+        as_written::keep(
+            self.written.as_ref(),
+            context,
+            as_written::feature_written(written),
+        );
+        Ok(typed)
+    }
+}
+
+impl Typed {
+    /// Asks the routes' capabilities before `initialize` or `discover` answers, within
+    /// [`PROBE_BUDGET`]: past it, what was known last is declared.
+    pub(super) async fn probe_declared(&self) {
+        let budget = self.inner.options.list_timeout.min(PROBE_BUDGET);
+        let _ = tokio::time::timeout(budget, self.declared()).await;
+    }
+}
+
+/// How long a probe of the routes' capabilities may hold `initialize` back.
+const PROBE_BUDGET: Duration = Duration::from_secs(10);
+
+/// Declares the routes' `resources`, `prompts` and `completions` (R-CON-41).
+pub(super) fn declare(
+    capabilities: &mut rmcp::model::ServerCapabilities,
+    union: Map<String, Value>,
+) {
+    for (key, declared) in union {
+        match key.as_str() {
+            "resources" => capabilities.resources = serde_json::from_value(declared).ok(),
+            "prompts" => capabilities.prompts = serde_json::from_value(declared).ok(),
+            "completions" => capabilities.completions = serde_json::from_value(declared).ok(),
+            _ => {}
+        }
+    }
+}
+
+/// A request's params as JSON, for the route.
+pub(super) fn params(request: &impl serde::Serialize) -> Result<Value, McpError> {
+    serde_json::to_value(request)
+        .map_err(|e| McpError::invalid_params(format!("params cannot be read: {e}"), None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(s: &str) -> Route {
+        Route {
+            service: s.into(),
+            endpoint: "e".into(),
+        }
+    }
+
+    #[test]
+    fn a_uri_two_routes_offer_is_left_out_and_named() {
+        let a = json!({"resources": [{"uri": "x://1"}, {"uri": "x://shared"}], "ttlMs": 9});
+        let b = json!({"resources": [{"uri": "x://shared"}, {"uri": "y://2", "_meta": {"k": 1}}],
+                       "ttlMs": 4});
+        let (merged, ambiguous) = merge_lists("resources", vec![(route("a"), a), (route("b"), b)]);
+        assert_eq!(
+            merged,
+            json!({"resources": [{"uri": "x://1"}, {"uri": "y://2", "_meta": {"k": 1}}],
+                   "ttlMs": 4})
+        );
+        assert_eq!(ambiguous["x://shared"], vec!["a", "b"]);
+    }
+
+    #[test]
+    fn one_routes_list_is_passed_as_written() {
+        let a = json!({"prompts": [{"name": "p"}], "ttlMs": 9, "cacheScope": "shared",
+                       "_meta": {"m": 1}});
+        let (merged, ambiguous) = merge_lists("prompts", vec![(route("a"), a.clone())]);
+        assert_eq!(merged, a);
+        assert!(ambiguous.is_empty());
+    }
+
+    #[test]
+    fn templates_match_their_literal_text_in_order() {
+        assert!(template_matches(
+            "test://template/{id}/data",
+            "test://template/7/data"
+        ));
+        assert!(template_matches("file:///{+path}", "file:///a/b.txt"));
+        assert!(!template_matches(
+            "test://template/{id}/data",
+            "test://template/7/meta"
+        ));
+        assert!(!template_matches("test://a/{id}", "other://a/1"));
+        assert!(template_matches("plain://x", "plain://x"));
+        assert!(!template_matches("plain://x", "plain://xy"));
+    }
+}

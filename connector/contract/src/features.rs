@@ -1,0 +1,181 @@
+//! Resources, resource templates, prompts and completions over Nexus (R-NXC-7): reserved
+//! operations beside `list_tools`, one per MCP request, whose payloads are the upstream's JSON
+//! as written.
+//!
+//! - `upstream_capabilities`: input `{}`; output the upstream's `initialize` capabilities among
+//!   `resources`, `prompts` and `completions` (an object, empty when it declared none).
+//! - `list_resources`, `list_resource_templates`, `list_prompts`: input `{}`; output the
+//!   upstream's list result with every page's items in its one array (`resources`,
+//!   `resourceTemplates`, `prompts`) and no `nextCursor`; the first page's other fields
+//!   (`_meta`, `ttlMs`, `cacheScope`) as written.
+//! - `read_resource`, `get_prompt`, `complete_argument`: input the MCP request's `params`;
+//!   output the upstream's result as written, or its JSON-RPC error as a payload marked
+//!   [`crate::jsonrpc_error::JSONRPC_ERROR`].
+//!
+//! Every reserved name holds a `_`, and a tool of that name has it escaped (R-NXC-5), so no
+//! tool's operation is one of these.
+
+use serde_json::{Map, Value};
+
+/// The operation that answers the upstream's declared capabilities.
+pub const UPSTREAM_CAPABILITIES: &str = "upstream_capabilities";
+
+/// The capability keys [`UPSTREAM_CAPABILITIES`] answers.
+pub const CAPABILITY_KEYS: [&str; 3] = ["resources", "prompts", "completions"];
+
+/// One MCP request served as a reserved operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Feature {
+    /// The Nexus operation name.
+    pub operation: &'static str,
+    /// The MCP method the proxy sends upstream.
+    pub method: &'static str,
+    /// The capability the upstream must declare (`initialize`'s `capabilities` key).
+    pub capability: &'static str,
+    /// For a listing, the result's array key; `None` for a single request.
+    pub items: Option<&'static str>,
+}
+
+pub const LIST_RESOURCES: Feature = Feature {
+    operation: "list_resources",
+    method: "resources/list",
+    capability: "resources",
+    items: Some("resources"),
+};
+pub const LIST_RESOURCE_TEMPLATES: Feature = Feature {
+    operation: "list_resource_templates",
+    method: "resources/templates/list",
+    capability: "resources",
+    items: Some("resourceTemplates"),
+};
+pub const READ_RESOURCE: Feature = Feature {
+    operation: "read_resource",
+    method: "resources/read",
+    capability: "resources",
+    items: None,
+};
+pub const LIST_PROMPTS: Feature = Feature {
+    operation: "list_prompts",
+    method: "prompts/list",
+    capability: "prompts",
+    items: Some("prompts"),
+};
+pub const GET_PROMPT: Feature = Feature {
+    operation: "get_prompt",
+    method: "prompts/get",
+    capability: "prompts",
+    items: None,
+};
+pub const COMPLETE: Feature = Feature {
+    operation: "complete_argument",
+    method: "completion/complete",
+    capability: "completions",
+    items: None,
+};
+
+/// Every feature operation.
+pub const FEATURES: [Feature; 6] = [
+    LIST_RESOURCES,
+    LIST_RESOURCE_TEMPLATES,
+    READ_RESOURCE,
+    LIST_PROMPTS,
+    GET_PROMPT,
+    COMPLETE,
+];
+
+/// Whether `name` is a reserved operation of this module (a tool of that name is escaped).
+pub fn is_reserved(name: &str) -> bool {
+    name == UPSTREAM_CAPABILITIES || FEATURES.iter().any(|f| f.operation == name)
+}
+
+/// The feature an MCP method stands for.
+pub fn for_method(method: &str) -> Option<Feature> {
+    FEATURES.into_iter().find(|f| f.method == method)
+}
+
+/// The capabilities of an `initialize` result's `capabilities` that these operations serve.
+pub fn served_capabilities(capabilities: &Value) -> Map<String, Value> {
+    CAPABILITY_KEYS
+        .iter()
+        .filter_map(|k| Some(((*k).to_owned(), capabilities.get(*k)?.clone())))
+        .filter(|(_, v)| !v.is_null())
+        .collect()
+}
+
+/// Pages of a list result folded into one: the first page as written, its `items` array
+/// holding every page's items, and no `nextCursor`.
+pub fn fold_pages(items: &str, pages: Vec<Value>) -> Value {
+    let mut pages = pages.into_iter();
+    let mut first = match pages.next() {
+        Some(Value::Object(first)) => first,
+        _ => Map::new(),
+    };
+    let mut all = match first.remove(items) {
+        Some(Value::Array(listed)) => listed,
+        _ => Vec::new(),
+    };
+    for page in pages {
+        if let Some(Value::Array(listed)) = page.get(items) {
+            all.extend(listed.iter().cloned());
+        }
+    }
+    first.remove("nextCursor");
+    first.insert(items.to_owned(), Value::Array(all));
+    Value::Object(first)
+}
+
+/// A page's `nextCursor`, when there is a next page.
+pub fn next_cursor(page: &Value) -> Option<String> {
+    page.get("nextCursor")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn pages_fold_into_the_first_as_written() {
+        let pages = vec![
+            json!({"resources": [{"uri": "a", "x": 1}], "nextCursor": "2", "ttlMs": 5,
+                   "cacheScope": "shared", "_meta": {"m": 1}}),
+            json!({"resources": [{"uri": "b"}], "ttlMs": 9}),
+        ];
+        assert_eq!(
+            fold_pages("resources", pages),
+            json!({"resources": [{"uri": "a", "x": 1}, {"uri": "b"}], "ttlMs": 5,
+                   "cacheScope": "shared", "_meta": {"m": 1}})
+        );
+        assert_eq!(fold_pages("prompts", vec![]), json!({"prompts": []}));
+    }
+
+    #[test]
+    fn cursors_and_capabilities_are_read_as_written() {
+        assert_eq!(
+            next_cursor(&json!({"nextCursor": "c"})).as_deref(),
+            Some("c")
+        );
+        assert_eq!(next_cursor(&json!({"nextCursor": ""})), None);
+        assert_eq!(next_cursor(&json!({})), None);
+        let caps = json!({"tools": {}, "resources": {"subscribe": true}, "completions": {},
+                          "prompts": null});
+        assert_eq!(
+            Value::Object(served_capabilities(&caps)),
+            json!({"resources": {"subscribe": true}, "completions": {}})
+        );
+    }
+
+    #[test]
+    fn every_reserved_name_holds_an_underscore_and_methods_map_back() {
+        for f in FEATURES {
+            assert!(f.operation.contains('_') && is_reserved(f.operation));
+            assert_eq!(for_method(f.method), Some(f));
+        }
+        assert!(UPSTREAM_CAPABILITIES.contains('_') && is_reserved(UPSTREAM_CAPABILITIES));
+        assert!(!is_reserved("echo") && for_method("tools/call").is_none());
+    }
+}

@@ -1,0 +1,219 @@
+//! Resources, resource templates, prompts and completions of an upstream as reserved operations
+//! of its Nexus service (R-PRX-31, R-NXC-7).
+//!
+//! The lists are discovered outside Activities like the tools (R-PRX-2): each list operation
+//! asks the upstream again, following its cursors to the last page, unless an earlier failure's
+//! back-off has not passed; a failure keeps the last good list. An upstream that did not declare
+//! the capability at `initialize` is not asked: its list is empty. `read_resource`,
+//! `get_prompt` and `complete_argument` are read-only by definition, so they run inline in the
+//! handler (R-PRX-30's sync path): an upstream that cannot be reached fails the start as
+//! retryable, and Temporal starts it again until the caller's schedule-to-close; a JSON-RPC error
+//! is the operation's answer, marked, as the upstream wrote it.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use serde_json::{Map, Value, json};
+use temporalio_protos::temporal::api::common::v1::Payload;
+use tracing::warn;
+
+use super::{
+    discovery::DISCOVERY_TIMEOUT,
+    errors::Backoff,
+    inline,
+    upstream::{UpstreamClient, UpstreamError},
+};
+use durable_mcp_contract::{
+    errors::ToolCallErrorType,
+    features::{FEATURES, Feature, UPSTREAM_CAPABILITIES},
+    jsonrpc_error::JsonRpcError,
+    payload,
+};
+use durable_mcp_runtime::nexus::{
+    HandlerError, HandlerErrorKind, OperationError, RetryBehavior, Service, StartContext,
+    StartError, StartOutcome, start_fn,
+};
+
+/// The longest one inline read waits for the upstream, whatever the caller's deadline.
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One list's last good answer and its failures' back-off.
+#[derive(Default)]
+struct Kept {
+    list: Option<Value>,
+    waits: Option<durable_mcp_runtime::nexus::outage::Backoff>,
+    retry_at: Option<Instant>,
+    last_error: Option<String>,
+}
+
+/// The discovered lists of one upstream, by operation.
+struct Lists {
+    client: Arc<UpstreamClient>,
+    kept: Mutex<HashMap<&'static str, Kept>>,
+}
+
+impl Lists {
+    /// The feature's list: asked again unless backing off; the last good one on failure.
+    async fn refresh(&self, feature: Feature, items: &str) -> Result<Value, StartError> {
+        {
+            let kept = self.kept.lock().unwrap();
+            if let Some(k) = kept.get(feature.operation)
+                && k.retry_at.is_some_and(|at| Instant::now() < at)
+            {
+                return k.list.clone().ok_or_else(|| unavailable(&k.last_error));
+            }
+        }
+        let asked = self.ask(feature, items).await;
+        let mut kept = self.kept.lock().unwrap();
+        let k = kept.entry(feature.operation).or_default();
+        match asked {
+            Ok(list) => {
+                *k = Kept {
+                    list: Some(list.clone()),
+                    ..Kept::default()
+                };
+                Ok(list)
+            }
+            Err(e) => {
+                let delay = k
+                    .waits
+                    .get_or_insert_with(|| Backoff::discovery().start())
+                    .next_delay();
+                k.retry_at = Some(Instant::now() + delay);
+                k.last_error = Some(e.to_string());
+                warn!(service = %self.client.service(), method = feature.method, error = %e,
+                      retry_in = ?delay, keeping_last_list = k.list.is_some(),
+                      "listing failed");
+                k.list.clone().ok_or_else(|| unavailable(&k.last_error))
+            }
+        }
+    }
+
+    async fn ask(&self, feature: Feature, items: &str) -> Result<Value, UpstreamError> {
+        let declared = self.client.served_capabilities(DISCOVERY_TIMEOUT).await?;
+        if !declared.contains_key(feature.capability) {
+            return Ok(json!({ items: [] }));
+        }
+        self.client
+            .list_all_pages(feature.method, items, DISCOVERY_TIMEOUT)
+            .await
+    }
+}
+
+fn unavailable(why: &Option<String>) -> StartError {
+    let why = why.as_deref().unwrap_or("no attempt yet");
+    HandlerError::new(HandlerErrorKind::Unavailable, why.to_owned())
+        .with_retry(RetryBehavior::Retryable)
+        .into()
+}
+
+/// Adds the feature operations and `upstream_capabilities` to the upstream's service.
+pub fn add_operations(mut service: Service, client: Arc<UpstreamClient>) -> Service {
+    let lists = Arc::new(Lists {
+        client: client.clone(),
+        kept: Mutex::default(),
+    });
+    let asked = client.clone();
+    service = service.operation(
+        UPSTREAM_CAPABILITIES,
+        start_fn(move |_, _| {
+            let client = asked.clone();
+            async move {
+                let declared = client
+                    .served_capabilities(DISCOVERY_TIMEOUT)
+                    .await
+                    .map_err(|e| retryable(&e))?;
+                Ok(StartOutcome::Sync(answer(&Value::Object(declared))?))
+            }
+        }),
+    );
+    for feature in FEATURES {
+        service = match feature.items {
+            Some(items) => {
+                let lists = lists.clone();
+                service.operation(
+                    feature.operation,
+                    start_fn(move |_, _| {
+                        let lists = lists.clone();
+                        async move {
+                            let list = lists.refresh(feature, items).await?;
+                            Ok(StartOutcome::Sync(answer(&list)?))
+                        }
+                    }),
+                )
+            }
+            None => {
+                let client = client.clone();
+                service.operation(
+                    feature.operation,
+                    start_fn(move |start, input| {
+                        let client = client.clone();
+                        async move { read(&client, feature, &start, &input).await }
+                    }),
+                )
+            }
+        };
+    }
+    service
+}
+
+/// One inline read: the caller's params sent upstream, the result (or JSON-RPC error) as
+/// written.
+async fn read(
+    client: &UpstreamClient,
+    feature: Feature,
+    start: &StartContext,
+    input: &Payload,
+) -> Result<StartOutcome, StartError> {
+    let params = match payload::to_json(input) {
+        Ok(Value::Null) => Value::Object(Map::new()),
+        Ok(params @ Value::Object(_)) => params,
+        Ok(_) => return Err(HandlerError::bad_request("params must be a JSON object").into()),
+        Err(e) => return Err(HandlerError::bad_request(e.to_string()).into()),
+    };
+    let timeout = inline::remaining(start.deadline)
+        .map_or(READ_TIMEOUT, |left| left.min(READ_TIMEOUT))
+        .max(Duration::from_millis(100));
+    match client
+        .request_as_written(feature.method, params, timeout)
+        .await
+    {
+        Ok(result) => Ok(StartOutcome::Sync(answer(&result)?)),
+        Err(UpstreamError::JsonRpc {
+            code,
+            message,
+            data,
+            ..
+        }) => {
+            let error = JsonRpcError {
+                code,
+                message,
+                data,
+            };
+            let payload = error
+                .to_payload()
+                .map_err(|e| HandlerError::internal(e.to_string()))?;
+            Ok(StartOutcome::Sync(payload))
+        }
+        Err(e @ UpstreamError::Protocol { .. }) => Err(OperationError::Failed {
+            message: e.to_string(),
+            error_type: ToolCallErrorType::UpstreamProtocolError.as_str().into(),
+            details: None,
+        }
+        .into()),
+        Err(e) => Err(retryable(&e)),
+    }
+}
+
+fn retryable(e: &UpstreamError) -> StartError {
+    HandlerError::new(HandlerErrorKind::Unavailable, e.to_string())
+        .with_retry(RetryBehavior::Retryable)
+        .into()
+}
+
+fn answer(value: &Value) -> Result<Payload, HandlerError> {
+    payload::to_payload(value).map_err(|e| HandlerError::internal(e.to_string()))
+}

@@ -1,0 +1,108 @@
+//! Resources, resource templates, prompts and completions of the upstream (R-PRX-31): one MCP
+//! request sent as written, its answer as the upstream wrote it.
+
+use std::time::Duration;
+
+use rmcp::model::{ClientRequest, CustomRequest};
+use rmcp::service::PeerRequestOptions;
+use serde_json::{Map, Value};
+
+use super::{UpstreamClient, UpstreamError, to_json};
+use durable_mcp_contract::features::{fold_pages, next_cursor, served_capabilities};
+
+impl UpstreamClient {
+    /// The capabilities the upstream declared at `initialize` that the feature operations
+    /// serve (`resources`, `prompts`, `completions`), as it wrote them.
+    pub async fn served_capabilities(
+        &self,
+        timeout: Duration,
+    ) -> Result<Map<String, Value>, UpstreamError> {
+        let conn = self.connect_within(timeout).await?;
+        let declared = conn
+            .peer()
+            .peer_info()
+            .map(|info| to_json(&info.capabilities))
+            .transpose()
+            .map_err(|reason| self.protocol_error(reason))?
+            .unwrap_or_default();
+        Ok(served_capabilities(&declared))
+    }
+
+    /// One request (`method`, `params` as the caller wrote them), its result as written.
+    pub async fn request_as_written(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, UpstreamError> {
+        let conn = self.connect_within(timeout).await?;
+        let mut options = PeerRequestOptions::no_options();
+        options.timeout = Some(timeout);
+        let request = ClientRequest::CustomRequest(CustomRequest::new(method, Some(params)));
+        self.send_as_written(&conn, request, options).await
+    }
+
+    /// Sends `request` on `conn`; its answer as written (else rmcp's typed view of it).
+    pub(super) async fn send_as_written(
+        &self,
+        conn: &super::Connection,
+        request: ClientRequest,
+        options: PeerRequestOptions,
+    ) -> Result<Value, UpstreamError> {
+        let handle = conn
+            .peer()
+            .send_request_with_option(request, options)
+            .await
+            .map_err(|e| self.failed(conn, e))?;
+        let id = handle.id.clone();
+        let answered = handle
+            .await_response()
+            .await
+            .map_err(|e| self.failed(conn, e))?;
+        match conn.service().written.take(&id) {
+            Some(written) => Ok(written),
+            None => to_json(&answered).map_err(|reason| self.protocol_error(reason)),
+        }
+    }
+
+    /// Every page of a list request, folded into one result (the first page as written,
+    /// every page's `items`, no `nextCursor`).
+    pub async fn list_all_pages(
+        &self,
+        method: &str,
+        items: &str,
+        timeout: Duration,
+    ) -> Result<Value, UpstreamError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut pages = Vec::new();
+        let mut params = Map::new();
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let page = self
+                .request_as_written(method, Value::Object(params.clone()), left)
+                .await?;
+            let next = next_cursor(&page);
+            pages.push(page);
+            match next {
+                Some(cursor) => params.insert("cursor".into(), Value::String(cursor)),
+                None => return Ok(fold_pages(items, pages)),
+            };
+        }
+    }
+
+    async fn connect_within(&self, timeout: Duration) -> Result<super::Connection, UpstreamError> {
+        tokio::time::timeout(timeout, self.connect())
+            .await
+            .map_err(|_| UpstreamError::Connect {
+                service: self.service.clone(),
+                reason: format!("no MCP connection within {timeout:?} (still trying)"),
+            })?
+    }
+
+    fn protocol_error(&self, reason: String) -> UpstreamError {
+        UpstreamError::Protocol {
+            service: self.service.clone(),
+            reason,
+        }
+    }
+}

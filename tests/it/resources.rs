@@ -1,0 +1,163 @@
+//! Resources, resource templates, prompts and completions through the durable path
+//! (R-NXC-7, R-PRX-31, R-CON-41): connector (stdio) -> Temporal -> proxy -> mock upstream
+//! answers what a direct session with the mock answers, field for field on the wire.
+
+use durable_mcp_conformance::{
+    fixtures::{
+        Ledger,
+        everything::RawStdioClient,
+        mock_upstream_bin,
+        server::features::{BLOB_URI, ITEM_TEMPLATE, TEXT_URI},
+    },
+    kit::{process::connector_route, upstreams::mock_stdio_upstream_with_args},
+};
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// The mock's flag that serves its resources, template, prompt and completions.
+const FEATURES: &str = "--resources-and-prompts";
+
+fn featured(service: &str, ledger: &Ledger) -> durable_mcp::outbound::UpstreamConfig {
+    mock_stdio_upstream_with_args(service, vec![FEATURES.into()], ledger).unwrap()
+}
+
+async fn direct_session() -> RawStdioClient {
+    let mut mock = tokio::process::Command::new(mock_upstream_bin().unwrap());
+    mock.arg(FEATURES);
+    RawStdioClient::spawn(mock).await.unwrap()
+}
+
+/// A list request's every page, folded as the durable path folds them (R-NXC-7): the first
+/// page's fields, every page's items, no `nextCursor`.
+async fn all_pages(client: &mut RawStdioClient, method: &str, items: &str) -> Value {
+    let mut first = client.request(method, json!({})).await.unwrap();
+    let mut cursor = first.as_object_mut().unwrap().remove("nextCursor");
+    while let Some(Value::String(next)) = cursor {
+        let page = client
+            .request(method, json!({"cursor": next}))
+            .await
+            .unwrap();
+        let more = page[items].as_array().unwrap().clone();
+        first[items].as_array_mut().unwrap().extend(more);
+        cursor = page.get("nextCursor").cloned();
+    }
+    first
+}
+
+/// The single requests compared, each with its params.
+fn reads() -> Vec<(&'static str, Value)> {
+    vec![
+        ("resources/read", json!({"uri": TEXT_URI})),
+        ("resources/read", json!({"uri": BLOB_URI})),
+        ("resources/read", json!({"uri": "mock://items/7"})),
+        ("resources/read", json!({"uri": "mock://nowhere"})),
+        (
+            "prompts/get",
+            json!({"name": "greet", "arguments": {"who": "ada"}}),
+        ),
+        (
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "greet"},
+                   "argument": {"name": "who", "value": "al"}}),
+        ),
+        (
+            "completion/complete",
+            json!({"ref": {"type": "ref/resource", "uri": ITEM_TEMPLATE},
+                   "argument": {"name": "id", "value": "1"}}),
+        ),
+    ]
+}
+
+const LISTS: [(&str, &str); 3] = [
+    ("resources/list", "resources"),
+    ("resources/templates/list", "resourceTemplates"),
+    ("prompts/list", "prompts"),
+];
+
+#[tokio::test]
+async fn resources_prompts_and_completions_through_the_connector_equal_a_direct_session() {
+    let env = TestEnv::shared("resources").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![featured("featured", &ledger)]);
+    let mut direct = direct_session().await;
+    let mut proxied = RawStdioClient::spawn(connector_command(&env, "featured"))
+        .await
+        .unwrap();
+    for capability in ["resources", "prompts", "completions"] {
+        assert_eq!(
+            proxied.initialize["capabilities"][capability],
+            direct.initialize["capabilities"][capability],
+            "{capability} declared as the upstream declares it"
+        );
+        assert!(proxied.initialize["capabilities"][capability].is_object());
+    }
+    for (method, items) in LISTS {
+        let expected = all_pages(&mut direct, method, items).await;
+        let got = proxied.request(method, json!({})).await.unwrap();
+        assert_eq!(got, expected, "{method}");
+        assert!(!got[items].as_array().unwrap().is_empty(), "{method}");
+    }
+    for (method, params) in reads() {
+        let expected = direct.exchange(method, params.clone()).await.unwrap();
+        let got = proxied.exchange(method, params.clone()).await.unwrap();
+        assert_eq!(got.response, expected.response, "{method} {params}");
+    }
+}
+
+#[tokio::test]
+async fn a_uri_or_prompt_two_routes_offer_is_left_out_and_its_read_names_both() {
+    let env = TestEnv::shared("resources-collide").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(
+        &env,
+        vec![featured("first", &ledger), featured("second", &ledger)],
+    );
+    let mut command = connector_command(&env, "first");
+    command
+        .arg("--route")
+        .arg(connector_route("second", &env.endpoint));
+    let mut proxied = RawStdioClient::spawn(command).await.unwrap();
+    for (method, items) in LISTS {
+        let listed = proxied.request(method, json!({})).await.unwrap();
+        assert_eq!(
+            listed[items],
+            json!([]),
+            "{method}: every item is offered twice"
+        );
+    }
+    for (method, params) in [
+        ("resources/read", json!({"uri": TEXT_URI})),
+        (
+            "prompts/get",
+            json!({"name": "greet", "arguments": {"who": "ada"}}),
+        ),
+    ] {
+        let answer = proxied.exchange(method, params).await.unwrap().response;
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            answer["error"]["code"] == -32602
+                && message.contains("first")
+                && message.contains("second"),
+            "{method}: {answer}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn no_route_with_resources_or_prompts_declares_none() {
+    let env = TestEnv::shared("resources-none").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(
+        &env,
+        vec![mock_stdio_upstream_with_args("plain", vec![], &ledger).unwrap()],
+    );
+    let proxied = RawStdioClient::spawn(connector_command(&env, "plain"))
+        .await
+        .unwrap();
+    let capabilities = &proxied.initialize["capabilities"];
+    assert!(capabilities["tools"].is_object(), "{capabilities}");
+    for capability in ["resources", "prompts", "completions"] {
+        assert!(capabilities.get(capability).is_none(), "{capabilities}");
+    }
+}
