@@ -161,3 +161,105 @@ async fn no_route_with_resources_or_prompts_declares_none() {
         assert!(capabilities.get(capability).is_none(), "{capabilities}");
     }
 }
+
+/// server-everything's own requests compared: the first text and blob resources, a templated
+/// resource, every prompt (arguments filled with "x") and a completion of each prompt argument.
+fn everything_reads(
+    resources: &Value,
+    templates: &Value,
+    prompts: &Value,
+) -> Vec<(&'static str, Value)> {
+    let mut reads = Vec::new();
+    for resource in resources["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .take(4)
+    {
+        reads.push(("resources/read", json!({"uri": resource["uri"]})));
+    }
+    for template in templates["resourceTemplates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        if let Some(t) = template["uriTemplate"].as_str() {
+            let uri = t.split('{').next().unwrap_or_default().to_owned() + "1";
+            reads.push(("resources/read", json!({"uri": uri})));
+        }
+    }
+    for prompt in prompts["prompts"].as_array().into_iter().flatten() {
+        let arguments: serde_json::Map<String, Value> = prompt["arguments"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| Some((a["name"].as_str()?.to_owned(), json!("1"))))
+            .collect();
+        for name in arguments.keys() {
+            reads.push((
+                "completion/complete",
+                json!({"ref": {"type": "ref/prompt", "name": prompt["name"]},
+                       "argument": {"name": name, "value": ""}}),
+            ));
+        }
+        reads.push((
+            "prompts/get",
+            json!({"name": prompt["name"], "arguments": arguments}),
+        ));
+    }
+    reads
+}
+
+#[tokio::test]
+async fn server_everythings_resources_and_prompts_through_the_connector_equal_a_direct_session() {
+    use durable_mcp_conformance::fixtures::everything;
+    let Some(entry) = everything::entry_or_skip().await else {
+        return;
+    };
+    let env = TestEnv::shared("resources-everything").await;
+    let upstream = durable_mcp_conformance::harness::upstream(
+        "everything-features",
+        durable_mcp::outbound::TransportConfig::stdio(
+            "node",
+            vec![entry.to_string_lossy().into_owned(), "stdio".into()],
+        ),
+    );
+    let _proxy = start_proxy(&env, vec![upstream]);
+    let mut direct = RawStdioClient::start(&entry).await.unwrap();
+    let mut proxied = RawStdioClient::spawn(connector_command(&env, "everything-features"))
+        .await
+        .unwrap();
+    for capability in ["resources", "prompts", "completions"] {
+        assert_eq!(
+            proxied.initialize["capabilities"].get(capability).is_some(),
+            direct.initialize["capabilities"].get(capability).is_some(),
+            "{capability}: {} vs {}",
+            proxied.initialize["capabilities"],
+            direct.initialize["capabilities"]
+        );
+    }
+    let mut lists = Vec::new();
+    for (method, items) in LISTS {
+        let expected = all_pages(&mut direct, method, items).await;
+        let got = proxied.request(method, json!({})).await.unwrap();
+        assert_eq!(got, expected, "{method}");
+        lists.push(got);
+    }
+    let reads = everything_reads(&lists[0], &lists[1], &lists[2]);
+    eprintln!(
+        "compared {} resources, {} templates, {} prompts and {} reads",
+        lists[0]["resources"].as_array().map_or(0, Vec::len),
+        lists[1]["resourceTemplates"].as_array().map_or(0, Vec::len),
+        lists[2]["prompts"].as_array().map_or(0, Vec::len),
+        reads.len()
+    );
+    for (method, params) in reads {
+        let expected = direct.exchange(method, params.clone()).await.unwrap();
+        let got = proxied.exchange(method, params.clone()).await.unwrap();
+        assert_eq!(
+            everything::mask_timestamps(&got.response),
+            everything::mask_timestamps(&expected.response),
+            "{method} {params}"
+        );
+    }
+}
