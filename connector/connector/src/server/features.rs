@@ -362,16 +362,36 @@ impl Typed {
 }
 
 impl Typed {
-    /// Asks the routes' capabilities before `initialize` or `discover` answers, within
-    /// [`PROBE_BUDGET`]: past it, what was known last is declared.
+    /// Asks the routes' capabilities before `initialize` or `discover` answers. Once any answer
+    /// is known it is declared at once, and an older one than the list cache is asked again in
+    /// the background; the first time, the answer is waited for at most [`PROBE_BUDGET`] (the
+    /// asking goes on by itself).
     pub(super) async fn probe_declared(&self) {
-        let budget = self.inner.options.list_timeout.min(PROBE_BUDGET);
-        let _ = tokio::time::timeout(budget, self.declared()).await;
+        let known = self
+            .inner
+            .declared
+            .0
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|(at, _)| *at);
+        let connector = self.connector.clone();
+        match known {
+            Some(at) if at.elapsed() < self.inner.options.list_cache => {}
+            Some(_) => {
+                tokio::spawn(async move { connector.declared().await });
+            }
+            None => {
+                let probe = tokio::spawn(async move { connector.declared().await });
+                let budget = self.inner.options.list_timeout.min(PROBE_BUDGET);
+                let _ = tokio::time::timeout(budget, probe).await;
+            }
+        }
     }
 }
 
 /// How long a probe of the routes' capabilities may hold `initialize` back.
-const PROBE_BUDGET: Duration = Duration::from_secs(10);
+const PROBE_BUDGET: Duration = Duration::from_secs(3);
 
 /// Declares the routes' `resources`, `prompts` and `completions` (R-CON-41).
 pub(super) fn declare(
