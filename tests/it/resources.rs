@@ -75,6 +75,22 @@ const LISTS: [(&str, &str); 3] = [
     ("prompts/list", "prompts"),
 ];
 
+/// What a direct session answers to each list (every page folded, never empty) and each read:
+/// `(method, params, {"result": ...} or {"error": ...})`.
+async fn direct_answers(direct: &mut RawStdioClient) -> Vec<(&'static str, Value, Value)> {
+    let mut answers = Vec::new();
+    for (method, items) in LISTS {
+        let folded = all_pages(direct, method, items).await;
+        assert!(!folded[items].as_array().unwrap().is_empty(), "{method}");
+        answers.push((method, json!({}), json!({ "result": folded })));
+    }
+    for (method, params) in reads() {
+        let expected = direct.exchange(method, params.clone()).await.unwrap();
+        answers.push((method, params, expected.response));
+    }
+    answers
+}
+
 #[tokio::test]
 async fn resources_prompts_and_completions_through_the_connector_equal_a_direct_session() {
     let env = TestEnv::shared("resources").await;
@@ -92,16 +108,27 @@ async fn resources_prompts_and_completions_through_the_connector_equal_a_direct_
         );
         assert!(proxied.initialize["capabilities"][capability].is_object());
     }
-    for (method, items) in LISTS {
-        let expected = all_pages(&mut direct, method, items).await;
-        let got = proxied.request(method, json!({})).await.unwrap();
-        assert_eq!(got, expected, "{method}");
-        assert!(!got[items].as_array().unwrap().is_empty(), "{method}");
-    }
-    for (method, params) in reads() {
-        let expected = direct.exchange(method, params.clone()).await.unwrap();
+    for (method, params, expected) in direct_answers(&mut direct).await {
         let got = proxied.exchange(method, params.clone()).await.unwrap();
-        assert_eq!(got.response, expected.response, "{method} {params}");
+        assert_eq!(got.response, expected, "{method} {params}");
+    }
+}
+
+#[tokio::test]
+async fn over_http_the_connector_answers_resources_and_prompts_as_a_direct_session() {
+    let env = TestEnv::shared("resources-http").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![featured("featured-http", &ledger)]);
+    let mut direct = direct_session().await;
+    let connector = HttpConnectorProcess::start(&env, "featured-http", &[])
+        .await
+        .unwrap();
+    let mut proxied = durable_mcp_conformance::fixtures::RawHttpClient::initialize(&connector.url)
+        .await
+        .unwrap();
+    for (method, params, expected) in direct_answers(&mut direct).await {
+        let answer = proxied.exchange(method, params.clone()).await.unwrap();
+        assert_eq!(answer.response, expected, "over HTTP: {method} {params}");
     }
 }
 
@@ -257,9 +284,32 @@ async fn server_everythings_resources_and_prompts_through_the_connector_equal_a_
         let expected = direct.exchange(method, params.clone()).await.unwrap();
         let got = proxied.exchange(method, params.clone()).await.unwrap();
         assert_eq!(
-            everything::mask_timestamps(&got.response),
-            everything::mask_timestamps(&expected.response),
+            mask_times(&got.response),
+            mask_times(&expected.response),
             "{method} {params}"
         );
+    }
+}
+
+/// server-everything writes the time a dynamic resource was made into its text (and its blob):
+/// the text after `created at ` is masked, and a blob is compared by its length.
+fn mask_times(value: &Value) -> Value {
+    match value {
+        Value::String(text) => match text.split_once(" created at ") {
+            Some((head, _)) => Value::String(format!("{head} created at <time>")),
+            None => value.clone(),
+        },
+        Value::Array(items) => Value::Array(items.iter().map(mask_times).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| match (k.as_str(), v) {
+                    ("blob", Value::String(b)) => {
+                        (k.clone(), json!(format!("<{} bytes>", b.len())))
+                    }
+                    _ => (k.clone(), mask_times(v)),
+                })
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
