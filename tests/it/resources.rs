@@ -1,5 +1,5 @@
 //! Resources, resource templates, prompts and completions through the durable path
-//! (R-NXC-7, R-PRX-31, R-CON-41): connector (stdio) -> Temporal -> proxy -> mock upstream
+//! (R-NXC-8, R-PRX-32, R-CON-45): connector (stdio) -> Temporal -> proxy -> mock upstream
 //! answers what a direct session with the mock answers, field for field on the wire.
 
 use durable_mcp_conformance::{
@@ -28,7 +28,7 @@ async fn direct_session() -> RawStdioClient {
     RawStdioClient::spawn(mock).await.unwrap()
 }
 
-/// A list request's every page, folded as the durable path folds them (R-NXC-7): the first
+/// A list request's every page, folded as the durable path folds them (R-NXC-8): the first
 /// page's fields, every page's items, no `nextCursor`.
 async fn all_pages(client: &mut RawStdioClient, method: &str, items: &str) -> Value {
     let mut first = client.request(method, json!({})).await.unwrap();

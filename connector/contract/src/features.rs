@@ -1,4 +1,4 @@
-//! Resources, resource templates, prompts and completions over Nexus (R-NXC-7): reserved
+//! Resources, resource templates, prompts and completions over Nexus (R-NXC-8): reserved
 //! operations beside `list_tools`, one per MCP request, whose payloads are the upstream's JSON
 //! as written.
 //!

@@ -8,7 +8,7 @@
 //! would collapse) has its dots written so too, and a tool named like the reserved listing
 //! operation (`list_tools`) has its `_` written so (`list~5Ftools`), so that calling it does not
 //! list the tools; so has a tool named like another reserved operation (`read_resource`,
-//! `get_prompt`, ..., R-NXC-7). Every other name MCP recommends maps to itself, so
+//! `get_prompt`, ..., R-NXC-8). Every other name MCP recommends maps to itself, so
 //! existing operations and Workflow histories are unchanged. The connector, the in-Workflow
 //! client and native services encode; the proxy decodes.
 

@@ -1,5 +1,5 @@
 //! Resources, resource templates, prompts and completions of an upstream as reserved operations
-//! of its Nexus service (R-PRX-31, R-NXC-7).
+//! of its Nexus service (R-PRX-32, R-NXC-8).
 //!
 //! The lists are discovered outside Activities like the tools (R-PRX-2): each list operation
 //! asks the upstream again, following its cursors to the last page, unless an earlier failure's

@@ -171,7 +171,7 @@ pub(super) fn as_listed(mut tool: Value) -> Value {
     tool
 }
 
-/// Marks a feature answer (R-CON-41) as written: the routes' result object, whole.
+/// Marks a feature answer (R-CON-45) as written: the routes' result object, whole.
 const FEATURE_WRITTEN: &str = "io.durable-mcp/featureAsWritten";
 
 /// A feature answer as written, for [`keep`].
@@ -184,7 +184,7 @@ fn feature_raw(written: &Value) -> Option<&Value> {
     (object.len() == 1).then(|| object.get(FEATURE_WRITTEN))?
 }
 
-/// A feature answer as written (R-CON-41): the upstream's result, with what rmcp decided for
+/// A feature answer as written (R-CON-45): the upstream's result, with what rmcp decided for
 /// this peer (`resultType`, `ttlMs`, `cacheScope`) taken from the typed answer.
 fn feature_result(typed: &Value, raw: Value) -> Value {
     let Value::Object(mut answer) = raw else {

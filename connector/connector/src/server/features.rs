@@ -1,5 +1,5 @@
-//! Resources, resource templates, prompts and completions of every route (R-CON-41), through
-//! the reserved operations of R-NXC-7.
+//! Resources, resource templates, prompts and completions of every route (R-CON-45), through
+//! the reserved operations of R-NXC-8.
 //!
 //! - Capabilities: each route's `upstream_capabilities` (asked at `initialize` and `discover`,
 //!   reused for the list cache's time, R-CON-17); the connector declares `resources`,
@@ -243,7 +243,7 @@ impl Connector {
         if let Some(services) = ambiguous.get(key) {
             return Err(McpError::invalid_params(
                 format!(
-                    "{key:?} is offered by more than one service ({}); it is left out (R-CON-41)",
+                    "{key:?} is offered by more than one service ({}); it is left out (R-CON-45)",
                     services.join(", ")
                 ),
                 Some(json!({"ambiguous": true, "services": services})),
@@ -393,7 +393,7 @@ impl Typed {
 /// How long a probe of the routes' capabilities may hold `initialize` back.
 const PROBE_BUDGET: Duration = Duration::from_secs(3);
 
-/// Declares the routes' `resources`, `prompts` and `completions` (R-CON-41).
+/// Declares the routes' `resources`, `prompts` and `completions` (R-CON-45).
 pub(super) fn declare(
     capabilities: &mut rmcp::model::ServerCapabilities,
     union: Map<String, Value>,

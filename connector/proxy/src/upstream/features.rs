@@ -1,4 +1,4 @@
-//! Resources, resource templates, prompts and completions of the upstream (R-PRX-31): one MCP
+//! Resources, resource templates, prompts and completions of the upstream (R-PRX-32): one MCP
 //! request sent as written, its answer as the upstream wrote it.
 
 use std::time::Duration;
