@@ -12,3 +12,4 @@ pub mod logs;
 pub mod metrics_server;
 pub mod proxy_config;
 pub mod temporal_flags;
+pub mod traces;

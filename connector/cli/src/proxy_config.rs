@@ -55,6 +55,10 @@ pub struct ProxyFlags {
     /// reaches.
     #[arg(long, value_name = "HOST:PORT")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Export spans over OTLP/gRPC to this collector URL (e.g. http://localhost:4317,
+    /// R-RUN-7); else OTEL_EXPORTER_OTLP_ENDPOINT; no spans are exported when neither is set.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
 }
 
 /// Where the metrics listener goes: `--metrics-addr`, else `[metrics] addr`, else nowhere.

@@ -33,5 +33,6 @@ pub mod server;
 pub mod session_requests;
 pub mod task_ref;
 pub mod temporal_tools;
+pub mod trace;
 pub mod unreadable_body;
 mod yaml;

@@ -28,6 +28,8 @@ use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
+use durable_mcp_runtime::trace::WithTraceContext as _;
+
 use super::{
     errors::{Backoff, OnJsonRpcError, on_jsonrpc_error},
     transport_failure::{FailureAction, on_transport_failure},
@@ -159,7 +161,10 @@ impl ProxyActivities {
             input.tool.clone(),
             std::time::Instant::now(),
         );
-        let ended = self.attempt(ctx, input).await;
+        let traced = crate::trace::attempt_span(&ctx, &service, &tool);
+        let ended = self.attempt(ctx, input).with_context(traced.clone()).await;
+        let outcome = crate::metrics::outcome_of(&ended);
+        durable_mcp_runtime::trace::end(&traced, outcome, ended.is_err());
         crate::metrics::global().call_ended(&service, &tool, &ended, started.elapsed());
         ended
     }
@@ -425,14 +430,21 @@ async fn call_once(
 ) -> Result<CallAnswer, UpstreamError> {
     let (tool, arguments) = (&input.tool, input.arguments.clone());
     let answers = input.answers.as_ref();
-    if input.upstream_task {
-        client
-            .call_tool_as_task(tool, arguments, answers, note)
-            .await
-    } else {
-        let result = client.call_tool_round(tool, arguments, answers, note).await;
-        result.map(CallAnswer::Result)
+    let traced = crate::trace::upstream_span(tool);
+    let answer = async {
+        if input.upstream_task {
+            client
+                .call_tool_as_task(tool, arguments, answers, note)
+                .await
+        } else {
+            let result = client.call_tool_round(tool, arguments, answers, note).await;
+            result.map(CallAnswer::Result)
+        }
     }
+    .with_context(traced.clone())
+    .await;
+    crate::trace::upstream_ended(&traced, &answer);
+    answer
 }
 
 /// The Activity's answer: the result as written, marked as a `CallToolResult`, with the

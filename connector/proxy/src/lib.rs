@@ -46,6 +46,7 @@ pub mod refusal;
 pub mod retry;
 pub mod service;
 pub mod stderr;
+pub mod trace;
 pub mod transport_failure;
 pub mod upstream;
 

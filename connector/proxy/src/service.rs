@@ -9,6 +9,8 @@ use temporalio_client::Connection;
 use temporalio_protos::temporal::api::{common::v1::Payload, enums::v1::ActivityIdReusePolicy};
 use tracing::info;
 
+use durable_mcp_runtime::trace::TraceContext;
+
 use super::{
     call_activity::{CALL_TOOL_ACTIVITY, ToolCallInput},
     discovery::Discovery,
@@ -241,6 +243,7 @@ impl ServiceContext {
                 .summary
                 .clone()
                 .or_else(|| Some(format!("{}: {tool}", self.service))),
+            header: durable_mcp_runtime::trace::temporal_header(&TraceContext::current()),
         }
     }
 

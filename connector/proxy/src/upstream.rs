@@ -513,7 +513,7 @@ impl UpstreamClient {
         mut on_note: impl FnMut(CallNotification),
     ) -> Result<(RequestId, ServerResult), UpstreamError> {
         let mut options = PeerRequestOptions::no_options();
-        options.meta = meta;
+        options.meta = crate::trace::with_trace_fields(meta);
         // rmcp gives every request a progress token of its own; the handle says which.
         let handle = conn
             .peer()

@@ -10,6 +10,7 @@ use durable_mcp_cli::connector_config::{
     self, CheckedFlags, ConnectorFlags, SigningKeys, Transport,
 };
 use durable_mcp_cli::metrics_server::{METRICS_LISTENING, serve_metrics};
+use durable_mcp_cli::traces::install_if_asked;
 use durable_mcp_connector::{
     auth::{AuthConfig, Authenticator},
     http::serve_connector_http,
@@ -26,17 +27,22 @@ async fn main() -> anyhow::Result<()> {
     // stdout is the MCP channel: logs go to stderr, without MCP message contents (R-CON-33).
     durable_mcp_cli::logs::init_stderr_logging("warn", flags.log_format);
     let checked = connector_config::check_flags(flags)?;
+    let traces = install_if_asked(checked.flags.otlp_endpoint.as_deref(), CONNECTOR)?;
     // Task IDs are signed with MCP_TASK_SIGNING_KEY (checked before connecting to anything).
     let signing = connector_config::signing_keys_from_env(checked.flags.transport)?;
     let temporal = connect_temporal(&checked.flags).await?;
     let connector = build_connector(&checked, signing, temporal)?;
     let _metrics_stop = serve_metrics_if_asked(&checked.flags, &connector).await?;
     check_routed_tool_names(&checked.flags, &connector).await;
-    match checked.flags.transport {
+    let served = match checked.flags.transport {
         Transport::Stdio => serve_stdio(connector).await,
         Transport::Http => serve_over_http(connector, checked).await,
-    }
+    };
+    durable_mcp_cli::traces::flush(traces).await;
+    served
 }
+
+const CONNECTOR: &str = "durable-mcp-connector";
 
 /// Connects to Temporal as the connection flags, then its environment configuration, say
 /// (R-RUN-1).

@@ -5,6 +5,7 @@ use clap::Parser;
 use durable_mcp_cli::health_server::{HEALTH_LISTENING, serve_proxy_health};
 use durable_mcp_cli::metrics_server::{METRICS_LISTENING, serve_metrics};
 use durable_mcp_cli::proxy_config::{self, ProxyFlags};
+use durable_mcp_cli::traces::install_if_asked;
 use durable_mcp_proxy::{ProxyHealth, config::ProxyConfig, run_proxy_with_health};
 use durable_mcp_runtime::temporal;
 use tokio_util::sync::CancellationToken;
@@ -29,6 +30,7 @@ fn main() -> anyhow::Result<()> {
     let listeners = Listeners {
         health: proxy_config::health_addr(&flags, &config),
         metrics: proxy_config::metrics_addr(&flags, &config),
+        otlp_endpoint: flags.otlp_endpoint.clone(),
     };
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -42,6 +44,8 @@ struct Listeners {
     health: Option<std::net::SocketAddr>,
     /// `/metrics` (R-RUN-6).
     metrics: Option<std::net::SocketAddr>,
+    /// Where spans go (R-RUN-7).
+    otlp_endpoint: Option<String>,
 }
 
 /// Connects (R-RUN-1), serves `/healthz` and `/readyz` (R-RUN-5) and `/metrics` (R-RUN-6)
@@ -51,6 +55,7 @@ async fn serve(
     settings: temporal::ConnectionSettings,
     listeners: Listeners,
 ) -> anyhow::Result<()> {
+    let traces = install_if_asked(listeners.otlp_endpoint.as_deref(), "durable-mcp-proxy")?;
     let identity = durable_mcp_runtime::nexus::worker::default_identity();
     let temporal::TemporalConnection {
         connection,
@@ -74,6 +79,7 @@ async fn serve(
     let shutdown = cancel_on_signal();
     let ran = run_proxy_with_health(connection, options, config.upstreams, shutdown, health).await;
     health_stop.cancel();
+    durable_mcp_cli::traces::flush(traces).await;
     ran?;
     Ok(())
 }

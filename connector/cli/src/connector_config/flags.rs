@@ -32,6 +32,10 @@ pub struct ConnectorFlags {
     /// No token: listen where only the scraper reaches.
     #[arg(long, value_name = "HOST:PORT")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Export spans over OTLP/gRPC to this collector URL (e.g. http://localhost:4317,
+    /// R-RUN-7); else OTEL_EXPORTER_OTLP_ENDPOINT; no spans are exported when neither is set.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
     /// One Nexus service/endpoint route, as a YAML flow map or JSON object:
     /// '{service: my-tools, endpoint: my-tools-endpoint}'. Repeat for more routes. Required
     /// unless --temporal-tools is given.

@@ -410,6 +410,10 @@ impl PreparedCall<'_> {
             std::mem::take(&mut self.input),
         );
         start.schedule_to_close = Some(self.timeout);
+        // The call's span goes with the operation (R-RUN-7).
+        start
+            .headers
+            .extend(durable_mcp_runtime::trace::current_fields());
         start
     }
 

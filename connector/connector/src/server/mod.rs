@@ -24,6 +24,8 @@ use serde_json::{Value, json};
 use tokio::sync::RwLock;
 use tracing::info;
 
+use durable_mcp_runtime::trace::WithTraceContext as _;
+
 use super::{
     route::Route,
     task_ref::{CallerScope, SigningKey},
@@ -492,9 +494,12 @@ impl ServerHandler for Typed {
     ) -> Result<CallToolResponse, McpError> {
         let timer = self.inner.metrics.call_started();
         let tool = request.name.clone();
-        let answer = self.answer_call(request, context).await;
+        let traced = crate::trace::call_span(&context);
+        let answer = self.answer_call(request, context);
+        let answer = answer.with_context(traced.clone()).await;
         let service = self.service_label(&tool).await;
         let (service, tool) = crate::metrics::bounded_labels(service.as_deref(), &tool);
+        crate::trace::call_ended(&traced, service, tool, &answer);
         timer.finished(service, tool, &answer);
         answer
     }

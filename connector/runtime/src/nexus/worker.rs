@@ -34,6 +34,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
+use crate::trace::WithTraceContext as _;
+
 use durable_mcp_contract::operation::HandlerErrorKind;
 
 use super::{
@@ -366,10 +368,12 @@ impl Dispatch {
         let payload = start.payload.take().unwrap_or_default();
         let ctx = start_context(start, call);
         let input = self.decode_input(payload).await?;
+        let traced = crate::trace::nexus::handler_span(&ctx);
         // Run the handler in its own task so a panic becomes an INTERNAL error; the task ends
         // when this dispatch is dropped.
-        let mut outcome =
-            AbortOnDrop(tokio::spawn(handler.start(ctx, input).instrument(span))).await;
+        let running = handler.start(ctx, input).with_context(traced.clone());
+        let mut outcome = AbortOnDrop(tokio::spawn(running.instrument(span))).await;
+        crate::trace::nexus::handler_ended(&traced, &outcome);
         if let Some(codec) = &self.codec {
             encode_outcome(codec.as_ref(), &mut outcome)
                 .await

@@ -11,7 +11,7 @@ use std::{
 use temporalio_client::Connection;
 use temporalio_protos::temporal::api::{
     common::v1::{
-        ActivityType, OnConflictOptions, Payload, Priority, RetryPolicy, SearchAttributes,
+        ActivityType, Header, OnConflictOptions, Payload, Priority, RetryPolicy, SearchAttributes,
     },
     enums::v1::{ActivityIdConflictPolicy, ActivityIdReusePolicy},
     workflowservice::v1::{RequestCancelActivityExecutionRequest, StartActivityExecutionRequest},
@@ -49,6 +49,8 @@ pub struct ActivityStart {
     pub priority: Option<Priority>,
     /// A one-line summary for the Temporal UI. Never put secrets here.
     pub summary: Option<String>,
+    /// Temporal headers for the Activity (the trace context, R-RUN-7).
+    pub header: Option<Header>,
 }
 
 /// Search attributes as Temporal takes them: each value a `json/plain` payload, whose type the
@@ -113,6 +115,7 @@ pub async fn start_activity(
         }),
         completion_callbacks: parts.completion_callbacks,
         priority: start.priority,
+        header: start.header,
         user_metadata: parts.user_metadata,
         ..Default::default()
     };
