@@ -44,6 +44,7 @@ mod task_fidelity;
 mod temporal_tls;
 mod temporal_tools;
 mod tls_front;
+mod traces;
 mod upstream_jsonrpc_errors;
 mod upstream_oauth;
 mod upstream_tasks;

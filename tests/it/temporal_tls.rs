@@ -45,7 +45,15 @@ fn flags(mode: &Mode, address: &str) -> Vec<String> {
 /// A `proxy.toml` for the mock upstream as `service` on the env's task queue, whose
 /// `[temporal]` table points at [`NOWHERE`] (the flags must win over it).
 pub(crate) fn proxy_config(env: &TestEnv, service: &str, ledger: &Ledger) -> std::path::PathBuf {
-    let upstream = mock_stdio_upstream(service, ledger).unwrap();
+    proxy_config_for(env, service, mock_stdio_upstream(service, ledger).unwrap())
+}
+
+/// [`proxy_config`] for a mock stdio `upstream` of its own (e.g. one with a spec).
+pub(crate) fn proxy_config_for(
+    env: &TestEnv,
+    service: &str,
+    upstream: durable_mcp::outbound::UpstreamConfig,
+) -> std::path::PathBuf {
     let TransportConfig::Stdio { command, args, .. } = upstream.transport else {
         panic!("the mock is a stdio upstream")
     };

@@ -12,7 +12,9 @@
 //! - [`process`]: the connector and the native tool service as child processes (their command
 //!   lines and what they announce once they serve).
 //! - [`upstreams`]: what the proxy fronts (the mock upstream over stdio or HTTP).
+//! - [`otlp`]: an OTLP/gRPC receiver that keeps the spans the binaries export.
 
 pub mod mcp;
+pub mod otlp;
 pub mod process;
 pub mod upstreams;

@@ -1,5 +1,4 @@
 use super::*;
-use opentelemetry::trace::TraceContextExt as _;
 
 const PARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 

@@ -1,0 +1,133 @@
+//! R-RUN-7: one call through the connector, Temporal, the proxy and the mock upstream, made
+//! with the caller's `traceparent` in `_meta`, shows in an OTLP receiver as one trace (the
+//! caller's) with the connector's, the Nexus handler's, the Activity's and the upstream call's
+//! spans, each the child of the one before; the upstream sees the context in its request's
+//! `_meta`; no attribute holds the arguments, the result or a key.
+
+use std::{process::Stdio, time::Duration};
+
+use durable_mcp_conformance::{
+    fixtures::{Behavior, Ledger, ToolSpec, UpstreamSpec},
+    kit::otlp::{OtlpReceiver, ReceivedSpan},
+};
+use rmcp::{ServiceExt as _, model::RequestMetaObject};
+use serde_json::json;
+
+use crate::{
+    support::{TestEnv, connector_command, mock_stdio_upstream_with_spec, temp_path, tool_call},
+    temporal_tls::{proxy_command, proxy_config_for},
+};
+
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CALLER_SPAN: &str = "00f067aa0ba902b7";
+/// Values that must reach no span attribute.
+const SECRET: &str = "argument-value-5c1e";
+const KEY: &str = "sk-live-key-9d2b";
+
+fn trace_echo() -> ToolSpec {
+    ToolSpec {
+        name: "trace_echo".into(),
+        title: None,
+        description: Some("answers its request's trace context".into()),
+        annotations: None,
+        input_schema: None,
+        output_schema: None,
+        meta: None,
+        execution: None,
+        icons: None,
+        behavior: Behavior::EchoTraceContext,
+    }
+}
+
+/// The one span named `name` whose parent is `parent`.
+fn child<'s>(spans: &'s [ReceivedSpan], name: &str, parent: &str) -> &'s ReceivedSpan {
+    let found: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == name && s.parent_span_id == parent)
+        .collect();
+    assert_eq!(found.len(), 1, "one {name} under {parent}: {spans:#?}");
+    found[0]
+}
+
+fn attribute<'s>(span: &'s ReceivedSpan, key: &str) -> &'s str {
+    let found = span.attributes.iter().find(|(k, _)| k == key);
+    found.map_or("", |(_, v)| v.as_str())
+}
+
+#[tokio::test]
+async fn one_call_is_one_trace_from_the_caller_to_the_upstream() {
+    let receiver = OtlpReceiver::start().await.unwrap();
+    let env = TestEnv::shared("traces").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let spec = UpstreamSpec {
+        name: "mock".into(),
+        tools: vec![trace_echo()],
+    };
+    let upstream = mock_stdio_upstream_with_spec("mock", &spec, &ledger);
+    let flags = [
+        "--address".to_owned(),
+        env.address.clone(),
+        "--otlp-endpoint".to_owned(),
+        receiver.endpoint.clone(),
+    ];
+    let mut proxy = proxy_command(&proxy_config_for(&env, "mock", upstream), &flags);
+    let proxy = proxy
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut connector = connector_command(&env, "mock");
+    connector.args(&flags).env("OTEL_BSP_SCHEDULE_DELAY", "100");
+    let transport = rmcp::transport::TokioChildProcess::new(connector).unwrap();
+    let client = ().serve(transport).await.expect("MCP handshake");
+
+    let mut call = tool_call("trace_echo", json!({"k": SECRET, "api_key": KEY}));
+    let mut meta = RequestMetaObject::new();
+    let caller = format!("00-{TRACE_ID}-{CALLER_SPAN}-01");
+    meta.0.0.insert("traceparent".into(), json!(caller));
+    meta.0.0.insert("tracestate".into(), json!("caller=1"));
+    call.meta = Some(meta);
+    let answered = tokio::time::timeout(Duration::from_secs(60), client.peer().call_tool(call))
+        .await
+        .expect("the call finishes")
+        .unwrap();
+    let seen = answered
+        .structured_content
+        .expect("the upstream's trace context");
+
+    let names = [
+        "mcp.call",
+        "nexus.start_operation",
+        "activity.call_tool",
+        "mcp.upstream.call",
+    ];
+    let spans = receiver.wait_for(&names, Duration::from_secs(30)).await;
+    let ours: Vec<ReceivedSpan> = spans
+        .iter()
+        .filter(|s| s.trace_id == TRACE_ID)
+        .cloned()
+        .collect();
+    let call = child(&ours, "mcp.call", CALLER_SPAN);
+    assert_eq!(call.service, "durable-mcp-connector");
+    assert_eq!(attribute(call, "mcp.service"), "mock");
+    assert_eq!(attribute(call, "mcp.tool"), "trace_echo");
+    assert_eq!(attribute(call, "durable_mcp.outcome"), "success");
+    let nexus = child(&ours, "nexus.start_operation", &call.span_id);
+    assert_eq!(nexus.service, "durable-mcp-proxy");
+    let activity = child(&ours, "activity.call_tool", &nexus.span_id);
+    assert_eq!(attribute(activity, "durable_mcp.outcome"), "success");
+    let upstream = child(&ours, "mcp.upstream.call", &activity.span_id);
+    // The upstream's request carries the upstream call's span, in the caller's trace.
+    let sent = format!("00-{TRACE_ID}-{}-01", upstream.span_id);
+    assert_eq!(seen["traceparent"], json!(sent), "{seen}");
+    assert_eq!(seen["tracestate"], json!("caller=1"), "{seen}");
+    for span in &spans {
+        for (key, value) in &span.attributes {
+            let leaked = [SECRET, KEY, TRACE_ID].iter().any(|v| value.contains(v));
+            assert!(!leaked, "{}: {key}={value}", span.name);
+        }
+    }
+    client.cancel().await.unwrap();
+    drop(proxy);
+}
