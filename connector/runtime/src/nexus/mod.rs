@@ -6,6 +6,7 @@ pub mod failure;
 pub mod handler;
 pub mod outage;
 pub mod times;
+mod traced;
 pub mod worker;
 
 pub use client::{

@@ -368,12 +368,12 @@ impl Dispatch {
         let payload = start.payload.take().unwrap_or_default();
         let ctx = start_context(start, call);
         let input = self.decode_input(payload).await?;
-        let traced = crate::trace::nexus::handler_span(&ctx);
+        let traced = super::traced::handler_span(&ctx);
         // Run the handler in its own task so a panic becomes an INTERNAL error; the task ends
         // when this dispatch is dropped.
         let running = handler.start(ctx, input).with_context(traced.clone());
         let mut outcome = AbortOnDrop(tokio::spawn(running.instrument(span))).await;
-        crate::trace::nexus::handler_ended(&traced, &outcome);
+        super::traced::handler_ended(&traced, &outcome);
         if let Some(codec) = &self.codec {
             encode_outcome(codec.as_ref(), &mut outcome)
                 .await

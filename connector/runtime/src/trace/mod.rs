@@ -13,7 +13,6 @@
 //! results, errors' text or tokens.
 
 pub mod export;
-pub mod nexus;
 
 use std::collections::HashMap;
 

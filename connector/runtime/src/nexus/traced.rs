@@ -3,8 +3,8 @@
 
 use opentelemetry::Context;
 
-use super::{Kind, attribute, end, extract, start};
-use crate::nexus::{StartContext, StartError, StartOutcome};
+use super::handler::{StartContext, StartError, StartOutcome};
+use crate::trace::{Kind, attribute, end, extract, start};
 
 /// The span `nexus.start_operation` of the start `ctx`, under the caller's context.
 pub fn handler_span(ctx: &StartContext) -> Context {
