@@ -1,4 +1,4 @@
-//! R-RUN-7: one call through the connector, Temporal, the proxy and the mock upstream, made
+//! R-RUN-9: one call through the connector, Temporal, the proxy and the mock upstream, made
 //! with the caller's `traceparent` in `_meta`, shows in an OTLP receiver as one trace (the
 //! caller's) with the connector's, the Nexus handler's, the Activity's and the upstream call's
 //! spans, each the child of the one before; the upstream sees the context in its request's

@@ -1,4 +1,4 @@
-//! An OTLP/gRPC receiver for tests (R-RUN-7): it keeps every span the binaries export, with
+//! An OTLP/gRPC receiver for tests (R-RUN-9): it keeps every span the binaries export, with
 //! the exporting process's `service.name`, so a test can check one call's trace.
 
 use std::{

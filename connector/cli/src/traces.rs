@@ -1,4 +1,4 @@
-//! Both binaries' span export (R-RUN-7): `--otlp-endpoint`, else the standard
+//! Both binaries' span export (R-RUN-9): `--otlp-endpoint`, else the standard
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` / `OTEL_EXPORTER_OTLP_ENDPOINT`; nothing otherwise.
 
 use durable_mcp_runtime::trace::export::{self, Exporter};

@@ -1,4 +1,4 @@
-//! The connector's part of a call's trace (R-RUN-7): the span `mcp.call`, a child of the
+//! The connector's part of a call's trace (R-RUN-9): the span `mcp.call`, a child of the
 //! caller's W3C trace context, current while the call is answered so that the call's Nexus
 //! operation carries it in its headers.
 

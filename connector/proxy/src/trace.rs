@@ -1,4 +1,4 @@
-//! The proxy's part of a call's trace (R-RUN-7): the Activity attempt's span, under the
+//! The proxy's part of a call's trace (R-RUN-9): the Activity attempt's span, under the
 //! context the Activity's `_tracer-data` header carries; the upstream call's span under it;
 //! and that span's context in the upstream request's `_meta` (beside what `_meta` holds).
 

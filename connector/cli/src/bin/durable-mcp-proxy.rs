@@ -44,7 +44,7 @@ struct Listeners {
     health: Option<std::net::SocketAddr>,
     /// `/metrics` (R-RUN-6).
     metrics: Option<std::net::SocketAddr>,
-    /// Where spans go (R-RUN-7).
+    /// Where spans go (R-RUN-9).
     otlp_endpoint: Option<String>,
 }
 

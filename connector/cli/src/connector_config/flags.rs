@@ -33,7 +33,7 @@ pub struct ConnectorFlags {
     #[arg(long, value_name = "HOST:PORT")]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Export spans over OTLP/gRPC to this collector URL (e.g. http://localhost:4317,
-    /// R-RUN-7); else OTEL_EXPORTER_OTLP_ENDPOINT; no spans are exported when neither is set.
+    /// R-RUN-9); else OTEL_EXPORTER_OTLP_ENDPOINT; no spans are exported when neither is set.
     #[arg(long, value_name = "URL")]
     pub otlp_endpoint: Option<String>,
     /// One Nexus service/endpoint route, as a YAML flow map or JSON object:

@@ -410,7 +410,7 @@ impl PreparedCall<'_> {
             std::mem::take(&mut self.input),
         );
         start.schedule_to_close = Some(self.timeout);
-        // The call's span goes with the operation (R-RUN-7).
+        // The call's span goes with the operation (R-RUN-9).
         start
             .headers
             .extend(durable_mcp_runtime::trace::current_fields());

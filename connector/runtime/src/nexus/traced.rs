@@ -1,4 +1,4 @@
-//! The Nexus handler's span (R-RUN-7): a child of the span whose context the start request's
+//! The Nexus handler's span (R-RUN-9): a child of the span whose context the start request's
 //! headers carry, current while the handler runs, so what it starts carries it on.
 
 use opentelemetry::Context;

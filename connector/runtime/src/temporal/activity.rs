@@ -49,7 +49,7 @@ pub struct ActivityStart {
     pub priority: Option<Priority>,
     /// A one-line summary for the Temporal UI. Never put secrets here.
     pub summary: Option<String>,
-    /// Temporal headers for the Activity (the trace context, R-RUN-7).
+    /// Temporal headers for the Activity (the trace context, R-RUN-9).
     pub header: Option<Header>,
 }
 

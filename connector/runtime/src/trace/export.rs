@@ -1,4 +1,4 @@
-//! The OTLP exporter of the spans (R-RUN-7): installed only when an endpoint is given.
+//! The OTLP exporter of the spans (R-RUN-9): installed only when an endpoint is given.
 
 use opentelemetry::global;
 use opentelemetry_otlp::{SpanExporter, WithExportConfig};

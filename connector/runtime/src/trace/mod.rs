@@ -1,4 +1,4 @@
-//! W3C trace context through a tool call, and the call's spans (R-RUN-7).
+//! W3C trace context through a tool call, and the call's spans (R-RUN-9).
 //!
 //! The caller's `traceparent`/`tracestate` (from the MCP request's `_meta`, or its HTTP
 //! headers) parents the connector's `mcp.call` span; the connector passes that span's context in
