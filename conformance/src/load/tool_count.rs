@@ -57,6 +57,7 @@ pub fn spec_with(n: usize) -> UpstreamSpec {
                 tool
             })
             .collect(),
+        instructions: None,
     }
 }
 

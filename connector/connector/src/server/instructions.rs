@@ -86,15 +86,18 @@ impl Typed {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
         context.peer.set_peer_info(request.clone());
+        // The capabilities the routes declared (R-CON-45) shape the answer's capabilities.
+        let (_, instructions) = tokio::join!(self.probe_declared(), self.instructions());
         let mut answer = self.negotiate_initialize(&request)?;
-        answer.instructions = self.instructions().await;
+        answer.instructions = instructions;
         Ok(answer)
     }
 
     /// The `server/discover` answer (2026-07-28), with the routes' instructions.
     pub(super) async fn discover_with_instructions(&self) -> Result<DiscoverResult, McpError> {
+        let (_, instructions) = tokio::join!(self.probe_declared(), self.instructions());
         let mut info = self.get_info();
-        info.instructions = self.instructions().await;
+        info.instructions = instructions;
         Ok(DiscoverResult::from_server_info(
             self.supported_protocol_versions().into_owned(),
             info,

@@ -395,27 +395,6 @@ impl ServerHandler for Typed {
         ))
     }
 
-    async fn initialize(
-        &self,
-        request: rmcp::model::InitializeRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::InitializeResult, McpError> {
-        context.peer.set_peer_info(request.clone());
-        self.probe_declared().await;
-        self.negotiate_initialize(&request)
-    }
-
-    async fn discover(
-        &self,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::DiscoverResult, McpError> {
-        self.probe_declared().await;
-        Ok(rmcp::model::DiscoverResult::from_server_info(
-            self.supported_protocol_versions().into_owned(),
-            self.get_info(),
-        ))
-    }
-
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
