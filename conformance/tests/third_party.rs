@@ -261,6 +261,7 @@ async fn tasks_and_input_requests_are_reported_for_the_server() {
     let spec = durable_mcp_conformance::fixtures::UpstreamSpec {
         name: "features".into(),
         tools,
+        instructions: None,
     };
     let upstream = mock_upstream(dir.path(), &ledger, &spec);
     let report = third_party::run(server, &ThirdPartyOptions::new(upstream)).await;

@@ -62,6 +62,7 @@ async fn one_call_is_one_trace_from_the_caller_to_the_upstream() {
     let spec = UpstreamSpec {
         name: "mock".into(),
         tools: vec![trace_echo()],
+        instructions: None,
     };
     let upstream = mock_stdio_upstream_with_spec("mock", &spec, &ledger);
     let flags = [
