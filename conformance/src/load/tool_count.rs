@@ -1,7 +1,10 @@
 //! How listing grows with an upstream's tools (R-CNF-18): `--scaling tools` starts, on the full
 //! path's server, a mock upstream with 1, 100 and 1,000 tools behind a proxy of its own and an
 //! HTTP connector, and reports the first listing through the connector (cold: the connector asks
-//! the proxy through Temporal), the p50 of the next ones, and the proxy's resident set.
+//! the proxy through Temporal), the p50 of the next ones with the CPU each took in the connector
+//! and in this driver, and the proxy's resident set. The CPU is the figure to judge growth by:
+//! on a busy machine a listing's wall time also holds the time it waited for a core, and a long
+//! listing waits more than in proportion (it spans more of the scheduler's slices).
 
 use std::{path::Path, time::Instant};
 
@@ -23,8 +26,8 @@ use super::{
 
 /// The tool counts measured.
 pub const COUNTS: [usize; 3] = [1, 100, 1_000];
-/// Listings after the first, for the p50.
-const WARM_LISTINGS: usize = 5;
+/// Listings after the first, for the p50 and the CPU per listing.
+const WARM_LISTINGS: usize = 10;
 
 /// One tool count.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -34,6 +37,12 @@ pub struct ToolCountPoint {
     pub listed: usize,
     pub first_list_ms: f64,
     pub warm_list_p50_ms: f64,
+    /// CPU per later listing in the connector (user + system, clock-tick resolution).
+    #[serde(default)]
+    pub connector_cpu_ms_per_list: f64,
+    /// CPU per later listing in this driver (the MCP client reading the listing).
+    #[serde(default)]
+    pub driver_cpu_ms_per_list: f64,
     pub proxy_rss_mib: f64,
     pub proxy_peak_rss_mib: f64,
     pub error: Option<String>,
@@ -74,10 +83,12 @@ pub async fn run(server: &DevServer, dir: &Path, ledger: &Ledger) -> Vec<ToolCou
             },
         };
         eprintln!(
-            "load: {n} tools: listed {}, first listing {:.1} ms, then p50 {:.1} ms, proxy VmRSS {:.1} MiB{}",
+            "load: {n} tools: listed {}, first listing {:.1} ms, then p50 {:.1} ms (CPU per listing: connector {:.1} ms, driver {:.1} ms), proxy VmRSS {:.1} MiB{}",
             point.listed,
             point.first_list_ms,
             point.warm_list_p50_ms,
+            point.connector_cpu_ms_per_list,
+            point.driver_cpu_ms_per_list,
             point.proxy_rss_mib,
             super::scaling::error_suffix(point.error.as_deref())
         );
@@ -125,11 +136,18 @@ async fn one(
     };
     let first_list_ms = start.elapsed().as_secs_f64() * 1000.0;
     let mut warm = Vec::new();
+    let cpu = || {
+        let read = |pid| procstat::sample(pid).map_or(0.0, |s| s.cpu.as_secs_f64() * 1000.0);
+        (read(connector.pid), read(std::process::id()))
+    };
+    let before = cpu();
     for _ in 0..WARM_LISTINGS {
         let start = Instant::now();
         client.peer().list_all_tools().await?;
         warm.push(start.elapsed());
     }
+    let after = cpu();
+    let per_list = |a: f64, b: f64| (a - b) / WARM_LISTINGS as f64;
     warm.sort();
     let proxy_stat = procstat::sample(proxy.pid).unwrap_or_default();
     let _ = client.cancel().await;
@@ -140,6 +158,8 @@ async fn one(
         listed,
         first_list_ms,
         warm_list_p50_ms: measure::percentile(&warm, 50.0).as_secs_f64() * 1000.0,
+        connector_cpu_ms_per_list: per_list(after.0, before.0),
+        driver_cpu_ms_per_list: per_list(after.1, before.1),
         proxy_rss_mib: proxy_stat.rss_kib as f64 / 1024.0,
         proxy_peak_rss_mib: proxy_stat.peak_rss_kib as f64 / 1024.0,
         error: None,
@@ -161,11 +181,13 @@ pub fn render(points: &[ToolCountPoint]) -> String {
         out.push_str(&match &p.error {
             Some(e) => format!("{:>5} tools: failed: {e}\n", p.tools),
             None => format!(
-                "{:>5} tools: {} listed, first {:.1} ms, then p50 {:.1} ms; proxy VmRSS {:.1} MiB (VmHWM {:.1})\n",
+                "{:>5} tools: {} listed, first {:.1} ms, then p50 {:.1} ms (CPU per listing: connector {:.1} ms, driver {:.1} ms); proxy VmRSS {:.1} MiB (VmHWM {:.1})\n",
                 p.tools,
                 p.listed,
                 p.first_list_ms,
                 p.warm_list_p50_ms,
+                p.connector_cpu_ms_per_list,
+                p.driver_cpu_ms_per_list,
                 p.proxy_rss_mib,
                 p.proxy_peak_rss_mib
             ),
@@ -195,6 +217,8 @@ mod tests {
                 listed: 100,
                 first_list_ms: 80.0,
                 warm_list_p50_ms: 2.5,
+                connector_cpu_ms_per_list: 1.5,
+                driver_cpu_ms_per_list: 2.0,
                 proxy_rss_mib: 48.2,
                 proxy_peak_rss_mib: 50.0,
                 error: None,
@@ -208,7 +232,7 @@ mod tests {
         for part in [
             "TOOL COUNT",
             "100 tools |",
-            "  100 tools: 100 listed, first 80.0 ms, then p50 2.5 ms; proxy VmRSS 48.2 MiB (VmHWM 50.0)",
+            "  100 tools: 100 listed, first 80.0 ms, then p50 2.5 ms (CPU per listing: connector 1.5 ms, driver 2.0 ms); proxy VmRSS 48.2 MiB (VmHWM 50.0)",
             " 1000 tools: failed: listing: timed out",
         ] {
             assert!(text.contains(part), "{part:?} missing from:\n{text}");

@@ -147,22 +147,40 @@ async fn rewrite_body(response: Response, lookup: Lookup) -> Response {
 #[derive(Default)]
 struct EventSplitter {
     pending: Vec<u8>,
+    /// Where the search for the next blank line resumes: `pending` before it holds none, so an
+    /// event arriving in many chunks is scanned once, not once per chunk.
+    scanned: usize,
+    /// Bytes examined by the searches so far (the unit test bounds it by the bytes pushed).
+    examined: usize,
 }
 
 impl EventSplitter {
-    /// The complete events so far, rewritten; an incomplete one waits for more bytes.
+    /// The complete events so far, rewritten; an incomplete one waits for more bytes. Linear in
+    /// the bytes pushed however they are cut: each byte is searched once and the events taken
+    /// are removed from `pending` in one move.
     fn push(&mut self, bytes: &[u8], answers: &dyn Fn(&Value) -> Option<Value>) -> Vec<u8> {
         self.pending.extend_from_slice(bytes);
         let mut out = Vec::new();
-        while let Some(end) = self.pending.windows(2).position(|w| w == b"\n\n") {
-            let event: Vec<u8> = self.pending.drain(..end + 2).collect();
-            out.extend(rewrite_event(&event, answers).unwrap_or(event));
+        let mut start = 0;
+        loop {
+            let rest = &self.pending[self.scanned..];
+            let found = rest.windows(2).position(|w| w == b"\n\n");
+            self.examined += found.map_or(rest.len(), |at| at + 2);
+            let Some(at) = found else { break };
+            let end = self.scanned + at + 2;
+            let event = &self.pending[start..end];
+            out.extend(rewrite_event(event, answers).unwrap_or_else(|| event.to_vec()));
+            (start, self.scanned) = (end, end);
         }
+        self.pending.drain(..start);
+        // The last byte may be the first `\n` of a blank line the next chunk completes.
+        self.scanned = self.pending.len().saturating_sub(1);
         out
     }
 
     /// What is left when the stream ends (an event without its blank line), unchanged.
     fn finish(&mut self) -> Vec<u8> {
+        self.scanned = 0;
         std::mem::take(&mut self.pending)
     }
 }
@@ -605,6 +623,32 @@ mod tests {
         assert_eq!(message["result"]["resultType"], "complete", "rmcp's choice");
         assert_eq!(message["id"], 7);
         assert!(answers.take(&json!(7)).is_none(), "taken once");
+    }
+
+    #[test]
+    fn events_cut_into_small_chunks_are_scanned_once() {
+        // A 40 KB answer (a long tool listing) in 64-byte chunks, then two events in one chunk.
+        let big = format!("data: {}\nid: 0\n\n", "x".repeat(40_000));
+        let small = b"data: a\n\ndata: b\n\n";
+        let mut splitter = EventSplitter::default();
+        let mut out = Vec::new();
+        for chunk in big.as_bytes().chunks(64) {
+            out.extend(splitter.push(chunk, &|_| None));
+        }
+        out.extend(splitter.push(small, &|_| None));
+        let pushed = big.len() + small.len();
+        assert_eq!(
+            out,
+            [big.as_bytes(), small].concat(),
+            "every event, unchanged"
+        );
+        // Each chunk rescanning what waits would examine about 12.5 MB here.
+        assert!(
+            splitter.examined <= pushed + 2 * pushed / 64,
+            "{} bytes examined for {pushed} pushed",
+            splitter.examined
+        );
+        assert!(splitter.finish().is_empty());
     }
 
     #[test]
