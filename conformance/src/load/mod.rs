@@ -8,9 +8,10 @@
 //! `loss` (which calls were lost or run twice), `tasks` (the connector's memory with many MCP
 //! tasks in flight), `procstat` (CPU and RSS from `/proc`), `metrics` (the server's Prometheus
 //! counters), `report` (the table and JSON), `targets` (the inline path's ratios and targets),
-//! `scaling` (the optional result-size section), `tool_count` (the optional tool-count section).
+//! `scaling` (the optional result-size section), `tool_count` (the optional tool-count section), `linearity` (each scaling curve's verdict).
 
 pub mod floor;
+pub mod linearity;
 pub mod loss;
 pub mod measure;
 pub mod metrics;

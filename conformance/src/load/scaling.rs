@@ -163,6 +163,13 @@ pub fn render_sizes(points: &[SizePoint]) -> String {
         .map(|p| (size_label(p.bytes), p.p50_ms))
         .collect();
     out.push_str(&chart(&answered, "ms", 40));
+    let curve: Vec<(f64, f64)> = points
+        .iter()
+        .filter(|p| p.ok > 0)
+        .map(|p| (p.bytes as f64, p.p50_ms))
+        .collect();
+    let labels: Vec<String> = answered.iter().map(|(l, _)| l.clone()).collect();
+    out.push_str(&super::linearity::verdict("p50", &curve, &labels, 1.0));
     let roles = |m: &BTreeMap<String, f64>, digits: usize| {
         m.iter()
             .filter(|(k, _)| *k != "driver")
@@ -227,6 +234,7 @@ mod tests {
             "  1 KB: 3 of 3 answered; CPU ms/call proxy 2.0; peak RSS MiB proxy 50",
             "  4 MB: 0 of 3 answered",
             "refused: ResultTooLarge: 4000123 bytes",
+            "p50: grows at most linearly",
         ] {
             assert!(text.contains(part), "{part:?} missing from:\n{text}");
         }

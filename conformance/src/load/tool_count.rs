@@ -177,6 +177,7 @@ pub fn render(points: &[ToolCountPoint]) -> String {
         .map(|p| (format!("{} tools", p.tools), p.first_list_ms))
         .collect();
     out.push_str(&super::scaling::chart(&listed, "ms", 40));
+    out.push_str(&verdicts(points));
     for p in points {
         out.push_str(&match &p.error {
             Some(e) => format!("{:>5} tools: failed: {e}\n", p.tools),
@@ -194,6 +195,32 @@ pub fn render(points: &[ToolCountPoint]) -> String {
         });
     }
     out
+}
+
+/// Each curve's verdict (R-CNF-18) over the counts that were listed: the CPU per listing is
+/// the one to judge by (the wall time also holds the waits for a core).
+fn verdicts(points: &[ToolCountPoint]) -> String {
+    use super::linearity::verdict;
+    let ok: Vec<&ToolCountPoint> = points.iter().filter(|p| p.error.is_none()).collect();
+    let labels: Vec<String> = ok.iter().map(|p| format!("{} tools", p.tools)).collect();
+    let curve = |f: fn(&ToolCountPoint) -> f64| -> Vec<(f64, f64)> {
+        ok.iter().map(|p| (p.tools as f64, f(p))).collect()
+    };
+    [
+        ("first listing", curve(|p| p.first_list_ms)),
+        ("later listing p50", curve(|p| p.warm_list_p50_ms)),
+        (
+            "connector CPU per listing",
+            curve(|p| p.connector_cpu_ms_per_list),
+        ),
+        (
+            "driver CPU per listing",
+            curve(|p| p.driver_cpu_ms_per_list),
+        ),
+    ]
+    .into_iter()
+    .map(|(what, points)| verdict(what, &points, &labels, 1.0))
+    .collect()
 }
 
 #[cfg(test)]
@@ -234,6 +261,7 @@ mod tests {
             "100 tools |",
             "  100 tools: 100 listed, first 80.0 ms, then p50 2.5 ms (CPU per listing: connector 1.5 ms, driver 2.0 ms); proxy VmRSS 48.2 MiB (VmHWM 50.0)",
             " 1000 tools: failed: listing: timed out",
+            "connector CPU per listing: grows at most linearly",
         ] {
             assert!(text.contains(part), "{part:?} missing from:\n{text}");
         }
