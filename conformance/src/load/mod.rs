@@ -23,6 +23,7 @@ pub mod scaling;
 pub mod targets;
 pub mod tasks;
 pub mod tool_count;
+pub mod upstream_count;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -80,7 +81,7 @@ pub struct LoadArgs {
     pub baseline: Option<PathBuf>,
     /// Optional scaling sections, comma-separated: `sizes` (results of 1 KB to 4 MB through the
     /// full path over HTTP), `tools` (listing an upstream of 1, 100 and 1,000 tools through a
-    /// connector). None by default.
+    /// connector), `upstreams` (one proxy fronting 1, 10 and 50 upstreams). None by default.
     #[arg(long, value_delimiter = ',', value_enum)]
     pub scaling: Vec<scaling::Scaling>,
 }
@@ -269,6 +270,13 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
         ) {
             report.tool_counts = tool_count::run(server, &path_dir, &ledger).await;
         }
+        if let (PathKind::FullHttp, true, Some(server)) = (
+            kind,
+            args.scaling.contains(&scaling::Scaling::Upstreams),
+            server.as_ref(),
+        ) {
+            report.upstream_counts = upstream_count::run(server, &path_dir, &ledger).await;
+        }
         if let Ok(caller) = Arc::try_unwrap(caller) {
             caller.close().await;
         }
@@ -312,6 +320,11 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
         report
             .sections
             .push(tool_count::render(&report.tool_counts));
+    }
+    if !report.upstream_counts.is_empty() {
+        report
+            .sections
+            .push(upstream_count::render(&report.upstream_counts));
     }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;

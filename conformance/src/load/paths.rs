@@ -160,7 +160,7 @@ pub struct Child {
 }
 
 impl Child {
-    fn spawned(role: &'static str, process: TetheredChild) -> Self {
+    pub(super) fn spawned(role: &'static str, process: TetheredChild) -> Self {
         Child {
             role,
             pid: process.pid(),

@@ -92,6 +92,9 @@ pub struct LoadReport {
     /// `--scaling tools`: listing latency and proxy memory by tool count (R-CNF-18).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_counts: Vec<super::tool_count::ToolCountPoint>,
+    /// `--scaling upstreams`: start-up, listing and proxy memory by upstream count (R-CNF-18).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstream_counts: Vec<super::upstream_count::UpstreamCountPoint>,
     /// Sections rendered when the run ended (the inline ratios and targets), printed after the
     /// ratios.
     #[serde(skip)]

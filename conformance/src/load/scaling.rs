@@ -21,6 +21,8 @@ pub enum Scaling {
     Sizes,
     /// Listing an upstream of 1, 100 and 1,000 tools through a connector.
     Tools,
+    /// One proxy fronting 1, 10 and 50 upstreams.
+    Upstreams,
 }
 
 /// One result size.

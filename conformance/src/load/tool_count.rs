@@ -13,7 +13,9 @@ use crate::{
     fixtures::{Ledger, UpstreamSpec},
     harness::Slice,
     kit::{
-        mcp::session_http_client, process::CONNECTOR_LISTENING, process::http_connector_command,
+        mcp::{McpClient, session_http_client},
+        process::CONNECTOR_LISTENING,
+        process::http_connector_command,
         upstreams::mock_stdio_upstream_with_args,
     },
 };
@@ -72,18 +74,15 @@ pub fn spec_with(n: usize) -> UpstreamSpec {
 
 /// Every count in turn, each with its own upstream, proxy and connector.
 pub async fn run(server: &DevServer, dir: &Path, ledger: &Ledger) -> Vec<ToolCountPoint> {
-    let mut points = Vec::new();
-    for n in COUNTS {
-        let point = match one(server, dir, ledger, n).await {
-            Ok(p) => p,
-            Err(e) => ToolCountPoint {
-                tools: n,
-                error: Some(format!("{e:#}")),
-                ..ToolCountPoint::default()
-            },
-        };
-        eprintln!(
-            "load: {n} tools: listed {}, first listing {:.1} ms, then p50 {:.1} ms (CPU per listing: connector {:.1} ms, driver {:.1} ms), proxy VmRSS {:.1} MiB{}",
+    let failed = |n, error| ToolCountPoint {
+        tools: n,
+        error: Some(error),
+        ..ToolCountPoint::default()
+    };
+    let show = |point: &ToolCountPoint| {
+        format!(
+            "{} tools: listed {}, first listing {:.1} ms, then p50 {:.1} ms (CPU per listing: connector {:.1} ms, driver {:.1} ms), proxy VmRSS {:.1} MiB{}",
+            point.tools,
             point.listed,
             point.first_list_ms,
             point.warm_list_p50_ms,
@@ -91,7 +90,23 @@ pub async fn run(server: &DevServer, dir: &Path, ledger: &Ledger) -> Vec<ToolCou
             point.driver_cpu_ms_per_list,
             point.proxy_rss_mib,
             super::scaling::error_suffix(point.error.as_deref())
-        );
+        )
+    };
+    each(&COUNTS, |n| one(server, dir, ledger, n), failed, show).await
+}
+
+/// `one` for each count in turn, a failure becoming the point `failed` makes (with its error);
+/// each point is printed as `show` writes it.
+pub(super) async fn each<P, F: std::future::Future<Output = anyhow::Result<P>>>(
+    counts: &[usize],
+    one: impl Fn(usize) -> F,
+    failed: impl Fn(usize, String) -> P,
+    show: impl Fn(&P) -> String,
+) -> Vec<P> {
+    let mut points = Vec::new();
+    for &n in counts {
+        let point = one(n).await.unwrap_or_else(|e| failed(n, format!("{e:#}")));
+        eprintln!("load: {}", show(&point).trim_end());
         points.push(point);
     }
     points
@@ -123,32 +138,9 @@ async fn one(
     .await?;
     let client = session_http_client(&url, ()).await?;
     let start = Instant::now();
-    // The proxy's workers may still be starting: the first listing waits for them.
-    let listed = loop {
-        match client.peer().list_all_tools().await {
-            Ok(tools) if !tools.is_empty() => break tools.len(),
-            _ if start.elapsed().as_secs() < 60 => {
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await
-            }
-            Ok(_) => anyhow::bail!("the connector listed no tools in 60 s"),
-            Err(e) => anyhow::bail!("listing: {e}"),
-        }
-    };
+    let listed = first_listing(&client, 1, start).await?;
     let first_list_ms = start.elapsed().as_secs_f64() * 1000.0;
-    let mut warm = Vec::new();
-    let cpu = || {
-        let read = |pid| procstat::sample(pid).map_or(0.0, |s| s.cpu.as_secs_f64() * 1000.0);
-        (read(connector.pid), read(std::process::id()))
-    };
-    let before = cpu();
-    for _ in 0..WARM_LISTINGS {
-        let start = Instant::now();
-        client.peer().list_all_tools().await?;
-        warm.push(start.elapsed());
-    }
-    let after = cpu();
-    let per_list = |a: f64, b: f64| (a - b) / WARM_LISTINGS as f64;
-    warm.sort();
+    let later = later_listings(&client, connector.pid).await?;
     let proxy_stat = procstat::sample(proxy.pid).unwrap_or_default();
     let _ = client.cancel().await;
     connector.stop().await;
@@ -157,12 +149,65 @@ async fn one(
         tools: n,
         listed,
         first_list_ms,
-        warm_list_p50_ms: measure::percentile(&warm, 50.0).as_secs_f64() * 1000.0,
-        connector_cpu_ms_per_list: per_list(after.0, before.0),
-        driver_cpu_ms_per_list: per_list(after.1, before.1),
+        warm_list_p50_ms: later.p50_ms,
+        connector_cpu_ms_per_list: later.connector_cpu_ms,
+        driver_cpu_ms_per_list: later.driver_cpu_ms,
         proxy_rss_mib: proxy_stat.rss_kib as f64 / 1024.0,
         proxy_peak_rss_mib: proxy_stat.peak_rss_kib as f64 / 1024.0,
         error: None,
+    })
+}
+
+/// Lists until the connector lists at least `want` tools (the proxy's workers may still be
+/// starting: the first listing waits for them), for at most 120 s from `start`; answers how
+/// many it listed.
+pub(super) async fn first_listing(
+    client: &McpClient,
+    want: usize,
+    start: Instant,
+) -> anyhow::Result<usize> {
+    loop {
+        match client.peer().list_all_tools().await {
+            Ok(tools) if tools.len() >= want.max(1) => return Ok(tools.len()),
+            _ if start.elapsed().as_secs() < 120 => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await
+            }
+            Ok(tools) => anyhow::bail!(
+                "the connector listed {} of {want} tools in 120 s",
+                tools.len()
+            ),
+            Err(e) => anyhow::bail!("listing: {e}"),
+        }
+    }
+}
+
+/// [`WARM_LISTINGS`] later listings: their p50 and the CPU each took.
+pub(super) struct Later {
+    pub p50_ms: f64,
+    /// In the connector, and in this driver.
+    pub connector_cpu_ms: f64,
+    pub driver_cpu_ms: f64,
+}
+
+/// Lists [`WARM_LISTINGS`] more times, reading the CPU of `connector` and of this driver.
+pub(super) async fn later_listings(client: &McpClient, connector: u32) -> anyhow::Result<Later> {
+    let cpu = || {
+        let read = |pid| procstat::sample(pid).map_or(0.0, |s| s.cpu.as_secs_f64() * 1000.0);
+        (read(connector), read(std::process::id()))
+    };
+    let mut warm = Vec::new();
+    let before = cpu();
+    for _ in 0..WARM_LISTINGS {
+        let start = Instant::now();
+        client.peer().list_all_tools().await?;
+        warm.push(start.elapsed());
+    }
+    let after = cpu();
+    warm.sort();
+    Ok(Later {
+        p50_ms: measure::percentile(&warm, 50.0).as_secs_f64() * 1000.0,
+        connector_cpu_ms: (after.0 - before.0) / WARM_LISTINGS as f64,
+        driver_cpu_ms: (after.1 - before.1) / WARM_LISTINGS as f64,
     })
 }
 
