@@ -21,6 +21,7 @@ pub mod procstat;
 pub mod report;
 pub mod scaling;
 pub mod targets;
+pub mod task_count;
 pub mod tasks;
 pub mod tool_count;
 pub mod upstream_count;
@@ -81,7 +82,8 @@ pub struct LoadArgs {
     pub baseline: Option<PathBuf>,
     /// Optional scaling sections, comma-separated: `sizes` (results of 1 KB to 4 MB through the
     /// full path over HTTP), `tools` (listing an upstream of 1, 100 and 1,000 tools through a
-    /// connector), `upstreams` (one proxy fronting 1, 10 and 50 upstreams). None by default.
+    /// connector), `upstreams` (one proxy fronting 1, 10 and 50 upstreams), `tasks` (a connector
+    /// with 1,000 and 10,000 MCP tasks in flight; 50 and 200 with --short). None by default.
     #[arg(long, value_delimiter = ',', value_enum)]
     pub scaling: Vec<scaling::Scaling>,
 }
@@ -299,6 +301,18 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
                 }
             }
         }
+        if let (PathKind::FullHttp, Some(slice), true) = (
+            kind,
+            setup.full.as_ref(),
+            args.scaling.contains(&scaling::Scaling::Tasks),
+        ) {
+            let counts = match args.short {
+                true => &task_count::SHORT_COUNTS,
+                false => &task_count::COUNTS,
+            };
+            let prefix = format!("{run_id}-scaling-tasks-");
+            report.task_counts = task_count::run(slice, counts, &prefix, &ledger, &path_dir).await;
+        }
         for child in setup.children {
             child.stop().await;
         }
@@ -320,6 +334,11 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
         report
             .sections
             .push(tool_count::render(&report.tool_counts));
+    }
+    if !report.task_counts.is_empty() {
+        report
+            .sections
+            .push(task_count::render(&report.task_counts));
     }
     if !report.upstream_counts.is_empty() {
         report

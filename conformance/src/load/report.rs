@@ -95,6 +95,9 @@ pub struct LoadReport {
     /// `--scaling upstreams`: start-up, listing and proxy memory by upstream count (R-CNF-18).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub upstream_counts: Vec<super::upstream_count::UpstreamCountPoint>,
+    /// `--scaling tasks`: the connector's memory by MCP tasks in flight (R-CNF-18).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub task_counts: Vec<super::task_count::TaskCountPoint>,
     /// Sections rendered when the run ended (the inline ratios and targets), printed after the
     /// ratios.
     #[serde(skip)]
@@ -140,6 +143,7 @@ impl LoadReport {
                 .tasks_run
                 .as_ref()
                 .is_none_or(|t| t.tally.lost == 0 && t.tally.duplicated == 0)
+            && self.task_counts.iter().all(|p| p.clean())
     }
 
     pub fn render(&self) -> String {

@@ -23,6 +23,8 @@ pub enum Scaling {
     Tools,
     /// One proxy fronting 1, 10 and 50 upstreams.
     Upstreams,
+    /// A connector with 1,000 and 10,000 MCP tasks in flight.
+    Tasks,
 }
 
 /// One result size.

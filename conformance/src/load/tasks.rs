@@ -44,7 +44,8 @@ pub const HOLD: Duration = Duration::from_secs(50);
 pub const SHORT_TASKS: usize = 50;
 
 /// The connector's flags for `n` tasks: room for all of them under its own caps (each call
-/// holds an in-flight slot and an HTTP connection, all from loopback, until it becomes a task).
+/// holds an in-flight slot and an HTTP connection, all from loopback, until it becomes a task),
+/// and no per-caller share or start rate (every call comes from one caller).
 pub fn connector_flags(n: usize) -> Vec<String> {
     let max_in_flight = (n + 64).max(durable_mcp::inbound::server::DEFAULT_MAX_IN_FLIGHT);
     let max_connections = (n + 64).max(durable_mcp::inbound::listener::DEFAULT_MAX_CONNECTIONS);
@@ -56,6 +57,10 @@ pub fn connector_flags(n: usize) -> Vec<String> {
         // Every call comes from loopback: one address.
         "--http-max-connections-per-address".into(),
         max_connections.to_string(),
+        "--max-in-flight-per-caller".into(),
+        "0".into(),
+        "--max-call-starts-per-caller-minute".into(),
+        "0".into(),
     ]
 }
 
@@ -442,7 +447,11 @@ mod tests {
                 "--http-max-connections",
                 "1064",
                 "--http-max-connections-per-address",
-                "1064"
+                "1064",
+                "--max-in-flight-per-caller",
+                "0",
+                "--max-call-starts-per-caller-minute",
+                "0"
             ]
         );
         // A few tasks keep the defaults.
