@@ -2,6 +2,8 @@
 //! operations beside `list_tools`, one per MCP request, whose payloads are the upstream's JSON
 //! as written.
 //!
+//! Names below are written without their `~~` prefix.
+//!
 //! - `upstream_capabilities`: input `{}`; output the upstream's `initialize` capabilities among
 //!   `resources`, `prompts` and `completions` (an object, empty when it declared none).
 //! - `list_resources`, `list_resource_templates`, `list_prompts`: input `{}`; output the
@@ -12,13 +14,14 @@
 //!   output the upstream's result as written, or its JSON-RPC error as a payload marked
 //!   [`crate::jsonrpc_error::JSONRPC_ERROR`].
 //!
-//! Every reserved name holds a `_`, and a tool of that name has it escaped (R-NXC-5), so no
-//! tool's operation is one of these.
+//! Every reserved name starts with `~~`, which no tool's operation name holds (R-NXC-5 writes
+//! `~` only before two hex digits): a tool named `read_resource` keeps its operation name, and
+//! a connector or Workflow history from before these operations never reaches one of them.
 
 use serde_json::{Map, Value};
 
 /// The operation that answers the upstream's declared capabilities.
-pub const UPSTREAM_CAPABILITIES: &str = "upstream_capabilities";
+pub const UPSTREAM_CAPABILITIES: &str = "~~upstream_capabilities";
 
 /// The capability keys [`UPSTREAM_CAPABILITIES`] answers.
 pub const CAPABILITY_KEYS: [&str; 3] = ["resources", "prompts", "completions"];
@@ -37,37 +40,37 @@ pub struct Feature {
 }
 
 pub const LIST_RESOURCES: Feature = Feature {
-    operation: "list_resources",
+    operation: "~~list_resources",
     method: "resources/list",
     capability: "resources",
     items: Some("resources"),
 };
 pub const LIST_RESOURCE_TEMPLATES: Feature = Feature {
-    operation: "list_resource_templates",
+    operation: "~~list_resource_templates",
     method: "resources/templates/list",
     capability: "resources",
     items: Some("resourceTemplates"),
 };
 pub const READ_RESOURCE: Feature = Feature {
-    operation: "read_resource",
+    operation: "~~read_resource",
     method: "resources/read",
     capability: "resources",
     items: None,
 };
 pub const LIST_PROMPTS: Feature = Feature {
-    operation: "list_prompts",
+    operation: "~~list_prompts",
     method: "prompts/list",
     capability: "prompts",
     items: Some("prompts"),
 };
 pub const GET_PROMPT: Feature = Feature {
-    operation: "get_prompt",
+    operation: "~~get_prompt",
     method: "prompts/get",
     capability: "prompts",
     items: None,
 };
 pub const COMPLETE: Feature = Feature {
-    operation: "complete_argument",
+    operation: "~~complete_argument",
     method: "completion/complete",
     capability: "completions",
     items: None,
@@ -83,7 +86,7 @@ pub const FEATURES: [Feature; 6] = [
     COMPLETE,
 ];
 
-/// Whether `name` is a reserved operation of this module (a tool of that name is escaped).
+/// Whether `name` is a reserved operation of this module.
 pub fn is_reserved(name: &str) -> bool {
     name == UPSTREAM_CAPABILITIES || FEATURES.iter().any(|f| f.operation == name)
 }
@@ -170,12 +173,13 @@ mod tests {
     }
 
     #[test]
-    fn every_reserved_name_holds_an_underscore_and_methods_map_back() {
+    fn every_reserved_name_is_no_tools_operation_and_methods_map_back() {
+        use crate::operation_name::tool_for_operation;
         for f in FEATURES {
-            assert!(f.operation.contains('_') && is_reserved(f.operation));
+            assert!(is_reserved(f.operation) && tool_for_operation(f.operation).is_none());
             assert_eq!(for_method(f.method), Some(f));
         }
-        assert!(UPSTREAM_CAPABILITIES.contains('_') && is_reserved(UPSTREAM_CAPABILITIES));
+        assert!(tool_for_operation(UPSTREAM_CAPABILITIES).is_none());
         assert!(!is_reserved("echo") && for_method("tools/call").is_none());
     }
 }

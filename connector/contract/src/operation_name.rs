@@ -7,8 +7,8 @@
 //! upper-case hex digits of its UTF-8 byte; a name made only of dots (`.`, `..`, which a path
 //! would collapse) has its dots written so too, and a tool named like the reserved listing
 //! operation (`list_tools`) has its `_` written so (`list~5Ftools`), so that calling it does not
-//! list the tools; so has a tool named like another reserved operation (`read_resource`,
-//! `get_prompt`, ..., R-NXC-8). Every other name MCP recommends maps to itself, so
+//! list the tools. The other reserved operations (R-NXC-8) start with `~~`, which no name written
+//! here holds. Every other name MCP recommends maps to itself, so
 //! existing operations and Workflow histories are unchanged. The connector, the in-Workflow
 //! client and native services encode; the proxy decodes.
 
@@ -21,7 +21,7 @@ const ESCAPE: u8 = b'~';
 pub fn operation_for_tool(tool: &str) -> String {
     let only_dots = !tool.is_empty() && tool.bytes().all(|b| b == b'.');
     // The listing's own operation is not the tool of that name: its `_` is escaped.
-    let reserved = tool == LIST_TOOLS || super::features::is_reserved(tool);
+    let reserved = tool == LIST_TOOLS;
     let mut out = String::with_capacity(tool.len());
     for b in tool.bytes() {
         let plain =
@@ -89,9 +89,9 @@ mod tests {
             ("..", "~2E~2E"),
             // The tool of that name is not the reserved listing operation.
             ("list_tools", "list~5Ftools"),
-            ("read_resource", "read~5Fresource"),
-            ("list_resource_templates", "list~5Fresource~5Ftemplates"),
-            ("upstream_capabilities", "upstream~5Fcapabilities"),
+            // Tools named like a feature operation's name without its `~~` keep their names.
+            ("read_resource", "read_resource"),
+            ("upstream_capabilities", "upstream_capabilities"),
             (".", "~2E"),
             ("", ""),
         ] {
@@ -112,8 +112,8 @@ mod tests {
             "a/b",
             "a.~2E",
             "list_tools",
-            "get_prompt",
-            "complete_argument",
+            "~~get_prompt",
+            "~~complete_argument",
         ] {
             assert_eq!(tool_for_operation(op), None, "{op:?}");
         }
