@@ -12,7 +12,8 @@ pub const ENDPOINT_VARIABLES: [&str; 2] = [
 
 /// Where spans go: `flag` (`--otlp-endpoint`, or a config key) if given, else the first of
 /// [`ENDPOINT_VARIABLES`] that `env` has (non-empty), else nowhere. An endpoint that is not an
-/// `http://` or `https://` URL is refused naming `setting`.
+/// `http://` URL is refused naming `setting`: the exporter is built without TLS, so an
+/// `https://` collector would fail at the first export instead of at start.
 pub fn endpoint(
     flag: Option<&str>,
     setting: &str,
@@ -29,7 +30,14 @@ pub fn endpoint(
         },
     };
     let parsed = url::Url::parse(&value).ok();
-    if !parsed.is_some_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host()) {
+    if parsed.as_ref().is_some_and(|u| u.scheme() == "https") {
+        return Err(format!(
+            "{from} names an https:// collector, but spans are exported over plain OTLP/gRPC \
+             only; run a collector on a trusted network (e.g. http://localhost:4317) that \
+             forwards over TLS, and point {from} at it"
+        ));
+    }
+    if !parsed.is_some_and(|u| u.scheme() == "http" && u.has_host()) {
         return Err(format!(
             "{from} must be the URL of an OTLP/gRPC collector, such as http://localhost:4317 \
              (got {value:?}); fix {from} or leave it out to export no spans"
@@ -100,5 +108,8 @@ mod tests {
         let env = |_: &str| Some("ftp://x".to_owned());
         let e = endpoint(None, "--otlp-endpoint", env).unwrap_err();
         assert!(e.contains("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), "{e}");
+        let e = endpoint(Some("https://otel.example:4317"), "--otlp-endpoint", |_| None);
+        let e = e.unwrap_err();
+        assert!(e.contains("--otlp-endpoint") && e.contains("https://"), "{e}");
     }
 }
