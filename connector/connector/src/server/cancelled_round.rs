@@ -14,6 +14,7 @@ use rmcp::ErrorData as McpError;
 use tracing::info;
 
 use super::{Connector, internal::internal};
+use crate::route::Route;
 use durable_mcp_contract::{input::next_round_id, payload};
 use durable_mcp_runtime::nexus::{
     ConflictPolicy, OperationClientError, OperationDescription, OperationRef, ReusePolicy,
@@ -44,9 +45,7 @@ impl Connector {
         let Some(next) = next_round_id(&last.reference.operation_id) else {
             return Ok(last.reference.clone());
         };
-        let tool = durable_mcp_contract::operation_name::tool_for_operation(&last.operation)
-            .unwrap_or_else(|| last.operation.clone());
-        let (route, _) = self.lookup(&tool).await?;
+        let route = self.round_route(last).await?;
         let input = payload::to_marked_payload(&serde_json::json!({}), "CancelledRound")
             .map_err(|e| internal("cancelling the task", e))?;
         let mut start = StartOperation::new(
@@ -72,5 +71,17 @@ impl Connector {
             }),
             Err(e) => Err(internal("cancelling the task", e)),
         }
+    }
+
+    /// The route of the task's service: by the round's service name, so that a tool gone from
+    /// the listing since does not keep its task waiting; else by the tool, as a call finds it.
+    async fn round_route(&self, last: &OperationDescription) -> Result<Route, McpError> {
+        let routes = &self.inner.options.routes;
+        if let Some(route) = routes.iter().find(|r| r.service == last.service) {
+            return Ok(route.clone());
+        }
+        let tool = durable_mcp_contract::operation_name::tool_for_operation(&last.operation)
+            .unwrap_or_else(|| last.operation.clone());
+        Ok(self.lookup(&tool).await?.0)
     }
 }
