@@ -135,6 +135,34 @@ pub fn next_cursor(page: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// Whether `uri` matches the RFC 6570 `template`: its literal text in order, each expression
+/// standing for any text.
+pub fn template_matches(template: &str, uri: &str) -> bool {
+    let mut literals = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        literals.push(&rest[..open]);
+        match rest[open..].find('}') {
+            Some(close) => rest = &rest[open + close + 1..],
+            None => return false,
+        }
+    }
+    let last = rest;
+    let Some(mut left) = uri.strip_prefix(literals.first().copied().unwrap_or(last)) else {
+        return false;
+    };
+    if literals.is_empty() {
+        return left.is_empty();
+    }
+    for literal in &literals[1..] {
+        match left.find(literal) {
+            Some(at) => left = &left[at + literal.len()..],
+            None => return false,
+        }
+    }
+    left.ends_with(last)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -111,33 +111,7 @@ pub fn merge_lists(
     (Value::Object(merged), owners)
 }
 
-/// Whether `uri` matches the RFC 6570 `template`: its literal text in order, each expression
-/// standing for any text.
-pub fn template_matches(template: &str, uri: &str) -> bool {
-    let mut literals = Vec::new();
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        literals.push(&rest[..open]);
-        match rest[open..].find('}') {
-            Some(close) => rest = &rest[open + close + 1..],
-            None => return false,
-        }
-    }
-    let last = rest;
-    let Some(mut left) = uri.strip_prefix(literals.first().copied().unwrap_or(last)) else {
-        return false;
-    };
-    if literals.is_empty() {
-        return left.is_empty();
-    }
-    for literal in &literals[1..] {
-        match left.find(literal) {
-            Some(at) => left = &left[at + literal.len()..],
-            None => return false,
-        }
-    }
-    left.ends_with(last)
-}
+pub use durable_mcp_contract::features::template_matches;
 
 impl Connector {
     /// Runs a reserved operation on `route` with `input`, for its payload.
