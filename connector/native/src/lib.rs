@@ -58,6 +58,7 @@
 
 pub mod input;
 pub mod names;
+pub mod resources;
 pub mod result;
 pub mod service;
 pub mod sync;
@@ -65,6 +66,7 @@ pub mod tool;
 pub mod workflow;
 
 pub use input::{Answer, AskInput, InputAnswers, Round};
+pub use resources::{Contents, Prompt, PromptMessages, Resource, ResourceTemplate};
 pub use result::{IntoToolResult, Structured, ToolFailure, ToolResult};
 pub use service::{BuildError, ToolService};
 pub use tool::Tool;

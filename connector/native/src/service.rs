@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::{
     names::name_problem,
+    resources::{Prompt, Published, Resource, ResourceTemplate},
     tool::{BuildContext, Tool},
 };
 use durable_mcp_contract::{listing::LIST_TOOLS, operation_name::operation_for_tool, payload};
@@ -36,6 +37,7 @@ pub struct ToolService {
     expose_all: bool,
     excluded: BTreeSet<String>,
     temporal: Option<TemporalConnection>,
+    published: Published,
 }
 
 impl ToolService {
@@ -48,7 +50,23 @@ impl ToolService {
             expose_all: false,
             excluded: BTreeSet::new(),
             temporal: None,
+            published: Published::default(),
         }
+    }
+    /// Publishes a static resource (R-NAT-8).
+    pub fn resource(mut self, resource: Resource) -> Self {
+        self.published.resources.push(resource);
+        self
+    }
+    /// Publishes a resource template whose matching URIs its function reads (R-NAT-8).
+    pub fn resource_template(mut self, template: ResourceTemplate) -> Self {
+        self.published.templates.push(template);
+        self
+    }
+    /// Publishes a prompt (R-NAT-8).
+    pub fn prompt(mut self, prompt: Prompt) -> Self {
+        self.published.prompts.push(prompt);
+        self
     }
     /// Adds a tool: listed, and served as the operation of the same name.
     pub fn tool(mut self, tool: Tool) -> Self {
@@ -147,6 +165,14 @@ impl ToolService {
             }),
         );
         let (name, tools, operations) = (self.name, self.tools, self.operations);
+        service = self
+            .published
+            .add_operations(service)
+            .map_err(|reason| BuildError {
+                service: name.clone(),
+                tool: None,
+                reason,
+            })?;
         for t in tools.into_iter().chain(operations) {
             let handler = (t.handler)(&ctx, t.timeout).map_err(|reason| BuildError {
                 service: name.clone(),

@@ -3,6 +3,7 @@
 //! deterministically.
 //!
 //! - [`tools`]: [`McpTools`], the API a Workflow uses.
+//! - [`features`]: the service's resources and prompts, listed and read through [`McpTools`].
 //! - [`options`]: per-call options and the Nexus operation options they become.
 //! - [`result`]: results and typed errors, through the connector's outcome table.
 //! - [`sequence`]: a ready Workflow that lists the tools and calls a given sequence of them (the
@@ -11,6 +12,7 @@
 //! Built on the MCP-tool contract ([`durable_mcp_contract`]) only; it never imports the connector or the
 //! proxy.
 
+pub mod features;
 pub mod options;
 pub mod result;
 pub mod sequence;

@@ -201,6 +201,15 @@ pub fn tool_list(outcome: OperationOutcome) -> Result<Vec<Value>, ToolCallError>
     }
 }
 
+/// The MCP result a finished reserved operation (R-NXC-8) answered as written, or why there
+/// is none (an upstream's JSON-RPC error is a failed error of its code's type, R-WFC-3).
+pub fn feature_result(operation: &str, outcome: OperationOutcome) -> Result<Value, ToolCallError> {
+    match Outcome::from_operation(outcome) {
+        Outcome::Result { payload_json, .. } => Ok(payload_json),
+        o => Err(ToolCallError::from_outcome(operation, o)),
+    }
+}
+
 /// What is wrong when `outcome`, the answer to `operation`, is an answer of `other_kind` (a
 /// tool list where a call was asked for, or a call's result where a listing was): the recorded
 /// run asked for something else (R-WFC-4), or the tool service answered with the wrong kind.
@@ -336,6 +345,30 @@ mod tests {
             result["_meta"]["io.durable-mcp/jsonRpcError"],
             json!({"code": -32602, "message": "bad x", "data": {"field": "x"}})
         );
+    }
+
+    #[test]
+    fn feature_answers_are_as_written_and_jsonrpc_errors_are_typed() {
+        let read = json!({"contents": [{"uri": "a://b", "text": "hi"}]});
+        let done = NexusOperationResult {
+            status: Some(Status::Completed(payload::to_payload(&read).unwrap())),
+        };
+        assert_eq!(
+            feature_result("read_resource", operation_outcome(done)).unwrap(),
+            read
+        );
+        let missing = durable_mcp_contract::jsonrpc_error::JsonRpcError {
+            code: -32002,
+            message: "Resource not found: a://c".into(),
+            data: None,
+        };
+        let result = NexusOperationResult {
+            status: Some(Status::Completed(missing.to_payload().unwrap())),
+        };
+        let err = feature_result("read_resource", operation_outcome(result)).unwrap_err();
+        assert_eq!(err.kind(), ToolCallErrorKind::Failed);
+        assert_eq!(err.error_type(), Some(ToolCallErrorType::UpstreamRejected));
+        assert_eq!(err.message(), "Resource not found: a://c");
     }
 
     #[test]

@@ -201,7 +201,7 @@ impl<W> McpTools<W> {
 
     /// Schedules one Nexus operation (`nexus_operation`, for the tool or listing `operation`)
     /// and waits for its end.
-    async fn run(
+    pub(crate) async fn run(
         &self,
         operation: &str,
         nexus_operation: &str,
@@ -229,7 +229,7 @@ impl<W> McpTools<W> {
     }
 
     /// An error when `outcome`, the answer to `operation`, is of `other_kind` (R-WFC-4).
-    fn check_kind(
+    pub(crate) fn check_kind(
         &self,
         operation: &str,
         outcome: &OperationOutcome,

@@ -9,6 +9,8 @@
 //!   under [`CONFIRM_KEY`]) and ends its round; the answer starts the next round, which
 //!   "deletes" (nothing is touched: it says so) on accept and answers "declined" otherwise.
 //! - `server_info`: a Nexus operation that is not a tool (MCP hosts never see it).
+//! - the resource [`GUIDE_URI`] (static text) and the prompt `review` (one required argument,
+//!   `path`), published with the same builder (R-NAT-8).
 //!
 //! [`serve`] shows a worker of one's own serving these native tools and proxied MCP servers
 //! side by side on one task queue (R-PRX-26).
@@ -19,8 +21,8 @@ use durable_mcp::native::input::finish;
 use durable_mcp::{
     mcp::call::ToolProgress,
     native::{
-        AskInput, BuildError, Round, Structured, Tool, ToolFailure, ToolResult, ToolService,
-        report_progress, sleep_unless_cancelled,
+        AskInput, BuildError, Contents, Prompt, PromptMessages, Resource, Round, Structured, Tool,
+        ToolFailure, ToolResult, ToolService, report_progress, sleep_unless_cancelled,
     },
     nexus::{NexusWorker, NexusWorkerOptions, Service},
     outbound::{Proxy, UpstreamConfig},
@@ -158,6 +160,28 @@ async fn server_info(_: NoInput) -> Result<String, ToolFailure> {
     ))
 }
 
+/// The URI of the example service's one resource.
+pub const GUIDE_URI: &str = "examples://guide";
+
+/// The text of [`GUIDE_URI`].
+pub const GUIDE_TEXT: &str = "word_count counts words; slow_report takes its time; \
+                              delete_files asks first.";
+
+/// Asks for a review of the files at a path.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReviewInput {
+    /// The path to review.
+    pub path: String,
+}
+
+/// A prompt is a plain async function too.
+pub async fn review(input: ReviewInput) -> Result<PromptMessages, ToolFailure> {
+    Ok(PromptMessages::new().user(format!(
+        "Review the files at {} and say what slow_report should report.",
+        input.path
+    )))
+}
+
 /// The `examples` tool service; `task_queue` is where [`SlowReport`] runs.
 pub fn tool_service(temporal: TemporalConnection, task_queue: &str) -> Result<Service, BuildError> {
     ToolService::new(NATIVE_SERVICE)
@@ -192,6 +216,15 @@ pub fn tool_service(temporal: TemporalConnection, task_queue: &str) -> Result<Se
                 .open_world(false),
         )
         .operation(Tool::sync("server_info", server_info))
+        .resource(
+            Resource::new(
+                GUIDE_URI,
+                "guide",
+                Contents::text(GUIDE_TEXT).mime_type("text/plain"),
+            )
+            .title("Guide to the example tools"),
+        )
+        .prompt(Prompt::new("review", review).title("Review files"))
         .build()
 }
 

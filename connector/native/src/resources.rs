@@ -1,0 +1,725 @@
+//! Resources, resource templates and prompts a native tool service publishes (R-NAT-8), served
+//! as the reserved operations of R-NXC-8 beside its tools: `upstream_capabilities` declares
+//! `resources` and `prompts` when the service has some, the lists answer the MCP list results,
+//! and `read_resource` / `get_prompt` answer the MCP results (or a JSON-RPC error, marked, for a
+//! URI or prompt the service does not have or arguments that do not fit).
+//!
+//! ```no_run
+//! # use durable_mcp_native::{Contents, Prompt, PromptMessages, Resource, ResourceTemplate, ToolFailure, ToolService};
+//! /// Summarizes a topic.
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct Topic {
+//!     /// What to summarize.
+//!     topic: String,
+//! }
+//! async fn summarize(args: Topic) -> Result<PromptMessages, ToolFailure> {
+//!     Ok(PromptMessages::new().user(format!("Summarize {}.", args.topic)))
+//! }
+//! async fn report(uri: String) -> Result<Contents, ToolFailure> {
+//!     Ok(Contents::text(format!("the report at {uri}")).mime_type("text/plain"))
+//! }
+//! let service = ToolService::new("my-tools")
+//!     .resource(Resource::new("docs://readme", "readme", Contents::text("Read me.")))
+//!     .resource_template(ResourceTemplate::new("reports://{id}", "report", report))
+//!     .prompt(Prompt::new("summarize", summarize))
+//!     .build();
+//! ```
+
+use std::{future::Future, sync::Arc};
+
+use base64::Engine as _;
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+use temporalio_protos::temporal::api::common::v1::Payload;
+
+use super::result::{ToolFailure, schema_of};
+use durable_mcp_contract::{
+    features::{
+        GET_PROMPT, LIST_PROMPTS, LIST_RESOURCE_TEMPLATES, LIST_RESOURCES, READ_RESOURCE,
+        UPSTREAM_CAPABILITIES, template_matches,
+    },
+    jsonrpc_error::JsonRpcError,
+    payload,
+};
+use durable_mcp_runtime::nexus::{HandlerError, Service, StartError, StartOutcome, start_fn};
+
+/// MCP's JSON-RPC code for a resource the server does not have.
+pub const RESOURCE_NOT_FOUND: i32 = -32002;
+/// JSON-RPC's invalid-params code: an unknown prompt, or arguments that do not fit.
+pub const INVALID_PARAMS: i32 = -32602;
+
+/// What a read answers for a URI: text or bytes, with an optional MIME type.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Contents {
+    body: Body,
+    mime_type: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Body {
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+impl Contents {
+    /// Text contents.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            body: Body::Text(text.into()),
+            mime_type: None,
+        }
+    }
+    /// Binary contents (sent base64-encoded as MCP's `blob`).
+    pub fn blob(bytes: impl Into<Vec<u8>>) -> Self {
+        Self {
+            body: Body::Blob(bytes.into()),
+            mime_type: None,
+        }
+    }
+    /// The contents' MIME type.
+    pub fn mime_type(mut self, mime_type: impl Into<String>) -> Self {
+        self.mime_type = Some(mime_type.into());
+        self
+    }
+
+    /// The MCP `TextResourceContents` or `BlobResourceContents` of `uri`.
+    pub fn to_json(&self, uri: &str) -> Value {
+        let mut c = Map::new();
+        c.insert("uri".into(), uri.into());
+        if let Some(m) = &self.mime_type {
+            c.insert("mimeType".into(), m.clone().into());
+        }
+        match &self.body {
+            Body::Text(t) => c.insert("text".into(), t.clone().into()),
+            Body::Blob(b) => c.insert(
+                "blob".into(),
+                base64::engine::general_purpose::STANDARD.encode(b).into(),
+            ),
+        };
+        Value::Object(c)
+    }
+}
+
+/// The listing fields resources, templates and prompts share.
+#[derive(Debug, Clone, Default)]
+struct Described {
+    title: Option<String>,
+    description: Option<String>,
+}
+
+impl Described {
+    fn fill(&self, m: &mut Map<String, Value>) {
+        if let Some(t) = &self.title {
+            m.insert("title".into(), t.clone().into());
+        }
+        if let Some(d) = &self.description {
+            m.insert("description".into(), d.clone().into());
+        }
+    }
+}
+
+/// The `title` and `description` builder methods of a definition with a `described` field.
+macro_rules! describe_methods {
+    () => {
+        /// A human-friendly name for hosts' menus.
+        pub fn title(mut self, title: impl Into<String>) -> Self {
+            self.described.title = Some(title.into());
+            self
+        }
+        /// What it holds or is for (a prompt's replaces its input type's doc comment).
+        pub fn description(mut self, description: impl Into<String>) -> Self {
+            self.described.description = Some(description.into());
+            self
+        }
+    };
+}
+
+/// A static resource: listed, and read as the contents given.
+#[derive(Debug, Clone)]
+pub struct Resource {
+    pub(super) uri: String,
+    name: String,
+    described: Described,
+    contents: Contents,
+}
+
+impl Resource {
+    /// The resource `uri`, listed as `name`, whose read answers `contents`.
+    pub fn new(uri: impl Into<String>, name: impl Into<String>, contents: Contents) -> Self {
+        Self {
+            uri: uri.into(),
+            name: name.into(),
+            described: Described::default(),
+            contents,
+        }
+    }
+    describe_methods!();
+
+    /// The MCP `Resource` this is listed as.
+    pub fn listing(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("uri".into(), self.uri.clone().into());
+        m.insert("name".into(), self.name.clone().into());
+        self.described.fill(&mut m);
+        if let Some(mime) = &self.contents.mime_type {
+            m.insert("mimeType".into(), mime.clone().into());
+        }
+        Value::Object(m)
+    }
+}
+
+type ReadFn =
+    Arc<dyn Fn(String) -> BoxFuture<'static, Result<Contents, ToolFailure>> + Send + Sync>;
+
+/// A resource template: listed, and a URI matching it is read by its function.
+#[derive(Clone)]
+pub struct ResourceTemplate {
+    pub(super) uri_template: String,
+    name: String,
+    described: Described,
+    mime_type: Option<String>,
+    read: ReadFn,
+}
+
+impl std::fmt::Debug for ResourceTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResourceTemplate")
+            .field("uri_template", &self.uri_template)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ResourceTemplate {
+    /// The RFC 6570 `uri_template`, listed as `name`; `read` answers the contents of a URI
+    /// that matches it (its literal text in order, each expression any text).
+    pub fn new<F, Fut>(uri_template: impl Into<String>, name: impl Into<String>, read: F) -> Self
+    where
+        F: Fn(String) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Contents, ToolFailure>> + Send + 'static,
+    {
+        Self {
+            uri_template: uri_template.into(),
+            name: name.into(),
+            described: Described::default(),
+            mime_type: None,
+            read: Arc::new(move |uri| Box::pin(read(uri))),
+        }
+    }
+    describe_methods!();
+    /// The MIME type of every resource of the template.
+    pub fn mime_type(mut self, mime_type: impl Into<String>) -> Self {
+        self.mime_type = Some(mime_type.into());
+        self
+    }
+
+    /// The MCP `ResourceTemplate` this is listed as.
+    pub fn listing(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("uriTemplate".into(), self.uri_template.clone().into());
+        m.insert("name".into(), self.name.clone().into());
+        self.described.fill(&mut m);
+        if let Some(mime) = &self.mime_type {
+            m.insert("mimeType".into(), mime.clone().into());
+        }
+        Value::Object(m)
+    }
+}
+
+/// The messages a prompt answers (MCP `GetPromptResult`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PromptMessages {
+    description: Option<String>,
+    messages: Vec<Value>,
+}
+
+impl PromptMessages {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// The result's description.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+    /// A user message of one text content.
+    pub fn user(self, text: impl Into<String>) -> Self {
+        self.message("user", json!({"type": "text", "text": text.into()}))
+    }
+    /// An assistant message of one text content.
+    pub fn assistant(self, text: impl Into<String>) -> Self {
+        self.message("assistant", json!({"type": "text", "text": text.into()}))
+    }
+    /// A message of `role` with any MCP content item (image, audio, embedded resource).
+    pub fn message(mut self, role: &str, content: Value) -> Self {
+        self.messages
+            .push(json!({"role": role, "content": content}));
+        self
+    }
+
+    /// The `GetPromptResult` JSON.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        if let Some(d) = &self.description {
+            m.insert("description".into(), d.clone().into());
+        }
+        m.insert("messages".into(), Value::Array(self.messages.clone()));
+        Value::Object(m)
+    }
+}
+
+type GetFn = Arc<
+    dyn Fn(Value) -> BoxFuture<'static, Result<Result<PromptMessages, String>, ToolFailure>>
+        + Send
+        + Sync,
+>;
+
+/// A prompt: listed with the arguments of its input type, answered by its function.
+#[derive(Clone)]
+pub struct Prompt {
+    pub(super) name: String,
+    described: Described,
+    arguments: Vec<Value>,
+    get: GetFn,
+}
+
+impl std::fmt::Debug for Prompt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prompt")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Prompt {
+    /// A prompt from `async fn(Input) -> Result<PromptMessages, ToolFailure>`. Its arguments
+    /// are `Input`'s fields (MCP prompt arguments are strings): each field's doc comment is the
+    /// argument's description, and a field that is not an `Option` is required. The prompt's
+    /// description defaults to `Input`'s doc comment.
+    pub fn new<I, F, Fut>(name: impl Into<String>, get: F) -> Self
+    where
+        I: DeserializeOwned + JsonSchema + Send + 'static,
+        F: Fn(I) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<PromptMessages, ToolFailure>> + Send + 'static,
+    {
+        let schema = schema_of::<I>();
+        let get = Arc::new(get);
+        Self {
+            name: name.into(),
+            described: Described {
+                title: None,
+                description: schema["description"].as_str().map(str::to_owned),
+            },
+            arguments: prompt_arguments(&schema),
+            get: Arc::new(move |args| {
+                let get = get.clone();
+                Box::pin(async move {
+                    match serde_json::from_value::<I>(args) {
+                        Ok(input) => get(input).await.map(Ok),
+                        Err(e) => Ok(Err(e.to_string())),
+                    }
+                })
+            }),
+        }
+    }
+    describe_methods!();
+
+    /// The MCP `Prompt` this is listed as.
+    pub fn listing(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("name".into(), self.name.clone().into());
+        self.described.fill(&mut m);
+        if !self.arguments.is_empty() {
+            m.insert("arguments".into(), Value::Array(self.arguments.clone()));
+        }
+        Value::Object(m)
+    }
+}
+
+/// MCP `PromptArgument`s from an object schema's properties: name, description, required.
+pub fn prompt_arguments(schema: &Value) -> Vec<Value> {
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(properties) = schema["properties"].as_object() else {
+        return Vec::new();
+    };
+    properties
+        .iter()
+        .map(|(name, p)| {
+            let mut a = Map::new();
+            a.insert("name".into(), name.clone().into());
+            if let Some(d) = p["description"].as_str() {
+                a.insert("description".into(), d.into());
+            }
+            a.insert("required".into(), required.contains(&name.as_str()).into());
+            Value::Object(a)
+        })
+        .collect()
+}
+
+/// What a service publishes besides its tools.
+#[derive(Debug, Clone, Default)]
+pub struct Published {
+    pub resources: Vec<Resource>,
+    pub templates: Vec<ResourceTemplate>,
+    pub prompts: Vec<Prompt>,
+}
+
+impl Published {
+    /// The `upstream_capabilities` answer: `resources` and `prompts` when there are some.
+    pub fn capabilities(&self) -> Value {
+        let mut c = Map::new();
+        if !self.resources.is_empty() || !self.templates.is_empty() {
+            c.insert("resources".into(), json!({}));
+        }
+        if !self.prompts.is_empty() {
+            c.insert("prompts".into(), json!({}));
+        }
+        Value::Object(c)
+    }
+
+    /// Why these cannot be served: a duplicate URI, template or prompt name, or an empty one.
+    pub fn problem(&self) -> Option<String> {
+        let keys = [
+            (
+                "resource URI",
+                self.resources.iter().map(|r| &r.uri).collect::<Vec<_>>(),
+            ),
+            (
+                "resource template",
+                self.templates.iter().map(|t| &t.uri_template).collect(),
+            ),
+            (
+                "prompt name",
+                self.prompts.iter().map(|p| &p.name).collect(),
+            ),
+        ];
+        for (what, names) in keys {
+            let mut seen = std::collections::BTreeSet::new();
+            for n in names {
+                if n.trim().is_empty() {
+                    return Some(format!("a {what} must not be empty"));
+                }
+                if !seen.insert(n) {
+                    return Some(format!("two of its {what}s are {n:?}; they must be unique"));
+                }
+            }
+        }
+        None
+    }
+
+    /// The read of `params` (`{"uri"}`): a static resource's contents, else the first
+    /// matching template's read, else a JSON-RPC "resource not found".
+    pub async fn read(&self, params: &Value) -> Result<Payload, StartError> {
+        let Some(uri) = params["uri"].as_str() else {
+            return Ok(rpc_error(
+                INVALID_PARAMS,
+                "resources/read needs a \"uri\" string",
+            )?);
+        };
+        let contents = if let Some(r) = self.resources.iter().find(|r| r.uri == uri) {
+            r.contents.clone()
+        } else if let Some(t) = self
+            .templates
+            .iter()
+            .find(|t| template_matches(&t.uri_template, uri))
+        {
+            (t.read)(uri.to_owned()).await?
+        } else {
+            return Ok(rpc_error(
+                RESOURCE_NOT_FOUND,
+                &format!("Resource not found: {uri}"),
+            )?);
+        };
+        Ok(answer(&json!({"contents": [contents.to_json(uri)]}))?)
+    }
+
+    /// The prompt of `params` (`{"name", "arguments"}`), or a JSON-RPC invalid-params error.
+    pub async fn get(&self, params: &Value) -> Result<Payload, StartError> {
+        let name = params["name"].as_str().unwrap_or_default();
+        let Some(prompt) = self.prompts.iter().find(|p| p.name == name) else {
+            return Ok(rpc_error(
+                INVALID_PARAMS,
+                &format!("Unknown prompt: {name:?}"),
+            )?);
+        };
+        let args = match &params["arguments"] {
+            Value::Null => json!({}),
+            a => a.clone(),
+        };
+        match (prompt.get)(args).await? {
+            Ok(messages) => Ok(answer(&messages.to_json())?),
+            Err(why) => Ok(rpc_error(
+                INVALID_PARAMS,
+                &format!("the arguments of prompt {name:?} do not fit: {why}"),
+            )?),
+        }
+    }
+
+    /// Adds `upstream_capabilities` and, for what is published, the list and read operations;
+    /// the error is [`Published::problem`]'s.
+    pub fn add_operations(self, mut service: Service) -> Result<Service, String> {
+        if let Some(reason) = self.problem() {
+            return Err(reason);
+        }
+        let capabilities = answer(&self.capabilities()).map_err(|e| format!("{e:?}"))?;
+        service = service.operation(UPSTREAM_CAPABILITIES, fixed(capabilities));
+        let this = Arc::new(self);
+        if !this.resources.is_empty() || !this.templates.is_empty() {
+            let listed: Vec<Value> = this.resources.iter().map(Resource::listing).collect();
+            let templates: Vec<Value> = this
+                .templates
+                .iter()
+                .map(ResourceTemplate::listing)
+                .collect();
+            let reads = this.clone();
+            service = service
+                .operation(
+                    LIST_RESOURCES.operation,
+                    fixed(list_answer("resources", listed)?),
+                )
+                .operation(
+                    LIST_RESOURCE_TEMPLATES.operation,
+                    fixed(list_answer("resourceTemplates", templates)?),
+                )
+                .operation(
+                    READ_RESOURCE.operation,
+                    start_fn(move |_, input| {
+                        let reads = reads.clone();
+                        async move {
+                            reads
+                                .read(&params_of(&input)?)
+                                .await
+                                .map(StartOutcome::Sync)
+                        }
+                    }),
+                );
+        }
+        if !this.prompts.is_empty() {
+            let listed: Vec<Value> = this.prompts.iter().map(Prompt::listing).collect();
+            let gets = this.clone();
+            service = service
+                .operation(
+                    LIST_PROMPTS.operation,
+                    fixed(list_answer("prompts", listed)?),
+                )
+                .operation(
+                    GET_PROMPT.operation,
+                    start_fn(move |_, input| {
+                        let gets = gets.clone();
+                        async move { gets.get(&params_of(&input)?).await.map(StartOutcome::Sync) }
+                    }),
+                );
+        }
+        Ok(service)
+    }
+}
+
+/// An operation that always answers `p`.
+fn fixed(p: Payload) -> std::sync::Arc<dyn durable_mcp_runtime::nexus::OperationHandler> {
+    start_fn(move |_, _| {
+        let p = p.clone();
+        async move { Ok(StartOutcome::Sync(p)) }
+    })
+}
+
+fn list_answer(items: &str, listed: Vec<Value>) -> Result<Payload, String> {
+    answer(&json!({ items: listed })).map_err(|e| format!("{e:?}"))
+}
+
+/// A reserved operation's input: the MCP request's params (null is `{}`).
+fn params_of(input: &Payload) -> Result<Value, HandlerError> {
+    match payload::to_json(input) {
+        Ok(Value::Null) => Ok(json!({})),
+        Ok(params @ Value::Object(_)) => Ok(params),
+        Ok(_) => Err(HandlerError::bad_request("params must be a JSON object")),
+        Err(e) => Err(HandlerError::bad_request(e.to_string())),
+    }
+}
+
+fn answer(value: &Value) -> Result<Payload, HandlerError> {
+    payload::to_payload(value).map_err(|e| HandlerError::internal(e.to_string()))
+}
+
+/// A JSON-RPC error as the operation's answer, marked (R-NXC-8).
+fn rpc_error(code: i32, message: &str) -> Result<Payload, HandlerError> {
+    let error = JsonRpcError {
+        code,
+        message: message.to_owned(),
+        data: None,
+    };
+    error
+        .to_payload()
+        .map_err(|e| HandlerError::internal(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use durable_mcp_runtime::nexus::StartContext;
+    use serde::Deserialize;
+
+    use super::*;
+    use crate::ToolService;
+
+    /// Summarizes a topic.
+    #[derive(Deserialize, JsonSchema)]
+    struct Topic {
+        /// What to summarize.
+        topic: String,
+        /// How long, in words.
+        words: Option<String>,
+    }
+
+    async fn summarize(args: Topic) -> Result<PromptMessages, ToolFailure> {
+        Ok(PromptMessages::new()
+            .description("a summary")
+            .user(format!("Summarize {} in {:?}.", args.topic, args.words)))
+    }
+
+    async fn report(uri: String) -> Result<Contents, ToolFailure> {
+        Ok(Contents::text(format!("report {uri}")))
+    }
+
+    fn service() -> Service {
+        ToolService::new("s")
+            .resource(
+                Resource::new(
+                    "docs://readme",
+                    "readme",
+                    Contents::text("hi").mime_type("text/plain"),
+                )
+                .title("Read me")
+                .description("The readme."),
+            )
+            .resource(Resource::new(
+                "docs://logo",
+                "logo",
+                Contents::blob(*b"\x89PNG"),
+            ))
+            .resource_template(
+                ResourceTemplate::new("reports://{id}/text", "report", report)
+                    .mime_type("text/plain"),
+            )
+            .prompt(Prompt::new("summarize", summarize).title("Summarize"))
+            .build()
+            .unwrap()
+    }
+
+    async fn run(s: &Service, operation: &str, input: Value) -> Payload {
+        let ctx = StartContext::new("e", "s", operation, "r");
+        let input = payload::to_payload(&input).unwrap();
+        match s
+            .handler(operation)
+            .unwrap()
+            .start(ctx, input)
+            .await
+            .unwrap()
+        {
+            StartOutcome::Sync(p) => p,
+            _ => panic!("{operation} answers sync"),
+        }
+    }
+
+    async fn json_of(s: &Service, operation: &str, input: Value) -> Value {
+        payload::to_json(&run(s, operation, input).await).unwrap()
+    }
+
+    async fn error_of(s: &Service, operation: &str, input: Value) -> JsonRpcError {
+        JsonRpcError::from_payload(&run(s, operation, input).await)
+            .expect("a JSON-RPC error")
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn published_resources_and_prompts_are_declared_and_listed() {
+        let s = service();
+        assert_eq!(
+            json_of(&s, UPSTREAM_CAPABILITIES, json!({})).await,
+            json!({"resources": {}, "prompts": {}})
+        );
+        assert_eq!(
+            json_of(&s, LIST_RESOURCES.operation, json!({})).await,
+            json!({"resources": [
+                {"uri": "docs://readme", "name": "readme", "title": "Read me",
+                 "description": "The readme.", "mimeType": "text/plain"},
+                {"uri": "docs://logo", "name": "logo"}]})
+        );
+        assert_eq!(
+            json_of(&s, LIST_RESOURCE_TEMPLATES.operation, json!({})).await,
+            json!({"resourceTemplates": [
+                {"uriTemplate": "reports://{id}/text", "name": "report", "mimeType": "text/plain"}]})
+        );
+        assert_eq!(
+            json_of(&s, LIST_PROMPTS.operation, json!({})).await,
+            json!({"prompts": [{"name": "summarize", "title": "Summarize",
+                "description": "Summarizes a topic.", "arguments": [
+                    {"name": "topic", "description": "What to summarize.", "required": true},
+                    {"name": "words", "description": "How long, in words.", "required": false}]}]})
+        );
+        let bare = ToolService::new("t").build().unwrap();
+        assert_eq!(
+            json_of(&bare, UPSTREAM_CAPABILITIES, json!({})).await,
+            json!({})
+        );
+        assert!(bare.handler(LIST_RESOURCES.operation).is_none());
+        assert!(bare.handler(GET_PROMPT.operation).is_none());
+    }
+
+    #[tokio::test]
+    async fn reads_and_gets_answer_mcp_results_or_jsonrpc_errors() {
+        let s = service();
+        let read = |uri: &str| json!({"uri": uri});
+        assert_eq!(
+            json_of(&s, READ_RESOURCE.operation, read("docs://readme")).await,
+            json!({"contents": [{"uri": "docs://readme", "mimeType": "text/plain", "text": "hi"}]})
+        );
+        assert_eq!(
+            json_of(&s, READ_RESOURCE.operation, read("docs://logo")).await,
+            json!({"contents": [{"uri": "docs://logo", "blob": "iVBORw=="}]})
+        );
+        assert_eq!(
+            json_of(&s, READ_RESOURCE.operation, read("reports://7/text")).await,
+            json!({"contents": [{"uri": "reports://7/text", "text": "report reports://7/text"}]})
+        );
+        let missing = error_of(&s, READ_RESOURCE.operation, read("docs://nope")).await;
+        assert_eq!(missing.code, RESOURCE_NOT_FOUND);
+        assert!(missing.message.contains("docs://nope"), "{missing:?}");
+
+        let got = json_of(
+            &s,
+            GET_PROMPT.operation,
+            json!({"name": "summarize", "arguments": {"topic": "tides"}}),
+        )
+        .await;
+        assert_eq!(
+            got,
+            json!({"description": "a summary", "messages": [{"role": "user",
+                "content": {"type": "text", "text": "Summarize tides in None."}}]})
+        );
+        let unknown = error_of(&s, GET_PROMPT.operation, json!({"name": "zz"})).await;
+        assert_eq!(unknown.code, INVALID_PARAMS);
+        let bad = error_of(&s, GET_PROMPT.operation, json!({"name": "summarize"})).await;
+        assert_eq!(bad.code, INVALID_PARAMS);
+        assert!(bad.message.contains("topic"), "{bad:?}");
+    }
+
+    #[test]
+    fn duplicate_uris_and_prompt_names_are_refused() {
+        let readme = || Resource::new("docs://readme", "readme", Contents::text("hi"));
+        let e = ToolService::new("s")
+            .resource(readme())
+            .resource(readme())
+            .build()
+            .expect_err("refused");
+        assert!(e.to_string().contains("\"docs://readme\""), "{e}");
+        let e = ToolService::new("s")
+            .prompt(Prompt::new("p", summarize))
+            .prompt(Prompt::new("p", summarize))
+            .build()
+            .expect_err("refused");
+        assert!(e.to_string().contains("prompt name"), "{e}");
+    }
+}
