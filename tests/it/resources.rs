@@ -7,7 +7,7 @@ use durable_mcp_conformance::{
         Ledger,
         everything::RawStdioClient,
         mock_upstream_bin,
-        server::features::{BLOB_URI, ITEM_TEMPLATE, TEXT_URI},
+        server::features::{BLOB_URI, ITEM_TEMPLATE, REQUEST_META_URI, TEXT_URI},
     },
     kit::{process::connector_route, upstreams::mock_stdio_upstream_with_args},
 };
@@ -169,6 +169,31 @@ async fn a_uri_or_prompt_two_routes_offer_is_left_out_and_its_read_names_both() 
             "{method}: {answer}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_modern_upstreams_resource_reads_carry_the_input_capabilities() {
+    let env = TestEnv::shared("resources-meta").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![featured("featured-meta", &ledger)]);
+    let mut proxied = RawStdioClient::spawn(connector_command(&env, "featured-meta"))
+        .await
+        .unwrap();
+    let read = proxied
+        .request("resources/read", json!({"uri": REQUEST_META_URI}))
+        .await
+        .unwrap();
+    let text = read["contents"][0]["text"].as_str().unwrap_or_default();
+    let meta: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {read}"));
+    assert_eq!(
+        meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28",
+        "the mock speaks 2026-07-28: {meta}"
+    );
+    let declared = &meta["io.modelcontextprotocol/clientCapabilities"];
+    for capability in ["elicitation", "sampling", "roots"] {
+        assert!(declared[capability].is_object(), "{capability}: {meta}");
+    }
+    assert_eq!(meta["io.modelcontextprotocol/logLevel"], "debug", "{meta}");
 }
 
 #[tokio::test]

@@ -324,38 +324,38 @@ pub fn proxy_service(ctx: ServiceContext) -> Service {
     let ctx = Arc::new(ctx);
     let list_ctx = ctx.clone();
     let service = Service::new(ctx.service.clone()).operation(
-            LIST_TOOLS,
-            start_fn(move |_, input| {
-                let ctx = list_ctx.clone();
-                let asked = payload::to_json(&input).is_ok_and(|i| asks_for_instructions(&i));
-                async move {
-                    let tools = ctx.discovery.refresh().await.map_err(|e| {
-                        HandlerError::new(HandlerErrorKind::Unavailable, e.to_string())
-                            .with_retry(RetryBehavior::Retryable)
-                    })?;
-                    let listed: Vec<serde_json::Value> = tools
-                        .iter()
-                        .map(|tool| {
-                            let mut tool = tool.clone();
-                            let options = ctx.resolve(&tool);
-                            if let Some(obj) = tool.as_object_mut() {
-                                advertise_timeout(obj, call_timeout(&options));
-                                advertise_one_attempt(obj, options.one_attempt);
-                            }
-                            tool
-                        })
-                        .collect();
-                    let listing = ToolListing {
-                        tools: listed,
-                        instructions: ctx.discovery.instructions(),
-                    };
-                    let payload =
-                        payload::to_marked_payload(&listing.answer(asked), payload::TOOL_LIST)
-                            .map_err(|e| HandlerError::internal(e.to_string()))?;
-                    Ok(StartOutcome::Sync(payload))
-                }
-            }),
-        );
+        LIST_TOOLS,
+        start_fn(move |_, input| {
+            let ctx = list_ctx.clone();
+            let asked = payload::to_json(&input).is_ok_and(|i| asks_for_instructions(&i));
+            async move {
+                let tools = ctx.discovery.refresh().await.map_err(|e| {
+                    HandlerError::new(HandlerErrorKind::Unavailable, e.to_string())
+                        .with_retry(RetryBehavior::Retryable)
+                })?;
+                let listed: Vec<serde_json::Value> = tools
+                    .iter()
+                    .map(|tool| {
+                        let mut tool = tool.clone();
+                        let options = ctx.resolve(&tool);
+                        if let Some(obj) = tool.as_object_mut() {
+                            advertise_timeout(obj, call_timeout(&options));
+                            advertise_one_attempt(obj, options.one_attempt);
+                        }
+                        tool
+                    })
+                    .collect();
+                let listing = ToolListing {
+                    tools: listed,
+                    instructions: ctx.discovery.instructions(),
+                };
+                let payload =
+                    payload::to_marked_payload(&listing.answer(asked), payload::TOOL_LIST)
+                        .map_err(|e| HandlerError::internal(e.to_string()))?;
+                Ok(StartOutcome::Sync(payload))
+            }
+        }),
+    );
     // Resources, prompts and completions (R-PRX-32).
     super::features::add_operations(service, ctx.discovery.client().clone()).catch_all(Arc::new(
         ToolCall {

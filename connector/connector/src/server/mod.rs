@@ -35,8 +35,8 @@ use durable_mcp_runtime::nexus::{OperationClient, OperationRef};
 
 pub(crate) mod as_written;
 mod call;
-mod capabilities;
 mod cancelled_round;
+mod capabilities;
 mod catalog;
 pub mod companion;
 mod explicit_cancel;

@@ -1,5 +1,6 @@
 //! Resources, resource templates, prompts and completions of the upstream (R-PRX-32): one MCP
-//! request sent as written, its answer as the upstream wrote it.
+//! request sent as written (with the `_meta` every request to the upstream's era carries,
+//! R-PRX-33), its answer as the upstream wrote it.
 
 use std::time::Duration;
 
@@ -38,6 +39,7 @@ impl UpstreamClient {
         let conn = self.connect_within(timeout).await?;
         let mut options = PeerRequestOptions::no_options();
         options.timeout = Some(timeout);
+        options.meta = super::era::request_meta(super::era::Upstream::of(conn.peer()), false);
         let request = ClientRequest::CustomRequest(CustomRequest::new(method, Some(params)));
         self.send_as_written(&conn, request, options).await
     }
