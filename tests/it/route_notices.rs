@@ -159,37 +159,52 @@ fn stateless(id: u64, method: &str, mut params: serde_json::Value) -> String {
     format!("{request}\n")
 }
 
-#[tokio::test]
-async fn a_stateless_listener_learns_that_the_upstreams_tools_changed() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-    let env = TestEnv::shared("route-listen").await;
-    let mock = ChangingMock::start(&env);
-    let options = mock.options.clone();
-    let (read, mut write_half) =
-        tokio::io::split(pipe(Connector::new(env.client.clone(), options), 1 << 20));
-    let mut lines = tokio::io::BufReader::new(read).lines();
-    let mut next = async || -> serde_json::Value {
-        let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+/// A connector served on a pipe, spoken to with raw 2026-07-28 requests, line by line.
+pub(crate) struct StatelessPipe {
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+    write: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+}
+
+impl StatelessPipe {
+    pub(crate) fn serve(connector: Connector) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let (read, write) = tokio::io::split(pipe(connector, 1 << 20));
+        let lines = tokio::io::BufReader::new(read).lines();
+        Self { lines, write }
+    }
+
+    /// Sends request `id`.
+    pub(crate) async fn send(&mut self, id: u64, method: &str, params: serde_json::Value) {
+        use tokio::io::AsyncWriteExt;
+        let line = stateless(id, method, params);
+        self.write.write_all(line.as_bytes()).await.unwrap();
+    }
+
+    /// The next message the connector writes (within 30 s).
+    pub(crate) async fn next(&mut self) -> serde_json::Value {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(30), self.lines.next_line())
             .await
             .expect("the connector writes within 30 s")
             .unwrap()
             .expect("the connector keeps the pipe open");
         serde_json::from_str(&line).unwrap()
-    };
+    }
+}
 
-    write_half
-        .write_all(stateless(1, "tools/list", serde_json::json!({})).as_bytes())
-        .await
-        .unwrap();
-    let listed = next().await;
+#[tokio::test]
+async fn a_stateless_listener_learns_that_the_upstreams_tools_changed() {
+    let env = TestEnv::shared("route-listen").await;
+    let mock = ChangingMock::start(&env);
+    let options = mock.options.clone();
+    let mut caller = StatelessPipe::serve(Connector::new(env.client.clone(), options));
+
+    caller.send(1, "tools/list", serde_json::json!({})).await;
+    let listed = caller.next().await;
     assert_eq!(listed["id"], 1, "{listed}");
     let before = listed["result"]["tools"].as_array().unwrap().len();
     let listen = serde_json::json!({"notifications": {"toolsListChanged": true}});
-    write_half
-        .write_all(stateless(2, "subscriptions/listen", listen).as_bytes())
-        .await
-        .unwrap();
-    let acknowledged = next().await;
+    caller.send(2, "subscriptions/listen", listen).await;
+    let acknowledged = caller.next().await;
     assert_eq!(
         acknowledged["method"], "notifications/subscriptions/acknowledged",
         "{acknowledged}"
@@ -200,7 +215,7 @@ async fn a_stateless_listener_learns_that_the_upstreams_tools_changed() {
     );
 
     mock.add_a_tool();
-    let notice = next().await;
+    let notice = caller.next().await;
     assert_eq!(
         notice["method"], "notifications/tools/list_changed",
         "{notice}"
@@ -209,11 +224,8 @@ async fn a_stateless_listener_learns_that_the_upstreams_tools_changed() {
         notice["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 2,
         "{notice}"
     );
-    write_half
-        .write_all(stateless(3, "tools/list", serde_json::json!({})).as_bytes())
-        .await
-        .unwrap();
-    let relisted = next().await;
+    caller.send(3, "tools/list", serde_json::json!({})).await;
+    let relisted = caller.next().await;
     assert_eq!(
         relisted["result"]["tools"].as_array().unwrap().len(),
         before + 1

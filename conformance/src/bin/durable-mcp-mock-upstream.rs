@@ -45,6 +45,10 @@ struct Cli {
     /// arguments and completions.
     #[arg(long)]
     resources_and_prompts: bool,
+    /// With --resources-and-prompts: also list the resources in this file (a JSON array),
+    /// re-read at each listing, so a test can change the mock's resources while it runs.
+    #[arg(long, value_name = "FILE")]
+    more_resources: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -61,6 +65,9 @@ async fn main() -> anyhow::Result<()> {
         cli.resources_and_prompts,
         std::sync::atomic::Ordering::Relaxed,
     );
+    if let Some(file) = cli.more_resources.clone() {
+        let _ = durable_mcp_conformance::fixtures::server::features::MORE_RESOURCES.set(file);
+    }
     if cli.print_standard_spec {
         println!(
             "{}",

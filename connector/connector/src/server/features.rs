@@ -4,7 +4,8 @@
 //! - Capabilities: each route's `upstream_capabilities` (asked at `initialize` and `discover`,
 //!   reused for the list cache's time, R-CON-17); the connector declares `resources`,
 //!   `prompts` and `completions` only when a route declares them. A route that cannot answer
-//!   (a native tool service, a worker not running yet) declares none.
+//!   (a native tool service, a worker not running yet) declares none. Resources and prompts
+//!   are declared with `listChanged: true`: their changes reach callers (R-CON-42).
 //! - Lists: every declaring route's list, items in route order, in one page. An item offered by
 //!   more than one route (a resource's `uri`, a template's `uriTemplate`, a prompt's `name`)
 //!   is left out, like an ambiguous tool (R-CON-2), and reading it is refused naming the
@@ -23,7 +24,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rmcp::{ErrorData as McpError, RoleServer, service::RequestContext};
+use rmcp::{
+    ErrorData as McpError, RoleServer,
+    model::{PromptsCapability, ResourcesCapability},
+    service::RequestContext,
+};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use temporalio_protos::temporal::api::common::v1::Payload;
@@ -183,7 +188,8 @@ impl Connector {
     }
 
     /// A feature list of every declaring route, merged, and the keys left out as ambiguous.
-    async fn merged_list(
+    /// Each route's list is compared with its last good one (R-CON-42).
+    pub(super) async fn merged_list(
         &self,
         feature: Feature,
     ) -> Result<(Value, HashMap<String, Vec<String>>, Vec<(Route, Value)>), McpError> {
@@ -195,7 +201,11 @@ impl Connector {
         let mut lists = Vec::new();
         for (route, listed) in routes.iter().zip(futures::future::join_all(asks).await) {
             match listed.and_then(|p| payload::to_json(&p).map_err(|e| e.to_string())) {
-                Ok(list) => lists.push((route.clone(), list)),
+                Ok(list) => {
+                    let changes = &self.inner.feature_changes;
+                    changes.saw(&route.service, feature, &list);
+                    lists.push((route.clone(), list));
+                }
                 Err(why) => tracing::warn!(service = %route.service, method = feature.method,
                     "listing failed: {why}; its items are left out"),
             }
@@ -367,15 +377,28 @@ impl Typed {
 /// How long a probe of the routes' capabilities may hold `initialize` back.
 const PROBE_BUDGET: Duration = Duration::from_secs(3);
 
-/// Declares the routes' `resources`, `prompts` and `completions` (R-CON-45).
+/// Declares the routes' `resources`, `prompts` and `completions` (R-CON-45), resources and
+/// prompts with `listChanged: true` (the connector tells of their changes, R-CON-42).
 pub(super) fn declare(
     capabilities: &mut rmcp::model::ServerCapabilities,
     union: Map<String, Value>,
 ) {
     for (key, declared) in union {
         match key.as_str() {
-            "resources" => capabilities.resources = serde_json::from_value(declared).ok(),
-            "prompts" => capabilities.prompts = serde_json::from_value(declared).ok(),
+            "resources" => {
+                let declared = serde_json::from_value(declared).ok();
+                capabilities.resources = declared.map(|mut r: ResourcesCapability| {
+                    r.list_changed = Some(true);
+                    r
+                });
+            }
+            "prompts" => {
+                let declared = serde_json::from_value(declared).ok();
+                capabilities.prompts = declared.map(|mut p: PromptsCapability| {
+                    p.list_changed = Some(true);
+                    p
+                });
+            }
             "completions" => capabilities.completions = serde_json::from_value(declared).ok(),
             _ => {}
         }

@@ -4,7 +4,7 @@
 //! every session told about it gets `notifications/tools/list_changed`. While a caller
 //! listens, the connector re-lists its routes every `--list-cache` (at least
 //! [`MIN_RELIST_PERIOD`]), so a change shows without anyone asking; no table is shared between
-//! replicas.
+//! replicas. Resource and prompt list changes go the same way (`feature_changes`).
 
 use std::{
     sync::{Arc, Weak},
@@ -13,13 +13,14 @@ use std::{
 
 use rmcp::{
     Peer, RoleServer,
-    model::{ServerNotification, SubscriptionFilter, ToolListChangedNotification},
+    model::{ServerNotification, SubscriptionFilter},
     service::SubscriptionContext,
 };
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::{Connector, Inner};
+use super::{Connector, Inner, feature_changes::Category};
+use durable_mcp_contract::features::{LIST_PROMPTS, LIST_RESOURCE_TEMPLATES, LIST_RESOURCES};
 
 /// The least time between two re-listings for listeners.
 pub const MIN_RELIST_PERIOD: Duration = Duration::from_secs(1);
@@ -56,73 +57,113 @@ impl ToolChanges {
 }
 
 impl Connector {
-    /// A receiver of the tools version, with the re-listing task running.
-    fn tool_changes(&self) -> watch::Receiver<u64> {
-        let changes = &self.inner.tool_changes;
-        changes.relisting.call_once(|| {
+    /// Starts the re-listing task for listeners, once.
+    fn start_relisting(&self) {
+        self.inner.tool_changes.relisting.call_once(|| {
             let period = self.inner.options.list_cache.max(MIN_RELIST_PERIOD);
             tokio::spawn(relist(Arc::downgrade(&self.inner), period));
         });
-        changes.version.subscribe()
     }
 
-    /// Tells the session behind `peer` of every tool-list change until it goes away.
+    /// A receiver of the tools version, with the re-listing task running.
+    fn tool_changes(&self) -> watch::Receiver<u64> {
+        self.start_relisting();
+        self.inner.tool_changes.version.subscribe()
+    }
+
+    /// A receiver of the resources or prompts version, with the re-listing task running.
+    fn feature_changes(&self, category: Category) -> watch::Receiver<u64> {
+        self.start_relisting();
+        self.inner.feature_changes.subscribe(category)
+    }
+
+    /// Tells the session behind `peer` of every tool, resource and prompt list change until it
+    /// goes away.
     pub(super) fn follow_for_session(&self, peer: Peer<RoleServer>) {
-        let mut changes = self.tool_changes();
+        let mut tools = self.tool_changes();
+        let mut resources = self.feature_changes(Category::Resources);
+        let mut prompts = self.feature_changes(Category::Prompts);
         tokio::spawn(async move {
             loop {
-                tokio::select! {
-                    changed = changes.changed() => {
-                        if changed.is_err() || peer.notify_tool_list_changed().await.is_err() {
-                            return;
-                        }
-                    }
-                    _ = tokio::time::sleep(GONE_CHECK) => {
-                        if peer.is_transport_closed() {
-                            return;
-                        }
-                    }
+                let told = tokio::select! {
+                    changed = tools.changed() => changed.is_ok()
+                        && peer.notify_tool_list_changed().await.is_ok(),
+                    changed = resources.changed() => changed.is_ok()
+                        && peer.notify_resource_list_changed().await.is_ok(),
+                    changed = prompts.changed() => changed.is_ok()
+                        && peer.notify_prompt_list_changed().await.is_ok(),
+                    _ = tokio::time::sleep(GONE_CHECK) => !peer.is_transport_closed(),
+                };
+                if !told {
+                    return;
                 }
             }
         });
     }
 
-    /// Runs a 2026-07-28 `subscriptions/listen` stream: a tool-list change is sent on it, when
-    /// the caller asked for them, until the caller cancels it.
+    /// Runs a 2026-07-28 `subscriptions/listen` stream: each list change of a category the
+    /// caller asked for (tools, resources, prompts) is sent on it until the caller cancels it.
     pub(super) async fn listen_for_changes(&self, context: SubscriptionContext) {
-        if context.accepted().tools_list_changed != Some(true) {
+        let accepted = context.accepted();
+        let wants = |asked: Option<bool>| asked == Some(true);
+        let (want_tools, want_resources, want_prompts) = (
+            wants(accepted.tools_list_changed),
+            wants(accepted.resources_list_changed),
+            wants(accepted.prompts_list_changed),
+        );
+        if !(want_tools || want_resources || want_prompts) {
             return context.cancelled().await;
         }
-        let mut changes = self.tool_changes();
+        let mut tools = self.tool_changes();
+        let mut resources = self.feature_changes(Category::Resources);
+        let mut prompts = self.feature_changes(Category::Prompts);
         loop {
-            tokio::select! {
+            let notice = tokio::select! {
                 _ = context.cancelled() => return,
-                changed = changes.changed() => {
-                    let notice = ServerNotification::ToolListChangedNotification(
-                        ToolListChangedNotification::default(),
-                    );
-                    if changed.is_err() || context.sink().send(notice).await.is_err() {
-                        return;
-                    }
-                }
+                changed = tools.changed(), if want_tools => changed.map(|_| {
+                    ServerNotification::ToolListChangedNotification(Default::default())
+                }),
+                changed = resources.changed(), if want_resources => changed.map(|_| {
+                    ServerNotification::ResourceListChangedNotification(Default::default())
+                }),
+                changed = prompts.changed(), if want_prompts => changed.map(|_| {
+                    ServerNotification::PromptListChangedNotification(Default::default())
+                }),
+            };
+            let Ok(notice) = notice else { return };
+            if context.sink().send(notice).await.is_err() {
+                return;
             }
         }
     }
 }
 
-/// What the connector offers on a `subscriptions/listen` stream: tool-list changes.
-pub fn offered_subscriptions() -> SubscriptionFilter {
-    SubscriptionFilter::builder().tools_list_changed().build()
+/// What the connector offers on a `subscriptions/listen` stream: tool-list changes, and
+/// resource and prompt list changes when a route declares them (`declared`: the union of the
+/// routes' capabilities).
+pub fn offered_subscriptions(declared: &serde_json::Map<String, Value>) -> SubscriptionFilter {
+    let mut offered = SubscriptionFilter::builder().tools_list_changed().build();
+    if declared.contains_key("resources") {
+        offered.resources_list_changed = Some(true);
+    }
+    if declared.contains_key("prompts") {
+        offered.prompts_list_changed = Some(true);
+    }
+    offered
 }
 
-/// Re-lists every route each `period` while someone listens, until the connector is gone.
+/// Re-lists every route each `period` while someone listens, until the connector is gone:
+/// its tools for tool listeners, its resource, template and prompt lists for theirs (when a
+/// route declares them).
 async fn relist(inner: Weak<Inner>, period: Duration) {
     loop {
         tokio::time::sleep(period).await;
         let Some(inner) = inner.upgrade() else {
             return;
         };
-        if inner.tool_changes.version.receiver_count() == 0 {
+        let tools = inner.tool_changes.version.receiver_count() > 0;
+        let features = inner.feature_changes.followed();
+        if !tools && !features {
             continue;
         }
         let connector = Connector {
@@ -130,8 +171,25 @@ async fn relist(inner: Weak<Inner>, period: Duration) {
             log_level: Default::default(),
             keyed_calls: Default::default(),
         };
-        if let Err(e) = connector.refresh_tools().await {
+        if tools && let Err(e) = connector.refresh_tools().await {
             tracing::debug!(error = %e.message, "re-listing the routes for listeners");
+        }
+        if features {
+            relist_features(&connector).await;
+        }
+    }
+}
+
+/// Lists the routes' resources, templates and prompts, where a route declares them, so that
+/// a change moves their version.
+async fn relist_features(connector: &Connector) {
+    let declared = connector.inner.declared.union();
+    for feature in [LIST_RESOURCES, LIST_RESOURCE_TEMPLATES, LIST_PROMPTS] {
+        if !declared.contains_key(feature.capability) {
+            continue;
+        }
+        if let Err(e) = connector.merged_list(feature).await {
+            tracing::debug!(error = %e.message, method = feature.method, "re-listing for listeners");
         }
     }
 }

@@ -40,6 +40,7 @@ mod capabilities;
 mod catalog;
 pub mod companion;
 mod explicit_cancel;
+pub mod feature_changes;
 mod features;
 mod input;
 pub mod instructions;
@@ -181,6 +182,8 @@ struct Inner {
     tool_changes: list_changed::ToolChanges,
     /// Each route's resources, prompts and completions capabilities (R-CON-45).
     declared: features::Declared,
+    /// Its resources and prompts versions, which listeners follow (R-CON-42).
+    feature_changes: feature_changes::FeatureChanges,
 }
 
 impl Connector {
@@ -211,6 +214,7 @@ impl Connector {
                 metrics: Default::default(),
                 tool_changes: Default::default(),
                 declared: Default::default(),
+                feature_changes: Default::default(),
             }),
             log_level: logging::LogLevel::default(),
             keyed_calls: Default::default(),
@@ -339,7 +343,9 @@ impl ServerHandler for Typed {
         &self,
         _requested: &rmcp::model::SubscriptionFilter,
     ) -> Option<rmcp::model::SubscriptionFilter> {
-        Some(list_changed::offered_subscriptions())
+        Some(list_changed::offered_subscriptions(
+            &self.inner.declared.union(),
+        ))
     }
 
     async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
