@@ -202,6 +202,51 @@ async fn a_modern_upstreams_resource_reads_carry_the_input_capabilities() {
 }
 
 #[tokio::test]
+async fn callers_get_the_lists_in_the_connectors_own_pages() {
+    let env = TestEnv::shared("resources-pages").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let more = temp_path("more-resources.json");
+    let added: Vec<Value> = (0..150)
+        .map(|i| json!({"uri": format!("mock://more/{i}"), "name": format!("more {i}")}))
+        .collect();
+    std::fs::write(&more, Value::Array(added).to_string()).unwrap();
+    let args = vec![
+        FEATURES.into(),
+        "--more-resources".into(),
+        more.to_string_lossy().into_owned(),
+    ];
+    let upstream = mock_stdio_upstream_with_args("paged", args, &ledger).unwrap();
+    let _proxy = start_proxy(&env, vec![upstream]);
+    let mut proxied = RawStdioClient::spawn(connector_command(&env, "paged"))
+        .await
+        .unwrap();
+    let first = proxied.request("resources/list", json!({})).await.unwrap();
+    assert_eq!(first["resources"].as_array().unwrap().len(), 100, "{first}");
+    let cursor = first["nextCursor"].as_str().expect("a next page").to_owned();
+    let second = proxied
+        .request("resources/list", json!({"cursor": cursor}))
+        .await
+        .unwrap();
+    assert!(second.get("nextCursor").is_none(), "{second}");
+    let uris: Vec<&str> = [&first, &second]
+        .iter()
+        .flat_map(|page| page["resources"].as_array().unwrap())
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    let expected: Vec<String> = [TEXT_URI.to_owned(), BLOB_URI.to_owned()]
+        .into_iter()
+        .chain((0..150).map(|i| format!("mock://more/{i}")))
+        .collect();
+    assert_eq!(uris, expected, "every item once, in order");
+    let unknown = proxied
+        .exchange("resources/list", json!({"cursor": "page-2"}))
+        .await
+        .unwrap()
+        .response;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+}
+
+#[tokio::test]
 async fn no_route_with_resources_or_prompts_declares_none() {
     let env = TestEnv::shared("resources-none").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
@@ -298,7 +343,7 @@ async fn server_everythings_resources_and_prompts_through_the_connector_equal_a_
     let mut lists = Vec::new();
     for (method, items) in LISTS {
         let expected = all_pages(&mut direct, method, items).await;
-        let got = proxied.request(method, json!({})).await.unwrap();
+        let got = all_pages(&mut proxied, method, items).await;
         assert_eq!(got, expected, "{method}");
         lists.push(got);
     }

@@ -6,7 +6,8 @@
 //!   `prompts` and `completions` only when a route declares them. A route that cannot answer
 //!   (a native tool service, a worker not running yet) declares none. Resources and prompts
 //!   are declared with `listChanged: true`: their changes reach callers (R-CON-42).
-//! - Lists: every declaring route's list, items in route order, in one page. An item offered by
+//! - Lists: every declaring route's list, items in route order, in the connector's own pages
+//!   (`paging`, R-CON-47). An item offered by
 //!   more than one route (a resource's `uri`, a template's `uriTemplate`, a prompt's `name`)
 //!   is left out, like an ambiguous tool (R-CON-2), and reading it is refused naming the
 //!   routes. With one route answering, its result is passed as written (`_meta`, `ttlMs`,
@@ -330,7 +331,11 @@ impl Typed {
             super::scope::request_share(context).as_ref(),
         )?;
         let written = match feature.items {
-            Some(_) => self.merged_list(feature).await?.0,
+            Some(items) => {
+                let merged = self.merged_list(feature).await?.0;
+                let cursor = params["cursor"].as_str();
+                super::paging::page(items, merged, cursor, super::paging::PAGE_SIZE)?
+            }
             None => self.feature_read(feature, &params).await?,
         };
         let typed = serde_json::from_value(written.clone()).map_err(|e| {

@@ -48,6 +48,7 @@ mod internal;
 mod limits;
 pub mod list_changed;
 mod logging;
+mod paging;
 mod relay;
 mod scope;
 mod task_support;
@@ -403,20 +404,24 @@ impl ServerHandler for Typed {
 
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourcesResult, McpError> {
-        self.feature_answer("resources/list", Value::Null, &context)
+        self.feature_answer("resources/list", paging::cursor_params(request), &context)
             .await
     }
 
     async fn list_resource_templates(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
-        self.feature_answer("resources/templates/list", Value::Null, &context)
-            .await
+        self.feature_answer(
+            "resources/templates/list",
+            paging::cursor_params(request),
+            &context,
+        )
+        .await
     }
 
     async fn read_resource(
@@ -432,10 +437,10 @@ impl ServerHandler for Typed {
 
     async fn list_prompts(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, McpError> {
-        self.feature_answer("prompts/list", Value::Null, &context)
+        self.feature_answer("prompts/list", paging::cursor_params(request), &context)
             .await
     }
 

@@ -1,0 +1,114 @@
+//! The connector's own pages of its resource, resource template and prompt lists (R-CON-47):
+//! at most [`PAGE_SIZE`] items a page, the next page named by an opaque cursor that holds its
+//! offset, so any replica answers it without a shared table. A cursor the connector did not
+//! write, or past the list's end, is refused as invalid params.
+
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+use rmcp::ErrorData as McpError;
+use serde_json::{Value, json};
+
+/// The most items a page holds.
+pub const PAGE_SIZE: usize = 100;
+
+/// What every cursor's text starts with, before its encoding.
+const MARK: &str = "durable-mcp-page:";
+
+/// The cursor of the page starting at `offset`.
+pub fn cursor_for(offset: usize) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{MARK}{offset}"))
+}
+
+/// The offset `cursor` names, if the connector wrote it.
+fn offset_of(cursor: &str) -> Option<usize> {
+    let text = String::from_utf8(URL_SAFE_NO_PAD.decode(cursor).ok()?).ok()?;
+    text.strip_prefix(MARK)?.parse().ok()
+}
+
+/// The page of `list` (a merged list result whose array is `items`) that `cursor` names (the
+/// first without one): its items from the offset, at most `size`, the other fields as they
+/// are, and `nextCursor` when more follow.
+pub fn page(
+    items: &str,
+    mut list: Value,
+    cursor: Option<&str>,
+    size: usize,
+) -> Result<Value, McpError> {
+    let all = match list.get_mut(items) {
+        Some(Value::Array(all)) => std::mem::take(all),
+        _ => Vec::new(),
+    };
+    let offset = match cursor {
+        None => 0,
+        Some(cursor) => offset_of(cursor)
+            .filter(|offset| *offset < all.len())
+            .ok_or_else(|| {
+                McpError::invalid_params(
+                    format!(
+                        "unknown cursor {cursor:?}: it was not given by this connector, or the \
+                         list got shorter; list again without a cursor (R-CON-47)"
+                    ),
+                    Some(json!({"cursor": cursor})),
+                )
+            })?,
+    };
+    let end = all.len().min(offset + size);
+    let more = end < all.len();
+    let fields = list.as_object_mut().expect("a list result is an object");
+    fields.insert(items.into(), Value::Array(all[offset..end].to_vec()));
+    fields.remove("nextCursor");
+    if more {
+        fields.insert("nextCursor".into(), Value::String(cursor_for(end)));
+    }
+    Ok(list)
+}
+
+/// A list request's params as the connector reads them: its `cursor`, if any.
+pub(super) fn cursor_params(request: Option<rmcp::model::PaginatedRequestParams>) -> Value {
+    json!({"cursor": request.and_then(|r| r.cursor)})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(n: usize) -> Value {
+        let items: Vec<Value> = (0..n).map(|i| json!({"uri": format!("x://{i}")})).collect();
+        json!({"resources": items, "ttlMs": 5})
+    }
+
+    #[test]
+    fn pages_hold_at_most_the_size_and_name_the_next() {
+        let first = page("resources", list(5), None, 2).unwrap();
+        assert_eq!(
+            first["resources"],
+            json!([{"uri": "x://0"}, {"uri": "x://1"}])
+        );
+        assert_eq!(first["ttlMs"], 5);
+        let next = first["nextCursor"].as_str().unwrap();
+        let second = page("resources", list(5), Some(next), 2).unwrap();
+        assert_eq!(second["resources"][0]["uri"], "x://2");
+        let last = page("resources", list(5), second["nextCursor"].as_str(), 2).unwrap();
+        assert_eq!(last["resources"], json!([{"uri": "x://4"}]));
+        assert!(last.get("nextCursor").is_none());
+        let whole = page("resources", list(2), None, 2).unwrap();
+        assert_eq!(whole, list(2), "a list that fits is one page, as it is");
+    }
+
+    #[test]
+    fn a_cursor_the_connector_did_not_write_is_invalid_params() {
+        for cursor in [
+            "page-2",
+            "",
+            &cursor_for(5),
+            &URL_SAFE_NO_PAD.encode("other:1"),
+        ] {
+            let refused = page("resources", list(5), Some(cursor), 2).unwrap_err();
+            assert_eq!(
+                refused.code,
+                rmcp::model::ErrorCode::INVALID_PARAMS,
+                "{cursor}"
+            );
+            assert!(refused.message.contains("list again without a cursor"));
+        }
+    }
+}
