@@ -383,7 +383,8 @@ impl Typed {
 const PROBE_BUDGET: Duration = Duration::from_secs(3);
 
 /// Declares the routes' `resources`, `prompts` and `completions` (R-CON-45), resources and
-/// prompts with `listChanged: true` (the connector tells of their changes, R-CON-42).
+/// prompts with `listChanged: true` (the connector tells of their changes, R-CON-42), resources
+/// without `subscribe` (the connector serves no `resources/subscribe`).
 pub(super) fn declare(
     capabilities: &mut rmcp::model::ServerCapabilities,
     union: Map<String, Value>,
@@ -394,6 +395,7 @@ pub(super) fn declare(
                 let declared = serde_json::from_value(declared).ok();
                 capabilities.resources = declared.map(|mut r: ResourcesCapability| {
                     r.list_changed = Some(true);
+                    r.subscribe = None; // `resources/subscribe` is not served
                     r
                 });
             }
@@ -448,6 +450,18 @@ mod tests {
         let (merged, ambiguous) = merge_lists("prompts", vec![(route("a"), a.clone())]);
         assert_eq!(merged, a);
         assert!(ambiguous.is_empty());
+    }
+
+    #[test]
+    fn resources_and_prompts_are_declared_with_list_changed_and_without_subscribe() {
+        let mut capabilities = rmcp::model::ServerCapabilities::default();
+        let union = json!({"resources": {"subscribe": true}, "prompts": {}, "completions": {}});
+        declare(&mut capabilities, union.as_object().unwrap().clone());
+        assert_eq!(
+            serde_json::to_value(&capabilities).unwrap(),
+            json!({"resources": {"listChanged": true}, "prompts": {"listChanged": true},
+                   "completions": {}})
+        );
     }
 
     #[test]
