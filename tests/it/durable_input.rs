@@ -38,11 +38,6 @@ fn asking_spec() -> UpstreamSpec {
     }
 }
 
-/// [`asking_spec`] served by a stdio child.
-pub(crate) fn asking_upstream(ledger: &Ledger) -> durable_mcp::outbound::UpstreamConfig {
-    mock_stdio_upstream_with_spec("asking", &asking_spec(), ledger)
-}
-
 pub(crate) fn connector(
     env: &TestEnv,
     key: &SigningKey,
@@ -117,9 +112,25 @@ pub(crate) async fn setup(
     durable_mcp_conformance::proxy_thread::ProxyThread,
     SigningKey,
 ) {
+    setup_with(test, &asking_spec()).await
+}
+
+/// [`setup`] with the mock upstream serving `spec` (named `asking`) over stdio.
+pub(crate) async fn setup_with(
+    test: &str,
+    spec: &UpstreamSpec,
+) -> (
+    TestEnv,
+    Ledger,
+    durable_mcp_conformance::proxy_thread::ProxyThread,
+    SigningKey,
+) {
     let env = TestEnv::shared(test).await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let proxy = start_proxy(&env, vec![asking_upstream(&ledger)]);
+    let proxy = start_proxy(
+        &env,
+        vec![mock_stdio_upstream_with_spec("asking", spec, &ledger)],
+    );
     (env, ledger, proxy, SigningKey::generate())
 }
 

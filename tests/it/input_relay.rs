@@ -47,7 +47,7 @@ impl ClientHandler for Confirmer {
 }
 
 /// The structured content of a completed call.
-fn completed(answer: CallToolResponse) -> Value {
+pub(crate) fn completed(answer: CallToolResponse) -> Value {
     let CallToolResponse::Complete(done) = answer else {
         panic!("expected the result, got {answer:?}")
     };

@@ -21,6 +21,7 @@ mod grpc_compression;
 mod health;
 mod images;
 mod input_relay;
+mod input_rounds;
 mod layers;
 mod metrics;
 mod native_input;

@@ -359,6 +359,12 @@ impl Typed {
         context: &RequestContext<RoleServer>,
         scope: &CallerScope,
     ) -> Result<CallToolResponse, McpError> {
+        // The resumed call's slot, held through a relay of its later rounds too (R-CON-17).
+        let share = super::scope::request_share(context);
+        let _slot = self
+            .inner
+            .in_flight
+            .try_start(&format!("calling tool {tool:?}"), share.as_ref())?;
         let json = match self.follow_round(tool, op, context, scope).await? {
             Answer::Result(json) => json,
             Answer::Task(task) => return Ok(CallToolResponse::Task(task)),
@@ -374,6 +380,8 @@ impl Typed {
     }
 
     /// Follows a round started for the caller as any call of the tool: its answer, or a task.
+    /// The caller holds the call's in-flight slot: a round is the same call, not another one
+    /// (R-CON-17, R-CON-43).
     pub(super) async fn follow_round(
         &self,
         tool: &str,
@@ -381,11 +389,6 @@ impl Typed {
         context: &RequestContext<RoleServer>,
         scope: &CallerScope,
     ) -> Result<Answer, McpError> {
-        let share = super::scope::request_share(context);
-        let _slot = self
-            .inner
-            .in_flight
-            .try_start(&format!("calling tool {tool:?}"), share.as_ref())?;
         let plan = self.plan(tool, context).await?;
         let timeout = match self.lookup(tool).await {
             Ok((_, definition)) => advertised_timeout(&definition),

@@ -46,7 +46,8 @@ impl Typed {
     /// Relays the input requests of the call's round `op` (and of each round after it that
     /// asks again) to the session client, and answers with the call's end: its result, a task,
     /// or a tool error when the client did not declare what it would need, failed to answer,
-    /// or is gone (R-CON-43).
+    /// or is gone (R-CON-43). The rounds are the call's: they run in the in-flight slot its
+    /// caller holds (R-CON-17), and take no second one.
     pub(super) async fn relay_input(
         &self,
         op: &OperationRef,

@@ -1,0 +1,337 @@
+//! R-CON-43, R-CON-40: every kind of input request (`sampling/createMessage`, `roots/list`, as
+//! well as `elicitation/create`) goes through connector -> Temporal -> proxy -> mock upstream:
+//! relayed to a legacy session client that declared the capability, and shown to a task's
+//! owner, who answers with `tasks/update`. R-CON-17: a relayed round is the same call, in the
+//! call's in-flight slot.
+
+// Sampling and roots are deprecated by SEP-2577, and still asked by tools and answered by
+// clients of the versions the connector serves: this module speaks them on purpose.
+#![allow(deprecated)]
+
+use std::sync::{Arc, Mutex};
+
+use durable_mcp::inbound::{
+    server::{Connector, ConnectorOptions},
+    task_ref::{CallerScope, SigningKey},
+};
+use durable_mcp_conformance::fixtures::{
+    Ledger, LedgerEvent, ToolSpec, UpstreamSpec,
+    ask_input::{CONFIRM_KEY, ROOTS_KEY, SAMPLE_KEY},
+};
+use rmcp::{
+    ClientHandler, ErrorData as McpError, RoleClient,
+    model::{
+        CallToolResponse, ClientCapabilities, ClientConfig, CreateMessageRequestParams,
+        CreateMessageResult, Implementation, InputResponses, ListRootsResult, Root,
+        SamplingMessage, TaskStatus, UpdateTaskParams,
+    },
+    service::RequestContext,
+};
+use serde_json::{Value, json};
+
+use crate::input_relay::completed;
+use crate::support::*;
+
+/// The mock's asking tools: `sample` and `roots` (and `*_task`, run only as tasks), `ask` and
+/// `ask_task` (a confirmation).
+fn asking_spec() -> UpstreamSpec {
+    let tool = |name: &str, behavior: Value, task: bool| -> ToolSpec {
+        let mut tool: ToolSpec = serde_json::from_value(json!({
+            "name": name,
+            "description": "Asks its caller, then echoes the answer.",
+            "annotations": {"destructiveHint": true, "idempotentHint": false},
+            "behavior": behavior,
+        }))
+        .unwrap();
+        if task {
+            tool.execution = Some(json!({"taskSupport": "required"}));
+        }
+        tool
+    };
+    let sample = json!({"kind": "ask_sampling", "message": "Summarise the report"});
+    let roots = json!({"kind": "ask_roots"});
+    let ask = json!({"kind": "ask_input", "message": "Delete 40 GB?"});
+    UpstreamSpec {
+        name: "asking".into(),
+        tools: vec![
+            tool("sample", sample.clone(), false),
+            tool("sample_task", sample, true),
+            tool("roots", roots.clone(), false),
+            tool("roots_task", roots, true),
+            tool("ask", ask.clone(), false),
+            tool("ask_task", ask, true),
+        ],
+        instructions: None,
+    }
+}
+
+/// The env, the mock's ledger, the proxy in front of the mock (stdio), and a signing key.
+async fn setup(
+    test: &str,
+) -> (
+    TestEnv,
+    Ledger,
+    durable_mcp_conformance::proxy_thread::ProxyThread,
+    SigningKey,
+) {
+    crate::durable_input::setup_with(test, &asking_spec()).await
+}
+
+fn options(env: &TestEnv, key: &SigningKey) -> ConnectorOptions {
+    let mut options = ConnectorOptions::new(vec![route("asking", &env.endpoint)]);
+    options.signing_key = key.clone();
+    options.caller_scope = CallerScope::Process("owner".into());
+    options
+}
+
+/// A session client of an earlier version that declares sampling and roots and answers them.
+#[derive(Clone, Default)]
+struct Answerer {
+    asked: Arc<Mutex<Vec<Value>>>,
+}
+
+impl ClientHandler for Answerer {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.sampling = serde_json::from_value(json!({})).ok();
+        capabilities.roots = serde_json::from_value(json!({})).ok();
+        capabilities.elicitation = serde_json::from_value(json!({})).ok();
+        ClientConfig::new(capabilities, Implementation::new("answerer", "1"))
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, McpError> {
+        let asked = serde_json::to_value(params).unwrap();
+        self.asked.lock().unwrap().push(asked);
+        Ok(CreateMessageResult::new(
+            SamplingMessage::assistant_text("It is short."),
+            "mock-model".into(),
+        ))
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, McpError> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push(json!({"method": "roots/list"}));
+        Ok(ListRootsResult::new(vec![Root::new("file:///work")]))
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: rmcp::model::ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, McpError> {
+        let mut answer = rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept);
+        answer.content = Some(json!({"confirm": true}));
+        Ok(answer)
+    }
+}
+
+/// Checks the echoed answers of `sample` and `roots`.
+fn check_echoes(sampled: &Value, rooted: &Value) {
+    let message = &sampled["inputResponses"][SAMPLE_KEY];
+    assert_eq!(message["model"], "mock-model", "{sampled}");
+    assert_eq!(message["content"]["text"], "It is short.", "{sampled}");
+    assert_eq!(
+        rooted["inputResponses"][ROOTS_KEY]["roots"][0]["uri"],
+        "file:///work"
+    );
+}
+
+async fn sample_and_roots<C: rmcp::Service<RoleClient>>(
+    client: &McpClient<C>,
+    answerer: &Answerer,
+) {
+    let sampled = client
+        .peer()
+        .call_tool_once(tool_call("sample", json!({})))
+        .await
+        .unwrap();
+    let rooted = client
+        .peer()
+        .call_tool_once(tool_call("roots", json!({})))
+        .await
+        .unwrap();
+    check_echoes(&completed(sampled), &completed(rooted));
+    let asked = answerer.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert_eq!(
+        asked[0]["messages"][0]["content"]["text"], "Summarise the report",
+        "{asked:?}"
+    );
+    assert_eq!(asked[1]["method"], "roots/list");
+}
+
+#[tokio::test]
+async fn a_legacy_session_client_answers_sampling_and_roots_requests_relayed_to_it() {
+    let (env, ledger, _proxy, key) = setup("input-rounds-relay").await;
+    // Over stdio (an in-memory pipe).
+    let answerer = Answerer::default();
+    let client = serve_in_memory(
+        Connector::new(env.client.clone(), options(&env, &key)),
+        answerer.clone(),
+    )
+    .await
+    .unwrap();
+    sample_and_roots(&client, &answerer).await;
+    client.cancel().await.unwrap();
+    // Over Streamable HTTP with a session.
+    let connector = Connector::new(env.client.clone(), options(&env, &key));
+    let (server, shutdown) = serve_connector_http(connector, loopback_http_options())
+        .await
+        .unwrap();
+    let answerer = Answerer::default();
+    let client = session_http_client(&server.url, answerer.clone())
+        .await
+        .unwrap();
+    sample_and_roots(&client, &answerer).await;
+    client.cancel().await.unwrap();
+    shutdown.cancel();
+    assert_eq!(ledger.count("sample", LedgerEvent::Called), 4);
+    assert_eq!(ledger.count("roots", LedgerEvent::Called), 4);
+}
+
+/// A task's owner sees the sampling (or roots) request and answers it with `tasks/update`.
+async fn answered_task(
+    owner: &McpClient<ClientConfig>,
+    tool: &str,
+    key: &str,
+    method: &str,
+    response: Value,
+) -> Value {
+    let task = owner
+        .peer()
+        .call_tool_once(tool_call(tool, json!({})))
+        .await
+        .unwrap();
+    let task_id = task_id_of(task);
+    let waiting = poll_task_past(owner, &task_id, TaskStatus::Working, |_| {}).await;
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    assert_eq!(waiting["inputRequests"][key]["method"], method, "{waiting}");
+    let responses: InputResponses = [(key.to_owned(), response)].into();
+    owner
+        .peer()
+        .update_task(UpdateTaskParams::new(&task_id, responses))
+        .await
+        .unwrap();
+    let done = poll_task_past(owner, &task_id, TaskStatus::InputRequired, |_| {}).await;
+    let done = match done["status"].as_str() {
+        Some("working") => poll_task_until_done(owner, &task_id).await,
+        _ => done,
+    };
+    assert_eq!(done["status"], "completed", "{done}");
+    done["result"]["structuredContent"].clone()
+}
+
+/// Both answers through `owner`'s tasks, checked.
+async fn sample_and_roots_as_tasks(owner: &McpClient<ClientConfig>) {
+    let message = json!({"role": "assistant", "content": {"type": "text", "text": "It is short."}, "model": "mock-model"});
+    let sampled = answered_task(
+        owner,
+        "sample_task",
+        SAMPLE_KEY,
+        "sampling/createMessage",
+        message,
+    )
+    .await;
+    let roots = json!({"roots": [{"uri": "file:///work"}]});
+    let rooted = answered_task(owner, "roots_task", ROOTS_KEY, "roots/list", roots).await;
+    check_echoes(&sampled, &rooted);
+}
+
+#[tokio::test]
+async fn a_tasks_owner_answers_sampling_and_roots_requests_with_tasks_update() {
+    let (env, ledger, _proxy, key) = setup("input-rounds-task").await;
+    // A session client with the tasks extension.
+    let owner = task_client_for(Connector::new(env.client.clone(), options(&env, &key)))
+        .await
+        .unwrap();
+    sample_and_roots_as_tasks(&owner).await;
+    owner.cancel().await.unwrap();
+    // A 2026-07-28 caller without a session, declaring the extension per request.
+    let connector = Connector::new(env.client.clone(), options(&env, &key));
+    let (server, shutdown) = serve_connector_http(connector, loopback_http_options())
+        .await
+        .unwrap();
+    let owner = stateless_http_client(&server.url, tasks_client_config())
+        .await
+        .unwrap();
+    sample_and_roots_as_tasks(&owner).await;
+    owner.cancel().await.unwrap();
+    shutdown.cancel();
+    assert_eq!(ledger.count("sample_task", LedgerEvent::Called), 4);
+    assert_eq!(ledger.count("roots_task", LedgerEvent::Called), 4);
+}
+
+/// A 2026-07-28 caller without a task gets the sampling request in an `InputRequiredResult`
+/// and resumes the call with its answer and the signed `requestState` (R-CON-40, R-CON-44).
+#[tokio::test]
+async fn a_current_caller_answers_a_sampling_request_by_re_issuing_the_call() {
+    let (env, ledger, _proxy, key) = setup("input-rounds-mrtr").await;
+    let connector = Connector::new(env.client.clone(), options(&env, &key));
+    let (server, shutdown) = serve_connector_http(connector, loopback_http_options())
+        .await
+        .unwrap();
+    let client = stateless_http_client(&server.url, Answerer::default().get_info())
+        .await
+        .unwrap();
+    let asked = client
+        .peer()
+        .call_tool_once(tool_call("sample", json!({})))
+        .await
+        .unwrap();
+    let CallToolResponse::InputRequired(asked) = asked else {
+        panic!("expected input_required, got {asked:?}")
+    };
+    let requests = serde_json::to_value(&asked.input_requests).unwrap();
+    assert_eq!(requests[SAMPLE_KEY]["method"], "sampling/createMessage");
+    let message = json!({"role": "assistant", "content": {"type": "text", "text": "It is short."}, "model": "mock-model"});
+    let responses: InputResponses = [(SAMPLE_KEY.to_owned(), message)].into();
+    let mut resume = tool_call("sample", json!({})).with_input_responses(responses);
+    resume.request_state = asked.request_state.clone();
+    let done = completed(client.peer().call_tool_once(resume).await.unwrap());
+    assert_eq!(done["inputResponses"][SAMPLE_KEY]["model"], "mock-model");
+    assert_eq!(ledger.count("sample", LedgerEvent::Called), 2);
+    client.cancel().await.unwrap();
+    shutdown.cancel();
+}
+
+/// R-CON-17, R-CON-43: a caller capped at one call in flight is served through a relayed
+/// round: the round is the call's, in its slot.
+#[tokio::test]
+async fn a_relayed_round_runs_in_its_calls_in_flight_slot() {
+    let (env, ledger, _proxy, key) = setup("input-rounds-slot").await;
+    let mut options = options(&env, &key);
+    options.max_in_flight_per_caller = 1;
+    let connector = Connector::new(env.client.clone(), options);
+    let (server, shutdown) = serve_connector_http(connector, loopback_http_options())
+        .await
+        .unwrap();
+    let client = session_http_client(&server.url, Answerer::default())
+        .await
+        .unwrap();
+    let answered = client
+        .peer()
+        .call_tool_once(tool_call("ask", json!({"path": "/data"})))
+        .await
+        .unwrap();
+    let answered = completed(answered);
+    assert_eq!(answered["inputResponses"][CONFIRM_KEY]["action"], "accept");
+    assert_eq!(ledger.count("ask", LedgerEvent::Called), 2);
+    // The slot was given back: the next call is served.
+    let again = client
+        .peer()
+        .call_tool_once(tool_call("ask", json!({})))
+        .await
+        .unwrap();
+    completed(again);
+    client.cancel().await.unwrap();
+    shutdown.cancel();
+}
