@@ -2,16 +2,20 @@
 //! well as `elicitation/create`) goes through connector -> Temporal -> proxy -> mock upstream:
 //! relayed to a legacy session client that declared the capability, and shown to a task's
 //! owner, who answers with `tasks/update`. R-CON-17: a relayed round is the same call, in the
-//! call's in-flight slot.
+//! call's in-flight slot. R-CON-46: a call re-issued with its `requestState` after its task was
+//! cancelled while it waited runs nothing.
 
 // Sampling and roots are deprecated by SEP-2577, and still asked by tools and answered by
 // clients of the versions the connector serves: this module speaks them on purpose.
 #![allow(deprecated)]
 
-use std::sync::{Arc, Mutex};
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use durable_mcp::inbound::{
-    server::{Connector, ConnectorOptions},
+    server::{Connector, ConnectorOptions, INPUT_STATE_PREFIX},
     task_ref::{CallerScope, SigningKey},
 };
 use durable_mcp_conformance::fixtures::{
@@ -334,4 +338,47 @@ async fn a_relayed_round_runs_in_its_calls_in_flight_slot() {
     completed(again);
     client.cancel().await.unwrap();
     shutdown.cancel();
+}
+
+/// R-CON-46: a call re-issued with its signed `requestState` after its task was cancelled while
+/// it waited is refused, saying so, and runs nothing.
+#[tokio::test]
+async fn a_re_issue_with_the_request_state_after_a_cancel_while_waiting_runs_nothing() {
+    let (env, ledger, _proxy, key) = setup("input-rounds-cancel").await;
+    let owner = task_client_for(Connector::new(env.client.clone(), options(&env, &key)))
+        .await
+        .unwrap();
+    let task = owner
+        .peer()
+        .call_tool_once(tool_call("ask_task", json!({})))
+        .await
+        .unwrap();
+    let task_id = task_id_of(task);
+    let waiting = poll_task_past(&owner, &task_id, TaskStatus::Working, |_| {}).await;
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    owner
+        .peer()
+        .cancel_task(rmcp::model::CancelTaskParams::new(&task_id))
+        .await
+        .unwrap();
+    let mut resume =
+        tool_call("ask_task", json!({})).with_input_responses(crate::durable_input::confirmed());
+    resume.request_state = Some(format!("{INPUT_STATE_PREFIX}{task_id}"));
+    for _ in 0..2 {
+        let refused = owner.peer().call_tool_once(resume.clone()).await;
+        let text = format!("{refused:?}");
+        assert!(
+            refused.is_err() && text.contains("-32602") && text.contains("cancelled"),
+            "{text}"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(ledger.count("ask_task", LedgerEvent::Called), 1);
+    let read = owner
+        .peer()
+        .get_task(rmcp::model::GetTaskParams::new(&task_id))
+        .await
+        .unwrap();
+    assert_eq!(serde_json::to_value(&read).unwrap()["status"], "cancelled");
+    owner.cancel().await.unwrap();
 }

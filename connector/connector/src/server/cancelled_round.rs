@@ -35,7 +35,35 @@ pub(super) fn cancelled_round(last: &OperationDescription) -> bool {
     last.operation == CANCELLED_ROUND
 }
 
+/// The refusal of an answer to a round whose next round a cancel took: nothing runs.
+pub(super) fn cancelled_while_waiting() -> McpError {
+    McpError::invalid_params(
+        "the call was cancelled while it waited for input, so this answer runs nothing; call the tool again without inputResponses and requestState",
+        None,
+    )
+}
+
 impl Connector {
+    /// Whether a cancel took the round after `last` (R-CON-46): an answer to `last` then runs
+    /// nothing.
+    pub(super) async fn next_round_cancelled(
+        &self,
+        last: &OperationDescription,
+    ) -> Result<bool, McpError> {
+        let Some(next) = next_round_id(&last.reference.operation_id) else {
+            return Ok(false);
+        };
+        let next = OperationRef {
+            operation_id: next,
+            run_id: String::new(),
+        };
+        match self.inner.client.describe(&next).await {
+            Ok(described) => Ok(cancelled_round(&described)),
+            Err(OperationClientError::NotFound { .. }) => Ok(false),
+            Err(e) => Err(internal("reading the tool call", e)),
+        }
+    }
+
     /// Takes the round after `last` (whose requests nobody answered yet) for the cancel: the
     /// round to cancel, the taken one or the answer's when that came first.
     pub(super) async fn take_next_round(

@@ -339,6 +339,9 @@ impl Typed {
                 None,
             ));
         }
+        if self.next_round_cancelled(&described).await? {
+            return Err(super::cancelled_round::cancelled_while_waiting());
+        }
         let responses = outstanding(&asked, request.input_responses.clone().unwrap_or_default());
         let share = super::scope::request_share(context);
         let next = {
