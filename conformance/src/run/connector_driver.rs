@@ -52,6 +52,20 @@ pub(crate) struct ScenarioClient {
     pub logs: Arc<Mutex<Vec<String>>>,
     /// Its answer to every `elicitation/create` (`ConnectorDef::elicitation`).
     elicitation: Option<serde_json::Value>,
+    /// Its answers to `sampling/createMessage` and `roots/list` (`ConnectorDef::sampling`,
+    /// `ConnectorDef::roots`).
+    sampling: Option<serde_json::Value>,
+    roots: Option<serde_json::Value>,
+}
+
+/// The scenario's `answer` to a request of `what`, as the result type the client returns.
+fn scenario_answer<T: serde::de::DeserializeOwned>(
+    answer: &Option<serde_json::Value>,
+    what: &str,
+) -> Result<T, rmcp::ErrorData> {
+    serde_json::from_value(answer.clone().unwrap_or_default()).map_err(|e| {
+        rmcp::ErrorData::invalid_params(format!("the scenario's {what} answer: {e}"), None)
+    })
 }
 
 impl ScenarioClient {
@@ -61,11 +75,19 @@ impl ScenarioClient {
         if def.elicitation.is_some() {
             info = crate::kit::mcp::elicitation_client_config(def.tasks);
         }
+        if def.sampling.is_some() {
+            info.capabilities.sampling = serde_json::from_value(serde_json::json!({})).ok();
+        }
+        if def.roots.is_some() {
+            info.capabilities.roots = serde_json::from_value(serde_json::json!({})).ok();
+        }
         ScenarioClient {
             info,
             progress: Arc::default(),
             logs: Arc::default(),
             elicitation: def.elicitation.clone(),
+            sampling: def.sampling.clone(),
+            roots: def.roots.clone(),
         }
     }
 }
@@ -80,10 +102,24 @@ impl ClientHandler for ScenarioClient {
         _request: rmcp::model::ElicitRequestParams,
         _context: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
-        let answer = self.elicitation.clone().unwrap_or_default();
-        serde_json::from_value(answer).map_err(|e| {
-            rmcp::ErrorData::invalid_params(format!("the scenario's elicitation answer: {e}"), None)
-        })
+        scenario_answer(&self.elicitation, "elicitation")
+    }
+
+    #[allow(deprecated)] // sampling (SEP-2577 deprecates it; R-CON-43 still relays it)
+    async fn create_message(
+        &self,
+        _params: rmcp::model::CreateMessageRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        scenario_answer(&self.sampling, "sampling")
+    }
+
+    #[allow(deprecated)] // roots (SEP-2577 deprecates them; R-CON-43 still relays them)
+    async fn list_roots(
+        &self,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        scenario_answer(&self.roots, "roots")
     }
 
     async fn on_progress(

@@ -25,7 +25,9 @@
 //! # | task (a task of its own: `ms` in four steps, for a caller declaring the tasks extension, or
 //! # ending failed with `error = { code, message }`; list it with execution = { taskSupport = "required" })
 //! # | ask_input (message: answers an InputRequiredResult asking to confirm, then, given the
-//! # answer and its requestState, echoes it: `confirmed: ...`; SEP-2322)
+//! # answer and its requestState, echoes it: `confirmed: ...`; SEP-2322) | ask_sampling (message:
+//! # the same with one sampling/createMessage request under "sample") | ask_roots (the same with
+//! # one roots/list request under "roots")
 //! # | log_after (log lines after the call ended) | read_ancestors (what the parent's and
 //! # grandparent's /proc environ give away) | stderr (bytes, line_bytes: floods stderr)
 //! # fault = { kind = "status", code = 503, times = 2 }  # http only: a wiremock upstream that echoes
@@ -57,6 +59,9 @@
 //! limits = { max_in_flight_per_caller = 1, http_max_connections_per_address = 3 }  # optional: flags
 //! elicitation = { action = "accept", content = { confirm = true } }  # optional: the client declares
 //!                              # elicitation and answers every elicitation/create with this (R-CON-43)
+//! sampling = { role = "assistant", content = { type = "text", text = "ok" }, model = "m" }
+//!                              # optional: declares sampling, answers sampling/createMessage (R-CON-43)
+//! roots = { roots = [{ uri = "file:///work" }] }  # optional: declares roots, answers roots/list
 //!
 //! # Each step has exactly one action and, for calls and task methods, an `[steps.expect]`.
 //! [[steps]]
@@ -348,6 +353,15 @@ pub struct ConnectorDef {
     /// with this `ElicitResult` (R-CON-43); absent: it declares none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elicitation: Option<serde_json::Value>,
+    /// The client declares the sampling capability and answers every
+    /// `sampling/createMessage` with this `CreateMessageResult` (R-CON-43); absent: it declares
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<serde_json::Value>,
+    /// The client declares the roots capability and answers every `roots/list` with this
+    /// `ListRootsResult` (R-CON-43); absent: it declares none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roots: Option<serde_json::Value>,
 }
 
 /// A connector replica's limits (R-CON-17, R-CON-19, R-CON-38), named after their flags.
