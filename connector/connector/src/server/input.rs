@@ -339,6 +339,7 @@ impl Typed {
                 None,
             ));
         }
+        // A round a cancel took runs nothing, and its caller is told so (R-CON-46).
         if self.next_round_cancelled(&described).await? {
             return Err(super::cancelled_round::cancelled_while_waiting());
         }
@@ -351,6 +352,10 @@ impl Typed {
             self.start_round(&described, &asked, responses, share.as_ref())
                 .await?
         };
+        // A cancel that took the round between the look above and the start (R-CON-46).
+        if self.next_round_cancelled(&described).await? {
+            return Err(super::cancelled_round::cancelled_while_waiting());
+        }
         self.wait_round(&request.name, &next, context, scope).await
     }
 
