@@ -382,3 +382,52 @@ async fn a_re_issue_with_the_request_state_after_a_cancel_while_waiting_runs_not
     assert_eq!(serde_json::to_value(&read).unwrap()["status"], "cancelled");
     owner.cancel().await.unwrap();
 }
+
+/// R-CON-44: on the wire, a 2026-07-28 call whose input request needs a capability the
+/// request did not declare is HTTP 400 with -32021 listing it, and nothing more runs.
+#[tokio::test]
+async fn a_missing_capability_for_an_input_request_is_http_400_with_32021() {
+    let (env, ledger, _proxy, key) = setup("input-rounds-400").await;
+    let connector = Connector::new(env.client.clone(), options(&env, &key));
+    let (server, shutdown) = serve_connector_http(connector, loopback_http_options())
+        .await
+        .unwrap();
+    let _stop = shutdown.drop_guard();
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {
+            "name": "sample", "arguments": {},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+            },
+        },
+    });
+    let response = reqwest::Client::new()
+        .post(&server.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "sample")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    assert_eq!(status, 400, "{text}");
+    let json_text = text
+        .lines()
+        .find_map(|l| l.strip_prefix("data:"))
+        .unwrap_or(&text);
+    let answer: Value = serde_json::from_str(json_text.trim()).unwrap();
+    assert_eq!(answer["error"]["code"], -32021, "{answer}");
+    assert!(
+        answer["error"]["data"]["requiredCapabilities"]
+            .get("sampling")
+            .is_some(),
+        "{answer}"
+    );
+    assert_eq!(ledger.count("sample", LedgerEvent::Called), 1);
+}
