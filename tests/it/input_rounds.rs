@@ -431,3 +431,47 @@ async fn a_missing_capability_for_an_input_request_is_http_400_with_32021() {
     );
     assert_eq!(ledger.count("sample", LedgerEvent::Called), 1);
 }
+
+/// R-CON-40: a signed `requestState` resumes only its own caller's call of its own tool: another
+/// caller's re-issue, and one naming another tool, are -32602 and run nothing.
+#[tokio::test]
+async fn a_request_state_resumes_only_its_callers_call_of_its_tool() {
+    let (env, ledger, _proxy, key) = setup("input-rounds-foreign").await;
+    let mut serve = Vec::new();
+    for caller in ["owner", "intruder"] {
+        let mut options = options(&env, &key);
+        options.caller_scope = CallerScope::Process(caller.into());
+        let connector = Connector::new(env.client.clone(), options);
+        let (server, shutdown) = serve_connector_http(connector, loopback_http_options())
+            .await
+            .unwrap();
+        let client = stateless_http_client(&server.url, Answerer::default().get_info())
+            .await
+            .unwrap();
+        serve.push((client, shutdown.drop_guard()));
+    }
+    let (owner, intruder) = (&serve[0].0, &serve[1].0);
+    let asked = owner
+        .peer()
+        .call_tool_once(tool_call("ask", json!({})))
+        .await
+        .unwrap();
+    let CallToolResponse::InputRequired(asked) = asked else {
+        panic!("expected input_required, got {asked:?}")
+    };
+    let mut resume =
+        tool_call("ask", json!({})).with_input_responses(crate::durable_input::confirmed());
+    resume.request_state = asked.request_state.clone();
+    let mut other_tool = resume.clone();
+    other_tool.name = "sample".into();
+    for (client, call) in [(intruder, resume.clone()), (owner, other_tool)] {
+        let err = client.peer().call_tool_once(call).await.unwrap_err();
+        assert!(err.to_string().contains("-32602"), "{err}");
+    }
+    assert_eq!(ledger.count("ask", LedgerEvent::Called), 1);
+    assert_eq!(ledger.count("sample", LedgerEvent::Called), 0);
+    // The owner's own re-issue still resumes it.
+    let done = completed(owner.peer().call_tool_once(resume).await.unwrap());
+    assert_eq!(done["inputResponses"][CONFIRM_KEY]["action"], "accept");
+    assert_eq!(ledger.count("ask", LedgerEvent::Called), 2);
+}
