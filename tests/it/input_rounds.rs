@@ -138,6 +138,22 @@ impl ClientHandler for Answerer {
     }
 }
 
+/// `client`'s call of `tool`, which must answer with an `InputRequiredResult`.
+async fn input_required(
+    client: &McpClient<ClientConfig>,
+    tool: &str,
+) -> rmcp::model::InputRequiredResult {
+    let asked = client
+        .peer()
+        .call_tool_once(tool_call(tool, json!({})))
+        .await
+        .unwrap();
+    let CallToolResponse::InputRequired(asked) = asked else {
+        panic!("expected input_required, got {asked:?}")
+    };
+    asked
+}
+
 /// Checks the echoed answers of `sample` and `roots`.
 fn check_echoes(sampled: &Value, rooted: &Value) {
     let message = &sampled["inputResponses"][SAMPLE_KEY];
@@ -286,14 +302,7 @@ async fn a_current_caller_answers_a_sampling_request_by_re_issuing_the_call() {
     let client = stateless_http_client(&server.url, Answerer::default().get_info())
         .await
         .unwrap();
-    let asked = client
-        .peer()
-        .call_tool_once(tool_call("sample", json!({})))
-        .await
-        .unwrap();
-    let CallToolResponse::InputRequired(asked) = asked else {
-        panic!("expected input_required, got {asked:?}")
-    };
+    let asked = input_required(&client, "sample").await;
     let requests = serde_json::to_value(&asked.input_requests).unwrap();
     assert_eq!(requests[SAMPLE_KEY]["method"], "sampling/createMessage");
     let message = json!({"role": "assistant", "content": {"type": "text", "text": "It is short."}, "model": "mock-model"});
@@ -451,14 +460,7 @@ async fn a_request_state_resumes_only_its_callers_call_of_its_tool() {
         serve.push((client, shutdown.drop_guard()));
     }
     let (owner, intruder) = (&serve[0].0, &serve[1].0);
-    let asked = owner
-        .peer()
-        .call_tool_once(tool_call("ask", json!({})))
-        .await
-        .unwrap();
-    let CallToolResponse::InputRequired(asked) = asked else {
-        panic!("expected input_required, got {asked:?}")
-    };
+    let asked = input_required(owner, "ask").await;
     let mut resume =
         tool_call("ask", json!({})).with_input_responses(crate::durable_input::confirmed());
     resume.request_state = asked.request_state.clone();
