@@ -52,3 +52,4 @@ mod upstream_jsonrpc_errors;
 mod upstream_oauth;
 mod upstream_tasks;
 mod workflow_client;
+mod workflow_traces;

@@ -24,7 +24,7 @@ const CALLER_SPAN: &str = "00f067aa0ba902b7";
 const SECRET: &str = "argument-value-5c1e";
 const KEY: &str = "sk-live-key-9d2b";
 
-fn trace_echo() -> ToolSpec {
+pub(crate) fn trace_echo() -> ToolSpec {
     ToolSpec {
         name: "trace_echo".into(),
         title: None,
@@ -40,7 +40,7 @@ fn trace_echo() -> ToolSpec {
 }
 
 /// The one span named `name` whose parent is `parent`.
-fn child<'s>(spans: &'s [ReceivedSpan], name: &str, parent: &str) -> &'s ReceivedSpan {
+pub(crate) fn child<'s>(spans: &'s [ReceivedSpan], name: &str, parent: &str) -> &'s ReceivedSpan {
     let found: Vec<_> = spans
         .iter()
         .filter(|s| s.name == name && s.parent_span_id == parent)
@@ -49,15 +49,24 @@ fn child<'s>(spans: &'s [ReceivedSpan], name: &str, parent: &str) -> &'s Receive
     found[0]
 }
 
-fn attribute<'s>(span: &'s ReceivedSpan, key: &str) -> &'s str {
+pub(crate) fn attribute<'s>(span: &'s ReceivedSpan, key: &str) -> &'s str {
     let found = span.attributes.iter().find(|(k, _)| k == key);
     found.map_or("", |(_, v)| v.as_str())
 }
 
-#[tokio::test]
-async fn one_call_is_one_trace_from_the_caller_to_the_upstream() {
-    let receiver = OtlpReceiver::start().await.unwrap();
-    let env = TestEnv::shared("traces").await;
+/// The flags that point a binary at `env`'s server and at `receiver`.
+pub(crate) fn traced_flags(env: &TestEnv, receiver: &OtlpReceiver) -> [String; 4] {
+    [
+        "--address".to_owned(),
+        env.address.clone(),
+        "--otlp-endpoint".to_owned(),
+        receiver.endpoint.clone(),
+    ]
+}
+
+/// The proxy binary fronting a mock with [`trace_echo`] as `mock` on `env`'s task queue,
+/// exporting its spans to `receiver` every 100 ms.
+pub(crate) fn traced_proxy(env: &TestEnv, receiver: &OtlpReceiver) -> tokio::process::Child {
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let spec = UpstreamSpec {
         name: "mock".into(),
@@ -65,19 +74,21 @@ async fn one_call_is_one_trace_from_the_caller_to_the_upstream() {
         instructions: None,
     };
     let upstream = mock_stdio_upstream_with_spec("mock", &spec, &ledger);
-    let flags = [
-        "--address".to_owned(),
-        env.address.clone(),
-        "--otlp-endpoint".to_owned(),
-        receiver.endpoint.clone(),
-    ];
-    let mut proxy = proxy_command(&proxy_config_for(&env, "mock", upstream), &flags);
-    let proxy = proxy
+    let flags = traced_flags(env, receiver);
+    proxy_command(&proxy_config_for(env, "mock", upstream), &flags)
         .env("OTEL_BSP_SCHEDULE_DELAY", "100")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test]
+async fn one_call_is_one_trace_from_the_caller_to_the_upstream() {
+    let receiver = OtlpReceiver::start().await.unwrap();
+    let env = TestEnv::shared("traces").await;
+    let proxy = traced_proxy(&env, &receiver);
+    let flags = traced_flags(&env, &receiver);
     let mut connector = connector_command(&env, "mock");
     connector.args(&flags).env("OTEL_BSP_SCHEDULE_DELAY", "100");
     let transport = rmcp::transport::TokioChildProcess::new(connector).unwrap();

@@ -14,6 +14,7 @@
 //! - [`input`]: durable input: a round that asks for input, the next round's input.
 //! - [`payload`]: MCP values as Temporal payloads (`json/plain`, the `CallToolResult` marker,
 //!   the codec hook).
+//! - [`trace_context`]: the names a call's W3C trace context travels under.
 //!
 //! Plain data and pure rules only: no network, no runtime. The I/O is in the crates above.
 
@@ -27,3 +28,4 @@ pub mod operation;
 pub mod operation_name;
 pub mod outcome;
 pub mod payload;
+pub mod trace_context;

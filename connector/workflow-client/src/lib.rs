@@ -6,6 +6,7 @@
 //! - [`features`]: the service's resources and prompts, listed and read through [`McpTools`].
 //! - [`options`]: per-call options and the Nexus operation options they become.
 //! - [`result`]: results and typed errors, through the connector's outcome table.
+//! - [`trace`]: the Workflow's trace context, carried in each operation's Nexus headers.
 //! - [`sequence`]: a ready Workflow that lists the tools and calls a given sequence of them (the
 //!   example agent's Workflow).
 //!
@@ -17,6 +18,7 @@ pub mod options;
 pub mod result;
 pub mod sequence;
 pub mod tools;
+pub mod trace;
 
 pub use durable_mcp_contract::errors::ToolCallErrorType;
 pub use durable_mcp_contract::input::InputRequired;
@@ -24,3 +26,4 @@ pub use options::{CallOptions, DEFAULT_CALL_TIMEOUT};
 pub use result::{ToolCallError, ToolCallErrorKind};
 pub use temporalio_workflow::{NexusOperationCancellationType, WorkflowCancellationToken};
 pub use tools::McpTools;
+pub use trace::TraceContext;

@@ -17,6 +17,7 @@ use super::{
         token_mismatch, tool_list, unexpected_answer, wrong_kind,
     },
 };
+use crate::trace::{TraceContext, with_trace_context};
 use durable_mcp_contract::operation::OperationOutcome;
 use durable_mcp_contract::{
     errors::ToolCallErrorType,
@@ -39,10 +40,14 @@ pub struct McpTools<W> {
     service: String,
     /// Each listed tool's advertised timeout, from the latest listing; `None` until one.
     timeouts: RefCell<Option<BTreeMap<String, Option<Duration>>>>,
+    /// The trace context every operation carries in its Nexus headers (R-RUN-9).
+    trace: Option<TraceContext>,
 }
 
 impl<W> McpTools<W> {
-    /// The tools of `service` on the Nexus `endpoint`, called from the Workflow of `ctx`.
+    /// The tools of `service` on the Nexus `endpoint`, called from the Workflow of `ctx`. Its
+    /// operations carry the trace context of `ctx`'s headers (the Workflow's start headers in
+    /// its run method), if they have one (R-RUN-9).
     pub fn new(
         ctx: &WorkflowContext<W>,
         endpoint: impl Into<String>,
@@ -53,7 +58,20 @@ impl<W> McpTools<W> {
             endpoint: endpoint.into(),
             service: service.into(),
             timeouts: RefCell::new(None),
+            trace: TraceContext::from_temporal_headers(ctx.headers()),
         }
+    }
+
+    /// These tools with `trace` as the trace context of their operations (e.g. one the
+    /// Workflow's input carries), in place of the one its headers gave; `None` sends none.
+    pub fn with_trace_context(mut self, trace: Option<TraceContext>) -> Self {
+        self.trace = trace;
+        self
+    }
+
+    /// The trace context the operations carry, if any.
+    pub fn trace_context(&self) -> Option<&TraceContext> {
+        self.trace.as_ref()
     }
 
     /// The service's tools as MCP `Tool`s (`list_tools`, R-NXC-2).
@@ -217,7 +235,7 @@ impl<W> McpTools<W> {
                 nexus_operation,
                 input,
                 timeout,
-                options,
+                &with_trace_context(options, self.trace.as_ref()),
             ))
             .await
             .map_err(|failure| start_failed(operation, &failure))?;

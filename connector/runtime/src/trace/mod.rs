@@ -29,12 +29,7 @@ use durable_mcp_contract::payload;
 pub use opentelemetry::{Context as TraceContext, context::FutureExt as WithTraceContext};
 pub use opentelemetry::{KeyValue, trace::SpanKind as Kind};
 
-/// The W3C field naming the parent span (in `_meta`, HTTP and Nexus headers).
-pub const TRACEPARENT: &str = "traceparent";
-/// The W3C field with vendors' state, carried along with [`TRACEPARENT`].
-pub const TRACESTATE: &str = "tracestate";
-/// The Temporal header Temporal's SDKs carry trace context in: a JSON map of the W3C fields.
-pub const TRACER_HEADER: &str = "_tracer-data";
+pub use durable_mcp_contract::trace_context::{TRACEPARENT, TRACER_HEADER, TRACESTATE};
 /// The attribute that says how a span's work ended: a fixed label (an outcome or error type).
 pub const OUTCOME: &str = "durable_mcp.outcome";
 
