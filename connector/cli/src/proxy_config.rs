@@ -56,7 +56,8 @@ pub struct ProxyFlags {
     #[arg(long, value_name = "HOST:PORT")]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Export spans over OTLP/gRPC to this collector URL (e.g. http://localhost:4317,
-    /// R-RUN-9); else OTEL_EXPORTER_OTLP_ENDPOINT; no spans are exported when neither is set.
+    /// R-RUN-9; overrides the file's [traces] otlp_endpoint); else OTEL_EXPORTER_OTLP_ENDPOINT;
+    /// no spans are exported when none is set.
     #[arg(long, value_name = "URL")]
     pub otlp_endpoint: Option<String>,
 }
@@ -66,6 +67,13 @@ pub fn metrics_addr(flags: &ProxyFlags, config: &ProxyConfig) -> Option<std::net
     flags
         .metrics_addr
         .or_else(|| config.metrics.as_ref().map(|m| m.addr))
+}
+
+/// Where spans go (R-RUN-9): `--otlp-endpoint`, else `[traces] otlp_endpoint` (checked when
+/// the file was read); `None` leaves it to the standard `OTEL_EXPORTER_OTLP_*` variables.
+pub fn otlp_endpoint(flags: &ProxyFlags, config: &ProxyConfig) -> Option<String> {
+    let file = config.traces.as_ref().map(|t| t.otlp_endpoint.clone());
+    flags.otlp_endpoint.clone().or(file)
 }
 
 /// Where the health listener goes: `--health-addr`, else `[health] addr`, else nowhere.
@@ -222,6 +230,29 @@ mod tests {
             temporal_settings(&TemporalFlags::default(), &bare),
             ConnectionSettings::default()
         );
+    }
+
+    #[test]
+    fn the_otlp_flag_wins_over_the_traces_table() {
+        let worker = "[worker]\ntask_queue = \"q\"\n";
+        let table = "[traces]\notlp_endpoint = \"http://file:4317\"\n";
+        let config = config(&format!("{worker}{table}{UPSTREAM}"));
+        let parse = |args: &[&str]| {
+            let args = ["durable-mcp-proxy", "--config", "p.toml"]
+                .iter()
+                .chain(args);
+            ProxyFlags::try_parse_from(args).unwrap()
+        };
+        let flag = parse(&["--otlp-endpoint", "http://flag:4317"]);
+        assert_eq!(
+            otlp_endpoint(&flag, &config).as_deref(),
+            Some("http://flag:4317")
+        );
+        assert_eq!(
+            otlp_endpoint(&parse(&[]), &config).as_deref(),
+            Some("http://file:4317")
+        );
+        assert_eq!(otlp_endpoint(&parse(&[]), &config_without_table()), None);
     }
 
     fn config_without_table() -> ProxyConfig {

@@ -30,7 +30,7 @@ fn main() -> anyhow::Result<()> {
     let listeners = Listeners {
         health: proxy_config::health_addr(&flags, &config),
         metrics: proxy_config::metrics_addr(&flags, &config),
-        otlp_endpoint: flags.otlp_endpoint.clone(),
+        otlp_endpoint: proxy_config::otlp_endpoint(&flags, &config),
     };
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -21,6 +21,9 @@
 //! headers = { Authorization = "Bearer ${CODEC_TOKEN}" }
 //! timeout = "10s"
 //!
+//! [traces]                         # optional: export spans over OTLP/gRPC (R-RUN-9)
+//! otlp_endpoint = "http://localhost:4317"   # --otlp-endpoint wins; else OTEL_EXPORTER_OTLP_*
+//!
 //! [[upstream]]
 //! service = "weather-tools"         # Nexus service name: required, unique, [A-Za-z0-9_.-]+
 //! transport = "http"
@@ -54,7 +57,7 @@
 //! ## Environment variables
 //!
 //! Keep secrets out of the file: `url`, `headers` values, `command`, `args`, `env` values and
-//! `cwd` expand `${NAME}`, and `${NAME:-default}` (the default when `NAME` is unset or empty).
+//! `cwd` (and the `[codec]` and `[traces]` values) expand `${NAME}`, and `${NAME:-default}` (the default when `NAME` is unset or empty).
 //! `$$` is a literal `$`; any other `$` is an error, so a forgotten brace is not sent as text.
 //! A variable that is unset, with no default, is an error naming the field. Errors never show
 //! an expanded value, and the `Debug` output of a transport shows `***` for header and `env`
@@ -67,6 +70,7 @@ mod oauth;
 mod redact;
 #[cfg(test)]
 mod tests;
+mod traces;
 mod upstream;
 
 use std::{
@@ -82,6 +86,8 @@ pub use codec::CodecConfig;
 use codec::{RawCodec, codec};
 pub use oauth::{ClientAuth, ClientCredentials, canonical_resource};
 pub use redact::{UrlSecrets, redacted_url};
+pub use traces::{OTLP_ENDPOINT_KEY, TracesSection};
+use traces::{RawTraces, traces};
 use upstream::{RawUpstream, upstream};
 
 /// A loaded and validated `proxy.toml`, with environment variables expanded.
@@ -101,6 +107,8 @@ pub struct ProxyConfig {
     pub health: Option<HealthSection>,
     /// `None` when the file has no `[metrics]` table: no metrics listener (R-RUN-6).
     pub metrics: Option<MetricsSection>,
+    /// `None` when the file has no `[traces]` table: the flag or the environment say (R-RUN-9).
+    pub traces: Option<TracesSection>,
 }
 
 /// `[metrics]`: where `durable-mcp-proxy` serves `/metrics` (R-RUN-6); `--metrics-addr`
@@ -307,6 +315,7 @@ pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<ProxyCo
         upstreams,
         health: raw.health,
         metrics: raw.metrics,
+        traces: raw.traces.map(|t| traces(t, env)).transpose()?,
     })
 }
 
@@ -322,4 +331,5 @@ struct RawConfig {
     upstream: Vec<RawUpstream>,
     health: Option<HealthSection>,
     metrics: Option<MetricsSection>,
+    traces: Option<RawTraces>,
 }
