@@ -1,8 +1,9 @@
-//! R-RUN-9: one call through the connector, Temporal, the proxy and the mock upstream, made
-//! with the caller's `traceparent` in `_meta`, shows in an OTLP receiver as one trace (the
-//! caller's) with the connector's, the Nexus handler's, the Activity's and the upstream call's
-//! spans, each the child of the one before; the upstream sees the context in its request's
-//! `_meta`; no attribute holds the arguments, the result or a key.
+//! R-RUN-9: one call through the connector, Temporal, the proxy and the mock upstream (in an
+//! Activity, or inline: R-PRX-30), made with the caller's `traceparent` in `_meta`, shows in an
+//! OTLP receiver as one trace (the caller's) with the connector's, the Nexus handler's, the
+//! Activity's (none inline) and the upstream call's spans, each the child of the one before;
+//! the upstream sees the context in its request's `_meta`; no attribute holds the arguments,
+//! the result or a key.
 
 use std::{process::Stdio, time::Duration};
 
@@ -65,8 +66,12 @@ pub(crate) fn traced_flags(env: &TestEnv, receiver: &OtlpReceiver) -> [String; 4
 }
 
 /// The proxy binary fronting a mock with [`trace_echo`] as `mock` on `env`'s task queue,
-/// exporting its spans to `receiver` every 100 ms.
-pub(crate) fn traced_proxy(env: &TestEnv, receiver: &OtlpReceiver) -> tokio::process::Child {
+/// exporting its spans to `receiver` every 100 ms; `inline`: the tool runs inline (R-PRX-30).
+pub(crate) fn traced_proxy(
+    env: &TestEnv,
+    receiver: &OtlpReceiver,
+    inline: bool,
+) -> tokio::process::Child {
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let spec = UpstreamSpec {
         name: "mock".into(),
@@ -75,7 +80,13 @@ pub(crate) fn traced_proxy(env: &TestEnv, receiver: &OtlpReceiver) -> tokio::pro
     };
     let upstream = mock_stdio_upstream_with_spec("mock", &spec, &ledger);
     let flags = traced_flags(env, receiver);
-    proxy_command(&proxy_config_for(env, "mock", upstream), &flags)
+    let config = proxy_config_for(env, "mock", upstream);
+    if inline {
+        let text = std::fs::read_to_string(&config).unwrap();
+        let table = "[upstream.overrides.trace_echo]\nexecution = \"inline\"\n";
+        std::fs::write(&config, format!("{text}{table}")).unwrap();
+    }
+    proxy_command(&config, &flags)
         .env("OTEL_BSP_SCHEDULE_DELAY", "100")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -85,9 +96,21 @@ pub(crate) fn traced_proxy(env: &TestEnv, receiver: &OtlpReceiver) -> tokio::pro
 
 #[tokio::test]
 async fn one_call_is_one_trace_from_the_caller_to_the_upstream() {
+    one_traced_call(false).await;
+}
+
+/// R-PRX-30: an inline call's upstream call is a child of the Nexus handler's span.
+#[tokio::test]
+async fn an_inline_call_is_one_trace_with_the_upstream_call_under_the_nexus_span() {
+    one_traced_call(true).await;
+}
+
+/// One call of `trace_echo` (inline or in an Activity) through the connector and the proxy:
+/// one trace, each span the child of the one before, no argument or key in an attribute.
+async fn one_traced_call(inline: bool) {
     let receiver = OtlpReceiver::start().await.unwrap();
     let env = TestEnv::shared("traces").await;
-    let proxy = traced_proxy(&env, &receiver);
+    let proxy = traced_proxy(&env, &receiver, inline);
     let flags = traced_flags(&env, &receiver);
     let mut connector = connector_command(&env, "mock");
     connector.args(&flags).env("OTEL_BSP_SCHEDULE_DELAY", "100");
@@ -108,12 +131,7 @@ async fn one_call_is_one_trace_from_the_caller_to_the_upstream() {
         .structured_content
         .expect("the upstream's trace context");
 
-    let names = [
-        "mcp.call",
-        "nexus.start_operation",
-        "activity.call_tool",
-        "mcp.upstream.call",
-    ];
+    let names = ["mcp.call", "nexus.start_operation", "mcp.upstream.call"];
     let spans = receiver.wait_for(&names, Duration::from_secs(30)).await;
     let ours: Vec<ReceivedSpan> = spans
         .iter()
@@ -127,9 +145,21 @@ async fn one_call_is_one_trace_from_the_caller_to_the_upstream() {
     assert_eq!(attribute(call, "durable_mcp.outcome"), "success");
     let nexus = child(&ours, "nexus.start_operation", &call.span_id);
     assert_eq!(nexus.service, "durable-mcp-proxy");
-    let activity = child(&ours, "activity.call_tool", &nexus.span_id);
-    assert_eq!(attribute(activity, "durable_mcp.outcome"), "success");
-    let upstream = child(&ours, "mcp.upstream.call", &activity.span_id);
+    assert_eq!(
+        attribute(nexus, "durable_mcp.outcome"),
+        if inline { "sync" } else { "async" }
+    );
+    let parent = if inline {
+        let activities = ours.iter().filter(|s| s.name == "activity.call_tool");
+        assert_eq!(activities.count(), 0, "{ours:#?}");
+        nexus
+    } else {
+        let activity = child(&ours, "activity.call_tool", &nexus.span_id);
+        assert_eq!(attribute(activity, "durable_mcp.outcome"), "success");
+        activity
+    };
+    let upstream = child(&ours, "mcp.upstream.call", &parent.span_id);
+    assert_eq!(attribute(upstream, "durable_mcp.outcome"), "answered");
     // The upstream's request carries the upstream call's span, in the caller's trace.
     let sent = format!("00-{TRACE_ID}-{}-01", upstream.span_id);
     assert_eq!(seen["traceparent"], json!(sent), "{seen}");

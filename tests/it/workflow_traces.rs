@@ -135,7 +135,7 @@ fn check_joined(spans: &[ReceivedSpan], trace_id: &str, parent: &str, seen: &Val
 async fn a_workflows_call_joins_the_workflows_trace() {
     let receiver = OtlpReceiver::start().await.unwrap();
     let env = TestEnv::shared("workflow-traces").await;
-    let _proxy = traced_proxy(&env, &receiver);
+    let _proxy = traced_proxy(&env, &receiver, false);
     let queue = format!("{}-workflows", env.task_queue);
     let _worker = ActivityWorkerGuard::start_with(&env.address, &env.namespace, &queue, |o| {
         o.register_workflow::<TracedCall>()

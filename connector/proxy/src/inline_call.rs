@@ -25,6 +25,7 @@ use durable_mcp_runtime::nexus::{
     HandlerError, HandlerErrorKind, OperationError, RetryBehavior, StartContext, StartError,
     StartOutcome,
 };
+use durable_mcp_runtime::trace::WithTraceContext as _;
 
 /// One inline call: the upstream, the tool, its arguments and options, and which start of the
 /// call this is (1 for the first).
@@ -69,17 +70,7 @@ impl InlineCall<'_> {
         let cut_at = tokio::time::Instant::now() + budget;
         let mut backoff = Backoff::within_attempt().start();
         loop {
-            let request = self.client.call_tool_round(
-                self.tool,
-                self.arguments.clone(),
-                self.answers.as_ref(),
-                |_| {},
-            );
-            let ended = tokio::select! {
-                answered = request => Try::Answered(answered),
-                _ = start.cancelled.cancelled() => Try::Cancelled,
-                _ = tokio::time::sleep_until(cut_at) => Try::Overran,
-            };
+            let ended = self.try_once(start, cut_at).await;
             let error = match ended {
                 Try::Answered(Ok(result)) => {
                     return self.answer(input::answer_payload(&result, &self.arguments));
@@ -120,6 +111,31 @@ impl InlineCall<'_> {
                 }
             }
         }
+    }
+
+    /// One try of the upstream, in its span under the Nexus handler's (R-RUN-9): its answer,
+    /// unless the request is cancelled or `cut_at` passes first.
+    async fn try_once(&self, start: &StartContext, cut_at: tokio::time::Instant) -> Try {
+        let traced = crate::trace::upstream_span(self.tool);
+        let request = self
+            .client
+            .call_tool_round(
+                self.tool,
+                self.arguments.clone(),
+                self.answers.as_ref(),
+                |_| {},
+            )
+            .with_context(traced.clone());
+        let ended = tokio::select! {
+            answered = request => Try::Answered(answered),
+            _ = start.cancelled.cancelled() => Try::Cancelled,
+            _ = tokio::time::sleep_until(cut_at) => Try::Overran,
+        };
+        match &ended {
+            Try::Answered(answer) => crate::trace::upstream_ended(&traced, answer),
+            Try::Cancelled | Try::Overran => crate::trace::upstream_cut(&traced),
+        }
+        ended
     }
 
     /// The Activity's answer: the payload as written, or its non-retryable failure.

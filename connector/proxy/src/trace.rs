@@ -1,5 +1,6 @@
 //! The proxy's part of a call's trace (R-RUN-9): the Activity attempt's span, under the
-//! context the Activity's `_tracer-data` header carries; the upstream call's span under it;
+//! context the Activity's `_tracer-data` header carries; the upstream call's span under it
+//! (under the Nexus handler's span for an inline call, R-PRX-30);
 //! and that span's context in the upstream request's `_meta` (beside what `_meta` holds).
 
 use durable_mcp_runtime::trace::{self, Kind, TraceContext, attribute};
@@ -35,6 +36,11 @@ pub fn upstream_ended<T, E>(cx: &TraceContext, answer: &Result<T, E>) {
         Err(_) => ("failed", true),
     };
     trace::end(cx, outcome, failed);
+}
+
+/// Ends a try's span that was cut off (a deadline, a cancel) before the upstream answered.
+pub fn upstream_cut(cx: &TraceContext) {
+    trace::end(cx, "failed", true);
 }
 
 /// `meta` with the current span's W3C fields added (none when there is no span): what the
