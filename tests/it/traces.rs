@@ -2,14 +2,18 @@
 //! Activity, or inline: R-PRX-30), made with the caller's `traceparent` in `_meta`, shows in an
 //! OTLP receiver as one trace (the caller's) with the connector's, the Nexus handler's, the
 //! Activity's (none inline) and the upstream call's spans, each the child of the one before;
-//! the upstream sees the context in its request's `_meta`; no attribute holds the arguments,
-//! the result or a key.
+//! the upstream sees the context in its request's `_meta`; a `tasks/get` sent with the same
+//! context is `mcp.tasks.get` in that trace; no attribute holds the arguments, the result or a
+//! key.
 
 use std::{process::Stdio, time::Duration};
 
 use durable_mcp_conformance::{
     fixtures::{Behavior, Ledger, ToolSpec, UpstreamSpec},
-    kit::otlp::{OtlpReceiver, ReceivedSpan},
+    kit::{
+        mcp::tasks_client_config,
+        otlp::{OtlpReceiver, ReceivedSpan},
+    },
 };
 use rmcp::{ServiceExt as _, model::RequestMetaObject};
 use serde_json::json;
@@ -94,6 +98,14 @@ pub(crate) fn traced_proxy(
         .unwrap()
 }
 
+/// A request's `_meta` with the caller's `traceparent` and a `tracestate`.
+fn call_meta(traceparent: &str) -> Option<RequestMetaObject> {
+    let mut meta = RequestMetaObject::new();
+    meta.0.0.insert("traceparent".into(), json!(traceparent));
+    meta.0.0.insert("tracestate".into(), json!("caller=1"));
+    Some(meta)
+}
+
 #[tokio::test]
 async fn one_call_is_one_trace_from_the_caller_to_the_upstream() {
     one_traced_call(false).await;
@@ -115,14 +127,15 @@ async fn one_traced_call(inline: bool) {
     let mut connector = connector_command(&env, "mock");
     connector.args(&flags).env("OTEL_BSP_SCHEDULE_DELAY", "100");
     let transport = rmcp::transport::TokioChildProcess::new(connector).unwrap();
-    let client = ().serve(transport).await.expect("MCP handshake");
+    // Declares the tasks extension, so that its tasks/get reaches the connector.
+    let client = tasks_client_config()
+        .serve(transport)
+        .await
+        .expect("MCP handshake");
 
     let mut call = tool_call("trace_echo", json!({"k": SECRET, "api_key": KEY}));
-    let mut meta = RequestMetaObject::new();
     let caller = format!("00-{TRACE_ID}-{CALLER_SPAN}-01");
-    meta.0.0.insert("traceparent".into(), json!(caller));
-    meta.0.0.insert("tracestate".into(), json!("caller=1"));
-    call.meta = Some(meta);
+    call.meta = call_meta(&caller);
     let answered = tokio::time::timeout(Duration::from_secs(60), client.peer().call_tool(call))
         .await
         .expect("the call finishes")
@@ -131,7 +144,17 @@ async fn one_traced_call(inline: bool) {
         .structured_content
         .expect("the upstream's trace context");
 
-    let names = ["mcp.call", "nexus.start_operation", "mcp.upstream.call"];
+    // A tasks/* request with the same context joins the trace (an unknown task: an error).
+    let mut get = rmcp::model::GetTaskParams::new("not-a-task");
+    get.meta = call_meta(&caller);
+    assert!(client.peer().get_task(get).await.is_err());
+
+    let names = [
+        "mcp.call",
+        "nexus.start_operation",
+        "mcp.upstream.call",
+        "mcp.tasks.get",
+    ];
     let spans = receiver.wait_for(&names, Duration::from_secs(30)).await;
     let ours: Vec<ReceivedSpan> = spans
         .iter()
@@ -159,6 +182,9 @@ async fn one_traced_call(inline: bool) {
         activity
     };
     let upstream = child(&ours, "mcp.upstream.call", &parent.span_id);
+    let tasks_get = child(&ours, "mcp.tasks.get", CALLER_SPAN);
+    assert_eq!(tasks_get.service, "durable-mcp-connector");
+    assert_eq!(attribute(tasks_get, "durable_mcp.outcome"), "error");
     assert_eq!(attribute(upstream, "durable_mcp.outcome"), "answered");
     // The upstream's request carries the upstream call's span, in the caller's trace.
     let sent = format!("00-{TRACE_ID}-{}-01", upstream.span_id);

@@ -1,10 +1,10 @@
 //! The connector's part of a call's trace (R-RUN-9): the span `mcp.call`, a child of the
 //! caller's W3C trace context, current while the call is answered so that the call's Nexus
-//! operation carries it in its headers.
+//! operation carries it in its headers; and the `tasks/*` requests' spans.
 
 use rmcp::{ErrorData as McpError, RoleServer, model::CallToolResponse, service::RequestContext};
 
-use durable_mcp_runtime::trace::{self, Kind, TraceContext, attribute};
+use durable_mcp_runtime::trace::{self, Kind, TraceContext, WithTraceContext as _, attribute};
 
 /// The caller's trace context: the request's `_meta` (`traceparent`, `tracestate`) when it has
 /// a `traceparent`, else the HTTP request's headers; empty when neither carries one.
@@ -49,4 +49,24 @@ pub fn call_ended(
     let outcome = crate::metrics::outcome_of(answer);
     let failed = !matches!(outcome, "success" | "task" | "input_required");
     trace::end(cx, outcome, failed);
+}
+
+/// Answers a `tasks/*` request (`name`: `mcp.tasks.get`, `mcp.tasks.update`, `mcp.tasks.cancel`)
+/// in a span of that name under the request's own caller context, like `mcp.call`: the task's
+/// call's context is not kept (a task ID carries none), so a caller that sends its call's
+/// `traceparent` again joins that trace, and any other gets a trace of its own. An update's
+/// next round starts under this span. The outcome is `success` or `error`.
+pub async fn task_request<T>(
+    name: &'static str,
+    context: &RequestContext<RoleServer>,
+    answer: impl Future<Output = Result<T, McpError>>,
+) -> Result<T, McpError> {
+    let cx = trace::start(name, Kind::Server, &caller_context(context), Vec::new());
+    let answer = answer.with_context(cx.clone()).await;
+    let (outcome, failed) = match &answer {
+        Ok(_) => ("success", false),
+        Err(_) => ("error", true),
+    };
+    trace::end(&cx, outcome, failed);
+    answer
 }

@@ -518,18 +518,21 @@ impl ServerHandler for Typed {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
-        if !supports_tasks(&context) {
-            return Err(tasks_extension_required());
-        }
-        let scope = self.request_scope(&context)?;
-        let _slot = self
-            .inner
-            .in_flight
-            .try_start("reading the task", request_share(&context).as_ref())
-            .inspect_err(|e| self.inner.metrics.note_refusal(e))?;
-        Ok(GetTaskResult::new(
-            self.task_state(&request.task_id, &scope).await?,
-        ))
+        let answer = async {
+            if !supports_tasks(&context) {
+                return Err(tasks_extension_required());
+            }
+            let scope = self.request_scope(&context)?;
+            let _slot = self
+                .inner
+                .in_flight
+                .try_start("reading the task", request_share(&context).as_ref())
+                .inspect_err(|e| self.inner.metrics.note_refusal(e))?;
+            Ok(GetTaskResult::new(
+                self.task_state(&request.task_id, &scope).await?,
+            ))
+        };
+        crate::trace::task_request("mcp.tasks.get", &context, answer).await
     }
 
     async fn update_task(
@@ -537,15 +540,18 @@ impl ServerHandler for Typed {
         request: rmcp::model::UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let (scope, _slot) = self.task_request(&context, "updating the task")?;
-        let share = request_share(&context);
-        self.update_task_op(
-            &request.task_id,
-            &scope,
-            request.input_responses,
-            share.as_ref(),
-        )
-        .await
+        let answer = async {
+            let (scope, _slot) = self.task_request(&context, "updating the task")?;
+            let share = request_share(&context);
+            self.update_task_op(
+                &request.task_id,
+                &scope,
+                request.input_responses,
+                share.as_ref(),
+            )
+            .await
+        };
+        crate::trace::task_request("mcp.tasks.update", &context, answer).await
     }
 
     async fn cancel_task(
@@ -553,8 +559,11 @@ impl ServerHandler for Typed {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let (scope, _slot) = self.task_request(&context, "cancelling the task")?;
-        self.cancel_task_op(&request.task_id, &scope).await
+        let answer = async {
+            let (scope, _slot) = self.task_request(&context, "cancelling the task")?;
+            self.cancel_task_op(&request.task_id, &scope).await
+        };
+        crate::trace::task_request("mcp.tasks.cancel", &context, answer).await
     }
 }
 
