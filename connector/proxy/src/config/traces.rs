@@ -13,7 +13,7 @@ pub const OTLP_ENDPOINT_KEY: &str = "traces.otlp_endpoint";
 /// A validated `[traces]` table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TracesSection {
-    /// The collector's `http://` or `https://` URL.
+    /// The collector's `http://` URL (the exporter has no TLS: R-RUN-9).
     pub otlp_endpoint: String,
 }
 
@@ -32,8 +32,9 @@ pub(super) fn traces(
     export::endpoint(Some(&otlp_endpoint), OTLP_ENDPOINT_KEY, |_| None).map_err(|_| {
         invalid(
             OTLP_ENDPOINT_KEY,
-            "must be the http:// or https:// URL of an OTLP/gRPC collector, such as \
-             http://localhost:4317; fix it, or leave [traces] out to export no spans",
+            "must be the http:// URL of an OTLP/gRPC collector, such as http://localhost:4317 \
+             (no https://: run a collector beside the proxy that forwards over TLS); fix it, \
+             or leave [traces] out to export no spans",
         )
     })?;
     Ok(TracesSection { otlp_endpoint })
