@@ -31,6 +31,7 @@ mod nexus_cancel;
 mod nexus_errors;
 mod nexus_roundtrip;
 mod progress;
+mod protocol_versions;
 mod proxy;
 mod proxy_everything;
 mod proxy_inline;
