@@ -18,6 +18,7 @@ use super::{
     },
 };
 use crate::trace::{TraceContext, with_trace_context};
+use durable_mcp_contract::trace_context::TRACER_HEADER;
 use durable_mcp_contract::operation::OperationOutcome;
 use durable_mcp_contract::{
     errors::ToolCallErrorType,
@@ -58,7 +59,7 @@ impl<W> McpTools<W> {
             endpoint: endpoint.into(),
             service: service.into(),
             timeouts: RefCell::new(None),
-            trace: TraceContext::from_temporal_headers(ctx.headers()),
+            trace: TraceContext::from_tracer_header(ctx.headers().get(TRACER_HEADER)),
         }
     }
 

@@ -11,7 +11,7 @@
 //! of the span that started the Workflow. Headers are kept in history: a trace context is no
 //! secret.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use temporalio_protos::temporal::api::common::v1::Payload;
@@ -48,11 +48,11 @@ impl TraceContext {
         self
     }
 
-    /// The context the Temporal `headers` carry in `_tracer-data` (a JSON map of the W3C
-    /// fields); `None` without one or when its `traceparent` is malformed.
-    pub fn from_temporal_headers(headers: &HashMap<String, Payload>) -> Option<Self> {
-        let fields: HashMap<String, String> =
-            payload::from_payload(headers.get(TRACER_HEADER)?).ok()?;
+    /// The context a Temporal `_tracer-data` header carries (a JSON map of the W3C fields;
+    /// give it `ctx.headers().get(TRACER_HEADER)`); `None` without one or when its
+    /// `traceparent` is malformed.
+    pub fn from_tracer_header(header: Option<&Payload>) -> Option<Self> {
+        let fields: BTreeMap<String, String> = payload::from_payload(header?).ok()?;
         let context = Self::new(fields.get(TRACEPARENT)?.clone())?;
         Some(match fields.get(TRACESTATE) {
             Some(state) => context.with_tracestate(state.clone()),
@@ -117,6 +117,7 @@ fn is_traceparent(value: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     const PARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 
@@ -143,18 +144,18 @@ mod tests {
             TRACER_HEADER.to_owned(),
             payload::to_payload(&fields).unwrap(),
         )]);
-        let context = TraceContext::from_temporal_headers(&headers).unwrap();
+        let context = TraceContext::from_tracer_header(headers.get(TRACER_HEADER)).unwrap();
         assert_eq!(
             (context.traceparent(), context.tracestate()),
             (PARENT, Some("caller=1"))
         );
-        assert_eq!(TraceContext::from_temporal_headers(&HashMap::new()), None);
+        assert_eq!(TraceContext::from_tracer_header(None), None);
         let malformed = HashMap::from([(TRACEPARENT, "00-x")]);
         let headers = HashMap::from([(
             TRACER_HEADER.to_owned(),
             payload::to_payload(&malformed).unwrap(),
         )]);
-        assert_eq!(TraceContext::from_temporal_headers(&headers), None);
+        assert_eq!(TraceContext::from_tracer_header(headers.get(TRACER_HEADER)), None);
     }
 
     #[test]
