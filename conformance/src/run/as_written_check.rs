@@ -25,6 +25,14 @@ pub(crate) enum RawClient {
 }
 
 impl RawClient {
+    /// The whole answer to a request, `{"result": ...}` or `{"error": ...}`, as written.
+    pub(crate) async fn exchange(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
+        Ok(match self {
+            RawClient::Http(c) => c.exchange(method, params).await?.response,
+            RawClient::Lines(c) => c.exchange(method, params).await?.response,
+        })
+    }
+
     async fn call(&mut self, tool: &str, arguments: Value) -> anyhow::Result<Value> {
         match self {
             RawClient::Http(c) => c.call(tool, arguments).await,
@@ -47,24 +55,20 @@ impl RawClient {
 
 /// A twin of the scenario's mock upstream: its client, and (HTTP) the server, stopped when
 /// dropped.
-struct Twin {
-    client: RawClient,
+pub(crate) struct Twin {
+    pub(crate) client: RawClient,
     _server: Option<HttpUpstream>,
 }
 
-async fn twin(env: &StepEnv<'_>) -> Result<Twin, Failure> {
+pub(crate) async fn twin(env: &StepEnv<'_>) -> Result<Twin, Failure> {
     match env.mock {
         Some(UpstreamTransport::Stdio) => {
-            let spec = env
-                .spec_file
-                .as_ref()
-                .ok_or_else(|| Failure::Setup("the stdio upstream has no spec file".into()))?;
             let bin = match &env.options.mock_bin {
                 Some(b) => b.clone(),
                 None => fixtures::mock_upstream_bin().map_err(setup)?,
             };
             let mut command = tokio::process::Command::new(bin);
-            command.arg("--spec").arg(spec);
+            command.args(&env.mock_args);
             let client = RawStdioClient::spawn(command)
                 .await
                 .map_err(|e| Failure::Setup(format!("starting the upstream's twin: {e:#}")))?;

@@ -8,7 +8,10 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
@@ -36,7 +39,7 @@ use crate::{
         client_config, connector_options, loopback_http_options, raw_pipe_client,
         serve_connector_http, serve_in_memory, session_http_client, stateless_http_client,
     },
-    scenario::{ConnectorDef, ConnectorTransport},
+    scenario::{ConnectorDef, ConnectorTransport, ListKind},
 };
 
 /// The MCP client of one replica.
@@ -56,6 +59,8 @@ pub(crate) struct ScenarioClient {
     /// `ConnectorDef::roots`).
     sampling: Option<serde_json::Value>,
     roots: Option<serde_json::Value>,
+    /// How many `notifications/{tools,resources,prompts}/list_changed` it got (R-CON-42).
+    changes: Arc<[AtomicUsize; 3]>,
 }
 
 /// The scenario's `answer` to a request of `what`, as the result type the client returns.
@@ -88,7 +93,17 @@ impl ScenarioClient {
             elicitation: def.elicitation.clone(),
             sampling: def.sampling.clone(),
             roots: def.roots.clone(),
+            changes: Arc::default(),
         }
+    }
+
+    /// How many `notifications/<kind>/list_changed` it got so far.
+    pub fn changes(&self, kind: ListKind) -> usize {
+        self.changes[kind as usize].load(Ordering::SeqCst)
+    }
+
+    fn changed(&self, kind: ListKind) {
+        self.changes[kind as usize].fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -120,6 +135,18 @@ impl ClientHandler for ScenarioClient {
         _context: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
         scenario_answer(&self.roots, "roots")
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.changed(ListKind::Tools);
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.changed(ListKind::Resources);
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.changed(ListKind::Prompts);
     }
 
     async fn on_progress(
@@ -250,6 +277,9 @@ impl Replicas {
             .ok_or_else(|| anyhow::anyhow!("no signing key for {:?}", def.name))?;
         options.caller_scope = CallerScope::Process(def.caller.clone());
         options.companion_tools = def.companion_tools;
+        if let Some(ms) = def.list_cache_ms {
+            options.list_cache = Duration::from_millis(ms);
+        }
         if let Some(cap) = def.limits.max_in_flight_per_caller {
             options.max_in_flight_per_caller = cap;
         }

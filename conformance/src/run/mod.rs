@@ -5,6 +5,7 @@
 mod as_written_check;
 mod checks;
 mod connector_driver;
+mod feature_steps;
 mod hostile_steps;
 mod mcp_steps;
 mod nexus_call;
@@ -245,6 +246,9 @@ pub(crate) struct StepEnv<'a> {
     /// The upstream's spec and (stdio) the file the mock reads it from.
     spec: UpstreamSpec,
     spec_file: Option<PathBuf>,
+    /// The stdio mock's arguments (its twin gets the same), and its `--more-resources` file.
+    mock_args: Vec<String>,
+    more_resources: Option<PathBuf>,
     /// The mock upstream's transport, when the scenario has a mock upstream without a fault
     /// (`expect.matches_upstream_as_written` calls a twin of it).
     mock: Option<UpstreamTransport>,
@@ -321,6 +325,11 @@ async fn execute(
     // Kept until the scenario ends: dropping it stops the server.
     let mut wiremock = None;
     let mut spec_file = None;
+    let mut mock_args = Vec::new();
+    let more_resources = scenario
+        .upstream
+        .resources_and_prompts
+        .then(|| dir.path().join("more-resources.json"));
     let transport = match scenario.upstream.transport {
         _ if scenario.tool_service.is_some() => None,
         UpstreamTransport::Stdio => Some({
@@ -330,7 +339,12 @@ async fn execute(
                 Some(b) => b.clone(),
                 None => fixtures::mock_upstream_bin().map_err(setup)?,
             };
-            let args = vec!["--spec".into(), file.to_string_lossy().into_owned()];
+            let mut args = vec!["--spec".into(), file.to_string_lossy().into_owned()];
+            if let Some(more) = &more_resources {
+                args.extend(["--resources-and-prompts".into(), "--more-resources".into()]);
+                args.push(more.to_string_lossy().into_owned());
+            }
+            mock_args = args.clone();
             spec_file = Some(file);
             kit::upstreams::mock_stdio_transport(&bin, args, &ledger)
         }),
@@ -417,6 +431,8 @@ async fn execute(
         launcher,
         spec,
         spec_file,
+        mock_args,
+        more_resources,
         mock: (scenario.tool_service.is_none() && scenario.upstream.fault.is_none())
             .then_some(scenario.upstream.transport),
         placeholders: vec![
@@ -495,6 +511,10 @@ async fn run_step(env: &mut StepEnv<'_>, step: &crate::scenario::Step) -> Result
             Ok(format!("connector {name} restarted"))
         }
         Action::SetAnnotations(change) => set_annotations(env, change),
+        Action::Request(r) => feature_steps::run_request(env, r, expect.ok_or_else(need)?).await,
+        Action::AddTool(a) => feature_steps::add_tool(env, a),
+        Action::MoreResources(m) => feature_steps::more_resources(env, m),
+        Action::ListChanged(l) => feature_steps::list_changed(env, l).await,
         Action::ListTools(list) => hostile_steps::run_list_tools(env, list).await,
         Action::Connections(c) => hostile_steps::run_connections(env, c).await,
         Action::ProxyMemory(m) => hostile_steps::run_proxy_memory(env, m),

@@ -30,6 +30,9 @@
 //! # one roots/list request under "roots")
 //! # | log_after (log lines after the call ended) | read_ancestors (what the parent's and
 //! # grandparent's /proc environ give away) | stderr (bytes, line_bytes: floods stderr)
+//! # resources_and_prompts = true  # stdio only: the mock also serves resources (text, blob; two
+//! #                            # pages), a template, a prompt and completions (--resources-and-prompts)
+//! #                            # and lists what `more_resources` steps write (--more-resources FILE)
 //! # fault = { kind = "status", code = 503, times = 2 }  # http only: a wiremock upstream that echoes
 //! #                            # and injects status | reset | stall (ms) into the first `times` calls
 //!
@@ -57,6 +60,7 @@
 //! temporal_tools_decode = false  # true: they also decode what they show (--temporal-tools-decode,
 //!                              # R-OPS-7); needs codec
 //! limits = { max_in_flight_per_caller = 1, http_max_connections_per_address = 3 }  # optional: flags
+//! list_cache_ms = 1000         # optional: --list-cache (how often it re-lists for listeners, R-CON-42)
 //! elicitation = { action = "accept", content = { confirm = true } }  # optional: the client declares
 //!                              # elicitation and answers every elicitation/create with this (R-CON-43)
 //! sampling = { role = "assistant", content = { type = "text", text = "ok" }, model = "m" }
@@ -107,6 +111,21 @@
 //!                              # codec access starts `into` (same type and task queue) with the input
 //!                              # `from` was started with, as stored; needs a connector with codec = true
 //!
+//! [[steps]]
+//! request = { connector = "a", method = "resources/read", params = { uri = "mock://text/readme" } }
+//!                              # raw JSON-RPC (no MCP SDK) through a replica: resources/list,
+//!                              # resources/templates/list, resources/read, prompts/list, prompts/get or
+//!                              # completion/complete; a list's pages are folded (expect: result | error)
+//! [[steps]]
+//! add_tool = { name = "added", like = "echo" }   # the stdio mock gains a copy of a tool, and says so
+//! [[steps]]
+//! more_resources = [{ uri = "mock://more/1", name = "more" }]  # the mock lists these too from now on
+//! [[steps]]
+//! list_changed = { connector = "a", kind = "tools", then_lists = "added" }  # waits (within_ms, 30 s)
+//!                              # until the replica's session client got `count` (1)
+//!                              # notifications/<tools|resources|prompts>/list_changed; then its
+//!                              # listing holds that name (a resource: its URI)
+//!
 //! [steps.expect]
 //! outcome = "result"           # call: result | failed | canceled | timed_out | terminated
 //!                              # mcp: result | task | error | canceled; tasks_get: task | error;
@@ -130,6 +149,7 @@
 //! matches_upstream_as_written = true  # optional (mcp, result): the same call and listing read raw (no MCP SDK)
 //!                              # through the connector equal a direct call to a twin of the mock upstream
 //!                              # field for field (namespaced _meta and execution.taskSupport aside)
+//!                              # (request: its answer, pages folded, equals the twin's to the same request)
 //! save = "first"               # remember this answer (and task ID) for later steps
 //! same_as = "first"            # this answer (result, task ID or error) equals the saved one
 //! ```
@@ -147,8 +167,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::fixtures::{Behavior, ToolSpec, UpstreamSpec, faults::HttpFault};
 
+mod feature_steps;
 pub mod rules;
 mod step;
+pub use feature_steps::{AddTool, FEATURE_METHODS, ListChanged, ListKind, RequestStep};
 pub(crate) use step::task_placeholders;
 pub use step::{
     Action, CallStep, Connections, Expect, ExpectedOutcome, Invocations, KillProxy, ListTools,
@@ -362,6 +384,11 @@ pub struct ConnectorDef {
     /// `ListRootsResult` (R-CON-43); absent: it declares none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub roots: Option<serde_json::Value>,
+    /// `--list-cache` in ms: how old a route's listing may be, and how often the replica
+    /// re-lists its routes while a caller listens for changes (R-CON-42); the default when
+    /// absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_cache_ms: Option<u64>,
 }
 
 /// A connector replica's limits (R-CON-17, R-CON-19, R-CON-38), named after their flags.
@@ -428,6 +455,11 @@ pub struct UpstreamDef {
     /// HTTP only: the proxy's `unavailable_means_not_run` for this upstream (R-PRX-14).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unavailable_means_not_run: bool,
+    /// The mock also serves its resources, resource template, prompt and completions
+    /// (`--resources-and-prompts`), and lists what `more_resources` steps write
+    /// (`--more-resources FILE`). Stdio only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resources_and_prompts: bool,
 }
 
 impl UpstreamDef {
@@ -500,6 +532,13 @@ impl Scenario {
         {
             bail!(
                 "tool_service: a scenario with a native tool service has no [upstream] or [proxy]"
+            );
+        }
+        if self.upstream.resources_and_prompts
+            && (self.upstream.transport != UpstreamTransport::Stdio || self.tool_service.is_some())
+        {
+            bail!(
+                "upstream.resources_and_prompts: needs a mock upstream with transport = \"stdio\""
             );
         }
         if self.upstream.fault.is_some() {
@@ -575,6 +614,21 @@ impl Scenario {
                     if self.upstream.transport != UpstreamTransport::Stdio =>
                 {
                     bail!("{field}.set_annotations: needs upstream.transport = \"stdio\"")
+                }
+                Action::AddTool(a) if self.upstream.transport != UpstreamTransport::Stdio => {
+                    bail!(
+                        "{field}.add_tool: needs upstream.transport = \"stdio\" ({})",
+                        a.name
+                    )
+                }
+                Action::AddTool(a) if spec.tool(&a.like).is_none() => {
+                    bail!(
+                        "{field}.add_tool.like: {:?} is not a tool of the upstream",
+                        a.like
+                    )
+                }
+                Action::MoreResources(_) if !self.upstream.resources_and_prompts => {
+                    bail!("{field}.more_resources: needs upstream.resources_and_prompts = true")
                 }
                 Action::ProxyMemory(_) if self.proxy.mode != ProxyMode::Process => {
                     bail!("{field}: proxy_memory needs [proxy] mode = \"process\"")
@@ -1017,5 +1071,53 @@ mod tests {
     fn spec_rules_are_read_from_headings() {
         let md = "### R-PRX-4: Retry\ntext\n### R-NXC-1: x\n## other";
         assert_eq!(spec_rules(md), ["R-PRX-4", "R-NXC-1"]);
+    }
+
+    const FEATURES: &str = r#"
+        id = "fidelity/x"
+        family = "fidelity"
+        rules = ["R-CON-45"]
+        [upstream]
+        standard = true
+        resources_and_prompts = true
+        [[connectors]]
+        name = "a"
+        list_cache_ms = 1000
+        [[steps]]
+        request = { method = "resources/read", params = { uri = "mock://text/readme" } }
+        [steps.expect]
+        outcome = "result"
+        matches_upstream_as_written = true
+        [[steps]]
+        add_tool = { name = "added", like = "echo" }
+        [[steps]]
+        more_resources = [{ uri = "mock://more/1", name = "more" }]
+        [[steps]]
+        list_changed = { kind = "tools", then_lists = "added" }
+    "#;
+
+    #[test]
+    fn feature_steps_parse_and_say_what_they_need() {
+        let s = Scenario::parse(FEATURES, Path::new("x.toml")).unwrap();
+        assert_eq!(s.connectors[0].list_cache_ms, Some(1000));
+        let err = parse_err(&FEATURES.replace("resources/read", "tools/call"));
+        assert!(err.contains("steps[0].request.method"), "{err}");
+        let err = parse_err(&FEATURES.replace("outcome = \"result\"", "outcome = \"task\""));
+        assert!(err.contains("steps[0].expect.outcome"), "{err}");
+        let err = parse_err(&FEATURES.replace("like = \"echo\"", "like = \"nope\""));
+        assert!(err.contains("steps[1].add_tool.like"), "{err}");
+        let err = parse_err(&FEATURES.replace("resources_and_prompts = true", ""));
+        assert!(err.contains("steps[2].more_resources"), "{err}");
+        let err = parse_err(
+            &FEATURES.replace("standard = true", "standard = true\ntransport = \"http\""),
+        );
+        assert!(err.contains("upstream.resources_and_prompts"), "{err}");
+        let err = parse_err(&FEATURES.replace("kind = \"tools\"", "kind = \"roots\""));
+        assert!(err.contains("kind"), "{err}");
+        let err = parse_err(&FEATURES.replace(
+            "[[connectors]]\n        name = \"a\"\n        list_cache_ms = 1000",
+            "",
+        ));
+        assert!(err.contains("needs a [[connectors]] entry"), "{err}");
     }
 }

@@ -7,12 +7,13 @@ use anyhow::bail;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::feature_steps::{AddTool, FEATURE_METHODS, ListChanged, RequestStep};
 use crate::fixtures::LedgerEvent;
 
 /// One step. Exactly one action key is set: `call`, `mcp`, `tasks_get`, `tasks_cancel`,
 /// `restart_connector`, `set_annotations`, `wait_for`, `pause_ms`, `kill_proxy`,
-/// `restart_proxy`, `restart_server`, `list_tools`, `connections`, `proxy_memory` or
-/// `plant_ciphertext`.
+/// `restart_proxy`, `restart_server`, `list_tools`, `connections`, `proxy_memory`,
+/// `plant_ciphertext`, `request`, `add_tool`, `more_resources` or `list_changed`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
@@ -71,6 +72,18 @@ pub struct Step {
     /// Workflow of its own, with the runner's own Temporal connection (R-OPS-7).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plant_ciphertext: Option<PlantCiphertext>,
+    /// A resource, prompt or completion request through a connector replica, read raw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<RequestStep>,
+    /// The stdio mock gains a tool (and says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub add_tool: Option<AddTool>,
+    /// The mock (`resources_and_prompts`) lists these resources after its own, from now on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub more_resources: Option<Vec<Value>>,
+    /// Waits until a replica's session client is told a list changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_changed: Option<ListChanged>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<Expect>,
 }
@@ -143,6 +156,10 @@ pub enum Action<'a> {
     ProxyMemory(&'a ProxyMemory),
     PlantCiphertext(&'a PlantCiphertext),
     TasksUpdate(&'a TaskStep),
+    Request(&'a RequestStep),
+    AddTool(&'a AddTool),
+    MoreResources(&'a [Value]),
+    ListChanged(&'a ListChanged),
 }
 
 impl Step {
@@ -197,12 +214,25 @@ impl Step {
         if let Some(p) = &self.plant_ciphertext {
             found.push(("plant_ciphertext", Action::PlantCiphertext(p)));
         }
+        if let Some(r) = &self.request {
+            found.push(("request", Action::Request(r)));
+        }
+        if let Some(a) = &self.add_tool {
+            found.push(("add_tool", Action::AddTool(a)));
+        }
+        if let Some(m) = &self.more_resources {
+            found.push(("more_resources", Action::MoreResources(m)));
+        }
+        if let Some(l) = &self.list_changed {
+            found.push(("list_changed", Action::ListChanged(l)));
+        }
         match found.len() {
             1 => Ok(found.remove(0).1),
             0 => bail!(
                 "needs one action: call, mcp, tasks_get, tasks_cancel, restart_connector, \
                  set_annotations, wait_for, pause_ms, kill_proxy, restart_proxy, \
-                 restart_server, list_tools, connections, proxy_memory or plant_ciphertext"
+                 restart_server, list_tools, connections, proxy_memory, plant_ciphertext, \
+                 request, add_tool, more_resources or list_changed"
             ),
             _ => {
                 let names: Vec<_> = found.iter().map(|(n, _)| *n).collect();
@@ -235,6 +265,10 @@ impl Action<'_> {
             Action::ProxyMemory(m) => format!("proxy_memory < {} MiB", m.peak_below_mib),
             Action::PlantCiphertext(p) => format!("plant_ciphertext {} -> {}", p.from, p.into),
             Action::TasksUpdate(t) => format!("tasks_update {}", t.target()),
+            Action::Request(r) => format!("request {}", r.method),
+            Action::AddTool(a) => format!("add_tool {}", a.name),
+            Action::MoreResources(m) => format!("more_resources x{}", m.len()),
+            Action::ListChanged(l) => format!("list_changed {}", l.kind.as_str()),
         }
     }
 
@@ -598,6 +632,8 @@ pub(crate) fn validate_step(
         Action::RestartConnector(n) => Some(("restart_connector", Some(n))),
         Action::ListTools(l) => Some(("list_tools", l.connector.as_deref())),
         Action::Connections(c) => Some(("connections", c.connector.as_deref())),
+        Action::Request(r) => Some(("request", r.connector.as_deref())),
+        Action::ListChanged(l) => Some(("list_changed", l.connector.as_deref())),
         _ => None,
     };
     if let Some((key, name)) = connector {
@@ -654,12 +690,22 @@ pub(crate) fn validate_step(
         }
     }
     validate_hostile(action, field)?;
+    if let Action::Request(r) = action
+        && !FEATURE_METHODS.contains(&r.method.as_str())
+    {
+        bail!(
+            "{field}.request.method: {:?} is not one of {}",
+            r.method,
+            FEATURE_METHODS.join(", ")
+        );
+    }
     let background = matches!(action, Action::Mcp(c) if c.background);
     let needs_expect = !background
         && matches!(
             action,
             Action::Call(_)
                 | Action::Mcp(_)
+                | Action::Request(_)
                 | Action::TasksGet(_)
                 | Action::TasksCancel(_)
                 | Action::TasksUpdate(_)
@@ -693,6 +739,7 @@ pub(crate) fn validate_step(
             ExpectedOutcome::Canceled,
         ],
         Action::TasksGet(_) => &[ExpectedOutcome::Task, ExpectedOutcome::Error],
+        Action::Request(_) => &[ExpectedOutcome::Result, ExpectedOutcome::Error],
         _ => &[ExpectedOutcome::Accepted, ExpectedOutcome::Error],
     };
     if !allowed.contains(&e.outcome) {
@@ -719,9 +766,10 @@ pub(crate) fn validate_step(
     }
     if e.matches_upstream_as_written
         && !(matches!(action, Action::Mcp(_)) && e.outcome == ExpectedOutcome::Result)
+        && !matches!(action, Action::Request(_))
     {
         bail!(
-            "{field}.expect.matches_upstream_as_written: only applies to an mcp step ending in a result"
+            "{field}.expect.matches_upstream_as_written: only applies to a request step, or an mcp step ending in a result"
         );
     }
     let failed_task =

@@ -1,0 +1,202 @@
+//! The steps for what an upstream offers beside its tools and for list changes (R-PRX-32,
+//! R-CON-42, R-CON-45, R-CON-47): `request` (a resource, prompt or completion request read raw
+//! through a connector, compared with a twin of the upstream or a snapshot), `add_tool` and
+//! `more_resources` (the mock changes), and `list_changed` (a session caller is told).
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::{
+    Failure, StepEnv,
+    as_written_check::{RawClient, twin},
+    checks::check_snapshot,
+    setup,
+};
+use crate::{
+    fixtures::as_written,
+    scenario::{AddTool, Expect, ExpectedOutcome, ListChanged, ListKind, RequestStep},
+};
+
+/// Sends `request`'s request through the step's replica (every page of a list, folded) and
+/// checks the answer as `expect` says.
+pub(crate) async fn run_request(
+    env: &StepEnv<'_>,
+    request: &RequestStep,
+    expect: &Expect,
+) -> Result<String, Failure> {
+    let mut through = env
+        .replicas()?
+        .raw_client(request.connector.as_deref())
+        .await
+        .map_err(|e| Failure::Setup(format!("a raw client of the connector: {e:#}")))?;
+    let got = answer(&mut through, request).await.map_err(|e| {
+        Failure::Violated(format!("{} through the connector: {e:#}", request.method))
+    })?;
+    let mut summary = match (&got.get("error"), expect.outcome) {
+        (None, ExpectedOutcome::Result) => "result".to_owned(),
+        (Some(error), ExpectedOutcome::Error) => {
+            check_error(error, expect)?;
+            "error".to_owned()
+        }
+        _ => {
+            return Err(Failure::Violated(format!(
+                "expected {}, the connector answered {got}",
+                expect.outcome
+            )));
+        }
+    };
+    if expect.matches_upstream_as_written {
+        let mut twin = twin(env).await?;
+        let written = answer(&mut twin.client, request).await.map_err(|e| {
+            Failure::Setup(format!("{} to the upstream's twin: {e:#}", request.method))
+        })?;
+        if let Some(why) = as_written::difference(&written, &got) {
+            return Err(Failure::Violated(format!(
+                "{} read raw: {why}",
+                request.method
+            )));
+        }
+        summary.push_str(", as the upstream wrote it");
+    }
+    if let Some(result) = got.get("result") {
+        check_snapshot(env.options, expect, result, &mut summary)?;
+    }
+    Ok(summary)
+}
+
+/// `expect.error_code` and `expect.message_contains` against a JSON-RPC error.
+fn check_error(error: &Value, expect: &Expect) -> Result<(), Failure> {
+    if let Some(code) = expect.error_code
+        && error["code"] != json!(code)
+    {
+        return Err(Failure::Violated(format!(
+            "expected error {code}, got {error}"
+        )));
+    }
+    if let Some(text) = &expect.message_contains
+        && !error["message"].as_str().unwrap_or_default().contains(text)
+    {
+        return Err(Failure::Violated(format!(
+            "expected an error saying {text:?}, got {error}"
+        )));
+    }
+    Ok(())
+}
+
+/// The answer (`{"result": ...}` or `{"error": ...}`) to `request` from `client`; a list's
+/// pages folded: the first page's fields, every page's items, no `nextCursor`.
+async fn answer(client: &mut RawClient, request: &RequestStep) -> anyhow::Result<Value> {
+    let params = Value::Object(request.params.clone());
+    let mut first = client.exchange(&request.method, params.clone()).await?;
+    let Some(items) = request.items() else {
+        return Ok(first);
+    };
+    let mut cursor = first["result"]
+        .as_object_mut()
+        .and_then(|r| r.remove("nextCursor"));
+    let mut pages = 1;
+    while let Some(Value::String(next)) = cursor {
+        anyhow::ensure!(pages < 100, "more than 100 pages");
+        pages += 1;
+        let mut params = params.clone();
+        params["cursor"] = json!(next);
+        let page = client.exchange(&request.method, params).await?;
+        let more = page["result"][items]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if let Some(listed) = first["result"][items].as_array_mut() {
+            listed.extend(more);
+        }
+        cursor = page["result"].get("nextCursor").cloned();
+    }
+    Ok(first)
+}
+
+/// Rewrites the stdio mock's spec file with a copy of `add.like` named `add.name`.
+pub(crate) fn add_tool(env: &mut StepEnv<'_>, add: &AddTool) -> Result<String, Failure> {
+    let file = env
+        .spec_file
+        .clone()
+        .ok_or_else(|| Failure::Setup("add_tool needs a stdio upstream".into()))?;
+    let mut tool = env
+        .spec
+        .tool(&add.like)
+        .cloned()
+        .ok_or_else(|| Failure::Setup(format!("no tool {:?}", add.like)))?;
+    tool.name = add.name.clone();
+    env.spec.tools.push(tool);
+    env.spec.write_json(&file).map_err(setup)?;
+    Ok(format!("the upstream gained tool {}", add.name))
+}
+
+/// Writes the mock's `--more-resources` file.
+pub(crate) fn more_resources(env: &StepEnv<'_>, resources: &[Value]) -> Result<String, Failure> {
+    let file = env
+        .more_resources
+        .as_ref()
+        .ok_or_else(|| Failure::Setup("more_resources needs resources_and_prompts".into()))?;
+    let bytes = serde_json::to_vec(resources).map_err(setup)?;
+    std::fs::write(file, bytes).map_err(setup)?;
+    Ok(format!(
+        "the upstream lists {} more resource(s)",
+        resources.len()
+    ))
+}
+
+/// Waits until the replica's client was told `wait.kind`'s list changed `wait.count` times,
+/// then (with `then_lists`) lists that kind and looks for the item.
+pub(crate) async fn list_changed(env: &StepEnv<'_>, wait: &ListChanged) -> Result<String, Failure> {
+    let replicas = env.replicas()?;
+    let client = replicas.get(wait.connector.as_deref()).map_err(setup)?;
+    let within = Duration::from_millis(wait.within_ms.unwrap_or(30_000));
+    let started = Instant::now();
+    let told = loop {
+        let told = client.service().changes(wait.kind);
+        if told >= wait.count || started.elapsed() > within {
+            break told;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    if told < wait.count {
+        return Err(Failure::Violated(format!(
+            "the caller got {told} notifications/{}/list_changed within {} ms, not {}",
+            wait.kind.as_str(),
+            within.as_millis(),
+            wait.count
+        )));
+    }
+    let mut summary = format!(
+        "told {told}x notifications/{}/list_changed after {} ms",
+        wait.kind.as_str(),
+        started.elapsed().as_millis()
+    );
+    if let Some(item) = &wait.then_lists {
+        let peer = client.peer();
+        let listed = match wait.kind {
+            ListKind::Tools => peer.list_all_tools().await.map(|l| {
+                l.into_iter()
+                    .map(|t| t.name.to_string())
+                    .collect::<Vec<_>>()
+            }),
+            ListKind::Resources => peer
+                .list_all_resources()
+                .await
+                .map(|l| l.into_iter().map(|r| r.uri).collect()),
+            ListKind::Prompts => peer
+                .list_all_prompts()
+                .await
+                .map(|l| l.into_iter().map(|p| p.name).collect()),
+        }
+        .map_err(|e| Failure::Violated(format!("listing {} again: {e}", wait.kind.as_str())))?;
+        if !listed.contains(item) {
+            return Err(Failure::Violated(format!(
+                "{} listed after the change: {listed:?}, without {item:?}",
+                wait.kind.as_str()
+            )));
+        }
+        summary.push_str(&format!(", then lists {item}"));
+    }
+    Ok(summary)
+}
