@@ -333,6 +333,14 @@ impl Replicas {
         }
     }
 
+    /// The connector of pipe replica `name` (or of the first), to serve over a fresh pipe.
+    pub fn pipe_connector(&self, name: Option<&str>) -> anyhow::Result<Connector> {
+        match &self.replica(name)?.raw {
+            RawTarget::Pipe(connector) => Ok(connector.clone()),
+            RawTarget::Url(_) => anyhow::bail!("the connector is served over HTTP, not a pipe"),
+        }
+    }
+
     /// The URL of replica `name` (or of the first), served over HTTP.
     pub fn url(&self, name: Option<&str>) -> anyhow::Result<&str> {
         match &self.replica(name)?.raw {

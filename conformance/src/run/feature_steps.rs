@@ -3,7 +3,15 @@
 //! through a connector, compared with a twin of the upstream or a snapshot), `add_tool` and
 //! `more_resources` (the mock changes), and `list_changed` (a session caller is told).
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 use serde_json::{Value, json};
 
@@ -15,7 +23,7 @@ use super::{
 };
 use crate::{
     fixtures::as_written,
-    scenario::{AddTool, Expect, ExpectedOutcome, ListChanged, ListKind, RequestStep},
+    scenario::{AddTool, Expect, ExpectedOutcome, ListChanged, ListKind, Listen, RequestStep},
 };
 
 /// Sends `request`'s request through the step's replica (every page of a list, folded) and
@@ -152,8 +160,21 @@ pub(crate) async fn list_changed(env: &StepEnv<'_>, wait: &ListChanged) -> Resul
     let client = replicas.get(wait.connector.as_deref()).map_err(setup)?;
     let within = Duration::from_millis(wait.within_ms.unwrap_or(30_000));
     let started = Instant::now();
+    let listener = match (wait.stateless, &env.listener) {
+        (true, Some(told)) => Some(told.clone()),
+        (true, None) => return Err(Failure::Setup("no listen step opened a stream".into())),
+        (false, _) => None,
+    };
+    let who = if wait.stateless {
+        "the stateless listener"
+    } else {
+        "the caller"
+    };
     let told = loop {
-        let told = client.service().changes(wait.kind);
+        let told = match &listener {
+            Some(told) => told[wait.kind as usize].load(Ordering::SeqCst),
+            None => client.service().changes(wait.kind),
+        };
         if told >= wait.count || started.elapsed() > within {
             break told;
         }
@@ -161,14 +182,14 @@ pub(crate) async fn list_changed(env: &StepEnv<'_>, wait: &ListChanged) -> Resul
     };
     if told < wait.count {
         return Err(Failure::Violated(format!(
-            "the caller got {told} notifications/{}/list_changed within {} ms, not {}",
+            "{who} got {told} notifications/{}/list_changed within {} ms, not {}",
             wait.kind.as_str(),
             within.as_millis(),
             wait.count
         )));
     }
     let mut summary = format!(
-        "told {told}x notifications/{}/list_changed after {} ms",
+        "{who} told {told}x notifications/{}/list_changed after {} ms",
         wait.kind.as_str(),
         started.elapsed().as_millis()
     );
@@ -199,4 +220,73 @@ pub(crate) async fn list_changed(env: &StepEnv<'_>, wait: &ListChanged) -> Resul
         summary.push_str(&format!(", then lists {item}"));
     }
     Ok(summary)
+}
+
+/// How many `notifications/{tools,resources,prompts}/list_changed` a listener got.
+pub(crate) type Told = Arc<[AtomicUsize; 3]>;
+
+/// The `subscriptions/listen` params naming `kinds` (`toolsListChanged`, ...).
+fn listen_params(kinds: &[ListKind]) -> Value {
+    let mut asked = serde_json::Map::new();
+    for kind in kinds {
+        asked.insert(format!("{}ListChanged", kind.as_str()), json!(true));
+    }
+    json!({"notifications": asked, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "durable-mcp-conformance", "version": "0"},
+    }})
+}
+
+/// The kind a `notifications/<kind>/list_changed` of stream `id` names, if `message` is one.
+fn told_kind(message: &Value, id: u64) -> Option<ListKind> {
+    if message["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] != json!(id) {
+        return None;
+    }
+    [ListKind::Tools, ListKind::Resources, ListKind::Prompts]
+        .into_iter()
+        .find(|k| message["method"] == format!("notifications/{}/list_changed", k.as_str()))
+}
+
+/// Opens a 2026-07-28 `subscriptions/listen` stream on a fresh pipe to the replica, waits for its
+/// acknowledgement, and counts the list changes that reach it until the scenario ends.
+pub(crate) async fn listen(env: &mut StepEnv<'_>, step: &Listen) -> Result<String, Failure> {
+    const ID: u64 = 7;
+    let connector = env
+        .replicas()?
+        .pipe_connector(step.connector.as_deref())
+        .map_err(setup)?;
+    let (read, mut write) = tokio::io::split(crate::kit::mcp::pipe(connector, 1 << 20));
+    let request = json!({"jsonrpc": "2.0", "id": ID, "method": "subscriptions/listen",
+        "params": listen_params(&step.kinds)});
+    let line = format!("{request}\n");
+    write.write_all(line.as_bytes()).await.map_err(setup)?;
+    let mut lines = tokio::io::BufReader::new(read).lines();
+    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .map_err(|_| Failure::Violated("subscriptions/listen: no answer within 30 s".into()))?
+        .map_err(setup)?
+        .unwrap_or_default();
+    let acknowledged: Value = serde_json::from_str(&first).unwrap_or(Value::Null);
+    if acknowledged["method"] != "notifications/subscriptions/acknowledged" {
+        return Err(Failure::Violated(format!(
+            "subscriptions/listen: expected notifications/subscriptions/acknowledged, got {first}"
+        )));
+    }
+    let told: Told = Arc::default();
+    let counting = told.clone();
+    env.background.push(tokio::spawn(async move {
+        let _write = write; // the stream stays open while the pipe's write half lives
+        while let Ok(Some(line)) = lines.next_line().await {
+            let message: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            if let Some(kind) = told_kind(&message, ID) {
+                counting[kind as usize].fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }));
+    env.listener = Some(told);
+    Ok(format!(
+        "listening, acknowledged: {}",
+        acknowledged["params"]
+    ))
 }

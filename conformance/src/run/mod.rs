@@ -249,6 +249,8 @@ pub(crate) struct StepEnv<'a> {
     /// The stdio mock's arguments (its twin gets the same), and its `--more-resources` file.
     mock_args: Vec<String>,
     more_resources: Option<PathBuf>,
+    /// How many list changes of each kind reached the stateless listener a `listen` step opened.
+    listener: Option<feature_steps::Told>,
     /// The mock upstream's transport, when the scenario has a mock upstream without a fault
     /// (`expect.matches_upstream_as_written` calls a twin of it).
     mock: Option<UpstreamTransport>,
@@ -433,6 +435,7 @@ async fn execute(
         spec_file,
         mock_args,
         more_resources,
+        listener: None,
         mock: (scenario.tool_service.is_none() && scenario.upstream.fault.is_none())
             .then_some(scenario.upstream.transport),
         placeholders: vec![
@@ -515,6 +518,7 @@ async fn run_step(env: &mut StepEnv<'_>, step: &crate::scenario::Step) -> Result
         Action::AddTool(a) => feature_steps::add_tool(env, a),
         Action::MoreResources(m) => feature_steps::more_resources(env, m),
         Action::ListChanged(l) => feature_steps::list_changed(env, l).await,
+        Action::Listen(l) => feature_steps::listen(env, l).await,
         Action::ListTools(list) => hostile_steps::run_list_tools(env, list).await,
         Action::Connections(c) => hostile_steps::run_connections(env, c).await,
         Action::ProxyMemory(m) => hostile_steps::run_proxy_memory(env, m),

@@ -86,6 +86,21 @@ pub struct ListChanged {
     pub within_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub then_lists: Option<String>,
+    /// Count what the stateless listener of an earlier `listen` step got instead.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stateless: bool,
+}
+
+/// `listen`: a 2026-07-28 caller without a session opens a `subscriptions/listen` stream on a
+/// pipe replica (a fresh pipe, raw JSON-RPC) asking for the `kinds`' list changes, and waits for
+/// `notifications/subscriptions/acknowledged`; the stream stays open until the scenario ends,
+/// and `list_changed` with `stateless = true` counts what reaches it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Listen {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connector: Option<String>,
+    pub kinds: Vec<ListKind>,
 }
 
 fn one() -> usize {

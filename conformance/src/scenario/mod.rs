@@ -125,6 +125,11 @@
 //!                              # until the replica's session client got `count` (1)
 //!                              # notifications/<tools|resources|prompts>/list_changed; then its
 //!                              # listing holds that name (a resource: its URI)
+//!                              # stateless = true: counts what reached the `listen` stream instead
+//! [[steps]]
+//! listen = { connector = "a", kinds = ["tools", "resources"] }  # a pipe replica: a 2026-07-28 caller
+//!                              # without a session opens subscriptions/listen (raw, a pipe of its
+//!                              # own), acknowledged; it stays open until the scenario ends
 //!
 //! [steps.expect]
 //! outcome = "result"           # call: result | failed | canceled | timed_out | terminated
@@ -170,7 +175,7 @@ use crate::fixtures::{Behavior, ToolSpec, UpstreamSpec, faults::HttpFault};
 mod feature_steps;
 pub mod rules;
 mod step;
-pub use feature_steps::{AddTool, FEATURE_METHODS, ListChanged, ListKind, RequestStep};
+pub use feature_steps::{AddTool, FEATURE_METHODS, ListChanged, ListKind, Listen, RequestStep};
 pub(crate) use step::task_placeholders;
 pub use step::{
     Action, CallStep, Connections, Expect, ExpectedOutcome, Invocations, KillProxy, ListTools,
@@ -656,17 +661,25 @@ impl Scenario {
         Ok(())
     }
 
-    /// Steps that need a connector served over HTTP: `connections`, and `mcp` with `from`.
+    /// Steps that need a connector served over HTTP: `connections`, and `mcp` with `from`; and
+    /// `listen`, which needs one on a pipe.
     fn validate_http_step(&self, action: Action<'_>, field: &str) -> anyhow::Result<()> {
         let (key, connector) = match action {
             Action::Connections(c) => ("connections", c.connector.as_deref()),
             Action::Mcp(c) if c.from.is_some() => ("mcp.from", c.connector.as_deref()),
+            Action::Listen(l) => ("listen", l.connector.as_deref()),
             _ => return Ok(()),
         };
         let def = match connector {
             Some(name) => self.connectors.iter().find(|c| c.name == name),
             None => self.connectors.first(),
         };
+        if matches!(action, Action::Listen(_)) {
+            if def.is_some_and(|d| d.transport != ConnectorTransport::Pipe) {
+                bail!("{field}.listen: needs a connector with transport = \"pipe\"");
+            }
+            return Ok(());
+        }
         if def.is_some_and(|d| d.transport == ConnectorTransport::Pipe) {
             bail!(
                 "{field}.{key}: needs a connector with transport = \"http\" or \"http_stateless\""
@@ -1119,5 +1132,22 @@ mod tests {
             "",
         ));
         assert!(err.contains("needs a [[connectors]] entry"), "{err}");
+        let err =
+            parse_err(&FEATURES.replace("kind = \"tools\"", "kind = \"tools\", stateless = true"));
+        assert!(err.contains("needs an earlier listen step"), "{err}");
+        let listening = FEATURES.replace(
+            "[[steps]]\n        add_tool",
+            "[[steps]]\n        listen = { kinds = [\"tools\"] }\n        [[steps]]\n        add_tool",
+        );
+        Scenario::parse(
+            &listening.replace("kind = \"tools\"", "kind = \"tools\", stateless = true"),
+            Path::new("x.toml"),
+        )
+        .unwrap();
+        let err = parse_err(&listening.replace("list_cache_ms = 1000", "transport = \"http\""));
+        assert!(
+            err.contains("listen: needs a connector with transport = \"pipe\""),
+            "{err}"
+        );
     }
 }

@@ -7,7 +7,7 @@ use anyhow::bail;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::feature_steps::{AddTool, FEATURE_METHODS, ListChanged, RequestStep};
+use super::feature_steps::{AddTool, FEATURE_METHODS, ListChanged, Listen, RequestStep};
 use crate::fixtures::LedgerEvent;
 
 /// One step. Exactly one action key is set: `call`, `mcp`, `tasks_get`, `tasks_cancel`,
@@ -84,6 +84,9 @@ pub struct Step {
     /// Waits until a replica's session client is told a list changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub list_changed: Option<ListChanged>,
+    /// A stateless caller listens for list changes (`subscriptions/listen`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<Listen>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<Expect>,
 }
@@ -160,6 +163,7 @@ pub enum Action<'a> {
     AddTool(&'a AddTool),
     MoreResources(&'a [Value]),
     ListChanged(&'a ListChanged),
+    Listen(&'a Listen),
 }
 
 impl Step {
@@ -226,13 +230,16 @@ impl Step {
         if let Some(l) = &self.list_changed {
             found.push(("list_changed", Action::ListChanged(l)));
         }
+        if let Some(l) = &self.listen {
+            found.push(("listen", Action::Listen(l)));
+        }
         match found.len() {
             1 => Ok(found.remove(0).1),
             0 => bail!(
                 "needs one action: call, mcp, tasks_get, tasks_cancel, restart_connector, \
                  set_annotations, wait_for, pause_ms, kill_proxy, restart_proxy, \
                  restart_server, list_tools, connections, proxy_memory, plant_ciphertext, \
-                 request, add_tool, more_resources or list_changed"
+                 request, add_tool, more_resources, list_changed or listen"
             ),
             _ => {
                 let names: Vec<_> = found.iter().map(|(n, _)| *n).collect();
@@ -269,6 +276,7 @@ impl Action<'_> {
             Action::AddTool(a) => format!("add_tool {}", a.name),
             Action::MoreResources(m) => format!("more_resources x{}", m.len()),
             Action::ListChanged(l) => format!("list_changed {}", l.kind.as_str()),
+            Action::Listen(l) => format!("listen x{}", l.kinds.len()),
         }
     }
 
@@ -615,6 +623,9 @@ pub struct Invocations {
     pub count: usize,
 }
 
+/// What a `listen` step records among the saved names (no `save` can name it: it has a space).
+const LISTENING: &str = "listen stream";
+
 /// Checks one step against what serde cannot see; `field` is `steps[i]`, `connectors` the
 /// declared replica names, `saved` the names earlier steps saved (updated here).
 pub(crate) fn validate_step(
@@ -634,6 +645,7 @@ pub(crate) fn validate_step(
         Action::Connections(c) => Some(("connections", c.connector.as_deref())),
         Action::Request(r) => Some(("request", r.connector.as_deref())),
         Action::ListChanged(l) => Some(("list_changed", l.connector.as_deref())),
+        Action::Listen(l) => Some(("listen", l.connector.as_deref())),
         _ => None,
     };
     if let Some((key, name)) = connector {
@@ -698,6 +710,18 @@ pub(crate) fn validate_step(
             r.method,
             FEATURE_METHODS.join(", ")
         );
+    }
+    if let Action::Listen(l) = action {
+        if l.kinds.is_empty() {
+            bail!("{field}.listen.kinds: name at least one of tools, resources, prompts");
+        }
+        saved.push(LISTENING.into());
+    }
+    if let Action::ListChanged(l) = action
+        && l.stateless
+        && !saved.iter().any(|s| s == LISTENING)
+    {
+        bail!("{field}.list_changed.stateless: needs an earlier listen step");
     }
     let background = matches!(action, Action::Mcp(c) if c.background);
     let needs_expect = !background
