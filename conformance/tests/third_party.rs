@@ -279,3 +279,37 @@ async fn tasks_and_input_requests_are_reported_for_the_server() {
         "{text}"
     );
 }
+
+/// R-CNF-20: a server with resources and prompts gets one `resources-and-prompts` line: each
+/// list, its first resources read and its first prompts got, equal directly and through the
+/// durable path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_and_prompts_are_compared_for_the_server() {
+    let server = harness::shared().await.expect("shared Temporal dev server");
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.jsonl");
+    let spec = durable_mcp_conformance::fixtures::UpstreamSpec {
+        name: "featured".into(),
+        tools: Vec::new(),
+        instructions: None,
+    };
+    let Upstream::Stdio { command, mut args } = mock_upstream(dir.path(), &ledger, &spec) else {
+        unreachable!()
+    };
+    args.push("--resources-and-prompts".into());
+    let upstream = Upstream::Stdio { command, args };
+    let report = third_party::run(server, &ThirdPartyOptions::new(upstream)).await;
+    let text = report.render();
+    eprintln!("{text}");
+    let line = report
+        .check("resources-and-prompts")
+        .expect("a resources-and-prompts line");
+    assert_eq!(line.status, Status::Pass, "{text}");
+    assert_eq!(
+        line.detail,
+        "6 item(s): resources/list: equal; resources/templates/list: equal; \
+         resources/read mock://text/readme: equal; resources/read mock://blob/logo: equal; \
+         prompts/list: equal; prompts/get greet: equal",
+        "{text}"
+    );
+}

@@ -111,6 +111,38 @@ impl DurablePath {
         }
     }
 
+    /// A resource or prompt operation (R-NXC-8, `~~list_resources`, `~~read_resource`, ...) with
+    /// `params`: the upstream's result as the durable path holds it, its JSON-RPC error as
+    /// `{"error": ...}`, or why the operation failed.
+    pub async fn feature(&self, operation: &str, params: Value) -> Result<Value, String> {
+        let payload = payload::to_payload(&params).map_err(|e| e.to_string())?;
+        let mut start = StartOperation::new(
+            unique_name("third-party-feature"),
+            &self.endpoint,
+            UPSTREAM_SERVICE,
+            operation,
+            payload,
+        );
+        start.schedule_to_close = Some(CALL_TIMEOUT);
+        let (op, _) = self
+            .client
+            .start(start)
+            .await
+            .map_err(|e| self.with_proxy_error(format!("starting {operation}: {e}")))?;
+        let outcome = self
+            .client
+            .wait(&op, &CancellationToken::new())
+            .await
+            .map_err(|e| self.with_proxy_error(format!("waiting for {operation}: {e}")))?;
+        if let OperationOutcome::Succeeded(p) = &outcome
+            && let Some(error) = durable_mcp::mcp::jsonrpc_error::JsonRpcError::from_payload(p)
+        {
+            let error = error?;
+            return Ok(serde_json::json!({ "error": error.to_object() }));
+        }
+        outcome_json(outcome)
+    }
+
     /// Calls `tool` as a standalone Nexus operation: the result JSON, or why it failed.
     pub async fn call(&self, tool: &str, args: &JsonObject) -> Result<Value, String> {
         self.call_reporting(tool, args).await.0

@@ -19,6 +19,9 @@
 //!
 //! 6. **tasks-and-input**: one line for the server: whether its task-only tools and its tools
 //!    that ask for input survived the durable path ([`features`], R-CNF-19).
+//! 7. **resources-and-prompts**: one line for the server: its resource, template and prompt
+//!    lists, its first resources read and its first prompts got, directly and through the
+//!    durable path, each item equal or different ([`resources`], R-CNF-20).
 //!
 //! Every check that could not apply is reported as skipped, with why.
 
@@ -26,6 +29,7 @@ mod compare;
 mod durable;
 mod features;
 mod report;
+mod resources;
 pub mod synth;
 mod upstream;
 
@@ -256,7 +260,11 @@ pub async fn run_with_progress(
             direct_notes.insert(tool.name.clone(), notes);
         }
     }
-    let needs_durable = !direct.is_empty() || !options.cancel_tools.is_empty();
+    let has_features = raw
+        .served_capabilities(CALL_TIMEOUT)
+        .await
+        .is_ok_and(|d| d.contains_key("resources") || d.contains_key("prompts"));
+    let needs_durable = !direct.is_empty() || !options.cancel_tools.is_empty() || has_features;
     let durable = if needs_durable {
         Some(DurablePath::start(server, &options.upstream).await)
     } else {
@@ -344,6 +352,21 @@ pub async fn run_with_progress(
         .collect();
     let (status, detail) = features::summary(&seen, &uncalled);
     report.push("tasks-and-input", status, detail);
+
+    // 3a. Resources and prompts, read-only by nature: lists and a few reads, both ways.
+    let (status, detail) = match &durable {
+        Some(Ok(path)) => resources::check(&raw, path).await,
+        Some(Err(e)) => Some((
+            Status::Fail(format!("durable path unavailable: {e:#}")),
+            String::new(),
+        )),
+        None => None,
+    }
+    .unwrap_or_else(|| {
+        let why = "the server declares neither resources nor prompts";
+        (Status::Skipped(why.into()), String::new())
+    });
+    report.push("resources-and-prompts", status, detail);
 
     // 3b. Fuzzing: more valid inputs per tool, compared the same way.
     if options.fuzz > 0 {
