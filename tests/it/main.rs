@@ -16,6 +16,7 @@ mod connector_outage;
 mod connector_task_support;
 mod docs;
 mod durable_input;
+mod feature_limits;
 mod feature_notices;
 mod grpc_compression;
 mod health;

@@ -222,7 +222,10 @@ async fn callers_get_the_lists_in_the_connectors_own_pages() {
         .unwrap();
     let first = proxied.request("resources/list", json!({})).await.unwrap();
     assert_eq!(first["resources"].as_array().unwrap().len(), 100, "{first}");
-    let cursor = first["nextCursor"].as_str().expect("a next page").to_owned();
+    let cursor = first["nextCursor"]
+        .as_str()
+        .expect("a next page")
+        .to_owned();
     let second = proxied
         .request("resources/list", json!({"cursor": cursor}))
         .await

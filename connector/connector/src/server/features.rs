@@ -13,11 +13,11 @@
 //!   routes. With one route answering, its result is passed as written (`_meta`, `ttlMs`,
 //!   `cacheScope`); with several, the first one's other fields are kept and `ttlMs` is the
 //!   least any route gave.
-//! - Reads: `resources/read` goes to the route listing the URI, else to the one route whose
-//!   template matches it, else (one route declaring resources) to that route; `prompts/get` to
-//!   the route listing the prompt, else the one route declaring prompts; `completion/complete`
-//!   by its `ref` the same way. The answer, or the upstream's JSON-RPC error, is passed as
-//!   written.
+//! - Reads: with one route declaring the capability (`completions` for `completion/complete`),
+//!   to it without listing; else `resources/read` goes to the route listing the URI, else to
+//!   the one route whose template matches it; `prompts/get` to the route listing the prompt;
+//!   `completion/complete` by its `ref` the same way, from the lists cached per route
+//!   (`feature_cache`). The answer, or the upstream's JSON-RPC error, is passed as written.
 
 use std::{
     collections::HashMap,
@@ -25,6 +25,10 @@ use std::{
     time::{Duration, Instant},
 };
 
+use futures::{
+    FutureExt,
+    future::{BoxFuture, Shared},
+};
 use rmcp::{
     ErrorData as McpError, RoleServer,
     model::{PromptsCapability, ResourcesCapability},
@@ -35,8 +39,10 @@ use serde_json::{Map, Value, json};
 use temporalio_protos::temporal::api::common::v1::Payload;
 use tokio_util::sync::CancellationToken;
 
-use super::{Connector, Typed, as_written, call::jsonrpc_error, internal::internal};
-use crate::route::Route;
+use super::{
+    Connector, Typed, as_written, call::jsonrpc_error, feature_cache::Reserved, internal::internal,
+};
+use crate::{fair::Share, route::Route};
 use durable_mcp_contract::{
     features::{
         self, COMPLETE, Feature, GET_PROMPT, LIST_PROMPTS, LIST_RESOURCE_TEMPLATES, LIST_RESOURCES,
@@ -47,18 +53,28 @@ use durable_mcp_contract::{
 };
 use durable_mcp_runtime::nexus::{OperationOutcome, StartOperation};
 
-/// Each route's declared capabilities, from the last time they were asked.
+/// Each route's declared capabilities, from the last time they were asked, and the asking
+/// running now, which concurrent askers share.
 #[derive(Default)]
-pub(super) struct Declared(Mutex<Option<Probed>>);
+pub(super) struct Declared(Mutex<Asked>);
+
+#[derive(Default)]
+struct Asked {
+    probed: Option<Probed>,
+    running: Option<DeclaredFlight>,
+}
 
 /// When the routes' capabilities were asked, and each route's answer.
 type Probed = (Instant, Vec<Map<String, Value>>);
+
+/// A running asking of the routes' capabilities, shared by its askers.
+type DeclaredFlight = Shared<BoxFuture<'static, Vec<Map<String, Value>>>>;
 
 impl Declared {
     /// The union of the routes' declared capabilities, as last asked.
     pub(super) fn union(&self) -> Map<String, Value> {
         let mut union = Map::new();
-        if let Some((_, routes)) = &*self.0.lock().unwrap() {
+        if let Some((_, routes)) = &self.0.lock().unwrap().probed {
             for declared in routes {
                 for (k, v) in declared {
                     union.entry(k.clone()).or_insert_with(|| v.clone());
@@ -66,6 +82,11 @@ impl Declared {
             }
         }
         union
+    }
+
+    /// When the routes' capabilities were last asked.
+    fn asked_at(&self) -> Option<Instant> {
+        self.0.lock().unwrap().probed.as_ref().map(|(at, _)| *at)
     }
 }
 
@@ -155,36 +176,70 @@ impl Connector {
 
     /// Each route's declared capabilities, asked again when older than the list cache.
     pub(super) async fn declared(&self) -> Vec<Map<String, Value>> {
-        let ttl = self.inner.options.list_cache;
-        if let Some((at, routes)) = &*self.inner.declared.0.lock().unwrap()
-            && at.elapsed() < ttl
-        {
-            return routes.clone();
+        match self.declared_or_asking() {
+            Ok(routes) => routes,
+            Err(asking) => asking.await,
         }
-        let asks = self.inner.options.routes.iter().map(|route| async move {
-            let asked = self
-                .run_reserved(route, UPSTREAM_CAPABILITIES, json!({}))
-                .await;
-            match asked.and_then(|p| payload::to_json(&p).map_err(|e| e.to_string())) {
-                Ok(Value::Object(declared)) => declared,
-                Ok(_) | Err(_) => Map::new(),
-            }
-        });
-        let routes = futures::future::join_all(asks).await;
-        *self.inner.declared.0.lock().unwrap() = Some((Instant::now(), routes.clone()));
-        routes
     }
 
-    /// The routes that declared `capability`.
-    async fn declaring(&self, capability: &str) -> Vec<Route> {
+    /// The routes' capabilities while fresh, else the running asking (a new one if none runs).
+    fn declared_or_asking(&self) -> Result<Vec<Map<String, Value>>, DeclaredFlight> {
+        let ttl = self.inner.options.list_cache;
+        let mut asked = self.inner.declared.0.lock().unwrap();
+        if let Some((at, routes)) = &asked.probed
+            && at.elapsed() < ttl
+        {
+            return Ok(routes.clone());
+        }
+        Err(asked
+            .running
+            .get_or_insert_with(|| self.ask_declared())
+            .clone())
+    }
+
+    /// Asks every route's capabilities as its own task, which records the answers (unless an
+    /// asking was refused for the in-flight cap: then nothing is known for longer).
+    fn ask_declared(&self) -> DeclaredFlight {
+        let this = self.clone();
+        let task = tokio::spawn(async move {
+            let routes = &this.inner.options.routes;
+            let asks = routes
+                .iter()
+                .map(|route| this.run_in_place(route, UPSTREAM_CAPABILITIES, json!({}), None));
+            let answers = futures::future::join_all(asks).await;
+            let over_cap = answers
+                .iter()
+                .any(|a| matches!(a, Err(Reserved::OverCap(_))));
+            let declared: Vec<_> = answers
+                .into_iter()
+                .map(|asked| match asked.map(|p| payload::to_json(&p)) {
+                    Ok(Ok(Value::Object(declared))) => declared,
+                    _ => Map::new(),
+                })
+                .collect();
+            let mut asked = this.inner.declared.0.lock().unwrap();
+            asked.running = None;
+            if !over_cap {
+                asked.probed = Some((Instant::now(), declared.clone()));
+            }
+            declared
+        });
+        async move { task.await.unwrap_or_default() }
+            .boxed()
+            .shared()
+    }
+
+    /// The routes that declared `capability`, with their indexes.
+    async fn declaring(&self, capability: &str) -> Vec<(usize, Route)> {
         let declared = self.declared().await;
         self.inner
             .options
             .routes
             .iter()
             .zip(declared)
-            .filter(|(_, d)| d.contains_key(capability))
-            .map(|(r, _)| r.clone())
+            .enumerate()
+            .filter(|(_, (_, d))| d.contains_key(capability))
+            .map(|(i, (r, _))| (i, r.clone()))
             .collect()
     }
 
@@ -198,17 +253,14 @@ impl Connector {
         let routes = self.declaring(feature.capability).await;
         let asks = routes
             .iter()
-            .map(|route| self.run_reserved(route, feature.operation, json!({})));
+            .map(|(index, _)| self.cached_feature_list(*index, feature));
         let mut lists = Vec::new();
-        for (route, listed) in routes.iter().zip(futures::future::join_all(asks).await) {
-            match listed.and_then(|p| payload::to_json(&p).map_err(|e| e.to_string())) {
-                Ok(list) => {
-                    let changes = &self.inner.feature_changes;
-                    changes.saw(&route.service, feature, &list);
-                    lists.push((route.clone(), list));
-                }
-                Err(why) => tracing::warn!(service = %route.service, method = feature.method,
-                    "listing failed: {why}; its items are left out"),
+        for ((_, route), listed) in routes.iter().zip(futures::future::join_all(asks).await) {
+            match listed {
+                Ok(list) => lists.push((route.clone(), list)),
+                Err(Reserved::OverCap(e)) => return Err(e),
+                Err(Reserved::Failed(why)) => tracing::warn!(service = %route.service,
+                    method = feature.method, "listing failed: {why}; its items are left out"),
             }
         }
         if lists.is_empty() && !routes.is_empty() {
@@ -218,8 +270,13 @@ impl Connector {
         Ok((merged, ambiguous, lists))
     }
 
-    /// The route a read of `key` (a URI or a prompt name) goes to.
+    /// The route a read of `key` (a URI or a prompt name) goes to: the one route declaring
+    /// the capability without listing, else by the routes' (cached) lists.
     async fn route_for(&self, feature: Feature, key: &str) -> Result<Route, McpError> {
+        let declaring = self.declaring(feature.capability).await;
+        if let [(_, route)] = &declaring[..] {
+            return Ok(route.clone());
+        }
         let by_name = match feature.capability {
             "prompts" => LIST_PROMPTS,
             _ => LIST_RESOURCES,
@@ -268,19 +325,22 @@ impl Connector {
                 return Ok(route.clone());
             }
         }
-        match &self.declaring(feature.capability).await[..] {
-            [route] => Ok(route.clone()),
-            _ => Err(McpError::new(
-                rmcp::model::ErrorCode(-32002),
-                format!("no route offers {key:?}"),
-                Some(json!({"uri": key})),
-            )),
-        }
+        Err(McpError::new(
+            rmcp::model::ErrorCode(-32002),
+            format!("no route offers {key:?}"),
+            Some(json!({"uri": key})),
+        ))
     }
 
     /// A read (`resources/read`, `prompts/get`, `completion/complete`): the route's answer as
-    /// written, or its JSON-RPC error.
-    async fn feature_read(&self, feature: Feature, params: &Value) -> Result<Value, McpError> {
+    /// written, or its JSON-RPC error. Finding the route waits in `share`'s part; the read holds
+    /// a place of its own and counts as a call start (R-CON-38).
+    async fn feature_read(
+        &self,
+        feature: Feature,
+        params: &Value,
+        share: Option<&Share>,
+    ) -> Result<Value, McpError> {
         let key = match feature {
             f if f == READ_RESOURCE => params["uri"].as_str(),
             f if f == GET_PROMPT => params["name"].as_str(),
@@ -294,18 +354,18 @@ impl Connector {
             Some(_) => READ_RESOURCE,
             None => feature,
         };
-        let route = match self.route_for(as_feature, key).await {
-            Ok(route) => route,
-            Err(e) if feature == COMPLETE => match &self.declaring("completions").await[..] {
-                [route] => route.clone(),
-                _ => return Err(e),
-            },
-            Err(e) => return Err(e),
+        let route = {
+            let _waiting = self.inner.in_flight.try_share(feature.method, share)?;
+            match &self.declaring(feature.capability).await[..] {
+                [(_, route)] if feature == COMPLETE => route.clone(),
+                _ => self.route_for(as_feature, key).await?,
+            }
         };
-        let p = self
-            .run_reserved(&route, feature.operation, params.clone())
-            .await
-            .map_err(|why| internal(feature.method, why))?;
+        let p = match self.run_read(&route, feature, params.clone(), share).await {
+            Ok(p) => p,
+            Err(Reserved::OverCap(e)) => return Err(e),
+            Err(Reserved::Failed(why)) => return Err(internal(feature.method, why)),
+        };
         if let Some(error) = JsonRpcError::from_payload(&p) {
             return Err(jsonrpc_error(
                 error.map_err(|why| internal(feature.method, why))?,
@@ -326,17 +386,18 @@ impl Typed {
     ) -> Result<T, McpError> {
         let feature = features::for_method(method)
             .ok_or_else(|| McpError::internal_error(format!("{method} is no feature"), None))?;
-        let _waiting = self.inner.in_flight.try_share(
-            feature.method,
-            super::scope::request_share(context).as_ref(),
-        )?;
+        let share = super::scope::request_share(context);
         let written = match feature.items {
             Some(items) => {
+                let _waiting = self
+                    .inner
+                    .in_flight
+                    .try_share(feature.method, share.as_ref())?;
                 let merged = self.merged_list(feature).await?.0;
                 let cursor = params["cursor"].as_str();
                 super::paging::page(items, merged, cursor, super::paging::PAGE_SIZE)?
             }
-            None => self.feature_read(feature, &params).await?,
+            None => self.feature_read(feature, &params, share.as_ref()).await?,
         };
         let typed = serde_json::from_value(written.clone()).map_err(|e| {
             McpError::internal_error(format!("the {method} answer is not valid MCP: {e}"), None)
@@ -356,25 +417,12 @@ impl Typed {
     /// the background; the first time, the answer is waited for at most [`PROBE_BUDGET`] (the
     /// asking goes on by itself).
     pub(super) async fn probe_declared(&self) {
-        let known = self
-            .inner
-            .declared
-            .0
-            .lock()
-            .unwrap()
-            .as_ref()
-            .map(|(at, _)| *at);
-        let connector = self.connector.clone();
-        match known {
-            Some(at) if at.elapsed() < self.inner.options.list_cache => {}
-            Some(_) => {
-                tokio::spawn(async move { connector.declared().await });
-            }
-            None => {
-                let probe = tokio::spawn(async move { connector.declared().await });
-                let budget = self.inner.options.list_timeout.min(PROBE_BUDGET);
-                let _ = tokio::time::timeout(budget, probe).await;
-            }
+        let known = self.inner.declared.asked_at().is_some();
+        if let Err(asking) = self.connector.declared_or_asking()
+            && !known
+        {
+            let budget = self.inner.options.list_timeout.min(PROBE_BUDGET);
+            let _ = tokio::time::timeout(budget, asking).await;
         }
     }
 }

@@ -20,11 +20,21 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::fair::{Counts, Share, Slot};
 
-/// One route's last listing and when it was fetched, and its last failure since (R-CON-17).
-#[derive(Debug, Clone, Default)]
-pub struct Listing {
-    fetched: Option<(Instant, Vec<Value>)>,
+/// One route's last listing and when it was fetched, and its last failure since (R-CON-17):
+/// its tools, or one of its resource, template or prompt lists (R-CON-45).
+#[derive(Debug, Clone)]
+pub struct Listing<T = Vec<Value>> {
+    fetched: Option<(Instant, T)>,
     failed: Option<(Instant, String)>,
+}
+
+impl<T> Default for Listing<T> {
+    fn default() -> Self {
+        Self {
+            fetched: None,
+            failed: None,
+        }
+    }
 }
 
 /// The longest a failed listing is answered again without asking the route (R-CON-17).
@@ -36,9 +46,9 @@ pub fn failure_backoff(list_cache: Duration) -> Duration {
     list_cache.min(MAX_FAILURE_BACKOFF)
 }
 
-impl Listing {
+impl<T> Listing<T> {
     /// The cached tools when fetched less than `ttl` before `now`.
-    pub fn fresh(&self, ttl: Duration, now: Instant) -> Option<&Vec<Value>> {
+    pub fn fresh(&self, ttl: Duration, now: Instant) -> Option<&T> {
         match &self.fetched {
             Some((at, tools)) if now.saturating_duration_since(*at) < ttl => Some(tools),
             _ => None,
@@ -46,11 +56,11 @@ impl Listing {
     }
 
     /// The last listing that succeeded, however old (R-CON-2: its names stay reserved).
-    pub fn last_good(&self) -> Option<&Vec<Value>> {
+    pub fn last_good(&self) -> Option<&T> {
         self.fetched.as_ref().map(|(_, tools)| tools)
     }
 
-    pub fn store(&mut self, tools: Vec<Value>, now: Instant) {
+    pub fn store(&mut self, tools: T, now: Instant) {
         self.fetched = Some((now, tools));
         self.failed = None;
     }

@@ -40,6 +40,7 @@ mod capabilities;
 mod catalog;
 pub mod companion;
 mod explicit_cancel;
+mod feature_cache;
 pub mod feature_changes;
 mod features;
 mod input;
@@ -185,6 +186,8 @@ struct Inner {
     declared: features::Declared,
     /// Its resources and prompts versions, which listeners follow (R-CON-42).
     feature_changes: feature_changes::FeatureChanges,
+    /// Each route's resource, template and prompt lists and the listings running (R-CON-45).
+    feature_lists: feature_cache::FeatureLists,
 }
 
 impl Connector {
@@ -216,6 +219,7 @@ impl Connector {
                 tool_changes: Default::default(),
                 declared: Default::default(),
                 feature_changes: Default::default(),
+                feature_lists: Default::default(),
             }),
             log_level: logging::LogLevel::default(),
             keyed_calls: Default::default(),

@@ -108,8 +108,13 @@ mod tests {
         let env = |_: &str| Some("ftp://x".to_owned());
         let e = endpoint(None, "--otlp-endpoint", env).unwrap_err();
         assert!(e.contains("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), "{e}");
-        let e = endpoint(Some("https://otel.example:4317"), "--otlp-endpoint", |_| None);
+        let e = endpoint(Some("https://otel.example:4317"), "--otlp-endpoint", |_| {
+            None
+        });
         let e = e.unwrap_err();
-        assert!(e.contains("--otlp-endpoint") && e.contains("https://"), "{e}");
+        assert!(
+            e.contains("--otlp-endpoint") && e.contains("https://"),
+            "{e}"
+        );
     }
 }
