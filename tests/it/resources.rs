@@ -7,7 +7,7 @@ use durable_mcp_conformance::{
         Ledger,
         everything::RawStdioClient,
         mock_upstream_bin,
-        server::features::{BLOB_URI, ITEM_TEMPLATE, REQUEST_META_URI, TEXT_URI},
+        server::features::{BLOB_URI, ITEM_TEMPLATE, LARGE_URI, REQUEST_META_URI, TEXT_URI},
     },
     kit::{process::connector_route, upstreams::mock_stdio_upstream_with_args},
 };
@@ -199,6 +199,32 @@ async fn a_modern_upstreams_resource_reads_carry_the_input_capabilities() {
         assert!(declared[capability].is_object(), "{capability}: {meta}");
     }
     assert_eq!(meta["io.modelcontextprotocol/logLevel"], "debug", "{meta}");
+}
+
+#[tokio::test]
+async fn a_resource_over_the_payload_limit_is_a_clear_error_at_once() {
+    let env = TestEnv::shared("resources-large").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![featured("featured-large", &ledger)]);
+    let mut proxied = RawStdioClient::spawn(connector_command(&env, "featured-large"))
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let answer = proxied
+        .exchange("resources/read", json!({"uri": LARGE_URI}))
+        .await
+        .unwrap()
+        .response;
+    let error = &answer["error"];
+    assert_eq!(error["code"], -32603, "{answer:.300}");
+    assert_eq!(error["data"]["resultTooLarge"], true, "{answer:.300}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(message.contains("ask for less"), "{message}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "answered without retrying until the timeout: {:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]

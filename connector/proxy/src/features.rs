@@ -8,7 +8,8 @@
 //! `get_prompt` and `complete_argument` are read-only by definition, so they run inline in the
 //! handler (R-PRX-30's sync path): an upstream that cannot be reached fails the start as
 //! retryable, and Temporal starts it again until the caller's schedule-to-close; a JSON-RPC error
-//! is the operation's answer, marked, as the upstream wrote it.
+//! is the operation's answer, marked, as the upstream wrote it. An answer too large for a
+//! Temporal payload is a clear error at once, never retried ([`too_large`]).
 
 use std::{
     collections::HashMap,
@@ -30,7 +31,7 @@ use durable_mcp_contract::{
     errors::ToolCallErrorType,
     features::{FEATURES, Feature, UPSTREAM_CAPABILITIES},
     jsonrpc_error::JsonRpcError,
-    payload,
+    payload::{self, MAX_PAYLOAD_BYTES},
 };
 use durable_mcp_runtime::nexus::{
     HandlerError, HandlerErrorKind, OperationError, RetryBehavior, Service, StartContext,
@@ -139,8 +140,16 @@ pub fn add_operations(mut service: Service, client: Arc<UpstreamClient>) -> Serv
                     start_fn(move |_, _| {
                         let lists = lists.clone();
                         async move {
-                            let list = lists.refresh(feature, items).await?;
-                            Ok(StartOutcome::Sync(answer(&list)?))
+                            let list = answer(&lists.refresh(feature, items).await?)?;
+                            match too_large(feature, &list) {
+                                Some(error) => Err(OperationError::Failed {
+                                    message: error.message,
+                                    error_type: ToolCallErrorType::ResultTooLarge.as_str().into(),
+                                    details: None,
+                                }
+                                .into()),
+                                None => Ok(StartOutcome::Sync(list)),
+                            }
                         }
                     }),
                 )
@@ -181,7 +190,13 @@ async fn read(
         .request_as_written(feature.method, params, timeout)
         .await
     {
-        Ok(result) => Ok(StartOutcome::Sync(answer(&result)?)),
+        Ok(result) => {
+            let answered = answer(&result)?;
+            match too_large(feature, &answered) {
+                Some(error) => Ok(StartOutcome::Sync(answer_error(&error)?)),
+                None => Ok(StartOutcome::Sync(answered)),
+            }
+        }
         Err(UpstreamError::JsonRpc {
             code,
             message,
@@ -193,10 +208,7 @@ async fn read(
                 message,
                 data,
             };
-            let payload = error
-                .to_payload()
-                .map_err(|e| HandlerError::internal(e.to_string()))?;
-            Ok(StartOutcome::Sync(payload))
+            Ok(StartOutcome::Sync(answer_error(&error)?))
         }
         Err(e @ UpstreamError::Protocol { .. }) => Err(OperationError::Failed {
             message: e.to_string(),
@@ -216,4 +228,51 @@ fn retryable(e: &UpstreamError) -> StartError {
 
 fn answer(value: &Value) -> Result<Payload, HandlerError> {
     payload::to_payload(value).map_err(|e| HandlerError::internal(e.to_string()))
+}
+
+fn answer_error(error: &JsonRpcError) -> Result<Payload, HandlerError> {
+    error
+        .to_payload()
+        .map_err(|e| HandlerError::internal(e.to_string()))
+}
+
+/// The error for an answer larger than a Temporal payload may hold (R-PRX-32), which would
+/// otherwise be retried until the caller's timeout: a read answers it as its JSON-RPC error
+/// (-32603, `data.resultTooLarge`), a list fails with it (`ResultTooLarge`, not retried).
+fn too_large(feature: Feature, answered: &Payload) -> Option<JsonRpcError> {
+    let bytes = answered.data.len();
+    (bytes > MAX_PAYLOAD_BYTES).then(|| JsonRpcError {
+        code: -32603,
+        message: format!(
+            "the upstream's {} answer is {bytes} bytes of JSON, more than the \
+             {MAX_PAYLOAD_BYTES} bytes a Temporal payload may hold (its 2 MiB limit, less room \
+             for metadata); ask for less (another resource, a smaller page), or serve it from \
+             the upstream directly",
+            feature.method
+        ),
+        data: Some(json!({"resultTooLarge": true, "bytes": bytes, "maxBytes": MAX_PAYLOAD_BYTES})),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use durable_mcp_contract::features::READ_RESOURCE;
+
+    #[test]
+    fn an_answer_over_the_payload_limit_is_a_clear_error_not_a_retry() {
+        let text = "x".repeat(MAX_PAYLOAD_BYTES);
+        let big = answer(&json!({"contents": [{"uri": "a://1", "text": text}]})).unwrap();
+        let error = too_large(READ_RESOURCE, &big).expect("too large");
+        assert_eq!(error.code, -32603);
+        assert!(
+            error.message.contains("resources/read answer is")
+                && error.message.contains("ask for less"),
+            "{}",
+            error.message
+        );
+        assert_eq!(error.data.unwrap()["resultTooLarge"], true);
+        let small = answer(&json!({"contents": []})).unwrap();
+        assert!(too_large(READ_RESOURCE, &small).is_none());
+    }
 }

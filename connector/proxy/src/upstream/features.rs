@@ -2,7 +2,7 @@
 //! request sent as written (with the `_meta` every request to the upstream's era carries,
 //! R-PRX-33), its answer as the upstream wrote it.
 
-use std::time::Duration;
+use std::{collections::HashSet, time::Duration};
 
 use rmcp::model::{ClientRequest, CustomRequest};
 use rmcp::service::PeerRequestOptions;
@@ -10,6 +10,32 @@ use serde_json::{Map, Value};
 
 use super::{UpstreamClient, UpstreamError, to_json};
 use durable_mcp_contract::features::{fold_pages, next_cursor, served_capabilities};
+
+/// The most pages one list is followed for (R-PRX-32): a longer list is the upstream's fault
+/// (or a cursor that never ends), and each page is one more request on the listing's clock.
+pub const MAX_LIST_PAGES: usize = 100;
+
+/// The next cursor to follow after `pages` pages of `method`, or why not: the page cap is
+/// reached, or the upstream repeated a cursor it gave before (it would loop until the timeout).
+fn follow(
+    seen: &mut HashSet<String>,
+    pages: usize,
+    method: &str,
+    cursor: String,
+) -> Result<String, String> {
+    if pages >= MAX_LIST_PAGES {
+        return Err(format!(
+            "the upstream's {method} has more than {MAX_LIST_PAGES} pages, the most the proxy \
+             follows; the upstream should answer larger pages"
+        ));
+    }
+    if !seen.insert(cursor.clone()) {
+        return Err(format!(
+            "the upstream's {method} gave cursor {cursor:?} twice; its pages would never end"
+        ));
+    }
+    Ok(cursor)
+}
 
 impl UpstreamClient {
     /// The capabilities the upstream declared at `initialize` that the feature operations
@@ -78,6 +104,7 @@ impl UpstreamClient {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut pages = Vec::new();
         let mut params = Map::new();
+        let mut seen = HashSet::new();
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let page = self
@@ -86,7 +113,11 @@ impl UpstreamClient {
             let next = next_cursor(&page);
             pages.push(page);
             match next {
-                Some(cursor) => params.insert("cursor".into(), Value::String(cursor)),
+                Some(cursor) => {
+                    let cursor = follow(&mut seen, pages.len(), method, cursor)
+                        .map_err(|reason| self.protocol_error(reason))?;
+                    params.insert("cursor".into(), Value::String(cursor))
+                }
                 None => return Ok(fold_pages(items, pages)),
             };
         }
@@ -106,5 +137,27 @@ impl UpstreamClient {
             service: self.service.clone(),
             reason,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_are_followed_up_to_the_page_cap_and_never_twice() {
+        let mut seen = HashSet::new();
+        assert_eq!(follow(&mut seen, 1, "m", "a".into()).unwrap(), "a");
+        assert_eq!(follow(&mut seen, 2, "m", "b".into()).unwrap(), "b");
+        let again = follow(&mut seen, 3, "resources/list", "a".into()).unwrap_err();
+        assert!(again.contains("\"a\" twice"), "{again}");
+        let cap = follow(
+            &mut HashSet::new(),
+            MAX_LIST_PAGES,
+            "prompts/list",
+            "z".into(),
+        );
+        assert!(cap.unwrap_err().contains("more than 100 pages"));
+        assert!(follow(&mut HashSet::new(), MAX_LIST_PAGES - 1, "m", "z".into()).is_ok());
     }
 }
