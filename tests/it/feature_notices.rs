@@ -35,6 +35,7 @@ impl ChangingResources {
         let upstream = mock_stdio_upstream_with_args("featured", args, &ledger).unwrap();
         let mut options = connector_options("featured", &env.endpoint);
         options.list_cache = std::time::Duration::from_secs(1);
+        options.list_changed_poll = std::time::Duration::from_secs(1);
         Self {
             _proxy: start_proxy(env, vec![upstream]),
             file,

@@ -103,6 +103,7 @@ impl ChangingMock {
         let upstream = mock_stdio_upstream_with_args("mock", args, &ledger).unwrap();
         let mut options = connector_options("mock", &env.endpoint);
         options.list_cache = std::time::Duration::from_secs(1);
+        options.list_changed_poll = std::time::Duration::from_secs(1);
         Self {
             _proxy: start_proxy(env, vec![upstream]),
             spec_file,

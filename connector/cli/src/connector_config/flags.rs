@@ -101,6 +101,13 @@ pub struct ConnectorFlags {
     /// ask is one persisted Nexus operation per route.
     #[arg(long, default_value = "5s", value_parser = values::up_to_an_hour)]
     pub list_cache: Duration,
+    /// How often, while a caller listens for list changes (a session, or a
+    /// `subscriptions/listen` stream), the connector re-lists every route's tools, resources and
+    /// prompts on its own to notice changes, e.g. "60s" (at least 1 s). Each re-listing is one
+    /// persisted Nexus operation per route and list on every replica. "0s" turns it off:
+    /// changes then reach callers only when a listing happens for another reason.
+    #[arg(long, default_value = "60s", value_parser = values::up_to_an_hour)]
+    pub list_changed_poll: Duration,
     /// How many Temporal operations (tool calls being waited for, listings) the connector
     /// holds at once. Past it, a call is refused with an error naming this limit and nothing
     /// is started; a call that became a task no longer counts.

@@ -146,6 +146,8 @@ fn absurd_durations_and_counts_are_startup_errors_naming_the_flag() {
         ("--default-timeout", "0s"),
         ("--task-after", "2days"),
         ("--list-cache", "5years"),
+        ("--list-changed-poll", "2h"),
+        ("--list-changed-poll", "often"),
         ("--shutdown-grace", "99999h"),
         ("--http-header-timeout", "0s"),
         ("--default-timeout", "soon"),
@@ -172,6 +174,7 @@ fn defaults_are_the_documented_ones() {
     assert_eq!(flags.connector_name, "durable-mcp");
     assert_eq!(flags.default_timeout, Duration::from_secs(300));
     assert_eq!(flags.list_cache, Duration::from_secs(5));
+    assert_eq!(flags.list_changed_poll, Duration::from_secs(60));
     assert_eq!(flags.task_after, Duration::from_secs(2));
     assert_eq!(flags.shutdown_grace, Duration::from_secs(5));
     assert_eq!(flags.http_header_timeout, Duration::from_secs(30));
@@ -494,6 +497,8 @@ fn connector_options_carry_the_flags() {
         "1m",
         "--list-cache",
         "0s",
+        "--list-changed-poll",
+        "0s",
         "--max-in-flight",
         "7",
         "--task-after",
@@ -506,6 +511,7 @@ fn connector_options_carry_the_flags() {
     assert_eq!(options.operation_id_prefix, "p");
     assert_eq!(options.default_timeout, Duration::from_secs(60));
     assert_eq!(options.list_cache, Duration::ZERO);
+    assert_eq!(options.list_changed_poll, Duration::ZERO);
     assert_eq!(options.max_in_flight, 7);
     assert_eq!(options.task_after, Duration::from_secs(3));
     assert!(options.companion_tools && options.require_verified_caller);

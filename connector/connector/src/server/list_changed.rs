@@ -2,9 +2,9 @@
 //! route's listing that differs from its last good one (any listing: a caller's `tools/list`,
 //! a call of an unknown tool, or the re-listing below) moves the connector's tools version, and
 //! every session told about it gets `notifications/tools/list_changed`. While a caller
-//! listens, the connector re-lists its routes every `--list-cache` (at least
-//! [`MIN_RELIST_PERIOD`]), so a change shows without anyone asking; no table is shared between
-//! replicas. Resource and prompt list changes go the same way (`feature_changes`).
+//! listens, the connector re-lists its routes every `--list-changed-poll` (at least
+//! [`MIN_RELIST_PERIOD`]; `0s` never), so a change shows without anyone asking; no table is
+//! shared between replicas. Resource and prompt list changes go the same way (`feature_changes`).
 
 use std::{
     sync::{Arc, Weak},
@@ -57,11 +57,12 @@ impl ToolChanges {
 }
 
 impl Connector {
-    /// Starts the re-listing task for listeners, once.
+    /// Starts the re-listing task for listeners, once (never with `--list-changed-poll 0s`).
     fn start_relisting(&self) {
         self.inner.tool_changes.relisting.call_once(|| {
-            let period = self.inner.options.list_cache.max(MIN_RELIST_PERIOD);
-            tokio::spawn(relist(Arc::downgrade(&self.inner), period));
+            if let Some(period) = relist_period(self.inner.options.list_changed_poll) {
+                tokio::spawn(relist(Arc::downgrade(&self.inner), period));
+            }
         });
     }
 
@@ -152,6 +153,12 @@ pub fn offered_subscriptions(declared: &serde_json::Map<String, Value>) -> Subsc
     offered
 }
 
+/// How often listeners' re-listing runs for `--list-changed-poll`: never for zero, else at
+/// least [`MIN_RELIST_PERIOD`].
+pub fn relist_period(poll: Duration) -> Option<Duration> {
+    (!poll.is_zero()).then(|| poll.max(MIN_RELIST_PERIOD))
+}
+
 /// Re-lists every route each `period` while someone listens, until the connector is gone:
 /// its tools for tool listeners, its resource, template and prompt lists for theirs (when a
 /// route declares them).
@@ -199,6 +206,14 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn the_poll_period_is_at_least_a_second_and_zero_turns_it_off() {
+        assert_eq!(relist_period(Duration::ZERO), None);
+        let ms = Duration::from_millis;
+        assert_eq!(relist_period(ms(10)), Some(MIN_RELIST_PERIOD));
+        assert_eq!(relist_period(ms(60_000)), Some(ms(60_000)));
+    }
 
     #[test]
     fn only_a_listing_that_differs_from_the_last_good_one_is_a_change() {

@@ -80,6 +80,10 @@ pub struct ConnectorOptions {
     /// How long a route's listing is reused before `tools/list` or a call of an unknown tool
     /// asks the route again (R-CON-17); zero asks every time.
     pub list_cache: Duration,
+    /// How often, while a caller listens for list changes, the connector re-lists its routes on
+    /// its own (R-CON-42, at least 1 s); zero turns that off (changes then show when a listing
+    /// happens for another reason).
+    pub list_changed_poll: Duration,
     /// How many Temporal operations (calls and listings) the connector waits for at once;
     /// past that, callers get an error naming the cap (R-CON-17).
     pub max_in_flight: usize,
@@ -121,6 +125,7 @@ impl ConnectorOptions {
             default_timeout: Duration::from_secs(300),
             list_timeout: Duration::from_secs(30),
             list_cache: DEFAULT_LIST_CACHE,
+            list_changed_poll: DEFAULT_LIST_CHANGED_POLL,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             max_in_flight_per_caller: DEFAULT_MAX_IN_FLIGHT_PER_CALLER,
             max_call_starts_per_caller_minute: DEFAULT_MAX_CALL_STARTS_PER_CALLER_MINUTE,
@@ -141,6 +146,10 @@ impl ConnectorOptions {
 /// `tools/list` or unknown-tool calls costs one operation per route, short enough that a
 /// changed upstream shows within seconds.
 pub const DEFAULT_LIST_CACHE: Duration = Duration::from_secs(5);
+
+/// How often the connector re-lists its routes for listeners by default (R-CON-42): each
+/// re-listing is one persisted operation per route and list on every replica.
+pub const DEFAULT_LIST_CHANGED_POLL: Duration = Duration::from_secs(60);
 
 /// How many operations a connector waits for at once by default (R-CON-17).
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 512;
