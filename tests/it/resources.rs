@@ -174,6 +174,23 @@ async fn a_uri_or_prompt_two_routes_offer_is_left_out_and_its_read_names_both() 
             "{method}: {answer}"
         );
     }
+    // Neither route offers it: a resource is not found (-32002), a prompt or a completion's
+    // reference is invalid params.
+    for (method, params, code) in [
+        ("resources/read", json!({"uri": "mock://nope"}), -32002),
+        ("prompts/get", json!({"name": "nope"}), -32602),
+        (
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "nope"},
+                   "argument": {"name": "who", "value": "a"}}),
+            -32602,
+        ),
+    ] {
+        let answer = proxied.exchange(method, params).await.unwrap().response;
+        assert_eq!(answer["error"]["code"], code, "{method}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("nope"), "{method}: {answer}");
+    }
 }
 
 #[tokio::test]

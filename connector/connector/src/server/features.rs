@@ -272,7 +272,13 @@ impl Connector {
 
     /// The route a read of `key` (a URI or a prompt name) goes to: the one route declaring
     /// the capability without listing, else by the routes' (cached) lists.
-    async fn route_for(&self, feature: Feature, key: &str) -> Result<Route, McpError> {
+    /// `asked` is the request's own feature, for the error when no route offers `key`.
+    async fn route_for(
+        &self,
+        feature: Feature,
+        key: &str,
+        asked: Feature,
+    ) -> Result<Route, McpError> {
         let declaring = self.declaring(feature.capability).await;
         if let [(_, route)] = &declaring[..] {
             return Ok(route.clone());
@@ -325,11 +331,7 @@ impl Connector {
                 return Ok(route.clone());
             }
         }
-        Err(McpError::new(
-            rmcp::model::ErrorCode(-32002),
-            format!("no route offers {key:?}"),
-            Some(json!({"uri": key})),
-        ))
+        Err(not_offered(asked, key))
     }
 
     /// A read (`resources/read`, `prompts/get`, `completion/complete`): the route's answer as
@@ -358,7 +360,7 @@ impl Connector {
             let _waiting = self.inner.in_flight.try_share(feature.method, share)?;
             match &self.declaring(feature.capability).await[..] {
                 [(_, route)] if feature == COMPLETE => route.clone(),
-                _ => self.route_for(as_feature, key).await?,
+                _ => self.route_for(as_feature, key, feature).await?,
             }
         };
         let p = match self.run_read(&route, feature, params.clone(), share).await {
@@ -460,6 +462,28 @@ pub(super) fn declare(
     }
 }
 
+/// The error for a read of `key` no route offers: a resource is not found (-32002, with its
+/// `uri`); a prompt's name or a completion's reference is invalid params (-32602).
+fn not_offered(asked: Feature, key: &str) -> McpError {
+    if asked == READ_RESOURCE {
+        let message = format!("no route offers resource {key:?}");
+        return McpError::new(
+            rmcp::model::ErrorCode(-32002),
+            message,
+            Some(json!({"uri": key})),
+        );
+    }
+    let what = if asked == COMPLETE {
+        "the completion's reference"
+    } else {
+        "prompt"
+    };
+    McpError::invalid_params(
+        format!("no route offers {what} {key:?}; list the prompts or resources for the names"),
+        Some(json!({"name": key})),
+    )
+}
+
 /// A request's params as JSON, for the route.
 pub(super) fn params(request: &impl serde::Serialize) -> Result<Value, McpError> {
     serde_json::to_value(request)
@@ -510,6 +534,15 @@ mod tests {
             json!({"resources": {"listChanged": true}, "prompts": {"listChanged": true},
                    "completions": {}})
         );
+    }
+
+    #[test]
+    fn an_unknown_resource_is_not_found_and_an_unknown_prompt_or_reference_invalid_params() {
+        assert_eq!(not_offered(READ_RESOURCE, "a://x").code.0, -32002);
+        assert_eq!(not_offered(GET_PROMPT, "p").code.0, -32602);
+        let completion = not_offered(COMPLETE, "a://x");
+        assert_eq!(completion.code.0, -32602);
+        assert!(completion.message.contains("\"a://x\""), "{completion:?}");
     }
 
     #[test]
