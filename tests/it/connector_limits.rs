@@ -177,7 +177,7 @@ async fn calls_past_max_in_flight_are_refused_with_the_cap_named() {
 
 /// A session client over Streamable HTTP whose connections come from `local` (any 127.x
 /// address reaches a loopback connector on Linux), so it counts as its own address.
-async fn http_client_from(local: [u8; 4], url: &str) -> McpClient {
+pub(crate) async fn http_client_from(local: [u8; 4], url: &str) -> McpClient {
     use rmcp::{
         ServiceExt as _,
         transport::{
@@ -197,7 +197,7 @@ async fn http_client_from(local: [u8; 4], url: &str) -> McpClient {
 }
 
 /// An HTTP connector with `options` and two session clients of it from two addresses.
-async fn alice_and_bob(
+pub(crate) async fn alice_and_bob(
     env: &TestEnv,
     options: ConnectorOptions,
 ) -> (
@@ -213,6 +213,19 @@ async fn alice_and_bob(
     let alice = http_client_from([127, 0, 0, 1], &server.url).await;
     let bob = http_client_from([127, 0, 0, 2], &server.url).await;
     (server, shutdown, alice, bob)
+}
+
+/// Ends [`alice_and_bob`]'s sessions and server.
+pub(crate) async fn part(
+    alice: McpClient,
+    bob: McpClient,
+    shutdown: tokio_util::sync::CancellationToken,
+    server: durable_mcp::inbound::http::HttpServerHandle,
+) {
+    alice.cancel().await.unwrap();
+    bob.cancel().await.unwrap();
+    shutdown.cancel();
+    server.wait().await.unwrap();
 }
 
 /// Bob, from another address than a refused caller's, gets his call answered.
@@ -267,10 +280,7 @@ async fn one_address_at_its_in_flight_share_leaves_another_served() {
     bob_is_served(&bob).await;
 
     holding.abort();
-    alice.cancel().await.unwrap();
-    bob.cancel().await.unwrap();
-    shutdown.cancel();
-    server.wait().await.unwrap();
+    part(alice, bob, shutdown, server).await;
 }
 
 /// R-CON-38: a call that became a task holds no in-flight place, so starts are capped per
@@ -304,8 +314,5 @@ async fn one_address_over_its_call_starts_leaves_another_served() {
     );
     assert_eq!(holds.load(Ordering::SeqCst), before, "nothing started");
     bob_is_served(&bob).await;
-    alice.cancel().await.unwrap();
-    bob.cancel().await.unwrap();
-    shutdown.cancel();
-    server.wait().await.unwrap();
+    part(alice, bob, shutdown, server).await;
 }

@@ -22,7 +22,10 @@ use durable_mcp::{
 use rmcp::model::ReadResourceRequestParams;
 use serde_json::{Value, json};
 
-use crate::support::*;
+use crate::{
+    connector_limits::{alice_and_bob, part},
+    support::*,
+};
 
 /// How many of each reserved operation the routes were asked to run.
 #[derive(Clone, Default)]
@@ -202,4 +205,68 @@ async fn with_one_route_declaring_resources_a_read_lists_nothing() {
     assert_eq!(counts.lists.load(Ordering::SeqCst), 0);
     assert_eq!(counts.templates.load(Ordering::SeqCst), 0);
     client.cancel().await.unwrap();
+}
+
+/// R-CON-38: a read counts in its caller's share: an address at `--max-in-flight-per-caller`
+/// is refused naming the flag while another address is served.
+#[tokio::test]
+async fn an_address_at_its_in_flight_share_has_its_read_refused_and_another_is_served() {
+    let env = TestEnv::shared("feature-in-flight-share").await;
+    let counts = Counts::default();
+    let _worker = env.nexus_worker(vec![resource_service("a", &counts)]).await;
+    let mut options = ConnectorOptions::new(vec![route("a", &env.endpoint)]);
+    options.list_cache = Duration::from_secs(600);
+    options.max_in_flight_per_caller = 1;
+    let (server, shutdown, alice, bob) = alice_and_bob(&env, options).await;
+    let peer = alice.peer().clone();
+    let holding = tokio::spawn(async move { peer.read_resource(read("a://hold")).await });
+    eventually(Duration::from_secs(60), "alice's read started", || {
+        counts.reads.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let refused = alice
+        .peer()
+        .read_resource(read("a://1"))
+        .await
+        .expect_err("alice is at her share")
+        .to_string();
+    assert!(
+        refused.contains("--max-in-flight-per-caller 1") && refused.contains("nothing was started"),
+        "{refused}"
+    );
+    bob.peer().read_resource(read("a://1")).await.unwrap();
+    holding.abort();
+    part(alice, bob, shutdown, server).await;
+}
+
+/// R-CON-38: each read counts as one of its caller's call starts.
+#[tokio::test]
+async fn an_address_over_its_call_starts_has_its_read_refused_and_another_is_served() {
+    let env = TestEnv::shared("feature-call-starts").await;
+    let counts = Counts::default();
+    let _worker = env.nexus_worker(vec![resource_service("a", &counts)]).await;
+    let mut options = ConnectorOptions::new(vec![route("a", &env.endpoint)]);
+    options.list_cache = Duration::from_secs(600);
+    options.max_call_starts_per_caller_minute = 2;
+    let (server, shutdown, alice, bob) = alice_and_bob(&env, options).await;
+    for _ in 0..2 {
+        alice.peer().read_resource(read("a://1")).await.unwrap();
+    }
+    let refused = alice
+        .peer()
+        .read_resource(read("a://1"))
+        .await
+        .expect_err("alice started her minute's worth")
+        .to_string();
+    assert!(
+        refused.contains("--max-call-starts-per-caller-minute 2"),
+        "{refused}"
+    );
+    assert_eq!(
+        counts.reads.load(Ordering::SeqCst),
+        2,
+        "nothing was started"
+    );
+    bob.peer().read_resource(read("a://1")).await.unwrap();
+    part(alice, bob, shutdown, server).await;
 }
