@@ -280,6 +280,9 @@ impl Replicas {
         if let Some(ms) = def.list_cache_ms {
             options.list_cache = Duration::from_millis(ms);
         }
+        if let Some(ms) = def.list_changed_poll_ms {
+            options.list_changed_poll = Duration::from_millis(ms);
+        }
         if let Some(cap) = def.limits.max_in_flight_per_caller {
             options.max_in_flight_per_caller = cap;
         }

@@ -60,7 +60,8 @@
 //! temporal_tools_decode = false  # true: they also decode what they show (--temporal-tools-decode,
 //!                              # R-OPS-7); needs codec
 //! limits = { max_in_flight_per_caller = 1, http_max_connections_per_address = 3 }  # optional: flags
-//! list_cache_ms = 1000         # optional: --list-cache (how often it re-lists for listeners, R-CON-42)
+//! list_cache_ms = 1000         # optional: --list-cache (how old a listing may be, R-CON-17)
+//! list_changed_poll_ms = 1000  # optional: --list-changed-poll (how often it re-lists for listeners, R-CON-42)
 //! elicitation = { action = "accept", content = { confirm = true } }  # optional: the client declares
 //!                              # elicitation and answers every elicitation/create with this (R-CON-43)
 //! sampling = { role = "assistant", content = { type = "text", text = "ok" }, model = "m" }
@@ -389,11 +390,14 @@ pub struct ConnectorDef {
     /// `ListRootsResult` (R-CON-43); absent: it declares none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub roots: Option<serde_json::Value>,
-    /// `--list-cache` in ms: how old a route's listing may be, and how often the replica
-    /// re-lists its routes while a caller listens for changes (R-CON-42); the default when
+    /// `--list-cache` in ms: how old a route's listing may be (R-CON-17); the default when
     /// absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub list_cache_ms: Option<u64>,
+    /// `--list-changed-poll` in ms: how often the replica re-lists its routes while a caller
+    /// listens for changes (R-CON-42); the default (60 s) when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_changed_poll_ms: Option<u64>,
 }
 
 /// A connector replica's limits (R-CON-17, R-CON-19, R-CON-38), named after their flags.

@@ -18,8 +18,8 @@ use super::{
     },
 };
 use crate::trace::{TraceContext, with_trace_context};
-use durable_mcp_contract::trace_context::TRACER_HEADER;
 use durable_mcp_contract::operation::OperationOutcome;
+use durable_mcp_contract::trace_context::TRACER_HEADER;
 use durable_mcp_contract::{
     errors::ToolCallErrorType,
     input::{INPUT_ROUND, InputRequired},

@@ -18,7 +18,7 @@ use temporalio_protos::temporal::api::common::v1::Payload;
 
 use durable_mcp_contract::{
     payload,
-    trace_context::{TRACEPARENT, TRACER_HEADER, TRACESTATE},
+    trace_context::{TRACEPARENT, TRACESTATE},
 };
 
 use crate::options::CallOptions;
@@ -117,6 +117,7 @@ fn is_traceparent(value: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use durable_mcp_contract::trace_context::TRACER_HEADER;
     use std::collections::HashMap;
 
     const PARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
@@ -155,7 +156,10 @@ mod tests {
             TRACER_HEADER.to_owned(),
             payload::to_payload(&malformed).unwrap(),
         )]);
-        assert_eq!(TraceContext::from_tracer_header(headers.get(TRACER_HEADER)), None);
+        assert_eq!(
+            TraceContext::from_tracer_header(headers.get(TRACER_HEADER)),
+            None
+        );
     }
 
     #[test]
