@@ -6,25 +6,47 @@
 use rmcp::{ErrorData as McpError, RoleServer, model::ErrorCode, service::RequestContext};
 use serde_json::{Map, Value, json};
 
-/// The client capability an input request's method needs (SEP-2322's request kinds).
-fn capability_of(method: &str) -> Option<&'static str> {
-    match method {
+/// The client capability an input request needs (SEP-2322's request kinds), as a dotted name:
+/// `elicitation` (form mode, which a bare `elicitation: {}` declares), `elicitation.url` for a
+/// URL-mode elicitation, `sampling` (`sampling.tools` when the request offers tools), `roots`.
+fn capability_of(request: &Value) -> Option<&'static str> {
+    let params = request.get("params");
+    let param = |key: &str| params.and_then(|p| p.get(key)).filter(|v| !v.is_null());
+    match request.get("method").and_then(Value::as_str)? {
+        "elicitation/create" if param("mode").and_then(Value::as_str) == Some("url") => {
+            Some("elicitation.url")
+        }
         "elicitation/create" => Some("elicitation"),
+        "sampling/createMessage" if param("tools").is_some() => Some("sampling.tools"),
         "sampling/createMessage" => Some("sampling"),
         "roots/list" => Some("roots"),
         _ => None,
     }
 }
 
+/// Whether `declared` (a `ClientCapabilities` JSON) has the dotted `capability`. A bare
+/// `elicitation: {}` is form mode (2025-11-25); an `elicitation` naming only `url` is not.
+fn has(declared: &Value, capability: &str) -> bool {
+    let present = |v: Option<&Value>| v.is_some_and(|v| !v.is_null());
+    match capability.split_once('.') {
+        Some((top, sub)) => present(declared.get(top).and_then(|t| t.get(sub))),
+        None if capability == "elicitation" => match declared.get("elicitation") {
+            Some(Value::Object(modes)) => modes.is_empty() || present(modes.get("form")),
+            other => present(other),
+        },
+        None => present(declared.get(capability)),
+    }
+}
+
 /// The capabilities the input requests need that `declared` (a `ClientCapabilities` JSON)
-/// lacks, each once, in the requests' order. A method of no known kind needs none here.
+/// lacks, each once, in the requests' order, as dotted names. A method of no known kind needs
+/// none here.
 pub(super) fn undeclared(requests: &Value, declared: &Value) -> Vec<&'static str> {
     let mut missing = Vec::new();
     let asked = requests.as_object().into_iter().flat_map(|m| m.values());
     for request in asked {
-        let method = request.get("method").and_then(Value::as_str).unwrap_or("");
-        if let Some(capability) = capability_of(method)
-            && declared.get(capability).is_none_or(Value::is_null)
+        if let Some(capability) = capability_of(request)
+            && !has(declared, capability)
             && !missing.contains(&capability)
         {
             missing.push(capability);
@@ -36,10 +58,14 @@ pub(super) fn undeclared(requests: &Value, declared: &Value) -> Vec<&'static str
 /// -32021 (SEP-2575, MissingRequiredClientCapability) for a 2026-07-28 caller whose call asks
 /// for input it did not declare it can give (R-CON-44).
 pub(super) fn missing_capabilities(missing: &[&str]) -> McpError {
-    let required: Map<String, Value> = missing
-        .iter()
-        .map(|c| ((*c).to_owned(), json!({})))
-        .collect();
+    let mut required = Map::new();
+    for capability in missing {
+        let (top, sub) = capability.split_once('.').unwrap_or((capability, ""));
+        let entry = required.entry(top).or_insert_with(|| json!({}));
+        if !sub.is_empty() {
+            entry[sub] = json!({});
+        }
+    }
     McpError::new(
         ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
         format!(
@@ -79,6 +105,33 @@ mod tests {
         let declared = json!({"elicitation": {"form": {}}, "roots": null, "sampling": {}});
         assert_eq!(undeclared(&requests, &declared), ["roots"]);
         assert!(undeclared(&json!({}), &json!({})).is_empty());
+    }
+
+    #[test]
+    fn url_elicitation_and_sampling_with_tools_need_their_sub_capabilities() {
+        let requests = json!({
+            "a": {"method": "elicitation/create", "params": {"mode": "url", "url": "https://x"}},
+            "b": {"method": "sampling/createMessage", "params": {"messages": [], "tools": []}},
+        });
+        let plain = json!({"elicitation": {}, "sampling": {}});
+        assert_eq!(
+            undeclared(&requests, &plain),
+            ["elicitation.url", "sampling.tools"]
+        );
+        let full = json!({"elicitation": {"url": {}}, "sampling": {"tools": {}}});
+        assert!(undeclared(&requests, &full).is_empty());
+        // A client that named only URL mode cannot answer a form.
+        let form = json!({"f": {"method": "elicitation/create", "params": {"mode": "form"}}});
+        assert_eq!(
+            undeclared(&form, &json!({"elicitation": {"url": {}}})),
+            ["elicitation"]
+        );
+        assert!(undeclared(&form, &json!({"elicitation": {"form": {}}})).is_empty());
+        let e = missing_capabilities(&["elicitation.url", "sampling"]);
+        assert_eq!(
+            e.data.unwrap()["requiredCapabilities"],
+            json!({"elicitation": {"url": {}}, "sampling": {}})
+        );
     }
 
     #[test]
