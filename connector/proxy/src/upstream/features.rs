@@ -50,7 +50,7 @@ impl UpstreamClient {
             .peer_info()
             .map(|info| to_json(&info.capabilities))
             .transpose()
-            .map_err(|reason| self.protocol_error(reason))?
+            .map_err(|reason| self.protocol(reason))?
             .unwrap_or_default();
         Ok(served_capabilities(&declared))
     }
@@ -89,7 +89,7 @@ impl UpstreamClient {
             .map_err(|e| self.failed(conn, e))?;
         match conn.service().written.take(&id) {
             Some(written) => Ok(written),
-            None => to_json(&answered).map_err(|reason| self.protocol_error(reason)),
+            None => to_json(&answered).map_err(|reason| self.protocol(reason)),
         }
     }
 
@@ -115,7 +115,7 @@ impl UpstreamClient {
             match next {
                 Some(cursor) => {
                     let cursor = follow(&mut seen, pages.len(), method, cursor)
-                        .map_err(|reason| self.protocol_error(reason))?;
+                        .map_err(|reason| self.protocol(reason))?;
                     params.insert("cursor".into(), Value::String(cursor))
                 }
                 None => return Ok(fold_pages(items, pages)),
@@ -130,13 +130,6 @@ impl UpstreamClient {
                 service: self.service.clone(),
                 reason: format!("no MCP connection within {timeout:?} (still trying)"),
             })?
-    }
-
-    fn protocol_error(&self, reason: String) -> UpstreamError {
-        UpstreamError::Protocol {
-            service: self.service.clone(),
-            reason,
-        }
     }
 }
 

@@ -264,7 +264,8 @@ impl UpstreamClient {
         self.send_as_written(&conn, request, options).await
     }
 
-    fn protocol(&self, reason: String) -> UpstreamError {
+    /// A protocol error of this upstream, with `reason`.
+    pub(super) fn protocol(&self, reason: String) -> UpstreamError {
         UpstreamError::Protocol {
             service: self.service.clone(),
             reason,
