@@ -191,9 +191,11 @@ async fn a_call_cut_off_by_a_lasting_outage_says_it_may_have_run() {
     let env = TestEnv::on(&server, "outage-lasting").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let mut config = mock_stdio_upstream("mock", &ledger).unwrap();
-    // Every tool advertises a 3 s timeout: the wait gives up 33 s after the start.
+    // Every tool advertises an 8 s timeout: the wait gives up 38 s after the start. (At 3 s a
+    // loaded machine's slow server stop let the Activity time out first, an outcome the
+    // connector could read.)
     config.activity_options = ActivityOptions {
-        schedule_to_close_timeout: Some(Duration::from_secs(3)),
+        schedule_to_close_timeout: Some(Duration::from_secs(8)),
         ..Default::default()
     };
     let proxy = start_proxy(&env, vec![config]);
