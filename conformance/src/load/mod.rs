@@ -8,7 +8,7 @@
 //! `loss` (which calls were lost or run twice), `tasks` (the connector's memory with many MCP
 //! tasks in flight), `procstat` (CPU and RSS from `/proc`), `metrics` (the server's Prometheus
 //! counters), `report` (the table and JSON), `targets` (the inline path's ratios and targets),
-//! `scaling` (the optional result-size section), `tool_count` (the optional tool-count section), `linearity` (each scaling curve's verdict).
+//! `scaling` (the optional result-size section, ours beside the peer's), `tool_count` (the optional tool-count section), `linearity` (each scaling curve's verdict).
 
 pub mod floor;
 pub mod linearity;
@@ -29,7 +29,8 @@ pub mod upstream_count;
 use std::{
     collections::{BTreeMap, HashMap},
     path::PathBuf,
-    sync::Arc,
+    sync::{Arc, OnceLock},
+    time::{Duration, Instant},
 };
 
 use crate::{
@@ -133,8 +134,41 @@ impl LoadArgs {
     }
 }
 
+/// When the run began, for the elapsed time on every progress line.
+static RUN_START: OnceLock<Instant> = OnceLock::new();
+
+/// A progress line on stderr, `load [mm:ss]: what`, so a long run can be followed.
+pub fn progress(what: std::fmt::Arguments<'_>) {
+    let elapsed = RUN_START.get_or_init(Instant::now).elapsed();
+    eprintln!("{}", progress_line(elapsed, &what.to_string()));
+}
+
+/// `load [mm:ss]: what` (minutes past 59 keep counting: `load [75:02]`).
+pub fn progress_line(elapsed: Duration, what: &str) -> String {
+    let s = elapsed.as_secs();
+    format!("load [{:02}:{:02}]: {what}", s / 60, s % 60)
+}
+
+/// Runs `section`, with a progress line when it starts and one with its duration when it
+/// ends; the duration is also kept in the report (`timings`).
+async fn timed<T>(
+    report: &mut LoadReport,
+    name: String,
+    section: impl std::future::Future<Output = T>,
+) -> T {
+    progress(format_args!("{name}: starting"));
+    let start = Instant::now();
+    let out = section.await;
+    let took = start.elapsed().as_secs_f64();
+    progress(format_args!("{name}: done in {took:.1} s"));
+    report.timings.push((name, took));
+    out
+}
+
 /// Runs every selected path and answers the report (printing progress to stderr).
+// Long: one loop over the paths, each with its rows and the sections that run on its setup.
 pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::Result<LoadReport> {
+    let _ = RUN_START.set(Instant::now());
     let dir = tempfile::Builder::new()
         .prefix("durable-mcp-load-")
         .tempdir()?;
@@ -168,7 +202,7 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
         {
             Ok(found) => Some(found),
             Err(reason) => {
-                eprintln!("load: {} skipped: {reason}", PathKind::Peer.label());
+                progress(format_args!("{} skipped: {reason}", PathKind::Peer.label()));
                 report.skipped.push((PathKind::Peer, reason));
                 None
             }
@@ -191,7 +225,8 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
         }
         let path_dir = dir.path().join(format!("{kind:?}"));
         std::fs::create_dir_all(&path_dir)?;
-        eprintln!("load: {} starting", kind.label());
+        progress(format_args!("{} starting", kind.label()));
+        let path_start = Instant::now();
         let setup = match paths::start(
             kind,
             server.as_ref(),
@@ -203,7 +238,7 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
         {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("load: {} failed to start: {e:#}", kind.label());
+                progress(format_args!("{} failed to start: {e:#}", kind.label()));
                 report
                     .skipped
                     .push((kind, format!("failed to start: {e:#}")));
@@ -247,37 +282,65 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
                 &ledger,
             )
             .await;
-            eprintln!(
-                "load: {} c={concurrency}: {} calls, p50 {:.1} ms, {:.1} calls/s, {} errors",
+            progress(format_args!(
+                "{} c={concurrency}: {} calls, p50 {:.1} ms, {:.1} calls/s, {} errors",
                 kind.label(),
                 row.calls,
                 row.p50_ms,
                 row.calls_per_s,
                 row.errors
-            );
+            ));
             if Some(i) == count_index {
                 report.count_run = Some(row);
             } else {
                 report.rows.push(row);
             }
         }
-        if kind == PathKind::FullHttp && args.scaling.contains(&scaling::Scaling::Sizes) {
+        let rows_took = path_start.elapsed().as_secs_f64();
+        report
+            .timings
+            .push((format!("{} rows", kind.label()), rows_took));
+        if matches!(kind, PathKind::FullHttp | PathKind::Peer)
+            && args.scaling.contains(&scaling::Scaling::Sizes)
+        {
             let calls = if args.short { 2 } else { 10 };
-            report.result_sizes = scaling::sizes(&caller, &procs, calls).await;
+            let name = format!("scaling sizes, {}", kind.label());
+            let points = timed(
+                &mut report,
+                name,
+                scaling::sizes(kind.label(), &caller, &procs, calls),
+            )
+            .await;
+            match kind {
+                PathKind::Peer => report.peer_result_sizes = points,
+                _ => report.result_sizes = points,
+            }
         }
         if let (PathKind::FullHttp, true, Some(server)) = (
             kind,
             args.scaling.contains(&scaling::Scaling::Tools),
             server.as_ref(),
         ) {
-            report.tool_counts = tool_count::run(server, &path_dir, &ledger).await;
+            let name = "scaling tools, (c) full/http".to_owned();
+            report.tool_counts = timed(
+                &mut report,
+                name,
+                tool_count::run(server, &path_dir, &ledger),
+            )
+            .await;
         }
         if let (PathKind::FullHttp, true, Some(server)) = (
             kind,
             args.scaling.contains(&scaling::Scaling::Upstreams),
             server.as_ref(),
         ) {
-            report.upstream_counts = upstream_count::run(server, &path_dir, &ledger).await;
+            let name = "scaling upstreams, (c) full/http".to_owned();
+            report.upstream_counts = timed(
+                &mut report,
+                name,
+                upstream_count::run(server, &path_dir, &ledger),
+            )
+            .await;
         }
         if let Ok(caller) = Arc::try_unwrap(caller) {
             caller.close().await;
@@ -285,18 +348,19 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
         if let (PathKind::FullHttp, Some(slice), n @ 1..) =
             (kind, setup.full.as_ref(), args.tasks())
         {
-            eprintln!("load: {} with {n} tasks in flight", kind.label());
             let prefix = format!("{run_id}-tasks-");
-            match tasks::run(slice, n, &prefix, &ledger, &path_dir).await {
+            let name = format!("{} with {n} tasks in flight", kind.label());
+            let run = tasks::run(slice, n, &prefix, &ledger, &path_dir);
+            match timed(&mut report, name, run).await {
                 Ok(run) => {
-                    eprintln!(
-                        "load: connector VmRSS idle {:.1} MiB, with {} tasks in flight {:.1} MiB",
+                    progress(format_args!(
+                        "connector VmRSS idle {:.1} MiB, with {} tasks in flight {:.1} MiB",
                         run.idle_rss_mib, run.in_flight, run.in_flight_rss_mib
-                    );
+                    ));
                     report.tasks_run = Some(run);
                 }
                 Err(e) => {
-                    eprintln!("load: the tasks run failed: {e:#}");
+                    progress(format_args!("the tasks run failed: {e:#}"));
                     report.tasks_failed = Some(format!("{e:#}"));
                 }
             }
@@ -311,7 +375,9 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
                 false => &task_count::COUNTS,
             };
             let prefix = format!("{run_id}-scaling-tasks-");
-            report.task_counts = task_count::run(slice, counts, &prefix, &ledger, &path_dir).await;
+            let name = "scaling tasks, (c) full/http".to_owned();
+            let run = task_count::run(slice, counts, &prefix, &ledger, &path_dir);
+            report.task_counts = timed(&mut report, name, run).await;
         }
         for child in setup.children {
             child.stop().await;
@@ -319,16 +385,20 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
         if let Some(server) = server.as_mut() {
             let _ = server.stop().await;
         }
+        progress(format_args!(
+            "{} done in {:.1} s",
+            kind.label(),
+            path_start.elapsed().as_secs_f64()
+        ));
     }
     upstream.stop().await;
     if report.rows.iter().any(|r| r.path == PathKind::InlineHttp) {
         report.inline_targets = targets::verdicts(&report, baseline.as_deref());
         report.sections.push(targets::render(&report));
     }
-    if !report.result_sizes.is_empty() {
-        report
-            .sections
-            .push(scaling::render_sizes(&report.result_sizes));
+    if !report.result_sizes.is_empty() || !report.peer_result_sizes.is_empty() {
+        let section = scaling::render_sizes(&report.result_sizes, &report.peer_result_sizes);
+        report.sections.push(section);
     }
     if !report.tool_counts.is_empty() {
         report
@@ -467,4 +537,17 @@ fn machine() -> String {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     format!("{cpu}, {cores} cores, Linux {}", kernel.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_progress_line_says_the_elapsed_minutes_and_seconds() {
+        let line = |s| progress_line(Duration::from_secs(s), "(d) peer starting");
+        assert_eq!(line(0), "load [00:00]: (d) peer starting");
+        assert_eq!(line(65), "load [01:05]: (d) peer starting");
+        assert_eq!(line(75 * 60 + 2), "load [75:02]: (d) peer starting");
+    }
 }

@@ -12,6 +12,7 @@ use temporalio_client::Connection;
 use temporalio_protos::temporal::api::{
     common::v1::{Payload, Payloads, WorkflowExecution, WorkflowType},
     enums::v1::HistoryEventFilterType,
+    failure::v1::Failure,
     history::v1::history_event::Attributes,
     taskqueue::v1::TaskQueue,
     workflowservice::v1::{GetWorkflowExecutionHistoryRequest, StartWorkflowExecutionRequest},
@@ -19,14 +20,21 @@ use temporalio_protos::temporal::api::{
 
 /// The pinned peer, as the issue measured it.
 pub const PEER_PACKAGE: &str = "temporalio-mcp==0.2.0";
-/// The workflow type the worker script registers.
+/// The workflow type the worker script registers for the echo rows.
 pub const WORKFLOW: &str = "durable-mcp-load.echo";
+/// The workflow type for the result-size section (R-CNF-18): calls `large` with a byte count.
+pub const LARGE_WORKFLOW: &str = "durable-mcp-load.large";
 
 /// The peer's worker: a Workflow that calls the upstream's `echo` through `TemporalMCPClient`
-/// and returns the echoed text (`{"key": ...}`). Arguments: address namespace task_queue url.
+/// and returns the echoed text (`{"key": ...}`), and one that calls `large` and returns its
+/// text, so the caller receives the whole result as an MCP client of ours does (two Activity
+/// attempts, so a size the peer cannot carry ends with its error, not the run timeout).
+/// Arguments: address namespace task_queue url.
 pub const WORKER_SCRIPT: &str = r#"
 import asyncio, sys
 from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -43,11 +51,26 @@ class Echo:
         return result.content[0].text
 
 
+@workflow.defn(name="durable-mcp-load.large")
+class Large:
+    @workflow.run
+    async def run(self, size: int) -> str:
+        # Two attempts, not the default's unlimited: a size the peer cannot carry ends with its
+        # error instead of retrying until the Workflow's run timeout.
+        retry = RetryPolicy(maximum_attempts=2)
+        client = TemporalMCPClient("upstream", activity_config={"retry_policy": retry})
+        result = await client.call_tool("large", {"bytes": size})
+        text = "".join(getattr(c, "text", "") for c in result.content)
+        if getattr(result, "is_error", None) or getattr(result, "isError", None):
+            raise ApplicationError("isError: " + text[:300], non_retryable=True)
+        return text
+
+
 async def main():
     address, namespace, task_queue, url = sys.argv[1:5]
     client = await Client.connect(address, namespace=namespace)
     plugin = MCPPlugin({"upstream": lambda: mcp.Client(url)})
-    worker = Worker(client, task_queue=task_queue, workflows=[Echo], plugins=[plugin])
+    worker = Worker(client, task_queue=task_queue, workflows=[Echo, Large], plugins=[plugin])
     print("READY", flush=True)
     await worker.run()
 
@@ -70,7 +93,10 @@ pub fn ensure_installed() -> Result<PathBuf, String> {
     let python = python().ok_or("no python3 on PATH")?;
     let staging = dir.with_extension("staging");
     let _ = std::fs::remove_dir_all(&staging);
-    eprintln!("load: installing {PEER_PACKAGE} into {} ...", dir.display());
+    super::progress(format_args!(
+        "installing {PEER_PACKAGE} into {} ...",
+        dir.display()
+    ));
     let out = Command::new(&python)
         .args([
             "-m",
@@ -144,21 +170,44 @@ pub async fn call(
     task_queue: &str,
     key: &str,
 ) -> anyhow::Result<String> {
-    let workflow_id = format!("peer-{key}");
+    let value = run_workflow(
+        connection,
+        namespace,
+        task_queue,
+        (WORKFLOW, &format!("peer-{key}")),
+        serde_json::json!(key),
+    )
+    .await?;
+    value
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow::anyhow!("not a string: {value}"))
+}
+
+/// Starts the Workflow `(type, id)` with one argument and waits for its close event; answers
+/// its result, or an error with the failure's messages (a payload Temporal refuses says so).
+pub async fn run_workflow(
+    connection: &Connection,
+    namespace: &str,
+    task_queue: &str,
+    (workflow_type, workflow_id): (&str, &str),
+    input: serde_json::Value,
+) -> anyhow::Result<serde_json::Value> {
+    let workflow_id = workflow_id.to_owned();
     let started = connection
         .workflow_service()
         .start_workflow_execution(tonic::Request::new(StartWorkflowExecutionRequest {
             namespace: namespace.to_owned(),
             workflow_id: workflow_id.clone(),
             workflow_type: Some(WorkflowType {
-                name: WORKFLOW.to_owned(),
+                name: workflow_type.to_owned(),
             }),
             task_queue: Some(TaskQueue {
                 name: task_queue.to_owned(),
                 ..Default::default()
             }),
             input: Some(Payloads {
-                payloads: vec![json_payload(&serde_json::json!(key))],
+                payloads: vec![json_payload(&input)],
             }),
             identity: connection.identity().to_owned(),
             request_id: uuid::Uuid::new_v4().to_string(),
@@ -199,15 +248,34 @@ pub async fn call(
                     .result
                     .and_then(|r| r.payloads.into_iter().next())
                     .ok_or_else(|| anyhow::anyhow!("the workflow returned nothing"))?;
-                let value: serde_json::Value = serde_json::from_slice(&payload.data)?;
-                value
-                    .as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| anyhow::anyhow!("not a string: {value}"))
+                Ok(serde_json::from_slice(&payload.data)?)
+            }
+            Some(Attributes::WorkflowExecutionFailedEventAttributes(failed)) => {
+                anyhow::bail!(
+                    "the workflow failed: {}",
+                    failed
+                        .failure
+                        .as_ref()
+                        .map_or("no failure".into(), messages)
+                )
             }
             _ => anyhow::bail!("the workflow closed with {:?}", event.event_type()),
         };
     }
+}
+
+/// A failure's message and its causes' messages, outermost first, joined by `: ` (the peer's
+/// refusal of a size is an Activity failure whose cause says what Temporal refused).
+pub fn messages(failure: &Failure) -> String {
+    let mut parts = Vec::new();
+    let mut next = Some(failure);
+    while let Some(f) = next {
+        if !f.message.is_empty() && parts.last() != Some(&f.message.as_str()) {
+            parts.push(f.message.as_str());
+        }
+        next = f.cause.as_deref();
+    }
+    parts.join(": ")
 }
 
 fn json_payload(value: &serde_json::Value) -> Payload {
@@ -215,5 +283,31 @@ fn json_payload(value: &serde_json::Value) -> Payload {
         metadata: [("encoding".to_owned(), b"json/plain".to_vec())].into(),
         data: serde_json::to_vec(value).expect("JSON serializes"),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_names_every_cause_once() {
+        let failure = |message: &str, cause: Option<Failure>| Failure {
+            message: message.to_owned(),
+            cause: cause.map(Box::new),
+            ..Default::default()
+        };
+        let refused = failure(
+            "Activity task failed",
+            Some(failure(
+                "Complete result exceeds size limit.",
+                Some(failure("Complete result exceeds size limit.", None)),
+            )),
+        );
+        assert_eq!(
+            messages(&refused),
+            "Activity task failed: Complete result exceeds size limit."
+        );
+        assert_eq!(messages(&failure("", Some(failure("x", None)))), "x");
     }
 }

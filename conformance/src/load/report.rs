@@ -89,6 +89,9 @@ pub struct LoadReport {
     /// `--scaling sizes`: the full path's cost by result size (R-CNF-18).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub result_sizes: Vec<super::scaling::SizePoint>,
+    /// `--scaling sizes` with the peer: its Workflow's cost by result size (R-CNF-18).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub peer_result_sizes: Vec<super::scaling::SizePoint>,
     /// `--scaling tools`: listing latency and proxy memory by tool count (R-CNF-18).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_counts: Vec<super::tool_count::ToolCountPoint>,
@@ -98,6 +101,8 @@ pub struct LoadReport {
     /// `--scaling tasks`: the connector's memory by MCP tasks in flight (R-CNF-18).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub task_counts: Vec<super::task_count::TaskCountPoint>,
+    /// How long each path's rows and each section took, in seconds, in the order they ran.
+    pub timings: Vec<(String, f64)>,
     /// Sections rendered when the run ended (the inline ratios and targets), printed after the
     /// ratios.
     #[serde(skip)]

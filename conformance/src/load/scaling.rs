@@ -1,8 +1,8 @@
 //! How a call's cost grows with its result (R-CNF-18): `--scaling sizes` calls the upstream's
-//! `large` tool through the full path over HTTP for results of 1 KB, 100 KB, 1 MB and 4 MB, one
-//! caller at a time, and reports latency, CPU per call by process and the processes' peak
-//! resident set after each size, or the error of a size the path refuses; drawn as a small text
-//! chart and kept in the JSON report.
+//! `large` tool through the full path over HTTP, and as the peer's Workflow when the peer runs,
+//! for results of 1 KB, 100 KB, 1 MB and 4 MB, one caller at a time, and reports latency, CPU
+//! per call by process and the processes' peak resident set after each size, or the error of a
+//! size the path refuses; drawn as a small text chart and kept in the JSON report.
 
 use std::{collections::BTreeMap, fmt::Write as _, time::Instant};
 
@@ -44,10 +44,27 @@ pub struct SizePoint {
     pub error: Option<String>,
 }
 
-/// Calls `large` with `bytes` once; answers the text length it got back.
+/// Calls `large` with `bytes` once, through our MCP path or as the peer's Workflow; answers the
+/// text length it got back.
 async fn call_large(caller: &Caller, bytes: usize) -> anyhow::Result<usize> {
-    let Caller::Mcp(client) = caller else {
-        anyhow::bail!("result sizes are measured through an MCP path");
+    let client = match caller {
+        Caller::Mcp(client) => client,
+        Caller::Peer {
+            connection,
+            namespace,
+            task_queue,
+        } => {
+            let id = format!("peer-large-{bytes}-{}", uuid::Uuid::new_v4().simple());
+            let ids = (super::peer::LARGE_WORKFLOW, id.as_str());
+            let value =
+                super::peer::run_workflow(connection, namespace, task_queue, ids, json!(bytes))
+                    .await?;
+            return value
+                .as_str()
+                .map(str::len)
+                .ok_or_else(|| anyhow::anyhow!("the peer's workflow returned no text"));
+        }
+        Caller::Floor { .. } => anyhow::bail!("result sizes are measured through an MCP path"),
     };
     let args = json!({"bytes": bytes})
         .as_object()
@@ -73,7 +90,12 @@ async fn call_large(caller: &Caller, bytes: usize) -> anyhow::Result<usize> {
 }
 
 /// `calls` calls of each size in turn, one at a time; a size's first error ends that size.
-pub async fn sizes(caller: &Caller, procs: &[(String, u32)], calls: usize) -> Vec<SizePoint> {
+pub async fn sizes(
+    who: &str,
+    caller: &Caller,
+    procs: &[(String, u32)],
+    calls: usize,
+) -> Vec<SizePoint> {
     let mut points = Vec::new();
     for bytes in SIZES {
         let before: Vec<_> = procs
@@ -109,13 +131,13 @@ pub async fn sizes(caller: &Caller, procs: &[(String, u32)], calls: usize) -> Ve
                     .insert(role.clone(), a.peak_rss_kib as f64 / 1024.0);
             }
         }
-        eprintln!(
-            "load: result size {bytes} B: {} of {} answered, p50 {:.1} ms{}",
+        super::progress(format_args!(
+            "{who} result size {bytes} B: {} of {} answered, p50 {:.1} ms{}",
             point.ok,
             point.calls,
             point.p50_ms,
             error_suffix(point.error.as_deref())
-        );
+        ));
         points.push(point);
     }
     points
@@ -155,25 +177,43 @@ pub fn size_label(bytes: usize) -> String {
     }
 }
 
-/// The result-size section: latency as a chart, then CPU and peak RSS per size, then the
-/// sizes refused with their error.
-pub fn render_sizes(points: &[SizePoint]) -> String {
+/// Why the peer has no row in a scaling section that does not measure it (R-CNF-18).
+pub const PEER_NOT_IN_SIZES: &str =
+    "peer: not measured (add `peer` to --paths to measure it beside ours)";
+
+/// The result-size section: our path's and the peer's p50 as one chart (answered sizes only),
+/// a linearity verdict for each, then CPU and peak RSS per size, ours above the peer's, with
+/// the refusal of a size either one refused.
+pub fn render_sizes(ours: &[SizePoint], peer: &[SizePoint]) -> String {
     let mut out = String::from(
-        "\nRESULT SIZE (full path over HTTP, the upstream's `large` tool, one caller)\np50 latency:\n",
+        "\nRESULT SIZE (the upstream's `large` tool, one caller; ours: full path over HTTP, \
+         peer: a temporalio-mcp Workflow returning the text)\np50 latency:\n",
     );
-    let answered: Vec<(String, f64)> = points
-        .iter()
-        .filter(|p| p.ok > 0)
-        .map(|p| (size_label(p.bytes), p.p50_ms))
-        .collect();
-    out.push_str(&chart(&answered, "ms", 40));
-    let curve: Vec<(f64, f64)> = points
-        .iter()
-        .filter(|p| p.ok > 0)
-        .map(|p| (p.bytes as f64, p.p50_ms))
-        .collect();
-    let labels: Vec<String> = answered.iter().map(|(l, _)| l.clone()).collect();
-    out.push_str(&super::linearity::verdict("p50", &curve, &labels, 1.0));
+    let answered = |points: &[SizePoint], who: &str| -> Vec<(usize, String, f64)> {
+        points
+            .iter()
+            .filter(|p| p.ok > 0)
+            .map(|p| (p.bytes, format!("{} {who}", size_label(p.bytes)), p.p50_ms))
+            .collect()
+    };
+    let (ours_bars, peer_bars) = (answered(ours, "ours"), answered(peer, "peer"));
+    let mut bars: Vec<&(usize, String, f64)> = ours_bars.iter().chain(&peer_bars).collect();
+    bars.sort_by_key(|(bytes, label, _)| (*bytes, !label.ends_with("ours")));
+    let bars: Vec<(String, f64)> = bars.iter().map(|(_, l, v)| (l.clone(), *v)).collect();
+    out.push_str(&chart(&bars, "ms", 40));
+    for (who, points) in [("ours", &ours_bars), ("peer", &peer_bars)] {
+        if points.is_empty() {
+            continue;
+        }
+        let curve: Vec<(f64, f64)> = points.iter().map(|(b, _, v)| (*b as f64, *v)).collect();
+        let labels: Vec<String> = points.iter().map(|(b, _, _)| size_label(*b)).collect();
+        out.push_str(&super::linearity::verdict(
+            &format!("p50 ({who})"),
+            &curve,
+            &labels,
+            1.0,
+        ));
+    }
     let roles = |m: &BTreeMap<String, f64>, digits: usize| {
         m.iter()
             .filter(|(k, _)| *k != "driver")
@@ -181,10 +221,14 @@ pub fn render_sizes(points: &[SizePoint]) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    for p in points {
+    let mut lines: Vec<(usize, &str, &SizePoint)> =
+        ours.iter().map(|p| (p.bytes, "ours", p)).collect();
+    lines.extend(peer.iter().map(|p| (p.bytes, "peer", p)));
+    lines.sort_by_key(|(bytes, who, _)| (*bytes, *who != "ours"));
+    for (_, who, p) in lines {
         let _ = writeln!(
             out,
-            "{:>6}: {} of {} answered; CPU ms/call {}; peak RSS MiB {}{}",
+            "{:>6} {who}: {} of {} answered; CPU ms/call {}; peak RSS MiB {}{}",
             size_label(p.bytes),
             p.ok,
             p.calls,
@@ -194,6 +238,9 @@ pub fn render_sizes(points: &[SizePoint]) -> String {
                 .as_ref()
                 .map_or(String::new(), |e| format!("; refused: {e}"))
         );
+    }
+    if peer.is_empty() {
+        let _ = writeln!(out, "{PEER_NOT_IN_SIZES}");
     }
     out
 }
@@ -227,25 +274,68 @@ mod tests {
             peak_rss_mib: BTreeMap::from([("proxy".into(), 50.4)]),
             error: error.map(str::to_owned),
         };
-        let text = render_sizes(&[
-            point(1_000, 3, 20.0, None),
-            point(4_000_000, 0, 0.0, Some("ResultTooLarge: 4000123 bytes")),
-        ]);
+        let text = render_sizes(
+            &[
+                point(1_000, 3, 20.0, None),
+                point(4_000_000, 0, 0.0, Some("ResultTooLarge: 4000123 bytes")),
+            ],
+            &[],
+        );
         for part in [
             "RESULT SIZE",
-            "1 KB |",
+            "1 KB ours |",
             "20.0 ms",
-            "  1 KB: 3 of 3 answered; CPU ms/call proxy 2.0; peak RSS MiB proxy 50",
-            "  4 MB: 0 of 3 answered",
+            "  1 KB ours: 3 of 3 answered; CPU ms/call proxy 2.0; peak RSS MiB proxy 50",
+            "  4 MB ours: 0 of 3 answered",
             "refused: ResultTooLarge: 4000123 bytes",
-            "p50: grows at most linearly",
+            "p50 (ours): grows at most linearly",
+            PEER_NOT_IN_SIZES,
         ] {
             assert!(text.contains(part), "{part:?} missing from:\n{text}");
         }
         assert!(
-            !text.contains("4 MB |"),
+            !text.contains("4 MB ours |"),
             "a refused size has no bar:\n{text}"
         );
         assert!(!text.contains("driver"), "{text}");
+        assert!(!text.contains("p50 (peer)"), "{text}");
+    }
+
+    #[test]
+    fn the_peer_stands_beside_ours_with_its_own_verdict_and_refusal() {
+        let point = |bytes, ok, p50, error: Option<&str>| SizePoint {
+            bytes,
+            calls: 2,
+            ok,
+            p50_ms: p50,
+            cpu_ms_per_call: BTreeMap::from([("server".into(), 1.0)]),
+            peak_rss_mib: BTreeMap::from([("server".into(), 80.0)]),
+            error: error.map(str::to_owned),
+        };
+        let ours = [point(1_000, 2, 10.0, None), point(1_000_000, 2, 20.0, None)];
+        let peer = [
+            point(1_000, 2, 30.0, None),
+            point(1_000_000, 0, 0.0, Some("the workflow failed: size limit")),
+        ];
+        let text = render_sizes(&ours, &peer);
+        let bars: Vec<&str> = text.lines().filter(|l| l.contains(" |")).collect();
+        assert_eq!(bars.len(), 3, "{text}");
+        assert!(bars[0].trim_start().starts_with("1 KB ours"), "{text}");
+        assert!(bars[1].trim_start().starts_with("1 KB peer"), "{text}");
+        assert!(bars[2].trim_start().starts_with("1 MB ours"), "{text}");
+        for part in [
+            "p50 (ours): grows at most linearly",
+            "p50 (peer): grows at most linearly",
+            "  1 MB peer: 0 of 2 answered; CPU ms/call server 1.0; peak RSS MiB server 80; \
+             refused: the workflow failed: size limit",
+        ] {
+            assert!(text.contains(part), "{part:?} missing from:\n{text}");
+        }
+        let (mb_ours, mb_peer) = (
+            text.find("  1 MB ours:").unwrap(),
+            text.find("  1 MB peer:").unwrap(),
+        );
+        assert!(mb_ours < mb_peer, "ours first:\n{text}");
+        assert!(!text.contains(PEER_NOT_IN_SIZES), "{text}");
     }
 }

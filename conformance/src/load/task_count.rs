@@ -88,13 +88,19 @@ fn line(p: &TaskCountPoint) -> String {
     }
 }
 
+/// Why the section has no peer row (R-CNF-18).
+pub const NO_PEER: &str = "peer: no row: temporalio-mcp serves no MCP tasks (its caller is a \
+    Workflow, not an MCP client), so there is no connector memory to compare";
+
 /// The task-count section: in-flight `VmRSS` as a chart, the verdicts (on the resident set and
 /// on its growth over idle), then each count's figures.
 pub fn render(points: &[TaskCountPoint]) -> String {
     use super::linearity::verdict;
     let mut out = String::from(
-        "\nTASKS IN FLIGHT (a connector of its own per count; every task followed to its end)\nconnector VmRSS with the tasks in flight:\n",
+        "\nTASKS IN FLIGHT (a connector of its own per count; every task followed to its end)\n",
     );
+    out.push_str(NO_PEER);
+    out.push_str("\nconnector VmRSS with the tasks in flight:\n");
     let ran: Vec<(usize, &TasksRun)> = points
         .iter()
         .filter_map(|p| p.run.as_ref().map(|r| (p.tasks, r)))
@@ -156,6 +162,10 @@ mod tests {
                 error: Some("the connector exited".into()),
             },
         ]);
+        assert!(
+            text.contains(NO_PEER),
+            "the section says why no peer row:\n{text}"
+        );
         for part in [
             "TASKS IN FLIGHT",
             "10000 tasks |",

@@ -26,6 +26,11 @@ use super::{
     procstat,
 };
 
+/// Why the section has no peer row (R-CNF-18).
+pub const NO_PEER: &str = "peer: no row: temporalio-mcp lists tools only inside a Workflow (a \
+    list-tools Activity on a worker built for its upstreams), so a row would need a peer worker \
+    per tool count; not measured";
+
 /// The tool counts measured.
 pub const COUNTS: [usize; 3] = [1, 100, 1_000];
 /// Listings after the first, for the p50 and the CPU per listing.
@@ -106,7 +111,7 @@ pub(super) async fn each<P, F: std::future::Future<Output = anyhow::Result<P>>>(
     let mut points = Vec::new();
     for &n in counts {
         let point = one(n).await.unwrap_or_else(|e| failed(n, format!("{e:#}")));
-        eprintln!("load: {}", show(&point).trim_end());
+        super::progress(format_args!("{}", show(&point).trim_end()));
         points.push(point);
     }
     points
@@ -214,8 +219,10 @@ pub(super) async fn later_listings(client: &McpClient, connector: u32) -> anyhow
 /// The tool-count section: first-listing latency as a chart, then each count's figures.
 pub fn render(points: &[ToolCountPoint]) -> String {
     let mut out = String::from(
-        "\nTOOL COUNT (an upstream with N tools behind its own proxy and HTTP connector)\nfirst listing through the connector:\n",
+        "\nTOOL COUNT (an upstream with N tools behind its own proxy and HTTP connector)\n",
     );
+    out.push_str(NO_PEER);
+    out.push_str("\nfirst listing through the connector:\n");
     let listed: Vec<(String, f64)> = points
         .iter()
         .filter(|p| p.error.is_none())
@@ -301,6 +308,10 @@ mod tests {
                 ..ToolCountPoint::default()
             },
         ]);
+        assert!(
+            text.contains(NO_PEER),
+            "the section says why no peer row:\n{text}"
+        );
         for part in [
             "TOOL COUNT",
             "100 tools |",

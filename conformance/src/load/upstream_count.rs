@@ -175,13 +175,20 @@ fn line(p: &UpstreamCountPoint) -> String {
     }
 }
 
+/// Why the section has no peer row (R-CNF-18).
+pub const NO_PEER: &str = "peer: no row: temporalio-mcp has no process fronting upstreams (each \
+    upstream is a factory in the caller's own worker), so there is no start-up or routed listing \
+    to compare";
+
 /// The upstream-count section: start-up time as a chart, each curve's verdict, then each
 /// count's figures.
 pub fn render(points: &[UpstreamCountPoint]) -> String {
     use super::linearity::verdict;
     let mut out = String::from(
-        "\nUPSTREAM COUNT (one proxy fronting N upstreams, one HTTP connector routing them all)\nstart-up until every tool is listed:\n",
+        "\nUPSTREAM COUNT (one proxy fronting N upstreams, one HTTP connector routing them all)\n",
     );
+    out.push_str(NO_PEER);
+    out.push_str("\nstart-up until every tool is listed:\n");
     let ok: Vec<&UpstreamCountPoint> = points.iter().filter(|p| p.error.is_none()).collect();
     let labels: Vec<String> = ok
         .iter()
@@ -249,6 +256,10 @@ mod tests {
             point(10, 1500.0, 60.0),
             point(50, 40_000.0, 120.0),
         ]);
+        assert!(
+            text.contains(NO_PEER),
+            "the section says why no peer row:\n{text}"
+        );
         for part in [
             "UPSTREAM COUNT",
             "50 upstreams |",
