@@ -369,3 +369,98 @@ async fn a_task_cancelled_while_it_waits_for_input_reads_cancelled_and_a_later_a
     assert_eq!(ledger.count("ask_task", LedgerEvent::Called), 1);
     owner.cancel().await.unwrap();
 }
+
+/// R-CON-11, R-CON-40: a caller without the tasks extension whose call became a companion task
+/// before the tool asked for input reads the request with `task_status`, and answers it with
+/// `task_input` (its owner only; twice runs the next round once); `task_result` says it waits
+/// for input instead of waiting 20 s.
+#[tokio::test]
+async fn a_companion_caller_reads_and_answers_its_tasks_input_request_once() {
+    let (env, ledger, _proxy, key) = setup("durable-input-companion").await;
+    let companion = |scope: &str| {
+        let mut options = ConnectorOptions::new(vec![route("asking", &env.endpoint)]);
+        options.signing_key = key.clone();
+        options.caller_scope = CallerScope::Process(scope.into());
+        options.task_after = Duration::from_secs(1);
+        options.companion_tools = true;
+        Connector::new(env.client.clone(), options)
+    };
+    let owner = client_for(companion("owner")).await.unwrap();
+    // The tool asks only after 2.5 s: the call is a companion task by then.
+    let started = call(&owner, "ask", json!({"path": "/data", "sleep_ms": 2500})).await;
+    let task_id = started["_meta"]["io.durable-mcp/taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no companion task ID in {started}"))
+        .to_owned();
+    let by_id = json!({"task_id": task_id});
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        let status = call(&owner, "task_status", by_id.clone()).await;
+        if status["structuredContent"]["status"] != "working" {
+            break status;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{status}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    let structured = &status["structuredContent"];
+    assert_eq!(structured["status"], "input_required", "{status}");
+    let request = &structured["inputRequests"][CONFIRM_KEY];
+    assert_eq!(request["method"], "elicitation/create", "{status}");
+    assert_eq!(request["params"]["message"], "Delete 40 GB?");
+    let text = status["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("Delete 40 GB?") && text.contains("task_input"),
+        "{text}"
+    );
+    // task_result says so at once: nothing goes on until the request is answered.
+    let asked_at = tokio::time::Instant::now();
+    let waiting = call(&owner, "task_result", by_id.clone()).await;
+    assert!(asked_at.elapsed() < Duration::from_secs(10), "it waited");
+    assert_eq!(waiting["structuredContent"]["status"], "input_required");
+
+    // Another caller's answer gets exactly what a forged ID gets, and runs nothing.
+    let stranger = client_for(companion("stranger")).await.unwrap();
+    let answer = |task_id: &str| json!({"task_id": task_id, "input_responses": confirmed()});
+    let foreign = call(&stranger, "task_input", answer(&task_id)).await;
+    let forged = call(&stranger, "task_input", answer("forged")).await;
+    assert_eq!(foreign, forged);
+    assert_eq!(foreign["content"][0]["text"], "unknown task", "{foreign}");
+
+    // The owner answers through two connectors: the next round runs once; the second answer
+    // is acknowledged and changes nothing.
+    let taken = call(&owner, "task_input", answer(&task_id)).await;
+    assert_eq!(taken["isError"], false, "{taken}");
+    assert_eq!(taken["structuredContent"]["answered"], true, "{taken}");
+    let other = client_for(companion("owner")).await.unwrap();
+    let again = call(&other, "task_input", answer(&task_id)).await;
+    assert_eq!(again["isError"], false, "{again}");
+    assert_eq!(again["structuredContent"]["answered"], false, "{again}");
+    let done = loop {
+        let done = call(&owner, "task_result", by_id.clone()).await;
+        if done["structuredContent"]["status"] != "working" {
+            break done;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{done}");
+    };
+    let answered = &done["structuredContent"];
+    assert_eq!(
+        answered["inputResponses"][CONFIRM_KEY]["action"], "accept",
+        "{done}"
+    );
+    assert_eq!(answered["arguments"]["path"], "/data");
+    assert_eq!(
+        ledger.count("ask", LedgerEvent::Called),
+        2,
+        "{:?}",
+        ledger.read()
+    );
+    for c in [owner, stranger, other] {
+        c.cancel().await.unwrap();
+    }
+}
+
+/// A plain client's call of `tool`, answered as JSON.
+async fn call(client: &McpClient, tool: &str, arguments: Value) -> Value {
+    let answer = client.peer().call_tool(tool_call(tool, arguments)).await;
+    serde_json::to_value(answer.unwrap()).unwrap()
+}

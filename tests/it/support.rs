@@ -513,13 +513,14 @@ pub fn connector_command(env: &TestEnv, service: &str) -> tokio::process::Comman
 }
 
 /// What a connector with `--companion-tools` lists in front of the example service, in order.
-pub const EXAMPLE_TOOLS_WITH_COMPANIONS: [&str; 6] = [
+pub const EXAMPLE_TOOLS_WITH_COMPANIONS: [&str; 7] = [
     "word_count",
     "slow_report",
     "delete_files",
     "task_status",
     "task_result",
     "task_cancel",
+    "task_input",
 ];
 
 /// `tools/call` params for `tool` with the JSON object `arguments`.

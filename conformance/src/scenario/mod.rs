@@ -24,8 +24,9 @@
 //! # error, each replaced by the call's argument of that name)
 //! # | task (a task of its own: `ms` in four steps, for a caller declaring the tasks extension, or
 //! # ending failed with `error = { code, message }`; list it with execution = { taskSupport = "required" })
-//! # | ask_input (message: answers an InputRequiredResult asking to confirm, then, given the
-//! # answer and its requestState, echoes it: `confirmed: ...`; SEP-2322) | ask_sampling (message:
+//! # | ask_input (message: answers an InputRequiredResult asking to confirm, after the argument
+//! # `sleep_ms` if given, then, given the answer and its requestState, echoes it: `confirmed: ...`;
+//! # SEP-2322) | ask_sampling (message:
 //! # the same with one sampling/createMessage request under "sample") | ask_roots (the same with
 //! # one roots/list request under "roots")
 //! # | log_after (log lines after the call ended) | read_ancestors (what the parent's and
@@ -54,7 +55,7 @@
 //! transport = "pipe"           # pipe (in memory, as stdio) | http (session) | http_stateless (2026-07-28)
 //! own_key = false              # true: sign task IDs with a key of its own (another deployment)
 //! temporal_tools = false       # true: also serve the Temporal operations tools (R-OPS), run's namespace only
-//! companion_tools = false      # true: also serve task_status, task_result and task_cancel (R-CON-11)
+//! companion_tools = false      # true: also serve task_status, task_result, task_cancel and task_input (R-CON-11)
 //! codec = false                # true: the Temporal tools encode through the runner's encrypting
 //!                              # codec server (--codec-endpoint, R-PAY-6); needs temporal_tools
 //! temporal_tools_decode = false  # true: they also decode what they show (--temporal-tools-decode,
@@ -361,7 +362,8 @@ pub struct ConnectorDef {
     /// Also serve the Temporal operations toolset (R-OPS), limited to the run's namespace.
     #[serde(default)]
     pub temporal_tools: bool,
-    /// Also serve the companion tools `task_status`, `task_result` and `task_cancel`, and
+    /// Also serve the companion tools `task_status`, `task_result`, `task_cancel` and
+    /// `task_input`, and
     /// answer a call still running at `task_after_ms` with its task ID when the client lacks
     /// the tasks extension (R-CON-11).
     #[serde(default)]
@@ -588,7 +590,7 @@ impl Scenario {
             .then(durable_mcp::temporal_tools::TemporalToolset::names)
             .unwrap_or_default();
         let companion: &[&str] = if self.connectors.iter().any(|c| c.companion_tools) {
-            &["task_status", "task_result", "task_cancel"]
+            &["task_status", "task_result", "task_cancel", "task_input"]
         } else {
             &[]
         };

@@ -159,10 +159,11 @@ pub struct ConnectorFlags {
     /// Clients without the tasks extension wait until the call completes.
     #[arg(long, default_value = "2s", value_parser = values::up_to_an_hour)]
     pub task_after: Duration,
-    /// Add three tools, task_status, task_result and task_cancel, for MCP hosts without the
-    /// tasks extension (many give up on a call after about a minute): such a host's call still
-    /// running at --task-after answers with a text result carrying a signed task ID, which the
-    /// three tools follow. Same signing and caller scoping as MCP tasks.
+    /// Add four tools, task_status, task_result, task_cancel and task_input, for MCP hosts
+    /// without the tasks extension (many give up on a call after about a minute): such a host's
+    /// call still running at --task-after answers with a text result carrying a signed task ID,
+    /// which the tools follow (task_input answers what the tool asks). Same signing and caller
+    /// scoping as MCP tasks.
     #[arg(long)]
     pub companion_tools: bool,
     /// How long a tool's request for input (an elicitation, a sampling or a roots request)

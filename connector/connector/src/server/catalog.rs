@@ -319,6 +319,10 @@ mod tests {
             companion_origin(true, "task_status"),
             Some("--companion-tools")
         );
+        assert_eq!(
+            companion_origin(true, "task_input"),
+            Some("--companion-tools")
+        );
         assert_eq!(companion_origin(true, "echo"), None);
         assert_eq!(companion_origin(false, "task_status"), None);
     }

@@ -166,23 +166,23 @@ impl Connector {
         }
     }
 
-    /// `tasks/update` (SEP-2663): the caller's answers start the task's next round when its
-    /// last round asks for them; otherwise they are ignored. Acknowledged either way; an
-    /// unknown or foreign task is -32602 (R-CON-6).
+    /// `tasks/update` (SEP-2663) and `task_input` (R-CON-11): the caller's answers start the
+    /// task's next round when its last round asks for them (true); otherwise they are ignored
+    /// (false). Acknowledged either way; an unknown or foreign task is -32602 (R-CON-6).
     pub async fn update_task_op(
         &self,
         task_id: &str,
         scope: &CallerScope,
         responses: InputResponses,
         share: Option<&Share>,
-    ) -> Result<(), McpError> {
+    ) -> Result<bool, McpError> {
         let op = self.task_op(task_id, scope)?;
         let last = self
             .last_round(&op)
             .await
             .map_err(|e| super::tasks::task_error("updating the task", e))?;
         let Some(asked) = asked_of(&last) else {
-            return Ok(());
+            return Ok(false);
         };
         let answered = outstanding(&asked, responses);
         if answered.is_empty()
@@ -192,10 +192,10 @@ impl Connector {
                 SystemTime::now(),
             )
         {
-            return Ok(());
+            return Ok(false);
         }
         let round = self.start_round(&last, &asked, answered, share).await;
-        round.map(|_| ())
+        round.map(|_| true)
     }
 
     /// Starts the round after `last` with the caller's `answered` responses, or finds it when

@@ -97,7 +97,7 @@ pub struct ConnectorOptions {
     pub max_call_starts_per_caller_minute: usize,
     /// How long a task-capable caller waits before the call becomes a task.
     pub task_after: Duration,
-    /// Serve the companion tools (`task_status`, `task_result`, `task_cancel`) and answer a
+    /// Serve the companion tools (`task_status`, `task_result`, `task_cancel`, `task_input`) and answer a
     /// caller without the tasks extension whose call outlasts `task_after` with a task ID.
     pub companion_tools: bool,
     /// Signs task IDs. Replicas that serve each other's tasks share it.
@@ -563,6 +563,7 @@ impl ServerHandler for Typed {
                 share.as_ref(),
             )
             .await
+            .map(|_| ())
         };
         crate::trace::task_request("mcp.tasks.update", &context, answer).await
     }
@@ -602,7 +603,7 @@ impl Typed {
         if self.inner.options.companion_tools && is_companion(&request.name) {
             let _slot = self.start_work(&request.name, share.as_ref())?;
             let json = self
-                .call_companion(&request.name, &arguments, &scope)
+                .call_companion(&request.name, &arguments, &scope, share.as_ref())
                 .await?;
             // `task_result` answers the call's own result: written as the tool wrote it.
             as_written::keep(self.written.as_ref(), &context, json.clone());
