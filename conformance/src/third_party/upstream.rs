@@ -95,6 +95,7 @@ impl Upstream {
                 env: BTreeMap::new(),
                 cwd: None,
                 inherit_env: true,
+                discover_wait: None,
             },
             Upstream::Http { url, headers } => TransportConfig::Http {
                 url: url.parse().with_context(|| format!("URL {url:?}"))?,

@@ -53,6 +53,7 @@ use durable_mcp_contract::call::{CallNotification, ToolLog};
 
 mod era;
 mod features;
+mod probe;
 mod task;
 pub use task::{CallAnswer, TaskState, next_poll_delay};
 
@@ -679,9 +680,11 @@ impl Opening {
                     env,
                     cwd,
                     inherit_env,
+                    discover_wait,
                 } => {
                     let child = child::command(command, args, env, *inherit_env, cwd.as_deref());
-                    self.stdio(command, child).await
+                    let wait = discover_wait.unwrap_or(crate::config::DEFAULT_DISCOVER_WAIT);
+                    self.stdio(command, child, wait).await
                 }
                 TransportConfig::Http { url, headers, .. } => self.http(url, headers).await,
                 TransportConfig::Custom(custom) => self.factory(custom).await,
@@ -730,10 +733,12 @@ impl Opening {
 
     /// Spawns the child (its stderr goes to the log); rmcp reads its stdout through a tap that
     /// keeps answers as written.
+    /// The `server/discover` probe waits `discover_wait` at most (R-PRX-33).
     async fn stdio(
         &self,
         program: &str,
         mut command: tokio::process::Command,
+        discover_wait: Duration,
     ) -> Result<Running, String> {
         let spawned = command
             .spawn()
@@ -746,7 +751,11 @@ impl Opening {
         if let Some(stderr) = process.stderr.take() {
             forward_stderr(self.service.clone(), stderr);
         }
-        let transport = (TapReader::new(stdout, self.written.clone()), stdin);
+        let transport = rmcp::transport::async_rw::AsyncRwTransport::<RoleClient, _, _>::new(
+            TapReader::new(stdout, self.written.clone()),
+            stdin,
+        );
+        let transport = probe::BoundedProbe::new(transport, discover_wait);
         let running = self
             .handler(Some(group), false)
             .serve_with_lifecycle(transport, era::lifecycle())

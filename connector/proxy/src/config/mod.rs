@@ -52,6 +52,7 @@
 //! env = { LOG_LEVEL = "warn" }     # the child's environment: these plus PATH, HOME, USER, ...
 //! cwd = "/tmp"
 //! # inherit_env = true              # pass the proxy's whole environment (and its secrets) too
+//! # discover_wait = "3s"            # a legacy child that ignores server/discover: initialize after
 //! ```
 //!
 //! ## Environment variables
@@ -181,6 +182,9 @@ pub enum TransportConfig {
         env: BTreeMap<String, String>,
         cwd: Option<PathBuf>,
         inherit_env: bool,
+        /// How long the `server/discover` probe waits before the `initialize` fallback
+        /// (R-PRX-33); `None`: [`DEFAULT_DISCOVER_WAIT`].
+        discover_wait: Option<std::time::Duration>,
     },
     /// MCP Streamable HTTP.
     Http {
@@ -215,9 +219,17 @@ impl TransportConfig {
             env: BTreeMap::new(),
             cwd: None,
             inherit_env: false,
+            discover_wait: None,
         }
     }
 }
+
+/// How long a stdio upstream's `server/discover` probe waits by default (`discover_wait`,
+/// R-PRX-33).
+pub const DEFAULT_DISCOVER_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The most a probe can wait: rmcp gives up there itself.
+pub const MAX_DISCOVER_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Why the config could not be loaded. Its `Display` is the message for the user: it names the
 /// field and says what is wrong, and never contains an environment variable's value.

@@ -17,6 +17,7 @@ impl fmt::Debug for TransportConfig {
                 env,
                 cwd,
                 inherit_env,
+                discover_wait,
             } => f
                 .debug_struct("Stdio")
                 .field("command", command)
@@ -24,6 +25,7 @@ impl fmt::Debug for TransportConfig {
                 .field("env", &RedactedValues(env))
                 .field("cwd", cwd)
                 .field("inherit_env", inherit_env)
+                .field("discover_wait", discover_wait)
                 .finish(),
             Self::Http {
                 url,

@@ -150,6 +150,7 @@ fn full_example_parses() {
             env: BTreeMap::from([("LOG_LEVEL".into(), "warn".into())]),
             cwd: Some(PathBuf::from("/tmp")),
             inherit_env: false,
+            discover_wait: None,
         }
     );
     assert_eq!(files.activity_options, ActivityOptions::default());
@@ -311,6 +312,20 @@ fn validation_errors_name_their_field() {
         (
             stdio("url = \"https://h/\""),
             "upstream[0].url: only for transport = \"http\"",
+        ),
+        (
+            stdio("discover_wait = \"11s\""),
+            "upstream[0].discover_wait: must be more than zero and at most 10s",
+        ),
+        (
+            stdio("discover_wait = \"0s\""),
+            "upstream[0].discover_wait: must be more than zero",
+        ),
+        (
+            with_upstream(
+                "service = \"s\"\ntransport = \"http\"\nurl = \"https://h/\"\ndiscover_wait = \"1s\"",
+            ),
+            "upstream[0].discover_wait: only for transport = \"stdio\"",
         ),
         (
             http("args = []"),
@@ -728,4 +743,18 @@ fn codec_errors_name_the_field_and_never_the_value() {
     assert!(zero.starts_with("codec.timeout: "), "{zero}");
     let unknown = error(&with_codec("endpoint = \"https://c\"\nauth = \"x\""));
     assert!(unknown.contains("auth"), "{unknown}");
+}
+
+#[test]
+fn a_stdio_upstreams_discover_wait_is_read() {
+    let config = parse(&stdio("discover_wait = \"1500ms\""), &env).unwrap();
+    let TransportConfig::Stdio { discover_wait, .. } = &config.upstreams[0].transport else {
+        panic!("a stdio upstream")
+    };
+    assert_eq!(*discover_wait, Some(std::time::Duration::from_millis(1500)));
+    let config = parse(&stdio(""), &env).unwrap();
+    let TransportConfig::Stdio { discover_wait, .. } = &config.upstreams[0].transport else {
+        panic!("a stdio upstream")
+    };
+    assert_eq!(*discover_wait, None, "the default applies");
 }

@@ -27,6 +27,8 @@ pub(super) struct RawUpstream {
     env: Option<BTreeMap<String, String>>,
     cwd: Option<String>,
     inherit_env: Option<bool>,
+    #[serde(default, with = "humantime_serde")]
+    discover_wait: Option<std::time::Duration>,
     allow_insecure_http: Option<bool>,
     unavailable_means_not_run: Option<bool>,
     oauth: Option<RawClientCredentials>,
@@ -97,6 +99,7 @@ fn check_no_misplaced_keys(raw: &RawUpstream, at: FieldName) -> Result<(), Confi
                 ("env", raw.env.is_some()),
                 ("cwd", raw.cwd.is_some()),
                 ("inherit_env", raw.inherit_env.is_some()),
+                ("discover_wait", raw.discover_wait.is_some()),
             ],
         ),
         TransportKind::Stdio => (
@@ -229,7 +232,22 @@ fn stdio_transport(
         env: vars,
         cwd: working_directory(raw.cwd.as_deref(), at, env)?,
         inherit_env: raw.inherit_env.unwrap_or(false),
+        discover_wait: discover_wait(raw.discover_wait, at)?,
     })
+}
+
+/// A stdio upstream's `discover_wait` (R-PRX-33): more than zero, and at most rmcp's own 10 s.
+fn discover_wait(
+    wait: Option<std::time::Duration>,
+    at: FieldName,
+) -> Result<Option<std::time::Duration>, ConfigError> {
+    match wait {
+        Some(w) if w.is_zero() || w > super::MAX_DISCOVER_WAIT => Err(invalid(
+            at("discover_wait"),
+            "must be more than zero and at most 10s (e.g. \"3s\")",
+        )),
+        wait => Ok(wait),
+    }
 }
 
 fn working_directory(

@@ -3,7 +3,8 @@
 //! Every connection opens as a dual-era client: `server/discover` offering 2026-07-28 (the
 //! modern, per-request `_meta` lifecycle, SEP-2575), falling back to the `initialize`
 //! handshake at 2025-11-25 when the upstream answers with an error that is not a modern one,
-//! or not within rmcp's probe timeout (rmcp's `ClientLifecycleMode::Auto`).
+//! or not within the probe's wait (rmcp's `ClientLifecycleMode::Auto`, 10 s; a stdio
+//! upstream's `discover_wait`, see `probe`).
 //!
 //! A modern upstream learns the client's capabilities from each request's
 //! `_meta["io.modelcontextprotocol/clientCapabilities"]`: the proxy declares elicitation (form
