@@ -10,7 +10,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 use durable_mcp_conformance::fixtures::{
-    SpecSource, UpstreamSpec, serve_mock_upstream_http, serve_stdio,
+    SpecSource, UpstreamSpec, serve_mock_upstream_http_with, serve_stdio,
+    server::features::Features,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -61,13 +62,9 @@ async fn main() -> anyhow::Result<()> {
         .with_ansi(false)
         .init();
     let cli = Cli::parse();
-    durable_mcp_conformance::fixtures::server::features::SERVE_FEATURES.store(
-        cli.resources_and_prompts,
-        std::sync::atomic::Ordering::Relaxed,
-    );
-    if let Some(file) = cli.more_resources.clone() {
-        let _ = durable_mcp_conformance::fixtures::server::features::MORE_RESOURCES.set(file);
-    }
+    let features = cli.resources_and_prompts.then(|| Features {
+        more_resources: cli.more_resources.clone(),
+    });
     if cli.print_standard_spec {
         println!(
             "{}",
@@ -80,9 +77,10 @@ async fn main() -> anyhow::Result<()> {
         None => SpecSource::Inline(UpstreamSpec::standard()),
     };
     match cli.transport {
-        Transport::Stdio => serve_stdio(spec, cli.ledger).await,
+        Transport::Stdio => serve_stdio(spec, cli.ledger, features).await,
         Transport::Http => {
-            let server = serve_mock_upstream_http(spec, cli.ledger, cli.addr).await?;
+            let server =
+                serve_mock_upstream_http_with(spec, cli.ledger, cli.addr, features).await?;
             {
                 let mut stdout = std::io::stdout().lock();
                 writeln!(stdout, "LISTENING {}", server.url)?;

@@ -78,10 +78,11 @@ pub(crate) async fn twin(env: &StepEnv<'_>) -> Result<Twin, Failure> {
             })
         }
         Some(UpstreamTransport::Http) => {
-            let server = fixtures::serve_mock_upstream_http(
+            let server = fixtures::serve_mock_upstream_http_with(
                 SpecSource::Inline(env.spec.clone()),
                 None,
                 "127.0.0.1:0".parse().map_err(setup)?,
+                super::features_of(&env.more_resources),
             )
             .await
             .map_err(|e| Failure::Setup(format!("starting the upstream's twin: {e:#}")))?;

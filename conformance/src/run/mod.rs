@@ -280,6 +280,18 @@ impl StepEnv<'_> {
     }
 }
 
+/// What an in-process mock serves beside its tools: its resources, template, prompt and
+/// completions when the scenario has a `more_resources` file for it (`resources_and_prompts`).
+pub(crate) fn features_of(
+    more_resources: &Option<PathBuf>,
+) -> Option<fixtures::server::features::Features> {
+    more_resources
+        .as_ref()
+        .map(|file| fixtures::server::features::Features {
+            more_resources: Some(file.clone()),
+        })
+}
+
 /// Runs the scenario; keeps `phase` naming what it is doing, for the timeout message.
 async fn execute(
     server: &DevServer,
@@ -358,10 +370,11 @@ async fn execute(
             kit::upstreams::http_transport(url, scenario.upstream.unavailable_means_not_run)
         }),
         UpstreamTransport::Http => Some({
-            let upstream = fixtures::serve_mock_upstream_http(
+            let upstream = fixtures::serve_mock_upstream_http_with(
                 SpecSource::Inline(spec.clone()),
                 Some(ledger.path().to_owned()),
                 "127.0.0.1:0".parse().unwrap(),
+                features_of(&more_resources),
             )
             .await
             .map_err(|e| Failure::Setup(format!("starting the HTTP upstream: {e:#}")))?;

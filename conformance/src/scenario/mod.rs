@@ -31,7 +31,7 @@
 //! # one roots/list request under "roots")
 //! # | log_after (log lines after the call ended) | read_ancestors (what the parent's and
 //! # grandparent's /proc environ give away) | stderr (bytes, line_bytes: floods stderr)
-//! # resources_and_prompts = true  # stdio only: the mock also serves resources (text, blob; two
+//! # resources_and_prompts = true  # not with a fault: the mock also serves resources (text, blob; two
 //! #                            # pages), a template, a prompt and completions (--resources-and-prompts)
 //! #                            # and lists what `more_resources` steps write (--more-resources FILE)
 //! # fault = { kind = "status", code = 503, times = 2 }  # http only: a wiremock upstream that echoes
@@ -546,11 +546,9 @@ impl Scenario {
             );
         }
         if self.upstream.resources_and_prompts
-            && (self.upstream.transport != UpstreamTransport::Stdio || self.tool_service.is_some())
+            && (self.upstream.fault.is_some() || self.tool_service.is_some())
         {
-            bail!(
-                "upstream.resources_and_prompts: needs a mock upstream with transport = \"stdio\""
-            );
+            bail!("upstream.resources_and_prompts: needs a mock upstream without a fault");
         }
         if self.upstream.fault.is_some() {
             if self.upstream.transport != UpstreamTransport::Http {
@@ -1127,9 +1125,10 @@ mod tests {
         assert!(err.contains("steps[1].add_tool.like"), "{err}");
         let err = parse_err(&FEATURES.replace("resources_and_prompts = true", ""));
         assert!(err.contains("steps[2].more_resources"), "{err}");
-        let err = parse_err(
-            &FEATURES.replace("standard = true", "standard = true\ntransport = \"http\""),
-        );
+        let err = parse_err(&FEATURES.replace(
+            "standard = true",
+            "standard = true\ntransport = \"http\"\nfault = { kind = \"reset\", times = 1 }",
+        ));
         assert!(err.contains("upstream.resources_and_prompts"), "{err}");
         let err = parse_err(&FEATURES.replace("kind = \"tools\"", "kind = \"roots\""));
         assert!(err.contains("kind"), "{err}");

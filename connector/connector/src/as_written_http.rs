@@ -54,6 +54,14 @@ pub fn keep_answer(context: &RequestContext<RoleServer>, value: Value) {
     as_written::keep(None, context, value);
 }
 
+/// Keeps `raw` (a resource, prompt or completion result, R-CON-45) as the answer to `context`'s
+/// request as it is to be written, whole, with only what rmcp decided for the peer
+/// (`resultType`, `ttlMs`, `cacheScope`) taken from the typed answer; like [`keep_answer`], it
+/// does nothing outside [`write_answers_as_written`].
+pub fn keep_feature_answer(context: &RequestContext<RoleServer>, raw: Value) {
+    as_written::keep(None, context, as_written::feature_written(raw));
+}
+
 /// Axum middleware (`axum::middleware::from_fn(write_answers_as_written)`) around rmcp's
 /// `StreamableHttpService` serving [`super::server::Connector::typed`]: its `tools/list` and
 /// `tools/call` answers are written as the tool service gave them, also when a session's stream

@@ -175,7 +175,7 @@ pub(super) fn as_listed(mut tool: Value) -> Value {
 const FEATURE_WRITTEN: &str = "io.durable-mcp/featureAsWritten";
 
 /// A feature answer as written, for [`keep`].
-pub(super) fn feature_written(raw: Value) -> Value {
+pub(crate) fn feature_written(raw: Value) -> Value {
     serde_json::json!({ FEATURE_WRITTEN: raw })
 }
 
