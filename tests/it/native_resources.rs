@@ -1,10 +1,10 @@
-//! R-NAT-8, R-WFC-9: the resource and prompt `durable-mcp-example-tools` publishes beside its
-//! tools reach a connector's callers (declared, listed, read, got) and Workflow code through the
-//! in-Workflow client, on the real dev server.
+//! R-NAT-8, R-WFC-9: the resource, prompt and completions `durable-mcp-example-tools` publishes
+//! beside its tools reach a connector's callers (declared, listed, read, got, completed) and
+//! Workflow code through the in-Workflow client, on the real dev server.
 
 use durable_mcp::workflow_client::McpTools;
 use durable_mcp_conformance::fixtures::everything::RawStdioClient;
-use durable_mcp_examples::{GUIDE_TEXT, GUIDE_URI};
+use durable_mcp_examples::{GUIDE_TEXT, GUIDE_URI, REVIEW_PATHS};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use temporalio_client::{Client, ClientOptions, WorkflowGetResultOptions, WorkflowStartOptions};
@@ -39,7 +39,7 @@ async fn a_native_services_resources_and_prompts_reach_callers_through_the_conne
         capabilities["resources"].is_object() && capabilities["prompts"].is_object(),
         "{capabilities}"
     );
-    assert!(capabilities.get("completions").is_none(), "{capabilities}");
+    assert!(capabilities["completions"].is_object(), "{capabilities}");
 
     let listed = caller.request("resources/list", json!({})).await.unwrap();
     assert_eq!(
@@ -95,6 +95,59 @@ async fn a_native_services_resources_and_prompts_reach_callers_through_the_conne
     );
 }
 
+#[tokio::test]
+async fn a_native_services_completions_reach_callers_through_the_connector() {
+    let env = TestEnv::shared("native-completions").await;
+    let _tools = example_tools(&env).await.unwrap();
+    let mut caller = RawStdioClient::spawn(connector_command(&env, SERVICE))
+        .await
+        .unwrap();
+    assert_eq!(
+        caller.initialize["capabilities"]["completions"],
+        json!({}),
+        "declared as the service declares it"
+    );
+    let complete = |value: &str| {
+        json!({"ref": {"type": "ref/prompt", "name": "review"},
+               "argument": {"name": "path", "value": value}})
+    };
+    let src = caller
+        .request("completion/complete", complete("src"))
+        .await
+        .unwrap();
+    assert_eq!(
+        src,
+        json!({"completion": {"values": ["src/", "src/bin/"], "total": 2, "hasMore": false}})
+    );
+    let all = caller
+        .request("completion/complete", complete(""))
+        .await
+        .unwrap();
+    assert_eq!(all["completion"]["values"], json!(REVIEW_PATHS));
+    // A prompt the service does not have, or an argument the prompt does not have.
+    for (params, named) in [
+        (
+            json!({"ref": {"type": "ref/prompt", "name": "nope"},
+                   "argument": {"name": "path", "value": ""}}),
+            "nope",
+        ),
+        (
+            json!({"ref": {"type": "ref/prompt", "name": "review"},
+                   "argument": {"name": "depth", "value": ""}}),
+            "depth",
+        ),
+    ] {
+        let refused = caller
+            .exchange("completion/complete", params)
+            .await
+            .unwrap()
+            .response;
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(named), "{refused}");
+    }
+}
+
 /// Where the Workflow's service is.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Target {
@@ -124,6 +177,8 @@ impl ReadFeatures {
         let mut arguments = Map::new();
         arguments.insert("path".into(), "/srv".into());
         let got = mcp.get_prompt_json("review", arguments).await;
+        let review = json!({"type": "ref/prompt", "name": "review"});
+        let completed = mcp.complete_json(review, "path", "d").await;
         Ok(json!({
             "capabilities": shown(capabilities),
             "resources": shown(resources),
@@ -131,6 +186,7 @@ impl ReadFeatures {
             "missing": shown(missing),
             "prompts": shown(prompts),
             "got": shown(got),
+            "completed": shown(completed),
         }))
     }
 }
@@ -169,7 +225,10 @@ async fn a_workflow_lists_and_reads_a_native_services_resources_and_prompts() {
     .await
     .expect("the Workflow ends within 120 s")
     .unwrap();
-    assert_eq!(out["capabilities"], json!({"resources": {}, "prompts": {}}));
+    assert_eq!(
+        out["capabilities"],
+        json!({"resources": {}, "prompts": {}, "completions": {}})
+    );
     assert_eq!(out["resources"]["resources"][0]["uri"], GUIDE_URI, "{out}");
     assert_eq!(out["read"], json!({"contents": guide_read()}));
     let missing = out["missing"]["error"].as_str().unwrap_or_default();
@@ -179,4 +238,8 @@ async fn a_workflow_lists_and_reads_a_native_services_resources_and_prompts() {
     );
     assert_eq!(out["prompts"]["prompts"][0]["name"], "review", "{out}");
     assert_eq!(out["got"], json!({"messages": review_messages("/srv")}));
+    assert_eq!(
+        out["completed"],
+        json!({"completion": {"values": ["docs/"], "total": 1, "hasMore": false}})
+    );
 }

@@ -56,6 +56,7 @@
 //! error with `isError`), or fail with a [`ToolFailure`] (retryable or not, with a stable
 //! error type). Results travel as payloads marked `CallToolResult` (R-PAY-2).
 
+pub mod completion;
 pub mod input;
 pub mod names;
 pub mod resources;
@@ -65,6 +66,7 @@ pub mod sync;
 pub mod tool;
 pub mod workflow;
 
+pub use completion::CompletionRequest;
 pub use input::{Answer, AskInput, InputAnswers, Round};
 pub use resources::{Contents, Prompt, PromptMessages, Resource, ResourceTemplate};
 pub use result::{IntoToolResult, Structured, ToolFailure, ToolResult};

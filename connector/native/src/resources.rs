@@ -2,7 +2,9 @@
 //! as the reserved operations of R-NXC-8 beside its tools: `upstream_capabilities` declares
 //! `resources` and `prompts` when the service has some, the lists answer the MCP list results,
 //! and `read_resource` / `get_prompt` answer the MCP results (or a JSON-RPC error, marked, for a
-//! URI or prompt the service does not have or arguments that do not fit).
+//! URI or prompt the service does not have or arguments that do not fit). A prompt or template
+//! with a `.completion(..)` handler also answers `completion/complete` (declared as
+//! `completions`; see [`crate::completion`]).
 //!
 //! ```no_run
 //! # use durable_mcp_native::{Contents, Prompt, PromptMessages, Resource, ResourceTemplate, ToolFailure, ToolService};
@@ -34,10 +36,13 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use temporalio_protos::temporal::api::common::v1::Payload;
 
+use super::completion::{
+    CompleteFn, CompletionRequest, Reference, complete_fn, complete_result, template_variables,
+};
 use super::result::{ToolFailure, schema_of};
 use durable_mcp_contract::{
     features::{
-        GET_PROMPT, LIST_PROMPTS, LIST_RESOURCE_TEMPLATES, LIST_RESOURCES, READ_RESOURCE,
+        COMPLETE, GET_PROMPT, LIST_PROMPTS, LIST_RESOURCE_TEMPLATES, LIST_RESOURCES, READ_RESOURCE,
         UPSTREAM_CAPABILITIES, template_matches,
     },
     jsonrpc_error::JsonRpcError,
@@ -136,6 +141,24 @@ macro_rules! describe_methods {
     };
 }
 
+/// The `completion` builder method of a definition with a `complete` field.
+macro_rules! completion_method {
+    ($what:literal) => {
+        #[doc = concat!("Completes the ", $what, " a caller is typing (MCP `completion/complete`):")]
+        /// `complete` gets the argument's name, what was typed and the arguments already
+        /// chosen, and answers the candidate values; at most 100 are sent, with `total` and
+        /// `hasMore` saying how many there were.
+        pub fn completion<F, Fut>(mut self, complete: F) -> Self
+        where
+            F: Fn(CompletionRequest) -> Fut + Send + Sync + 'static,
+            Fut: Future<Output = Result<Vec<String>, ToolFailure>> + Send + 'static,
+        {
+            self.complete = Some(complete_fn(complete));
+            self
+        }
+    };
+}
+
 /// A static resource: listed, and read as the contents given.
 #[derive(Debug, Clone)]
 pub struct Resource {
@@ -181,6 +204,7 @@ pub struct ResourceTemplate {
     described: Described,
     mime_type: Option<String>,
     read: ReadFn,
+    complete: Option<CompleteFn>,
 }
 
 impl std::fmt::Debug for ResourceTemplate {
@@ -205,9 +229,11 @@ impl ResourceTemplate {
             described: Described::default(),
             mime_type: None,
             read: Arc::new(move |uri| Box::pin(read(uri))),
+            complete: None,
         }
     }
     describe_methods!();
+    completion_method!("template variable");
     /// The MIME type of every resource of the template.
     pub fn mime_type(mut self, mime_type: impl Into<String>) -> Self {
         self.mime_type = Some(mime_type.into());
@@ -282,6 +308,7 @@ pub struct Prompt {
     described: Described,
     arguments: Vec<Value>,
     get: GetFn,
+    complete: Option<CompleteFn>,
 }
 
 impl std::fmt::Debug for Prompt {
@@ -321,9 +348,11 @@ impl Prompt {
                     }
                 })
             }),
+            complete: None,
         }
     }
     describe_methods!();
+    completion_method!("prompt argument");
 
     /// The MCP `Prompt` this is listed as.
     pub fn listing(&self) -> Value {
@@ -378,7 +407,16 @@ impl Published {
         if !self.prompts.is_empty() {
             c.insert("prompts".into(), json!({}));
         }
+        if self.completes() {
+            c.insert("completions".into(), json!({}));
+        }
         Value::Object(c)
+    }
+
+    /// Whether a prompt or template has a completion handler.
+    fn completes(&self) -> bool {
+        self.prompts.iter().any(|p| p.complete.is_some())
+            || self.templates.iter().any(|t| t.complete.is_some())
     }
 
     /// Why these cannot be served: a duplicate URI, template or prompt name, or an empty one.
@@ -459,6 +497,60 @@ impl Published {
         }
     }
 
+    /// The completion of `params` (MCP `completion/complete`): the handler's values, bounded
+    /// ([`complete_result`]); none for a prompt or template without a handler; a JSON-RPC
+    /// invalid-params error for an unknown prompt, template or argument.
+    pub async fn complete(&self, params: &Value) -> Result<Payload, StartError> {
+        let (reference, asked) = match super::completion::parse(params) {
+            Ok(parsed) => parsed,
+            Err(why) => return Ok(rpc_error(INVALID_PARAMS, &why)?),
+        };
+        let (complete, names) = match &reference {
+            Reference::Prompt(name) => match self.prompts.iter().find(|p| &p.name == name) {
+                Some(p) => (
+                    &p.complete,
+                    p.arguments.iter().map(|a| a["name"].clone()).collect(),
+                ),
+                None => {
+                    return Ok(rpc_error(
+                        INVALID_PARAMS,
+                        &format!("Unknown prompt: {name:?}"),
+                    )?);
+                }
+            },
+            Reference::Template(uri) => {
+                match self.templates.iter().find(|t| &t.uri_template == uri) {
+                    Some(t) => (
+                        &t.complete,
+                        template_variables(uri)
+                            .into_iter()
+                            .map(Value::from)
+                            .collect::<Vec<_>>(),
+                    ),
+                    None => {
+                        let why = format!(
+                            "Unknown resource template: {uri:?} (complete a template's variables by its uriTemplate)"
+                        );
+                        return Ok(rpc_error(INVALID_PARAMS, &why)?);
+                    }
+                }
+            }
+        };
+        if !names.contains(&Value::from(asked.argument.as_str())) {
+            let why = format!(
+                "{reference} has no argument {:?}; it has {}",
+                asked.argument,
+                Value::Array(names)
+            );
+            return Ok(rpc_error(INVALID_PARAMS, &why)?);
+        }
+        let values = match complete {
+            Some(complete) => complete(asked).await?,
+            None => Vec::new(),
+        };
+        Ok(answer(&complete_result(values))?)
+    }
+
     /// Adds `upstream_capabilities` and, for what is published, the list and read operations;
     /// the error is [`Published::problem`]'s.
     pub fn add_operations(self, mut service: Service) -> Result<Service, String> {
@@ -513,6 +605,19 @@ impl Published {
                         async move { gets.get(&params_of(&input)?).await.map(StartOutcome::Sync) }
                     }),
                 );
+        }
+        if this.completes() {
+            let completes = this.clone();
+            service = service.operation(
+                COMPLETE.operation,
+                start_fn(move |_, input| {
+                    let completes = completes.clone();
+                    async move {
+                        let params = params_of(&input)?;
+                        completes.complete(&params).await.map(StartOutcome::Sync)
+                    }
+                }),
+            );
         }
         Ok(service)
     }
@@ -704,6 +809,111 @@ mod tests {
         let bad = error_of(&s, GET_PROMPT.operation, json!({"name": "summarize"})).await;
         assert_eq!(bad.code, INVALID_PARAMS);
         assert!(bad.message.contains("topic"), "{bad:?}");
+    }
+
+    /// Topics starting with what was typed, 150 of them for "t" (more than one answer holds).
+    async fn topics(asked: CompletionRequest) -> Result<Vec<String>, ToolFailure> {
+        let depth = asked.arguments.get("words").cloned().unwrap_or_default();
+        let known = [
+            "tides".to_owned(),
+            format!("trees{depth}"),
+            "sand".to_owned(),
+        ];
+        let mut values: Vec<String> = known
+            .into_iter()
+            .filter(|t| t.starts_with(&asked.value))
+            .collect();
+        if asked.value == "t" {
+            values.extend((0..148).map(|i| format!("t{i}")));
+        }
+        Ok(values)
+    }
+
+    async fn ids(asked: CompletionRequest) -> Result<Vec<String>, ToolFailure> {
+        Ok(vec![
+            format!("{}1", asked.value),
+            format!("{}2", asked.value),
+        ])
+    }
+
+    #[tokio::test]
+    async fn completions_answer_prompt_arguments_and_template_variables_bounded() {
+        let s = ToolService::new("s")
+            .resource_template(
+                ResourceTemplate::new("reports://{id}/text", "report", report).completion(ids),
+            )
+            .prompt(Prompt::new("summarize", summarize).completion(topics))
+            .prompt(Prompt::new("plain", summarize))
+            .build()
+            .unwrap();
+        assert_eq!(
+            json_of(&s, UPSTREAM_CAPABILITIES, json!({})).await,
+            json!({"resources": {}, "prompts": {}, "completions": {}})
+        );
+        let ask = |reference: Value, name: &str, value: &str| {
+            json!({"ref": reference, "argument": {"name": name, "value": value},
+                   "context": {"arguments": {"words": "9"}}})
+        };
+        let prompt = |name: &str| json!({"type": "ref/prompt", "name": name});
+        assert_eq!(
+            json_of(
+                &s,
+                COMPLETE.operation,
+                ask(prompt("summarize"), "topic", "tr")
+            )
+            .await,
+            json!({"completion": {"values": ["trees9"], "total": 1, "hasMore": false}}),
+            "the handler gets the value typed and the arguments already chosen"
+        );
+        let many = json_of(
+            &s,
+            COMPLETE.operation,
+            ask(prompt("summarize"), "topic", "t"),
+        )
+        .await;
+        assert_eq!(many["completion"]["values"].as_array().unwrap().len(), 100);
+        assert_eq!(many["completion"]["total"], 150);
+        assert_eq!(many["completion"]["hasMore"], true);
+        let template = json!({"type": "ref/resource", "uri": "reports://{id}/text"});
+        assert_eq!(
+            json_of(&s, COMPLETE.operation, ask(template.clone(), "id", "4")).await,
+            json!({"completion": {"values": ["41", "42"], "total": 2, "hasMore": false}})
+        );
+        assert_eq!(
+            json_of(&s, COMPLETE.operation, ask(prompt("plain"), "topic", "t")).await,
+            json!({"completion": {"values": [], "total": 0, "hasMore": false}}),
+            "a prompt without a handler completes nothing"
+        );
+        for (params, names) in [
+            (ask(prompt("zz"), "topic", ""), "zz"),
+            (ask(prompt("summarize"), "nope", ""), "nope"),
+            (ask(template, "nope", ""), "nope"),
+            (
+                ask(
+                    json!({"type": "ref/resource", "uri": "reports://7/text"}),
+                    "id",
+                    "",
+                ),
+                "reports://7/text",
+            ),
+            (
+                json!({"ref": {"type": "ref/prompt", "name": "summarize"}}),
+                "argument",
+            ),
+        ] {
+            let e = error_of(&s, COMPLETE.operation, params.clone()).await;
+            assert_eq!(e.code, INVALID_PARAMS, "{params}");
+            assert!(e.message.contains(names), "{params}: {e:?}");
+        }
+        // Without a handler the service declares no completions and serves no such operation.
+        let plain = service();
+        assert!(
+            json_of(&plain, UPSTREAM_CAPABILITIES, json!({}))
+                .await
+                .get("completions")
+                .is_none()
+        );
+        assert!(plain.handler(COMPLETE.operation).is_none());
     }
 
     #[test]

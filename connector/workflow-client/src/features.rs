@@ -1,5 +1,5 @@
-//! Resources, resource templates and prompts of a tool service, listed and read from Workflow
-//! code (R-WFC-9): each is the reserved Nexus operation of R-NXC-8 scheduled through the
+//! Resources, resource templates, prompts and completions of a tool service, listed, read and
+//! asked from Workflow code (R-WFC-9): each is the reserved Nexus operation of R-NXC-8 scheduled through the
 //! Workflow context like a tool call, so its answer is recorded in history and a replay gets it
 //! again. Answers are the MCP results as the service wrote them; an upstream's JSON-RPC error
 //! (an unknown URI or prompt) is a failed [`ToolCallError`] of its code's type.
@@ -14,7 +14,7 @@ use super::{
 use durable_mcp_contract::{
     errors::ToolCallErrorType,
     features::{
-        GET_PROMPT, LIST_PROMPTS, LIST_RESOURCE_TEMPLATES, LIST_RESOURCES, READ_RESOURCE,
+        COMPLETE, GET_PROMPT, LIST_PROMPTS, LIST_RESOURCE_TEMPLATES, LIST_RESOURCES, READ_RESOURCE,
         UPSTREAM_CAPABILITIES,
     },
     payload,
@@ -65,6 +65,18 @@ impl<W> McpTools<W> {
     ) -> Result<Value, ToolCallError> {
         let params = json!({"name": name, "arguments": arguments});
         self.feature(GET_PROMPT.operation, params).await
+    }
+
+    /// The `completion/complete` result for `argument`, of which `value` is typed so far, of
+    /// `reference` (`{"type": "ref/prompt", "name": ..}` or `{"type": "ref/resource", "uri": ..}`).
+    pub async fn complete_json(
+        &self,
+        reference: Value,
+        argument: &str,
+        value: &str,
+    ) -> Result<Value, ToolCallError> {
+        let params = json!({"ref": reference, "argument": {"name": argument, "value": value}});
+        self.feature(COMPLETE.operation, params).await
     }
 
     /// Schedules the reserved `operation` with `params` and answers its result as written. A

@@ -10,7 +10,7 @@
 //!   "deletes" (nothing is touched: it says so) on accept and answers "declined" otherwise.
 //! - `server_info`: a Nexus operation that is not a tool (MCP hosts never see it).
 //! - the resource [`GUIDE_URI`] (static text) and the prompt `review` (one required argument,
-//!   `path`), published with the same builder (R-NAT-8).
+//!   `path`, completed from [`REVIEW_PATHS`]), published with the same builder (R-NAT-8).
 //!
 //! [`serve`] shows a worker of one's own serving these native tools and proxied MCP servers
 //! side by side on one task queue (R-PRX-26).
@@ -21,8 +21,9 @@ use durable_mcp::native::input::finish;
 use durable_mcp::{
     mcp::call::ToolProgress,
     native::{
-        AskInput, BuildError, Contents, Prompt, PromptMessages, Resource, Round, Structured, Tool,
-        ToolFailure, ToolResult, ToolService, report_progress, sleep_unless_cancelled,
+        AskInput, BuildError, CompletionRequest, Contents, Prompt, PromptMessages, Resource, Round,
+        Structured, Tool, ToolFailure, ToolResult, ToolService, report_progress,
+        sleep_unless_cancelled,
     },
     nexus::{NexusWorker, NexusWorkerOptions, Service},
     outbound::{Proxy, UpstreamConfig},
@@ -182,6 +183,18 @@ pub async fn review(input: ReviewInput) -> Result<PromptMessages, ToolFailure> {
     )))
 }
 
+/// The paths `review`'s `path` argument is completed from.
+pub const REVIEW_PATHS: [&str; 4] = ["src/", "src/bin/", "docs/", "tests/"];
+
+/// Completes `review`'s `path`: the [`REVIEW_PATHS`] that start with what was typed.
+pub async fn review_paths(asked: CompletionRequest) -> Result<Vec<String>, ToolFailure> {
+    Ok(REVIEW_PATHS
+        .iter()
+        .filter(|p| p.starts_with(&asked.value))
+        .map(|p| p.to_string())
+        .collect())
+}
+
 /// The `examples` tool service; `task_queue` is where [`SlowReport`] runs.
 pub fn tool_service(temporal: TemporalConnection, task_queue: &str) -> Result<Service, BuildError> {
     ToolService::new(NATIVE_SERVICE)
@@ -224,7 +237,11 @@ pub fn tool_service(temporal: TemporalConnection, task_queue: &str) -> Result<Se
             )
             .title("Guide to the example tools"),
         )
-        .prompt(Prompt::new("review", review).title("Review files"))
+        .prompt(
+            Prompt::new("review", review)
+                .title("Review files")
+                .completion(review_paths),
+        )
         .build()
 }
 
