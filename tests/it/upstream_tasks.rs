@@ -50,7 +50,11 @@ fn task_tool(name: &str, ms: u64, error: Option<TaskError>) -> ToolSpec {
         meta: None,
         execution: Some(json!({"taskSupport": "required"})),
         icons: None,
-        behavior: Behavior::Task { ms, error },
+        behavior: Behavior::Task {
+            ms,
+            error,
+            ask: None,
+        },
     }
 }
 
