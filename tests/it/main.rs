@@ -52,6 +52,7 @@ mod tls_front;
 mod traces;
 mod upstream_jsonrpc_errors;
 mod upstream_oauth;
+mod upstream_task_input;
 mod upstream_tasks;
 mod workflow_client;
 mod workflow_traces;

@@ -172,6 +172,8 @@ impl ProxyActivities {
 
 impl ProxyActivities {
     /// One attempt of a call (counted by the Activity, R-RUN-6).
+    // Long: the attempt's one decision (answer a waiting upstream task, re-attach to an
+    // earlier attempt's, or call and retry within the attempt) reads best in one place.
     async fn attempt(
         self: Arc<Self>,
         ctx: ActivityContext,
@@ -190,6 +192,16 @@ impl ProxyActivities {
             poll_interval,
             origin,
         };
+        if let Some(waiting) = upstream_task::waiting_task(&input) {
+            // A later round of a task that asked for input answers it (R-PRX-29).
+            let waiting = waiting
+                .map_err(|why| failure(ToolCallErrorType::UpstreamProtocolError, false, why))?;
+            let responses = input.answers.as_ref().map(|a| a.input_responses.clone());
+            let followed = follow(waiting.task_id, None, waiting.origin);
+            return followed
+                .answer_task(&mut heartbeats, &responses.unwrap_or_default())
+                .await;
+        }
         if let Some(earlier) = upstream_task::earlier_task(&ctx) {
             let carried = heartbeats.start_try();
             let here = client.origin().await.ok();

@@ -16,7 +16,7 @@
 //! stdio upstream's process is started), [`as_written`] (the upstream's answers as written, beside
 //! rmcp's typed view), [`http_client`] (its HTTP errors scrubbed of URL secrets), [`discovery`]
 //! (`tools/list` outside activities), [`service`] (the Nexus service per upstream),
-//! [`call_activity`] (the tool-call activity), [`input`] (rounds of a call that asks for input), [`factory`] (upstreams reached through a
+//! [`call_activity`] (the tool-call activity), [`input`] (rounds of a call that asks for input), [`task_input`] (an upstream task's input requests as rounds), [`factory`] (upstreams reached through a
 //! program's own client factory), [`library`] (proxied upstreams on a program's own worker,
 //! next to its native tools) and [`proxy`] (the `durable-mcp-proxy` worker, built on it).
 
@@ -46,6 +46,7 @@ pub mod refusal;
 pub mod retry;
 pub mod service;
 pub mod stderr;
+pub mod task_input;
 pub mod trace;
 pub mod transport_failure;
 pub mod upstream;

@@ -5,7 +5,9 @@
 //! a timed-out attempt) reads it from the last heartbeat and re-attaches to the same task
 //! instead of calling the tool again. `tasks/get` is polled on a back-off that honours the
 //! upstream's `pollIntervalMs`; a changed `statusMessage` is passed on as progress (R-PRX-9);
-//! a cancel of the call becomes `tasks/cancel` upstream (R-PRX-7).
+//! a cancel of the call becomes `tasks/cancel` upstream (R-PRX-7). A task of the tasks
+//! extension that asks for input ends the round with its requests, and is left waiting; the
+//! next round answers it with `tasks/update` and follows it on (R-PRX-29, [`crate::task_input`]).
 
 use std::{
     sync::{Arc, Mutex},
@@ -21,6 +23,7 @@ use super::{
     jsonrpc_end,
 };
 use crate::{
+    task_input::WaitingTask,
     transport_failure::FailureAction,
     upstream::{TaskState, UpstreamClient, UpstreamError, next_poll_delay},
 };
@@ -62,6 +65,13 @@ pub(super) fn earlier_task(ctx: &ActivityContext) -> Option<EarlierTask> {
         id: heartbeat.upstream_task?,
         origin: heartbeat.upstream_task_origin,
     })
+}
+
+/// The upstream task the previous round ended waiting on, when this round's `requestState` is
+/// one the proxy made (R-PRX-29): an error for one of ours that is broken or not this call's.
+pub(super) fn waiting_task(input: &ToolCallInput) -> Option<Result<WaitingTask, String>> {
+    let state = input.answers.as_ref()?.request_state.as_deref()?;
+    crate::task_input::waiting_task(state, &input.service, &input.tool, &input.arguments)
 }
 
 /// Why following a task stopped before its end.
@@ -149,10 +159,19 @@ impl Followed<'_> {
                     );
                     return Err(self.end(heartbeats, ToolCallErrorType::Canceled, why).await);
                 }
-                Ok(TaskState::InputRequired { message }) => {
+                Ok(TaskState::InputRequired {
+                    requests: Some(requests),
+                    ..
+                }) => {
+                    return self.asks(&requests, &carried);
+                }
+                Ok(TaskState::InputRequired {
+                    message,
+                    requests: None,
+                }) => {
                     self.cancel_upstream().await;
                     let why = format!(
-                        "upstream {:?} asks for input for tool {tool:?} ({}), which the proxy does not relay; its task was cancelled",
+                        "upstream {:?} asks for input for tool {tool:?} ({}) in a task without the tasks extension's inputRequests (2025-11-25), which the proxy does not relay; its task was cancelled",
                         self.input.service,
                         message.as_deref().unwrap_or("input_required")
                     );
@@ -171,6 +190,87 @@ impl Followed<'_> {
             };
             return self.failed(heartbeats, error, &carried).await;
         }
+    }
+
+    /// The task asks for input (`requests`): the round ends as for an `InputRequiredResult`,
+    /// with the task's requests and a `requestState` naming the task and its connection, and
+    /// the task is left waiting for the next round's `tasks/update` (R-PRX-29).
+    fn asks(
+        &self,
+        requests: &serde_json::Map<String, serde_json::Value>,
+        carried: &Mutex<CallNotifications>,
+    ) -> Result<RawValue, ActivityError> {
+        let waiting = WaitingTask {
+            service: self.input.service.clone(),
+            tool: self.input.tool.clone(),
+            arguments: crate::task_input::arguments_fingerprint(&self.input.arguments),
+            task_id: self.id.clone(),
+            origin: self.origin.clone(),
+        };
+        info!(tool = %self.input.tool, upstream_task = %self.id,
+              "the upstream's task asks for input; the round ends with its requests");
+        // The task stays in the heartbeat: an attempt lost before this one completes
+        // re-attaches to it and, the task still asking, ends the round the same way.
+        answer(self.input, &waiting.input_required(requests), carried)
+    }
+
+    /// A later round of a task that asked for input: `tasks/update` with the caller's
+    /// `responses` to the connection that made it, then the task is followed on. Sending the
+    /// answers again (a retried attempt) is harmless: a task ignores answers to requests it no
+    /// longer asks, and one the update did not reach asks again, ending this round the same way.
+    pub(super) async fn answer_task(
+        self,
+        heartbeats: &mut Heartbeats,
+        responses: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<RawValue, ActivityError> {
+        let carried = heartbeats.start_try();
+        if self
+            .client
+            .origin()
+            .await
+            .is_ok_and(|here| here != self.origin)
+        {
+            return Err(self.ended_while_waiting(
+                "its connection is gone (its child restarted, or it is another replica's)",
+            ));
+        }
+        info!(tool = %self.input.tool, upstream_task = %self.id,
+              "answering the upstream's task with tasks/update");
+        self.remember(heartbeats).await;
+        let update = self.client.update_task(&self.id, &self.origin, responses);
+        match self.run(heartbeats, update).await? {
+            Ok(()) => {}
+            Err(error @ (UpstreamError::Connect { .. } | UpstreamError::Transport { .. })) => {
+                warn!(tool = %self.input.tool, %error,
+                      "tasks/update may not have reached the upstream; following its task");
+            }
+            Err(UpstreamError::JsonRpc { code, message, .. }) => {
+                self.forget(heartbeats).await;
+                let why =
+                    format!("tasks/update was answered with JSON-RPC error {code}: {message}");
+                return Err(self.ended_while_waiting(&why));
+            }
+            Err(error @ UpstreamError::Protocol { .. }) => {
+                return self.failed(heartbeats, error, &carried).await;
+            }
+        }
+        self.follow(heartbeats, carried).await
+    }
+
+    /// The waiting task cannot be answered (`why`: its connection is gone, or the upstream
+    /// no longer knows it), and another attempt would find the same: the round ends for good.
+    /// A one-attempt tool's outcome is unknown; another ends unavailable, to be called anew.
+    fn ended_while_waiting(&self, why: &str) -> ActivityError {
+        let why = format!(
+            "the task of tool {:?} on upstream {:?} that waited for this input cannot be answered: {why}; the tool may have run: call it again without inputResponses and requestState",
+            self.input.tool, self.input.service
+        );
+        let kind = if self.input.one_attempt {
+            ToolCallErrorType::ToolCallOutcomeUnknown
+        } else {
+            ToolCallErrorType::UpstreamUnavailable
+        };
+        failure(kind, false, why)
     }
 
     /// The ended task's result or error, from `tasks/result` (2025-11-25: `tasks/get` does not

@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelTaskParams, CancelTaskRequest, ClientRequest,
-    CustomRequest, GetTaskParams, GetTaskRequest, ServerResult,
+    CustomRequest, GetTaskParams, GetTaskRequest, ServerResult, UpdateTaskParams,
+    UpdateTaskRequest,
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Map, Value, json};
@@ -58,9 +59,11 @@ pub enum TaskState {
         message: Option<String>,
         poll_interval: Option<Duration>,
     },
-    /// The task waits for input the proxy cannot give it.
+    /// The task waits for input: the `inputRequests` its `tasks/get` inlines (the tasks
+    /// extension), which the round ends with (R-PRX-29); `None` without them (2025-11-25).
     InputRequired {
         message: Option<String>,
+        requests: Option<Map<String, Value>>,
     },
     /// Done: the result when `tasks/get` inlines it, else `tasks/result` has it.
     Completed(Option<Value>),
@@ -121,7 +124,13 @@ pub fn task_state(answer: &Value) -> Result<TaskState, String> {
             message,
             poll_interval: poll_interval(task),
         },
-        Some("input_required") => TaskState::InputRequired { message },
+        Some("input_required") => TaskState::InputRequired {
+            message,
+            requests: task
+                .get("inputRequests")
+                .and_then(Value::as_object)
+                .cloned(),
+        },
         Some("completed") => TaskState::Completed(
             task.get("result")
                 .filter(|r| r.is_object())
@@ -222,7 +231,37 @@ impl UpstreamClient {
             task_id.to_owned(),
         )));
         let answer = self.task_request(request, origin).await?;
-        task_state(&answer).map_err(|reason| self.protocol(reason))
+        let mut state = task_state(&answer).map_err(|reason| self.protocol(reason))?;
+        if let TaskState::InputRequired { requests, .. } = &mut state
+            && !self.offers_tasks().await
+        {
+            // Only the tasks extension answers input with `tasks/update` (R-PRX-28).
+            *requests = None;
+        }
+        Ok(state)
+    }
+
+    /// Whether the upstream offers the tasks extension (SEP-2663), not 2025-11-25's tasks.
+    async fn offers_tasks(&self) -> bool {
+        match self.connect().await {
+            Ok(conn) => super::era::Upstream::of(conn.peer()).offers_tasks,
+            Err(_) => false,
+        }
+    }
+
+    /// `tasks/update` (SEP-2663): the caller's answers to the task's input requests; its
+    /// answer is an acknowledgement.
+    pub async fn update_task(
+        &self,
+        task_id: &str,
+        origin: &str,
+        input_responses: &Map<String, Value>,
+    ) -> Result<(), UpstreamError> {
+        let responses = input_responses.clone().into_iter().collect();
+        let request = ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(
+            UpdateTaskParams::new(task_id.to_owned(), responses),
+        ));
+        self.task_request(request, origin).await.map(|_| ())
     }
 
     /// `tasks/result` (2025-11-25): the finished task's result, or its error.
@@ -342,8 +381,18 @@ mod tests {
             Ok(TaskState::Cancelled)
         );
         assert_eq!(
-            task_state(&json!({"status": "input_required", "inputRequests": {}})),
-            Ok(TaskState::InputRequired { message: None })
+            task_state(&json!({"status": "input_required", "inputRequests": {"a": {}}})),
+            Ok(TaskState::InputRequired {
+                message: None,
+                requests: json!({"a": {}}).as_object().cloned()
+            })
+        );
+        assert_eq!(
+            task_state(&json!({"status": "input_required"})),
+            Ok(TaskState::InputRequired {
+                message: None,
+                requests: None
+            })
         );
         assert!(task_state(&json!({"status": "paused"})).is_err());
         assert!(task_state(&json!([])).is_err());

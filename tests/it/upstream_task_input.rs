@@ -1,0 +1,97 @@
+//! R-PRX-28, R-PRX-29: an upstream's own task (the tasks extension) that asks for input is
+//! relayed, not failed. The round ends with the task's requests, which a 2026-07-28 task caller
+//! of the connector sees as its task's `input_required`; its `tasks/update` starts the next
+//! round, which answers the upstream's task with `tasks/update` and follows it to its result.
+//! Through connector -> Temporal -> proxy -> the mock upstream (stdio), on the real dev server.
+
+use std::time::Duration;
+
+use durable_mcp_conformance::fixtures::{
+    LedgerEvent, ToolSpec, UpstreamSpec, ask_input::CONFIRM_KEY,
+};
+use rmcp::model::{TaskStatus, UpdateTaskParams};
+use serde_json::json;
+
+use crate::durable_input::{confirmed, connector, setup_with};
+use crate::support::*;
+
+/// A tool the upstream runs only as a task, which asks for a confirmation after its steps.
+const TOOL: &str = "publish";
+
+fn spec() -> UpstreamSpec {
+    let tool: ToolSpec = serde_json::from_value(json!({
+        "name": TOOL,
+        "description": "Runs as a task, asks to confirm, then echoes the answer.",
+        "annotations": {"destructiveHint": true, "idempotentHint": false},
+        "execution": {"taskSupport": "required"},
+        "behavior": {"kind": "task", "ms": 400, "ask": "Publish the findings?"}
+    }))
+    .unwrap();
+    UpstreamSpec {
+        name: "asking".into(),
+        tools: vec![tool],
+        instructions: None,
+    }
+}
+
+#[tokio::test]
+async fn an_upstream_task_that_asks_for_input_is_answered_with_tasks_update_and_runs_once() {
+    let (env, ledger, _proxy, key) = setup_with("upstream-task-input", &spec()).await;
+    let day = Duration::from_secs(86_400);
+    let owner = task_client_for(connector(&env, &key, "owner", day))
+        .await
+        .unwrap();
+    let created = owner
+        .peer()
+        .call_tool_once(tool_call(TOOL, json!({"key": "k"})))
+        .await
+        .unwrap();
+    let task_id = task_id_of(created);
+
+    // The upstream's task asks: the caller's task reads input_required with its request.
+    let waiting = poll_task_past(&owner, &task_id, TaskStatus::Working, |_| {}).await;
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    let request = &waiting["inputRequests"][CONFIRM_KEY];
+    assert_eq!(request["method"], "elicitation/create", "{waiting}");
+    assert_eq!(request["params"]["message"], "Publish the findings?");
+    assert!(
+        !waiting.to_string().contains("durable-mcp-upstream-task"),
+        "the proxy's requestState stays in Temporal: {waiting}"
+    );
+    assert_eq!(ledger.count_key(TOOL, LedgerEvent::Cancelled, "k"), 0);
+
+    // The answer goes to the same upstream task, which completes echoing it.
+    owner
+        .peer()
+        .update_task(UpdateTaskParams::new(&task_id, confirmed()))
+        .await
+        .unwrap();
+    let done = poll_task_past(&owner, &task_id, TaskStatus::InputRequired, |_| {}).await;
+    let done = match done["status"].as_str() {
+        Some("working") => poll_task_until_done(&owner, &task_id).await,
+        _ => done,
+    };
+    assert_eq!(done["status"], "completed", "{done}");
+    let answered = &done["result"]["structuredContent"];
+    assert_eq!(
+        answered["inputResponses"][CONFIRM_KEY]["action"], "accept",
+        "{done}"
+    );
+    assert_eq!(answered["arguments"]["key"], "k", "{done}");
+    assert!(
+        done["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("confirmed: ")),
+        "{done}"
+    );
+    // The tool ran once, across both rounds, and its task was never cancelled.
+    assert_eq!(
+        ledger.count_key(TOOL, LedgerEvent::Called, "k"),
+        1,
+        "{:?}",
+        ledger.read()
+    );
+    assert_eq!(ledger.count_key(TOOL, LedgerEvent::Completed, "k"), 1);
+    assert_eq!(ledger.count_key(TOOL, LedgerEvent::Cancelled, "k"), 0);
+    owner.cancel().await.unwrap();
+}
