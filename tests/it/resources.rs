@@ -7,7 +7,10 @@ use durable_mcp_conformance::{
         Ledger,
         everything::RawStdioClient,
         mock_upstream_bin,
-        server::features::{BLOB_URI, ITEM_TEMPLATE, LARGE_URI, REQUEST_META_URI, TEXT_URI},
+        server::features::{
+            ALWAYS_ASKING_PROMPT, ASKING_PROMPT, BLOB_URI, ITEM_TEMPLATE, LARGE_URI,
+            REQUEST_META_URI, TEXT_URI,
+        },
     },
     kit::{process::connector_route, upstreams::mock_stdio_upstream_with_args},
 };
@@ -194,7 +197,7 @@ async fn a_uri_or_prompt_two_routes_offer_is_left_out_and_its_read_names_both() 
 }
 
 #[tokio::test]
-async fn a_modern_upstreams_resource_reads_carry_the_input_capabilities() {
+async fn a_modern_upstreams_resource_reads_declare_no_input_capability() {
     let env = TestEnv::shared("resources-meta").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let _proxy = start_proxy(&env, vec![featured("featured-meta", &ledger)]);
@@ -211,11 +214,45 @@ async fn a_modern_upstreams_resource_reads_carry_the_input_capabilities() {
         meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28",
         "the mock speaks 2026-07-28: {meta}"
     );
-    let declared = &meta["io.modelcontextprotocol/clientCapabilities"];
-    for capability in ["elicitation", "sampling", "roots"] {
-        assert!(declared[capability].is_object(), "{capability}: {meta}");
-    }
+    // Nothing could carry a read's input request back to its reader (R-PRX-32).
+    assert_eq!(
+        meta["io.modelcontextprotocol/clientCapabilities"],
+        json!({}),
+        "{meta}"
+    );
     assert_eq!(meta["io.modelcontextprotocol/logLevel"], "debug", "{meta}");
+}
+
+#[tokio::test]
+async fn a_prompt_that_needs_input_is_a_clear_error_through_the_connector() {
+    let env = TestEnv::shared("resources-asking").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![featured("featured-asking", &ledger)]);
+    let mut proxied = RawStdioClient::spawn(connector_command(&env, "featured-asking"))
+        .await
+        .unwrap();
+    // The upstream asks only a request that declared elicitation: without it, -32021 as
+    // written.
+    let asking = proxied
+        .exchange("prompts/get", json!({"name": ASKING_PROMPT}))
+        .await
+        .unwrap()
+        .response;
+    assert_eq!(asking["error"]["code"], -32021, "{asking}");
+    assert!(
+        asking["error"]["data"]["requiredCapabilities"]["elicitation"].is_object(),
+        "{asking}"
+    );
+    // An upstream that asks anyway: an error naming what happened, not a result.
+    let anyway = proxied
+        .exchange("prompts/get", json!({"name": ALWAYS_ASKING_PROMPT}))
+        .await
+        .unwrap()
+        .response;
+    assert_eq!(anyway["error"]["code"], -32603, "{anyway}");
+    assert_eq!(anyway["error"]["data"]["inputRequired"], true, "{anyway}");
+    let message = anyway["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("input_required"), "{anyway}");
 }
 
 #[tokio::test]

@@ -190,6 +190,9 @@ async fn read(
         .request_as_written(feature.method, params, timeout)
         .await
     {
+        Ok(result) if durable_mcp_contract::input::is_input_required(&result) => {
+            Ok(StartOutcome::Sync(answer_error(&asks_for_input(feature))?))
+        }
         Ok(result) => {
             let answered = answer(&result)?;
             match too_large(feature, &answered) {
@@ -254,10 +257,40 @@ fn too_large(feature: Feature, answered: &Payload) -> Option<JsonRpcError> {
     })
 }
 
+/// The error a read answers when the upstream asked for input (`resultType:
+/// "input_required"`, SEP-2322) although the request declared no input capability (R-PRX-32):
+/// nothing carries the input request to the reader, and passed on it would be a result the
+/// connector cannot parse. Not retried: the upstream would ask again.
+fn asks_for_input(feature: Feature) -> JsonRpcError {
+    JsonRpcError {
+        code: -32603,
+        message: format!(
+            "the upstream answered {} with an input request (resultType \"input_required\") \
+             although the request declared no input capability; a read cannot ask its reader \
+             for input through the durable path: the upstream should answer it without input, \
+             or -32021",
+            feature.method
+        ),
+        data: Some(json!({"upstreamProtocolError": true, "inputRequired": true})),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use durable_mcp_contract::features::READ_RESOURCE;
+    use durable_mcp_contract::features::{GET_PROMPT, READ_RESOURCE};
+
+    #[test]
+    fn a_read_answered_with_an_input_request_is_a_clear_error() {
+        let error = asks_for_input(GET_PROMPT);
+        assert_eq!(error.code, -32603);
+        assert!(
+            error.message.contains("prompts/get") && error.message.contains("input_required"),
+            "{}",
+            error.message
+        );
+        assert_eq!(error.data.unwrap()["inputRequired"], true);
+    }
 
     #[test]
     fn an_answer_over_the_payload_limit_is_a_clear_error_not_a_retry() {

@@ -10,7 +10,8 @@
 //! `_meta["io.modelcontextprotocol/clientCapabilities"]`: the proxy declares elicitation (form
 //! and URL), sampling and roots there, since an upstream's input request ends the call's round
 //! and goes to the caller (R-PRX-29), plus the tasks extension on a call that asks for a task
-//! and on `tasks/*` (R-PRX-28); and it asks for every log message with
+//! and on `tasks/*` (R-PRX-28) — but none on a resource, prompt or completion request, whose
+//! input request could reach nobody (R-PRX-32); and it asks for every log message with
 //! `_meta["io.modelcontextprotocol/logLevel"]` when the upstream declares `logging`
 //! (R-PRX-10). A legacy upstream gets nothing of this in its handshake (it would send
 //! `elicitation/create` to a session nobody answers); on a request asking for a task it gets
@@ -92,6 +93,20 @@ pub fn request_meta(upstream: Upstream, tasks: bool) -> Option<RequestMetaObject
     }
 }
 
+/// The `_meta` of a resource, prompt or completion request to `upstream` (R-PRX-32, R-PRX-33):
+/// like a tool call's, but declaring no input capability (an empty
+/// `clientCapabilities`). A read is answered inline and nothing carries an input request back
+/// to its reader, so an upstream that needs input answers -32021, which goes to the caller
+/// as written, instead of an `input_required` result nobody could answer.
+pub fn feature_request_meta(upstream: Upstream) -> Option<RequestMetaObject> {
+    let mut meta = request_meta(upstream, false)?;
+    meta.0.0.insert(
+        CLIENT_CAPABILITIES.to_owned(),
+        Value::Object(Default::default()),
+    );
+    Some(meta)
+}
+
 /// A tool's result without the 2026-07-28 envelope marker `resultType: "complete"`, which a
 /// modern upstream writes on every result and whose absence means the same (SEP-2322): what
 /// the durable path records is the result as an upstream of any era wrote it, and the
@@ -141,6 +156,15 @@ mod tests {
         // The extension only to an upstream that offers it.
         let no_tasks = meta(upstream(true, false, false), true);
         assert!(no_tasks[CLIENT_CAPABILITIES].get("extensions").is_none());
+    }
+
+    #[test]
+    fn a_feature_request_declares_no_input_capability() {
+        let modern =
+            serde_json::to_value(feature_request_meta(upstream(true, true, true))).unwrap();
+        assert_eq!(modern, json!({CLIENT_CAPABILITIES: {}, LOG_LEVEL: "debug"}));
+        let legacy = feature_request_meta(upstream(false, true, true));
+        assert!(legacy.is_none());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Resources, resource templates, prompts and completions of the upstream (R-PRX-32): one MCP
 //! request sent as written (with the `_meta` every request to the upstream's era carries,
-//! R-PRX-33), its answer as the upstream wrote it.
+//! R-PRX-33, declaring no input capability), its answer as the upstream wrote it.
 
 use std::{collections::HashSet, time::Duration};
 
@@ -37,6 +37,18 @@ fn follow(
     Ok(cursor)
 }
 
+/// A list page asking for input (`resultType: "input_required"`, SEP-2322) is not MCP for a
+/// list (R-PRX-32): the request declared no input capability, and a list has no items then.
+fn not_an_input_request(method: &str, page: &Value) -> Result<(), String> {
+    if !durable_mcp_contract::input::is_input_required(page) {
+        return Ok(());
+    }
+    Err(format!(
+        "the upstream answered {method} with an input request (resultType \"input_required\") \
+         although the request declared no input capability; a list cannot ask for input"
+    ))
+}
+
 impl UpstreamClient {
     /// The capabilities the upstream declared at `initialize` that the feature operations
     /// serve (`resources`, `prompts`, `completions`), as it wrote them.
@@ -65,7 +77,7 @@ impl UpstreamClient {
         let conn = self.connect_within(timeout).await?;
         let mut options = PeerRequestOptions::no_options();
         options.timeout = Some(timeout);
-        options.meta = super::era::request_meta(super::era::Upstream::of(conn.peer()), false);
+        options.meta = super::era::feature_request_meta(super::era::Upstream::of(conn.peer()));
         let request = ClientRequest::CustomRequest(CustomRequest::new(method, Some(params)));
         self.send_as_written(&conn, request, options).await
     }
@@ -110,6 +122,7 @@ impl UpstreamClient {
             let page = self
                 .request_as_written(method, Value::Object(params.clone()), left)
                 .await?;
+            not_an_input_request(method, &page).map_err(|reason| self.protocol(reason))?;
             let next = next_cursor(&page);
             pages.push(page);
             match next {
@@ -152,5 +165,22 @@ mod tests {
         );
         assert!(cap.unwrap_err().contains("more than 100 pages"));
         assert!(follow(&mut HashSet::new(), MAX_LIST_PAGES - 1, "m", "z".into()).is_ok());
+    }
+
+    #[test]
+    fn a_list_page_asking_for_input_is_a_protocol_error() {
+        let asked = serde_json::json!({"resultType": "input_required",
+            "inputRequests": {"who": {"method": "elicitation/create", "params": {}}}});
+        let error = not_an_input_request("prompts/list", &asked).unwrap_err();
+        assert!(
+            error.contains("prompts/list") && error.contains("input_required"),
+            "{error}"
+        );
+        let complete = serde_json::json!({"prompts": [], "resultType": "complete"});
+        assert_eq!(not_an_input_request("prompts/list", &complete), Ok(()));
+        assert_eq!(
+            not_an_input_request("resources/list", &serde_json::json!({})),
+            Ok(())
+        );
     }
 }
