@@ -126,9 +126,7 @@ impl Connector {
             state.running = None;
             match &outcome {
                 Ok(list) => {
-                    this.inner
-                        .feature_changes
-                        .saw(&route.service, feature, list);
+                    this.inner.feature_changes.saw(index, feature, list);
                     state.listing.store(list.clone(), Instant::now());
                 }
                 Err(Reserved::Failed(why)) => state.listing.fail(why.clone(), Instant::now()),

@@ -33,8 +33,9 @@ impl Category {
 pub(super) struct FeatureChanges {
     resources: watch::Sender<u64>,
     prompts: watch::Sender<u64>,
-    /// By (service, list method): the last good list.
-    last: Mutex<HashMap<(String, &'static str), Value>>,
+    /// By (route index, list method): the last good list. By route, not service: two routes
+    /// may name one service on different endpoints, with different lists.
+    last: Mutex<HashMap<(usize, &'static str), Value>>,
 }
 
 impl Default for FeatureChanges {
@@ -65,10 +66,10 @@ impl FeatureChanges {
         self.resources.receiver_count() + self.prompts.receiver_count() > 0
     }
 
-    /// `service` answered `feature`'s list with `list`: its version moves when that differs
-    /// from the service's last good list (a first list changes nothing).
-    pub(super) fn saw(&self, service: &str, feature: Feature, list: &Value) {
-        let key = (service.to_owned(), feature.method);
+    /// Route `route` (its index) answered `feature`'s list with `list`: its version moves when
+    /// that differs from the route's last good list (a first list changes nothing).
+    pub(super) fn saw(&self, route: usize, feature: Feature, list: &Value) {
+        let key = (route, feature.method);
         let previous = self.last.lock().unwrap().insert(key, list.clone());
         if list_changed(previous.as_ref(), list) {
             self.version(Category::of(feature)).send_modify(|v| *v += 1);
@@ -95,26 +96,35 @@ mod tests {
         let resources = changes.subscribe(Category::Resources);
         let prompts = changes.subscribe(Category::Prompts);
         let one = json!({"resources": [{"uri": "a://1"}]});
-        changes.saw("s", LIST_RESOURCES, &one);
-        changes.saw("t", LIST_RESOURCES, &json!({"resources": []}));
+        changes.saw(0, LIST_RESOURCES, &one);
+        changes.saw(1, LIST_RESOURCES, &json!({"resources": []}));
         assert_eq!(*resources.borrow(), 0, "first lists change nothing");
-        changes.saw("s", LIST_RESOURCES, &one);
+        changes.saw(0, LIST_RESOURCES, &one);
         assert_eq!(*resources.borrow(), 0, "the same list is no change");
-        changes.saw("s", LIST_RESOURCES, &json!({"resources": []}));
+        changes.saw(0, LIST_RESOURCES, &json!({"resources": []}));
         assert_eq!(*resources.borrow(), 1);
         changes.saw(
-            "s",
+            0,
             LIST_RESOURCE_TEMPLATES,
             &json!({"resourceTemplates": []}),
         );
         changes.saw(
-            "s",
+            0,
             LIST_RESOURCE_TEMPLATES,
             &json!({"resourceTemplates": [{}]}),
         );
         assert_eq!(*resources.borrow(), 2, "templates are resources");
-        changes.saw("s", LIST_PROMPTS, &json!({"prompts": []}));
-        changes.saw("s", LIST_PROMPTS, &json!({"prompts": [{"name": "p"}]}));
+        changes.saw(0, LIST_PROMPTS, &json!({"prompts": []}));
+        changes.saw(0, LIST_PROMPTS, &json!({"prompts": [{"name": "p"}]}));
         assert_eq!((*resources.borrow(), *prompts.borrow()), (2, 1));
+        // Two routes of one service (on two endpoints) with different lists: each is compared
+        // with its own last good list, so listing both again and again changes nothing.
+        let one_service = FeatureChanges::default();
+        let versions = one_service.subscribe(Category::Resources);
+        for _ in 0..3 {
+            one_service.saw(0, LIST_RESOURCES, &one);
+            one_service.saw(1, LIST_RESOURCES, &json!({"resources": []}));
+        }
+        assert_eq!(*versions.borrow(), 0, "routes are told apart by index");
     }
 }
