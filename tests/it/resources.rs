@@ -197,6 +197,37 @@ async fn a_uri_or_prompt_two_routes_offer_is_left_out_and_its_read_names_both() 
 }
 
 #[tokio::test]
+async fn a_read_never_goes_to_another_route_while_one_never_answered() {
+    let env = TestEnv::shared("resources-unknown-route").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![featured("answering", &ledger)]);
+    // The second route's service is served by no worker: its capabilities are never known.
+    let mut command = connector_command(&env, "answering");
+    command
+        .arg("--route")
+        .arg(connector_route("silent", &env.endpoint));
+    let mut proxied = RawStdioClient::spawn(command).await.unwrap();
+    let listed = proxied.request("resources/list", json!({})).await.unwrap();
+    assert!(
+        !listed["resources"].as_array().unwrap().is_empty(),
+        "{listed}"
+    );
+    // The answering route does not list this URI: the silent route might offer it, so the
+    // read is not sent to the answering one.
+    let answer = proxied
+        .exchange("resources/read", json!({"uri": REQUEST_META_URI}))
+        .await
+        .unwrap()
+        .response;
+    assert_eq!(answer["error"]["code"], -32002, "{answer}");
+    let listed_uri = proxied
+        .request("resources/read", json!({"uri": TEXT_URI}))
+        .await
+        .unwrap();
+    assert_eq!(listed_uri["contents"][0]["uri"], TEXT_URI, "{listed_uri}");
+}
+
+#[tokio::test]
 async fn a_modern_upstreams_resource_reads_declare_no_input_capability() {
     let env = TestEnv::shared("resources-meta").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));

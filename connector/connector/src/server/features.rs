@@ -4,7 +4,8 @@
 //! - Capabilities: each route's `upstream_capabilities` (asked at `initialize` and `discover`,
 //!   reused for the list cache's time, R-CON-17); the connector declares `resources`,
 //!   `prompts` and `completions` only when a route declares them. A route that cannot answer
-//!   (a native tool service, a worker not running yet) declares none. Resources and prompts
+//!   (a worker stopped or not running yet) keeps its last good declaration, and declares none
+//!   while it never answered. Resources and prompts
 //!   are declared with `listChanged: true`: their changes reach callers (R-CON-42).
 //! - Lists: every declaring route's list, items in route order, in the connector's own pages
 //!   (`paging`, R-CON-47). An item offered by
@@ -13,8 +14,8 @@
 //!   routes. With one route answering, its result is passed as written (`_meta`, `ttlMs`,
 //!   `cacheScope`); with several, the first one's other fields are kept and `ttlMs` is the
 //!   least any route gave.
-//! - Reads: with one route declaring the capability (`completions` for `completion/complete`),
-//!   to it without listing; else `resources/read` goes to the route listing the URI, else to
+//! - Reads: with one route declaring the capability (`completions` for `completion/complete`)
+//!   and every route's declaration known, to it without listing; else `resources/read` goes to the route listing the URI, else to
 //!   the one route whose template matches it; `prompts/get` to the route listing the prompt;
 //!   `completion/complete` by its `ref` the same way, from the lists cached per route
 //!   (`feature_cache`). The answer, or the upstream's JSON-RPC error, is passed as written.
@@ -64,18 +65,22 @@ struct Asked {
     running: Option<DeclaredFlight>,
 }
 
-/// When the routes' capabilities were asked, and each route's answer.
-type Probed = (Instant, Vec<Map<String, Value>>);
+/// One route's declared capabilities: its last good answer, `None` while it never answered.
+type RouteDeclared = Option<Map<String, Value>>;
 
-/// A running asking of the routes' capabilities, shared by its askers.
-type DeclaredFlight = Shared<BoxFuture<'static, Vec<Map<String, Value>>>>;
+/// When the routes' capabilities were asked, and each route's declaration.
+type Probed = (Instant, Vec<RouteDeclared>);
+
+/// A running asking of the routes' capabilities, shared by its askers (the over-cap refusal
+/// when an asking could not run).
+type DeclaredFlight = Shared<BoxFuture<'static, Result<Vec<RouteDeclared>, McpError>>>;
 
 impl Declared {
     /// The union of the routes' declared capabilities, as last asked.
     pub(super) fn union(&self) -> Map<String, Value> {
         let mut union = Map::new();
         if let Some((_, routes)) = &self.0.lock().unwrap().probed {
-            for declared in routes {
+            for declared in routes.iter().flatten() {
                 for (k, v) in declared {
                     union.entry(k.clone()).or_insert_with(|| v.clone());
                 }
@@ -87,6 +92,31 @@ impl Declared {
     /// When the routes' capabilities were last asked.
     fn asked_at(&self) -> Option<Instant> {
         self.0.lock().unwrap().probed.as_ref().map(|(at, _)| *at)
+    }
+}
+
+/// The routes' declarations after an asking (R-CON-45): each route's answer, or where it
+/// failed its last good one (none while it never answered), so a route that cannot answer
+/// for a moment does not seem to declare nothing.
+fn after_asking(previous: &[RouteDeclared], answers: Vec<RouteDeclared>) -> Vec<RouteDeclared> {
+    answers
+        .into_iter()
+        .enumerate()
+        .map(|(i, answer)| answer.or_else(|| previous.get(i).cloned().flatten()))
+        .collect()
+}
+
+/// The routes declaring a capability (with their indexes), and whether every route's
+/// declaration is known.
+type Declaring = (Vec<(usize, Route)>, bool);
+
+/// The one route a read goes to without listing (R-CON-45): the only route declaring the
+/// capability, when every route's declaration is known (a route that never answered may
+/// offer the URI or prompt).
+fn only_route(declaring: &Declaring) -> Option<&Route> {
+    match (&declaring.0[..], declaring.1) {
+        ([(_, route)], true) => Some(route),
+        _ => None,
     }
 }
 
@@ -175,15 +205,15 @@ impl Connector {
     }
 
     /// Each route's declared capabilities, asked again when older than the list cache.
-    pub(super) async fn declared(&self) -> Vec<Map<String, Value>> {
+    pub(super) async fn declared(&self) -> Result<Vec<RouteDeclared>, McpError> {
         match self.declared_or_asking() {
-            Ok(routes) => routes,
+            Ok(routes) => Ok(routes),
             Err(asking) => asking.await,
         }
     }
 
     /// The routes' capabilities while fresh, else the running asking (a new one if none runs).
-    fn declared_or_asking(&self) -> Result<Vec<Map<String, Value>>, DeclaredFlight> {
+    fn declared_or_asking(&self) -> Result<Vec<RouteDeclared>, DeclaredFlight> {
         let ttl = self.inner.options.list_cache;
         let mut asked = self.inner.declared.0.lock().unwrap();
         if let Some((at, routes)) = &asked.probed
@@ -198,7 +228,8 @@ impl Connector {
     }
 
     /// Asks every route's capabilities as its own task, which records the answers (unless an
-    /// asking was refused for the in-flight cap: then nothing is known for longer).
+    /// asking was refused for the in-flight cap: then nothing new is known, and the askers
+    /// read the refusal rather than a partial map).
     fn ask_declared(&self) -> DeclaredFlight {
         let this = self.clone();
         let task = tokio::spawn(async move {
@@ -207,40 +238,51 @@ impl Connector {
                 .iter()
                 .map(|route| this.run_in_place(route, UPSTREAM_CAPABILITIES, json!({}), None));
             let answers = futures::future::join_all(asks).await;
-            let over_cap = answers
-                .iter()
-                .any(|a| matches!(a, Err(Reserved::OverCap(_))));
-            let declared: Vec<_> = answers
+            let refused = answers.iter().find_map(|a| match a {
+                Err(Reserved::OverCap(e)) => Some(e.clone()),
+                _ => None,
+            });
+            let answers: Vec<_> = answers
                 .into_iter()
                 .map(|asked| match asked.map(|p| payload::to_json(&p)) {
-                    Ok(Ok(Value::Object(declared))) => declared,
-                    _ => Map::new(),
+                    Ok(Ok(Value::Object(declared))) => Some(declared),
+                    _ => None,
                 })
                 .collect();
             let mut asked = this.inner.declared.0.lock().unwrap();
             asked.running = None;
-            if !over_cap {
-                asked.probed = Some((Instant::now(), declared.clone()));
+            if let Some(refused) = refused {
+                return Err(refused);
             }
-            declared
+            let previous = asked.probed.as_ref().map(|(_, r)| r.as_slice());
+            let declared = after_asking(previous.unwrap_or_default(), answers);
+            asked.probed = Some((Instant::now(), declared.clone()));
+            Ok(declared)
         });
-        async move { task.await.unwrap_or_default() }
-            .boxed()
-            .shared()
+        async move {
+            task.await
+                .unwrap_or_else(|e| Err(internal("asking the routes' capabilities", e)))
+        }
+        .boxed()
+        .shared()
     }
 
-    /// The routes that declared `capability`, with their indexes.
-    async fn declaring(&self, capability: &str) -> Vec<(usize, Route)> {
-        let declared = self.declared().await;
-        self.inner
+    /// The routes that declared `capability`, with their indexes, and whether every route's
+    /// declaration is known.
+    async fn declaring(&self, capability: &str) -> Result<Declaring, McpError> {
+        let declared = self.declared().await?;
+        let every_known = declared.iter().all(Option::is_some);
+        let routes = self
+            .inner
             .options
             .routes
             .iter()
             .zip(declared)
             .enumerate()
-            .filter(|(_, (_, d))| d.contains_key(capability))
+            .filter(|(_, (_, d))| d.as_ref().is_some_and(|d| d.contains_key(capability)))
             .map(|(i, (r, _))| (i, r.clone()))
-            .collect()
+            .collect();
+        Ok((routes, every_known))
     }
 
     /// A feature list of every declaring route, merged, and the keys left out as ambiguous.
@@ -250,7 +292,7 @@ impl Connector {
         feature: Feature,
     ) -> Result<(Value, HashMap<String, Vec<String>>, Vec<(Route, Value)>), McpError> {
         let items = feature.items.unwrap_or_default();
-        let routes = self.declaring(feature.capability).await;
+        let (routes, _) = self.declaring(feature.capability).await?;
         let asks = routes
             .iter()
             .map(|(index, _)| self.cached_feature_list(*index, feature));
@@ -271,7 +313,8 @@ impl Connector {
     }
 
     /// The route a read of `key` (a URI or a prompt name) goes to: the one route declaring
-    /// the capability without listing, else by the routes' (cached) lists.
+    /// the capability without listing (when every route's declaration is known), else by the
+    /// routes' (cached) lists.
     /// `asked` is the request's own feature, for the error when no route offers `key`.
     async fn route_for(
         &self,
@@ -279,8 +322,7 @@ impl Connector {
         key: &str,
         asked: Feature,
     ) -> Result<Route, McpError> {
-        let declaring = self.declaring(feature.capability).await;
-        if let [(_, route)] = &declaring[..] {
+        if let Some(route) = only_route(&self.declaring(feature.capability).await?) {
             return Ok(route.clone());
         }
         let by_name = match feature.capability {
@@ -358,8 +400,8 @@ impl Connector {
         };
         let route = {
             let _waiting = self.inner.in_flight.try_share(feature.method, share)?;
-            match &self.declaring(feature.capability).await[..] {
-                [(_, route)] if feature == COMPLETE => route.clone(),
+            match only_route(&self.declaring(feature.capability).await?) {
+                Some(route) if feature == COMPLETE => route.clone(),
                 _ => self.route_for(as_feature, key, feature).await?,
             }
         };
@@ -499,6 +541,35 @@ mod tests {
             service: s.into(),
             endpoint: "e".into(),
         }
+    }
+
+    #[test]
+    fn a_route_that_fails_keeps_its_last_declaration_and_no_read_skips_the_unknown() {
+        let resources = |yes: bool| {
+            let mut d = Map::new();
+            if yes {
+                d.insert("resources".into(), json!({}));
+            }
+            Some(d)
+        };
+        let kept = after_asking(
+            &[resources(true), resources(true)],
+            vec![resources(true), None],
+        );
+        assert_eq!(kept, vec![resources(true), resources(true)]);
+        let never = after_asking(&[], vec![resources(true), None]);
+        assert_eq!(never, vec![resources(true), None]);
+        let (a, b) = (
+            route("{service: a, endpoint: e}"),
+            route("{service: b, endpoint: e}"),
+        );
+        assert_eq!(only_route(&(vec![(0, a.clone())], true)), Some(&a));
+        assert_eq!(
+            only_route(&(vec![(0, a.clone())], false)),
+            None,
+            "b may offer it"
+        );
+        assert_eq!(only_route(&(vec![(0, a), (1, b)], true)), None);
     }
 
     #[test]
