@@ -94,7 +94,15 @@ async fn a_stateless_listener_learns_that_the_upstreams_resources_changed() {
     let mock = ChangingResources::start(&env);
     let connector = Connector::new(env.client.clone(), mock.options.clone());
     let mut caller = StatelessPipe::serve(connector);
-    // A listing asks the routes' capabilities, so the stream can offer resources.
+    // The first request of a fresh replica: the stream offers resources all the same.
+    let listen = json!({"notifications": {"resourcesListChanged": true}});
+    caller.send(2, "subscriptions/listen", listen).await;
+    let acknowledged = caller.next().await;
+    assert_eq!(
+        acknowledged["params"]["notifications"]["resourcesListChanged"], true,
+        "{acknowledged}"
+    );
+    // A listing before the change, which a first listing is not (the change is from it).
     caller.send(1, "resources/list", json!({})).await;
     let listed = caller.next().await;
     assert_eq!(listed["id"], 1, "{listed}");
@@ -103,13 +111,6 @@ async fn a_stateless_listener_learns_that_the_upstreams_resources_changed() {
             .as_array()
             .is_some_and(|r| r.iter().any(|r| r["uri"] == ADDED)),
         "{listed}"
-    );
-    let listen = json!({"notifications": {"resourcesListChanged": true}});
-    caller.send(2, "subscriptions/listen", listen).await;
-    let acknowledged = caller.next().await;
-    assert_eq!(
-        acknowledged["params"]["notifications"]["resourcesListChanged"], true,
-        "{acknowledged}"
     );
 
     mock.add_a_resource();
