@@ -18,7 +18,8 @@ pub fn install_if_asked(
         return Ok(None);
     };
     let exporter = export::install(&endpoint, service_name).map_err(anyhow::Error::msg)?;
-    tracing::info!(%endpoint, "exporting spans over OTLP");
+    let shown = export::shown(&endpoint);
+    tracing::info!(endpoint = %shown, "exporting spans over OTLP");
     Ok(Some(exporter))
 }
 

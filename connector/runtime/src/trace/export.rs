@@ -40,10 +40,27 @@ pub fn endpoint(
     if !parsed.is_some_and(|u| u.scheme() == "http" && u.has_host()) {
         return Err(format!(
             "{from} must be the URL of an OTLP/gRPC collector, such as http://localhost:4317 \
-             (got {value:?}); fix {from} or leave it out to export no spans"
+             (got {}); fix {from} or leave it out to export no spans",
+            shown(&value)
         ));
     }
     Ok(Some(value))
+}
+
+/// The endpoint as a log line or error may show it: scheme, host and port only, since its
+/// user info, path or query may hold a secret (a `${VAR}` expanded into the URL).
+pub fn shown(endpoint: &str) -> String {
+    match url::Url::parse(endpoint) {
+        Ok(u) if u.has_host() => {
+            let port = u.port().map(|p| format!(":{p}")).unwrap_or_default();
+            format!(
+                "{}://{}{port}",
+                u.scheme(),
+                u.host_str().unwrap_or_default()
+            )
+        }
+        _ => "a value that is not a URL".to_owned(),
+    }
 }
 
 /// The installed exporter: flush it with [`Exporter::shutdown`] before the process ends.
@@ -60,7 +77,7 @@ pub fn install(endpoint: &str, service_name: &'static str) -> Result<Exporter, S
         .with_tonic()
         .with_endpoint(endpoint)
         .build()
-        .map_err(|e| format!("setting up the OTLP exporter to {endpoint}: {e}"))?;
+        .map_err(|e| format!("setting up the OTLP exporter to {}: {e}", shown(endpoint)))?;
     let provider = SdkTracerProvider::builder()
         .with_resource(Resource::builder().with_service_name(service_name).build())
         .with_batch_exporter(exporter)
@@ -83,6 +100,20 @@ impl Exporter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_endpoint_is_shown_without_user_info_path_or_query() {
+        let secret = "http://user:s3cret@collector:4317/v1/traces?token=s3cret";
+        assert_eq!(shown(secret), "http://collector:4317");
+        assert_eq!(shown("http://localhost"), "http://localhost");
+        assert_eq!(shown("not a url s3cret"), "a value that is not a URL");
+        let refused = endpoint(
+            Some("localhost:4317?token=s3cret"),
+            "--otlp-endpoint",
+            |_| None,
+        );
+        assert!(!refused.unwrap_err().contains("s3cret"));
+    }
 
     #[test]
     fn the_flag_wins_over_the_variables_and_nothing_means_no_export() {
