@@ -109,6 +109,7 @@ impl Typed {
         let mut responses = Map::new();
         for (key, request) in requests.as_object().into_iter().flatten() {
             let method = request.get("method").and_then(Value::as_str).unwrap_or("");
+            relayable(method)?;
             let params = request.get("params").cloned();
             let sent = ServerRequest::CustomRequest(CustomRequest::new(method, params));
             let mut options = PeerRequestOptions::no_options();
@@ -135,9 +136,32 @@ impl Typed {
     }
 }
 
+/// The input requests a session client is asked (R-CON-43, SEP-2322's three): any other
+/// method a tool's answer names is not sent to the client, whatever it is.
+fn relayable(method: &str) -> Result<(), String> {
+    match method {
+        "elicitation/create" | "sampling/createMessage" | "roots/list" => Ok(()),
+        other => Err(format!(
+            "the tool asked for input with {other:?}, which is not an input request (only \
+             elicitation/create, sampling/createMessage and roots/list are relayed)"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_three_input_requests_are_relayed() {
+        for method in ["elicitation/create", "sampling/createMessage", "roots/list"] {
+            assert_eq!(relayable(method), Ok(()));
+        }
+        for method in ["tools/call", "ping", ""] {
+            let why = relayable(method).unwrap_err();
+            assert!(why.contains("not an input request"), "{why}");
+        }
+    }
 
     #[test]
     fn an_input_not_relayed_is_a_typed_tool_error_saying_why() {
