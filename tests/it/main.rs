@@ -39,6 +39,7 @@ mod proxy_inline;
 mod proxy_library;
 mod proxy_options;
 mod python_client;
+mod resource_subscriptions;
 mod resources;
 mod route_notices;
 mod secrets;

@@ -14,6 +14,11 @@
 //!   output the upstream's result as written, or its JSON-RPC error as a payload marked
 //!   [`crate::jsonrpc_error::JSONRPC_ERROR`].
 //!
+//! - `resource_versions`: input `{"uris": [...]}` (at most [`MAX_VERSION_URIS`]); output
+//!   `{"versions": {uri: token}, "errors": {uri: JSON-RPC error}}`: the proxy keeps an upstream
+//!   subscription to each URI asked and answers a token that moves when the upstream says the
+//!   resource was updated ([`version_token`]); a URI the upstream refused is in `errors`.
+//!
 //! Every reserved name starts with `~~`, which no tool's operation name holds (R-NXC-5 writes
 //! `~` only before two hex digits): a tool named `read_resource` keeps its operation name, and
 //! a connector or Workflow history from before these operations never reaches one of them.
@@ -22,6 +27,35 @@ use serde_json::{Map, Value};
 
 /// The operation that answers the upstream's declared capabilities.
 pub const UPSTREAM_CAPABILITIES: &str = "~~upstream_capabilities";
+
+/// The operation that answers a version token per resource URI (R-PRX-34).
+pub const RESOURCE_VERSIONS: &str = "~~resource_versions";
+
+/// The most URIs one [`RESOURCE_VERSIONS`] input may name.
+pub const MAX_VERSION_URIS: usize = 100;
+
+/// A resource's version token: the proxy's `epoch` (one per upstream connection of one proxy
+/// replica) and a `serial` that only grows within it. Tokens of different epochs are not
+/// comparable: a caller that sees a new epoch learns nothing but that one more exists.
+pub fn version_token(epoch: &str, serial: u64) -> String {
+    format!("{epoch}.{serial}")
+}
+
+/// A token's epoch and serial; `None` for text no proxy wrote.
+pub fn parse_version_token(token: &str) -> Option<(&str, u64)> {
+    let (epoch, serial) = token.rsplit_once('.')?;
+    Some((epoch, serial.parse().ok()?)).filter(|(e, _)| !e.is_empty())
+}
+
+/// Whether an upstream's declared capabilities (as [`UPSTREAM_CAPABILITIES`] answers them)
+/// offer `resources/subscribe`.
+pub fn supports_subscribe(declared: &Map<String, Value>) -> bool {
+    declared
+        .get("resources")
+        .and_then(|r| r.get("subscribe"))
+        .and_then(Value::as_bool)
+        == Some(true)
+}
 
 /// The capability keys [`UPSTREAM_CAPABILITIES`] answers.
 pub const CAPABILITY_KEYS: [&str; 3] = ["resources", "prompts", "completions"];
@@ -88,7 +122,9 @@ pub const FEATURES: [Feature; 6] = [
 
 /// Whether `name` is a reserved operation of this module.
 pub fn is_reserved(name: &str) -> bool {
-    name == UPSTREAM_CAPABILITIES || FEATURES.iter().any(|f| f.operation == name)
+    name == UPSTREAM_CAPABILITIES
+        || name == RESOURCE_VERSIONS
+        || FEATURES.iter().any(|f| f.operation == name)
 }
 
 /// The feature an MCP method stands for.
@@ -201,6 +237,23 @@ mod tests {
     }
 
     #[test]
+    fn version_tokens_read_back_and_subscribe_is_read_from_resources() {
+        let token = version_token("a1b2", 7);
+        assert_eq!(parse_version_token(&token), Some(("a1b2", 7)));
+        assert_eq!(parse_version_token("x.y"), None);
+        assert_eq!(parse_version_token(".3"), None);
+        assert_eq!(parse_version_token("plain"), None);
+        let caps = |v: Value| v.as_object().unwrap().clone();
+        assert!(supports_subscribe(&caps(
+            json!({"resources": {"subscribe": true}})
+        )));
+        assert!(!supports_subscribe(&caps(json!({"resources": {}}))));
+        assert!(!supports_subscribe(&caps(
+            json!({"prompts": {"subscribe": true}})
+        )));
+    }
+
+    #[test]
     fn every_reserved_name_is_no_tools_operation_and_methods_map_back() {
         use crate::operation_name::tool_for_operation;
         for f in FEATURES {
@@ -208,6 +261,7 @@ mod tests {
             assert_eq!(for_method(f.method), Some(f));
         }
         assert!(tool_for_operation(UPSTREAM_CAPABILITIES).is_none());
+        assert!(is_reserved(RESOURCE_VERSIONS) && tool_for_operation(RESOURCE_VERSIONS).is_none());
         assert!(!is_reserved("echo") && for_method("tools/call").is_none());
     }
 }

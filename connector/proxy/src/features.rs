@@ -29,7 +29,10 @@ use super::{
 };
 use durable_mcp_contract::{
     errors::ToolCallErrorType,
-    features::{FEATURES, Feature, UPSTREAM_CAPABILITIES},
+    features::{
+        FEATURES, Feature, MAX_VERSION_URIS, RESOURCE_VERSIONS, UPSTREAM_CAPABILITIES,
+        supports_subscribe,
+    },
     jsonrpc_error::JsonRpcError,
     payload::{self, MAX_PAYLOAD_BYTES},
 };
@@ -131,6 +134,14 @@ pub fn add_operations(mut service: Service, client: Arc<UpstreamClient>) -> Serv
             }
         }),
     );
+    let watched = client.clone();
+    service = service.operation(
+        RESOURCE_VERSIONS,
+        start_fn(move |start, input| {
+            let client = watched.clone();
+            async move { versions(&client, &start, &input).await }
+        }),
+    );
     for feature in FEATURES {
         service = match feature.items {
             Some(items) => {
@@ -223,6 +234,56 @@ async fn read(
     }
 }
 
+/// `resource_versions` (R-PRX-34): the URIs' tokens, for an upstream that declares
+/// `resources.subscribe`. An upstream that cannot be reached fails the start as retryable.
+async fn versions(
+    client: &UpstreamClient,
+    start: &StartContext,
+    input: &Payload,
+) -> Result<StartOutcome, StartError> {
+    let uris = version_uris(input).map_err(HandlerError::bad_request)?;
+    let timeout = inline::remaining(start.deadline)
+        .map_or(READ_TIMEOUT, |left| left.min(READ_TIMEOUT))
+        .max(Duration::from_millis(100));
+    let declared = client
+        .served_capabilities(timeout)
+        .await
+        .map_err(|e| retryable(&e))?;
+    if !supports_subscribe(&declared) {
+        let why = format!(
+            "upstream {:?} does not declare resources.subscribe, so its resources have no \
+             versions to follow; read them again instead",
+            client.service()
+        );
+        return Err(HandlerError::bad_request(why).into());
+    }
+    match client.resource_versions(&uris, timeout).await {
+        Ok(answered) => Ok(StartOutcome::Sync(answer(&answered)?)),
+        Err(e @ UpstreamError::Protocol { .. }) => Err(OperationError::Failed {
+            message: e.to_string(),
+            error_type: ToolCallErrorType::UpstreamProtocolError.as_str().into(),
+            details: None,
+        }
+        .into()),
+        Err(e) => Err(retryable(&e)),
+    }
+}
+
+/// The URIs a `resource_versions` input names: `{"uris": [string, ...]}`, at most
+/// [`MAX_VERSION_URIS`].
+fn version_uris(input: &Payload) -> Result<Vec<String>, String> {
+    let value = payload::to_json(input).map_err(|e| e.to_string())?;
+    let uris: Vec<String> = serde_json::from_value(value["uris"].clone())
+        .map_err(|_| "input must be {\"uris\": [string, ...]}".to_owned())?;
+    if uris.len() > MAX_VERSION_URIS {
+        return Err(format!(
+            "{} URIs asked at once; ask for at most {MAX_VERSION_URIS}",
+            uris.len()
+        ));
+    }
+    Ok(uris)
+}
+
 fn retryable(e: &UpstreamError) -> StartError {
     HandlerError::new(HandlerErrorKind::Unavailable, e.to_string())
         .with_retry(RetryBehavior::Retryable)
@@ -290,6 +351,19 @@ mod tests {
             error.message
         );
         assert_eq!(error.data.unwrap()["inputRequired"], true);
+    }
+
+    #[test]
+    fn version_inputs_name_a_bounded_list_of_uris() {
+        let input = |v: Value| answer(&v).unwrap();
+        assert_eq!(
+            version_uris(&input(json!({"uris": ["a://1", "b://2"]}))).unwrap(),
+            ["a://1", "b://2"]
+        );
+        assert!(version_uris(&input(json!({"uris": "a://1"}))).is_err());
+        let many: Vec<String> = (0..=MAX_VERSION_URIS).map(|i| format!("a://{i}")).collect();
+        let refused = version_uris(&input(json!({ "uris": many }))).unwrap_err();
+        assert!(refused.contains("at most 100"), "{refused}");
     }
 
     #[test]

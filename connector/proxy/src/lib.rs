@@ -43,6 +43,7 @@ pub mod options;
 pub mod progress;
 pub mod proxy;
 pub mod refusal;
+pub mod resource_versions;
 pub mod retry;
 pub mod service;
 pub mod stderr;

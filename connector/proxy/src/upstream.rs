@@ -54,7 +54,9 @@ use durable_mcp_contract::call::{CallNotification, ToolLog};
 mod era;
 mod features;
 mod probe;
+mod subscriptions;
 mod task;
+use subscriptions::ResourceWatch;
 pub use task::{CallAnswer, TaskState, next_poll_delay};
 
 /// Why an upstream request failed.
@@ -121,6 +123,8 @@ enum Slot {
 #[derive(Clone)]
 struct UpstreamHandler {
     tools_changed: Arc<watch::Sender<u64>>,
+    /// The watched resources, whose tokens a `notifications/resources/updated` moves (R-PRX-34).
+    resources: Arc<ResourceWatch>,
     progress: ProgressDispatcher,
     written: WrittenResults,
     /// Which connection this is, for the upstream tasks it makes (R-PRX-28): a stdio child's
@@ -142,6 +146,14 @@ impl ClientHandler for UpstreamHandler {
         _context: NotificationContext<RoleClient>,
     ) {
         self.progress.handle_notification(params).await;
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.resources.updated(&params.uri);
     }
 }
 
@@ -186,6 +198,8 @@ pub struct UpstreamClient {
     /// Numbers the connection attempts, so a finished one updates only its own slot.
     attempts: AtomicU64,
     tools_changed: Arc<watch::Sender<u64>>,
+    /// The resources a connector asked the versions of, and their upstream subscriptions.
+    resources: Arc<ResourceWatch>,
     /// Taken out of every error's text: HTTP client errors quote the URL (R-PRX-1).
     secrets: UrlSecrets,
     /// Gives an HTTP upstream's requests their bearer token (R-PRX-15).
@@ -222,6 +236,7 @@ impl UpstreamClient {
             connection: Mutex::new(Slot::Idle),
             attempts: AtomicU64::new(0),
             tools_changed: Arc::new(watch::channel(0).0),
+            resources: Arc::default(),
         }
     }
 
@@ -257,6 +272,7 @@ impl UpstreamClient {
                         Opening {
                             service: self.service.clone(),
                             tools_changed: self.tools_changed.clone(),
+                            resources: self.resources.clone(),
                             written: WrittenResults::default(),
                             secrets: self.secrets.clone(),
                             auth: self.auth.clone(),
@@ -662,6 +678,7 @@ type Running = RunningService<RoleClient, UpstreamHandler>;
 struct Opening {
     service: String,
     tools_changed: Arc<watch::Sender<u64>>,
+    resources: Arc<ResourceWatch>,
     written: WrittenResults,
     /// Taken out of every connect error's text (R-PRX-1).
     secrets: UrlSecrets,
@@ -724,6 +741,7 @@ impl Opening {
         };
         UpstreamHandler {
             tools_changed: self.tools_changed.clone(),
+            resources: self.resources.clone(),
             progress: ProgressDispatcher::new(),
             written: self.written.clone(),
             origin,

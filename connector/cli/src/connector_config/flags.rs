@@ -108,6 +108,12 @@ pub struct ConnectorFlags {
     /// changes then reach callers only when a listing happens for another reason.
     #[arg(long, default_value = "60s", value_parser = values::up_to_an_hour)]
     pub list_changed_poll: Duration,
+    /// How often, while a caller subscribes to a resource (`resources/subscribe`, or a
+    /// `subscriptions/listen` stream's `resourceSubscriptions`), the connector asks each route
+    /// the versions of its subscribed resources, e.g. "5s" (at least 1 s). Each ask is one
+    /// persisted Nexus operation per route on every replica. "0s" serves no subscriptions.
+    #[arg(long, default_value = "5s", value_parser = values::up_to_an_hour)]
+    pub resource_poll: Duration,
     /// How many Temporal operations (tool calls being waited for, listings) the connector
     /// holds at once. Past it, a call is refused with an error naming this limit and nothing
     /// is started; a call that became a task no longer counts.

@@ -259,6 +259,7 @@ pub fn connector_options(
     options.default_timeout = flags.default_timeout;
     options.list_cache = flags.list_cache;
     options.list_changed_poll = flags.list_changed_poll;
+    options.resource_poll = flags.resource_poll;
     options.max_in_flight = flags.max_in_flight;
     // One stdio client is one caller: its share is the whole connector.
     options.max_in_flight_per_caller = match flags.transport {

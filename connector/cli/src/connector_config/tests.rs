@@ -175,6 +175,7 @@ fn defaults_are_the_documented_ones() {
     assert_eq!(flags.default_timeout, Duration::from_secs(300));
     assert_eq!(flags.list_cache, Duration::from_secs(5));
     assert_eq!(flags.list_changed_poll, Duration::from_secs(60));
+    assert_eq!(flags.resource_poll, Duration::from_secs(5));
     assert_eq!(flags.task_after, Duration::from_secs(2));
     assert_eq!(flags.shutdown_grace, Duration::from_secs(5));
     assert_eq!(flags.http_header_timeout, Duration::from_secs(30));
@@ -499,6 +500,8 @@ fn connector_options_carry_the_flags() {
         "0s",
         "--list-changed-poll",
         "0s",
+        "--resource-poll",
+        "2s",
         "--max-in-flight",
         "7",
         "--task-after",
@@ -512,6 +515,7 @@ fn connector_options_carry_the_flags() {
     assert_eq!(options.default_timeout, Duration::from_secs(60));
     assert_eq!(options.list_cache, Duration::ZERO);
     assert_eq!(options.list_changed_poll, Duration::ZERO);
+    assert_eq!(options.resource_poll, Duration::from_secs(2));
     assert_eq!(options.max_in_flight, 7);
     assert_eq!(options.task_after, Duration::from_secs(3));
     assert!(options.companion_tools && options.require_verified_caller);

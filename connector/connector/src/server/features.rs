@@ -89,6 +89,15 @@ impl Declared {
         union
     }
 
+    /// Whether any route's declared capabilities, as last asked, satisfy `test`.
+    pub(super) fn any(&self, test: impl Fn(&Map<String, Value>) -> bool) -> bool {
+        let asked = self.0.lock().unwrap();
+        asked
+            .probed
+            .as_ref()
+            .is_some_and(|(_, routes)| routes.iter().any(test))
+    }
+
     /// When the routes' capabilities were last asked.
     fn asked_at(&self) -> Option<Instant> {
         self.0.lock().unwrap().probed.as_ref().map(|(at, _)| *at)
@@ -316,7 +325,7 @@ impl Connector {
     /// the capability without listing (when every route's declaration is known), else by the
     /// routes' (cached) lists.
     /// `asked` is the request's own feature, for the error when no route offers `key`.
-    async fn route_for(
+    pub(super) async fn route_for(
         &self,
         feature: Feature,
         key: &str,
@@ -476,10 +485,11 @@ const PROBE_BUDGET: Duration = Duration::from_secs(3);
 
 /// Declares the routes' `resources`, `prompts` and `completions` (R-CON-45), resources and
 /// prompts with `listChanged: true` (the connector tells of their changes, R-CON-42), resources
-/// without `subscribe` (the connector serves no `resources/subscribe`).
+/// with `subscribe: true` only when it serves subscriptions (`subscribe`, R-CON-49).
 pub(super) fn declare(
     capabilities: &mut rmcp::model::ServerCapabilities,
     union: Map<String, Value>,
+    subscribe: bool,
 ) {
     for (key, declared) in union {
         match key.as_str() {
@@ -487,7 +497,7 @@ pub(super) fn declare(
                 let declared = serde_json::from_value(declared).ok();
                 capabilities.resources = declared.map(|mut r: ResourcesCapability| {
                     r.list_changed = Some(true);
-                    r.subscribe = None; // `resources/subscribe` is not served
+                    r.subscribe = subscribe.then_some(true);
                     r
                 });
             }
@@ -596,14 +606,20 @@ mod tests {
     }
 
     #[test]
-    fn resources_and_prompts_are_declared_with_list_changed_and_without_subscribe() {
+    fn resources_and_prompts_are_declared_with_list_changed_and_subscribe_when_served() {
         let mut capabilities = rmcp::model::ServerCapabilities::default();
         let union = json!({"resources": {"subscribe": true}, "prompts": {}, "completions": {}});
-        declare(&mut capabilities, union.as_object().unwrap().clone());
+        declare(&mut capabilities, union.as_object().unwrap().clone(), false);
         assert_eq!(
             serde_json::to_value(&capabilities).unwrap(),
             json!({"resources": {"listChanged": true}, "prompts": {"listChanged": true},
                    "completions": {}})
+        );
+        let union = json!({"resources": {}});
+        declare(&mut capabilities, union.as_object().unwrap().clone(), true);
+        assert_eq!(
+            serde_json::to_value(&capabilities.resources).unwrap(),
+            json!({"listChanged": true, "subscribe": true})
         );
     }
 

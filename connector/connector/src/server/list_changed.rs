@@ -19,7 +19,10 @@ use rmcp::{
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::{Connector, Inner, feature_changes::Category};
+use super::{
+    Connector, Inner, feature_changes::Category, resource_subscriptions::MAX_URIS_PER_SUBSCRIBER,
+    subscriptions::Notify,
+};
 use durable_mcp_contract::features::{LIST_PROMPTS, LIST_RESOURCE_TEMPLATES, LIST_RESOURCES};
 
 /// The least time between two re-listings for listeners.
@@ -106,6 +109,7 @@ impl Connector {
     /// caller asked for (tools, resources, prompts) is sent on it until the caller cancels it.
     pub(super) async fn listen_for_changes(&self, context: SubscriptionContext) {
         let accepted = context.accepted();
+        let _subscribed = self.follow_resources(&context).await;
         let wants = |asked: Option<bool>| asked == Some(true);
         let (want_tools, want_resources, want_prompts) = (
             wants(accepted.tools_list_changed),
@@ -139,11 +143,47 @@ impl Connector {
     }
 }
 
+/// A listen stream's resource subscriptions, which end when it is dropped.
+struct Subscribed(Connector, Option<u64>);
+
+impl Drop for Subscribed {
+    fn drop(&mut self) {
+        if let Some(id) = self.1 {
+            self.0.leave_subscribers(id);
+        }
+    }
+}
+
+impl Connector {
+    /// Subscribes the stream to the resources it asked for and was granted (R-CON-49); a URI
+    /// that cannot be subscribed to (no route serves it, its upstream refuses) gets no updates.
+    async fn follow_resources(&self, context: &SubscriptionContext) -> Subscribed {
+        let uris = context.accepted().resource_subscriptions.clone();
+        let Some(uris) = uris.filter(|u| !u.is_empty()) else {
+            return Subscribed(self.clone(), None);
+        };
+        let id = self.join_subscribers(Notify::Listener(context.sink().clone()));
+        for uri in uris {
+            if let Err(e) = self.subscribe_resource(id, &uri).await {
+                tracing::debug!(uri, error = %e.message, "a listener's resource subscription");
+            }
+        }
+        Subscribed(self.clone(), Some(id))
+    }
+}
+
 /// What the connector offers on a `subscriptions/listen` stream: tool-list changes, and
 /// resource and prompt list changes when a route declares them (`declared`: the union of the
-/// routes' capabilities).
-pub fn offered_subscriptions(declared: &serde_json::Map<String, Value>) -> SubscriptionFilter {
+/// routes' capabilities); with `resources` (when it serves subscriptions, R-CON-49), the
+/// resource subscriptions requested there, at most [`MAX_URIS_PER_SUBSCRIBER`] of them.
+pub fn offered_subscriptions(
+    declared: &serde_json::Map<String, Value>,
+    resources: Option<&SubscriptionFilter>,
+) -> SubscriptionFilter {
     let mut offered = SubscriptionFilter::builder().tools_list_changed().build();
+    offered.resource_subscriptions = resources
+        .and_then(|r| r.resource_subscriptions.as_ref())
+        .map(|uris| uris.iter().take(MAX_URIS_PER_SUBSCRIBER).cloned().collect());
     if declared.contains_key("resources") {
         offered.resources_list_changed = Some(true);
     }
@@ -173,11 +213,7 @@ async fn relist(inner: Weak<Inner>, period: Duration) {
         if !tools && !features {
             continue;
         }
-        let connector = Connector {
-            inner,
-            log_level: Default::default(),
-            keyed_calls: Default::default(),
-        };
+        let connector = Connector::of(inner);
         if tools && let Err(e) = connector.refresh_tools().await {
             tracing::debug!(error = %e.message, "re-listing the routes for listeners");
         }

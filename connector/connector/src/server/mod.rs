@@ -51,7 +51,9 @@ pub mod list_changed;
 mod logging;
 mod paging;
 mod relay;
+mod resource_subscriptions;
 mod scope;
+pub mod subscriptions;
 mod task_support;
 mod tasks;
 
@@ -114,6 +116,10 @@ pub struct ConnectorOptions {
     /// How long a tool's input request waits for its answer after its round ended
     /// (R-CON-40); then the call ends with a tool error.
     pub input_timeout: Duration,
+    /// How often, while a caller subscribes to a resource, the connector asks each route the
+    /// versions of its subscribed resources (R-CON-49, at least 1 s); zero serves no
+    /// subscriptions.
+    pub resource_poll: Duration,
 }
 
 impl ConnectorOptions {
@@ -138,6 +144,7 @@ impl ConnectorOptions {
             caller_scope: CallerScope::Anonymous,
             require_verified_caller: false,
             input_timeout: input::DEFAULT_INPUT_TIMEOUT,
+            resource_poll: subscriptions::DEFAULT_RESOURCE_POLL,
         }
     }
 }
@@ -170,6 +177,8 @@ pub struct Connector {
     log_level: logging::LogLevel,
     /// The keyed calls its client waits for, which only an explicit cancel cancels (R-CON-5).
     keyed_calls: explicit_cancel::KeyedCalls,
+    /// The resource subscriber of the client it serves, scoped like `log_level` (R-CON-49).
+    subscriber: subscriptions::SessionSubscriber,
 }
 
 struct Inner {
@@ -197,6 +206,8 @@ struct Inner {
     feature_changes: feature_changes::FeatureChanges,
     /// Each route's resource, template and prompt lists and the listings running (R-CON-45).
     feature_lists: feature_cache::FeatureLists,
+    /// Who subscribes to which resource, and the tokens seen (R-CON-49).
+    resource_subs: subscriptions::ResourceSubscriptions,
 }
 
 impl Connector {
@@ -229,9 +240,21 @@ impl Connector {
                 declared: Default::default(),
                 feature_changes: Default::default(),
                 feature_lists: Default::default(),
+                resource_subs: Default::default(),
             }),
             log_level: logging::LogLevel::default(),
             keyed_calls: Default::default(),
+            subscriber: Default::default(),
+        }
+    }
+
+    /// A connector value of `inner` serving no client of its own (for background work).
+    fn of(inner: Arc<Inner>) -> Self {
+        Self {
+            inner,
+            log_level: Default::default(),
+            keyed_calls: Default::default(),
+            subscriber: Default::default(),
         }
     }
 
@@ -285,6 +308,8 @@ pub struct Typed {
     log_level: logging::LogLevel,
     /// The keyed calls of the caller it serves, scoped like `log_level` (R-CON-5).
     keyed_calls: explicit_cancel::KeyedCalls,
+    /// The resource subscriber of the caller it serves, scoped like `log_level` (R-CON-49).
+    subscriber: subscriptions::SessionSubscriber,
 }
 
 impl Connector {
@@ -296,6 +321,7 @@ impl Connector {
             written: None,
             log_level: logging::LogLevel::default(),
             keyed_calls: Default::default(),
+            subscriber: Default::default(),
         }
     }
 
@@ -305,6 +331,7 @@ impl Connector {
         Typed {
             log_level: self.log_level.clone(),
             keyed_calls: self.keyed_calls.clone(),
+            subscriber: self.subscriber.clone(),
             written: Some(as_written::Written::default()),
             ..self.typed()
         }
@@ -328,7 +355,8 @@ impl ServerHandler for Typed {
             .enable_tasks()
             .enable_logging()
             .build();
-        features::declare(&mut capabilities, self.inner.declared.union());
+        let subscribe = self.serves_subscriptions();
+        features::declare(&mut capabilities, self.inner.declared.union(), subscribe);
         let mut info = ServerConfig::new(capabilities);
         info.server_info = Implementation::new("durable-mcp-connector", env!("CARGO_PKG_VERSION"));
         info
@@ -355,11 +383,33 @@ impl ServerHandler for Typed {
 
     fn accepted_subscription_filter(
         &self,
-        _requested: &rmcp::model::SubscriptionFilter,
+        requested: &rmcp::model::SubscriptionFilter,
     ) -> Option<rmcp::model::SubscriptionFilter> {
+        let resources = self.serves_subscriptions().then_some(requested);
         Some(list_changed::offered_subscriptions(
             &self.inner.declared.union(),
+            resources,
         ))
+    }
+
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let id = self.session_subscriber(&self.subscriber, context.peer);
+        self.subscribe_resource(id, &request.uri).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if let Some(id) = *self.subscriber.lock().unwrap() {
+            self.unsubscribe_resource(id, &request.uri);
+        }
+        Ok(())
     }
 
     async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {

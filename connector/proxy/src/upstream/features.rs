@@ -136,7 +136,10 @@ impl UpstreamClient {
         }
     }
 
-    async fn connect_within(&self, timeout: Duration) -> Result<super::Connection, UpstreamError> {
+    pub(super) async fn connect_within(
+        &self,
+        timeout: Duration,
+    ) -> Result<super::Connection, UpstreamError> {
         tokio::time::timeout(timeout, self.connect())
             .await
             .map_err(|_| UpstreamError::Connect {

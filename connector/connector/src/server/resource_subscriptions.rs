@@ -1,0 +1,242 @@
+//! Who subscribes to which resource, and whether a route's version token moved (R-CON-49):
+//! the pure parts of the connector's resource subscriptions.
+//!
+//! - [`Registry`]: each subscriber (a session, or a 2026-07-28 listen stream) and the URIs it
+//!   subscribes to, each with the route serving it; at most [`MAX_URIS_PER_SUBSCRIBER`] per
+//!   subscriber and [`MAX_SUBSCRIPTIONS`] in all, so no caller grows the connector's memory
+//!   without bound.
+//! - [`Seen`]: per route and URI, the tokens seen of each proxy epoch (R-PRX-34). A token of a
+//!   known epoch whose serial moved is an update; one of a new epoch (the proxy reconnected to
+//!   its upstream, or another proxy replica answered) is an update too, once, unless it is the
+//!   first token seen: the spec makes `notifications/resources/updated` a hint to read again, so
+//!   one spurious hint is harmless and a missed update is not.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use durable_mcp_contract::features::parse_version_token;
+
+/// The most URIs one subscriber (a session, or a listen stream) subscribes to.
+pub const MAX_URIS_PER_SUBSCRIBER: usize = 100;
+/// The most subscriptions the connector keeps in all.
+pub const MAX_SUBSCRIPTIONS: usize = 10_000;
+/// The most proxy epochs remembered per resource (proxy replicas and reconnections).
+const EPOCHS_KEPT: usize = 8;
+
+/// See the module.
+#[derive(Debug)]
+pub struct Registry<N> {
+    next: u64,
+    total: usize,
+    subscribers: HashMap<u64, Subscriber<N>>,
+}
+
+#[derive(Debug)]
+struct Subscriber<N> {
+    notify: N,
+    /// URI -> index of the route serving it.
+    uris: BTreeMap<String, usize>,
+}
+
+impl<N> Default for Registry<N> {
+    fn default() -> Self {
+        Self {
+            next: 0,
+            total: 0,
+            subscribers: HashMap::new(),
+        }
+    }
+}
+
+impl<N: Clone> Registry<N> {
+    /// A new subscriber, told of updates through `notify`.
+    pub fn join(&mut self, notify: N) -> u64 {
+        self.next += 1;
+        let uris = BTreeMap::new();
+        self.subscribers
+            .insert(self.next, Subscriber { notify, uris });
+        self.next
+    }
+
+    /// Subscribes `id` to `uri` (served by `route`); an error saying why when a cap is reached.
+    /// Subscribing again to a URI is no new subscription.
+    pub fn add(&mut self, id: u64, uri: &str, route: usize) -> Result<(), String> {
+        let Some(subscriber) = self.subscribers.get_mut(&id) else {
+            return Err("the subscriber is gone".into());
+        };
+        if subscriber.uris.contains_key(uri) {
+            return Ok(());
+        }
+        if subscriber.uris.len() >= MAX_URIS_PER_SUBSCRIBER {
+            return Err(format!(
+                "a caller subscribes to at most {MAX_URIS_PER_SUBSCRIBER} resources at once; \
+                 unsubscribe from one first"
+            ));
+        }
+        if self.total >= MAX_SUBSCRIPTIONS {
+            return Err(format!(
+                "the connector holds {MAX_SUBSCRIPTIONS} resource subscriptions, its most; \
+                 try again later"
+            ));
+        }
+        subscriber.uris.insert(uri.to_owned(), route);
+        self.total += 1;
+        Ok(())
+    }
+
+    /// Unsubscribes `id` from `uri`; whether it was subscribed.
+    pub fn remove(&mut self, id: u64, uri: &str) -> bool {
+        let removed = self
+            .subscribers
+            .get_mut(&id)
+            .is_some_and(|s| s.uris.remove(uri).is_some());
+        self.total -= usize::from(removed);
+        removed
+    }
+
+    /// The subscriber is gone, with its subscriptions.
+    pub fn leave(&mut self, id: u64) {
+        if let Some(gone) = self.subscribers.remove(&id) {
+            self.total -= gone.uris.len();
+        }
+    }
+
+    /// Drops every subscriber `gone` says is gone.
+    pub fn leave_if(&mut self, gone: impl Fn(&N) -> bool) {
+        let left: Vec<u64> = self
+            .subscribers
+            .iter()
+            .filter(|(_, s)| gone(&s.notify))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in left {
+            self.leave(id);
+        }
+    }
+
+    /// The subscribed URIs by route: what one poll asks.
+    pub fn by_route(&self) -> BTreeMap<usize, BTreeSet<String>> {
+        let mut routes: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
+        for subscriber in self.subscribers.values() {
+            for (uri, route) in &subscriber.uris {
+                routes.entry(*route).or_default().insert(uri.clone());
+            }
+        }
+        routes
+    }
+
+    /// The subscribers of `uri` on `route`, to tell of an update.
+    pub fn subscribers_of(&self, route: usize, uri: &str) -> Vec<(u64, N)> {
+        self.subscribers
+            .iter()
+            .filter(|(_, s)| s.uris.get(uri) == Some(&route))
+            .map(|(id, s)| (*id, s.notify.clone()))
+            .collect()
+    }
+}
+
+/// See the module.
+#[derive(Debug, Default)]
+pub struct Seen(HashMap<(usize, String), VecDeque<(String, u64)>>);
+
+impl Seen {
+    /// Records `token` for `uri` on `route`; whether it tells of an update.
+    pub fn observe(&mut self, route: usize, uri: &str, token: &str) -> bool {
+        let known = self.0.entry((route, uri.to_owned())).or_default();
+        token_moved(known, token)
+    }
+
+    /// Forgets the URIs no longer subscribed.
+    pub fn retain(&mut self, subscribed: &BTreeMap<usize, BTreeSet<String>>) {
+        self.0
+            .retain(|(route, uri), _| subscribed.get(route).is_some_and(|uris| uris.contains(uri)));
+    }
+}
+
+/// Whether `token` tells of an update after the `known` tokens (per epoch, newest last), which
+/// it joins. Text no proxy wrote counts as an epoch of its own.
+pub fn token_moved(known: &mut VecDeque<(String, u64)>, token: &str) -> bool {
+    let (epoch, serial) = parse_version_token(token).unwrap_or((token, 0));
+    if let Some(entry) = known.iter_mut().find(|(e, _)| e == epoch) {
+        let moved = entry.1 != serial;
+        entry.1 = serial;
+        return moved;
+    }
+    let first = known.is_empty();
+    if known.len() >= EPOCHS_KEPT {
+        known.pop_front();
+    }
+    known.push_back((epoch.to_owned(), serial));
+    !first
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_moves_within_its_epoch_and_a_new_epoch_is_one_update() {
+        let mut seen = Seen::default();
+        assert!(
+            !seen.observe(0, "a://1", "e1.4"),
+            "the first token is the baseline"
+        );
+        assert!(!seen.observe(0, "a://1", "e1.4"));
+        assert!(seen.observe(0, "a://1", "e1.9"));
+        assert!(
+            seen.observe(0, "a://1", "e2.1"),
+            "another replica or connection"
+        );
+        // Replicas answering in turn are not updates once each is known.
+        assert!(!seen.observe(0, "a://1", "e1.9"));
+        assert!(!seen.observe(0, "a://1", "e2.1"));
+        assert!(
+            !seen.observe(1, "a://1", "e1.1"),
+            "another route is another resource"
+        );
+        let mut subscribed = BTreeMap::new();
+        subscribed.insert(1, BTreeSet::from(["a://1".to_owned()]));
+        seen.retain(&subscribed);
+        assert!(
+            !seen.observe(0, "a://1", "e1.10"),
+            "forgotten: a baseline again"
+        );
+    }
+
+    #[test]
+    fn epochs_kept_per_resource_are_bounded() {
+        let mut known = VecDeque::new();
+        for e in 0..20 {
+            token_moved(&mut known, &format!("e{e}.1"));
+        }
+        assert_eq!(known.len(), EPOCHS_KEPT);
+        assert!(token_moved(&mut known, "not-a-token"));
+    }
+
+    #[test]
+    fn subscriptions_are_capped_per_subscriber_and_end_with_it() {
+        let mut registry = Registry::default();
+        let (a, b) = (registry.join("a"), registry.join("b"));
+        for i in 0..MAX_URIS_PER_SUBSCRIBER {
+            registry.add(a, &format!("u://{i}"), 0).unwrap();
+        }
+        registry.add(a, "u://0", 0).unwrap();
+        let refused = registry.add(a, "u://more", 0).unwrap_err();
+        assert!(refused.contains("unsubscribe from one first"), "{refused}");
+        registry.add(b, "u://0", 0).unwrap();
+        registry.add(b, "v://x", 1).unwrap();
+        let mut to_tell: Vec<_> = registry.subscribers_of(0, "u://0");
+        to_tell.sort();
+        assert_eq!(to_tell, [(a, "a"), (b, "b")]);
+        assert!(registry.subscribers_of(1, "u://0").is_empty());
+        assert!(registry.remove(b, "u://0") && !registry.remove(b, "u://0"));
+        assert_eq!(
+            registry.by_route()[&1],
+            BTreeSet::from(["v://x".to_owned()])
+        );
+        registry.leave_if(|n| *n == "a");
+        assert_eq!(registry.total, 1);
+        assert!(!registry.by_route().contains_key(&0));
+        registry.leave(b);
+        assert!(registry.by_route().is_empty() && registry.total == 0);
+    }
+}

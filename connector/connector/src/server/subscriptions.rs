@@ -1,0 +1,275 @@
+//! Resource subscriptions (R-CON-49): a session's `resources/subscribe` and a 2026-07-28
+//! listen stream's `resourceSubscriptions` register the URI with the route serving it
+//! ([`resource_subscriptions::Registry`]); the subscription starts with one
+//! `~~resource_versions` of that route (R-PRX-34), which makes the proxy subscribe upstream and
+//! gives the baseline token. While any subscription lives, one task asks each route's
+//! versions of all its subscribed URIs every `--resource-poll`, and a token that moved
+//! ([`resource_subscriptions::Seen`]) sends `notifications/resources/updated` to the URI's
+//! subscribers. A session's subscriptions end with the session, a stream's with the stream.
+
+use std::{
+    sync::{Arc, Mutex, Weak},
+    time::Duration,
+};
+
+use rmcp::{
+    ErrorData as McpError, Peer, RoleServer,
+    model::{ResourceUpdatedNotificationParam, ServerNotification},
+    service::SubscriptionSink,
+};
+use serde_json::{Map, Value, json};
+
+use super::{
+    Connector, Inner,
+    call::jsonrpc_error,
+    feature_cache::Reserved,
+    internal::internal,
+    resource_subscriptions::{Registry, Seen},
+};
+use durable_mcp_contract::{
+    features::{MAX_VERSION_URIS, READ_RESOURCE, RESOURCE_VERSIONS, supports_subscribe},
+    jsonrpc_error::JsonRpcError,
+    payload,
+};
+
+/// How the connector asks its routes' resource versions by default (R-CON-49).
+pub const DEFAULT_RESOURCE_POLL: Duration = Duration::from_secs(5);
+/// The least time between two polls.
+pub const MIN_RESOURCE_POLL: Duration = Duration::from_secs(1);
+
+/// How a subscriber is told of an update.
+#[derive(Clone)]
+pub(super) enum Notify {
+    Session(Peer<RoleServer>),
+    Listener(SubscriptionSink),
+}
+
+impl Notify {
+    /// Sends `notifications/resources/updated` for `uri`; false when the subscriber is gone.
+    async fn updated(&self, uri: &str) -> bool {
+        let params = ResourceUpdatedNotificationParam::new(uri);
+        match self {
+            Self::Session(peer) => peer.notify_resource_updated(params).await.is_ok(),
+            Self::Listener(sink) => {
+                let notice = ServerNotification::ResourceUpdatedNotification(
+                    rmcp::model::ResourceUpdatedNotification::new(params),
+                );
+                sink.send(notice).await.is_ok()
+            }
+        }
+    }
+
+    fn gone(&self) -> bool {
+        match self {
+            Self::Session(peer) => peer.is_transport_closed(),
+            Self::Listener(_) => false,
+        }
+    }
+}
+
+/// The connector's subscriptions, the tokens seen, and the polling task.
+pub(super) struct ResourceSubscriptions {
+    registry: Mutex<Registry<Notify>>,
+    seen: Mutex<Seen>,
+    polling: std::sync::Once,
+}
+
+impl Default for ResourceSubscriptions {
+    fn default() -> Self {
+        Self {
+            registry: Default::default(),
+            seen: Default::default(),
+            polling: std::sync::Once::new(),
+        }
+    }
+}
+
+/// A session's subscriber id, once it subscribed (one per session, like its log level).
+pub(super) type SessionSubscriber = Arc<Mutex<Option<u64>>>;
+
+/// How often the routes' versions are asked for `--resource-poll`: never for zero (the
+/// connector then declares no `resources.subscribe`), else at least [`MIN_RESOURCE_POLL`].
+pub fn resource_poll_period(poll: Duration) -> Option<Duration> {
+    (!poll.is_zero()).then(|| poll.max(MIN_RESOURCE_POLL))
+}
+
+impl Connector {
+    /// Whether the connector serves resource subscriptions: a route's upstream declares
+    /// `resources.subscribe` and `--resource-poll` is not zero.
+    pub(super) fn serves_subscriptions(&self) -> bool {
+        resource_poll_period(self.inner.options.resource_poll).is_some()
+            && self.inner.declared.any(supports_subscribe)
+    }
+
+    /// The index of the route serving `uri`, when its upstream supports subscriptions; else
+    /// the caller's error: -32002 for a URI no route serves, -32602 for one whose route does
+    /// not support subscriptions.
+    async fn subscribable_route(&self, uri: &str) -> Result<usize, McpError> {
+        if resource_poll_period(self.inner.options.resource_poll).is_none() {
+            return Err(McpError::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                "this connector runs with --resource-poll 0s: it serves no resource subscriptions; read the resource again instead",
+                None,
+            ));
+        }
+        let route = self.route_for(READ_RESOURCE, uri, READ_RESOURCE).await?;
+        let routes = &self.inner.options.routes;
+        let index = routes.iter().position(|r| *r == route).unwrap_or_default();
+        let declared = self.declared().await;
+        if declared.get(index).is_some_and(supports_subscribe) {
+            return Ok(index);
+        }
+        Err(McpError::invalid_params(
+            format!(
+                "resource {uri:?} is served by {:?}, whose upstream does not support \
+                 subscriptions (no resources.subscribe); read it again instead",
+                route.service
+            ),
+            Some(json!({"uri": uri, "service": route.service})),
+        ))
+    }
+
+    /// Subscribes `id` to `uri`: the route is found, the subscription registered, and its
+    /// route's version asked at once (the proxy subscribes upstream; the baseline token).
+    pub(super) async fn subscribe_resource(&self, id: u64, uri: &str) -> Result<(), McpError> {
+        let route = self.subscribable_route(uri).await?;
+        let subs = &self.inner.resource_subs;
+        subs.registry
+            .lock()
+            .unwrap()
+            .add(id, uri, route)
+            .map_err(|why| McpError::invalid_params(why, Some(json!({"uri": uri}))))?;
+        self.start_resource_poll();
+        let asked = self.ask_versions(route, &[uri.to_owned()]).await;
+        let refused = match asked {
+            Ok((_, errors)) => errors.get(uri).map(refusal),
+            Err(e) => Some(e),
+        };
+        if let Some(error) = refused {
+            subs.registry.lock().unwrap().remove(id, uri);
+            return Err(error);
+        }
+        Ok(())
+    }
+
+    /// Unsubscribes `id` from `uri` (acknowledged whether or not it was subscribed).
+    pub(super) fn unsubscribe_resource(&self, id: u64, uri: &str) {
+        self.inner
+            .resource_subs
+            .registry
+            .lock()
+            .unwrap()
+            .remove(id, uri);
+    }
+
+    /// A new subscriber.
+    pub(super) fn join_subscribers(&self, notify: Notify) -> u64 {
+        self.inner
+            .resource_subs
+            .registry
+            .lock()
+            .unwrap()
+            .join(notify)
+    }
+
+    /// The subscriber is gone.
+    pub(super) fn leave_subscribers(&self, id: u64) {
+        self.inner.resource_subs.registry.lock().unwrap().leave(id);
+    }
+
+    /// The session's subscriber id, made on its first subscription.
+    pub(super) fn session_subscriber(
+        &self,
+        session: &SessionSubscriber,
+        peer: Peer<RoleServer>,
+    ) -> u64 {
+        let mut id = session.lock().unwrap();
+        *id.get_or_insert_with(|| self.join_subscribers(Notify::Session(peer)))
+    }
+
+    /// Asks `route` the versions of `uris`; each token is compared with the ones seen, and the
+    /// URIs' subscribers are told of a move. Answers the versions and the per-URI errors.
+    async fn ask_versions(
+        &self,
+        route: usize,
+        uris: &[String],
+    ) -> Result<(Map<String, Value>, Map<String, Value>), McpError> {
+        let service = &self.inner.options.routes[route];
+        let input = json!({"uris": uris});
+        let asked = self
+            .run_in_place(service, RESOURCE_VERSIONS, input, None)
+            .await;
+        let answered = match asked {
+            Ok(p) => payload::to_json(&p).map_err(|e| internal("resources/subscribe", e))?,
+            Err(Reserved::OverCap(e)) => return Err(e),
+            Err(Reserved::Failed(why)) => return Err(internal("resources/subscribe", why)),
+        };
+        let field = |key: &str| answered[key].as_object().cloned().unwrap_or_default();
+        let (versions, errors) = (field("versions"), field("errors"));
+        for (uri, token) in &versions {
+            let moved = token.as_str().is_some_and(|token| {
+                let mut seen = self.inner.resource_subs.seen.lock().unwrap();
+                seen.observe(route, uri, token)
+            });
+            if moved {
+                self.tell_updated(route, uri).await;
+            }
+        }
+        Ok((versions, errors))
+    }
+
+    /// Sends `notifications/resources/updated` to the subscribers of `uri` on `route`.
+    async fn tell_updated(&self, route: usize, uri: &str) {
+        let subs = &self.inner.resource_subs;
+        let told = subs.registry.lock().unwrap().subscribers_of(route, uri);
+        for (id, notify) in told {
+            if !notify.updated(uri).await {
+                self.leave_subscribers(id);
+            }
+        }
+    }
+
+    /// Starts the polling task, once.
+    fn start_resource_poll(&self) {
+        self.inner.resource_subs.polling.call_once(|| {
+            if let Some(period) = resource_poll_period(self.inner.options.resource_poll) {
+                tokio::spawn(poll(Arc::downgrade(&self.inner), period));
+            }
+        });
+    }
+}
+
+/// An upstream's JSON-RPC error for one URI, as the caller's error.
+fn refusal(error: &Value) -> McpError {
+    match serde_json::from_value::<JsonRpcError>(error.clone()) {
+        Ok(error) => jsonrpc_error(error),
+        Err(_) => internal(
+            "resources/subscribe",
+            "the proxy answered an unreadable error",
+        ),
+    }
+}
+
+/// Asks every route the versions of its subscribed URIs each `period` while anyone subscribes,
+/// until the connector is gone.
+async fn poll(inner: Weak<Inner>, period: Duration) {
+    loop {
+        tokio::time::sleep(period).await;
+        let Some(inner) = inner.upgrade() else { return };
+        let plan = {
+            let mut registry = inner.resource_subs.registry.lock().unwrap();
+            registry.leave_if(Notify::gone);
+            registry.by_route()
+        };
+        inner.resource_subs.seen.lock().unwrap().retain(&plan);
+        let connector = Connector::of(inner);
+        for (route, uris) in plan {
+            let uris: Vec<String> = uris.into_iter().collect();
+            for chunk in uris.chunks(MAX_VERSION_URIS) {
+                if let Err(e) = connector.ask_versions(route, chunk).await {
+                    tracing::debug!(error = %e.message, "asking resource versions");
+                }
+            }
+        }
+    }
+}

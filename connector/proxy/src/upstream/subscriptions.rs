@@ -1,0 +1,253 @@
+//! The upstream's resource subscriptions behind `~~resource_versions` (R-PRX-34): the proxy
+//! keeps one upstream subscription per URI a connector asks about, on its current connection,
+//! and answers each URI's version token ([`crate::resource_versions`]).
+//!
+//! A legacy upstream gets `resources/subscribe` per new URI and `resources/unsubscribe` per
+//! dropped one, and its `notifications/resources/updated` move the tokens (the connection's
+//! handler, [`ResourceWatch::updated`]); a 2026-07-28 upstream gets one `subscriptions/listen`
+//! stream naming every watched URI, opened again when the set changes. A new connection (or a
+//! listen stream that ended) starts a new epoch and subscribes every URI again.
+
+use std::{
+    collections::BTreeSet,
+    sync::{Arc, Mutex, Weak},
+    time::{Duration, Instant},
+};
+
+use rmcp::model::{ServerNotification, SubscriptionFilter};
+use serde_json::{Map, Value, json};
+
+use super::{Connection, UpstreamClient, UpstreamError, era};
+use crate::resource_versions::{MAX_WATCHED_URIS, VersionTable, WATCH_IDLE};
+
+/// The watched URIs of one upstream, shared by its connections.
+pub struct ResourceWatch {
+    table: Mutex<VersionTable>,
+    /// What is subscribed upstream now; held while subscribing, so askers take turns.
+    subscribed: tokio::sync::Mutex<Subscribed>,
+}
+
+#[derive(Default)]
+struct Subscribed {
+    conn: Option<Weak<<Connection as std::ops::Deref>::Target>>,
+    uris: BTreeSet<String>,
+    /// A 2026-07-28 upstream's listen stream, read by this task.
+    listen: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Subscribed {
+    fn drop(&mut self) {
+        if let Some(task) = self.listen.take() {
+            task.abort();
+        }
+    }
+}
+
+impl Default for ResourceWatch {
+    fn default() -> Self {
+        Self {
+            table: Mutex::new(VersionTable::new(new_epoch(), MAX_WATCHED_URIS)),
+            subscribed: Default::default(),
+        }
+    }
+}
+
+fn new_epoch() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..12].to_owned()
+}
+
+impl ResourceWatch {
+    /// The upstream said `uri` was updated.
+    pub fn updated(&self, uri: &str) {
+        self.table.lock().unwrap().bump(uri);
+    }
+}
+
+impl Subscribed {
+    /// Whether the subscriptions are on `conn` and still alive.
+    fn on(&self, conn: &Connection) -> bool {
+        let same = self
+            .conn
+            .as_ref()
+            .and_then(Weak::upgrade)
+            .is_some_and(|c| Arc::ptr_eq(&c, conn));
+        same && !self.listen.as_ref().is_some_and(|t| t.is_finished())
+    }
+}
+
+/// A JSON-RPC error object for a URI the proxy does not watch.
+fn refused(message: String) -> Value {
+    json!({"code": -32603, "message": message})
+}
+
+impl UpstreamClient {
+    /// Each URI's version token, subscribing upstream to the ones not yet watched (see the
+    /// module): `{"versions": {uri: token}, "errors": {uri: error}}`.
+    pub async fn resource_versions(
+        &self,
+        uris: &[String],
+        timeout: Duration,
+    ) -> Result<Value, UpstreamError> {
+        let conn = self.connect_within(timeout).await?;
+        let watch = &self.resources;
+        let mut subscribed = watch.subscribed.lock().await;
+        if !subscribed.on(&conn) {
+            *subscribed = Subscribed::default();
+            subscribed.conn = Some(Arc::downgrade(&conn));
+            watch.table.lock().unwrap().new_epoch(new_epoch());
+        }
+        let mut errors = Map::new();
+        let expired = {
+            let mut table = watch.table.lock().unwrap();
+            for uri in table.ask(uris, Instant::now()) {
+                let why = format!(
+                    "the proxy watches {MAX_WATCHED_URIS} resources of this upstream already; \
+                     unsubscribe from others first"
+                );
+                errors.insert(uri, refused(why));
+            }
+            table.expire(Instant::now(), WATCH_IDLE)
+        };
+        if era::Upstream::of(conn.peer()).modern {
+            self.listen_for(&conn, &mut subscribed, &mut errors, timeout)
+                .await?;
+        } else {
+            self.subscribe_each(&conn, &mut subscribed, expired, &mut errors, timeout)
+                .await?;
+        }
+        let table = watch.table.lock().unwrap();
+        let versions: Map<String, Value> = uris
+            .iter()
+            .filter_map(|uri| Some((uri.clone(), Value::String(table.token(uri)?))))
+            .collect();
+        Ok(json!({"versions": versions, "errors": errors}))
+    }
+
+    /// A legacy upstream: `resources/subscribe` for each new URI, `resources/unsubscribe` for
+    /// each dropped one. A URI the upstream refuses is not watched, and its error answered.
+    async fn subscribe_each(
+        &self,
+        conn: &Connection,
+        subscribed: &mut Subscribed,
+        expired: Vec<String>,
+        errors: &mut Map<String, Value>,
+        timeout: Duration,
+    ) -> Result<(), UpstreamError> {
+        for uri in expired {
+            if subscribed.uris.remove(&uri) {
+                let _ = self
+                    .request_on(conn, "resources/unsubscribe", json!({"uri": uri}), timeout)
+                    .await;
+            }
+        }
+        let wanted = self.resources.table.lock().unwrap().uris();
+        for uri in wanted.difference(&subscribed.uris.clone()) {
+            let asked = json!({"uri": uri});
+            match self
+                .request_on(conn, "resources/subscribe", asked, timeout)
+                .await
+            {
+                Ok(_) => {
+                    subscribed.uris.insert(uri.clone());
+                }
+                Err(UpstreamError::JsonRpc {
+                    code,
+                    message,
+                    data,
+                    ..
+                }) => {
+                    self.resources.table.lock().unwrap().remove(uri);
+                    let error = json!({"code": code, "message": message, "data": data});
+                    errors.insert(uri.clone(), error);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// A 2026-07-28 upstream: one `subscriptions/listen` stream naming every watched URI,
+    /// opened again (before the old one is dropped) when the set changed.
+    async fn listen_for(
+        &self,
+        conn: &Connection,
+        subscribed: &mut Subscribed,
+        errors: &mut Map<String, Value>,
+        timeout: Duration,
+    ) -> Result<(), UpstreamError> {
+        let wanted = self.resources.table.lock().unwrap().uris();
+        if wanted == subscribed.uris && (wanted.is_empty() || subscribed.listen.is_some()) {
+            return Ok(());
+        }
+        let old = subscribed.listen.take();
+        subscribed.uris.clear();
+        if !wanted.is_empty() {
+            let filter = SubscriptionFilter::builder()
+                .resource_subscriptions(wanted.iter().cloned())
+                .build();
+            let listening = tokio::time::timeout(timeout, conn.peer().listen(filter)).await;
+            let stream = match listening {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => return Err(self.failed(conn, e)),
+                Err(_) => {
+                    return Err(UpstreamError::Connect {
+                        service: self.service.clone(),
+                        reason: format!(
+                            "no acknowledgment of subscriptions/listen within {timeout:?}"
+                        ),
+                    });
+                }
+            };
+            let accepted: BTreeSet<String> = stream
+                .acknowledged()
+                .resource_subscriptions
+                .iter()
+                .flatten()
+                .cloned()
+                .collect();
+            for uri in wanted.difference(&accepted) {
+                self.resources.table.lock().unwrap().remove(uri);
+                let why = "the upstream did not accept a subscription to this resource".into();
+                errors.insert(uri.clone(), refused(why));
+            }
+            subscribed.uris = accepted;
+            subscribed.listen = Some(tokio::spawn(follow(stream, self.resources_weak())));
+        }
+        if let Some(old) = old {
+            old.abort();
+        }
+        Ok(())
+    }
+
+    /// One request on `conn` (with its era's `_meta`), its result as written.
+    async fn request_on(
+        &self,
+        conn: &Connection,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, UpstreamError> {
+        let mut options = rmcp::service::PeerRequestOptions::no_options();
+        options.timeout = Some(timeout);
+        options.meta = era::request_meta(era::Upstream::of(conn.peer()), false);
+        let request = rmcp::model::ClientRequest::CustomRequest(rmcp::model::CustomRequest::new(
+            method,
+            Some(params),
+        ));
+        self.send_as_written(conn, request, options).await
+    }
+
+    fn resources_weak(&self) -> Weak<ResourceWatch> {
+        Arc::downgrade(&self.resources)
+    }
+}
+
+/// Reads a listen stream's updates into the table until it ends.
+async fn follow(mut stream: rmcp::service::Subscription, watch: Weak<ResourceWatch>) {
+    while let Ok(Some(notification)) = stream.next().await {
+        let Some(watch) = watch.upgrade() else { return };
+        if let ServerNotification::ResourceUpdatedNotification(update) = notification {
+            watch.updated(&update.params.uri);
+        }
+    }
+}

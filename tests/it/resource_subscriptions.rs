@@ -1,0 +1,160 @@
+//! Resource subscriptions through the durable path (R-CON-49, R-PRX-34): connector -> Temporal
+//! -> proxy -> the mock upstream over stdio. A caller subscribes to one resource; the upstream
+//! updates it (the mock's `touch_resource` tool) and the caller gets
+//! `notifications/resources/updated` for it, never for a resource it did not subscribe to;
+//! after `resources/unsubscribe` it gets none.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use durable_mcp::inbound::server::{Connector, ConnectorOptions};
+use durable_mcp_conformance::fixtures::{Ledger, ToolSpec, UpstreamSpec};
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+
+use crate::{route_notices::StatelessPipe, support::*};
+
+/// The resource subscribed to, and one that is not (both served by the mock's template).
+const WATCHED: &str = "mock://items/1";
+const OTHER: &str = "mock://items/2";
+
+/// A proxy in front of the mock serving resources with `subscribe` and a `touch_resource`
+/// tool, and a connector's options for it that ask the versions every second.
+struct Touching {
+    options: ConnectorOptions,
+    _proxy: durable_mcp_conformance::proxy_thread::ProxyThread,
+}
+
+impl Touching {
+    fn start(env: &TestEnv) -> Self {
+        let touch: ToolSpec = serde_json::from_value(json!({
+            "name": "touch_resource",
+            "description": "Tells the resource's subscribers it was updated.",
+            "annotations": {"idempotentHint": true},
+            "behavior": {"kind": "touch_resource"}
+        }))
+        .unwrap();
+        let spec = UpstreamSpec {
+            name: "touching".into(),
+            tools: vec![touch],
+            instructions: None,
+        };
+        let file = temp_path("touching-spec.json");
+        std::fs::write(&file, serde_json::to_vec(&spec).unwrap()).unwrap();
+        let args = vec![
+            "--spec".into(),
+            file.to_string_lossy().into_owned(),
+            "--resources-and-prompts".into(),
+        ];
+        let ledger = Ledger::new(temp_path("ledger.jsonl"));
+        let upstream = mock_stdio_upstream_with_args("touching", args, &ledger).unwrap();
+        let mut options = connector_options("touching", &env.endpoint);
+        options.resource_poll = Duration::from_secs(1);
+        Self {
+            _proxy: start_proxy(env, vec![upstream]),
+            options,
+        }
+    }
+}
+
+/// A client that keeps the URIs of the `notifications/resources/updated` it gets.
+#[derive(Clone, Default)]
+struct Updates(Arc<Mutex<Vec<String>>>);
+
+impl Updates {
+    fn of(&self, uri: &str) -> usize {
+        self.0.lock().unwrap().iter().filter(|u| *u == uri).count()
+    }
+}
+
+impl rmcp::ClientHandler for Updates {
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.0.lock().unwrap().push(params.uri);
+    }
+}
+
+/// Calls `touch_resource` for `uri`; how many upstream subscribers the mock told.
+async fn touch(client: &McpClient<Updates>, uri: &str) -> Value {
+    let args = json!({"uri": uri}).as_object().cloned().unwrap();
+    let call = CallToolRequestParams::new("touch_resource").with_arguments(args);
+    let result = client.peer().call_tool(call).await.unwrap();
+    let result = serde_json::to_value(result).unwrap();
+    result["structuredContent"]["told"].clone()
+}
+
+#[tokio::test]
+#[allow(deprecated)] // resources/subscribe is what a session caller sends
+async fn a_session_caller_subscribed_to_a_resource_learns_of_its_updates_until_it_unsubscribes() {
+    let env = TestEnv::shared("resource-subscribe").await;
+    let mock = Touching::start(&env);
+    let updates = Updates::default();
+    let connector = Connector::new(env.client.clone(), mock.options.clone());
+    let client = serve_in_memory(connector, updates.clone()).await.unwrap();
+    let caps = client.peer_info().unwrap().capabilities.clone();
+    assert_eq!(caps.resources.and_then(|r| r.subscribe), Some(true));
+
+    let subscribe = rmcp::model::SubscribeRequestParams::new(WATCHED);
+    client.peer().subscribe(subscribe).await.unwrap();
+    // The proxy subscribed upstream before the caller's subscribe was answered.
+    assert_eq!(touch(&client, OTHER).await, 0, "nobody subscribed upstream");
+    assert_eq!(touch(&client, WATCHED).await, 1, "the proxy's subscription");
+    eventually(
+        Duration::from_secs(30),
+        "the caller gets notifications/resources/updated for the resource",
+        || updates.of(WATCHED) > 0,
+    )
+    .await;
+    assert_eq!(updates.of(OTHER), 0, "{:?}", updates.0.lock().unwrap());
+
+    let unsubscribe = rmcp::model::UnsubscribeRequestParams::new(WATCHED);
+    client.peer().unsubscribe(unsubscribe).await.unwrap();
+    let told = updates.of(WATCHED);
+    touch(&client, WATCHED).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(updates.of(WATCHED), told, "no update after unsubscribing");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stateless_listener_learns_of_the_resources_it_subscribed_to() {
+    let env = TestEnv::shared("resource-listen").await;
+    let mock = Touching::start(&env);
+    let connector = Connector::new(env.client.clone(), mock.options.clone());
+    let mut caller = StatelessPipe::serve(connector);
+    // A listing asks the routes' capabilities, so the stream can offer subscriptions.
+    caller.send(1, "resources/list", json!({})).await;
+    assert_eq!(caller.next().await["id"], 1);
+    let listen = json!({"notifications": {"resourceSubscriptions": [WATCHED]}});
+    caller.send(2, "subscriptions/listen", listen).await;
+    let acknowledged = caller.next().await;
+    assert_eq!(
+        acknowledged["params"]["notifications"]["resourceSubscriptions"],
+        json!([WATCHED]),
+        "{acknowledged}"
+    );
+    // The stream's subscription reaches the proxy within a poll or two.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for (id, uri) in [(3, OTHER), (4, WATCHED)] {
+        let call = json!({"name": "touch_resource", "arguments": {"uri": uri}});
+        caller.send(id, "tools/call", call).await;
+    }
+    let mut seen = Vec::new();
+    let notice = loop {
+        let message = caller.next().await;
+        if message["method"] == "notifications/resources/updated" {
+            break message;
+        }
+        seen.push(message);
+    };
+    assert_eq!(notice["params"]["uri"], WATCHED, "{notice} after {seen:?}");
+    assert_eq!(
+        notice["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 2,
+        "{notice}"
+    );
+}
