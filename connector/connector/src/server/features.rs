@@ -95,7 +95,7 @@ impl Declared {
         asked
             .probed
             .as_ref()
-            .is_some_and(|(_, routes)| routes.iter().any(test))
+            .is_some_and(|(_, routes)| routes.iter().flatten().any(test))
     }
 
     /// When the routes' capabilities were last asked.

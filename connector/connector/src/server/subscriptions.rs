@@ -115,8 +115,12 @@ impl Connector {
         let route = self.route_for(READ_RESOURCE, uri, READ_RESOURCE).await?;
         let routes = &self.inner.options.routes;
         let index = routes.iter().position(|r| *r == route).unwrap_or_default();
-        let declared = self.declared().await;
-        if declared.get(index).is_some_and(supports_subscribe) {
+        let declared = self.declared().await?;
+        if declared
+            .get(index)
+            .and_then(Option::as_ref)
+            .is_some_and(supports_subscribe)
+        {
             return Ok(index);
         }
         Err(McpError::invalid_params(
