@@ -2,7 +2,8 @@
 //! -> proxy -> the mock upstream over stdio. A caller subscribes to one resource; the upstream
 //! updates it (the mock's `touch_resource` tool) and the caller gets
 //! `notifications/resources/updated` for it, never for a resource it did not subscribe to;
-//! after `resources/unsubscribe` it gets none.
+//! after `resources/unsubscribe` it gets none. The same through server-everything, a legacy
+//! (2025-11-25) upstream that updates its subscribed resources by itself.
 
 use std::{
     sync::{Arc, Mutex},
@@ -157,4 +158,73 @@ async fn a_stateless_listener_learns_of_the_resources_it_subscribed_to() {
         notice["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 2,
         "{notice}"
     );
+}
+
+/// server-everything's `toggle-subscriber-updates` sends `notifications/resources/updated` for
+/// each subscribed URI at once and then every 5 s.
+const EVERYTHING_UPDATE_PERIOD: Duration = Duration::from_secs(5);
+
+/// The legacy path of R-PRX-34: server-everything speaks 2025-11-25 (it refuses
+/// `server/discover`), so the proxy subscribes with `resources/subscribe`, and the upstream's
+/// own periodic updates reach the session caller through the connector's polling (R-CON-49).
+#[tokio::test]
+#[allow(deprecated)] // resources/subscribe is what a session caller sends
+async fn a_session_caller_learns_of_a_legacy_upstreams_resource_updates_until_it_unsubscribes() {
+    use durable_mcp_conformance::fixtures::everything;
+    let Some(entry) = everything::entry_or_skip().await else {
+        return;
+    };
+    let (watched, other) = (
+        "demo://resource/dynamic/text/1",
+        "demo://resource/dynamic/text/2",
+    );
+    // A legacy upstream: the proxy's probe of 2026-07-28 fails and it takes the legacy path.
+    let mut direct = everything::RawStdioClient::start(&entry).await.unwrap();
+    assert_eq!(direct.initialize["protocolVersion"], "2025-11-25");
+    let discover = direct.exchange("server/discover", json!({})).await.unwrap();
+    assert!(
+        discover.response.get("error").is_some(),
+        "{}",
+        discover.response
+    );
+    drop(direct);
+
+    let env = TestEnv::shared("resource-subscribe-everything").await;
+    let upstream = durable_mcp_conformance::harness::upstream(
+        "everything-subscribe",
+        durable_mcp::outbound::TransportConfig::stdio(
+            "node",
+            vec![entry.to_string_lossy().into_owned(), "stdio".into()],
+        ),
+    );
+    let _proxy = start_proxy(&env, vec![upstream]);
+    let mut options = connector_options("everything-subscribe", &env.endpoint);
+    options.resource_poll = Duration::from_secs(1);
+    let updates = Updates::default();
+    let client = serve_in_memory(Connector::new(env.client.clone(), options), updates.clone())
+        .await
+        .unwrap();
+    let caps = client.peer_info().unwrap().capabilities.clone();
+    assert_eq!(caps.resources.and_then(|r| r.subscribe), Some(true));
+
+    let subscribe = rmcp::model::SubscribeRequestParams::new(watched);
+    client.peer().subscribe(subscribe).await.unwrap();
+    let toggle = CallToolRequestParams::new("toggle-subscriber-updates");
+    client.peer().call_tool(toggle).await.unwrap();
+    // One update at once and one a period later, each seen within a poll or two.
+    eventually(
+        EVERYTHING_UPDATE_PERIOD * 2 + Duration::from_secs(5),
+        "the caller gets two of the upstream's periodic updates of the resource",
+        || updates.of(watched) >= 2,
+    )
+    .await;
+    assert_eq!(updates.of(other), 0, "{:?}", updates.0.lock().unwrap());
+
+    let unsubscribe = rmcp::model::UnsubscribeRequestParams::new(watched);
+    client.peer().unsubscribe(unsubscribe).await.unwrap();
+    let told = updates.of(watched);
+    // The upstream keeps updating the resource; a period and two polls later none reached us.
+    tokio::time::sleep(EVERYTHING_UPDATE_PERIOD + Duration::from_secs(2)).await;
+    assert_eq!(updates.of(watched), told, "no update after unsubscribing");
+    client.cancel().await.unwrap();
 }
