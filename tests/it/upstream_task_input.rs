@@ -2,14 +2,16 @@
 //! relayed, not failed. The round ends with the task's requests, which a 2026-07-28 task caller
 //! of the connector sees as its task's `input_required`; its `tasks/update` starts the next
 //! round, which answers the upstream's task with `tasks/update` and follows it to its result.
-//! Through connector -> Temporal -> proxy -> the mock upstream (stdio), on the real dev server.
+//! A cancel while the task waits for input reaches the upstream's task with `tasks/cancel`
+//! (R-CON-46). Through connector -> Temporal -> proxy -> the mock upstream (stdio), on the real
+//! dev server.
 
 use std::time::Duration;
 
 use durable_mcp_conformance::fixtures::{
     LedgerEvent, ToolSpec, UpstreamSpec, ask_input::CONFIRM_KEY,
 };
-use rmcp::model::{TaskStatus, UpdateTaskParams};
+use rmcp::model::{CancelTaskParams, GetTaskParams, TaskStatus, UpdateTaskParams};
 use serde_json::json;
 
 use crate::durable_input::{confirmed, connector, setup_with};
@@ -93,5 +95,54 @@ async fn an_upstream_task_that_asks_for_input_is_answered_with_tasks_update_and_
     );
     assert_eq!(ledger.count_key(TOOL, LedgerEvent::Completed, "k"), 1);
     assert_eq!(ledger.count_key(TOOL, LedgerEvent::Cancelled, "k"), 0);
+    owner.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_task_cancelled_while_its_upstream_task_waits_for_input_cancels_that_task() {
+    let (env, ledger, _proxy, key) = setup_with("upstream-task-input-cancel", &spec()).await;
+    let day = Duration::from_secs(86_400);
+    let owner = task_client_for(connector(&env, &key, "owner", day))
+        .await
+        .unwrap();
+    let created = owner
+        .peer()
+        .call_tool_once(tool_call(TOOL, json!({"key": "c"})))
+        .await
+        .unwrap();
+    let task_id = task_id_of(created);
+    let waiting = poll_task_past(&owner, &task_id, TaskStatus::Working, |_| {}).await;
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    assert_eq!(ledger.count_key(TOOL, LedgerEvent::Cancelled, "c"), 0);
+
+    // The caller cancels while the upstream task asks: the task reads cancelled at once, and
+    // the proxy, serving the round the cancel took, sends the upstream task tasks/cancel.
+    owner
+        .peer()
+        .cancel_task(CancelTaskParams::new(&task_id))
+        .await
+        .unwrap();
+    let read = owner
+        .peer()
+        .get_task(GetTaskParams::new(&task_id))
+        .await
+        .unwrap();
+    let read = serde_json::to_value(&read).unwrap();
+    assert_eq!(read["status"], "cancelled", "{read}");
+    eventually(
+        Duration::from_secs(20),
+        "the upstream's asking task got tasks/cancel",
+        || ledger.count_key(TOOL, LedgerEvent::Cancelled, "c") == 1,
+    )
+    .await;
+    assert_eq!(ledger.count_key(TOOL, LedgerEvent::Called, "c"), 1);
+    assert_eq!(ledger.count_key(TOOL, LedgerEvent::Completed, "c"), 0);
+    // Still cancelled afterwards, whatever the marker operation's end.
+    let read = owner
+        .peer()
+        .get_task(GetTaskParams::new(&task_id))
+        .await
+        .unwrap();
+    assert_eq!(serde_json::to_value(&read).unwrap()["status"], "cancelled");
     owner.cancel().await.unwrap();
 }

@@ -75,6 +75,24 @@ pub struct InputRound {
     pub request_state: Option<String>,
 }
 
+/// The operation name of a round a cancel took while the call waited for input (R-CON-46):
+/// no tool's (R-NXC-5 writes `~` only before two hex digits). A handler that does not serve it
+/// refuses it, so nothing runs; the proxy serves it only to cancel its upstream task waiting
+/// for that input (R-PRX-29) and then refuses it alike.
+pub const CANCELLED_ROUND: &str = "~~cancelled-while-waiting-for-input";
+
+/// The input of a [`CANCELLED_ROUND`] operation: the `requestState` the waiting round's
+/// outcome recorded (never a caller's), so that the tool service can end what waits on it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelledRound {
+    #[serde(
+        rename = "requestState",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub request_state: Option<String>,
+}
+
 /// Whether an upstream's answer to `tools/call` asks for input (`resultType: "input_required"`).
 pub fn is_input_required(answer: &Value) -> bool {
     answer.get("resultType").and_then(Value::as_str) == Some("input_required")

@@ -24,6 +24,7 @@ pub mod as_written;
 pub mod assertion;
 pub mod auth;
 pub mod call_activity;
+mod cancelled_round;
 pub mod child;
 pub mod config;
 pub mod discovery;

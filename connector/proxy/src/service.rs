@@ -273,7 +273,7 @@ impl ServiceContext {
 }
 
 /// The tool an operation name stands for (R-NXC-5).
-fn tool_named(operation: &str) -> Result<String, HandlerError> {
+pub(crate) fn tool_named(operation: &str) -> Result<String, HandlerError> {
     tool_for_operation(operation).ok_or_else(|| {
         HandlerError::not_found(format!(
             "{operation:?} is not the operation name of any tool (R-NXC-5)"
@@ -355,6 +355,12 @@ pub fn proxy_service(ctx: ServiceContext) -> Service {
                 Ok(StartOutcome::Sync(payload))
             }
         }),
+    );
+    // A cancel while the call waited for input (R-PRX-29).
+    let service = super::cancelled_round::add_operation(
+        service,
+        ctx.service.clone(),
+        ctx.discovery.client().clone(),
     );
     // Resources, prompts and completions (R-PRX-32).
     super::features::add_operations(service, ctx.discovery.client().clone()).catch_all(Arc::new(

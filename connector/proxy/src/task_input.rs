@@ -80,6 +80,19 @@ pub fn waiting_task(
     Some(Ok(task))
 }
 
+/// The upstream task to send `tasks/cancel` when a cancel took the round after one that waits
+/// for input (the marker operation, R-CON-46): the task the waiting round's `requestState`
+/// names, when it is the proxy's state for `service` with an ID and a connection. `None` for
+/// an upstream's own state, none, or one of another service or form: nothing is sent. The
+/// marker names no tool, so the tool and arguments are not checked: the connector writes the
+/// marker's input only from the round's recorded outcome (R-CON-40).
+pub fn task_to_cancel(state: Option<&str>, service: &str) -> Option<WaitingTask> {
+    let json = state?.strip_prefix(TASK_STATE_PREFIX)?;
+    let task = serde_json::from_str::<WaitingTask>(json).ok()?;
+    let named = task.service == service && !task.task_id.is_empty() && !task.origin.is_empty();
+    named.then_some(task)
+}
+
 /// A fingerprint of a call's arguments (64-bit FNV-1a of their JSON, in hex): stable across
 /// processes and versions, which a state read by another replica needs. Not a secret: it ties a
 /// state to its call, it does not authenticate it.
@@ -147,6 +160,30 @@ mod tests {
             waiting_task("mock-upstream-state:confirm", "mock", "research", &args),
             None
         );
+    }
+
+    #[test]
+    fn a_cancel_while_waiting_cancels_only_the_task_its_rounds_state_names_for_this_service() {
+        let made = task(&arguments("k"));
+        let state = made.request_state();
+        assert_eq!(task_to_cancel(Some(&state), "mock"), Some(made.clone()));
+        let mut empty = made.clone();
+        empty.task_id.clear();
+        let empty = empty.request_state();
+        let forged = format!("{TASK_STATE_PREFIX}{{\"taskId\": \"7\"}}");
+        for (state, service) in [
+            (Some(state.as_str()), "other"),
+            (Some(empty.as_str()), "mock"),
+            (Some(forged.as_str()), "mock"),
+            (Some("mock-upstream-state:confirm"), "mock"),
+            (None, "mock"),
+        ] {
+            assert_eq!(
+                task_to_cancel(state, service),
+                None,
+                "{state:?} on {service}"
+            );
+        }
     }
 
     #[test]

@@ -13,16 +13,21 @@ use std::time::Duration;
 use rmcp::ErrorData as McpError;
 use tracing::info;
 
+use super::input::asked_of;
 use super::{Connector, internal::internal};
 use crate::route::Route;
-use durable_mcp_contract::{input::next_round_id, payload};
+use durable_mcp_contract::{
+    input::{CancelledRound, next_round_id},
+    payload,
+};
 use durable_mcp_runtime::nexus::{
     ConflictPolicy, OperationClientError, OperationDescription, OperationRef, ReusePolicy,
     StartOperation,
 };
 
-/// The operation name of a round a cancel took: no tool's.
-pub(super) const CANCELLED_ROUND: &str = "~~cancelled-while-waiting-for-input";
+/// The operation name of a round a cancel took: no tool's (shared with the proxy, which
+/// cancels its upstream task waiting for the input, R-PRX-29).
+pub(super) use durable_mcp_contract::input::CANCELLED_ROUND;
 
 /// How long the marker operation may live: it is cancelled at once, and refused if it starts.
 const MARKER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -41,6 +46,14 @@ pub(super) fn cancelled_while_waiting() -> McpError {
         "the call was cancelled while it waited for input, so this answer runs nothing; call the tool again without inputResponses and requestState",
         None,
     )
+}
+
+/// The marker's input: the `requestState` the waiting round's outcome recorded, the only
+/// source (never a caller's), so the tool service can end what waits on it (R-PRX-29).
+fn marker_input(last: &OperationDescription) -> CancelledRound {
+    CancelledRound {
+        request_state: asked_of(last).and_then(|a| a.request_state().map(str::to_owned)),
+    }
 }
 
 impl Connector {
@@ -74,7 +87,7 @@ impl Connector {
             return Ok(last.reference.clone());
         };
         let route = self.round_route(last).await?;
-        let input = payload::to_marked_payload(&serde_json::json!({}), "CancelledRound")
+        let input = payload::to_marked_payload(&marker_input(last), "CancelledRound")
             .map_err(|e| internal("cancelling the task", e))?;
         let mut start = StartOperation::new(
             next.clone(),
