@@ -11,18 +11,24 @@ use std::{sync::Arc, time::Duration};
 use temporalio_protos::temporal::api::common::v1::Payload;
 use tracing::{info, warn};
 
-use super::{service::tool_named, task_input::task_to_cancel, upstream::UpstreamClient};
+use super::{task_input::task_to_cancel, upstream::UpstreamClient};
 use durable_mcp_contract::{
     input::{CANCELLED_ROUND, CancelledRound},
     payload,
 };
-use durable_mcp_runtime::nexus::{Service, StartError, start_fn};
+use durable_mcp_runtime::nexus::{HandlerError, Service, StartError, start_fn};
 
 /// How long the `tasks/cancel` may take, as for a cancelled call (R-PRX-28).
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
-/// Adds the marker operation to `service` (the Nexus service of upstream `name`).
-pub fn add_operation(service: Service, name: String, client: Arc<UpstreamClient>) -> Service {
+/// Adds the marker operation to `service` (the Nexus service of upstream `name`); `refuse` is
+/// the refusal of a name that is no tool's, which the marker answers after its cancel.
+pub fn add_operation(
+    service: Service,
+    name: String,
+    client: Arc<UpstreamClient>,
+    refuse: fn(&str) -> Result<String, HandlerError>,
+) -> Service {
     service.operation(
         CANCELLED_ROUND,
         start_fn(move |start, input| {
@@ -30,7 +36,7 @@ pub fn add_operation(service: Service, name: String, client: Arc<UpstreamClient>
             async move {
                 cancel_waiting_task(&name, &client, &input).await;
                 Err(StartError::from(
-                    tool_named(&start.operation).expect_err("the marker names no tool"),
+                    refuse(&start.operation).expect_err("the marker names no tool"),
                 ))
             }
         }),

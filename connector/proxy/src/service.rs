@@ -273,7 +273,7 @@ impl ServiceContext {
 }
 
 /// The tool an operation name stands for (R-NXC-5).
-pub(crate) fn tool_named(operation: &str) -> Result<String, HandlerError> {
+fn tool_named(operation: &str) -> Result<String, HandlerError> {
     tool_for_operation(operation).ok_or_else(|| {
         HandlerError::not_found(format!(
             "{operation:?} is not the operation name of any tool (R-NXC-5)"
@@ -361,6 +361,7 @@ pub fn proxy_service(ctx: ServiceContext) -> Service {
         service,
         ctx.service.clone(),
         ctx.discovery.client().clone(),
+        tool_named,
     );
     // Resources, prompts and completions (R-PRX-32).
     super::features::add_operations(service, ctx.discovery.client().clone()).catch_all(Arc::new(

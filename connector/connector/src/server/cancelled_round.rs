@@ -7,17 +7,19 @@
 //! are followed to it, and a task whose last round is one reads `cancelled`; an answer that
 //! comes later finds the round taken (`RejectDuplicate`) and runs nothing, as two answers do
 //! (R-CON-40). When an answer started the round first, the cancel goes to that round, as any.
+//! The marker's input is the waiting round's recorded `requestState`, so a proxy whose upstream
+//! task waits on it cancels that task before refusing the marker alike (R-PRX-29).
 
 use std::time::Duration;
 
 use rmcp::ErrorData as McpError;
 use tracing::info;
 
-use super::input::asked_of;
 use super::{Connector, internal::internal};
 use crate::route::Route;
 use durable_mcp_contract::{
     input::{CancelledRound, next_round_id},
+    outcome::Outcome,
     payload,
 };
 use durable_mcp_runtime::nexus::{
@@ -52,7 +54,10 @@ pub(super) fn cancelled_while_waiting() -> McpError {
 /// source (never a caller's), so the tool service can end what waits on it (R-PRX-29).
 fn marker_input(last: &OperationDescription) -> CancelledRound {
     CancelledRound {
-        request_state: asked_of(last).and_then(|a| a.request_state().map(str::to_owned)),
+        request_state: match last.outcome.clone().map(Outcome::from_operation) {
+            Some(Outcome::InputRequired(asked)) => asked.request_state().map(str::to_owned),
+            _ => None,
+        },
     }
 }
 
