@@ -28,6 +28,18 @@ use crate::{
     run::proxy_process::{ProxyLauncher, Serves},
 };
 
+/// The whole load comes from one caller on one session, which the connector's per-caller and
+/// per-session caps (R-CON-38) would refuse after 600 requests a minute: they are off here, as
+/// for one trusted client; `--max-in-flight` keeps its default of 512 (above c=256).
+const ONE_CALLERS_CAPS_OFF: [&str; 6] = [
+    "--max-requests-per-session-minute",
+    "0",
+    "--max-call-starts-per-caller-minute",
+    "0",
+    "--max-in-flight-per-caller",
+    "0",
+];
+
 /// The Nexus service the connector routes to (the proxy serves the upstream under it).
 pub const UPSTREAM_SERVICE: &str = "mock";
 
@@ -281,6 +293,7 @@ pub async fn start(
                 command
                     // Every caller comes from loopback: one address.
                     .args(["--http-max-connections-per-address", "0"])
+                    .args(ONE_CALLERS_CAPS_OFF)
                     .env("RUST_LOG", "warn");
                 let (child, url) = spawn_until(
                     "connector",
@@ -299,6 +312,7 @@ pub async fn start(
                 let mut command =
                     tokio::process::Command::from(connector_command(&slice, UPSTREAM_SERVICE)?);
                 command
+                    .args(ONE_CALLERS_CAPS_OFF)
                     .env("RUST_LOG", "warn")
                     .stderr(std::fs::File::create(dir.join("connector-stdio.log"))?);
                 let transport = rmcp::transport::TokioChildProcess::new(command)?;
