@@ -224,12 +224,7 @@ async fn read(
             };
             Ok(StartOutcome::Sync(answer_error(&error)?))
         }
-        Err(e @ UpstreamError::Protocol { .. }) => Err(OperationError::Failed {
-            message: e.to_string(),
-            error_type: ToolCallErrorType::UpstreamProtocolError.as_str().into(),
-            details: None,
-        }
-        .into()),
+        Err(e @ UpstreamError::Protocol { .. }) => Err(protocol_failure(&e)),
         Err(e) => Err(retryable(&e)),
     }
 }
@@ -259,12 +254,7 @@ async fn versions(
     }
     match client.resource_versions(&uris, timeout).await {
         Ok(answered) => Ok(StartOutcome::Sync(answer(&answered)?)),
-        Err(e @ UpstreamError::Protocol { .. }) => Err(OperationError::Failed {
-            message: e.to_string(),
-            error_type: ToolCallErrorType::UpstreamProtocolError.as_str().into(),
-            details: None,
-        }
-        .into()),
+        Err(e @ UpstreamError::Protocol { .. }) => Err(protocol_failure(&e)),
         Err(e) => Err(retryable(&e)),
     }
 }
@@ -282,6 +272,16 @@ fn version_uris(input: &Payload) -> Result<Vec<String>, String> {
         ));
     }
     Ok(uris)
+}
+
+/// An upstream answer that is not MCP: a final failure (R-PRX-32), never retried.
+fn protocol_failure(e: &UpstreamError) -> StartError {
+    OperationError::Failed {
+        message: e.to_string(),
+        error_type: ToolCallErrorType::UpstreamProtocolError.as_str().into(),
+        details: None,
+    }
+    .into()
 }
 
 fn retryable(e: &UpstreamError) -> StartError {
