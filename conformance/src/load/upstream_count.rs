@@ -180,6 +180,16 @@ pub const NO_PEER: &str = "peer: no row: temporalio-mcp has no process fronting 
     upstream is a factory in the caller's own worker), so there is no start-up or routed listing \
     to compare";
 
+/// What start-up is made of, printed beside its verdict when the curve grows faster than
+/// linearly (R-CNF-18): measured with the debug build, every process's CPU grows linearly.
+pub const START_UP_NOTE: &str = "  why: start-up is bound by CPU, not by a step of the proxy: \
+    per upstream the connector's first session runs two standalone Nexus operations \
+    (capabilities, tool listing) at 21-31 ms of dev-server CPU each, and the proxy starts one \
+    process; each process's CPU grows linearly (server 80, 530-630 and 2,070-2,600 ms for 1, 10 \
+    and 50 upstreams, debug), so a step past linear is the 2-core machine saturating (50 \
+    upstreams queue 100 operations on the server beside 50 process starts), not more work per \
+    upstream (docs/performance.md)";
+
 /// The upstream-count section: start-up time as a chart, each curve's verdict, then each
 /// count's figures.
 pub fn render(points: &[UpstreamCountPoint]) -> String {
@@ -212,7 +222,13 @@ pub fn render(points: &[UpstreamCountPoint]) -> String {
         ),
         ("proxy VmRSS", curve(|p| p.proxy_rss_mib)),
     ] {
-        out.push_str(&verdict(what, &points, &labels, 1.0));
+        let said = verdict(what, &points, &labels, 1.0);
+        let faster = said.contains("faster than linearly");
+        out.push_str(&said);
+        if what == "start-up" && faster {
+            out.push_str(START_UP_NOTE);
+            out.push('\n');
+        }
     }
     for p in points {
         out.push_str(&line(p));
@@ -263,11 +279,38 @@ mod tests {
         for part in [
             "UPSTREAM COUNT",
             "50 upstreams |",
-            "start-up: grows faster than linearly: 10 upstreams to 50 upstreams (26.7x for 5.0x)",
+            "start-up: grows faster than linearly: 10 upstreams to 50 upstreams (26.7x for 5.0x)\n  why: start-up is bound by CPU",
             "proxy VmRSS: grows at most linearly",
             " 10 upstreams: 20 tools listed, ready in 1500.0 ms, then p50 3.0 ms",
         ] {
             assert!(text.contains(part), "{part:?} missing from:\n{text}");
         }
+        assert_eq!(text.matches(START_UP_NOTE).count(), 1, "once:\n{text}");
+    }
+
+    #[test]
+    fn the_start_up_note_stands_only_beside_a_start_up_flagged_faster_than_linear() {
+        let point = |upstreams, ready_ms, rss| UpstreamCountPoint {
+            upstreams,
+            listed: upstreams * 2,
+            ready_ms,
+            warm_list_p50_ms: 3.0,
+            connector_cpu_ms_per_list: 1.0,
+            proxy_rss_mib: rss,
+            proxy_peak_rss_mib: rss,
+            error: None,
+        };
+        // The debug runs' start-up (linear) with a proxy VmRSS flagged: no note.
+        let text = render(&[
+            point(1, 315.0, 1.0),
+            point(10, 1236.0, 2.0),
+            point(50, 3113.0, 100.0),
+        ]);
+        assert!(
+            text.contains("start-up: grows at most linearly")
+                && text.contains("proxy VmRSS: grows faster than linearly"),
+            "{text}"
+        );
+        assert!(!text.contains(START_UP_NOTE), "no note:\n{text}");
     }
 }
