@@ -301,3 +301,68 @@ async fn an_inline_call_that_asks_for_input_ends_its_round_and_the_next_round_ru
     assert_eq!(answered["structuredContent"]["inputResponses"], answers);
     assert!(!ran_an_activity(&env, "mock", "ro_ask", &next).await);
 }
+
+/// R-PRX-30, R-CON-26: a tool whose calls go inline is listed `io.durable-mcp/inline`, and the
+/// connector passes the mark on to its own callers; a call of it that carries a progress token
+/// and runs past the first look-up (2 s) costs no `DescribeNexusOperationExecution`, where the
+/// connector used to describe the operation at 2 s and find no token (a sync operation has
+/// none). The server's own counters say so.
+#[tokio::test]
+async fn a_call_of_a_tool_listed_inline_costs_no_progress_look_up() {
+    use durable_mcp::mcp::listing::INLINE_META_KEY;
+    use durable_mcp_conformance::load::metrics;
+    use rmcp::model::{CallToolRequest, ClientRequest, ServerResult};
+    use rmcp::service::PeerRequestOptions;
+    init_tracing();
+    let (mut server, address) = dedicated_server_with_metrics().await;
+    let env = TestEnv::on(&server, "inline-lookups").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let overrides = "slow = { execution = \"inline\" }";
+    let _proxy = start_proxy(&env, vec![upstream("mock", &ledger, "", overrides)]);
+    let client = serve_in_memory(connector_for(&env, "mock"), ())
+        .await
+        .unwrap();
+
+    // The connector's own listing carries the proxy's mark, on the inline tool only.
+    let tools = client.peer().list_all_tools().await.unwrap();
+    let meta = |name: &str| {
+        let tool = tools.iter().find(|t| t.name == name).unwrap();
+        serde_json::to_value(tool).unwrap()["_meta"][INLINE_META_KEY].clone()
+    };
+    assert_eq!(meta("slow"), json!(true), "{tools:?}");
+    assert_eq!(meta("echo"), Value::Null);
+
+    // Warm up (the proxy's first call opens its upstream), then a 3.5 s inline call with a
+    // progress token.
+    let warm = client.peer().call_tool(tool_call("echo", json!({"key": "warm"})));
+    assert_ne!(warm.await.unwrap().is_error, Some(true));
+    let before = metrics::scrape(&address).await.unwrap();
+    let started = std::time::Instant::now();
+    let args = json!({"key": "inline-slow", "sleep_ms": 3500});
+    let handle = client
+        .peer()
+        .send_request_with_option(
+            ClientRequest::CallToolRequest(CallToolRequest::new(tool_call("slow", args))),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    let ServerResult::CallToolResult(result) = handle.await_response().await.unwrap() else {
+        panic!("not a CallToolResult")
+    };
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    let elapsed = started.elapsed();
+    assert!(elapsed > durable_mcp::inbound::progress::FIRST_LOOKUP, "{elapsed:?}");
+    let spent = metrics::scrape(&address).await.unwrap().since(&before);
+    let describes = |name: &str| spent.0.get(name).copied().unwrap_or(0.0);
+    assert_eq!(
+        describes("frontend/DescribeNexusOperationExecution")
+            + describes("frontend/DescribeActivityExecution"),
+        0.0,
+        "a {elapsed:?} inline call looked its progress up: {spent:?}"
+    );
+    assert_eq!(ledger.count_key("slow", LedgerEvent::Called, "inline-slow"), 1);
+    client.cancel().await.unwrap();
+    drop(_proxy);
+    let _ = server.stop().await;
+}

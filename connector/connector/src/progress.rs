@@ -190,6 +190,17 @@ pub async fn call_progress(
     }
 }
 
+/// Whether a waiting caller's call is followed while it runs ([`forward_live`]): when the caller
+/// asked for progress (a token) or log messages (a level), unless the tool's listing says its
+/// calls are answered inline (`io.durable-mcp/inline`, R-PRX-30). An inline call has no
+/// Activity and no operation token, so every look-up of it would find nothing: at 2, 6 and 14 s
+/// of a call queued on a saturated server, one `DescribeNexusOperationExecution` each
+/// (R-CON-26). A call of such a tool that runs in an Activity after all still gets what it
+/// reported replayed with its result (R-CON-10).
+pub fn follows_live(token: &Option<ProgressToken>, min_level: Option<usize>, inline: bool) -> bool {
+    !inline && (token.is_some() || min_level.is_some())
+}
+
 /// Sends the caller what its call reports while it runs: `notifications/progress` under its own
 /// token whenever the progress changes (when it sent a token), and the upstream's log messages
 /// at or above `min_level` (when it has one), in order (R-CON-10, R-CON-13). Runs until dropped
@@ -376,6 +387,16 @@ mod tests {
             &activity(&call_activity_id("svc", "get sum", "")),
         );
         assert_eq!(ProgressSource::of(&d), None);
+    }
+
+    #[test]
+    fn calls_of_a_tool_listed_inline_are_not_followed_live() {
+        let token = Some(ProgressToken(rmcp::model::NumberOrString::Number(1)));
+        assert!(follows_live(&token, None, false));
+        assert!(follows_live(&None, Some(0), false));
+        assert!(!follows_live(&None, None, false), "nothing asked for");
+        assert!(!follows_live(&token, None, true));
+        assert!(!follows_live(&token, Some(0), true));
     }
 
     #[test]

@@ -16,6 +16,13 @@ pub const TIMEOUT_META_KEY: &str = "io.durable-mcp/timeoutMs";
 /// (R-NXC-4). Absent means the service retries it.
 pub const ONE_ATTEMPT_META_KEY: &str = "io.durable-mcp/oneAttempt";
 
+/// Key in a listed tool's `_meta`, `true` when the tool service answers the tool's calls inline,
+/// synchronously in its Nexus handler (R-PRX-30): such a call has no Activity and reports no
+/// progress while it runs, so callers do not look its progress up (R-CON-26). Absent means the
+/// call may run in an Activity. A hint, not a promise: a call the service places in an Activity
+/// after all still carries its progress with its result.
+pub const INLINE_META_KEY: &str = "io.durable-mcp/inline";
+
 /// Key of the `list_tools` input asking for the listing with the tool server's `instructions`
 /// (R-NXC-7): `{"withInstructions": true}` is answered `{"tools": [...], "instructions": "..."}`
 /// by a service that knows the key. Any other input is answered with the bare array of tools, so
@@ -76,23 +83,45 @@ impl ToolListing {
 
 /// Whether a listed tool says it gets one attempt.
 pub fn advertised_one_attempt(tool: &Value) -> bool {
-    tool.get("_meta")
-        .and_then(|m| m.get(ONE_ATTEMPT_META_KEY))
-        .and_then(Value::as_bool)
-        .unwrap_or(false)
+    meta_flag(tool, ONE_ATTEMPT_META_KEY)
 }
 
 /// Marks a tool as one that gets one attempt (see [`ONE_ATTEMPT_META_KEY`]); other tools are
 /// left unmarked.
 pub fn advertise_one_attempt(tool: &mut serde_json::Map<String, Value>, one_attempt: bool) {
-    if !one_attempt {
-        return;
+    if one_attempt {
+        set_meta_flag(tool, ONE_ATTEMPT_META_KEY);
     }
+}
+
+/// Whether a listed tool says its calls are answered inline (see [`INLINE_META_KEY`]).
+pub fn advertised_inline(tool: &Value) -> bool {
+    meta_flag(tool, INLINE_META_KEY)
+}
+
+/// Marks a tool whose calls are answered inline (see [`INLINE_META_KEY`]); other tools are
+/// left unmarked.
+pub fn advertise_inline(tool: &mut serde_json::Map<String, Value>, inline: bool) {
+    if inline {
+        set_meta_flag(tool, INLINE_META_KEY);
+    }
+}
+
+fn meta_flag(tool: &Value, key: &str) -> bool {
+    tool.get("_meta")
+        .and_then(|m| m.get(key))
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
+/// Sets `_meta[key] = true`, keeping the keys already there (a `_meta` that is not an object is
+/// left as it was written).
+fn set_meta_flag(tool: &mut serde_json::Map<String, Value>, key: &str) {
     if let Value::Object(meta) = tool
         .entry("_meta")
         .or_insert_with(|| Value::Object(Default::default()))
     {
-        meta.insert(ONE_ATTEMPT_META_KEY.into(), Value::Bool(true));
+        meta.insert(key.into(), Value::Bool(true));
     }
 }
 
@@ -141,6 +170,21 @@ mod tests {
         advertise_one_attempt(plain.as_object_mut().unwrap(), false);
         assert_eq!(plain, json!({"name": "t"}));
         assert!(!advertised_one_attempt(&plain));
+    }
+
+    #[test]
+    fn inline_tools_are_marked_beside_other_meta_and_others_are_not() {
+        let mut tool = json!({"name": "t", "_meta": {"other": 1}});
+        advertise_inline(tool.as_object_mut().unwrap(), true);
+        assert_eq!(tool["_meta"]["other"], 1);
+        assert_eq!(tool["_meta"][INLINE_META_KEY], true);
+        assert!(advertised_inline(&tool));
+        assert!(!advertised_one_attempt(&tool));
+        let mut plain = json!({"name": "t"});
+        advertise_inline(plain.as_object_mut().unwrap(), false);
+        assert_eq!(plain, json!({"name": "t"}));
+        assert!(!advertised_inline(&plain));
+        assert!(!advertised_inline(&json!({"_meta": {INLINE_META_KEY: "yes"}})));
     }
 
     #[test]

@@ -30,6 +30,12 @@ pub const DEFAULT_EXECUTION: Execution = Execution::Activity;
 /// to reach the server.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(2);
 
+/// What [`listed_inline`] judges `auto` by, since a listing knows no start: the Nexus request
+/// deadline (about 8 s, R-NEX-6) less a second for the start's way through the server. Erring
+/// short only costs look-ups of a call that went inline; erring long would leave a tool that
+/// usually runs in an Activity without live progress.
+pub const NOMINAL_REQUEST_DEADLINE: Duration = Duration::from_secs(7);
+
 /// How many times an inline call of a re-runnable tool is started when its retry policy sets
 /// no attempt cap: the server re-sends a start that failed retryably, and each re-send is one
 /// attempt.
@@ -73,6 +79,31 @@ pub fn place(
         (None, Execution::Inline) => at(true, "the upstream's execution is inline"),
         (Some(Execution::Auto), _) | (None, Execution::Auto) => auto(hints, options, remaining),
     }
+}
+
+/// Whether the tool's listing says its calls are answered inline ([`INLINE_META_KEY`], which
+/// spares the connector's progress look-ups, R-CON-26): [`place`] with the whole
+/// [`NOMINAL_REQUEST_DEADLINE`] left. So `inline` on the tool, `inline` on the upstream for a
+/// tool that is not one attempt, and `auto` for a re-runnable tool whose `start_to_close`
+/// plus [`DEADLINE_MARGIN`] is at most 7 s; never a tool the upstream runs as a task. A start
+/// that waited in the server's queue may leave an `auto` tool less than that: such a call runs
+/// in an Activity after all, and its progress still travels with its result (R-CON-10).
+///
+/// [`INLINE_META_KEY`]: durable_mcp_contract::listing::INLINE_META_KEY
+pub fn listed_inline(
+    layers: (Option<Execution>, Option<Execution>),
+    hints: &ToolHints,
+    options: &ResolvedCallOptions,
+    upstream_task: bool,
+) -> bool {
+    place(
+        layers,
+        hints,
+        options,
+        upstream_task,
+        Some(NOMINAL_REQUEST_DEADLINE),
+    )
+    .inline
 }
 
 /// `auto`: inline for a re-runnable tool whose attempt fits the request deadline.
@@ -187,6 +218,32 @@ mod tests {
         assert!(place((Some(Inline), None), &ro, &o, false, None).inline);
         assert!(!place((Some(Inline), Some(Activity)), &ro, &o, false, LEFT).inline);
         assert!(!place((None, None), &ro, &options("1s", &ro), false, LEFT).inline);
+    }
+
+    #[test]
+    fn the_listing_marks_the_tools_whose_calls_go_inline() {
+        use Execution::*;
+        let ro = hints(serde_json::json!({"readOnlyHint": true}));
+        let d = hints(serde_json::json!({"destructiveHint": true}));
+        let listed = |layers, h: &ToolHints, t: &str, task| {
+            listed_inline(layers, h, &options(t, h), task)
+        };
+        // The tool's own override: always, one-attempt or not.
+        assert!(listed((None, Some(Inline)), &d, "60s", false));
+        assert!(listed((Some(Activity), Some(Inline)), &ro, "60s", false));
+        // The upstream's: not for a one-attempt tool.
+        assert!(listed((Some(Inline), None), &ro, "60s", false));
+        assert!(!listed((Some(Inline), None), &d, "1s", false));
+        // auto: re-runnable, and the attempt plus the margin fits the nominal deadline.
+        assert!(listed((Some(Auto), None), &ro, "5s", false), "5 s + 2 s = 7 s");
+        assert!(!listed((Some(Auto), None), &ro, "6s", false), "6 s + 2 s > 7 s");
+        assert!(!listed((Some(Auto), None), &d, "1s", false));
+        // activity, or nothing said.
+        assert!(!listed((None, None), &ro, "1s", false));
+        assert!(!listed((Some(Inline), Some(Activity)), &ro, "1s", false));
+        // An upstream task is followed in an Activity, whatever the options say.
+        assert!(!listed((None, Some(Inline)), &ro, "1s", true));
+        assert!(!listed((Some(Auto), None), &ro, "1s", true));
     }
 
     #[test]

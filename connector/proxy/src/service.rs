@@ -7,14 +7,14 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use futures::future::BoxFuture;
 use temporalio_client::Connection;
 use temporalio_protos::temporal::api::{common::v1::Payload, enums::v1::ActivityIdReusePolicy};
-use tracing::info;
+use tracing::{info, warn};
 
 use durable_mcp_runtime::trace::TraceContext;
 
 use super::{
     call_activity::{CALL_TOOL_ACTIVITY, ToolCallInput},
     discovery::Discovery,
-    inline::{self, Attempts, Placement},
+    inline::{self, Attempts, Execution, Placement},
     inline_call::InlineCall,
     options::{ActivityOptions, ResolvedCallOptions, resolve},
     refusal::{self, Refusal},
@@ -25,7 +25,8 @@ use durable_mcp_contract::{
     call::CallToken,
     errors::ToolCallErrorType,
     listing::{
-        LIST_TOOLS, ToolListing, advertise_one_attempt, advertise_timeout, asks_for_instructions,
+        LIST_TOOLS, ToolListing, advertise_inline, advertise_one_attempt, advertise_timeout,
+        asks_for_instructions,
     },
     operation_name::tool_for_operation,
     payload,
@@ -120,13 +121,20 @@ impl ServiceContext {
         let placement = self.place(&tool, &definition, &options, upstream_task, start);
         if placement.inline {
             info!(%tool, reason = placement.reason, "tool call runs inline");
+            let attempt = attempts.next(&start.request_id);
+            if attempt > 1 {
+                // The server re-sent the start: the last answer came after the request deadline
+                // or was a retryable failure. A re-runnable tool runs again (R-PRX-30).
+                warn!(%tool, request_id = %start.request_id, attempt,
+                      "the server sent an inline call's start again; it runs again");
+            }
             let call = InlineCall {
                 client: self.discovery.client(),
                 tool: &tool,
                 arguments,
                 answers,
                 options: &options,
-                attempt: attempts.next(&start.request_id),
+                attempt,
             };
             return call.run(start).await;
         }
@@ -147,13 +155,27 @@ impl ServiceContext {
         upstream_task: bool,
         start: &StartContext,
     ) -> Placement {
-        let layers = (
-            self.activity_options.execution,
-            self.overrides.get(tool).and_then(|o| o.execution),
-        );
         let hints = ToolHints::from_tool_json(definition);
         let left = inline::remaining(start.deadline);
-        inline::place(layers, &hints, options, upstream_task, left)
+        inline::place(self.execution(tool), &hints, options, upstream_task, left)
+    }
+
+    /// The `execution` of the upstream's `activity_options` and of the tool's override.
+    fn execution(&self, tool: &str) -> (Option<Execution>, Option<Execution>) {
+        (
+            self.activity_options.execution,
+            self.overrides.get(tool).and_then(|o| o.execution),
+        )
+    }
+
+    /// Whether the listing marks `definition`'s calls as answered inline (R-PRX-30).
+    fn listed_inline(&self, definition: &serde_json::Value, options: &ResolvedCallOptions) -> bool {
+        let Some(tool) = definition["name"].as_str() else {
+            return false;
+        };
+        let upstream_task = definition["execution"]["taskSupport"] == "required";
+        let hints = ToolHints::from_tool_json(definition);
+        inline::listed_inline(self.execution(tool), &hints, options, upstream_task)
     }
 
     /// The run of the call's activity, if there is one.
@@ -338,9 +360,11 @@ pub fn proxy_service(ctx: ServiceContext) -> Service {
                     .map(|tool| {
                         let mut tool = tool.clone();
                         let options = ctx.resolve(&tool);
+                        let inline = ctx.listed_inline(&tool, &options);
                         if let Some(obj) = tool.as_object_mut() {
                             advertise_timeout(obj, call_timeout(&options));
                             advertise_one_attempt(obj, options.one_attempt);
+                            advertise_inline(obj, inline);
                         }
                         tool
                     })

@@ -22,7 +22,7 @@ use crate::{
         FingerprintKey, IdempotencyKey, arguments_fingerprint, fingerprint_matches, key_from_meta,
         operation_id as idempotent_operation_id,
     },
-    progress::{forward_live, replay_notifications},
+    progress::{follows_live, forward_live, replay_notifications},
     route::Route,
     task_ref::{CallerScope, SigningKey, caller_hash},
 };
@@ -30,7 +30,7 @@ use durable_mcp_contract::{
     call::{CallNotifications, LiveNotifications},
     errors::ConnectorErrorType,
     jsonrpc_error::JsonRpcError,
-    listing::{advertised_one_attempt, advertised_timeout},
+    listing::{advertised_inline, advertised_one_attempt, advertised_timeout},
     operation_name::operation_for_tool,
     outcome::{ERROR_TYPE_META, Outcome, to_call_tool_result_for},
     payload,
@@ -218,7 +218,9 @@ impl Connector {
         // What the caller got live, so the replay below sends only what it missed.
         let live = std::sync::Mutex::new(LiveNotifications::default());
         let forward = async {
-            if let Some(l) = &listener {
+            if let Some(l) = &listener
+                && follows_live(&l.progress_token, l.min_log_level, l.inline)
+            {
                 let token = l.progress_token.clone();
                 forward_live(client, op, &l.peer, token, l.min_log_level, &live).await;
             }
@@ -292,6 +294,14 @@ impl Connector {
             .is_ok_and(|(_, definition)| advertised_one_attempt(&definition))
     }
 
+    /// Whether the tool's listing says its calls are answered inline (R-PRX-30): then its
+    /// progress is not looked up while a call runs (R-CON-26). An unknown tool is not.
+    pub(super) async fn listed_inline(&self, tool: &str) -> bool {
+        self.lookup(tool)
+            .await
+            .is_ok_and(|(_, definition)| advertised_inline(&definition))
+    }
+
     /// Calls a tool through its route and waits for the outcome. `cancel` (the MCP request's
     /// cancellation) cancels the Nexus operation.
     pub async fn call(
@@ -359,6 +369,9 @@ pub(super) struct Listener {
     pub progress_token: Option<ProgressToken>,
     /// The caller's `logging/setLevel`, as a rank in MCP's levels: no log messages without one.
     pub min_log_level: Option<usize>,
+    /// The tool's listing says its calls are answered inline: nothing to follow live, what
+    /// the call reports (if it ran in an Activity after all) comes with its result.
+    pub inline: bool,
 }
 
 /// The metrics' name of the start of a call's operation (R-RUN-6).

@@ -863,6 +863,7 @@ impl Typed {
             peer: context.peer.clone(),
             progress_token: context.meta.get_progress_token(),
             min_log_level: logging::request_log_level(&context.meta, &self.log_level),
+            inline: self.listed_inline(tool).await,
         });
         let one_attempt = self.one_attempt(tool).await;
         let finished = self.finish_call(op, deadline, &cancel, progress, one_attempt);
