@@ -502,7 +502,8 @@ async fn measure_row(
         })
         .collect();
     // The floor's Activity echoes by itself: its calls never reach the upstream's ledger.
-    let tally = loss::tally(&ended, (kind != PathKind::Floor).then_some(&runs));
+    let ledger = (kind != PathKind::Floor).then_some(&runs);
+    let tally = loss::tally(&ended, ledger, loss::reruns_allowed(kind));
     let ms = |p: f64| measure::percentile(&samples.latencies, p).as_secs_f64() * 1000.0;
     Row {
         path: kind,
@@ -512,6 +513,7 @@ async fn measure_row(
         errors: tally.errors,
         lost: tally.lost,
         duplicated: tally.duplicated,
+        rerun: tally.rerun,
         p50_ms: ms(50.0),
         p90_ms: ms(90.0),
         p99_ms: ms(99.0),

@@ -18,8 +18,13 @@ pub struct Row {
     /// Calls the upstream never ran although no error was reported for them (always 0 for the
     /// floor, whose work never reaches the upstream's ledger).
     pub lost: usize,
-    /// Calls the upstream ran more than once (from its invocation ledger).
+    /// Calls the upstream ran more than once (from its invocation ledger) where that is not
+    /// allowed: they fail the run.
     pub duplicated: usize,
+    /// Calls the upstream ran more than once where R-PRX-30 allows it (inline-path rows): the
+    /// server re-sent an inline start. Reported, never a failure.
+    #[serde(default)]
+    pub rerun: usize,
     pub p50_ms: f64,
     pub p90_ms: f64,
     pub p99_ms: f64,
@@ -160,13 +165,14 @@ impl LoadReport {
         );
         let _ = writeln!(
             out,
-            "{:<15} {:>4} {:>6} {:>4} {:>4} {:>4} {:>8} {:>8} {:>8} {:>8}  {:<44} {:>7} {:>7}  PEAK RSS MiB",
+            "{:<15} {:>4} {:>6} {:>4} {:>4} {:>4} {:>5} {:>8} {:>8} {:>8} {:>8}  {:<44} {:>7} {:>7}  PEAK RSS MiB",
             "PATH",
             "C",
             "CALLS",
             "ERR",
             "LOST",
             "DUP",
+            "RERUN",
             "p50 ms",
             "p90 ms",
             "p99 ms",
@@ -194,13 +200,14 @@ impl LoadReport {
             };
             let _ = writeln!(
                 out,
-                "{:<15} {:>4} {:>6} {:>4} {:>4} {:>4} {:>8.1} {:>8.1} {:>8.1} {:>8.1}  {:<44} {:>7} {:>7}  {}",
+                "{:<15} {:>4} {:>6} {:>4} {:>4} {:>4} {:>5} {:>8.1} {:>8.1} {:>8.1} {:>8.1}  {:<44} {:>7} {:>7}  {}",
                 r.label,
                 r.concurrency,
                 r.calls,
                 r.errors,
                 r.lost,
                 r.duplicated,
+                r.rerun,
                 r.p50_ms,
                 r.p90_ms,
                 r.p99_ms,
@@ -284,27 +291,23 @@ impl LoadReport {
         if let Some(why) = &self.tasks_failed {
             let _ = writeln!(out, "\nCONNECTOR MEMORY: the tasks run failed: {why}");
         }
-        let lost: usize = self
-            .rows
-            .iter()
-            .chain(self.count_run.as_ref())
-            .map(|r| r.lost)
-            .sum();
-        let dup: usize = self
-            .rows
-            .iter()
-            .chain(self.count_run.as_ref())
-            .map(|r| r.duplicated)
-            .sum();
-        let calls: usize = self
-            .rows
-            .iter()
-            .chain(self.count_run.as_ref())
-            .map(|r| r.calls)
-            .sum();
-        let _ = writeln!(out, "\n{calls} calls: {lost} lost, {dup} duplicated");
+        let rows: Vec<&Row> = self.rows.iter().chain(self.count_run.as_ref()).collect();
+        let _ = writeln!(out, "\n{}", summary(&rows));
         out
     }
+}
+
+/// The run's last line: calls, lost, duplicated, and, when the inline path ran, its re-runs,
+/// which R-PRX-30 allows and which fail nothing.
+fn summary(rows: &[&Row]) -> String {
+    let sum = |f: fn(&Row) -> usize| rows.iter().map(|r| f(r)).sum::<usize>();
+    let (calls, lost, dup) = (sum(|r| r.calls), sum(|r| r.lost), sum(|r| r.duplicated));
+    let mut line = format!("{calls} calls: {lost} lost, {dup} duplicated");
+    if rows.iter().any(|r| super::loss::reruns_allowed(r.path)) {
+        let rerun = sum(|r| r.rerun);
+        let _ = write!(line, ", {rerun} re-run inline (allowed, R-PRX-30)");
+    }
+    line
 }
 
 /// The connector's memory section (R-CNF-16).
@@ -370,6 +373,51 @@ mod tests {
         ] {
             assert!(text.contains(part), "{part:?} missing from:\n{text}");
         }
+    }
+
+    fn row(path: PathKind, calls: usize, duplicated: usize, rerun: usize) -> Row {
+        Row {
+            path,
+            label: path.label().into(),
+            concurrency: 64,
+            calls,
+            errors: 0,
+            lost: 0,
+            duplicated,
+            rerun,
+            p50_ms: 1.0,
+            p90_ms: 1.0,
+            p99_ms: 1.0,
+            calls_per_s: 1.0,
+            cpu_ms_per_call: BTreeMap::new(),
+            peak_rss_mib: BTreeMap::new(),
+            server_per_call: BTreeMap::new(),
+            first_error: None,
+        }
+    }
+
+    #[test]
+    fn an_inline_rerun_is_reported_and_fails_nothing_but_a_duplicate_does() {
+        let full = row(PathKind::FullHttp, 1000, 0, 0);
+        let inline = row(PathKind::InlineHttp, 1712, 0, 1);
+        let report = LoadReport {
+            rows: vec![full.clone(), inline.clone()],
+            ..LoadReport::default()
+        };
+        assert!(report.clean());
+        let text = report.render();
+        assert!(
+            text.contains("2712 calls: 0 lost, 0 duplicated, 1 re-run inline (allowed, R-PRX-30)"),
+            "{text}"
+        );
+        // Without the inline path, no re-run is mentioned.
+        assert_eq!(summary(&[&full]), "1000 calls: 0 lost, 0 duplicated");
+        // A duplicate on any other path still fails the run.
+        let report = LoadReport {
+            rows: vec![row(PathKind::FullHttp, 1000, 1, 0), inline],
+            ..LoadReport::default()
+        };
+        assert!(!report.clean());
     }
 
     #[test]

@@ -313,6 +313,7 @@ mod tests {
             errors: 0,
             lost: 0,
             duplicated: 0,
+            rerun: 0,
             p50_ms: p50,
             p90_ms: p50,
             p99_ms: 2.0 * p50,
