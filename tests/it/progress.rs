@@ -353,3 +353,59 @@ async fn progress_written_just_before_the_result_is_never_lost() {
     }
     client.cancel().await.unwrap();
 }
+
+/// R-CON-26, R-CON-10: a call of a tool listed `io.durable-mcp/inline` is not followed live,
+/// yet when the proxy runs it in an Activity after all (here: the proxy restarted with the
+/// tool back on the Activity path while the connector kept the listing it had), the caller
+/// still gets every progress notification, replayed with the result, under its own token.
+#[tokio::test]
+async fn a_call_listed_inline_that_ran_in_an_activity_gets_its_progress_with_its_result() {
+    use durable_mcp::mcp::listing::INLINE_META_KEY;
+    let env = TestEnv::shared("progress-inline-listed").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let mut upstream = mock_stdio_upstream_with_spec("mock", &progress_spec(), &ledger);
+    let on_activity = upstream.clone();
+    upstream.overrides = toml::from_str("steps = { execution = \"inline\" }").unwrap();
+    let inline_proxy = start_proxy(&env, vec![upstream]);
+    let recorder = ProgressRecorder::default();
+    let client = serve_in_memory(connector_for(&env, "mock"), recorder.clone())
+        .await
+        .unwrap();
+    let tools = client.peer().list_all_tools().await.unwrap();
+    let steps = tools.iter().find(|t| t.name == "steps").unwrap();
+    let listed = serde_json::to_value(steps).unwrap();
+    assert_eq!(listed["_meta"][INLINE_META_KEY], json!(true), "{listed}");
+
+    // The same task queue, now without the override: `steps` runs in an Activity.
+    drop(inline_proxy);
+    let _proxy = start_proxy(&env, vec![on_activity]);
+    let handle = client
+        .peer()
+        .send_request_with_option(
+            ClientRequest::CallToolRequest(CallToolRequest::new(tool_call(
+                "steps",
+                json!({"key": "listed-inline"}),
+            ))),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    let sent_token = handle.progress_token.clone();
+    let ServerResult::CallToolResult(result) = handle.await_response().await.unwrap() else {
+        panic!("not a CallToolResult")
+    };
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    // rmcp hands each notification to a task of its own: wait for them.
+    let mut seen = Vec::new();
+    for _ in 0..50 {
+        seen = recorder.seen.lock().unwrap().clone();
+        if seen.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let progress: Vec<f64> = seen.iter().map(|p| p.progress).collect();
+    assert_eq!(progress, [1.0, 2.0, 3.0], "{seen:?}");
+    assert!(seen.iter().all(|p| p.progress_token == sent_token));
+    client.cancel().await.unwrap();
+}
