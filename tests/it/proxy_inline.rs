@@ -334,7 +334,9 @@ async fn a_call_of_a_tool_listed_inline_costs_no_progress_look_up() {
 
     // Warm up (the proxy's first call opens its upstream), then a 3.5 s inline call with a
     // progress token.
-    let warm = client.peer().call_tool(tool_call("echo", json!({"key": "warm"})));
+    let warm = client
+        .peer()
+        .call_tool(tool_call("echo", json!({"key": "warm"})));
     assert_ne!(warm.await.unwrap().is_error, Some(true));
     let before = metrics::scrape(&address).await.unwrap();
     let started = std::time::Instant::now();
@@ -352,7 +354,10 @@ async fn a_call_of_a_tool_listed_inline_costs_no_progress_look_up() {
     };
     assert_ne!(result.is_error, Some(true), "{result:?}");
     let elapsed = started.elapsed();
-    assert!(elapsed > durable_mcp::inbound::progress::FIRST_LOOKUP, "{elapsed:?}");
+    assert!(
+        elapsed > durable_mcp::inbound::progress::FIRST_LOOKUP,
+        "{elapsed:?}"
+    );
     let spent = metrics::scrape(&address).await.unwrap().since(&before);
     let describes = |name: &str| spent.0.get(name).copied().unwrap_or(0.0);
     assert_eq!(
@@ -361,7 +366,10 @@ async fn a_call_of_a_tool_listed_inline_costs_no_progress_look_up() {
         0.0,
         "a {elapsed:?} inline call looked its progress up: {spent:?}"
     );
-    assert_eq!(ledger.count_key("slow", LedgerEvent::Called, "inline-slow"), 1);
+    assert_eq!(
+        ledger.count_key("slow", LedgerEvent::Called, "inline-slow"),
+        1
+    );
     client.cancel().await.unwrap();
     drop(_proxy);
     let _ = server.stop().await;

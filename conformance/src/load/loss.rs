@@ -122,7 +122,10 @@ mod tests {
         let inline = tally(&ended, Some(&runs), reruns_allowed(PathKind::InlineHttp));
         assert_eq!((inline.duplicated, inline.rerun, inline.lost), (0, 1, 0));
         // Every other path: the same ledger is a duplicate.
-        for path in PathKind::ALL.into_iter().filter(|p| *p != PathKind::InlineHttp) {
+        for path in PathKind::ALL
+            .into_iter()
+            .filter(|p| *p != PathKind::InlineHttp)
+        {
             let t = tally(&ended, Some(&runs), reruns_allowed(path));
             assert_eq!((t.duplicated, t.rerun), (1, 0), "{path:?}");
         }

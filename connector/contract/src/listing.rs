@@ -184,7 +184,9 @@ mod tests {
         advertise_inline(plain.as_object_mut().unwrap(), false);
         assert_eq!(plain, json!({"name": "t"}));
         assert!(!advertised_inline(&plain));
-        assert!(!advertised_inline(&json!({"_meta": {INLINE_META_KEY: "yes"}})));
+        assert!(!advertised_inline(
+            &json!({"_meta": {INLINE_META_KEY: "yes"}})
+        ));
     }
 
     #[test]

@@ -225,9 +225,8 @@ mod tests {
         use Execution::*;
         let ro = hints(serde_json::json!({"readOnlyHint": true}));
         let d = hints(serde_json::json!({"destructiveHint": true}));
-        let listed = |layers, h: &ToolHints, t: &str, task| {
-            listed_inline(layers, h, &options(t, h), task)
-        };
+        let listed =
+            |layers, h: &ToolHints, t: &str, task| listed_inline(layers, h, &options(t, h), task);
         // The tool's own override: always, one-attempt or not.
         assert!(listed((None, Some(Inline)), &d, "60s", false));
         assert!(listed((Some(Activity), Some(Inline)), &ro, "60s", false));
@@ -235,8 +234,14 @@ mod tests {
         assert!(listed((Some(Inline), None), &ro, "60s", false));
         assert!(!listed((Some(Inline), None), &d, "1s", false));
         // auto: re-runnable, and the attempt plus the margin fits the nominal deadline.
-        assert!(listed((Some(Auto), None), &ro, "5s", false), "5 s + 2 s = 7 s");
-        assert!(!listed((Some(Auto), None), &ro, "6s", false), "6 s + 2 s > 7 s");
+        assert!(
+            listed((Some(Auto), None), &ro, "5s", false),
+            "5 s + 2 s = 7 s"
+        );
+        assert!(
+            !listed((Some(Auto), None), &ro, "6s", false),
+            "6 s + 2 s > 7 s"
+        );
         assert!(!listed((Some(Auto), None), &d, "1s", false));
         // activity, or nothing said.
         assert!(!listed((None, None), &ro, "1s", false));
