@@ -7,6 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use tokio::sync::watch;
 use tracing::warn;
 
 use super::{errors::Backoff, upstream::UpstreamClient};
@@ -57,11 +58,16 @@ pub struct Discovery {
     client: Arc<UpstreamClient>,
     backoff: Backoff,
     state: Mutex<State>,
+    /// The upstream's tool-list changes as seen when the catalog was made, never updated:
+    /// [`Self::follow_changes`] starts from a clone of it, so a notification that arrives
+    /// before it runs (the first listing, say) is still followed.
+    changes: watch::Receiver<u64>,
 }
 
 impl Discovery {
     pub fn new(client: Arc<UpstreamClient>) -> Self {
         Self {
+            changes: client.tool_list_changes(),
             client,
             backoff: Backoff::discovery(),
             state: Mutex::default(),
@@ -102,9 +108,10 @@ impl Discovery {
     }
 
     /// Refreshes whenever the upstream sends `notifications/tools/list_changed`, until
-    /// `shutdown`. The upstream just spoke, so a backoff from earlier failures is skipped.
+    /// `shutdown`: every one since the catalog was made, including those sent before this
+    /// runs. The upstream just spoke, so a backoff from earlier failures is skipped.
     pub async fn follow_changes(self: Arc<Self>, shutdown: tokio_util::sync::CancellationToken) {
-        let mut changes = self.client.tool_list_changes();
+        let mut changes = self.changes.clone();
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -185,5 +192,44 @@ impl Discovery {
                 .clone()
                 .unwrap_or_else(|| "no attempt yet".into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TransportConfig;
+
+    /// A notification sent after the catalog was made but before its follower first ran (as
+    /// when the follower is spawned and the first listing is quick) is followed, not lost.
+    #[tokio::test]
+    async fn a_change_announced_before_the_follower_runs_is_followed() {
+        let transport = TransportConfig::Stdio {
+            command: "/nonexistent/durable-mcp-upstream".into(),
+            args: Vec::new(),
+            env: Default::default(),
+            cwd: None,
+            inherit_env: false,
+            discover_wait: None,
+        };
+        let client = Arc::new(UpstreamClient::new("gone", transport));
+        let discovery = Arc::new(Discovery::new(client.clone()));
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let following = tokio::spawn(discovery.clone().follow_changes(shutdown.clone()));
+        // On this single-threaded runtime the spawned follower has not run yet.
+        client.announce_tools_changed();
+        let refreshed = tokio::time::timeout(Duration::from_secs(10), async {
+            while discovery.state() == DiscoveryState::NeverListed {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert!(
+            refreshed.is_ok(),
+            "the early notification was lost: {:?}",
+            discovery.state()
+        );
+        shutdown.cancel();
+        following.await.unwrap();
     }
 }

@@ -253,6 +253,12 @@ impl UpstreamClient {
         self.tools_changed.subscribe()
     }
 
+    /// What the upstream's `notifications/tools/list_changed` does, for tests.
+    #[cfg(test)]
+    pub(crate) fn announce_tools_changed(&self) {
+        self.tools_changed.send_modify(|n| *n += 1);
+    }
+
     pub fn service(&self) -> &str {
         &self.service
     }
