@@ -46,7 +46,7 @@ use durable_mcp_contract::{
         UPSTREAM_CAPABILITIES, template_matches,
     },
     jsonrpc_error::JsonRpcError,
-    payload,
+    payload::{self, MAX_PAYLOAD_BYTES},
 };
 use durable_mcp_runtime::nexus::{HandlerError, Service, StartError, StartOutcome, start_fn};
 
@@ -472,7 +472,10 @@ impl Published {
                 &format!("Resource not found: {uri}"),
             )?);
         };
-        Ok(answer(&json!({"contents": [contents.to_json(uri)]}))?)
+        Ok(bounded(
+            READ_RESOURCE.method,
+            answer(&json!({"contents": [contents.to_json(uri)]}))?,
+        )?)
     }
 
     /// The prompt of `params` (`{"name", "arguments"}`), or a JSON-RPC invalid-params error.
@@ -489,7 +492,7 @@ impl Published {
             a => a.clone(),
         };
         match (prompt.get)(args).await? {
-            Ok(messages) => Ok(answer(&messages.to_json())?),
+            Ok(messages) => Ok(bounded(GET_PROMPT.method, answer(&messages.to_json())?)?),
             Err(why) => Ok(rpc_error(
                 INVALID_PARAMS,
                 &format!("the arguments of prompt {name:?} do not fit: {why}"),
@@ -548,7 +551,7 @@ impl Published {
             Some(complete) => complete(asked).await?,
             None => Vec::new(),
         };
-        Ok(answer(&complete_result(values))?)
+        Ok(bounded(COMPLETE.method, answer(&complete_result(values))?)?)
     }
 
     /// Adds `upstream_capabilities` and, for what is published, the list and read operations;
@@ -647,6 +650,29 @@ fn params_of(input: &Payload) -> Result<Value, HandlerError> {
 
 fn answer(value: &Value) -> Result<Payload, HandlerError> {
     payload::to_payload(value).map_err(|e| HandlerError::internal(e.to_string()))
+}
+
+/// `answered`, or the JSON-RPC error a proxy gives for an answer larger than a Temporal
+/// payload may hold (R-NAT-8, R-PRX-32: -32603 with `data.resultTooLarge`): sent as it is, the
+/// answer would fail the operation, which would be retried until the caller's timeout.
+fn bounded(method: &str, answered: Payload) -> Result<Payload, HandlerError> {
+    let bytes = answered.data.len();
+    if bytes <= MAX_PAYLOAD_BYTES {
+        return Ok(answered);
+    }
+    let error = JsonRpcError {
+        code: -32603,
+        message: format!(
+            "the tool service's {method} answer is {bytes} bytes of JSON, more than the \
+             {MAX_PAYLOAD_BYTES} bytes a Temporal payload may hold (its 2 MiB limit, less room \
+             for metadata); ask for less (another resource, fewer arguments), or have the \
+             service publish it in smaller parts"
+        ),
+        data: Some(json!({"resultTooLarge": true, "bytes": bytes, "maxBytes": MAX_PAYLOAD_BYTES})),
+    };
+    error
+        .to_payload()
+        .map_err(|e| HandlerError::internal(e.to_string()))
 }
 
 /// A JSON-RPC error as the operation's answer, marked (R-NXC-8).
@@ -809,6 +835,37 @@ mod tests {
         let bad = error_of(&s, GET_PROMPT.operation, json!({"name": "summarize"})).await;
         assert_eq!(bad.code, INVALID_PARAMS);
         assert!(bad.message.contains("topic"), "{bad:?}");
+    }
+
+    /// A read larger than a Temporal payload is a final JSON-RPC error at once, shaped as the
+    /// proxy's (R-PRX-32), instead of an operation failure retried until the caller's timeout.
+    #[tokio::test]
+    async fn a_read_over_the_payload_limit_is_a_jsonrpc_error_saying_so() {
+        async fn huge(_: String) -> Result<Contents, ToolFailure> {
+            Ok(Contents::text("x".repeat(MAX_PAYLOAD_BYTES + 1)))
+        }
+        let s = ToolService::new("s")
+            .resource_template(ResourceTemplate::new("big://{id}", "big", huge))
+            .build()
+            .unwrap();
+        let error = error_of(&s, READ_RESOURCE.operation, json!({"uri": "big://1"})).await;
+        assert_eq!(error.code, -32603);
+        assert!(
+            error.message.contains("resources/read") && error.message.contains("ask for less"),
+            "{error:?}"
+        );
+        let data = error.data.unwrap();
+        assert_eq!(data["resultTooLarge"], true);
+        assert_eq!(data["maxBytes"], MAX_PAYLOAD_BYTES);
+        assert!(data["bytes"].as_u64().unwrap() > MAX_PAYLOAD_BYTES as u64);
+        // Just under the limit is answered.
+        let fits = Contents::text("y".repeat(MAX_PAYLOAD_BYTES - 200));
+        let s = ToolService::new("s")
+            .resource(Resource::new("big://fits", "fits", fits))
+            .build()
+            .unwrap();
+        let read = json_of(&s, READ_RESOURCE.operation, json!({"uri": "big://fits"})).await;
+        assert_eq!(read["contents"][0]["uri"], "big://fits");
     }
 
     /// Topics starting with what was typed, 150 of them for "t" (more than one answer holds).
