@@ -61,9 +61,9 @@ impl FeatureChanges {
         self.version(category).subscribe()
     }
 
-    /// Whether anyone follows either version.
-    pub(super) fn followed(&self) -> bool {
-        self.resources.receiver_count() + self.prompts.receiver_count() > 0
+    /// Whether anyone follows `category`'s version.
+    pub(super) fn followed(&self, category: Category) -> bool {
+        self.version(category).receiver_count() > 0
     }
 
     /// Route `route` (its index) answered `feature`'s list with `list`: its version moves when

@@ -20,10 +20,14 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use super::{
-    Connector, Inner, feature_changes::Category, resource_subscriptions::MAX_URIS_PER_SUBSCRIBER,
+    Connector, Inner,
+    feature_changes::{Category, FeatureChanges},
+    resource_subscriptions::MAX_URIS_PER_SUBSCRIBER,
     subscriptions::Notify,
 };
-use durable_mcp_contract::features::{LIST_PROMPTS, LIST_RESOURCE_TEMPLATES, LIST_RESOURCES};
+use durable_mcp_contract::features::{
+    Feature, LIST_PROMPTS, LIST_RESOURCE_TEMPLATES, LIST_RESOURCES,
+};
 
 /// The least time between two re-listings for listeners.
 pub const MIN_RELIST_PERIOD: Duration = Duration::from_secs(1);
@@ -59,6 +63,80 @@ impl ToolChanges {
     }
 }
 
+/// Which list changes someone follows, or a listener asked for: only those are re-listed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Kinds {
+    pub tools: bool,
+    pub resources: bool,
+    pub prompts: bool,
+}
+
+impl Kinds {
+    const ALL: Self = Self {
+        tools: true,
+        resources: true,
+        prompts: true,
+    };
+
+    fn any(self) -> bool {
+        self.tools || self.resources || self.prompts
+    }
+}
+
+/// A follower's receivers of the versions of the kinds it follows; none for the others, so
+/// that they are not re-listed on its behalf.
+struct Receivers {
+    tools: Option<watch::Receiver<u64>>,
+    resources: Option<watch::Receiver<u64>>,
+    prompts: Option<watch::Receiver<u64>>,
+}
+
+impl Receivers {
+    fn of(tools: &ToolChanges, features: &FeatureChanges, kinds: Kinds) -> Self {
+        Self {
+            tools: kinds.tools.then(|| tools.version.subscribe()),
+            resources: kinds
+                .resources
+                .then(|| features.subscribe(Category::Resources)),
+            prompts: kinds.prompts.then(|| features.subscribe(Category::Prompts)),
+        }
+    }
+}
+
+/// The kinds someone follows now: those with a receiver alive.
+fn followed(tools: &ToolChanges, features: &FeatureChanges) -> Kinds {
+    Kinds {
+        tools: tools.version.receiver_count() > 0,
+        resources: features.followed(Category::Resources),
+        prompts: features.followed(Category::Prompts),
+    }
+}
+
+/// The lists re-listed for the kinds `followed`, where a route declares them (`declared`):
+/// resources and templates for resource followers, prompts for prompt followers.
+fn features_to_relist(followed: Kinds, declared: &serde_json::Map<String, Value>) -> Vec<Feature> {
+    let wanted = [
+        (LIST_RESOURCES, followed.resources),
+        (LIST_RESOURCE_TEMPLATES, followed.resources),
+        (LIST_PROMPTS, followed.prompts),
+    ];
+    wanted
+        .into_iter()
+        .filter(|(feature, wanted)| *wanted && declared.contains_key(feature.capability))
+        .map(|(feature, _)| feature)
+        .collect()
+}
+
+/// The next change of a followed version; never for a kind not followed.
+async fn changed(
+    receiver: &mut Option<watch::Receiver<u64>>,
+) -> Result<(), watch::error::RecvError> {
+    match receiver {
+        Some(receiver) => receiver.changed().await,
+        None => std::future::pending().await,
+    }
+}
+
 impl Connector {
     /// Starts the re-listing task for listeners, once (never with `--list-changed-poll 0s`).
     fn start_relisting(&self) {
@@ -69,32 +147,28 @@ impl Connector {
         });
     }
 
-    /// A receiver of the tools version, with the re-listing task running.
-    fn tool_changes(&self) -> watch::Receiver<u64> {
+    /// Receivers of the versions of `kinds`, with the re-listing task running.
+    fn changes(&self, kinds: Kinds) -> Receivers {
         self.start_relisting();
-        self.inner.tool_changes.version.subscribe()
-    }
-
-    /// A receiver of the resources or prompts version, with the re-listing task running.
-    fn feature_changes(&self, category: Category) -> watch::Receiver<u64> {
-        self.start_relisting();
-        self.inner.feature_changes.subscribe(category)
+        Receivers::of(&self.inner.tool_changes, &self.inner.feature_changes, kinds)
     }
 
     /// Tells the session behind `peer` of every tool, resource and prompt list change until it
     /// goes away.
     pub(super) fn follow_for_session(&self, peer: Peer<RoleServer>) {
-        let mut tools = self.tool_changes();
-        let mut resources = self.feature_changes(Category::Resources);
-        let mut prompts = self.feature_changes(Category::Prompts);
+        let Receivers {
+            mut tools,
+            mut resources,
+            mut prompts,
+        } = self.changes(Kinds::ALL);
         tokio::spawn(async move {
             loop {
                 let told = tokio::select! {
-                    changed = tools.changed() => changed.is_ok()
+                    changed = changed(&mut tools) => changed.is_ok()
                         && peer.notify_tool_list_changed().await.is_ok(),
-                    changed = resources.changed() => changed.is_ok()
+                    changed = changed(&mut resources) => changed.is_ok()
                         && peer.notify_resource_list_changed().await.is_ok(),
-                    changed = prompts.changed() => changed.is_ok()
+                    changed = changed(&mut prompts) => changed.is_ok()
                         && peer.notify_prompt_list_changed().await.is_ok(),
                     _ = tokio::time::sleep(GONE_CHECK) => !peer.is_transport_closed(),
                 };
@@ -107,31 +181,34 @@ impl Connector {
 
     /// Runs a 2026-07-28 `subscriptions/listen` stream: each list change of a category the
     /// caller asked for (tools, resources, prompts) is sent on it until the caller cancels it.
+    /// It follows only those, so only those are re-listed for it.
     pub(super) async fn listen_for_changes(&self, context: SubscriptionContext) {
         let accepted = context.accepted();
         let _subscribed = self.follow_resources(&context).await;
         let wants = |asked: Option<bool>| asked == Some(true);
-        let (want_tools, want_resources, want_prompts) = (
-            wants(accepted.tools_list_changed),
-            wants(accepted.resources_list_changed),
-            wants(accepted.prompts_list_changed),
-        );
-        if !(want_tools || want_resources || want_prompts) {
+        let kinds = Kinds {
+            tools: wants(accepted.tools_list_changed),
+            resources: wants(accepted.resources_list_changed),
+            prompts: wants(accepted.prompts_list_changed),
+        };
+        if !kinds.any() {
             return context.cancelled().await;
         }
-        let mut tools = self.tool_changes();
-        let mut resources = self.feature_changes(Category::Resources);
-        let mut prompts = self.feature_changes(Category::Prompts);
+        let Receivers {
+            mut tools,
+            mut resources,
+            mut prompts,
+        } = self.changes(kinds);
         loop {
             let notice = tokio::select! {
                 _ = context.cancelled() => return,
-                changed = tools.changed(), if want_tools => changed.map(|_| {
+                changed = changed(&mut tools) => changed.map(|_| {
                     ServerNotification::ToolListChangedNotification(Default::default())
                 }),
-                changed = resources.changed(), if want_resources => changed.map(|_| {
+                changed = changed(&mut resources) => changed.map(|_| {
                     ServerNotification::ResourceListChangedNotification(Default::default())
                 }),
-                changed = prompts.changed(), if want_prompts => changed.map(|_| {
+                changed = changed(&mut prompts) => changed.map(|_| {
                     ServerNotification::PromptListChangedNotification(Default::default())
                 }),
             };
@@ -200,37 +277,36 @@ pub fn relist_period(poll: Duration) -> Option<Duration> {
 }
 
 /// Re-lists every route each `period` while someone listens, until the connector is gone:
-/// its tools for tool listeners, its resource, template and prompt lists for theirs (when a
-/// route declares them).
+/// its tools for tool listeners, its resource and template lists for resource listeners, its
+/// prompt lists for prompt listeners (when a route declares them); nothing a listener did not
+/// ask for.
 async fn relist(inner: Weak<Inner>, period: Duration) {
     loop {
         tokio::time::sleep(period).await;
         let Some(inner) = inner.upgrade() else {
             return;
         };
-        let tools = inner.tool_changes.version.receiver_count() > 0;
-        let features = inner.feature_changes.followed();
-        if !tools && !features {
+        let followed = followed(&inner.tool_changes, &inner.feature_changes);
+        if !followed.any() {
             continue;
         }
         let connector = Connector::of(inner);
-        if tools && let Err(e) = connector.refresh_tools().await {
+        if followed.tools
+            && let Err(e) = connector.refresh_tools().await
+        {
             tracing::debug!(error = %e.message, "re-listing the routes for listeners");
         }
-        if features {
-            relist_features(&connector).await;
+        if followed.resources || followed.prompts {
+            relist_features(&connector, followed).await;
         }
     }
 }
 
-/// Lists the routes' resources, templates and prompts, where a route declares them, so that
-/// a change moves their version.
-async fn relist_features(connector: &Connector) {
+/// Lists the routes' lists of the kinds `followed`, where a route declares them, so that a
+/// change moves their version.
+async fn relist_features(connector: &Connector, followed: Kinds) {
     let declared = connector.inner.declared.union();
-    for feature in [LIST_RESOURCES, LIST_RESOURCE_TEMPLATES, LIST_PROMPTS] {
-        if !declared.contains_key(feature.capability) {
-            continue;
-        }
+    for feature in features_to_relist(followed, &declared) {
         if let Err(e) = connector.merged_list(feature).await {
             tracing::debug!(error = %e.message, method = feature.method, "re-listing for listeners");
         }
@@ -249,6 +325,47 @@ mod tests {
         let ms = Duration::from_millis;
         assert_eq!(relist_period(ms(10)), Some(MIN_RELIST_PERIOD));
         assert_eq!(relist_period(ms(60_000)), Some(ms(60_000)));
+    }
+
+    /// A listener that asked for tool changes only makes the connector re-list tools only;
+    /// resource and prompt listers are re-listed only for kinds someone follows.
+    #[test]
+    fn only_the_kinds_a_listener_asked_for_are_relisted() {
+        let (tools, features) = (ToolChanges::default(), FeatureChanges::default());
+        assert_eq!(followed(&tools, &features), Kinds::default());
+        let declared = json!({"resources": {}, "prompts": {}, "tools": {}});
+        let declared = declared.as_object().unwrap();
+        let only_tools = Kinds {
+            tools: true,
+            ..Kinds::default()
+        };
+        let listener = Receivers::of(&tools, &features, only_tools);
+        assert_eq!(followed(&tools, &features), only_tools);
+        assert!(features_to_relist(followed(&tools, &features), declared).is_empty());
+        let prompts = Kinds {
+            prompts: true,
+            ..Kinds::default()
+        };
+        let prompt_listener = Receivers::of(&tools, &features, prompts);
+        assert_eq!(
+            features_to_relist(followed(&tools, &features), declared),
+            vec![LIST_PROMPTS]
+        );
+        drop((listener, prompt_listener));
+        assert_eq!(followed(&tools, &features), Kinds::default());
+        let session = Receivers::of(&tools, &features, Kinds::ALL);
+        assert_eq!(followed(&tools, &features), Kinds::ALL);
+        assert_eq!(
+            features_to_relist(Kinds::ALL, declared),
+            vec![LIST_RESOURCES, LIST_RESOURCE_TEMPLATES, LIST_PROMPTS]
+        );
+        let only_prompts_declared = json!({"prompts": {}});
+        assert_eq!(
+            features_to_relist(Kinds::ALL, only_prompts_declared.as_object().unwrap()),
+            vec![LIST_PROMPTS],
+            "a list no route declares is not asked"
+        );
+        drop(session);
     }
 
     #[test]
