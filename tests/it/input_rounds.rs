@@ -2,7 +2,8 @@
 //! well as `elicitation/create`) goes through connector -> Temporal -> proxy -> mock upstream:
 //! relayed to a legacy session client that declared the capability, and shown to a task's
 //! owner, who answers with `tasks/update`. R-CON-17: a relayed round is the same call, in the
-//! call's in-flight slot. R-CON-46: a call re-issued with its `requestState` after its task was
+//! call's in-flight slot. R-CON-40: a re-issue refused by a cap says whether its round was
+//! started. R-CON-46: a call re-issued with its `requestState` after its task was
 //! cancelled while it waited runs nothing.
 
 // Sampling and roots are deprecated by SEP-2577, and still asked by tools and answered by
@@ -347,6 +348,67 @@ async fn a_relayed_round_runs_in_its_calls_in_flight_slot() {
     completed(again);
     client.cancel().await.unwrap();
     shutdown.cancel();
+}
+
+/// R-CON-40, R-CON-38: a call re-issued with its answers and refused by the caller's call
+/// starts says truly whether its round was started: by an earlier answer (re-issue with the
+/// same `requestState` to wait for it), or not at all (nothing was started), and runs nothing.
+#[tokio::test]
+async fn a_refused_re_issue_says_whether_its_round_was_started() {
+    let (env, ledger, _proxy, key) = setup("input-rounds-refused").await;
+    let serve = |starts: usize| {
+        let mut options = options(&env, &key);
+        options.max_call_starts_per_caller_minute = starts;
+        serve_connector_http(
+            Connector::new(env.client.clone(), options),
+            loopback_http_options(),
+        )
+    };
+    let resume_of = |asked: &rmcp::model::InputRequiredResult| {
+        let mut resume =
+            tool_call("ask", json!({})).with_input_responses(crate::durable_input::confirmed());
+        resume.request_state = asked.request_state.clone();
+        resume
+    };
+
+    // Two starts a minute: the call and its answer's round; the re-issue is a third.
+    let (server, shutdown) = serve(2).await.unwrap();
+    let _stop = shutdown.drop_guard();
+    let client = stateless_http_client(&server.url, Answerer::default().get_info())
+        .await
+        .unwrap();
+    let resume = resume_of(&input_required(&client, "ask").await);
+    completed(client.peer().call_tool_once(resume.clone()).await.unwrap());
+    let refused = format!("{:?}", client.peer().call_tool_once(resume).await);
+    assert!(
+        refused.contains("--max-call-starts-per-caller-minute 2")
+            && refused.contains("already started by an earlier answer")
+            && refused.contains("same requestState")
+            && !refused.contains("nothing was started"),
+        "{refused}"
+    );
+    assert_eq!(ledger.count("ask", LedgerEvent::Called), 2);
+
+    // One start a minute: the call; its answer is refused before its round starts.
+    let (server, shutdown) = serve(1).await.unwrap();
+    let _stop = shutdown.drop_guard();
+    let client = stateless_http_client(&server.url, Answerer::default().get_info())
+        .await
+        .unwrap();
+    let resume = resume_of(&input_required(&client, "ask").await);
+    let refused = format!("{:?}", client.peer().call_tool_once(resume).await);
+    assert!(
+        refused.contains("--max-call-starts-per-caller-minute 1")
+            && refused.contains("nothing was started")
+            && refused.contains("same inputResponses and requestState"),
+        "{refused}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        ledger.count("ask", LedgerEvent::Called),
+        3,
+        "the round never ran"
+    );
 }
 
 /// R-CON-46: a call re-issued with its signed `requestState` after its task was cancelled while

@@ -26,8 +26,13 @@ use rmcp::{
 use serde_json::{Map, Value, json};
 use tracing::info;
 
-use super::{Answer, Connector, Typed, complete, internal::internal};
+use super::{
+    Answer, Connector, Typed, complete,
+    internal::internal,
+    limits::{InFlightSlot, NOTHING_STARTED},
+};
 use crate::fair::Share;
+use crate::route::Route;
 use crate::task_ref::CallerScope;
 use durable_mcp_contract::{
     input::{
@@ -207,6 +212,23 @@ impl Connector {
         answered: Map<String, Value>,
         share: Option<&Share>,
     ) -> Result<OperationRef, McpError> {
+        let tool = tool_for_operation(&last.operation).unwrap_or_else(|| last.operation.clone());
+        let found = self.lookup(&tool).await?;
+        // Each round calls the tool anew: it is a call start (R-CON-38).
+        let what = format!("calling tool {tool:?}");
+        self.inner.call_starts.try_start(&what, share)?;
+        self.start_next(last, asked, answered, found).await
+    }
+
+    /// Starts the round after `last` (admitted by its caller) on the tool's `found` route, or
+    /// finds it when an earlier answer started it.
+    async fn start_next(
+        &self,
+        last: &OperationDescription,
+        asked: &InputRequired,
+        answered: Map<String, Value>,
+        (route, definition): (Route, Value),
+    ) -> Result<OperationRef, McpError> {
         let Some(next) = next_round_id(&last.reference.operation_id) else {
             return Err(McpError::invalid_params(
                 "the tool asked for input too many times; call it again",
@@ -214,10 +236,6 @@ impl Connector {
             ));
         };
         let tool = tool_for_operation(&last.operation).unwrap_or_else(|| last.operation.clone());
-        let (route, definition) = self.lookup(&tool).await?;
-        // Each round calls the tool anew: it is a call start (R-CON-38).
-        let what = format!("calling tool {tool:?}");
-        self.inner.call_starts.try_start(&what, share)?;
         let input = payload::to_marked_payload(&asked.answered(answered), INPUT_ROUND)
             .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
         let mut start = StartOperation::new(
@@ -245,6 +263,38 @@ impl Connector {
             Err(e) => Err(internal("starting the next round", e)),
         }
     }
+}
+
+/// A cap's refusal of a re-issued call (R-CON-40), told truly: the cap and its data as the
+/// cap gave them, then whether the tool's next round runs (`Some(true)`: an earlier answer
+/// started it), is not started (`Some(false)`) or could not be read (`None`), and what to do.
+pub(super) fn resume_refused(refused: McpError, running: Option<bool>) -> McpError {
+    let said = format!("; {NOTHING_STARTED}");
+    let cause = refused
+        .message
+        .split_once(&said)
+        .map_or(&*refused.message, |(cause, _)| cause);
+    let (then, next) = match running {
+        Some(true) => (
+            "; the tool's next round was already started by an earlier answer to this request \
+             (this call's inputResponses are ignored), and this call does not wait for it",
+            "Re-issue the call with the same requestState in a few seconds to wait for the \
+             round's result",
+        ),
+        Some(false) => (
+            "; nothing was started: the tool still waits for these answers",
+            "Re-issue the call with the same inputResponses and requestState in a few seconds \
+             (before --input-timeout ends the request)",
+        ),
+        None => (
+            "; this call started nothing (whether an earlier answer started the tool's next \
+             round could not be read)",
+            "Re-issue the call with the same inputResponses and requestState in a few seconds \
+             (a round is started once, however often it is re-issued)",
+        ),
+    };
+    let message = format!("{cause}{then}. {next}, or ask the operator to raise the limit named.");
+    McpError::new(refused.code, message, refused.data)
 }
 
 /// Whether a call's answer is the tool error of a round that asked for input.
@@ -345,34 +395,72 @@ impl Typed {
         }
         let responses = outstanding(&asked, request.input_responses.clone().unwrap_or_default());
         let share = super::scope::request_share(context);
-        let next = {
+        let what = format!("calling tool {:?}", request.name);
+        let found = {
             // Waiting for a listing counts in the caller's share (R-CON-38).
-            let what = format!("calling tool {:?}", request.name);
-            let _waiting = self.inner.in_flight.try_share(&what, share.as_ref())?;
-            self.start_round(&described, &asked, responses, share.as_ref())
-                .await?
+            let waiting = self.inner.in_flight.try_share(&what, share.as_ref());
+            let _waiting = self.admitted(&described, waiting).await?;
+            self.lookup(&request.name).await?
         };
+        // The resumed call's place (R-CON-17, held through a relay of its later rounds too) and
+        // its start (R-CON-38), both taken before the round starts: a refusal can then say
+        // truly whether the round runs (R-CON-40).
+        let admission = self
+            .inner
+            .in_flight
+            .try_start(&what, share.as_ref())
+            .and_then(|slot| {
+                let started = self.inner.call_starts.try_start(&what, share.as_ref());
+                started.map(|()| slot)
+            });
+        let slot = self.admitted(&described, admission).await?;
+        let next = self
+            .start_next(&described, &asked, responses, found)
+            .await?;
         // A cancel that took the round between the look above and the start (R-CON-46).
         if self.next_round_cancelled(&described).await? {
             return Err(super::cancelled_round::cancelled_while_waiting());
         }
-        self.wait_round(&request.name, &next, context, scope).await
+        self.wait_round(&request.name, &next, slot, context, scope)
+            .await
     }
 
-    /// Waits for a round the caller resumed, as for any call of the tool.
+    /// `admission`, or its refusal told as a resume's ([`resume_refused`]): whether the round
+    /// after `last` runs (an earlier answer started it) is read from Temporal.
+    async fn admitted<T>(
+        &self,
+        last: &OperationDescription,
+        admission: Result<T, McpError>,
+    ) -> Result<T, McpError> {
+        let refused = match admission {
+            Ok(admitted) => return Ok(admitted),
+            Err(refused) => refused,
+        };
+        let Some(next) = next_round_id(&last.reference.operation_id) else {
+            return Err(resume_refused(refused, Some(false)));
+        };
+        let next = OperationRef {
+            operation_id: next,
+            run_id: String::new(),
+        };
+        let running = match self.inner.client.describe(&next).await {
+            Ok(_) => Some(true),
+            Err(OperationClientError::NotFound { .. }) => Some(false),
+            Err(_) => None,
+        };
+        Err(resume_refused(refused, running))
+    }
+
+    /// Waits for a round the caller resumed, as for any call of the tool, in the call's
+    /// `_slot` (R-CON-17).
     async fn wait_round(
         &self,
         tool: &str,
         op: &OperationRef,
+        _slot: InFlightSlot,
         context: &RequestContext<RoleServer>,
         scope: &CallerScope,
     ) -> Result<CallToolResponse, McpError> {
-        // The resumed call's slot, held through a relay of its later rounds too (R-CON-17).
-        let share = super::scope::request_share(context);
-        let _slot = self
-            .inner
-            .in_flight
-            .try_start(&format!("calling tool {tool:?}"), share.as_ref())?;
         let json = match self.follow_round(tool, op, context, scope).await? {
             Answer::Result(json) => json,
             Answer::Task(task) => return Ok(CallToolResponse::Task(task)),
@@ -411,7 +499,65 @@ impl Typed {
 
 #[cfg(test)]
 mod tests {
+    use super::super::limits::{CallStarts, InFlight};
     use super::*;
+
+    #[test]
+    fn a_refused_resume_says_whether_its_round_runs_and_what_to_do() {
+        let alice = Share::Address("10.0.0.1".parse().unwrap());
+        let starts = CallStarts::new(1);
+        starts
+            .try_start("calling tool \"ask\"", Some(&alice))
+            .unwrap();
+        let over_rate = || {
+            starts
+                .try_start("calling tool \"ask\"", Some(&alice))
+                .unwrap_err()
+        };
+        let cap = InFlight::new(1, 0);
+        let _held = cap.try_start("calling x", None).unwrap();
+        let over_cap = cap.try_start("calling tool \"ask\"", None).unwrap_err();
+        for refused in [over_rate(), over_cap] {
+            let started = resume_refused(refused.clone(), Some(true));
+            assert!(
+                !started.message.contains(NOTHING_STARTED)
+                    && started
+                        .message
+                        .contains("already started by an earlier answer")
+                    && started.message.contains("same requestState")
+                    && started.message.starts_with("calling tool \"ask\" refused"),
+                "{}",
+                started.message
+            );
+            assert_eq!((started.code, &started.data), (refused.code, &refused.data));
+            let waiting = resume_refused(refused.clone(), Some(false));
+            assert!(
+                waiting.message.contains(NOTHING_STARTED)
+                    && waiting
+                        .message
+                        .contains("same inputResponses and requestState")
+                    && waiting.message.matches(NOTHING_STARTED).count() == 1,
+                "{}",
+                waiting.message
+            );
+            let unknown = resume_refused(refused, None);
+            assert!(
+                unknown.message.contains("could not be read")
+                    && !unknown.message.contains(NOTHING_STARTED),
+                "{}",
+                unknown.message
+            );
+        }
+        // The cap's own words name it (the flag) before what the resume adds.
+        let named = resume_refused(over_rate(), Some(true));
+        assert!(
+            named
+                .message
+                .contains("--max-call-starts-per-caller-minute 1"),
+            "{}",
+            named.message
+        );
+    }
 
     #[test]
     fn a_request_expires_its_timeout_after_its_round_closed() {

@@ -190,6 +190,10 @@ pub struct CallStarts {
     per_minute: u32,
 }
 
+/// What every refusal here says of the refused work (before what to do next); a re-issued
+/// call's refusal says instead whether its round runs (R-CON-40).
+pub const NOTHING_STARTED: &str = "nothing was started";
+
 /// Past this many callers' buckets, full ones are forgotten.
 const BUCKETS_KEPT: usize = 1024;
 
@@ -231,7 +235,7 @@ fn over_start_rate(what: &str, per_minute: u32) -> McpError {
         format!(
             "{what} refused: this caller started {per_minute} tool calls in the last minute \
              on this connector, its share (--max-call-starts-per-caller-minute {per_minute}); \
-             nothing was started. Try again in a few seconds, or ask the operator to raise \
+             {NOTHING_STARTED}. Try again in a few seconds, or ask the operator to raise \
              --max-call-starts-per-caller-minute."
         ),
         Some(json!({"maxCallStartsPerCallerMinute": per_minute})),
@@ -242,7 +246,7 @@ fn over_cap(what: &str, max: usize) -> McpError {
     McpError::internal_error(
         format!(
             "{what} refused: this connector already waits for {max} Temporal operations, its \
-             limit (--max-in-flight {max}); nothing was started. Try again when earlier calls \
+             limit (--max-in-flight {max}); {NOTHING_STARTED}. Try again when earlier calls \
              have finished, or raise --max-in-flight."
         ),
         Some(json!({"maxInFlight": max})),
@@ -253,8 +257,8 @@ fn over_caller_cap(what: &str, max: usize) -> McpError {
     McpError::internal_error(
         format!(
             "{what} refused: this caller already has {max} calls and task look-ups in flight \
-             on this connector, its share (--max-in-flight-per-caller {max}); nothing was \
-             started. Try again when earlier calls have finished (a call that became a task no \
+             on this connector, its share (--max-in-flight-per-caller {max}); \
+             {NOTHING_STARTED}. Try again when earlier calls have finished (a call that became a task no \
              longer counts), or ask the operator to raise --max-in-flight-per-caller."
         ),
         Some(json!({"maxInFlightPerCaller": max})),
