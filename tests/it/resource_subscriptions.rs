@@ -228,3 +228,63 @@ async fn a_session_caller_learns_of_a_legacy_upstreams_resource_updates_until_it
     assert_eq!(updates.of(watched), told, "no update after unsubscribing");
     client.cancel().await.unwrap();
 }
+
+/// The messages of a stateless HTTP response stream, read until `until` says stop (within 30 s).
+async fn read_stream(
+    mut response: reqwest::Response,
+    until: impl Fn(&[Value]) -> bool,
+) -> (reqwest::Response, Vec<Value>) {
+    let mut text = String::new();
+    let mut messages = Vec::new();
+    while !until(&messages) {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), response.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("the stream goes on within 30 s: {messages:?}"))
+            .unwrap()
+            .unwrap_or_else(|| panic!("the stream stays open: {messages:?}"));
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        messages = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str(d.trim()).ok())
+            .collect();
+    }
+    (response, messages)
+}
+
+/// Over HTTP, a stateless listen to a fresh connector (no listing asked the routes'
+/// capabilities before) is acknowledged with what the routes declare (R-CON-42, R-CON-49).
+#[tokio::test]
+async fn over_http_a_fresh_connector_acknowledges_a_listen_with_what_its_routes_declare() {
+    let env = TestEnv::shared("resource-listen-http").await;
+    let mock = Touching::start(&env);
+    let connector = Connector::new(env.client.clone(), mock.options.clone());
+    let (server, shutdown) = serve_connector_http(connector, loopback_http_options())
+        .await
+        .unwrap();
+    let listen = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {
+        "notifications": {"resourceSubscriptions": [WATCHED], "resourcesListChanged": true},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        },
+    }});
+    let response = reqwest::Client::new()
+        .post(format!("http://{}/mcp", server.local_addr))
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "subscriptions/listen")
+        .json(&listen)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let acknowledged = |m: &Value| m["method"] == "notifications/subscriptions/acknowledged";
+    let (_stream, messages) = read_stream(response, |m| m.iter().any(acknowledged)).await;
+    let ack = messages.iter().find(|m| acknowledged(m)).unwrap();
+    let granted = &ack["params"]["notifications"];
+    assert_eq!(granted["resourceSubscriptions"], json!([WATCHED]), "{ack}");
+    assert_eq!(granted["resourcesListChanged"], true, "{ack}");
+    shutdown.cancel();
+}

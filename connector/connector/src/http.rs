@@ -280,9 +280,10 @@ fn router_counting(
     let sessions = Arc::new(CountedSessions::new(table).with_metrics(connector.metrics()));
     let config = mcp_config(options, bound, mcp_ct);
     let body_limits = (options.limits.header_read, config.max_request_body_bytes);
+    let connector_for_listen = connector.clone();
     let service: StreamableHttpService<Typed, CountedSessions> =
         StreamableHttpService::new(move || Ok(connector.typed()), sessions, config);
-    let mut mcp = within_bounds(service, options, body_limits);
+    let mut mcp = within_bounds(service, connector_for_listen, options, body_limits);
     if let Some(by_address) = by_address {
         mcp = mcp.layer(axum::middleware::from_fn(
             move |request: axum::extract::Request, next: axum::middleware::Next| {
@@ -338,6 +339,7 @@ fn router_counting(
 /// request's share for the session it may open (R-CON-28).
 fn within_bounds(
     service: StreamableHttpService<Typed, CountedSessions>,
+    connector: Connector,
     options: &HttpOptions,
     (body_time, body_bytes): (Duration, usize),
 ) -> axum::Router {
@@ -345,6 +347,12 @@ fn within_bounds(
     let per_session = Arc::new(RequestsPerSession::new(options.requests_per_session_minute));
     axum::Router::new()
         .fallback_service(service)
+        .layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let connector = connector.clone();
+                async move { before_listen(connector, request, next).await }
+            },
+        ))
         .layer(axum::middleware::from_fn(open_sessions_as))
         .layer(axum::middleware::from_fn(
             super::unreadable_body::answer_unreadable_bodies,
@@ -448,6 +456,36 @@ fn session_owners(options: &HttpOptions) -> (Arc<dyn SessionTable>, Option<Arc<A
 /// its body a byte at a time held its connection, and a place under `--http-max-connections`,
 /// for as long as it liked. An MCP request is one JSON message that rmcp reads whole anyway.
 /// A body too slow or too large is answered (408, 413) and the connection closed.
+/// Runs [`Typed::before_listen`] for a `subscriptions/listen` POST before rmcp, which
+/// acknowledges the stream before the handler's `listen` runs (R-CON-42, R-CON-49). A
+/// 2026-07-28 request names its method in `Mcp-Method` (SEP-2243, which rmcp checks against the
+/// body); the body, already read in full ([`read_body_in_time`]), is read again only then.
+async fn before_listen(
+    connector: Connector,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let listen = request
+        .headers()
+        .get("mcp-method")
+        .is_some_and(|m| m.as_bytes() == b"subscriptions/listen");
+    if !listen || request.method() != axum::http::Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return axum::http::StatusCode::BAD_REQUEST.into_response();
+    };
+    let requested = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|mut m| serde_json::from_value(m["params"]["notifications"].take()).ok())
+        .unwrap_or_default();
+    connector.typed().before_listen(&requested).await;
+    let body = axum::body::Body::from(bytes);
+    next.run(axum::extract::Request::from_parts(parts, body))
+        .await
+}
+
 async fn read_body_in_time(
     time: Duration,
     max_bytes: usize,

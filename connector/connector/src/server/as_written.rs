@@ -270,10 +270,8 @@ impl Service<RoleServer> for Connector {
                 | ClientRequest::CompleteRequest(_)
         );
         let handler = self.typed_sharing_level();
-        if matches!(request, ClientRequest::SubscriptionsListenRequest(_)) {
-            // The stream's acknowledgement offers resource and prompt changes only when a route
-            // declares them, which a fresh replica learns here, not from a listing (R-CON-42).
-            handler.probe_declared().await;
+        if let ClientRequest::SubscriptionsListenRequest(listen) = &request {
+            handler.before_listen(&listen.params.notifications).await;
         }
         let typed = handler.handle_request(request, context).await?;
         let written = handler.written.as_ref().and_then(Written::take);

@@ -465,6 +465,14 @@ impl Typed {
 }
 
 impl Typed {
+    /// What must run before rmcp acknowledges a `subscriptions/listen` (it acknowledges before
+    /// [`rmcp::ServerHandler::listen`] runs), over stdio and HTTP alike: the stream offers
+    /// resource and prompt changes only when a route declares them, which a fresh replica
+    /// learns here, not from a listing (R-CON-42).
+    pub(crate) async fn before_listen(&self, _requested: &rmcp::model::SubscriptionFilter) {
+        self.probe_declared().await;
+    }
+
     /// Asks the routes' capabilities before `initialize` or `discover` answers. Once any answer
     /// is known it is declared at once, and an older one than the list cache is asked again in
     /// the background; the first time, the answer is waited for at most [`PROBE_BUDGET`] (the
