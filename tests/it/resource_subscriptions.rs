@@ -20,6 +20,8 @@ use crate::{route_notices::StatelessPipe, support::*};
 /// The resource subscribed to, and one that is not (both served by the mock's template).
 const WATCHED: &str = "mock://items/1";
 const OTHER: &str = "mock://items/2";
+/// A resource no route serves.
+const UNKNOWN: &str = "nothing://here";
 
 /// A proxy in front of the mock serving resources with `subscribe` and a `touch_resource`
 /// tool, and a connector's options for it that ask the versions every second.
@@ -128,19 +130,20 @@ async fn a_stateless_listener_learns_of_the_resources_it_subscribed_to() {
     let mock = Touching::start(&env);
     let connector = Connector::new(env.client.clone(), mock.options.clone());
     let mut caller = StatelessPipe::serve(connector);
-    // A listing asks the routes' capabilities, so the stream can offer subscriptions.
-    caller.send(1, "resources/list", json!({})).await;
-    assert_eq!(caller.next().await["id"], 1);
-    let listen = json!({"notifications": {"resourceSubscriptions": [WATCHED]}});
+    // No listing first: the listen asks the routes' capabilities and lists before its ack.
+    let listen = json!({"notifications": {"resourceSubscriptions": [WATCHED, UNKNOWN]}});
     caller.send(2, "subscriptions/listen", listen).await;
     let acknowledged = caller.next().await;
     assert_eq!(
         acknowledged["params"]["notifications"]["resourceSubscriptions"],
         json!([WATCHED]),
-        "{acknowledged}"
+        "only what a route serves is acknowledged: {acknowledged}"
     );
-    // The stream's subscription reaches the proxy within a poll or two.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Once the stream's subscription exists (the baseline token), one hint: an update between
+    // the acknowledgement and the baseline is not lost.
+    let hint = caller.next().await;
+    assert_eq!(hint["method"], "notifications/resources/updated", "{hint}");
+    assert_eq!(hint["params"]["uri"], WATCHED, "{hint}");
     for (id, uri) in [(3, OTHER), (4, WATCHED)] {
         let call = json!({"name": "touch_resource", "arguments": {"uri": uri}});
         caller.send(id, "tools/call", call).await;

@@ -110,6 +110,13 @@ impl Connector {
         flight.await
     }
 
+    /// Route `index`'s last good `feature` list, however old, without asking.
+    pub(super) fn last_good_list(&self, index: usize, feature: Feature) -> Option<Value> {
+        let lists = self.inner.feature_lists.0.lock().unwrap();
+        let state = lists.get(&(index, feature.method))?;
+        state.listing.last_good().cloned()
+    }
+
     /// Starts one listing of the route's list as its own task, which records its outcome (so
     /// it is recorded even when every asker went away); a list that differs from the route's
     /// last good one moves its version (R-CON-42).

@@ -98,6 +98,13 @@ impl Declared {
             .is_some_and(|(_, routes)| routes.iter().flatten().any(test))
     }
 
+    /// Whether route `index`'s declared capabilities, as last asked, satisfy `test`.
+    pub(super) fn of_route(&self, index: usize, test: impl Fn(&Map<String, Value>) -> bool) -> bool {
+        let asked = self.0.lock().unwrap();
+        let declared = asked.probed.as_ref().and_then(|(_, r)| r.get(index)?.as_ref());
+        declared.is_some_and(test)
+    }
+
     /// When the routes' capabilities were last asked.
     fn asked_at(&self) -> Option<Instant> {
         self.0.lock().unwrap().probed.as_ref().map(|(at, _)| *at)
@@ -469,8 +476,23 @@ impl Typed {
     /// [`rmcp::ServerHandler::listen`] runs), over stdio and HTTP alike: the stream offers
     /// resource and prompt changes only when a route declares them, which a fresh replica
     /// learns here, not from a listing (R-CON-42).
-    pub(crate) async fn before_listen(&self, _requested: &rmcp::model::SubscriptionFilter) {
+    /// A stream's resource subscriptions are acknowledged only where the routes' lists show
+    /// the URI served by a route that supports subscriptions (R-CON-49), so they are listed here
+    /// (from the list cache when fresh), within the same budget.
+    pub(crate) async fn before_listen(&self, requested: &rmcp::model::SubscriptionFilter) {
         self.probe_declared().await;
+        let asks_resources = requested
+            .resource_subscriptions
+            .as_ref()
+            .is_some_and(|uris| !uris.is_empty());
+        if asks_resources && self.serves_subscriptions() {
+            let budget = self.inner.options.list_timeout.min(PROBE_BUDGET);
+            let listing = async {
+                let _ = self.merged_list(LIST_RESOURCES).await;
+                let _ = self.merged_list(LIST_RESOURCE_TEMPLATES).await;
+            };
+            let _ = tokio::time::timeout(budget, listing).await;
+        }
     }
 
     /// Asks the routes' capabilities before `initialize` or `discover` answers. Once any answer

@@ -232,17 +232,25 @@ impl Drop for Subscribed {
 }
 
 impl Connector {
-    /// Subscribes the stream to the resources it asked for and was granted (R-CON-49); a URI
-    /// that cannot be subscribed to (no route serves it, its upstream refuses) gets no updates.
+    /// Subscribes the stream to the resources it was granted (R-CON-49). rmcp acknowledged the
+    /// stream before this runs, and an update before a URI's baseline token would be lost, so
+    /// each subscribed URI gets one `notifications/resources/updated` once its baseline is
+    /// known (a spurious hint is harmless, a missed one is not). A URI its upstream then refuses
+    /// gets no updates, which is logged.
     async fn follow_resources(&self, context: &SubscriptionContext) -> Subscribed {
         let uris = context.accepted().resource_subscriptions.clone();
         let Some(uris) = uris.filter(|u| !u.is_empty()) else {
             return Subscribed(self.clone(), None);
         };
-        let id = self.join_subscribers(Notify::Listener(context.sink().clone()));
+        let notify = Notify::Listener(context.sink().clone());
+        let id = self.join_subscribers(notify.clone());
         for uri in uris {
-            if let Err(e) = self.subscribe_resource(id, &uri).await {
-                tracing::debug!(uri, error = %e.message, "a listener's resource subscription");
+            match self.subscribe_resource(id, &uri).await {
+                Ok(()) => {
+                    notify.updated(&uri).await;
+                }
+                Err(e) => tracing::warn!(uri, error = %e.message,
+                    "an acknowledged resource subscription of a listen stream failed; it gets no updates"),
             }
         }
         Subscribed(self.clone(), Some(id))

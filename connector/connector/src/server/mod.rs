@@ -386,10 +386,11 @@ impl ServerHandler for Typed {
         requested: &rmcp::model::SubscriptionFilter,
     ) -> Option<rmcp::model::SubscriptionFilter> {
         let resources = self.serves_subscriptions().then_some(requested);
-        Some(list_changed::offered_subscriptions(
-            &self.inner.declared.union(),
-            resources,
-        ))
+        let mut offered = list_changed::offered_subscriptions(&self.inner.declared.union(), resources);
+        if let Some(uris) = &mut offered.resource_subscriptions {
+            uris.retain(|uri| self.cached_subscribable(uri));
+        }
+        Some(offered)
     }
 
     async fn subscribe(

@@ -13,7 +13,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
-use durable_mcp_contract::features::parse_version_token;
+use durable_mcp_contract::features::{parse_version_token, template_matches};
+use serde_json::Value;
 
 /// The most URIs one subscriber (a session, or a listen stream) subscribes to.
 pub const MAX_URIS_PER_SUBSCRIBER: usize = 100;
@@ -134,6 +135,35 @@ impl<N: Clone> Registry<N> {
     }
 }
 
+/// The route serving `uri` by the routes' lists, as `resources/read` finds it (R-CON-45): the
+/// one route listing the resource, else the one route with a template matching it; `None` for
+/// none or several. `lists`: per route index, its resource and template lists as answered
+/// (`{"resources": [..]}`, `{"resourceTemplates": [..]}`), where known.
+pub fn listed_route(uri: &str, lists: &[(usize, Option<Value>, Option<Value>)]) -> Option<usize> {
+    let items = |list: &Option<Value>, key: &str| -> Vec<Value> {
+        let items = list.as_ref().and_then(|l| l[key].as_array());
+        items.cloned().unwrap_or_default()
+    };
+    let routes = |test: &dyn Fn(&(usize, Option<Value>, Option<Value>)) -> bool| -> Vec<usize> {
+        lists.iter().filter(|l| test(l)).map(|(i, _, _)| *i).collect()
+    };
+    let mut found = routes(&|(_, r, _)| items(r, "resources").iter().any(|i| i["uri"] == uri));
+    if found.is_empty() {
+        found = routes(&|(_, _, t)| {
+            items(t, "resourceTemplates").iter().any(|t| {
+                t["uriTemplate"] == uri
+                    || t["uriTemplate"]
+                        .as_str()
+                        .is_some_and(|t| template_matches(t, uri))
+            })
+        });
+    }
+    match found[..] {
+        [only] => Some(only),
+        _ => None,
+    }
+}
+
 /// See the module.
 #[derive(Debug, Default)]
 pub struct Seen(HashMap<(usize, String), VecDeque<(String, u64)>>);
@@ -200,6 +230,28 @@ mod tests {
             !seen.observe(0, "a://1", "e1.10"),
             "forgotten: a baseline again"
         );
+    }
+
+    #[test]
+    fn a_uri_is_served_by_the_one_route_listing_it_else_the_one_template_matching_it() {
+        use serde_json::json;
+        let listed = |uris: &[&str]| {
+            let resources: Vec<Value> = uris.iter().map(|u| json!({"uri": u})).collect();
+            Some(json!({"resources": resources}))
+        };
+        let templates = |t: &str| Some(json!({"resourceTemplates": [{"uriTemplate": t}]}));
+        let lists = [
+            (0, listed(&["a://1", "both://1"]), templates("t://{id}")),
+            (1, listed(&["both://1"]), None),
+            (2, None, templates("t://{id}")),
+            (3, listed(&[]), templates("u://{id}")),
+        ];
+        assert_eq!(listed_route("a://1", &lists), Some(0));
+        assert_eq!(listed_route("u://9", &lists), Some(3));
+        assert_eq!(listed_route("both://1", &lists), None, "listed twice");
+        assert_eq!(listed_route("t://9", &lists), None, "two templates match");
+        assert_eq!(listed_route("nothing://1", &lists), None);
+        assert_eq!(listed_route("a://1", &[]), None, "nothing listed yet");
     }
 
     #[test]

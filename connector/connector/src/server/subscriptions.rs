@@ -24,10 +24,13 @@ use super::{
     call::jsonrpc_error,
     feature_cache::Reserved,
     internal::internal,
-    resource_subscriptions::{Registry, Seen},
+    resource_subscriptions::{self, Registry, Seen},
 };
 use durable_mcp_contract::{
-    features::{MAX_VERSION_URIS, READ_RESOURCE, RESOURCE_VERSIONS, supports_subscribe},
+    features::{
+        LIST_RESOURCE_TEMPLATES, LIST_RESOURCES, MAX_VERSION_URIS, READ_RESOURCE,
+        RESOURCE_VERSIONS, supports_subscribe,
+    },
     jsonrpc_error::JsonRpcError,
     payload,
 };
@@ -46,7 +49,7 @@ pub(super) enum Notify {
 
 impl Notify {
     /// Sends `notifications/resources/updated` for `uri`; false when the subscriber is gone.
-    async fn updated(&self, uri: &str) -> bool {
+    pub(super) async fn updated(&self, uri: &str) -> bool {
         let params = ResourceUpdatedNotificationParam::new(uri);
         match self {
             Self::Session(peer) => peer.notify_resource_updated(params).await.is_ok(),
@@ -99,6 +102,20 @@ impl Connector {
     pub(super) fn serves_subscriptions(&self) -> bool {
         resource_poll_period(self.inner.options.resource_poll).is_some()
             && self.inner.declared.any(supports_subscribe)
+    }
+
+    /// Whether the routes' lists, as last listed, show `uri` served by a route whose upstream
+    /// supports subscriptions: what a listen stream's acknowledgement names, since rmcp sends
+    /// it before the stream's subscriptions are made (R-CON-49).
+    pub(super) fn cached_subscribable(&self, uri: &str) -> bool {
+        let lists: Vec<_> = (0..self.inner.options.routes.len())
+            .map(|i| {
+                let resources = self.last_good_list(i, LIST_RESOURCES);
+                (i, resources, self.last_good_list(i, LIST_RESOURCE_TEMPLATES))
+            })
+            .collect();
+        resource_subscriptions::listed_route(uri, &lists)
+            .is_some_and(|i| self.inner.declared.of_route(i, supports_subscribe))
     }
 
     /// The index of the route serving `uri`, when its upstream supports subscriptions; else
