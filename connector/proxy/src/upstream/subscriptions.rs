@@ -167,7 +167,9 @@ impl UpstreamClient {
     }
 
     /// A 2026-07-28 upstream: one `subscriptions/listen` stream naming every watched URI,
-    /// opened again (before the old one is dropped) when the set changed.
+    /// opened again (before the old one is dropped) when the set changed. When the new stream
+    /// cannot be opened, the old one and its URIs stay, and the URIs new in this asking are
+    /// dropped and answered in `errors` (so the next asking does not try them again).
     async fn listen_for(
         &self,
         conn: &Connection,
@@ -179,41 +181,50 @@ impl UpstreamClient {
         if wanted == subscribed.uris && (wanted.is_empty() || subscribed.listen.is_some()) {
             return Ok(());
         }
-        let old = subscribed.listen.take();
-        subscribed.uris.clear();
-        if !wanted.is_empty() {
-            let filter = SubscriptionFilter::builder()
-                .resource_subscriptions(wanted.iter().cloned())
-                .build();
-            let listening = tokio::time::timeout(timeout, conn.peer().listen(filter)).await;
-            let stream = match listening {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => return Err(self.failed(conn, e)),
-                Err(_) => {
-                    return Err(UpstreamError::Connect {
-                        service: self.service.clone(),
-                        reason: format!(
-                            "no acknowledgment of subscriptions/listen within {timeout:?}"
-                        ),
-                    });
-                }
-            };
-            let accepted: BTreeSet<String> = stream
-                .acknowledged()
-                .resource_subscriptions
-                .iter()
-                .flatten()
-                .cloned()
-                .collect();
-            for uri in wanted.difference(&accepted) {
-                self.resources.table.lock().unwrap().remove(uri);
-                let why = "the upstream did not accept a subscription to this resource".into();
-                errors.insert(uri.clone(), refused(why));
+        if wanted.is_empty() {
+            subscribed.uris.clear();
+            if let Some(old) = subscribed.listen.take() {
+                old.abort();
             }
-            subscribed.uris = accepted;
-            subscribed.listen = Some(tokio::spawn(follow(stream, self.resources_weak())));
+            return Ok(());
         }
-        if let Some(old) = old {
+        let filter = SubscriptionFilter::builder()
+            .resource_subscriptions(wanted.iter().cloned())
+            .build();
+        let listening = tokio::time::timeout(timeout, conn.peer().listen(filter)).await;
+        let stream = match listening {
+            Ok(Ok(stream)) => stream,
+            failed => {
+                let why = match failed {
+                    Ok(Err(e)) => self.failed(conn, e).to_string(),
+                    _ => format!("no acknowledgment of subscriptions/listen within {timeout:?}"),
+                };
+                let mut table = self.resources.table.lock().unwrap();
+                for uri in wanted.difference(&subscribed.uris) {
+                    table.remove(uri);
+                    let why = format!(
+                        "the upstream's subscriptions/listen failed ({why}); try again later"
+                    );
+                    errors.insert(uri.clone(), refused(why));
+                }
+                return Ok(());
+            }
+        };
+        let accepted: BTreeSet<String> = stream
+            .acknowledged()
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .cloned()
+            .collect();
+        for uri in wanted.difference(&accepted) {
+            self.resources.table.lock().unwrap().remove(uri);
+            let why = "the upstream did not accept a subscription to this resource".into();
+            errors.insert(uri.clone(), refused(why));
+        }
+        subscribed.uris = accepted;
+        let follower = tokio::spawn(follow(stream, self.resources_weak()));
+        if let Some(old) = subscribed.listen.replace(follower) {
             old.abort();
         }
         Ok(())
