@@ -232,7 +232,7 @@ async fn read(
 /// `resource_versions` (R-PRX-34): the URIs' tokens, for an upstream that declares
 /// `resources.subscribe`. An upstream that cannot be reached fails the start as retryable.
 async fn versions(
-    client: &UpstreamClient,
+    client: &Arc<UpstreamClient>,
     start: &StartContext,
     input: &Payload,
 ) -> Result<StartOutcome, StartError> {

@@ -23,6 +23,10 @@ use crate::resource_versions::{MAX_WATCHED_URIS, VersionTable, WATCH_IDLE};
 /// The watched URIs of one upstream, shared by its connections.
 pub struct ResourceWatch {
     table: Mutex<VersionTable>,
+    /// How long a URI nobody asks about stays watched ([`WATCH_IDLE`]; shorter in tests).
+    idle: Duration,
+    /// The task dropping idle URIs ([`sweep`]), started with the first asking.
+    sweeping: std::sync::Once,
     /// What is subscribed upstream now; held while subscribing, so askers take turns.
     subscribed: tokio::sync::Mutex<Subscribed>,
 }
@@ -47,6 +51,8 @@ impl Default for ResourceWatch {
     fn default() -> Self {
         Self {
             table: Mutex::new(VersionTable::new(new_epoch(), MAX_WATCHED_URIS)),
+            idle: WATCH_IDLE,
+            sweeping: std::sync::Once::new(),
             subscribed: Default::default(),
         }
     }
@@ -84,12 +90,15 @@ impl UpstreamClient {
     /// Each URI's version token, subscribing upstream to the ones not yet watched (see the
     /// module): `{"versions": {uri: token}, "errors": {uri: error}}`.
     pub async fn resource_versions(
-        &self,
+        self: &Arc<Self>,
         uris: &[String],
         timeout: Duration,
     ) -> Result<Value, UpstreamError> {
         let conn = self.connect_within(timeout).await?;
         let watch = &self.resources;
+        watch.sweeping.call_once(|| {
+            tokio::spawn(sweep(Arc::downgrade(self), watch.idle / SWEEPS_PER_IDLE));
+        });
         let mut subscribed = watch.subscribed.lock().await;
         if !subscribed.on(&conn) {
             *subscribed = Subscribed::default();
@@ -106,7 +115,7 @@ impl UpstreamClient {
                 );
                 errors.insert(uri, refused(why));
             }
-            table.expire(Instant::now(), WATCH_IDLE)
+            table.expire(Instant::now(), watch.idle)
         };
         if era::Upstream::of(conn.peer()).modern {
             self.listen_for(&conn, &mut subscribed, &mut errors, timeout)
@@ -230,6 +239,33 @@ impl UpstreamClient {
         Ok(())
     }
 
+    /// Drops the URIs nobody asked about for the watch's idle time, with their subscriptions on
+    /// the connection they were made on (a connection that is gone holds none).
+    async fn sweep_idle(&self, timeout: Duration) {
+        let watch = &self.resources;
+        let mut subscribed = watch.subscribed.lock().await;
+        let expired = watch
+            .table
+            .lock()
+            .unwrap()
+            .expire(Instant::now(), watch.idle);
+        let conn = subscribed.conn.as_ref().and_then(Weak::upgrade);
+        let (false, Some(conn)) = (expired.is_empty(), conn) else {
+            return;
+        };
+        let mut errors = Map::new();
+        let dropped = if era::Upstream::of(conn.peer()).modern {
+            self.listen_for(&conn, &mut subscribed, &mut errors, timeout)
+                .await
+        } else {
+            self.subscribe_each(&conn, &mut subscribed, expired, &mut errors, timeout)
+                .await
+        };
+        if let Err(e) = dropped {
+            tracing::debug!(service = %self.service, error = %e, "dropping idle resource subscriptions");
+        }
+    }
+
     /// One request on `conn` (with its era's `_meta`), its result as written.
     async fn request_on(
         &self,
@@ -253,6 +289,21 @@ impl UpstreamClient {
     }
 }
 
+/// How many sweeps run per idle time: a URI stays watched at most a fifth longer than it.
+const SWEEPS_PER_IDLE: u32 = 5;
+
+/// Drops idle URIs every `every` (R-PRX-34: a URI nobody asked about for 5 minutes is
+/// dropped, also when nobody asks anything), until the client is gone.
+async fn sweep(client: Weak<UpstreamClient>, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(client) = client.upgrade() else {
+            return;
+        };
+        client.sweep_idle(every.max(Duration::from_secs(1))).await;
+    }
+}
+
 /// Reads a listen stream's updates into the table until it ends.
 async fn follow(mut stream: rmcp::service::Subscription, watch: Weak<ResourceWatch>) {
     while let Ok(Some(notification)) = stream.next().await {
@@ -260,5 +311,54 @@ async fn follow(mut stream: rmcp::service::Subscription, watch: Weak<ResourceWat
         if let ServerNotification::ResourceUpdatedNotification(update) = notification {
             watch.updated(&update.params.uri);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A legacy stdio upstream that serves resource subscriptions and writes each request it
+    /// gets to the file named by its first argument.
+    const SUBSCRIBABLE: &str = r#"
+while IFS= read -r line; do
+  printf '%s\n' "$line" >> "$1"
+  id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
+  case "$line" in
+    *'"server/discover"'*) printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no"}}\n' "$id" ;;
+    *'"initialize"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"resources":{"subscribe":true}},"serverInfo":{"name":"legacy","version":"1"}}}\n' "$id" ;;
+    *'"resources/'*) printf '{"jsonrpc":"2.0","id":%s,"result":{}}\n' "$id" ;;
+  esac
+done
+"#;
+
+    #[tokio::test]
+    async fn a_uri_nobody_asks_about_is_unsubscribed_upstream_after_the_idle_time() {
+        let log = std::env::temp_dir().join(format!("subscribable-{}.jsonl", new_epoch()));
+        let args = vec!["-c".into(), SUBSCRIBABLE.into(), "sh".into()];
+        let args = [args, vec![log.to_string_lossy().into_owned()]].concat();
+        let transport = crate::config::TransportConfig::stdio("sh", args);
+        let mut client = UpstreamClient::new("legacy", transport);
+        let idle = Duration::from_millis(500);
+        Arc::get_mut(&mut client.resources).unwrap().idle = idle;
+        let client = Arc::new(client);
+        let asked = client
+            .resource_versions(&["a://1".into()], Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert!(asked["versions"]["a://1"].is_string(), "{asked}");
+        let requests = || std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            requests().contains(r#""resources/subscribe""#),
+            "{}",
+            requests()
+        );
+        // Nobody asks again: the sweep drops it within the idle time and a sweep.
+        tokio::time::sleep(idle * 2).await;
+        let sent = requests();
+        assert!(sent.contains(r#""resources/unsubscribe""#), "{sent}");
+        assert!(client.resources.table.lock().unwrap().uris().is_empty());
+        let _ = std::fs::remove_file(&log);
+        client.close().await;
     }
 }
