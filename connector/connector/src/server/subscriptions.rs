@@ -239,14 +239,18 @@ impl Connector {
         Ok((versions, errors))
     }
 
-    /// Sends `notifications/resources/updated` to the subscribers of `uri` on `route`.
+    /// Sends `notifications/resources/updated` to the subscribers of `uri` on `route`, all at
+    /// once; a subscriber that is gone, or does not take the notification within
+    /// [`NOTIFY_TIMEOUT`], is dropped, so one slow subscriber holds up no other (R-CON-49).
     async fn tell_updated(&self, route: usize, uri: &str) {
         let subs = &self.inner.resource_subs;
         let told = subs.registry.lock().unwrap().subscribers_of(route, uri);
-        for (id, notify) in told {
-            if !notify.updated(uri).await {
-                self.leave_subscribers(id);
-            }
+        let sends = told
+            .into_iter()
+            .map(|(id, notify)| (id, async move { notify.updated(uri).await }));
+        for id in untold(sends, NOTIFY_TIMEOUT).await {
+            tracing::warn!(uri, "a resource subscriber did not take an update in time; its subscriptions end");
+            self.leave_subscribers(id);
         }
     }
 
@@ -258,6 +262,28 @@ impl Connector {
             }
         });
     }
+}
+
+/// How long one subscriber's `notifications/resources/updated` may take (rmcp's session
+/// channel is bounded, so a caller that reads nothing blocks the send).
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs `sends` (each answering whether it was sent) at once; the ids of those that failed or
+/// took longer than `timeout`.
+async fn untold<F: std::future::Future<Output = bool>>(
+    sends: impl IntoIterator<Item = (u64, F)>,
+    timeout: Duration,
+) -> Vec<u64> {
+    let sends = sends.into_iter().map(|(id, send)| async move {
+        let sent = tokio::time::timeout(timeout, send).await;
+        (id, matches!(sent, Ok(true)))
+    });
+    let outcomes = futures::future::join_all(sends).await;
+    outcomes
+        .into_iter()
+        .filter(|(_, sent)| !sent)
+        .map(|(id, _)| id)
+        .collect()
 }
 
 /// An upstream's JSON-RPC error for one URI, as the caller's error.
@@ -292,5 +318,23 @@ async fn poll(inner: Weak<Inner>, period: Duration) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_subscriber_that_takes_no_update_in_time_holds_up_no_other() {
+        let took = std::time::Instant::now();
+        let sends: Vec<(u64, futures::future::BoxFuture<'static, bool>)> = vec![
+            (1, Box::pin(futures::future::pending())),
+            (2, Box::pin(async { true })),
+            (3, Box::pin(async { false })),
+        ];
+        let ms = Duration::from_millis;
+        assert_eq!(untold(sends, ms(200)).await, [1, 3]);
+        assert!(took.elapsed() < ms(2_000), "{:?}", took.elapsed());
     }
 }
