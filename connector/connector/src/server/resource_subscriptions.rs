@@ -94,6 +94,19 @@ impl<N: Clone> Registry<N> {
         removed
     }
 
+    /// Ends every subscription to `uri` on `route`; how many there were.
+    pub fn remove_everywhere(&mut self, route: usize, uri: &str) -> usize {
+        let mut removed = 0;
+        for subscriber in self.subscribers.values_mut() {
+            if subscriber.uris.get(uri) == Some(&route) {
+                subscriber.uris.remove(uri);
+                removed += 1;
+            }
+        }
+        self.total -= removed;
+        removed
+    }
+
     /// The subscriber is gone, with its subscriptions.
     pub fn leave(&mut self, id: u64) {
         if let Some(gone) = self.subscribers.remove(&id) {
@@ -285,8 +298,11 @@ mod tests {
             registry.by_route()[&1],
             BTreeSet::from(["v://x".to_owned()])
         );
+        assert_eq!(registry.remove_everywhere(1, "v://x"), 1);
+        assert_eq!(registry.remove_everywhere(1, "v://x"), 0);
+        assert!(!registry.by_route().contains_key(&1));
         registry.leave_if(|n| *n == "a");
-        assert_eq!(registry.total, 1);
+        assert_eq!(registry.total, 0);
         assert!(!registry.by_route().contains_key(&0));
         registry.leave(b);
         assert!(registry.by_route().is_empty() && registry.total == 0);

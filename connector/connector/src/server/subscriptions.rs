@@ -254,6 +254,21 @@ impl Connector {
         }
     }
 
+    /// A poll answered errors for these URIs of `route` (the proxy no longer watches them): their
+    /// subscribers get one update hint, to read the resource again, and their subscriptions
+    /// end, which is logged, rather than staying with no updates and no sign (R-CON-49).
+    async fn drop_refused(&self, route: usize, errors: Map<String, Value>) {
+        for (uri, error) in errors {
+            self.tell_updated(route, &uri).await;
+            let registry = &self.inner.resource_subs.registry;
+            let dropped = registry.lock().unwrap().remove_everywhere(route, &uri);
+            if dropped > 0 {
+                tracing::warn!(uri, %error, dropped,
+                    "the proxy answered an error for a subscribed resource; its subscriptions end");
+            }
+        }
+    }
+
     /// Starts the polling task, once.
     fn start_resource_poll(&self) {
         self.inner.resource_subs.polling.call_once(|| {
@@ -313,8 +328,9 @@ async fn poll(inner: Weak<Inner>, period: Duration) {
         for (route, uris) in plan {
             let uris: Vec<String> = uris.into_iter().collect();
             for chunk in uris.chunks(MAX_VERSION_URIS) {
-                if let Err(e) = connector.ask_versions(route, chunk).await {
-                    tracing::debug!(error = %e.message, "asking resource versions");
+                match connector.ask_versions(route, chunk).await {
+                    Ok((_, errors)) => connector.drop_refused(route, errors).await,
+                    Err(e) => tracing::debug!(error = %e.message, "asking resource versions"),
                 }
             }
         }
