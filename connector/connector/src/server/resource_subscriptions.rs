@@ -58,14 +58,14 @@ impl<N: Clone> Registry<N> {
         self.next
     }
 
-    /// Subscribes `id` to `uri` (served by `route`); an error saying why when a cap is reached.
-    /// Subscribing again to a URI is no new subscription.
-    pub fn add(&mut self, id: u64, uri: &str, route: usize) -> Result<(), String> {
+    /// Subscribes `id` to `uri` (served by `route`): whether it is a new subscription
+    /// (subscribing again to a URI is none), or an error saying why when a cap is reached.
+    pub fn add(&mut self, id: u64, uri: &str, route: usize) -> Result<bool, String> {
         let Some(subscriber) = self.subscribers.get_mut(&id) else {
             return Err("the subscriber is gone".into());
         };
         if subscriber.uris.contains_key(uri) {
-            return Ok(());
+            return Ok(false);
         }
         if subscriber.uris.len() >= MAX_URIS_PER_SUBSCRIBER {
             return Err(format!(
@@ -81,7 +81,7 @@ impl<N: Clone> Registry<N> {
         }
         subscriber.uris.insert(uri.to_owned(), route);
         self.total += 1;
-        Ok(())
+        Ok(true)
     }
 
     /// Unsubscribes `id` from `uri`; whether it was subscribed.
@@ -282,9 +282,9 @@ mod tests {
         let mut registry = Registry::default();
         let (a, b) = (registry.join("a"), registry.join("b"));
         for i in 0..MAX_URIS_PER_SUBSCRIBER {
-            registry.add(a, &format!("u://{i}"), 0).unwrap();
+            assert!(registry.add(a, &format!("u://{i}"), 0).unwrap());
         }
-        registry.add(a, "u://0", 0).unwrap();
+        assert!(!registry.add(a, "u://0", 0).unwrap(), "already subscribed");
         let refused = registry.add(a, "u://more", 0).unwrap_err();
         assert!(refused.contains("unsubscribe from one first"), "{refused}");
         registry.add(b, "u://0", 0).unwrap();

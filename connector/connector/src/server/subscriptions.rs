@@ -155,11 +155,8 @@ impl Connector {
     pub(super) async fn subscribe_resource(&self, id: u64, uri: &str) -> Result<(), McpError> {
         let route = self.subscribable_route(uri).await?;
         let subs = &self.inner.resource_subs;
-        subs.registry
-            .lock()
-            .unwrap()
-            .add(id, uri, route)
-            .map_err(|why| McpError::invalid_params(why, Some(json!({"uri": uri}))))?;
+        let added = subs.registry.lock().unwrap().add(id, uri, route);
+        let added = added.map_err(|why| McpError::invalid_params(why, Some(json!({"uri": uri}))))?;
         self.start_resource_poll();
         let asked = self.ask_versions(route, &[uri.to_owned()]).await;
         let refused = match asked {
@@ -167,7 +164,10 @@ impl Connector {
             Err(e) => Some(e),
         };
         if let Some(error) = refused {
-            subs.registry.lock().unwrap().remove(id, uri);
+            // A subscription made before stays: only this asking's new one is undone.
+            if added {
+                subs.registry.lock().unwrap().remove(id, uri);
+            }
             return Err(error);
         }
         Ok(())
