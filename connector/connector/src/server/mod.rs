@@ -169,8 +169,9 @@ pub const DEFAULT_MAX_IN_FLIGHT_PER_CALLER: usize = 64;
 /// average, a minute's worth at once.
 pub const DEFAULT_MAX_CALL_STARTS_PER_CALLER_MINUTE: usize = 600;
 
-/// The MCP server. Cheap to clone; clones share the tool catalog.
-#[derive(Clone)]
+/// The MCP server. Cheap to clone; clones share the tool catalog, but each clone has its own
+/// resource subscriber (R-CON-49), so a host serving several clients from clones of one
+/// connector keeps their subscriptions apart.
 pub struct Connector {
     inner: Arc<Inner>,
     /// The `logging/setLevel` of the client this connector value serves (see [`Typed`]).
@@ -179,6 +180,18 @@ pub struct Connector {
     keyed_calls: explicit_cancel::KeyedCalls,
     /// The resource subscriber of the client it serves, scoped like `log_level` (R-CON-49).
     subscriber: subscriptions::SessionSubscriber,
+}
+
+impl Clone for Connector {
+    /// Shares everything but the resource subscriber: a clone serves another client.
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            log_level: self.log_level.clone(),
+            keyed_calls: self.keyed_calls.clone(),
+            subscriber: Default::default(),
+        }
+    }
 }
 
 struct Inner {
