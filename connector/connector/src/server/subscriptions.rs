@@ -23,6 +23,7 @@ use super::{
     Connector, Inner,
     call::jsonrpc_error,
     feature_cache::Reserved,
+    features::not_offered,
     internal::internal,
     resource_subscriptions::{self, Registry, Seen},
 };
@@ -138,7 +139,7 @@ impl Connector {
             .and_then(Option::as_ref)
             .is_some_and(supports_subscribe)
         {
-            return Ok(index);
+            return self.listed_by(index, uri).await.map(|()| index);
         }
         Err(McpError::invalid_params(
             format!(
@@ -148,6 +149,23 @@ impl Connector {
             ),
             Some(json!({"uri": uri, "service": route.service})),
         ))
+    }
+
+    /// Whether route `index`'s resource or template lists show `uri`: with one route declaring
+    /// resources, `resources/read` goes to it without listing, but a subscription to a URI no
+    /// route serves is -32002 all the same (R-CON-49).
+    async fn listed_by(&self, index: usize, uri: &str) -> Result<(), McpError> {
+        let resources = self.cached_feature_list(index, LIST_RESOURCES).await.ok();
+        let templates = self.cached_feature_list(index, LIST_RESOURCE_TEMPLATES);
+        let lists = [(index, resources, templates.await.ok())];
+        if lists[0].1.is_none() && lists[0].2.is_none() {
+            let why = "the route's resource lists could not be read; try again later";
+            return Err(internal("resources/subscribe", why));
+        }
+        match resource_subscriptions::listed_route(uri, &lists) {
+            Some(_) => Ok(()),
+            None => Err(not_offered(READ_RESOURCE, uri)),
+        }
     }
 
     /// Subscribes `id` to `uri`: the route is found, the subscription registered, and its
