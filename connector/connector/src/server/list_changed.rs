@@ -243,9 +243,10 @@ impl Connector {
             return Subscribed(self.clone(), None);
         };
         let notify = Notify::Listener(context.sink().clone());
-        let id = self.join_subscribers(notify.clone());
+        let share = super::scope::request_share(context.request_context());
+        let id = self.join_subscribers(notify.clone(), share.clone());
         for uri in uris {
-            match self.subscribe_resource(id, &uri).await {
+            match self.subscribe_resource(id, &uri, share.as_ref()).await {
                 Ok(()) => {
                     notify.updated(&uri).await;
                 }

@@ -411,8 +411,9 @@ impl ServerHandler for Typed {
         request: rmcp::model::SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let id = self.session_subscriber(&self.subscriber, context.peer);
-        self.subscribe_resource(id, &request.uri).await
+        let share = request_share(&context);
+        let id = self.session_subscriber(&self.subscriber, context.peer, share.clone());
+        self.subscribe_resource(id, &request.uri, share.as_ref()).await
     }
 
     async fn unsubscribe(

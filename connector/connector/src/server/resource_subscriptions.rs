@@ -3,8 +3,9 @@
 //!
 //! - [`Registry`]: each subscriber (a session, or a 2026-07-28 listen stream) and the URIs it
 //!   subscribes to, each with the route serving it; at most [`MAX_URIS_PER_SUBSCRIBER`] per
-//!   subscriber and [`MAX_SUBSCRIPTIONS`] in all, so no caller grows the connector's memory
-//!   without bound.
+//!   subscriber, [`MAX_URIS_PER_CALLER`] per caller across its sessions and streams, and
+//!   [`MAX_SUBSCRIPTIONS`] in all, so no caller grows the connector's memory without bound or
+//!   takes the proxy's watched URIs (R-PRX-34) from everyone.
 //! - [`Seen`]: per route and URI, the tokens seen of each proxy epoch (R-PRX-34). A token of a
 //!   known epoch whose serial moved is an update; one of a new epoch (the proxy reconnected to
 //!   its upstream, or another proxy replica answered) is an update too, once, unless it is the
@@ -13,11 +14,15 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
+use crate::fair::Share;
 use durable_mcp_contract::features::{parse_version_token, template_matches};
 use serde_json::Value;
 
 /// The most URIs one subscriber (a session, or a listen stream) subscribes to.
 pub const MAX_URIS_PER_SUBSCRIBER: usize = 100;
+/// The most URIs one caller (R-CON-38's share: its token subject, else its address) subscribes
+/// to across its sessions and streams: a fifth of what the proxy watches per upstream.
+pub const MAX_URIS_PER_CALLER: usize = 200;
 /// The most subscriptions the connector keeps in all.
 pub const MAX_SUBSCRIPTIONS: usize = 10_000;
 /// The most proxy epochs remembered per resource (proxy replicas and reconnections).
@@ -29,11 +34,15 @@ pub struct Registry<N> {
     next: u64,
     total: usize,
     subscribers: HashMap<u64, Subscriber<N>>,
+    /// Subscriptions per caller, across its subscribers.
+    callers: HashMap<Share, usize>,
 }
 
 #[derive(Debug)]
 struct Subscriber<N> {
     notify: N,
+    /// Whose share it counts in (none over stdio: one caller).
+    caller: Option<Share>,
     /// URI -> index of the route serving it.
     uris: BTreeMap<String, usize>,
 }
@@ -44,18 +53,39 @@ impl<N> Default for Registry<N> {
             next: 0,
             total: 0,
             subscribers: HashMap::new(),
+            callers: HashMap::new(),
         }
     }
 }
 
 impl<N: Clone> Registry<N> {
-    /// A new subscriber, told of updates through `notify`.
-    pub fn join(&mut self, notify: N) -> u64 {
+    /// A new subscriber of `caller`, told of updates through `notify`.
+    pub fn join(&mut self, notify: N, caller: Option<Share>) -> u64 {
         self.next += 1;
         let uris = BTreeMap::new();
-        self.subscribers
-            .insert(self.next, Subscriber { notify, uris });
+        let subscriber = Subscriber {
+            notify,
+            caller,
+            uris,
+        };
+        self.subscribers.insert(self.next, subscriber);
         self.next
+    }
+
+    /// Whether subscriber `id` is still here.
+    pub fn has(&self, id: u64) -> bool {
+        self.subscribers.contains_key(&id)
+    }
+
+    /// `caller`'s count moves by `added` subscriptions (negative: fewer).
+    fn count(&mut self, caller: Option<&Share>, added: isize) {
+        self.total = self.total.saturating_add_signed(added);
+        let Some(caller) = caller else { return };
+        let held = self.callers.entry(caller.clone()).or_default();
+        *held = held.saturating_add_signed(added);
+        if *held == 0 {
+            self.callers.remove(caller);
+        }
     }
 
     /// Subscribes `id` to `uri` (served by `route`): whether it is a new subscription
@@ -73,44 +103,61 @@ impl<N: Clone> Registry<N> {
                  unsubscribe from one first"
             ));
         }
+        let caller = subscriber.caller.clone();
+        if caller
+            .as_ref()
+            .is_some_and(|c| self.callers.get(c).copied().unwrap_or(0) >= MAX_URIS_PER_CALLER)
+        {
+            return Err(format!(
+                "a caller subscribes to at most {MAX_URIS_PER_CALLER} resources across its \
+                 sessions and streams; unsubscribe from one first, or try again later"
+            ));
+        }
         if self.total >= MAX_SUBSCRIPTIONS {
             return Err(format!(
                 "the connector holds {MAX_SUBSCRIPTIONS} resource subscriptions, its most; \
                  try again later"
             ));
         }
-        subscriber.uris.insert(uri.to_owned(), route);
-        self.total += 1;
+        if let Some(subscriber) = self.subscribers.get_mut(&id) {
+            subscriber.uris.insert(uri.to_owned(), route);
+        }
+        self.count(caller.as_ref(), 1);
         Ok(true)
     }
 
     /// Unsubscribes `id` from `uri`; whether it was subscribed.
     pub fn remove(&mut self, id: u64, uri: &str) -> bool {
-        let removed = self
-            .subscribers
-            .get_mut(&id)
-            .is_some_and(|s| s.uris.remove(uri).is_some());
-        self.total -= usize::from(removed);
+        let Some(subscriber) = self.subscribers.get_mut(&id) else {
+            return false;
+        };
+        let removed = subscriber.uris.remove(uri).is_some();
+        let caller = subscriber.caller.clone();
+        if removed {
+            self.count(caller.as_ref(), -1);
+        }
         removed
     }
 
     /// Ends every subscription to `uri` on `route`; how many there were.
     pub fn remove_everywhere(&mut self, route: usize, uri: &str) -> usize {
-        let mut removed = 0;
-        for subscriber in self.subscribers.values_mut() {
-            if subscriber.uris.get(uri) == Some(&route) {
-                subscriber.uris.remove(uri);
-                removed += 1;
-            }
+        let ids: Vec<u64> = self
+            .subscribers
+            .iter()
+            .filter(|(_, s)| s.uris.get(uri) == Some(&route))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &ids {
+            self.remove(*id, uri);
         }
-        self.total -= removed;
-        removed
+        ids.len()
     }
 
     /// The subscriber is gone, with its subscriptions.
     pub fn leave(&mut self, id: u64) {
         if let Some(gone) = self.subscribers.remove(&id) {
-            self.total -= gone.uris.len();
+            let held = isize::try_from(gone.uris.len()).unwrap_or(isize::MAX);
+            self.count(gone.caller.as_ref(), -held);
         }
     }
 
@@ -268,6 +315,31 @@ mod tests {
     }
 
     #[test]
+    fn one_caller_holds_a_bounded_number_of_subscriptions_across_its_sessions() {
+        let mut registry = Registry::default();
+        let caller = Some(Share::Address([10, 0, 0, 1].into()));
+        let sessions: Vec<u64> = (0..3).map(|_| registry.join((), caller.clone())).collect();
+        for i in 0..MAX_URIS_PER_CALLER {
+            let session = sessions[i % sessions.len()];
+            registry.add(session, &format!("u://{i}"), 0).unwrap();
+        }
+        let refused = registry.add(sessions[0], "u://more", 0).unwrap_err();
+        assert!(refused.contains("across its sessions"), "{refused}");
+        let other = registry.join((), Some(Share::Address([10, 0, 0, 2].into())));
+        assert!(registry.add(other, "u://more", 0).unwrap(), "another caller");
+        let stdio = registry.join((), None);
+        assert!(registry.add(stdio, "u://more", 0).unwrap(), "no share over stdio");
+        registry.leave(sessions[1]);
+        assert!(registry.add(sessions[0], "u://more", 0).unwrap());
+        assert!(registry.remove(sessions[0], "u://more"));
+        assert_eq!(registry.remove_everywhere(0, "u://more"), 2);
+        for id in [sessions[0], sessions[2], other, stdio] {
+            registry.leave(id);
+        }
+        assert!(registry.callers.is_empty() && registry.total == 0);
+    }
+
+    #[test]
     fn epochs_kept_per_resource_are_bounded() {
         let mut known = VecDeque::new();
         for e in 0..20 {
@@ -280,7 +352,7 @@ mod tests {
     #[test]
     fn subscriptions_are_capped_per_subscriber_and_end_with_it() {
         let mut registry = Registry::default();
-        let (a, b) = (registry.join("a"), registry.join("b"));
+        let (a, b) = (registry.join("a", None), registry.join("b", None));
         for i in 0..MAX_URIS_PER_SUBSCRIBER {
             assert!(registry.add(a, &format!("u://{i}"), 0).unwrap());
         }

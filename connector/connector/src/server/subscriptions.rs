@@ -19,6 +19,8 @@ use rmcp::{
 };
 use serde_json::{Map, Value, json};
 
+use crate::fair::Share;
+
 use super::{
     Connector, Inner,
     call::jsonrpc_error,
@@ -170,13 +172,23 @@ impl Connector {
 
     /// Subscribes `id` to `uri`: the route is found, the subscription registered, and its
     /// route's version asked at once (the proxy subscribes upstream; the baseline token).
-    pub(super) async fn subscribe_resource(&self, id: u64, uri: &str) -> Result<(), McpError> {
+    pub(super) async fn subscribe_resource(
+        &self,
+        id: u64,
+        uri: &str,
+        share: Option<&Share>,
+    ) -> Result<(), McpError> {
         let route = self.subscribable_route(uri).await?;
         let subs = &self.inner.resource_subs;
         let added = subs.registry.lock().unwrap().add(id, uri, route);
         let added = added.map_err(|why| McpError::invalid_params(why, Some(json!({"uri": uri}))))?;
         self.start_resource_poll();
-        let asked = self.ask_versions(route, &[uri.to_owned()]).await;
+        // The subscribing asking counts in the caller's share, like a read (R-CON-38).
+        let started = self.inner.call_starts.try_start("resources/subscribe", share);
+        let asked = match started {
+            Ok(()) => self.ask_versions(route, &[uri.to_owned()], share).await,
+            Err(e) => Err(e),
+        };
         let refused = match asked {
             Ok((_, errors)) => errors.get(uri).map(refusal),
             Err(e) => Some(e),
@@ -201,14 +213,10 @@ impl Connector {
             .remove(id, uri);
     }
 
-    /// A new subscriber.
-    pub(super) fn join_subscribers(&self, notify: Notify) -> u64 {
-        self.inner
-            .resource_subs
-            .registry
-            .lock()
-            .unwrap()
-            .join(notify)
+    /// A new subscriber of `caller`.
+    pub(super) fn join_subscribers(&self, notify: Notify, caller: Option<Share>) -> u64 {
+        let registry = &self.inner.resource_subs.registry;
+        registry.lock().unwrap().join(notify, caller)
     }
 
     /// The subscriber is gone.
@@ -216,14 +224,20 @@ impl Connector {
         self.inner.resource_subs.registry.lock().unwrap().leave(id);
     }
 
-    /// The session's subscriber id, made on its first subscription.
+    /// The session's subscriber id, made on its first subscription (again when its subscriber
+    /// was dropped, as one that did not take an update in time is).
     pub(super) fn session_subscriber(
         &self,
         session: &SessionSubscriber,
         peer: Peer<RoleServer>,
+        caller: Option<Share>,
     ) -> u64 {
         let mut id = session.lock().unwrap();
-        *id.get_or_insert_with(|| self.join_subscribers(Notify::Session(peer)))
+        let registry = &self.inner.resource_subs.registry;
+        match *id {
+            Some(known) if registry.lock().unwrap().has(known) => known,
+            _ => *id.insert(self.join_subscribers(Notify::Session(peer), caller)),
+        }
     }
 
     /// Asks `route` the versions of `uris`; each token is compared with the ones seen, and the
@@ -232,11 +246,12 @@ impl Connector {
         &self,
         route: usize,
         uris: &[String],
+        share: Option<&Share>,
     ) -> Result<(Map<String, Value>, Map<String, Value>), McpError> {
         let service = &self.inner.options.routes[route];
         let input = json!({"uris": uris});
         let asked = self
-            .run_in_place(service, RESOURCE_VERSIONS, input, None)
+            .run_in_place(service, RESOURCE_VERSIONS, input, share)
             .await;
         let answered = match asked {
             Ok(p) => payload::to_json(&p).map_err(|e| internal("resources/subscribe", e))?,
@@ -346,7 +361,7 @@ async fn poll(inner: Weak<Inner>, period: Duration) {
         for (route, uris) in plan {
             let uris: Vec<String> = uris.into_iter().collect();
             for chunk in uris.chunks(MAX_VERSION_URIS) {
-                match connector.ask_versions(route, chunk).await {
+                match connector.ask_versions(route, chunk, None).await {
                     Ok((_, errors)) => connector.drop_refused(route, errors).await,
                     Err(e) => tracing::debug!(error = %e.message, "asking resource versions"),
                 }
