@@ -102,6 +102,10 @@ async fn a_session_caller_subscribed_to_a_resource_learns_of_its_updates_until_i
     let caps = client.peer_info().unwrap().capabilities.clone();
     assert_eq!(caps.resources.and_then(|r| r.subscribe), Some(true));
 
+    // One route declares resources, but a URI it does not serve is not found all the same.
+    let unknown = rmcp::model::SubscribeRequestParams::new(UNKNOWN);
+    let refused = client.peer().subscribe(unknown).await.unwrap_err();
+    assert!(format!("{refused:?}").contains("-32002"), "{refused:?}");
     let subscribe = rmcp::model::SubscribeRequestParams::new(WATCHED);
     client.peer().subscribe(subscribe).await.unwrap();
     // The proxy subscribed upstream before the caller's subscribe was answered.
@@ -122,6 +126,34 @@ async fn a_session_caller_subscribed_to_a_resource_learns_of_its_updates_until_i
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(updates.of(WATCHED), told, "no update after unsubscribing");
     client.cancel().await.unwrap();
+}
+
+/// A library host serving two clients from clones of one connector: each client's
+/// subscriptions are its own (R-CON-49).
+#[tokio::test]
+#[allow(deprecated)] // resources/subscribe is what a session caller sends
+async fn clones_of_a_connector_keep_their_clients_subscriptions_apart() {
+    let env = TestEnv::shared("resource-subscribe-clones").await;
+    let mock = Touching::start(&env);
+    let connector = Connector::new(env.client.clone(), mock.options.clone());
+    let (a, b) = (Updates::default(), Updates::default());
+    let first = serve_in_memory(connector.clone(), a.clone()).await.unwrap();
+    let second = serve_in_memory(connector, b.clone()).await.unwrap();
+    let subscribe = rmcp::model::SubscribeRequestParams::new(WATCHED);
+    first.peer().subscribe(subscribe).await.unwrap();
+    // The other client unsubscribes from what it never subscribed to: the first one's stays.
+    let unsubscribe = rmcp::model::UnsubscribeRequestParams::new(WATCHED);
+    second.peer().unsubscribe(unsubscribe).await.unwrap();
+    touch(&first, WATCHED).await;
+    eventually(
+        Duration::from_secs(30),
+        "the first client gets the update",
+        || a.of(WATCHED) > 0,
+    )
+    .await;
+    assert_eq!(b.of(WATCHED), 0, "the second client subscribed to nothing");
+    first.cancel().await.unwrap();
+    second.cancel().await.unwrap();
 }
 
 #[tokio::test]

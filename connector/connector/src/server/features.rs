@@ -99,9 +99,16 @@ impl Declared {
     }
 
     /// Whether route `index`'s declared capabilities, as last asked, satisfy `test`.
-    pub(super) fn of_route(&self, index: usize, test: impl Fn(&Map<String, Value>) -> bool) -> bool {
+    pub(super) fn of_route(
+        &self,
+        index: usize,
+        test: impl Fn(&Map<String, Value>) -> bool,
+    ) -> bool {
         let asked = self.0.lock().unwrap();
-        let declared = asked.probed.as_ref().and_then(|(_, r)| r.get(index)?.as_ref());
+        let declared = asked
+            .probed
+            .as_ref()
+            .and_then(|(_, r)| r.get(index)?.as_ref());
         declared.is_some_and(test)
     }
 

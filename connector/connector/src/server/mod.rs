@@ -399,7 +399,8 @@ impl ServerHandler for Typed {
         requested: &rmcp::model::SubscriptionFilter,
     ) -> Option<rmcp::model::SubscriptionFilter> {
         let resources = self.serves_subscriptions().then_some(requested);
-        let mut offered = list_changed::offered_subscriptions(&self.inner.declared.union(), resources);
+        let mut offered =
+            list_changed::offered_subscriptions(&self.inner.declared.union(), resources);
         if let Some(uris) = &mut offered.resource_subscriptions {
             uris.retain(|uri| self.cached_subscribable(uri));
         }
@@ -413,7 +414,8 @@ impl ServerHandler for Typed {
     ) -> Result<(), McpError> {
         let share = request_share(&context);
         let id = self.session_subscriber(&self.subscriber, context.peer, share.clone());
-        self.subscribe_resource(id, &request.uri, share.as_ref()).await
+        self.subscribe_resource(id, &request.uri, share.as_ref())
+            .await
     }
 
     async fn unsubscribe(

@@ -205,7 +205,11 @@ pub fn listed_route(uri: &str, lists: &[(usize, Option<Value>, Option<Value>)]) 
         items.cloned().unwrap_or_default()
     };
     let routes = |test: &dyn Fn(&(usize, Option<Value>, Option<Value>)) -> bool| -> Vec<usize> {
-        lists.iter().filter(|l| test(l)).map(|(i, _, _)| *i).collect()
+        lists
+            .iter()
+            .filter(|l| test(l))
+            .map(|(i, _, _)| *i)
+            .collect()
     };
     let mut found = routes(&|(_, r, _)| items(r, "resources").iter().any(|i| i["uri"] == uri));
     if found.is_empty() {
@@ -326,9 +330,15 @@ mod tests {
         let refused = registry.add(sessions[0], "u://more", 0).unwrap_err();
         assert!(refused.contains("across its sessions"), "{refused}");
         let other = registry.join((), Some(Share::Address([10, 0, 0, 2].into())));
-        assert!(registry.add(other, "u://more", 0).unwrap(), "another caller");
+        assert!(
+            registry.add(other, "u://more", 0).unwrap(),
+            "another caller"
+        );
         let stdio = registry.join((), None);
-        assert!(registry.add(stdio, "u://more", 0).unwrap(), "no share over stdio");
+        assert!(
+            registry.add(stdio, "u://more", 0).unwrap(),
+            "no share over stdio"
+        );
         registry.leave(sessions[1]);
         assert!(registry.add(sessions[0], "u://more", 0).unwrap());
         assert!(registry.remove(sessions[0], "u://more"));

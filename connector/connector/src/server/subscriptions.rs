@@ -114,7 +114,11 @@ impl Connector {
         let lists: Vec<_> = (0..self.inner.options.routes.len())
             .map(|i| {
                 let resources = self.last_good_list(i, LIST_RESOURCES);
-                (i, resources, self.last_good_list(i, LIST_RESOURCE_TEMPLATES))
+                (
+                    i,
+                    resources,
+                    self.last_good_list(i, LIST_RESOURCE_TEMPLATES),
+                )
             })
             .collect();
         resource_subscriptions::listed_route(uri, &lists)
@@ -181,10 +185,14 @@ impl Connector {
         let route = self.subscribable_route(uri).await?;
         let subs = &self.inner.resource_subs;
         let added = subs.registry.lock().unwrap().add(id, uri, route);
-        let added = added.map_err(|why| McpError::invalid_params(why, Some(json!({"uri": uri}))))?;
+        let added =
+            added.map_err(|why| McpError::invalid_params(why, Some(json!({"uri": uri}))))?;
         self.start_resource_poll();
         // The subscribing asking counts in the caller's share, like a read (R-CON-38).
-        let started = self.inner.call_starts.try_start("resources/subscribe", share);
+        let started = self
+            .inner
+            .call_starts
+            .try_start("resources/subscribe", share);
         let asked = match started {
             Ok(()) => self.ask_versions(route, &[uri.to_owned()], share).await,
             Err(e) => Err(e),
@@ -282,7 +290,10 @@ impl Connector {
             .into_iter()
             .map(|(id, notify)| (id, async move { notify.updated(uri).await }));
         for id in untold(sends, NOTIFY_TIMEOUT).await {
-            tracing::warn!(uri, "a resource subscriber did not take an update in time; its subscriptions end");
+            tracing::warn!(
+                uri,
+                "a resource subscriber did not take an update in time; its subscriptions end"
+            );
             self.leave_subscribers(id);
         }
     }
