@@ -553,7 +553,7 @@ pub(super) fn declare(
 
 /// The error for a read of `key` no route offers: a resource is not found (-32002, with its
 /// `uri`); a prompt's name or a completion's reference is invalid params (-32602).
-pub(super) fn not_offered(asked: Feature, key: &str) -> McpError {
+fn not_offered(asked: Feature, key: &str) -> McpError {
     if asked == READ_RESOURCE {
         let message = format!("no route offers resource {key:?}");
         return McpError::new(

@@ -195,16 +195,19 @@ impl<N: Clone> Registry<N> {
     }
 }
 
+/// One route's lists: its index, its resource list and its template list, where known.
+pub type RouteLists = (usize, Option<Value>, Option<Value>);
+
 /// The route serving `uri` by the routes' lists, as `resources/read` finds it (R-CON-45): the
 /// one route listing the resource, else the one route with a template matching it; `None` for
 /// none or several. `lists`: per route index, its resource and template lists as answered
 /// (`{"resources": [..]}`, `{"resourceTemplates": [..]}`), where known.
-pub fn listed_route(uri: &str, lists: &[(usize, Option<Value>, Option<Value>)]) -> Option<usize> {
+pub fn listed_route(uri: &str, lists: &[RouteLists]) -> Option<usize> {
     let items = |list: &Option<Value>, key: &str| -> Vec<Value> {
         let items = list.as_ref().and_then(|l| l[key].as_array());
         items.cloned().unwrap_or_default()
     };
-    let routes = |test: &dyn Fn(&(usize, Option<Value>, Option<Value>)) -> bool| -> Vec<usize> {
+    let routes = |test: &dyn Fn(&RouteLists) -> bool| -> Vec<usize> {
         lists
             .iter()
             .filter(|l| test(l))

@@ -25,7 +25,6 @@ use super::{
     Connector, Inner,
     call::jsonrpc_error,
     feature_cache::Reserved,
-    features::not_offered,
     internal::internal,
     resource_subscriptions::{self, Registry, Seen},
 };
@@ -170,7 +169,7 @@ impl Connector {
         }
         match resource_subscriptions::listed_route(uri, &lists) {
             Some(_) => Ok(()),
-            None => Err(not_offered(READ_RESOURCE, uri)),
+            None => Err(not_found(uri)),
         }
     }
 
@@ -343,6 +342,13 @@ async fn untold<F: std::future::Future<Output = bool>>(
         .filter(|(_, sent)| !sent)
         .map(|(id, _)| id)
         .collect()
+}
+
+/// -32002 for a URI no route serves, as `resources/read` answers it (R-CON-45).
+fn not_found(uri: &str) -> McpError {
+    let message = format!("no route offers resource {uri:?}");
+    let code = rmcp::model::ErrorCode(-32002);
+    McpError::new(code, message, Some(json!({"uri": uri})))
 }
 
 /// An upstream's JSON-RPC error for one URI, as the caller's error.
