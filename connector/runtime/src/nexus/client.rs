@@ -31,6 +31,14 @@ use super::{
 use crate::temporal::proto_duration;
 use durable_mcp_contract::payload::{self, IdentityCodec, PayloadCodec, PayloadError};
 
+/// Whether the server refused a cancel because one is already requested (under another
+/// request id: a second cancel of the same task, or one racing the first). The cancel the
+/// caller wants holds, so it is no failure.
+fn already_cancelling(status: &tonic::Status) -> bool {
+    status.code() == tonic::Code::FailedPrecondition
+        && status.message().contains("cancellation already requested")
+}
+
 /// What to do when an operation with the same id is already running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ConflictPolicy {
@@ -569,14 +577,15 @@ impl OperationClient {
                 },
             ))
             .await
-            .map_err(|s| {
-                OperationClientError::rpc(
+            .map(|_| ())
+            .or_else(|s| match already_cancelling(&s) {
+                true => Ok(()),
+                false => Err(OperationClientError::rpc(
                     "RequestCancelNexusOperationExecution",
                     s,
                     &op.operation_id,
-                )
-            })?;
-        Ok(())
+                )),
+            })
     }
 
     /// Ends the operation record at once. The handler is NOT told: backing work keeps running.
@@ -601,5 +610,22 @@ impl OperationClient {
                 OperationClientError::rpc("TerminateNexusOperationExecution", s, &op.operation_id)
             })?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cancel_already_requested_is_no_failure_and_other_refusals_are() {
+        let already = tonic::Status::failed_precondition(
+            "cancellation already requested with request ID cafdd388-310c-4a57-be40-636c490eccb4",
+        );
+        assert!(already_cancelling(&already));
+        let closed = tonic::Status::failed_precondition("operation already completed");
+        assert!(!already_cancelling(&closed));
+        let other = tonic::Status::unavailable("cancellation already requested");
+        assert!(!already_cancelling(&other));
     }
 }
