@@ -779,7 +779,7 @@ impl Opening {
             TapReader::new(stdout, self.written.clone()),
             stdin,
         );
-        let transport = probe::BoundedProbe::new(transport, discover_wait);
+        let transport = probe::BoundedProbe::new(transport, discover_wait, &self.service);
         let running = self
             .handler(Some(group), false)
             .serve_with_lifecycle(transport, era::lifecycle())

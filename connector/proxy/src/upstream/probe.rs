@@ -3,7 +3,9 @@
 //! own probe timeout (10 s) before the `initialize` fallback. [`BoundedProbe`] answers the
 //! probe itself, with the error a legacy server gives (-32601), once its wait has passed: rmcp
 //! then falls back on the same connection, and the upstream's late answer, if any, is dropped
-//! (it would be taken for the answer to `initialize`).
+//! (it would be taken for the answer to `initialize`). That fallback is logged at info, naming
+//! the upstream and its `discover_wait`, since a 2026-07-28 server that starts slowly (`npx`,
+//! `uvx`) is then quietly served as a legacy one.
 
 use std::time::Duration;
 
@@ -14,12 +16,15 @@ use rmcp::{
     transport::Transport,
 };
 use tokio::time::Instant;
+use tracing::info;
 
 /// A client transport whose `server/discover` request is answered with -32601 after `wait`
 /// when the upstream has not answered it.
 pub struct BoundedProbe<T> {
     inner: T,
     wait: Duration,
+    /// The upstream's service name, for the log line of a fallback.
+    service: String,
     /// The probe waiting for its answer, and until when.
     pending: Option<(RequestId, Instant)>,
     /// A probe answered here: the upstream's own late answer is dropped.
@@ -27,10 +32,11 @@ pub struct BoundedProbe<T> {
 }
 
 impl<T> BoundedProbe<T> {
-    pub fn new(inner: T, wait: Duration) -> Self {
+    pub fn new(inner: T, wait: Duration, service: &str) -> Self {
         Self {
             inner,
             wait,
+            service: service.to_owned(),
             pending: None,
             abandoned: None,
         }
@@ -47,6 +53,7 @@ impl<T> BoundedProbe<T> {
         }
         if self.abandoned.as_ref() == Some(&id) {
             self.abandoned = None;
+            info!(upstream = %self.service, "{}", late_note(&self.service, self.wait));
             return true;
         }
         false
@@ -72,6 +79,28 @@ fn answered_id(message: &ServerJsonRpcMessage) -> Option<RequestId> {
         ServerJsonRpcMessage::Error(e) => e.id.clone(),
         _ => None,
     }
+}
+
+/// The log line of a probe answered here: the upstream is served as a legacy server from now
+/// on, and how to give a slow starter more time. Names no command or argument (they may hold
+/// secrets).
+fn fallback_note(service: &str, wait: Duration) -> String {
+    format!(
+        "upstream {service:?} did not answer server/discover within its discover_wait of {wait:?}, \
+         so it is served as a legacy (2025-11-25, initialize) server on this connection; if it \
+         speaks 2026-07-28 and starts slowly (npx, uvx), raise discover_wait (at most 10s) in its \
+         [[upstream]] table of proxy.toml"
+    )
+}
+
+/// The log line of the upstream's late answer to a probe answered here: it does speak
+/// 2026-07-28, but too late for this connection.
+fn late_note(service: &str, wait: Duration) -> String {
+    format!(
+        "upstream {service:?} answered server/discover after its discover_wait of {wait:?}: it \
+         is served as a legacy server on this connection; raise discover_wait (at most 10s) in \
+         its [[upstream]] table of proxy.toml"
+    )
 }
 
 /// The answer given for a probe the upstream left unanswered: what a legacy server answers to
@@ -108,6 +137,7 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for BoundedProbe<T> {
                         None => {
                             self.pending = None;
                             self.abandoned = Some(id.clone());
+                            info!(upstream = %self.service, "{}", fallback_note(&self.service, self.wait));
                             return Some(unanswered(id, self.wait));
                         }
                     }
@@ -193,8 +223,28 @@ done
     }
 
     #[test]
+    fn a_fallback_is_logged_naming_the_upstream_its_wait_and_how_to_raise_it() {
+        for note in [
+            fallback_note("everything", Duration::from_secs(3)),
+            late_note("everything", Duration::from_secs(3)),
+        ] {
+            for part in [
+                "\"everything\"",
+                "discover_wait",
+                "3s",
+                "10s",
+                "proxy.toml",
+                "legacy",
+            ] {
+                assert!(note.contains(part), "{part:?} in {note}");
+            }
+        }
+        assert!(fallback_note("s", Duration::from_secs(3)).contains("npx"));
+    }
+
+    #[test]
     fn the_late_answer_to_a_probe_answered_here_is_dropped_once() {
-        let mut bounded = BoundedProbe::new((), Duration::from_secs(3));
+        let mut bounded = BoundedProbe::new((), Duration::from_secs(3), "s");
         bounded.abandoned = Some(RequestId::Number(1));
         let late = ServerJsonRpcMessage::response(ServerResult::empty(()), RequestId::Number(1));
         let other = ServerJsonRpcMessage::response(ServerResult::empty(()), RequestId::Number(2));
