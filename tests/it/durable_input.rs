@@ -370,22 +370,42 @@ async fn a_task_cancelled_while_it_waits_for_input_reads_cancelled_and_a_later_a
     owner.cancel().await.unwrap();
 }
 
-/// R-CON-11, R-CON-40: a caller without the tasks extension whose call became a companion task
-/// before the tool asked for input reads the request with `task_status`, and answers it with
-/// `task_input` (its owner only; twice runs the next round once); `task_result` says it waits
-/// for input instead of waiting 20 s.
+/// A connector serving the companion tools to callers of `scope`, a call becoming a companion
+/// task after 1 s.
+pub(crate) fn companion(env: &TestEnv, key: &SigningKey, scope: &str) -> Connector {
+    let mut options = ConnectorOptions::new(vec![route("asking", &env.endpoint)]);
+    options.signing_key = key.clone();
+    options.caller_scope = CallerScope::Process(scope.into());
+    options.task_after = Duration::from_secs(1);
+    options.companion_tools = true;
+    Connector::new(env.client.clone(), options)
+}
+
+/// Polls `task_status` as `client` until the task no longer works.
+pub(crate) async fn status_past_working<C: rmcp::Service<rmcp::RoleClient>>(
+    client: &McpClient<C>,
+    task_id: &str,
+) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = call(client, "task_status", json!({"task_id": task_id})).await;
+        if status["structuredContent"]["status"] != "working" {
+            return status;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{status}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// R-CON-11: a companion task whose tool asks the user (`elicitation/create`) never shows the
+/// question to the model and never takes the model's answer: `task_status` withholds it,
+/// `task_input` is refused and runs nothing, and `task_result` answers a tool error naming the
+/// capability the host lacks; a host that declared elicitation gets the question on its session
+/// from `task_result`, and the user's answer is the next round (once).
 #[tokio::test]
-async fn a_companion_caller_reads_and_answers_its_tasks_input_request_once() {
+async fn a_companion_tasks_question_for_the_user_goes_to_the_host_never_to_the_model() {
     let (env, ledger, _proxy, key) = setup("durable-input-companion").await;
-    let companion = |scope: &str| {
-        let mut options = ConnectorOptions::new(vec![route("asking", &env.endpoint)]);
-        options.signing_key = key.clone();
-        options.caller_scope = CallerScope::Process(scope.into());
-        options.task_after = Duration::from_secs(1);
-        options.companion_tools = true;
-        Connector::new(env.client.clone(), options)
-    };
-    let owner = client_for(companion("owner")).await.unwrap();
+    let owner = client_for(companion(&env, &key, "owner")).await.unwrap();
     // The tool asks only after 2.5 s: the call is a companion task by then.
     let started = call(&owner, "ask", json!({"path": "/data", "sleep_ms": 2500})).await;
     let task_id = started["_meta"]["io.durable-mcp/taskId"]
@@ -393,55 +413,72 @@ async fn a_companion_caller_reads_and_answers_its_tasks_input_request_once() {
         .unwrap_or_else(|| panic!("no companion task ID in {started}"))
         .to_owned();
     let by_id = json!({"task_id": task_id});
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        let status = call(&owner, "task_status", by_id.clone()).await;
-        if status["structuredContent"]["status"] != "working" {
-            break status;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{status}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
-    let structured = &status["structuredContent"];
-    assert_eq!(structured["status"], "input_required", "{status}");
-    let request = &structured["inputRequests"][CONFIRM_KEY];
-    assert_eq!(request["method"], "elicitation/create", "{status}");
-    assert_eq!(request["params"]["message"], "Delete 40 GB?");
-    let text = status["content"][0]["text"].as_str().unwrap();
+    let status = status_past_working(&owner, &task_id).await;
+    assert_eq!(
+        status["structuredContent"]["status"], "input_required",
+        "{status}"
+    );
+    assert_eq!(
+        status["structuredContent"]["hostInputRequests"],
+        json!(["elicitation/create"])
+    );
+    assert!(!status.to_string().contains("Delete 40 GB?"), "{status}");
     assert!(
-        text.contains("Delete 40 GB?") && text.contains("task_input"),
+        status["structuredContent"].get("inputRequests").is_none(),
+        "{status}"
+    );
+
+    // The model's answer is refused and runs nothing; a stranger's is an unknown task.
+    let answer = |task_id: &str| json!({"task_id": task_id, "input_responses": confirmed()});
+    let refused = call(&owner, "task_input", answer(&task_id)).await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    let text = refused["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("elicitation/create") && text.contains("nothing ran"),
         "{text}"
     );
-    // task_result says so at once: nothing goes on until the request is answered.
+    let stranger = client_for(companion(&env, &key, "stranger")).await.unwrap();
+    let foreign = call(&stranger, "task_input", answer(&task_id)).await;
+    assert_eq!(foreign["content"][0]["text"], "unknown task", "{foreign}");
+
+    // A host without elicitation: a typed tool error naming it, at once.
     let asked_at = tokio::time::Instant::now();
     let waiting = call(&owner, "task_result", by_id.clone()).await;
     assert!(asked_at.elapsed() < Duration::from_secs(10), "it waited");
-    assert_eq!(waiting["structuredContent"]["status"], "input_required");
+    assert_eq!(waiting["isError"], true, "{waiting}");
+    assert_eq!(
+        waiting["_meta"]["io.durable-mcp/errorType"], "InputRequired",
+        "{waiting}"
+    );
+    let text = waiting["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("elicitation capability") && !text.contains("Delete 40 GB?"),
+        "{text}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        ledger.count("ask", LedgerEvent::Called),
+        1,
+        "{:?}",
+        ledger.read()
+    );
 
-    // Another caller's answer gets exactly what a forged ID gets, and runs nothing.
-    let stranger = client_for(companion("stranger")).await.unwrap();
-    let answer = |task_id: &str| json!({"task_id": task_id, "input_responses": confirmed()});
-    let foreign = call(&stranger, "task_input", answer(&task_id)).await;
-    let forged = call(&stranger, "task_input", answer("forged")).await;
-    assert_eq!(foreign, forged);
-    assert_eq!(foreign["content"][0]["text"], "unknown task", "{foreign}");
-
-    // The owner answers through two connectors: the next round runs once; the second answer
-    // is acknowledged and changes nothing.
-    let taken = call(&owner, "task_input", answer(&task_id)).await;
-    assert_eq!(taken["isError"], false, "{taken}");
-    assert_eq!(taken["structuredContent"]["answered"], true, "{taken}");
-    let other = client_for(companion("owner")).await.unwrap();
-    let again = call(&other, "task_input", answer(&task_id)).await;
-    assert_eq!(again["isError"], false, "{again}");
-    assert_eq!(again["structuredContent"]["answered"], false, "{again}");
+    // The same owner on a host that declared elicitation: task_result asks the user.
+    let confirmer = crate::input_relay::Confirmer::default();
+    let host = serve_in_memory(companion(&env, &key, "owner"), confirmer.clone())
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let done = loop {
-        let done = call(&owner, "task_result", by_id.clone()).await;
+        let done = call(&host, "task_result", by_id.clone()).await;
         if done["structuredContent"]["status"] != "working" {
             break done;
         }
         assert!(tokio::time::Instant::now() < deadline, "{done}");
     };
+    let asked = confirmer.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["message"], "Delete 40 GB?");
     let answered = &done["structuredContent"];
     assert_eq!(
         answered["inputResponses"][CONFIRM_KEY]["action"], "accept",
@@ -454,13 +491,18 @@ async fn a_companion_caller_reads_and_answers_its_tasks_input_request_once() {
         "{:?}",
         ledger.read()
     );
-    for c in [owner, stranger, other] {
+    for c in [owner, stranger] {
         c.cancel().await.unwrap();
     }
+    host.cancel().await.unwrap();
 }
 
-/// A plain client's call of `tool`, answered as JSON.
-async fn call(client: &McpClient, tool: &str, arguments: Value) -> Value {
+/// A client's call of `tool`, answered as JSON.
+pub(crate) async fn call<C: rmcp::Service<rmcp::RoleClient>>(
+    client: &McpClient<C>,
+    tool: &str,
+    arguments: Value,
+) -> Value {
     let answer = client.peer().call_tool(tool_call(tool, arguments)).await;
     serde_json::to_value(answer.unwrap()).unwrap()
 }

@@ -22,8 +22,8 @@ use crate::support::*;
 /// A session client that declares elicitation and accepts every request, keeping what it was
 /// asked.
 #[derive(Clone, Default)]
-struct Confirmer {
-    asked: Arc<Mutex<Vec<Value>>>,
+pub(crate) struct Confirmer {
+    pub(crate) asked: Arc<Mutex<Vec<Value>>>,
 }
 
 impl ClientHandler for Confirmer {

@@ -539,3 +539,71 @@ async fn a_request_state_resumes_only_its_callers_call_of_its_tool() {
     assert_eq!(done["inputResponses"][CONFIRM_KEY]["action"], "accept");
     assert_eq!(ledger.count("ask", LedgerEvent::Called), 2);
 }
+
+/// R-CON-11, R-CON-40: a companion task whose tool asks for a model's message
+/// (`sampling/createMessage`) shows it to the model with `task_status`, and the model answers
+/// it with `task_input` (its owner only; twice, on two connectors, runs the next round once);
+/// `task_result` says it waits for that answer instead of waiting 20 s.
+#[tokio::test]
+async fn a_companion_caller_reads_and_answers_its_tasks_sampling_request_once() {
+    use crate::durable_input::{call, companion, status_past_working};
+    let (env, ledger, _proxy, key) = setup("input-rounds-companion").await;
+    let owner = client_for(companion(&env, &key, "owner")).await.unwrap();
+    let started = call(&owner, "sample", json!({"sleep_ms": 2500})).await;
+    let task_id = started["_meta"]["io.durable-mcp/taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no companion task ID in {started}"))
+        .to_owned();
+    let by_id = json!({"task_id": task_id});
+    let status = status_past_working(&owner, &task_id).await;
+    let request = &status["structuredContent"]["inputRequests"][SAMPLE_KEY];
+    assert_eq!(request["method"], "sampling/createMessage", "{status}");
+    let text = status["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("Summarise the report") && text.contains("task_input"),
+        "{text}"
+    );
+    let asked_at = tokio::time::Instant::now();
+    let waiting = call(&owner, "task_result", by_id.clone()).await;
+    assert!(asked_at.elapsed() < Duration::from_secs(10), "it waited");
+    assert_eq!(waiting["structuredContent"]["status"], "input_required");
+
+    let message = json!({"role": "assistant", "content": {"type": "text", "text": "It is short."},
+        "model": "the-model"});
+    let answer = json!({"task_id": task_id, "input_responses": {SAMPLE_KEY: message}});
+    let stranger = client_for(companion(&env, &key, "stranger")).await.unwrap();
+    let foreign = call(&stranger, "task_input", answer.clone()).await;
+    let forged = call(
+        &stranger,
+        "task_input",
+        json!({"task_id": "forged", "input_responses": {}}),
+    )
+    .await;
+    assert_eq!(foreign, forged);
+    assert_eq!(foreign["content"][0]["text"], "unknown task", "{foreign}");
+    let taken = call(&owner, "task_input", answer.clone()).await;
+    assert_eq!(taken["structuredContent"]["answered"], true, "{taken}");
+    let other = client_for(companion(&env, &key, "owner")).await.unwrap();
+    let again = call(&other, "task_input", answer).await;
+    assert_eq!(again["isError"], false, "{again}");
+    assert_eq!(again["structuredContent"]["answered"], false, "{again}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let done = loop {
+        let done = call(&owner, "task_result", by_id.clone()).await;
+        if done["structuredContent"]["status"] != "working" {
+            break done;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{done}");
+    };
+    let echoed = &done["structuredContent"]["inputResponses"][SAMPLE_KEY];
+    assert_eq!(echoed["model"], "the-model", "{done}");
+    assert_eq!(
+        ledger.count("sample", LedgerEvent::Called),
+        2,
+        "{:?}",
+        ledger.read()
+    );
+    for c in [owner, stranger, other] {
+        c.cancel().await.unwrap();
+    }
+}

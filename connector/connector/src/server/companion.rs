@@ -4,18 +4,28 @@
 //! text result carrying the signed task ID; the four tools follow it, and `task_input` answers
 //! what the call's round asks (R-CON-40) as `tasks/update` does. They verify the ID exactly as
 //! `tasks/get` does, so another caller gets the same "unknown task" as for a forged ID.
+//!
+//! The caller is a model: the tools show it, and take its answers to, only requests meant for a
+//! model (`sampling/createMessage`). A request for the user (`elicitation/create`, whose URL
+//! mode needs the user's consent before a URL is opened) or the host (`roots/list`) is never
+//! shown to the model: `task_result` relays it to the host's session when the host declared the
+//! capability (R-CON-43's relay), else answers a tool error saying what the host must support.
 
 use std::time::Duration;
 
 use rmcp::{
-    ErrorData as McpError,
+    ErrorData as McpError, RoleServer,
     model::{DetailedTask, InputResponses, TaskPayload},
+    service::RequestContext,
 };
 use serde_json::{Map, Value, json};
 
-use super::Connector;
+use super::Typed;
 use crate::{fair::Share, task_ref::CallerScope};
-use durable_mcp_contract::outcome::{Outcome, to_call_tool_result};
+use durable_mcp_contract::{
+    input::INPUT_REQUIRED_ERROR_TYPE,
+    outcome::{ERROR_TYPE_META, Outcome, to_call_tool_result},
+};
 
 pub const TASK_STATUS: &str = "task_status";
 pub const TASK_RESULT: &str = "task_result";
@@ -27,6 +37,26 @@ pub const TASK_ID_META: &str = "io.durable-mcp/taskId";
 /// How long `task_result` waits for a working task before answering that it still works: well
 /// inside the minute after which hosts give up on a call.
 pub const RESULT_WAIT: Duration = Duration::from_secs(20);
+
+/// The one kind of input request the model sees and answers through the companion tools: a
+/// request for a model's message. The others are the user's or the host's to answer.
+const MODEL_REQUEST: &str = "sampling/createMessage";
+
+/// The methods of the requests in `requests` (by key) that are not for the model: never shown
+/// to it, nor answered by it (R-CON-11). Empty when the model may answer them all.
+pub(super) fn not_for_the_model(requests: &Value) -> Vec<String> {
+    let mut methods: Vec<String> = requests
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(_, r)| r.get("method").and_then(Value::as_str).unwrap_or(""))
+        .filter(|m| *m != MODEL_REQUEST)
+        .map(str::to_owned)
+        .collect();
+    methods.sort();
+    methods.dedup();
+    methods
+}
 
 /// Whether `name` is one of the companion tools.
 pub fn is_companion(name: &str) -> bool {
@@ -77,17 +107,18 @@ pub fn companion_tools() -> Vec<Value> {
     ]
 }
 
-/// `task_input`: the answers to what a task asks (`task_status` shows the requests), keyed as
-/// they are, as `tasks/update` takes them (R-CON-40).
+/// `task_input`: the answers to a task's requests for a model's message (`task_status` shows
+/// them), keyed as they are, as `tasks/update` takes them (R-CON-40, R-CON-11).
 fn input_tool() -> Value {
     json!({
         "name": TASK_INPUT,
         "title": "Answer a task's input request",
-        "description": "Answers what a long tool call that continues as a task asks for \
-            (task_status shows its input requests, each under a key). input_responses maps each \
-            key to the answer, the result its request's MCP method would return: for \
-            elicitation/create e.g. {\"action\": \"accept\", \"content\": {...}}. The call then goes on \
-            once; follow it with task_result.",
+        "description": "Answers a long tool call's requests for a model's message \
+            (sampling/createMessage), which task_status shows, each under a key. \
+            input_responses maps each key to the message, e.g. {\"role\": \"assistant\", \
+            \"content\": {\"type\": \"text\", \"text\": ...}, \"model\": ...}. A request for the \
+            user or the host is not answered here: task_result passes it to the host. The call \
+            then goes on once; follow it with task_result.",
         "inputSchema": {
             "type": "object",
             "properties": {
@@ -151,8 +182,20 @@ pub fn status_result(task_id: &str, state: &DetailedTask) -> Value {
     }
     if let TaskPayload::InputRequired { input_requests } = &state.payload {
         let requests = serde_json::to_value(input_requests).unwrap_or(Value::Null);
-        text.push_str(&asks_text(task_id, &requests));
-        structured.insert("inputRequests".into(), requests);
+        let withheld = not_for_the_model(&requests);
+        if withheld.is_empty() {
+            text.push_str(&asks_text(task_id, &requests));
+            structured.insert("inputRequests".into(), requests);
+        } else {
+            // Neither what it asks nor where (a URL) reaches the model.
+            text.push_str(&format!(
+                " The tool asks the user or the host for input ({}), which is not shown here; \
+                 nothing goes on until it is answered. Call {TASK_RESULT}, which passes it to \
+                 the host if the host supports it.",
+                withheld.join(", ")
+            ));
+            structured.insert("hostInputRequests".into(), Value::from(withheld));
+        }
     }
     if matches!(
         state.payload,
@@ -163,8 +206,8 @@ pub fn status_result(task_id: &str, state: &DetailedTask) -> Value {
     text_result(text, Value::Object(structured), false)
 }
 
-/// What a task waiting for input asks, readable for a model, and how to answer with
-/// `task_input`.
+/// What a task waiting for a model's message asks, readable for a model, and how to answer
+/// with `task_input`.
 fn asks_text(task_id: &str, requests: &Value) -> String {
     let mut text = format!(
         " The tool asks for input; nothing goes on until it is answered. Answer with \
@@ -177,37 +220,35 @@ fn asks_text(task_id: &str, requests: &Value) -> String {
     text
 }
 
-/// One input request in words: what it asks and the shape of its answer.
+/// A request for a model's message in words: what it asks and the shape of its answer. Only
+/// those are ever put in words for the model ([`not_for_the_model`]).
 fn request_text(request: &Value) -> String {
-    let params = request.get("params").cloned().unwrap_or(Value::Null);
-    let method = request.get("method").and_then(Value::as_str).unwrap_or("");
-    match method {
-        "elicitation/create" => {
-            let message = params.get("message").and_then(Value::as_str).unwrap_or("");
-            let form = params
-                .get("requestedSchema")
-                .map(|s| format!(" Form schema: {s}."))
-                .unwrap_or_default();
-            let url = params
-                .get("url")
-                .and_then(Value::as_str)
-                .map(|u| format!(" URL: {u}."))
-                .unwrap_or_default();
-            format!(
-                "elicitation/create: {message}{form}{url} Answer {{\"action\": \"accept\", \
-                 \"content\": {{...}}}}, {{\"action\": \"decline\"}} or {{\"action\": \"cancel\"}}."
-            )
-        }
-        "sampling/createMessage" => format!(
-            "sampling/createMessage: a model's reply to {}. Answer {{\"role\": \"assistant\", \
-             \"content\": {{\"type\": \"text\", \"text\": ...}}, \"model\": ...}}.",
-            params.get("messages").cloned().unwrap_or(Value::Null)
-        ),
-        "roots/list" => "roots/list: the client's roots. Answer {\"roots\": [{\"uri\": \
-                         \"file:///...\"}]}."
-            .to_owned(),
-        other => format!("{other}: {params}"),
-    }
+    let messages = request
+        .get("params")
+        .and_then(|p| p.get("messages"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    format!(
+        "{MODEL_REQUEST}: a model's reply to {messages}. Answer {{\"role\": \"assistant\", \
+         \"content\": {{\"type\": \"text\", \"text\": ...}}, \"model\": ...}}."
+    )
+}
+
+/// `task_result`'s tool error for a task whose request for the user or the host could not be
+/// passed to the host: of type `InputRequired`, saying what the host must support. The task
+/// still waits (until `--input-timeout`).
+fn host_must_answer(task_id: &str, why: &str) -> Value {
+    let text = format!(
+        "Task {task_id} asks the user or the host for input, which is never shown to the model, \
+         and it could not be passed to the host: {why}. A host that supports it, or one with the \
+         tasks extension (tasks/get, tasks/update), can answer it; the task waits until the \
+         connector's --input-timeout, and {TASK_CANCEL} stops it."
+    );
+    json!({
+        "content": [{"type": "text", "text": text}],
+        "isError": true,
+        "_meta": {ERROR_TYPE_META: INPUT_REQUIRED_ERROR_TYPE},
+    })
 }
 
 /// `task_input`'s answer: whether the answers went to the round that asked for them, or
@@ -240,14 +281,14 @@ pub fn refused(error: &McpError) -> Value {
     })
 }
 
-impl Connector {
+impl Typed {
     /// Serves one companion tool call for `scope`.
     pub(super) async fn call_companion(
         &self,
         tool: &str,
         arguments: &Map<String, Value>,
-        scope: &CallerScope,
-        share: Option<&Share>,
+        (scope, share): (&CallerScope, Option<&Share>),
+        context: &RequestContext<RoleServer>,
     ) -> Result<Value, McpError> {
         let task_id = arguments
             .get("task_id")
@@ -262,7 +303,7 @@ impl Connector {
                 .map(|state| status_result(task_id, &state)),
             TASK_INPUT => {
                 let responses = input_responses(arguments)?;
-                self.update_task_op(task_id, scope, responses, share)
+                self.update_task_op(task_id, scope, responses, share, true)
                     .await
                     .map(|answered| input_taken(task_id, answered))
             }
@@ -276,12 +317,17 @@ impl Connector {
                     false,
                 )
             }),
-            _ => self.task_result(task_id, scope).await,
+            _ => self.task_result(task_id, (scope, share), context).await,
         };
         Ok(answer.unwrap_or_else(|e| refused(&e)))
     }
 
-    async fn task_result(&self, task_id: &str, scope: &CallerScope) -> Result<Value, McpError> {
+    async fn task_result(
+        &self,
+        task_id: &str,
+        (scope, share): (&CallerScope, Option<&Share>),
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Value, McpError> {
         let deadline = tokio::time::Instant::now() + RESULT_WAIT;
         loop {
             let state = self.task_state(task_id, scope).await?;
@@ -294,8 +340,26 @@ impl Connector {
                         .map_err(|e| McpError::internal_error(e.to_string(), None))?;
                     return Ok(to_call_tool_result(&Outcome::JsonRpcError(error)));
                 }
-                // Nothing goes on until the caller answers: say so now (R-CON-40).
-                TaskPayload::InputRequired { .. } => return Ok(status_result(task_id, &state)),
+                // A model's message: the model answers, so say so now (R-CON-40).
+                TaskPayload::InputRequired { ref input_requests }
+                    if serde_json::to_value(input_requests)
+                        .is_ok_and(|r| not_for_the_model(&r).is_empty()) =>
+                {
+                    return Ok(status_result(task_id, &state));
+                }
+                // The user's or the host's: to the host, or why not (R-CON-11).
+                TaskPayload::InputRequired { .. } => {
+                    let op = self.task_op(task_id, scope)?;
+                    if let Some(why) = self.relay_waiting_round(&op, context, share).await? {
+                        return Ok(host_must_answer(task_id, &why));
+                    }
+                    if tokio::time::Instant::now() >= deadline {
+                        return Ok(status_result(
+                            task_id,
+                            &self.task_state(task_id, scope).await?,
+                        ));
+                    }
+                }
                 TaskPayload::Cancelled => {
                     return Ok(json!({
                         "content": [{"type": "text", "text": format!("Task {task_id} was cancelled.")}],
@@ -351,16 +415,9 @@ mod tests {
         assert!(!is_companion("word_count"));
     }
 
-    /// A confirmation request as the mock upstream asks it.
-    fn asking(task_id: &str) -> Value {
-        let requests: rmcp::model::InputRequests = serde_json::from_value(json!({
-            "confirm": {"method": "elicitation/create", "params": {
-                "mode": "form",
-                "message": "Delete 40 GB?",
-                "requestedSchema": {"type": "object", "properties": {"confirm": {"type": "boolean"}}}
-            }}
-        }))
-        .unwrap();
+    /// The status of a task whose round asks `requests` (by key).
+    fn asking(task_id: &str, requests: Value) -> Value {
+        let requests: rmcp::model::InputRequests = serde_json::from_value(requests).unwrap();
         let task = Task::new(task_id, TaskStatus::InputRequired, "t", "t");
         status_result(
             task_id,
@@ -373,38 +430,109 @@ mod tests {
         )
     }
 
+    fn sampling() -> Value {
+        json!({"method": "sampling/createMessage", "params": {
+            "messages": [{"role": "user", "content": {"type": "text", "text": "Summarise"}}],
+            "maxTokens": 100
+        }})
+    }
+
     #[test]
-    fn status_shows_what_a_task_asks_and_how_to_answer() {
-        let r = asking("T");
+    fn status_shows_a_models_request_and_how_to_answer() {
+        let r = asking("T", json!({"sample": sampling()}));
         assert_eq!(r["isError"], false);
         let structured = &r["structuredContent"];
         assert_eq!(structured["status"], "input_required");
         assert_eq!(
-            structured["inputRequests"]["confirm"]["params"]["message"],
-            "Delete 40 GB?"
+            structured["inputRequests"]["sample"]["method"],
+            "sampling/createMessage"
         );
         let text = r["content"][0]["text"].as_str().unwrap();
         for part in [
             "input_required",
-            "Delete 40 GB?",
-            "- confirm: elicitation/create",
-            "\"confirm\":{\"type\":\"boolean\"}",
+            "- sample: sampling/createMessage",
+            "Summarise",
+            "\"role\": \"assistant\"",
             TASK_INPUT,
             "\"task_id\": \"T\"",
-            "\"action\": \"accept\"",
         ] {
             assert!(text.contains(part), "{part:?} in {text}");
         }
     }
 
     #[test]
-    fn sampling_and_roots_requests_read_as_what_they_ask() {
-        let sampling = request_text(&json!({"method": "sampling/createMessage", "params": {
-            "messages": [{"role": "user", "content": {"type": "text", "text": "Summarise"}}]
-        }}));
-        assert!(sampling.contains("Summarise") && sampling.contains("\"role\": \"assistant\""));
-        let roots = request_text(&json!({"method": "roots/list"}));
-        assert!(roots.contains("\"roots\""), "{roots}");
+    fn a_request_for_the_user_or_the_host_is_never_shown_to_the_model() {
+        let form = json!({"method": "elicitation/create", "params": {
+            "mode": "form",
+            "message": "Delete 40 GB?",
+            "requestedSchema": {"type": "object", "properties": {"confirm": {"type": "boolean"}}}
+        }});
+        let url = json!({"method": "elicitation/create", "params": {
+            "mode": "url",
+            "message": "Sign in",
+            "url": "https://auth.example/consent?code=secret",
+            "elicitationId": "e1"
+        }});
+        let roots = json!({"method": "roots/list"});
+        for requests in [
+            json!({"confirm": form}),
+            json!({"login": url}),
+            json!({"roots": roots}),
+            json!({"confirm": form, "sample": sampling()}),
+        ] {
+            let r = asking("T", requests.clone());
+            let all = r.to_string();
+            for hidden in [
+                "Delete 40 GB?",
+                "requestedSchema",
+                "auth.example",
+                "Sign in",
+                "Summarise",
+            ] {
+                assert!(!all.contains(hidden), "{hidden:?} shown in {all}");
+            }
+            assert!(
+                r["structuredContent"].get("inputRequests").is_none(),
+                "{all}"
+            );
+            assert_eq!(r["structuredContent"]["status"], "input_required");
+            assert_eq!(
+                r["structuredContent"]["hostInputRequests"],
+                json!(not_for_the_model(&requests)),
+            );
+            let text = r["content"][0]["text"].as_str().unwrap();
+            assert!(
+                text.contains(TASK_RESULT) && !text.contains(TASK_INPUT),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_a_models_message_is_for_the_model() {
+        let requests = json!({
+            "a": sampling(),
+            "b": {"method": "elicitation/create"},
+            "c": {"method": "roots/list"},
+            "d": {"method": "elicitation/create"},
+        });
+        assert_eq!(
+            not_for_the_model(&requests),
+            ["elicitation/create", "roots/list"]
+        );
+        assert!(not_for_the_model(&json!({"a": sampling()})).is_empty());
+        assert_eq!(not_for_the_model(&json!({"x": {}})), [""]);
+    }
+
+    #[test]
+    fn a_request_the_host_cannot_take_is_a_typed_tool_error_saying_why() {
+        let r = host_must_answer("T", "it needs the elicitation capability");
+        assert_eq!(r["isError"], true);
+        assert_eq!(r["_meta"][ERROR_TYPE_META], INPUT_REQUIRED_ERROR_TYPE);
+        let text = r["content"][0]["text"].as_str().unwrap();
+        for part in ["elicitation capability", "--input-timeout", TASK_CANCEL] {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
     }
 
     #[test]

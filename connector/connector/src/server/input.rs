@@ -104,6 +104,20 @@ fn expired_result(timeout: Duration) -> Map<String, Value> {
     result.as_object().cloned().unwrap_or_default()
 }
 
+/// The refusal of a model's answer to a round that asks the user or the host (R-CON-11).
+fn not_the_models(methods: &[String]) -> McpError {
+    McpError::invalid_params(
+        format!(
+            "the task asks the user or the host for input ({}), which only they may answer, so \
+             nothing ran; task_input answers only requests for a model's message \
+             (sampling/createMessage). Call task_result, which passes the request to the host \
+             if the host supports it",
+            methods.join(", ")
+        ),
+        None,
+    )
+}
+
 /// A requestState that does not name a round of this caller that asks for input.
 fn unknown_state() -> McpError {
     McpError::invalid_params(
@@ -173,13 +187,16 @@ impl Connector {
 
     /// `tasks/update` (SEP-2663) and `task_input` (R-CON-11): the caller's answers start the
     /// task's next round when its last round asks for them (true); otherwise they are ignored
-    /// (false). Acknowledged either way; an unknown or foreign task is -32602 (R-CON-6).
+    /// (false). Acknowledged either way; an unknown or foreign task is -32602 (R-CON-6). A
+    /// `model`'s answers (`task_input`) are refused, and run nothing, when the round asks
+    /// anything but a model's message: the user's and the host's answers are theirs.
     pub async fn update_task_op(
         &self,
         task_id: &str,
         scope: &CallerScope,
         responses: InputResponses,
         share: Option<&Share>,
+        model: bool,
     ) -> Result<bool, McpError> {
         let op = self.task_op(task_id, scope)?;
         let last = self
@@ -189,6 +206,10 @@ impl Connector {
         let Some(asked) = asked_of(&last) else {
             return Ok(false);
         };
+        let withheld = super::companion::not_for_the_model(&asked.input_requests());
+        if model && !withheld.is_empty() {
+            return Err(not_the_models(&withheld));
+        }
         let answered = outstanding(&asked, responses);
         if answered.is_empty()
             || input_expired(

@@ -628,6 +628,7 @@ impl ServerHandler for Typed {
                 &scope,
                 request.input_responses,
                 share.as_ref(),
+                false,
             )
             .await
             .map(|_| ())
@@ -669,8 +670,9 @@ impl Typed {
         let arguments = request.arguments.clone().unwrap_or_default();
         if self.inner.options.companion_tools && is_companion(&request.name) {
             let _slot = self.start_work(&request.name, share.as_ref())?;
+            let caller = (&scope, share.as_ref());
             let json = self
-                .call_companion(&request.name, &arguments, &scope, share.as_ref())
+                .call_companion(&request.name, &arguments, caller, &context)
                 .await?;
             // `task_result` answers the call's own result: written as the tool wrote it.
             as_written::keep(self.written.as_ref(), &context, json.clone());

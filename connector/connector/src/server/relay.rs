@@ -9,7 +9,7 @@
 
 use rmcp::{
     ErrorData as McpError, RoleServer,
-    model::{CallToolResponse, CustomRequest, ServerRequest},
+    model::{CallToolResponse, CustomRequest, ProtocolVersion, ServerRequest},
     service::{PeerRequestOptions, RequestContext},
 };
 use serde_json::{Map, Value, json};
@@ -65,15 +65,7 @@ impl Typed {
             let Some(asked) = super::input::asked_of(&described) else {
                 return complete(not_relayed("the tool's request could not be read"));
             };
-            let missing = super::capabilities::undeclared(
-                &asked.input_requests(),
-                &session_capabilities(context),
-            );
-            if !missing.is_empty() {
-                let why = format!(
-                    "it needs the {} capability, which this client did not declare at initialize",
-                    missing.join(" and ")
-                );
+            if let Some(why) = unrelayable(&asked, context) {
                 return complete(not_relayed(&why));
             }
             let responses = match self.ask_session(&asked, context).await {
@@ -96,6 +88,35 @@ impl Typed {
             }
             op = next;
         }
+    }
+
+    /// Relays the requests of the waiting last round of the call `op` (a companion task whose
+    /// round asks the user or the host, R-CON-11) to the session client, and starts the next
+    /// round with its answers: `None` once started (or when nothing waits any more), else why
+    /// it could not be relayed (the round still waits).
+    pub(super) async fn relay_waiting_round(
+        &self,
+        op: &OperationRef,
+        context: &RequestContext<RoleServer>,
+        share: Option<&crate::fair::Share>,
+    ) -> Result<Option<String>, McpError> {
+        let last = self
+            .last_round(op)
+            .await
+            .map_err(|e| super::tasks::task_error("reading the task", e))?;
+        let Some(asked) = super::input::asked_of(&last).filter(|_| self.waits_for_input(&last))
+        else {
+            return Ok(None);
+        };
+        if let Some(why) = unrelayable(&asked, context) {
+            return Ok(Some(why));
+        }
+        let responses = match self.ask_session(&asked, context).await {
+            Ok(responses) => responses,
+            Err(why) => return Ok(Some(why)),
+        };
+        self.start_round(&last, &asked, responses, share).await?;
+        Ok(None)
     }
 
     /// Sends each input request to the session client and collects its answers by key; why
@@ -134,6 +155,29 @@ impl Typed {
         }
         Ok(responses)
     }
+}
+
+/// Why `asked` cannot be relayed to the caller's session, if it cannot: a 2026-07-28 caller
+/// has no session to send it to, and a session client must have declared each capability the
+/// requests need at initialize (R-CON-43).
+fn unrelayable(asked: &InputRequired, context: &RequestContext<RoleServer>) -> Option<String> {
+    let modern = context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+    if modern {
+        return Some(
+            "this client speaks MCP 2026-07-28, whose requests carry no session to send it on"
+                .into(),
+        );
+    }
+    let missing =
+        super::capabilities::undeclared(&asked.input_requests(), &session_capabilities(context));
+    (!missing.is_empty()).then(|| {
+        format!(
+            "it needs the {} capability, which this client did not declare at initialize",
+            missing.join(" and ")
+        )
+    })
 }
 
 /// The input requests a session client is asked (R-CON-43, SEP-2322's three): any other
