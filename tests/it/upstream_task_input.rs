@@ -146,3 +146,54 @@ async fn a_task_cancelled_while_its_upstream_task_waits_for_input_cancels_that_t
     assert_eq!(serde_json::to_value(&read).unwrap()["status"], "cancelled");
     owner.cancel().await.unwrap();
 }
+
+/// R-CON-40, R-PRX-29: a request nobody answers within `--input-timeout` ends the call as
+/// before (the task reads `completed` with the expiry's tool error), and the upstream's task
+/// that waited for the answer gets `tasks/cancel` instead of living on (`ttlMs: null`): the
+/// connector that sees the request expired takes the next round with the cancel marker.
+#[tokio::test]
+async fn an_expired_input_request_cancels_the_upstream_task_that_waited_for_it() {
+    let (env, ledger, _proxy, key) = setup_with("upstream-task-input-expired", &spec()).await;
+    let timeout = Duration::from_secs(3);
+    let owner = task_client_for(connector(&env, &key, "owner", timeout))
+        .await
+        .unwrap();
+    let created = owner
+        .peer()
+        .call_tool_once(tool_call(TOOL, json!({"key": "x"})))
+        .await
+        .unwrap();
+    let task_id = task_id_of(created);
+    let waiting = poll_task_past(&owner, &task_id, TaskStatus::Working, |_| {}).await;
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    tokio::time::sleep(timeout + Duration::from_millis(500)).await;
+    let expired = read(&owner, &task_id).await;
+    assert_eq!(expired["status"], "completed", "{expired}");
+    assert_eq!(expired["result"]["isError"], true, "{expired}");
+    let text = expired["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("--input-timeout"), "{text}");
+    eventually(
+        Duration::from_secs(20),
+        "the upstream's asking task got tasks/cancel",
+        || ledger.count_key(TOOL, LedgerEvent::Cancelled, "x") == 1,
+    )
+    .await;
+    // Still the expiry's answer, not `cancelled`; a late answer runs nothing.
+    assert_eq!(read(&owner, &task_id).await, expired);
+    owner
+        .peer()
+        .update_task(UpdateTaskParams::new(&task_id, confirmed()))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(read(&owner, &task_id).await, expired);
+    assert_eq!(ledger.count_key(TOOL, LedgerEvent::Called, "x"), 1);
+    assert_eq!(ledger.count_key(TOOL, LedgerEvent::Completed, "x"), 0);
+    owner.cancel().await.unwrap();
+}
+
+/// `tasks/get` of `task_id` as `owner`, as JSON.
+async fn read(owner: &McpClient<rmcp::model::ClientConfig>, task_id: &str) -> serde_json::Value {
+    let got = owner.peer().get_task(GetTaskParams::new(task_id)).await;
+    serde_json::to_value(got.unwrap()).unwrap()
+}

@@ -11,7 +11,9 @@
 //!   the round's signed, caller-scoped reference ([`INPUT_STATE_PREFIX`] + a task ID), never the
 //!   upstream's state, and resumes by calling the tool again with `inputResponses` and it.
 //! - A request nobody answered within `--input-timeout` of its round's end ends the call with a
-//!   tool error.
+//!   tool error; the first connector to see it expired takes the next round with the cancel
+//!   marker, so a proxy whose upstream task waits for the answer cancels it (R-CON-46), and the
+//!   rounds still read as expired (the marker started after the expiry, [`expiry_marker`]).
 
 use std::time::{Duration, SystemTime};
 
@@ -126,9 +128,21 @@ fn unknown_state() -> McpError {
     )
 }
 
+/// Whether `next`, the round after the waiting round `asking`, is the marker an expiry took
+/// (not a caller's cancel, which takes it only while the request waits): started after the
+/// request expired, by Temporal's clock both.
+fn expiry_marker(asking: &OperationTimes, next: &OperationDescription, timeout: Duration) -> bool {
+    super::cancelled_round::cancelled_round(next)
+        && next
+            .times
+            .scheduled
+            .is_some_and(|started| input_expired(asking, timeout, started))
+}
+
 impl Connector {
     /// The last round of the call `op` started (R-CON-40): `op` itself, or the latest round
-    /// that followed it. Its `scheduled` time is the call's.
+    /// that followed it, short of a marker an expiry took (the call reads expired). Its
+    /// `scheduled` time is the call's.
     pub(super) async fn last_round(
         &self,
         op: &OperationRef,
@@ -143,7 +157,9 @@ impl Connector {
                 operation_id: next,
                 run_id: String::new(),
             };
+            let timeout = self.inner.options.input_timeout;
             match self.inner.client.describe(&next).await {
+                Ok(d) if expiry_marker(&described.times, &d, timeout) => break,
                 Ok(d) => described = d,
                 Err(OperationClientError::NotFound { .. }) => break,
                 Err(e) => return Err(e),
@@ -161,6 +177,27 @@ impl Connector {
                 self.inner.options.input_timeout,
                 SystemTime::now(),
             )
+    }
+
+    /// After `--input-timeout` nobody answers the waiting round `last` any more: its next round
+    /// is taken with the cancel marker (R-CON-46), in the background and at most once, so that
+    /// an upstream task waiting for the answer is cancelled rather than left to its TTL
+    /// (R-PRX-29). Nothing when `last` does not wait for input or has not expired.
+    pub(super) fn end_expired_round(&self, last: &OperationDescription) {
+        let expired = input_expired(
+            &last.times,
+            self.inner.options.input_timeout,
+            SystemTime::now(),
+        );
+        if !expired || asked_of(last).is_none() {
+            return;
+        }
+        let (this, last) = (self.clone(), last.clone());
+        tokio::spawn(async move {
+            if let Err(e) = this.take_next_round(&last).await {
+                tracing::warn!(operation_id = %last.reference.operation_id, error = %e.message, "could not end the expired input request's round; an upstream task waiting for it lives to its TTL");
+            }
+        });
     }
 
     /// A task's payload while its last round asks for input: the requests, or the tool error
@@ -211,13 +248,15 @@ impl Connector {
             return Err(not_the_models(&withheld));
         }
         let answered = outstanding(&asked, responses);
-        if answered.is_empty()
-            || input_expired(
-                &last.times,
-                self.inner.options.input_timeout,
-                SystemTime::now(),
-            )
-        {
+        if input_expired(
+            &last.times,
+            self.inner.options.input_timeout,
+            SystemTime::now(),
+        ) {
+            self.end_expired_round(&last);
+            return Ok(false);
+        }
+        if answered.is_empty() {
             return Ok(false);
         }
         let round = self.start_round(&last, &asked, answered, share).await;
@@ -402,6 +441,7 @@ impl Typed {
         }
         let timeout = self.inner.options.input_timeout;
         if input_expired(&described.times, timeout, SystemTime::now()) {
+            self.end_expired_round(&described);
             return Err(McpError::invalid_params(
                 format!(
                     "the tool's input request expired: nobody answered within {} (the connector's --input-timeout); call the tool again without inputResponses and requestState",
@@ -597,6 +637,47 @@ mod tests {
         // A clock behind the server's, or no close time: not expired.
         assert!(!input_expired(&times, hour, closed - hour));
         assert!(!input_expired(&OperationTimes::default(), hour, closed));
+    }
+
+    #[test]
+    fn only_a_marker_started_after_the_request_expired_ends_the_rounds_as_expired() {
+        let closed = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let asking = OperationTimes {
+            last_changed: Some(closed),
+            ..Default::default()
+        };
+        let hour = Duration::from_secs(3600);
+        let round = |operation: &str, started: Option<SystemTime>| OperationDescription {
+            reference: OperationRef {
+                operation_id: "op~r2".into(),
+                run_id: String::new(),
+            },
+            status: durable_mcp_runtime::nexus::OperationStatus::Failed,
+            service: "s".into(),
+            operation: operation.into(),
+            attempt: 1,
+            last_attempt_failure: None,
+            headers: Default::default(),
+            operation_token: String::new(),
+            handler_request_id: String::new(),
+            outcome: None,
+            times: OperationTimes {
+                scheduled: started,
+                ..Default::default()
+            },
+            cancellation: None,
+        };
+        let marker = super::super::cancelled_round::CANCELLED_ROUND;
+        let late = Some(closed + hour + Duration::from_secs(1));
+        assert!(expiry_marker(&asking, &round(marker, late), hour));
+        // A caller's cancel, while the request waited; an answer's round; no start time.
+        assert!(!expiry_marker(
+            &asking,
+            &round(marker, Some(closed + hour)),
+            hour
+        ));
+        assert!(!expiry_marker(&asking, &round("ask", late), hour));
+        assert!(!expiry_marker(&asking, &round(marker, None), hour));
     }
 
     #[test]

@@ -70,7 +70,11 @@ impl Typed {
             }
             let responses = match self.ask_session(&asked, context).await {
                 Ok(responses) => responses,
-                Err(why) => return complete(not_relayed(&why)),
+                Err(why) => {
+                    // Unanswered past --input-timeout: nobody will (R-CON-40).
+                    self.end_expired_round(&described);
+                    return complete(not_relayed(&why));
+                }
             };
             let tool = tool_for_operation(&described.operation)
                 .unwrap_or_else(|| described.operation.clone());
@@ -113,7 +117,10 @@ impl Typed {
         }
         let responses = match self.ask_session(&asked, context).await {
             Ok(responses) => responses,
-            Err(why) => return Ok(Some(why)),
+            Err(why) => {
+                self.end_expired_round(&last);
+                return Ok(Some(why));
+            }
         };
         self.start_round(&last, &asked, responses, share).await?;
         Ok(None)

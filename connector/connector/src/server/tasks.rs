@@ -85,7 +85,7 @@ impl Connector {
         );
         let call = ProgressSource::of(&described);
         let taken = super::cancelled_round::cancelled_round(&described);
-        let payload = match (described.status, described.outcome) {
+        let payload = match (described.status, described.outcome.clone()) {
             // Cancelled while it waited for input (R-CON-46).
             _ if taken => TaskPayload::Cancelled,
             (OperationStatus::Running | OperationStatus::Unknown, _) | (_, None) => {
@@ -101,7 +101,11 @@ impl Connector {
             }
             (_, Some(OperationOutcome::Canceled { .. })) => TaskPayload::Cancelled,
             (_, Some(outcome)) if asks_for_input(&outcome) => {
-                self.waiting_payload(&described.times, &outcome)
+                let payload = self.waiting_payload(&described.times, &outcome);
+                if matches!(payload, TaskPayload::Completed { .. }) {
+                    self.end_expired_round(&described);
+                }
+                payload
             }
             (_, Some(outcome)) => {
                 // The listing names the tool, not its escaped operation name (R-NXC-5).
