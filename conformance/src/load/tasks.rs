@@ -45,7 +45,8 @@ pub const SHORT_TASKS: usize = 50;
 
 /// The connector's flags for `n` tasks: room for all of them under its own caps (each call
 /// holds an in-flight slot and an HTTP connection, all from loopback, until it becomes a task),
-/// and no per-caller share or start rate (every call comes from one caller).
+/// and no per-caller share, start rate or per-session request rate (every call comes from one
+/// caller on one session).
 pub fn connector_flags(n: usize) -> Vec<String> {
     let max_in_flight = (n + 64).max(durable_mcp::inbound::server::DEFAULT_MAX_IN_FLIGHT);
     let max_connections = (n + 64).max(durable_mcp::inbound::listener::DEFAULT_MAX_CONNECTIONS);
@@ -60,6 +61,9 @@ pub fn connector_flags(n: usize) -> Vec<String> {
         "--max-in-flight-per-caller".into(),
         "0".into(),
         "--max-call-starts-per-caller-minute".into(),
+        "0".into(),
+        // One session opens, cancels and follows every task: thousands of requests a minute.
+        "--max-requests-per-session-minute".into(),
         "0".into(),
     ]
 }
@@ -451,6 +455,8 @@ mod tests {
                 "--max-in-flight-per-caller",
                 "0",
                 "--max-call-starts-per-caller-minute",
+                "0",
+                "--max-requests-per-session-minute",
                 "0"
             ]
         );
