@@ -430,6 +430,19 @@ mod tests {
         assert_eq!(render(&report(vec![])), "", "no inline rows, no section");
     }
 
+    /// The release run README's figures come from is kept for `--baseline` (R-CNF-17).
+    #[test]
+    fn the_kept_baseline_is_a_load_runs_json_with_the_activity_path() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../benches/baseline/load.json");
+        let rows = read_baseline(&path).unwrap();
+        assert!(
+            rows.iter().any(|r| r.path == PathKind::FullHttp),
+            "no full/http row in {}",
+            path.display()
+        );
+    }
+
     #[test]
     fn a_baseline_is_read_from_a_json_report_and_a_bad_file_names_the_flag() {
         let dir = tempfile::tempdir().unwrap();
