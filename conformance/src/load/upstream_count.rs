@@ -255,9 +255,9 @@ mod tests {
         assert_eq!(names, ["u00_tool0", "u00_tool1", "u49_tool0", "u49_tool1"]);
     }
 
-    #[test]
-    fn the_upstream_count_section_charts_start_up_and_judges_each_curve() {
-        let point = |upstreams, ready_ms, rss| UpstreamCountPoint {
+    /// A measured point: `upstreams` with two tools each, ready after `ready_ms`, `rss` MiB.
+    fn point(upstreams: usize, ready_ms: f64, rss: f64) -> UpstreamCountPoint {
+        UpstreamCountPoint {
             upstreams,
             listed: upstreams * 2,
             ready_ms,
@@ -266,7 +266,11 @@ mod tests {
             proxy_rss_mib: rss,
             proxy_peak_rss_mib: rss,
             error: None,
-        };
+        }
+    }
+
+    #[test]
+    fn the_upstream_count_section_charts_start_up_and_judges_each_curve() {
         let text = render(&[
             point(1, 900.0, 48.0),
             point(10, 1500.0, 60.0),
@@ -290,16 +294,6 @@ mod tests {
 
     #[test]
     fn the_start_up_note_stands_only_beside_a_start_up_flagged_faster_than_linear() {
-        let point = |upstreams, ready_ms, rss| UpstreamCountPoint {
-            upstreams,
-            listed: upstreams * 2,
-            ready_ms,
-            warm_list_p50_ms: 3.0,
-            connector_cpu_ms_per_list: 1.0,
-            proxy_rss_mib: rss,
-            proxy_peak_rss_mib: rss,
-            error: None,
-        };
         // The debug runs' start-up (linear) with a proxy VmRSS flagged: no note.
         let text = render(&[
             point(1, 315.0, 1.0),
