@@ -773,10 +773,10 @@ async fn oversized_arguments_are_refused_before_anything_starts() {
 async fn internal_failures_reach_callers_as_stable_messages_without_details() {
     let env = TestEnv::shared("connector-internal").await;
     let hidden = format!("internal-endpoint-{}", uuid::Uuid::new_v4().simple());
-    let routes = vec![durable_mcp::inbound::route::Route {
-        service: "mock".into(),
-        endpoint: hidden.clone(),
-    }];
+    let routes = vec![durable_mcp::inbound::route::Route::new(
+        "mock",
+        hidden.clone(),
+    )];
     let client = client_for(Connector::new(
         env.client.clone(),
         ConnectorOptions::new(routes),

@@ -401,10 +401,7 @@ async fn a_host_can_mount_the_connector_behind_its_own_identity_middleware() {
     let env = TestEnv::shared("connector-host-middleware").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
-    let mut options = ConnectorOptions::new(vec![Route {
-        service: "mock".into(),
-        endpoint: env.endpoint.clone(),
-    }]);
+    let mut options = ConnectorOptions::new(vec![Route::new("mock", env.endpoint.clone())]);
     options.task_after = Duration::from_millis(300);
     options.require_verified_caller = true;
     let connector = Connector::new(env.client.clone(), options);

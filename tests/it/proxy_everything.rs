@@ -18,7 +18,7 @@ use durable_mcp::{
     outbound::{TransportConfig, UpstreamConfig},
 };
 use durable_mcp_conformance::fixtures::{
-    RawHttpClient,
+    RawHttpClient, as_written,
     everything::{self, DirectClient, RawStdioClient, mask_timestamps, numbers_as_f64},
 };
 use serde_json::{Value, json};
@@ -399,7 +399,7 @@ async fn compare_connector_with_the_wire(
     assert_eq!(listed.len(), wire_tools.len(), "every tool is listed");
     for wire_tool in &wire_tools {
         let name = wire_tool["name"].as_str().unwrap();
-        let expected = durable_mcp_conformance::fixtures::as_written::as_connector_lists(wire_tool);
+        let expected = as_written::as_connector_lists(wire_tool, as_written::RouteKeys::default());
         assert_eq!(
             without_proxy_meta(find(listed, name)),
             expected,
@@ -471,4 +471,111 @@ async fn simulate_research_query_is_followed_as_the_upstreams_own_task() {
     let text = report["content"][0]["text"].as_str().unwrap_or_default();
     assert!(text.contains("# Research Report: tides"), "{report}");
     assert_ne!(report["isError"], true, "{report}");
+}
+
+/// server-everything's tool that takes as long as it is told.
+const LONG: &str = "trigger-long-running-operation";
+
+/// A connector to server-everything on `env`, its route with the extra `--route` keys `keys`
+/// (R-CON-39), whose calls become tasks after 500 ms.
+fn everything_connector(env: &TestEnv, keys: Value) -> durable_mcp::inbound::server::Connector {
+    let mut route = json!({"service": UPSTREAM_SERVICE, "endpoint": env.endpoint});
+    route
+        .as_object_mut()
+        .unwrap()
+        .extend(keys.as_object().unwrap().clone());
+    let route = durable_mcp::inbound::route::parse_route(&route.to_string()).unwrap();
+    let mut options = durable_mcp::inbound::server::ConnectorOptions::new(vec![route]);
+    options.task_after = Duration::from_millis(500);
+    durable_mcp::inbound::server::Connector::new(env.client.clone(), options)
+}
+
+/// A call of [`LONG`] with `arguments` through `connector` over Streamable HTTP, by a
+/// stateless 2026-07-28 caller declaring the tasks extension: the answer and the caller.
+async fn long_call_by_a_modern_tasks_caller(
+    connector: durable_mcp::inbound::server::Connector,
+    arguments: &Value,
+) -> (
+    rmcp::model::CallToolResponse,
+    McpClient<rmcp::model::ClientConfig>,
+    tokio_util::sync::DropGuard,
+) {
+    let (server, shutdown) = serve_connector_http(connector, loopback_http_options())
+        .await
+        .expect("the connector serves HTTP");
+    let caller = stateless_http_client(&server.url, tasks_client_config())
+        .await
+        .expect("a 2026-07-28 caller");
+    let answer = caller
+        .peer()
+        .call_tool_once(tool_call(LONG, arguments.clone()))
+        .await
+        .unwrap();
+    (answer, caller, shutdown.drop_guard())
+}
+
+/// R-CON-39 with a TypeScript-SDK server: server-everything lists its plain tools `forbidden`
+/// (the SDK's default), which says it cannot run them as its own tasks; through the connector
+/// the task is the connector's. A tasks-capable 2026-07-28 caller of a call that outlasts
+/// `--task-after` gets a task, which `tasks/get` follows to the result a direct call gives. A
+/// route that keeps the tool synchronous makes the caller wait; a mirroring route copies
+/// `forbidden`, and its caller waits too.
+#[tokio::test]
+async fn a_long_server_everything_call_becomes_the_connectors_task() {
+    require_node!();
+    let entry = install().await;
+    let env = TestEnv::shared("everything-connector-task").await;
+    let _proxy = start_proxy(&env, vec![stdio_upstream(&entry)]);
+    let mut wire = RawStdioClient::start(&entry)
+        .await
+        .expect("raw stdio client");
+    let upstream = wire.list_tools().await.unwrap();
+    assert_eq!(
+        find(&upstream, LONG)["execution"]["taskSupport"],
+        "forbidden",
+        "the SDK's default"
+    );
+    let arguments = json!({"duration": 3, "steps": 3});
+    let direct = wire.call(LONG, arguments.clone()).await.unwrap();
+    assert!(
+        direct["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Duration: 3 seconds")),
+        "{direct}"
+    );
+
+    // The connector's task, followed to the direct call's result.
+    let connector = everything_connector(&env, json!({}));
+    let (answer, caller, _stop) = long_call_by_a_modern_tasks_caller(connector, &arguments).await;
+    let task = task_id_of(answer);
+    let done = poll_task_until_done(&caller, &task).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"], direct["content"], "{done}");
+    assert_ne!(done["result"]["isError"], true, "{done}");
+
+    // Kept synchronous by its route: the same caller waits for the result.
+    let kept = everything_connector(&env, json!({"synchronous": [LONG]}));
+    let (answer, _caller, _stop) = long_call_by_a_modern_tasks_caller(kept, &arguments).await;
+    let rmcp::model::CallToolResponse::Complete(result) = answer else {
+        panic!("a tool kept synchronous became a task: {answer:?}")
+    };
+    assert_eq!(
+        serde_json::to_value(&result).unwrap()["content"],
+        direct["content"]
+    );
+
+    // A mirroring route lists the upstream's "forbidden" (to a 2025-11-25 caller) and waits.
+    let mirror = || everything_connector(&env, json!({"task_support": "mirror"}));
+    let listed = raw_pipe_client(mirror())
+        .await
+        .unwrap()
+        .list_tools()
+        .await
+        .unwrap();
+    assert_eq!(find(&listed, LONG)["execution"]["taskSupport"], "forbidden");
+    let (answer, _caller, _stop) = long_call_by_a_modern_tasks_caller(mirror(), &arguments).await;
+    assert!(
+        matches!(answer, rmcp::model::CallToolResponse::Complete(_)),
+        "a mirrored forbidden tool became a task: {answer:?}"
+    );
 }

@@ -22,10 +22,7 @@ pub type McpClient<C = ()> = RunningService<RoleClient, C>;
 
 /// The route to `service` on the Nexus endpoint `endpoint`.
 pub fn route(service: &str, endpoint: &str) -> Route {
-    Route {
-        service: service.into(),
-        endpoint: endpoint.into(),
-    }
+    Route::new(service, endpoint)
 }
 
 /// Default connector options with one route, to `service` on `endpoint`.

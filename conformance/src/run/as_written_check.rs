@@ -12,7 +12,7 @@ use super::{Failure, StepEnv, setup};
 use crate::{
     fixtures::{
         self, HttpUpstream, RawHttpClient, SpecSource,
-        as_written::{self, as_connector_lists},
+        as_written::{self, RouteKeys, as_connector_lists},
         everything::RawStdioClient,
     },
     scenario::{McpCallStep, UpstreamTransport},
@@ -137,7 +137,9 @@ pub(crate) async fn check_as_written(
     let listed = through.listed(&call.tool).await.map_err(|e| {
         Failure::Violated(format!("the raw tools/list through the connector: {e:#}"))
     })?;
-    if let Some(why) = as_written::difference(&as_connector_lists(&upstream_tool), &listed) {
+    let route = env.replicas()?.route_keys(call.connector.as_deref());
+    let keys = RouteKeys::of(route, &call.tool);
+    if let Some(why) = as_written::difference(&as_connector_lists(&upstream_tool, keys), &listed) {
         return Err(Failure::Violated(format!(
             "{} as listed, read raw: {why}",
             call.tool

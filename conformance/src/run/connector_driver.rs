@@ -18,7 +18,7 @@ use std::{
 use durable_mcp::{
     inbound::local::LocalTools,
     inbound::{
-        server::Connector,
+        server::{Connector, ConnectorOptions},
         task_ref::{CallerScope, SigningKey},
     },
     nexus::OperationClient,
@@ -36,8 +36,8 @@ use super::as_written_check::RawClient;
 use crate::{
     fixtures::{RawHttpClient, codec::CodecServer},
     kit::mcp::{
-        client_config, connector_options, loopback_http_options, raw_pipe_client,
-        serve_connector_http, serve_in_memory, session_http_client, stateless_http_client,
+        client_config, loopback_http_options, raw_pipe_client, serve_connector_http,
+        serve_in_memory, session_http_client, stateless_http_client,
     },
     scenario::{ConnectorDef, ConnectorTransport, ListKind},
 };
@@ -268,7 +268,7 @@ impl Replicas {
     }
 
     async fn connect(&self, def: &ConnectorDef) -> anyhow::Result<Replica> {
-        let mut options = connector_options(&self.service, &self.endpoint);
+        let mut options = ConnectorOptions::new(vec![def.route_to(&self.service, &self.endpoint)?]);
         options.task_after = Duration::from_millis(def.task_after_ms);
         options.signing_key = self
             .keys
@@ -363,6 +363,14 @@ impl Replicas {
         let def = self.def(name)?;
         let info = ScenarioClient::of(def);
         crate::kit::mcp::session_http_client_from(&url, from, info).await
+    }
+
+    /// The extra `--route` keys of the replica `name` (the first when `None`), if any.
+    pub(crate) fn route_keys(
+        &self,
+        name: Option<&str>,
+    ) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        self.def(name).ok()?.route.as_ref()
     }
 
     fn def(&self, name: Option<&str>) -> anyhow::Result<&ConnectorDef> {

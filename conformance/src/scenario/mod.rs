@@ -63,6 +63,7 @@
 //! limits = { max_in_flight_per_caller = 1, http_max_connections_per_address = 3 }  # optional: flags
 //! list_cache_ms = 1000         # optional: --list-cache (how old a listing may be, R-CON-17)
 //! list_changed_poll_ms = 1000  # optional: --list-changed-poll (how often it re-lists for listeners, R-CON-42)
+//! route = { task_support = "mirror", synchronous = ["t"] }  # optional: more --route keys (R-CON-39)
 //! elicitation = { action = "accept", content = { confirm = true } }  # optional: the client declares
 //!                              # elicitation and answers every elicitation/create with this (R-CON-43)
 //! sampling = { role = "assistant", content = { type = "text", text = "ok" }, model = "m" }
@@ -400,6 +401,25 @@ pub struct ConnectorDef {
     /// listens for changes (R-CON-42); the default (60 s) when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub list_changed_poll_ms: Option<u64>,
+    /// More keys of its `--route` (`task_support`, `synchronous`: how the route's tools may
+    /// become tasks, R-CON-39), read by the connector's own route parser.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl ConnectorDef {
+    /// Its route to `service` on `endpoint`, with its [`Self::route`] keys, as `--route` reads
+    /// them.
+    pub fn route_to(
+        &self,
+        service: &str,
+        endpoint: &str,
+    ) -> Result<durable_mcp::inbound::route::Route, durable_mcp::inbound::route::RouteError> {
+        let mut keys = self.route.clone().unwrap_or_default();
+        keys.insert("service".into(), service.into());
+        keys.insert("endpoint".into(), endpoint.into());
+        durable_mcp::inbound::route::parse_route(&serde_json::Value::Object(keys).to_string())
+    }
 }
 
 /// A connector replica's limits (R-CON-17, R-CON-19, R-CON-38), named after their flags.
@@ -579,6 +599,18 @@ impl Scenario {
             }
             if c.temporal_tools_decode && !c.codec {
                 bail!("connectors[{i}].temporal_tools_decode: needs codec = true");
+            }
+            let keys = c.route.iter().flat_map(|r| r.keys());
+            if let Some(key) = keys
+                .into_iter()
+                .find(|k| ["service", "endpoint"].contains(&k.as_str()))
+            {
+                bail!(
+                    "connectors[{i}].route.{key}: the runner routes to the scenario's own service"
+                );
+            }
+            if let Err(e) = c.route_to("service", "endpoint") {
+                bail!("connectors[{i}].route: {e}");
             }
         }
         let temporal_tools = self
@@ -1050,6 +1082,16 @@ mod tests {
                 "transport = \"http\"",
                 "transport = \"http\"\ntemporal_tools = true\ntemporal_tools_decode = true",
                 "needs codec",
+            ),
+            (
+                "transport = \"http\"",
+                "transport = \"http\"\nroute = { task_support = \"never\" }",
+                "connectors[0].route: invalid route",
+            ),
+            (
+                "transport = \"http\"",
+                "transport = \"http\"\nroute = { service = \"other\" }",
+                "connectors[0].route.service",
             ),
         ];
         for (from, to, named) in cases {

@@ -4,24 +4,88 @@
 //! my-tools-endpoint}` (a YAML flow map, easy to type in a shell) or the same as JSON. Both are
 //! read by one YAML parser, JSON being YAML's flow style.
 //!
+//! Two more keys say how the route's tools may become tasks (R-CON-39): `task_support:
+//! connector` (the default: any tool may become a task, the connector's own) or `mirror` (the
+//! upstream's own `execution.taskSupport` decides, as a transparent gateway would), and
+//! `synchronous: true` (every tool) or `synchronous: [name, ...]` (those tools), which never
+//! become tasks.
+//!
 //! Tool names must be unique across routes: a `tools/call` names only the tool, so a name
 //! exposed twice could not be routed. The connector never picks: an ambiguous name is left out
 //! of the merged list (the other tools stay listed) and reported, so one upstream cannot break
 //! the listing of all the others (R-CON-2).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 
 use serde_json::Value;
 
 /// What a route looks like, for error messages.
-pub const EXPECTED: &str = "expected {service: NAME, endpoint: ENDPOINT}";
+pub const EXPECTED: &str = "expected {service: NAME, endpoint: ENDPOINT}, optionally with \
+     task_support: connector|mirror and synchronous: true|[TOOL, ...]";
 
-/// One Nexus service on one Nexus endpoint.
+/// One Nexus service on one Nexus endpoint, and how its tools may become tasks.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Route {
     pub service: String,
     pub endpoint: String,
+    /// The route's `task_support` and `synchronous` keys (R-CON-39).
+    pub tasks: RouteTasks,
+}
+
+impl Route {
+    /// The route to `service` on `endpoint`, its tools' tasks the connector's (the default).
+    pub fn new(service: impl Into<String>, endpoint: impl Into<String>) -> Self {
+        Self {
+            service: service.into(),
+            endpoint: endpoint.into(),
+            tasks: RouteTasks::default(),
+        }
+    }
+}
+
+/// How a route's tools may become tasks (R-CON-39).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct RouteTasks {
+    /// `task_support`: whose word decides.
+    pub support: TaskSupportSource,
+    /// `synchronous`: the tools that never become tasks.
+    pub synchronous: Synchronous,
+}
+
+/// The route key `task_support`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum TaskSupportSource {
+    /// Any tool may become a task: the task is the connector's, kept in Temporal, whatever the
+    /// upstream lists (only its `required` stands).
+    #[default]
+    Connector,
+    /// The upstream's own `execution.taskSupport` decides, read as MCP 2025-11-25 reads it
+    /// (absent means `forbidden`): a transparent gateway.
+    Mirror,
+}
+
+/// The route key `synchronous`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub enum Synchronous {
+    /// No tool is kept synchronous (the key absent, or `false`).
+    #[default]
+    None,
+    /// `true`: every tool of the route.
+    All,
+    /// The tools named.
+    Tools(BTreeSet<String>),
+}
+
+impl Synchronous {
+    /// Whether the tool `name` is kept synchronous.
+    pub fn includes(&self, name: &str) -> bool {
+        match self {
+            Self::None => false,
+            Self::All => true,
+            Self::Tools(names) => names.contains(name),
+        }
+    }
 }
 
 impl fmt::Display for Route {
@@ -53,14 +117,20 @@ pub enum RouteError {
     NotAString { input: String, key: &'static str },
     #[error("invalid route `{input}`: `{key}` is empty; {EXPECTED}")]
     Empty { input: String, key: &'static str },
+    #[error("invalid route `{input}`: `{key}` {reason}; {EXPECTED}")]
+    BadValue {
+        input: String,
+        key: &'static str,
+        reason: &'static str,
+    },
     #[error("no route given: pass at least one --route '{{service: NAME, endpoint: ENDPOINT}}'")]
     NoRoutes,
     #[error("route {route} is given twice")]
     Duplicate { route: Route },
 }
 
-/// Parses one `--route` value (YAML flow map or JSON object with exactly `service` and
-/// `endpoint`, both non-empty strings).
+/// Parses one `--route` value: a YAML flow map or JSON object with `service` and `endpoint`,
+/// both non-empty strings, and optionally `task_support` and `synchronous`.
 pub fn parse_route(s: &str) -> Result<Route, RouteError> {
     let input = || s.to_owned();
     let value: Value = crate::yaml::from_str(s).map_err(|reason| RouteError::Syntax {
@@ -71,10 +141,13 @@ pub fn parse_route(s: &str) -> Result<Route, RouteError> {
         return Err(RouteError::NotAMap { input: input() });
     };
     let (mut service, mut endpoint) = (None, None);
+    let mut tasks = RouteTasks::default();
     for (key, v) in map {
-        let slot = match key.as_str() {
-            "service" => &mut service,
-            "endpoint" => &mut endpoint,
+        match key.as_str() {
+            "service" => service = Some(v),
+            "endpoint" => endpoint = Some(v),
+            "task_support" => tasks.support = task_support(v).map_err(|e| e.of(s))?,
+            "synchronous" => tasks.synchronous = synchronous(v).map_err(|e| e.of(s))?,
             _ => {
                 // `{service:a}` is one plain scalar in YAML; the usual cause is a missing space.
                 let hint = if key.contains(':') {
@@ -88,8 +161,7 @@ pub fn parse_route(s: &str) -> Result<Route, RouteError> {
                     hint,
                 });
             }
-        };
-        *slot = Some(v);
+        }
     }
     let field = |v: Option<Value>, key: &'static str| match v {
         None => Err(RouteError::MissingKey {
@@ -113,17 +185,62 @@ pub fn parse_route(s: &str) -> Result<Route, RouteError> {
     Ok(Route {
         service: field(service, "service")?,
         endpoint: field(endpoint, "endpoint")?,
+        tasks,
     })
 }
 
-/// Checks the whole set: at least one route, none given twice.
+/// A route key's value that does not fit, before the input is known.
+struct KeyError(&'static str, &'static str);
+
+impl KeyError {
+    fn of(self, input: &str) -> RouteError {
+        RouteError::BadValue {
+            input: input.to_owned(),
+            key: self.0,
+            reason: self.1,
+        }
+    }
+}
+
+fn task_support(v: Value) -> Result<TaskSupportSource, KeyError> {
+    match v.as_str() {
+        Some("connector") => Ok(TaskSupportSource::Connector),
+        Some("mirror") => Ok(TaskSupportSource::Mirror),
+        _ => Err(KeyError("task_support", "must be `connector` or `mirror`")),
+    }
+}
+
+fn synchronous(v: Value) -> Result<Synchronous, KeyError> {
+    match v {
+        Value::Bool(true) => Ok(Synchronous::All),
+        Value::Bool(false) => Ok(Synchronous::None),
+        Value::Array(names) => names
+            .into_iter()
+            .map(|n| match n {
+                Value::String(n) if !n.trim().is_empty() => Ok(n),
+                _ => Err(KeyError(
+                    "synchronous",
+                    "lists a name that is not a tool name",
+                )),
+            })
+            .collect::<Result<_, _>>()
+            .map(Synchronous::Tools),
+        _ => Err(KeyError(
+            "synchronous",
+            "must be true, false or a list of tool names",
+        )),
+    }
+}
+
+/// Checks the whole set: at least one route, no service and endpoint given twice (whatever
+/// their other keys say).
 pub fn check_routes(routes: &[Route]) -> Result<(), RouteError> {
     if routes.is_empty() {
         return Err(RouteError::NoRoutes);
     }
     let mut seen = HashSet::new();
     for r in routes {
-        if !seen.insert(r) {
+        if !seen.insert((&r.service, &r.endpoint)) {
             return Err(RouteError::Duplicate { route: r.clone() });
         }
     }
@@ -240,10 +357,7 @@ mod tests {
     use serde_json::json;
 
     fn route(s: &str, e: &str) -> Route {
-        Route {
-            service: s.into(),
-            endpoint: e.into(),
-        }
+        Route::new(s, e)
     }
 
     #[test]
@@ -305,6 +419,61 @@ mod tests {
     }
 
     #[test]
+    fn routes_say_how_their_tools_may_become_tasks() {
+        let tasks = |s: &str| parse_route(s).unwrap().tasks;
+        assert_eq!(tasks("{service: a, endpoint: e}"), RouteTasks::default());
+        assert_eq!(
+            tasks("{service: a, endpoint: e}").support,
+            TaskSupportSource::Connector
+        );
+        assert_eq!(
+            tasks("{service: a, endpoint: e, task_support: mirror}").support,
+            TaskSupportSource::Mirror
+        );
+        assert_eq!(
+            tasks("{service: a, endpoint: e, task_support: connector}").support,
+            TaskSupportSource::Connector
+        );
+        let all = tasks("{service: a, endpoint: e, synchronous: true}").synchronous;
+        assert!(all.includes("anything"));
+        let none = tasks("{service: a, endpoint: e, synchronous: false}").synchronous;
+        assert_eq!(none, Synchronous::None);
+        let some = tasks(r#"{"service":"a","endpoint":"e","synchronous":["x", "y-z"]}"#);
+        assert!(some.synchronous.includes("x") && some.synchronous.includes("y-z"));
+        assert!(!some.synchronous.includes("w"));
+        assert_eq!(some.support, TaskSupportSource::Connector);
+    }
+
+    #[test]
+    fn bad_task_keys_are_start_up_errors_naming_the_key() {
+        for (s, says) in [
+            (
+                "{service: a, endpoint: e, task_support: forbidden}",
+                "`task_support` must be `connector` or `mirror`",
+            ),
+            (
+                "{service: a, endpoint: e, task_support: 1}",
+                "`task_support` must be `connector` or `mirror`",
+            ),
+            (
+                "{service: a, endpoint: e, synchronous: yes}",
+                "`synchronous` must be true, false or a list of tool names",
+            ),
+            (
+                "{service: a, endpoint: e, synchronous: [x, 1]}",
+                "`synchronous` lists a name that is not a tool name",
+            ),
+            (
+                "{service: a, endpoint: e, synchronous: ['']}",
+                "`synchronous` lists a name that is not a tool name",
+            ),
+        ] {
+            assert!(err(s).contains(says), "{s}: {}", err(s));
+        }
+        assert!(err("{service: a, endpoint: e, tasks: mirror}").contains("unknown key `tasks`"));
+    }
+
+    #[test]
     fn route_sets_are_checked() {
         assert_eq!(check_routes(&[]), Err(RouteError::NoRoutes));
         assert!(
@@ -316,11 +485,13 @@ mod tests {
             check_routes(&[route("a", "e"), route("a", "f"), route("b", "e")]),
             Ok(())
         );
-        let dup = check_routes(&[route("a", "e"), route("b", "e"), route("a", "e")]).unwrap_err();
+        let mut mirrored = route("a", "e");
+        mirrored.tasks.support = TaskSupportSource::Mirror;
+        let dup = check_routes(&[route("a", "e"), route("b", "e"), mirrored]).unwrap_err();
         assert_eq!(
             dup,
             RouteError::Duplicate {
-                route: route("a", "e")
+                route: parse_route("{service: a, endpoint: e, task_support: mirror}").unwrap()
             }
         );
         assert_eq!(
@@ -436,7 +607,7 @@ mod tests {
             // Plain YAML scalars that are not strings; quoting them works (see the unit tests).
             let reserved = |s: &str| ["null", "true", "false"].contains(&s.to_ascii_lowercase().as_str());
             prop_assume!(!reserved(&service) && !reserved(&endpoint));
-            let r = Route { service, endpoint };
+            let r = Route::new(service, endpoint);
             prop_assert_eq!(parse_route(&r.to_string()), Ok(r.clone()));
             let json = json!({"service": r.service, "endpoint": r.endpoint}).to_string();
             prop_assert_eq!(parse_route(&json), Ok(r));

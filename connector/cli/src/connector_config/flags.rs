@@ -38,7 +38,11 @@ pub struct ConnectorFlags {
     pub otlp_endpoint: Option<String>,
     /// One Nexus service/endpoint route, as a YAML flow map or JSON object:
     /// '{service: my-tools, endpoint: my-tools-endpoint}'. Repeat for more routes. Required
-    /// unless --temporal-tools is given.
+    /// unless --temporal-tools is given. Any of its tools may become a task after
+    /// --task-after, whatever its upstream lists; `synchronous: true` (every tool) or
+    /// `synchronous: [TOOL, ...]` keeps tools synchronous, and `task_support: mirror` lets the
+    /// upstream's own execution.taskSupport decide (absent means forbidden) instead of the
+    /// default `task_support: connector`.
     #[arg(long = "route", value_name = "ROUTE", required_unless_present = "temporal_tools", value_parser = values::parse_route_arg)]
     pub routes: Vec<Route>,
     /// Also serve the Temporal operations tools (start_workflow, list_workflows, signal, cancel,
@@ -161,8 +165,9 @@ pub struct ConnectorFlags {
     /// tasks are scoped to the token's issuer and subject. See examples/inbound_auth.yaml.
     #[arg(long, value_name = "FILE")]
     pub auth_config: Option<PathBuf>,
-    /// How long a task-capable client waits before a call becomes an MCP task, e.g. "2s".
-    /// Clients without the tasks extension wait until the call completes.
+    /// How long a task-capable client waits before a call becomes an MCP task, e.g. "2s"
+    /// (a tool its route keeps synchronous never does). Clients without the tasks extension
+    /// wait until the call completes.
     #[arg(long, default_value = "2s", value_parser = values::up_to_an_hour)]
     pub task_after: Duration,
     /// Add four tools, task_status, task_result, task_cancel and task_input, for MCP hosts

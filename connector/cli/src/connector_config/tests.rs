@@ -112,6 +112,14 @@ fn clap_refuses_values_it_cannot_read() {
     assert_clap(&[
         (&["--route", "{service: s}"], Err(&["--route"])),
         (
+            &["--route", "{service: s, endpoint: e, task_support: never}"],
+            Err(&["--route", "`task_support` must be `connector` or `mirror`"]),
+        ),
+        (
+            &["--route", "{service: s, endpoint: e, synchronous: 1}"],
+            Err(&["--route", "`synchronous` must be true, false or a list"]),
+        ),
+        (
             &[
                 "--temporal-tools",
                 "--auth-config",
@@ -485,6 +493,36 @@ fn the_temporal_tools_use_the_connection_namespace_unless_widened() {
             "{args:?}"
         );
     }
+}
+
+#[test]
+fn routes_carry_how_their_tools_may_become_tasks() {
+    use durable_mcp_connector::route::{Synchronous, TaskSupportSource};
+    let flags = parse(&[
+        "--route",
+        "{service: a, endpoint: e, task_support: mirror}",
+        "--route",
+        "{service: b, endpoint: e, synchronous: [slow]}",
+    ])
+    .unwrap();
+    let options = connector_options(&flags, false, None);
+    assert_eq!(options.routes[0].tasks.support, TaskSupportSource::Mirror);
+    assert_eq!(options.routes[0].tasks.synchronous, Synchronous::None);
+    assert_eq!(
+        options.routes[1].tasks.support,
+        TaskSupportSource::Connector
+    );
+    assert!(options.routes[1].tasks.synchronous.includes("slow"));
+    // The same service and endpoint twice is a duplicate, whatever else the routes say.
+    let twice = parse(&[
+        "--route",
+        ROUTE,
+        "--route",
+        "{service: s, endpoint: e, synchronous: true}",
+    ])
+    .unwrap();
+    let err = check_flags(twice).err().unwrap().to_string();
+    assert!(err.contains("is given twice"), "{err}");
 }
 
 #[test]

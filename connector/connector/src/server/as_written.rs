@@ -21,9 +21,9 @@ use rmcp::{
     },
     service::{NotificationContext, RequestContext},
 };
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::{Connector, task_support::TaskSupport};
+use super::Connector;
 
 /// The answer to one request as it is to be written, if the typed handler set one: the slot of
 /// one request served through the connector's own `Service` (stdio, library hosts).
@@ -150,25 +150,6 @@ pub(crate) fn keep(written: Option<&Written>, context: &RequestContext<RoleServe
         (None, Some(written)) => written.keep(value),
         (None, None) => {}
     }
-}
-
-/// A listed tool as the connector lists it: as the tool service wrote it, with
-/// `execution.taskSupport` set to how the connector calls it (R-CON-39: the upstream's
-/// `forbidden` and `required` stand, anything else is `optional`; other `execution` keys kept).
-pub(super) fn as_listed(mut tool: Value) -> Value {
-    let support = TaskSupport::of(&tool).as_str();
-    if let Value::Object(tool) = &mut tool {
-        let execution = tool
-            .entry("execution")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if !execution.is_object() {
-            *execution = Value::Object(Map::new());
-        }
-        if let Value::Object(execution) = execution {
-            execution.insert("taskSupport".into(), Value::from(support));
-        }
-    }
-    tool
 }
 
 /// Marks a feature answer (R-CON-45) as written: the routes' result object, whole.
@@ -305,23 +286,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    #[test]
-    fn listed_tools_say_what_the_connector_offers() {
-        for support in ["forbidden", "required", "optional"] {
-            let tool = json!({"name": "t", "execution": {"taskSupport": support, "other": 1}});
-            assert_eq!(as_listed(tool.clone()), tool);
-        }
-        let tool = json!({"name": "t", "execution": {"taskSupport": "sometimes", "other": 1}});
-        assert_eq!(
-            as_listed(tool),
-            json!({"name": "t", "execution": {"taskSupport": "optional", "other": 1}})
-        );
-        assert_eq!(
-            as_listed(json!({"name": "t"}))["execution"],
-            json!({"taskSupport": "optional"})
-        );
-    }
 
     #[test]
     fn written_listings_keep_unknown_fields_and_integers() {

@@ -584,10 +584,7 @@ mod tests {
     use super::*;
 
     fn route(s: &str) -> Route {
-        Route {
-            service: s.into(),
-            endpoint: "e".into(),
-        }
+        Route::new(s, "e")
     }
 
     #[test]

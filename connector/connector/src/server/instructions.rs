@@ -110,13 +110,7 @@ mod tests {
     use super::*;
 
     fn routes(services: &[&str]) -> Vec<Route> {
-        services
-            .iter()
-            .map(|s| Route {
-                service: (*s).into(),
-                endpoint: "e".into(),
-            })
-            .collect()
+        services.iter().map(|s| Route::new(*s, "e")).collect()
     }
 
     #[test]

@@ -452,9 +452,14 @@ impl ServerHandler for Typed {
         if self.nothing_listable(&failed) {
             return Err(internal("listing the tools", failed.join("; ")));
         }
+        // Each tool says what the connector offers, to a caller whose version reads it.
+        let reads = task_support::reads_task_support(context.protocol_version().as_ref());
         let mut listed: Vec<Value> = routed
             .into_iter()
-            .map(|(_, t)| as_written::as_listed(t))
+            .map(|(route, t)| {
+                let offer = TaskSupport::offered(&t, &route.tasks);
+                task_support::as_listed(t, offer, reads)
+            })
             .collect();
         if self.inner.options.companion_tools {
             listed.extend(companion_tools());
@@ -838,7 +843,7 @@ impl Typed {
         tool: &str,
         context: &RequestContext<RoleServer>,
     ) -> Result<Plan, McpError> {
-        let (_, definition) = self.lookup(tool).await?;
+        let (route, definition) = self.lookup(tool).await?;
         let caller = if supports_tasks(context) {
             Caller::Tasks
         } else if self.inner.options.companion_tools {
@@ -846,7 +851,7 @@ impl Typed {
         } else {
             Caller::Waits
         };
-        let support = TaskSupport::of(&definition);
+        let support = TaskSupport::offered(&definition, &route.tasks);
         match task_support::plan(support, caller, self.inner.options.task_after) {
             Plan::NeedsTasks => Err(tool_needs_tasks(tool)),
             plan => Ok(plan),

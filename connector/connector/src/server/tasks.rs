@@ -286,7 +286,7 @@ pub(super) fn tasks_extension_required() -> McpError {
 /// tasks extension: nothing ran.
 pub(super) fn tool_needs_tasks(tool: &str) -> McpError {
     needs_tasks_extension(format!(
-        "tool {tool:?} runs only as a task (its execution.taskSupport is \"required\") and this \
+        "tool {tool:?} runs only as a task (its upstream lists execution.taskSupport \"required\") and this \
          caller did not declare the io.modelcontextprotocol/tasks extension; nothing ran. \
          Declare the extension (at initialize, or in the request's _meta client capabilities) \
          to call it"
