@@ -19,6 +19,7 @@
 //! behavior = { kind = "fail_times", times = 2, error = { kind = "json_rpc", code = -32603, message = "x" } }
 //! # also: title, description, input_schema, output_schema, _meta, execution, icons (listed as
 //! # written, unknown keys and integers kept); behavior kinds: echo | fail_times | is_error | sleep
+//! # (`ms`, or the argument `sleep_ms`, or `seconds` times 1000)
 //! # | crash | all_content | large | progress | log | written (a CallToolResult JSON answered as written,
 //! # after `ms` or the argument `sleep_ms`) | json_rpc_error (code, message, data: always a JSON-RPC
 //! # error, each replaced by the call's argument of that name)
@@ -28,7 +29,9 @@
 //! # `sleep_ms` if given, then, given the answer and its requestState, echoes it: `confirmed: ...`;
 //! # SEP-2322) | ask_sampling (message:
 //! # the same with one sampling/createMessage request under "sample") | ask_roots (the same with
-//! # one roots/list request under "roots")
+//! # one roots/list request under "roots") | ask_written (requests: key -> a whole input request as
+//! # written; a round answering some keys is asked the others again) | untied_log (messages, every_ms:
+//! # info log lines tied to no request, as SDK servers write them over stdio)
 //! # | log_after (log lines after the call ended) | read_ancestors (what the parent's and
 //! # grandparent's /proc environ give away) | stderr (bytes, line_bytes: floods stderr)
 //! # resources_and_prompts = true  # not with a fault: the mock also serves resources (text, blob; two
