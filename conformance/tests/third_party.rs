@@ -177,11 +177,25 @@ async fn server_everything_over_stdio_gives_a_sensible_report() {
         .insert("echo".into(), serde_json::json!({"message": "hi"}));
     options.cancel_tools = vec!["trigger-long-running-operation".into()];
     options.cancel_after = std::time::Duration::from_millis(500);
+    // The long call of the issue a host makes a task of (R-CNF-19), though the server lists
+    // every plain tool `taskSupport: "forbidden"`: the task is the connector's, not the server's.
+    options.task_tool = Some("trigger-long-running-operation".into());
     options.fuzz = 2;
     options.fuzz_seed = 7;
     let report = third_party::run(server, &options).await;
     let text = report.render();
     eprintln!("{text}");
+    let line = report
+        .check("tasks-and-input")
+        .expect("a tasks-and-input line");
+    assert_eq!(line.status, Status::Pass, "{text}");
+    assert!(
+        line.detail
+            .contains("trigger-long-running-operation became a task through the connector (ID "),
+        "{text}"
+    );
+    let limits = report.check("host-limits").expect("a host-limits line");
+    assert_eq!(limits.status, Status::Pass, "{text}");
     assert!(report.all_passed(), "{text}");
     // Arguments come from the input schemas: only tools that are not read-only are skipped.
     for check in &report.checks {
@@ -270,14 +284,25 @@ async fn tasks_and_input_requests_are_reported_for_the_server() {
     for tool in ["fidelity/long", "fidelity/ask"] {
         assert_eq!(report.check(tool).unwrap().status, Status::Pass, "{text}");
     }
+    // As a host sees it (a connector in front, the tasks extension declared): `long`, the
+    // slowest read-only tool, becomes a task followed to its result; `ask` becomes one that
+    // reads input_required, answered with tasks/update. Both task IDs within 128 characters.
     let line = report
         .check("tasks-and-input")
         .expect("a tasks-and-input line");
     assert_eq!(line.status, Status::Pass, "{text}");
-    assert_eq!(
-        line.detail, "tasks: long survived; input: ask survived",
-        "{text}"
-    );
+    let host = "became a task through the connector (ID ";
+    for expected in [
+        "tasks: long survived, long ".to_owned() + host,
+        "input: ask survived, ask ".to_owned() + host,
+        "asked for elicitation/create (answered with tasks/update), followed with tasks/get to \
+         its result"
+            .to_owned(),
+    ] {
+        assert!(line.detail.contains(&expected), "{expected}\n{text}");
+    }
+    let limits = report.check("host-limits").expect("a host-limits line");
+    assert_eq!(limits.status, Status::Pass, "{text}");
 }
 
 /// R-CNF-20: a server with resources and prompts gets one `resources-and-prompts` line: each

@@ -183,6 +183,10 @@ struct ThirdParty {
     /// default: the first read-only tool whose fidelity check passed.
     #[arg(long, value_name = "NAME")]
     reattach_tool: Option<String>,
+    /// The tool a host calls as a task through a connector (tasks-and-input; arguments from
+    /// --args); default: the read-only tool whose direct call took longest.
+    #[arg(long, value_name = "NAME")]
+    task_tool: Option<String>,
 }
 
 impl ThirdParty {
@@ -196,9 +200,10 @@ impl ThirdParty {
                         && self.args.is_none()
                         && self.fuzz == 0
                         && self.cancel_tool.is_empty()
-                        && self.reattach_tool.is_none(),
-                    "--allow-tool, --args, --fuzz, --cancel-tool and --reattach-tool need \
-                     --upstream-stdio or --upstream-http"
+                        && self.reattach_tool.is_none()
+                        && self.task_tool.is_none(),
+                    "--allow-tool, --args, --fuzz, --cancel-tool, --reattach-tool and \
+                     --task-tool need --upstream-stdio or --upstream-http"
                 );
                 return Ok(None);
             }
@@ -208,6 +213,7 @@ impl ThirdParty {
         options.cancel_tools = self.cancel_tool.clone();
         options.cancel_after = self.cancel_after;
         options.reattach_tool = self.reattach_tool.clone();
+        options.task_tool = self.task_tool.clone();
         options.fuzz = self.fuzz;
         options.fuzz_seed = self.seed.unwrap_or_else(|| {
             // Random enough to vary between runs; printed for replay.

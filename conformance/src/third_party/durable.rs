@@ -9,6 +9,7 @@ use std::{
 };
 
 use durable_mcp::{
+    inbound::server::{Connector, ConnectorOptions},
     mcp::{
         call::{CallNotifications, CallToken},
         payload,
@@ -83,6 +84,13 @@ impl DurablePath {
 
     pub async fn stop(self) {
         self.proxy.stop().await;
+    }
+
+    /// A connector with `options` and one route, to the upstream on this path's endpoint (what
+    /// a host reaches the upstream through).
+    pub(super) fn connector(&self, mut options: ConnectorOptions) -> Connector {
+        options.routes = vec![crate::kit::mcp::route(UPSTREAM_SERVICE, &self.endpoint)];
+        Connector::new(self.client.clone(), options)
     }
 
     async fn start_call(&self, tool: &str, args: &JsonObject) -> Result<OperationRef, String> {

@@ -105,11 +105,13 @@ pub(super) async fn call_direct_task(
     }
 }
 
-/// What one tool showed: `tasks` or `input`, its name, and how it went.
+/// What one tool showed: `tasks` or `input`, its name, how it went, and what was seen when it
+/// passed (else it "survived").
 pub(super) struct Seen {
     pub kind: &'static str,
     pub tool: String,
     pub status: Status,
+    pub note: Option<String>,
 }
 
 /// The server's `tasks-and-input` line: pass when every task-capable tool and every tool that
@@ -119,10 +121,12 @@ pub(super) fn summary(seen: &[Seen], uncalled_tasks: &[String]) -> (Status, Stri
         let of_kind: Vec<String> = seen
             .iter()
             .filter(|s| s.kind == kind)
-            .map(|s| match &s.status {
-                Status::Pass => format!("{} survived", s.tool),
-                Status::Fail(_) => format!("{} did NOT survive", s.tool),
-                Status::Skipped(why) => format!("{} not checked ({why})", s.tool),
+            .map(|s| match (&s.status, &s.note) {
+                (Status::Pass, Some(note)) => format!("{} {note}", s.tool),
+                (Status::Pass, None) => format!("{} survived", s.tool),
+                (Status::Fail(why), Some(_)) => format!("{} did NOT survive ({why})", s.tool),
+                (Status::Fail(_), None) => format!("{} did NOT survive", s.tool),
+                (Status::Skipped(why), _) => format!("{} not checked ({why})", s.tool),
             })
             .collect();
         if of_kind.is_empty() {
@@ -188,6 +192,7 @@ mod tests {
             kind,
             tool: tool.into(),
             status,
+            note: None,
         };
         let all = [
             seen("tasks", "long", Status::Pass),

@@ -18,7 +18,11 @@
 //!    cancel reached the tool call (its activity ended CANCELED).
 //!
 //! 6. **tasks-and-input**: one line for the server: whether its task-only tools and its tools
-//!    that ask for input survived the durable path ([`features`], R-CNF-19).
+//!    that ask for input survived the durable path ([`features`]), and how a host sees them
+//!    through a connector ([`host`]): the slowest read-only tool (or `--task-tool`) called as a
+//!    task and followed with `tasks/get` to its result, its task ID within what Claude Code
+//!    takes, and each tool that asks for input answered with `tasks/update` (R-CNF-19);
+//!    **host-limits**: whether any answer is one a current host would refuse ([`host_limits`]).
 //! 7. **resources-and-prompts**: one line for the server: its resource, template and prompt
 //!    lists, its first resources read and its first prompts got, directly and through the
 //!    durable path, each item equal or different ([`resources`], R-CNF-20).
@@ -28,6 +32,8 @@
 mod compare;
 mod durable;
 mod features;
+mod host;
+pub mod host_limits;
 mod report;
 mod resources;
 pub mod synth;
@@ -66,6 +72,8 @@ pub struct ThirdPartyOptions {
     pub cancel_after: Duration,
     /// The tool for the reattachment check; `None`: the first tool whose fidelity check passed.
     pub reattach_tool: Option<String>,
+    /// The tool a host calls as a task (`--task-tool`); `None`: the slowest read-only tool.
+    pub task_tool: Option<String>,
     /// `--fuzz N`: call each tool of the fidelity check with N more inputs generated from its
     /// input schema, seeded with `fuzz_seed`.
     pub fuzz: usize,
@@ -82,6 +90,7 @@ impl ThirdPartyOptions {
             cancel_tools: Vec::new(),
             cancel_after: Duration::from_secs(1),
             reattach_tool: None,
+            task_tool: None,
             fuzz: 0,
             fuzz_seed: 0,
         }
@@ -205,7 +214,8 @@ pub async fn run_with_progress(
         .iter()
         .map(|n| ("--allow-tool", n))
         .chain(options.cancel_tools.iter().map(|n| ("--cancel-tool", n)))
-        .chain(options.reattach_tool.iter().map(|n| ("--reattach-tool", n)));
+        .chain(options.reattach_tool.iter().map(|n| ("--reattach-tool", n)))
+        .chain(options.task_tool.iter().map(|n| ("--task-tool", n)));
     for (flag, name) in named {
         if !names.contains(name) {
             report.push(
@@ -247,8 +257,10 @@ pub async fn run_with_progress(
     // 3. Fidelity: direct calls first, then the durable path.
     let mut direct: BTreeMap<String, Result<Value, String>> = BTreeMap::new();
     let mut direct_notes: BTreeMap<String, CallNotifications> = BTreeMap::new();
+    let mut elapsed: BTreeMap<String, Duration> = BTreeMap::new();
     for tool in &plan {
         if let Ok(args) = &tool.arguments {
+            let began = std::time::Instant::now();
             let (result, notes) = if tool.task_support.as_deref() == Some("required") {
                 // Only a task caller may call it: followed to its result (R-CNF-19).
                 let result = features::call_direct_task(&raw, &tool.name, args).await;
@@ -256,6 +268,7 @@ pub async fn run_with_progress(
             } else {
                 call_direct_reporting(&raw, &tool.name, args).await
             };
+            elapsed.insert(tool.name.clone(), began.elapsed());
             direct.insert(tool.name.clone(), result);
             direct_notes.insert(tool.name.clone(), notes);
         }
@@ -298,6 +311,7 @@ pub async fn run_with_progress(
                 kind: "input",
                 tool: tool.name.clone(),
                 status: status.clone(),
+                note: None,
             });
             report.push(check, status, detail);
             continue;
@@ -319,7 +333,12 @@ pub async fn run_with_progress(
         if tool.task_support.is_some() {
             let kind = "tasks";
             let (tool, status) = (tool.name.clone(), status.clone());
-            seen.push(features::Seen { kind, tool, status });
+            seen.push(features::Seen {
+                kind,
+                tool,
+                status,
+                note: None,
+            });
         }
         report.push(check, status, detail);
         if tool.task_support.as_deref() == Some("required") {
@@ -350,8 +369,20 @@ pub async fn run_with_progress(
         .filter(|t| t.task_support.is_some() && t.arguments.is_err())
         .map(|t| t.name.clone())
         .collect();
+    let tools = Tools {
+        plan: &plan,
+        json: &tool_json,
+        direct: &direct,
+        elapsed: &elapsed,
+    };
+    let (host_seen, limits) = match &durable {
+        Some(Ok(path)) => host_checks(path, &tools, options).await,
+        _ => (Vec::new(), host_limits_line(&tools, &[])),
+    };
+    seen.extend(host_seen);
     let (status, detail) = features::summary(&seen, &uncalled);
     report.push("tasks-and-input", status, detail);
+    report.push("host-limits", limits.0, limits.1);
 
     // 3a. Resources and prompts, read-only by nature: lists and a few reads, both ways.
     let (status, detail) = match &durable {
@@ -490,6 +521,146 @@ pub async fn run_with_progress(
         path.stop().await;
     }
     report.report
+}
+
+/// What the fidelity check learnt of each tool: its plan, its listing, its direct answer and how
+/// long that took.
+struct Tools<'a> {
+    plan: &'a [ToolPlan],
+    json: &'a [Value],
+    direct: &'a BTreeMap<String, Result<Value, String>>,
+    elapsed: &'a BTreeMap<String, Duration>,
+}
+
+impl Tools<'_> {
+    fn listing(&self, name: &str) -> &Value {
+        let at = self.plan.iter().position(|t| t.name == name);
+        at.and_then(|i| self.json.get(i)).unwrap_or(&Value::Null)
+    }
+
+    /// The tool a host calls as a task: `--task-tool`, else the read-only tool whose direct
+    /// call took longest (one that answered a result, not a question); with its arguments.
+    fn task_tool(&self, options: &ThirdPartyOptions) -> Result<(String, JsonObject), String> {
+        if let Some(name) = &options.task_tool {
+            // Named: the author allows calling it, read-only or not.
+            let args = arguments_for(name, self.listing(name), &options.arguments)?;
+            return Ok((name.clone(), args));
+        }
+        let answered = |t: &&ToolPlan| {
+            t.read_only
+                && matches!(self.direct.get(&t.name), Some(Ok(r)) if !features::asks_for_input(r))
+        };
+        let slowest = self
+            .plan
+            .iter()
+            .filter(answered)
+            .max_by_key(|t| self.elapsed.get(&t.name).copied().unwrap_or_default());
+        match slowest {
+            Some(tool) => Ok((tool.name.clone(), tool.arguments.clone()?)),
+            None => Err(
+                "no read-only tool answered directly; name one with --task-tool \
+                         (arguments from --args)"
+                    .into(),
+            ),
+        }
+    }
+}
+
+/// How a host sees the server through a connector (R-CNF-19): the task tool followed as a task,
+/// every tool that asked for input answered in its task; and the `host-limits` line.
+async fn host_checks(
+    path: &DurablePath,
+    tools: &Tools<'_>,
+    options: &ThirdPartyOptions,
+) -> (Vec<features::Seen>, (Status, String)) {
+    let host = match host::HostPath::start(path).await {
+        Ok(host) => host,
+        Err(e) => {
+            let why = format!("a connector in front of the durable path did not start: {e:#}");
+            let seen = features::Seen {
+                kind: "tasks",
+                tool: "(connector)".into(),
+                status: Status::Fail(why),
+                note: None,
+            };
+            return (vec![seen], host_limits_line(tools, &[]));
+        }
+    };
+    let mut seen = Vec::new();
+    let mut targets = Vec::new();
+    match tools.task_tool(options) {
+        Ok((tool, args)) => targets.push(("tasks", tool, Ok(args))),
+        Err(why) => seen.push(features::Seen {
+            kind: "tasks",
+            tool: "(none)".into(),
+            status: Status::Skipped(why),
+            note: None,
+        }),
+    }
+    for tool in tools.plan {
+        if matches!(tools.direct.get(&tool.name), Some(Ok(r)) if features::asks_for_input(r)) {
+            targets.push(("input", tool.name.clone(), tool.arguments.clone()));
+        }
+    }
+    let mut results = Vec::new();
+    for (kind, tool, args) in targets {
+        let followed = match args {
+            Ok(args) => host.follow(&tool, &args).await,
+            Err(why) => Err(why),
+        };
+        if let Ok(f) = &followed {
+            results.push((tool.clone(), f.result.clone()));
+        }
+        let (status, note) = host::verdict(&followed, kind == "input");
+        seen.push(features::Seen {
+            kind,
+            tool,
+            status,
+            note: Some(note),
+        });
+    }
+    (seen, host_limits_line(tools, &results))
+}
+
+/// The `host-limits` line: every direct answer, and every answer a host got through the
+/// connector (`through`), against what current hosts refuse ([`host_limits`]).
+fn host_limits_line(tools: &Tools<'_>, through: &[(String, Value)]) -> (Status, String) {
+    let direct = tools.direct.iter().filter_map(|(name, r)| match r {
+        Ok(r) if !features::asks_for_input(r) => Some((name.clone(), r)),
+        _ => None,
+    });
+    let connector = through
+        .iter()
+        .map(|(name, r)| (format!("{name} through the connector"), r));
+    let mut checked = 0;
+    let mut refused = Vec::new();
+    for (what, result) in direct.chain(connector) {
+        checked += 1;
+        let tool = tools.listing(what.split(' ').next().unwrap_or(&what));
+        refused.extend(
+            host_limits::result_refusals(tool, result)
+                .into_iter()
+                .map(|why| format!("{what}: {why}")),
+        );
+    }
+    let whose = "the TypeScript SDK 1.32.2 client's result schemas, which hosts built on it share";
+    if checked == 0 {
+        return (Status::Skipped("no answer to check".into()), String::new());
+    }
+    if refused.is_empty() {
+        (
+            Status::Pass,
+            format!("{checked} answer(s) checked against {whose}: none would be refused"),
+        )
+    } else {
+        (
+            Status::Fail(format!(
+                "a host would refuse {} (by {whose})",
+                refused.join("; ")
+            )),
+            String::new(),
+        )
+    }
 }
 
 /// The arguments for a tool: from `--args`, else built from its input schema
