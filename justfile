@@ -20,6 +20,12 @@ snapshots:
     INSTA_UPDATE=always cargo test --locked -p durable-mcp-tests --test it -- whole_results_match_the_recorded_snapshot a_workflow_lists_and_calls_tools_with_results_equal_to_direct_calls_and_replays
     INSTA_UPDATE=always ./scripts/conformance --family fidelity
 
+# The official MCP conformance suite's server scenarios through the durable path (installs the
+# pinned suite and Node 22 with npm; docs/conformance.md): `just official --release 0.1.16`.
+official *ARGS:
+    cargo build --workspace --bins --locked
+    ./target/debug/durable-mcp-conformance official {{ARGS}}
+
 # Container images of the connector and the proxy, built offline with the local Docker engine
 # (docs/deployment.md): `just images --bin-dir target/debug` packs binaries already built.
 images *ARGS:

@@ -4,6 +4,7 @@ pub mod fixtures;
 pub mod harness;
 pub mod kit;
 pub mod load;
+pub mod official;
 pub mod proxy_thread;
 pub mod report;
 pub mod run;

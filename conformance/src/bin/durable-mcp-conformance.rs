@@ -68,6 +68,43 @@ enum Command {
         #[command(flatten)]
         third_party: ThirdParty,
     },
+    /// Runs the official MCP conformance suite's server scenarios through the durable path.
+    ///
+    /// Installs the pinned @modelcontextprotocol/conformance releases (0.1.16: its tools
+    /// scenarios; 0.2.0-alpha.12: its tasks-extension scenarios) and Node 22 when PATH has
+    /// none, with npm, into ~/.cache/durable-mcp; then, per transport, a dev server slice, a
+    /// proxy fronting the suite's fixture tools (the mock upstream over stdio or Streamable
+    /// HTTP) and durable-mcp-connector over Streamable HTTP (--task-after 0), and runs each
+    /// scenario against the connector's URL. Prints PASS/FAIL per scenario with the failing
+    /// checks; skips with the reason when Node or the suite cannot be installed. Needs
+    /// `cargo build --workspace --bins` first.
+    ///
+    /// Examples:
+    ///   durable-mcp-conformance official
+    ///   durable-mcp-conformance official --release 0.1.16 --transport stdio --junit target/official.xml
+    ///   durable-mcp-conformance official --scenario tools-call-with-logging
+    #[command(verbatim_doc_comment)]
+    Official {
+        /// Only this release of the suite (repeatable): 0.1.16 or 0.2.0-alpha.12.
+        #[arg(long, value_name = "VERSION")]
+        release: Vec<String>,
+        /// Only this transport to the fixture (repeatable; default: both).
+        #[arg(long, value_enum)]
+        transport: Vec<durable_mcp_conformance::official::Transport>,
+        /// Only this scenario (repeatable; default: every scenario of the release's list).
+        #[arg(long, value_name = "NAME")]
+        scenario: Vec<String>,
+        /// Front this Streamable HTTP server instead of the mock fixture (the suite's own
+        /// reference server, run from a checkout of its repository); implies --transport http.
+        #[arg(long, value_name = "URL")]
+        upstream_http: Option<String>,
+        /// Write a JUnit XML report here.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<std::path::PathBuf>,
+        /// Write a JSON report here.
+        #[arg(long, value_name = "FILE")]
+        json: Option<std::path::PathBuf>,
+    },
     /// Lists the bundled scenarios (id, rules, description) without running anything.
     List {
         #[command(flatten)]
@@ -494,6 +531,58 @@ async fn main() -> anyhow::Result<()> {
                 recorder.print_and_record(report::Event::Finished(report::scenario_outcome(r)));
             })
             .await;
+            let _ = server.stop().await;
+            finish(recorder, started, junit.as_deref(), json.as_deref())?;
+        }
+        Command::Official {
+            release,
+            transport,
+            scenario,
+            upstream_http,
+            junit,
+            json,
+        } => {
+            use durable_mcp_conformance::official;
+            let mut run_options = official::OfficialOptions::default();
+            if !release.is_empty() {
+                run_options
+                    .releases
+                    .retain(|r| release.iter().any(|v| v == r.version));
+                anyhow::ensure!(
+                    run_options.releases.len() == release.len(),
+                    "--release: known releases are {}",
+                    official::RELEASES.map(|r| r.version).join(", ")
+                );
+            }
+            if !transport.is_empty() {
+                run_options.transports = transport;
+            }
+            if upstream_http.is_some() {
+                run_options.transports = vec![official::Transport::Http];
+            }
+            run_options.scenarios = scenario;
+            run_options.upstream_http = upstream_http;
+            let planned = run_options.planned();
+            anyhow::ensure!(
+                !planned.is_empty(),
+                "--scenario names no scenario of the releases"
+            );
+            let started = std::time::Instant::now();
+            let mut server = DevServer::start(options).await?;
+            let mut recorder = report::Recorder::new();
+            recorder.print_and_record(report::Event::Started {
+                kind: report::RunKind::Official,
+                target: "durable-mcp-connector (Streamable HTTP) -> Temporal -> proxy -> fixture"
+                    .into(),
+                planned: planned
+                    .iter()
+                    .map(|(r, t, s)| official::case_name(r, *t, s))
+                    .collect(),
+            });
+            official::run(&server, &run_options, |outcome| {
+                recorder.print_and_record(report::Event::Finished(outcome));
+            })
+            .await?;
             let _ = server.stop().await;
             finish(recorder, started, junit.as_deref(), json.as_deref())?;
         }

@@ -17,6 +17,8 @@ pub enum RunKind {
     Bundled,
     /// Checks of a third-party MCP server (`--upstream-stdio`, `--upstream-http`).
     ThirdParty,
+    /// The official MCP conformance suite's scenarios through the durable path (`official`).
+    Official,
 }
 
 impl RunKind {
@@ -25,6 +27,7 @@ impl RunKind {
         match self {
             RunKind::Bundled => ("durable-mcp-conformance", "conformance"),
             RunKind::ThirdParty => ("durable-mcp-conformance third-party", "third-party"),
+            RunKind::Official => ("durable-mcp-conformance official", "official"),
         }
     }
 }
