@@ -71,9 +71,9 @@ enum Command {
     /// Runs the official MCP conformance suite's server scenarios through the durable path.
     ///
     /// Installs the pinned @modelcontextprotocol/conformance releases (0.1.16: its tools
-    /// scenarios; 0.2.0-alpha.12: its tasks-extension scenarios) and Node 22 when PATH has
-    /// none, with npm, into ~/.cache/durable-mcp; then, per transport, a dev server slice, a
-    /// proxy fronting the suite's fixture tools (the mock upstream over stdio or Streamable
+    /// scenarios; 0.2.0-alpha.12: its tools and tasks-extension scenarios) and Node 22 when
+    /// PATH has none, with npm, into ~/.cache/durable-mcp; then, per transport, a dev server
+    /// slice, a proxy fronting the suite's fixture tools (the mock upstream over stdio or Streamable
     /// HTTP) and durable-mcp-connector over Streamable HTTP (--task-after 0), and runs each
     /// scenario against the connector's URL. Prints PASS/FAIL per scenario with the failing
     /// checks; skips with the reason when Node or the suite cannot be installed. Needs
@@ -81,7 +81,7 @@ enum Command {
     ///
     /// Examples:
     ///   durable-mcp-conformance official
-    ///   durable-mcp-conformance official --release 0.1.16 --transport stdio --junit target/official.xml
+    ///   durable-mcp-conformance official --release 0.1.16 --transport stdio --junit out.xml
     ///   durable-mcp-conformance official --scenario tools-call-with-logging
     #[command(verbatim_doc_comment)]
     Official {

@@ -79,8 +79,10 @@ fn tools_scenario_tools() -> Vec<ToolSpec> {
     let audio = json!({"type": "audio", "data": tiny_wav_base64(), "mimeType": "audio/wav"});
     let resource = json!({"type": "resource", "resource": {"uri": "test://embedded-resource",
         "mimeType": "text/plain", "text": "This is an embedded resource content."}});
-    let sampling = json!({"method": "sampling/createMessage", "params": {"messages": [{"role":
-        "user", "content": {"type": "text", "text": "Test prompt for sampling"}}], "maxTokens": 100}});
+    let prompt = json!({"role": "user",
+        "content": {"type": "text", "text": "Test prompt for sampling"}});
+    let sampling = json!({"method": "sampling/createMessage",
+        "params": {"messages": [prompt], "maxTokens": 100}});
     let user = json!({"type": "object", "properties": {
         "username": {"type": "string", "description": "User's response"},
         "email": {"type": "string", "description": "User's email address"}},
@@ -184,7 +186,8 @@ fn defaults_form() -> Value {
         "name": {"type": "string", "default": "John Doe"},
         "age": {"type": "integer", "default": 30},
         "score": {"type": "number", "default": 95.5},
-        "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
+        "status": {"type": "string", "enum": ["active", "inactive", "pending"],
+                   "default": "active"},
         "verified": {"type": "boolean", "default": true}}})
 }
 
@@ -207,7 +210,8 @@ fn enums_form() -> Value {
         "untitledMulti": {"type": "array",
             "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
         "titledMulti": {"type": "array",
-            "items": {"anyOf": titled("value", ["First Choice", "Second Choice", "Third Choice"])}}}})
+            "items": {"anyOf":
+                titled("value", ["First Choice", "Second Choice", "Third Choice"])}}}})
 }
 
 fn json_schema_2020_12() -> Value {

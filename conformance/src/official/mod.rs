@@ -6,7 +6,8 @@
 //! skipped with the reason when Node or the suite cannot be had.
 //!
 //! Two pinned releases: 0.1.16's tools scenarios (at 2025-11-25, a session client without the
-//! tasks extension) and 0.2.0-alpha.12's tasks-extension scenarios (SEP-2663 at 2026-07-28).
+//! tasks extension) and 0.2.0-alpha.12's tools scenarios and tasks-extension scenarios (SEP-2663
+//! at 2026-07-28).
 //! The connector runs with `--task-after 0`, so every call of a caller that declares the
 //! tasks extension becomes a task: the durable path's own choice, which the 0.2 checks that
 //! assume a fixture's tool is never a task do not expect (docs/conformance.md names them).
@@ -53,8 +54,17 @@ pub const TOOLS_SCENARIOS: [&str; 17] = [
     "elicitation-sep1330-enums",
 ];
 
-/// 0.2.0-alpha.12's tasks-extension server scenarios.
-pub const TASKS_SCENARIOS: [&str; 10] = [
+/// 0.2.0-alpha.12's tools scenarios the fixture serves, and its tasks-extension server
+/// scenarios.
+pub const V02_SCENARIOS: [&str; 18] = [
+    "tools-list",
+    "tools-call-simple-text",
+    "tools-call-image",
+    "tools-call-audio",
+    "tools-call-embedded-resource",
+    "tools-call-mixed-content",
+    "tools-call-error",
+    "tools-call-with-progress",
     "tasks-lifecycle",
     "tasks-capability-negotiation",
     "tasks-wire-fields",
@@ -109,7 +119,7 @@ pub const RELEASES: [Release; 2] = [
     },
     Release {
         version: "0.2.0-alpha.12",
-        scenarios: &TASKS_SCENARIOS,
+        scenarios: &V02_SCENARIOS,
     },
 ];
 
@@ -316,10 +326,7 @@ mod tests {
     #[test]
     fn cases_are_planned_per_transport_then_release_and_filtered_by_name() {
         let all = OfficialOptions::default().planned();
-        assert_eq!(
-            all.len(),
-            2 * (TOOLS_SCENARIOS.len() + TASKS_SCENARIOS.len())
-        );
+        assert_eq!(all.len(), 2 * (TOOLS_SCENARIOS.len() + V02_SCENARIOS.len()));
         let (release, transport, scenario) = &all[0];
         assert_eq!(
             case_name(release, *transport, scenario),

@@ -251,7 +251,8 @@ mod tests {
             "confirm": {"method": "elicitation/create", "params": {"message": "?",
                 "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}},
                                     "required": ["ok"]}}},
-            "visit": {"method": "elicitation/create", "params": {"mode": "url", "url": "https://x"}},
+            "visit": {"method": "elicitation/create",
+                      "params": {"mode": "url", "url": "https://x"}},
             "sample": {"method": "sampling/createMessage", "params": {"messages": []}},
             "roots": {"method": "roots/list"},
         });
