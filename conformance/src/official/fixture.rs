@@ -5,7 +5,8 @@
 //!
 //! Tools for 0.1.16's tools scenarios (`test_simple_text` ... `json_schema_2020_12_tool`) and
 //! for 0.2's tasks scenarios (`greet`, `slow_compute`, `failing_job`, `protocol_error_job`,
-//! `confirm_delete`, `multi_input`). `test_tool_with_task` (round 1 asks, round 2 becomes the
+//! `confirm_delete`, `multi_input`) and its `input-required-result-*` scenarios that a tool
+//! asking one round serves (`test_input_required_result_elicitation` and four more). `test_tool_with_task` (round 1 asks, round 2 becomes the
 //! upstream's task) has no mock behavior, so `tasks-mrtr-composition` finds no such tool.
 
 use serde_json::{Value, json};
@@ -19,6 +20,7 @@ use crate::fixtures::{
 pub fn spec() -> UpstreamSpec {
     let mut tools: Vec<ToolSpec> = tools_scenario_tools();
     tools.extend(tasks_scenario_tools());
+    tools.extend(input_required_tools());
     UpstreamSpec {
         name: "official-suite-fixture".into(),
         tools,
@@ -288,6 +290,59 @@ fn tasks_scenario_tools() -> Vec<ToolSpec> {
             Behavior::AskWritten {
                 requests: both.into_iter().collect(),
             },
+        ),
+    ]
+}
+
+/// 0.2's `input-required-result-*` tools (SEP-2322 at 2026-07-28): each asks in its first round
+/// and answers its content once every key is answered.
+fn input_required_tools() -> Vec<ToolSpec> {
+    let name = json!({"type": "object", "properties": {"name": {"type": "string"}},
+        "required": ["name"]});
+    let user_name = || elicitation("What is your name?", name.clone());
+    let question = json!({"role": "user",
+        "content": {"type": "text", "text": "What is the capital of France?"}});
+    let capital = json!({"method": "sampling/createMessage",
+        "params": {"messages": [question], "maxTokens": 100}});
+    let roots = json!({"method": "roots/list"});
+    let all = [
+        ("user_name", user_name()),
+        ("capital_question", capital.clone()),
+        ("client_roots", roots.clone()),
+    ]
+    .map(|(key, request)| (key.to_owned(), request));
+    vec![
+        tool(
+            "test_input_required_result_elicitation",
+            "Asks the user's name",
+            no_arguments(),
+            asks("user_name", user_name()),
+        ),
+        tool(
+            "test_input_required_result_sampling",
+            "Asks the client's model",
+            no_arguments(),
+            asks("capital_question", capital),
+        ),
+        tool(
+            "test_input_required_result_list_roots",
+            "Asks the client's roots",
+            no_arguments(),
+            asks("client_roots", roots),
+        ),
+        tool(
+            "test_input_required_result_multiple_inputs",
+            "Asks the user, the model and the roots at once",
+            no_arguments(),
+            Behavior::AskWritten {
+                requests: all.into_iter().collect(),
+            },
+        ),
+        tool(
+            "test_input_required_result_tampered_state",
+            "Asks the user's name; its round state is the connector's, signed",
+            no_arguments(),
+            asks("user_name", user_name()),
         ),
     ]
 }

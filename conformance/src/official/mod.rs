@@ -54,9 +54,18 @@ pub const TOOLS_SCENARIOS: [&str; 17] = [
     "elicitation-sep1330-enums",
 ];
 
-/// 0.2.0-alpha.12's tools scenarios the fixture serves, and its tasks-extension server
-/// scenarios.
-pub const V02_SCENARIOS: [&str; 18] = [
+/// 0.2.0-alpha.12's tools and one-round `input-required-result` scenarios the fixture serves,
+/// and its tasks-extension server scenarios.
+pub const V02_SCENARIOS: [&str; 27] = [
+    "input-required-result-basic-elicitation",
+    "input-required-result-basic-sampling",
+    "input-required-result-basic-list-roots",
+    "input-required-result-multiple-input-requests",
+    "input-required-result-missing-input-response",
+    "input-required-result-result-type",
+    "input-required-result-tampered-state",
+    "input-required-result-ignore-extra-params",
+    "input-required-result-validate-input",
     "tools-list",
     "tools-call-simple-text",
     "tools-call-image",
