@@ -32,21 +32,25 @@ use crate::{
 /// The Nexus service the fixture is fronted as.
 const SERVICE: &str = "official";
 
-/// 0.1.16's server scenarios whose requirements are tools (all but resources, prompts and
-/// transport scenarios), and three that need nothing of a fixture.
-pub const TOOLS_SCENARIOS: [&str; 17] = [
-    "server-initialize",
-    "ping",
-    "logging-set-level",
+/// The tools scenarios both releases have: listing, each content type, a tool error, progress.
+pub const TOOL_CALL_SCENARIOS: [&str; 8] = [
     "tools-list",
     "tools-call-simple-text",
     "tools-call-image",
     "tools-call-audio",
     "tools-call-embedded-resource",
     "tools-call-mixed-content",
-    "tools-call-with-logging",
     "tools-call-error",
     "tools-call-with-progress",
+];
+
+/// 0.1.16's other server scenarios whose requirements are tools (all but resources, prompts and
+/// transport scenarios), and three that need nothing of a fixture.
+pub const V0116_SCENARIOS: [&str; 9] = [
+    "server-initialize",
+    "ping",
+    "logging-set-level",
+    "tools-call-with-logging",
     "tools-call-sampling",
     "tools-call-elicitation",
     "json-schema-2020-12",
@@ -54,9 +58,9 @@ pub const TOOLS_SCENARIOS: [&str; 17] = [
     "elicitation-sep1330-enums",
 ];
 
-/// 0.2.0-alpha.12's tools and one-round `input-required-result` scenarios the fixture serves,
-/// and its tasks-extension server scenarios.
-pub const V02_SCENARIOS: [&str; 27] = [
+/// 0.2.0-alpha.12's one-round `input-required-result` scenarios the fixture serves, and its
+/// tasks-extension server scenarios.
+pub const V02_SCENARIOS: [&str; 19] = [
     "input-required-result-basic-elicitation",
     "input-required-result-basic-sampling",
     "input-required-result-basic-list-roots",
@@ -66,14 +70,6 @@ pub const V02_SCENARIOS: [&str; 27] = [
     "input-required-result-tampered-state",
     "input-required-result-ignore-extra-params",
     "input-required-result-validate-input",
-    "tools-list",
-    "tools-call-simple-text",
-    "tools-call-image",
-    "tools-call-audio",
-    "tools-call-embedded-resource",
-    "tools-call-mixed-content",
-    "tools-call-error",
-    "tools-call-with-progress",
     "tasks-lifecycle",
     "tasks-capability-negotiation",
     "tasks-wire-fields",
@@ -113,22 +109,22 @@ pub const UNSERVED: [(&str, &str); 1] = [(
      task in the second; the mock upstream has no behavior that does both",
 )];
 
-/// A pinned release of the suite and the scenarios run from it.
+/// A pinned release of the suite and the scenarios run from it, in groups.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Release {
     pub version: &'static str,
-    pub scenarios: &'static [&'static str],
+    pub scenarios: &'static [&'static [&'static str]],
 }
 
 /// The releases run by default.
 pub const RELEASES: [Release; 2] = [
     Release {
         version: "0.1.16",
-        scenarios: &TOOLS_SCENARIOS,
+        scenarios: &[&TOOL_CALL_SCENARIOS, &V0116_SCENARIOS],
     },
     Release {
         version: "0.2.0-alpha.12",
-        scenarios: &V02_SCENARIOS,
+        scenarios: &[&TOOL_CALL_SCENARIOS, &V02_SCENARIOS],
     },
 ];
 
@@ -177,7 +173,7 @@ impl OfficialOptions {
         let mut cases = Vec::new();
         for transport in &self.transports {
             for release in &self.releases {
-                for scenario in release.scenarios {
+                for scenario in release.scenarios.iter().flat_map(|group| group.iter()) {
                     if self.scenarios.is_empty() || self.scenarios.iter().any(|s| s == scenario) {
                         cases.push((release.clone(), *transport, *scenario));
                     }
@@ -335,11 +331,13 @@ mod tests {
     #[test]
     fn cases_are_planned_per_transport_then_release_and_filtered_by_name() {
         let all = OfficialOptions::default().planned();
-        assert_eq!(all.len(), 2 * (TOOLS_SCENARIOS.len() + V02_SCENARIOS.len()));
+        let per_transport =
+            2 * TOOL_CALL_SCENARIOS.len() + V0116_SCENARIOS.len() + V02_SCENARIOS.len();
+        assert_eq!(all.len(), 2 * per_transport);
         let (release, transport, scenario) = &all[0];
         assert_eq!(
             case_name(release, *transport, scenario),
-            "0.1.16/stdio/server-initialize"
+            "0.1.16/stdio/tools-list"
         );
         let one = OfficialOptions {
             transports: vec![Transport::Http],
