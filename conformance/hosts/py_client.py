@@ -106,18 +106,33 @@ async def call(client: Client, step: dict) -> dict:
         return {"error": {"code": e.error.code, "message": e.error.message}}
 
 
+async def all_pages(list_page, items: str) -> list:
+    found, cursor = [], None
+    for _ in range(100):
+        page = await list_page(cursor)
+        found.extend(getattr(page, items))
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return found
+
+
 async def features(client: Client) -> dict:
+    """Resources and prompts (every page), the first resource read and the first prompt got; an
+    error (the SDK refusing an answer, say) is recorded in place of what it stopped."""
     out: dict = {}
-    resources = await client.list_resources()
-    out["resources"] = [dump(r) for r in resources.resources]
-    if resources.resources:
-        out["read"] = dump(await client.read_resource(resources.resources[0].uri))
-    prompts = await client.list_prompts()
-    out["prompts"] = [dump(p) for p in prompts.prompts]
-    if prompts.prompts:
-        first = prompts.prompts[0]
-        arguments = {a.name: "x" for a in (first.arguments or []) if a.required}
-        out["prompt"] = dump(await client.get_prompt(first.name, arguments))
+    try:
+        resources = await all_pages(lambda c: client.list_resources(cursor=c), "resources")
+        out["resources"] = [dump(r) for r in resources]
+        if resources:
+            out["read"] = dump(await client.read_resource(resources[0].uri))
+        prompts = await all_pages(lambda c: client.list_prompts(cursor=c), "prompts")
+        out["prompts"] = [dump(p) for p in prompts]
+        if prompts:
+            arguments = {a.name: "x" for a in (prompts[0].arguments or []) if a.required}
+            out["prompt"] = dump(await client.get_prompt(prompts[0].name, arguments))
+    except Exception as e:  # noqa: BLE001 - recorded for the runner to compare and show
+        out["error"] = f"{type(e).__name__}: {e}"
     return out
 
 

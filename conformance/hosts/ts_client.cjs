@@ -66,17 +66,33 @@ async function followed(client, step, options) {
   throw new Error(`task ${created.taskId} still active after 600 polls`);
 }
 
+async function allPages(listPage, items) {
+  const found = [];
+  let cursor;
+  for (let i = 0; i < 100; i++) {
+    const page = await listPage(cursor ? { cursor } : undefined);
+    found.push(...page[items]);
+    cursor = page.nextCursor;
+    if (!cursor) break;
+  }
+  return found;
+}
+
+// Resources and prompts (every page), the first resource read and the first prompt got; an
+// error (the SDK refusing an answer, say) is recorded in place of what it stopped.
 async function features(client) {
   const out = {};
-  const resources = await client.listResources();
-  out.resources = resources.resources;
-  if (resources.resources.length) out.read = await client.readResource({ uri: resources.resources[0].uri });
-  const prompts = await client.listPrompts();
-  out.prompts = prompts.prompts;
-  if (prompts.prompts.length) {
-    const first = prompts.prompts[0];
-    const args = Object.fromEntries((first.arguments || []).filter((a) => a.required).map((a) => [a.name, 'x']));
-    out.prompt = await client.getPrompt({ name: first.name, arguments: args });
+  try {
+    out.resources = await allPages((p) => client.listResources(p), 'resources');
+    if (out.resources.length) out.read = await client.readResource({ uri: out.resources[0].uri });
+    out.prompts = await allPages((p) => client.listPrompts(p), 'prompts');
+    if (out.prompts.length) {
+      const first = out.prompts[0];
+      const args = Object.fromEntries((first.arguments || []).filter((a) => a.required).map((a) => [a.name, 'x']));
+      out.prompt = await client.getPrompt({ name: first.name, arguments: args });
+    }
+  } catch (e) {
+    out.error = `${e && e.name}: ${e && e.message}`;
   }
   return out;
 }

@@ -2,6 +2,7 @@
 
 pub mod fixtures;
 pub mod harness;
+pub mod hosts;
 pub mod kit;
 pub mod load;
 pub mod official;

@@ -304,7 +304,7 @@ impl Target {
 /// Which scenarios to use.
 #[derive(clap::Args)]
 struct Select {
-    /// Only this family: reattach, retry-inference, cancellation, fidelity, faults, owner-scope, operations, security, tasks.
+    /// Only this family: reattach, retry-inference, cancellation, fidelity, faults, owner-scope, operations, security, tasks, hosts (real MCP clients: Claude Code, the TypeScript and Python SDKs, the Inspector CLI).
     #[arg(long, value_name = "FAMILY")]
     family: Option<scenario::Family>,
     /// Only this scenario id (or every id under a prefix ending in `/`).
@@ -319,25 +319,37 @@ struct Select {
 }
 
 impl Select {
-    fn load(&self) -> anyhow::Result<(std::path::PathBuf, Vec<scenario::Scenario>)> {
+    fn filter(&self) -> scenario::Filter {
+        scenario::Filter {
+            family: self.family,
+            scenario: self.scenario.clone(),
+            rule: self.rule.clone(),
+        }
+    }
+
+    /// The selected scenarios and the selected cases of the hosts family; at least one.
+    fn load(
+        &self,
+    ) -> anyhow::Result<(
+        std::path::PathBuf,
+        Vec<scenario::Scenario>,
+        Vec<durable_mcp_conformance::hosts::HostCheck>,
+    )> {
         let root = scenario::default_root();
         let dir = self
             .scenarios
             .clone()
             .unwrap_or_else(|| root.join("scenarios"));
-        let filter = scenario::Filter {
-            family: self.family,
-            scenario: self.scenario.clone(),
-            rule: self.rule.clone(),
-        };
+        let filter = self.filter();
         let all = scenario::load_dir(&dir)?;
         let selected: Vec<_> = all.into_iter().filter(|s| filter.matches(s)).collect();
+        let hosts = durable_mcp_conformance::hosts::select(&filter);
         anyhow::ensure!(
-            !selected.is_empty(),
-            "no scenario in {} matches the filters",
+            !selected.is_empty() || !hosts.is_empty(),
+            "no scenario in {} and no hosts case matches the filters",
             dir.display()
         );
-        Ok((root, selected))
+        Ok((root, selected, hosts))
     }
 }
 
@@ -403,8 +415,13 @@ async fn main() -> anyhow::Result<()> {
             print!("{}", scenario::rules::render(&checks));
             return Ok(());
         }
-        let (_, scenarios) = select.load()?;
-        let width = scenarios.iter().map(|s| s.id.len()).max().unwrap_or(0);
+        let (_, scenarios, hosts) = select.load()?;
+        let width = scenarios
+            .iter()
+            .map(|s| s.id.len())
+            .chain(hosts.iter().map(|h| h.id.len()))
+            .max()
+            .unwrap_or(0);
         let rules_width = scenarios
             .iter()
             .map(|s| s.rules.join(",").len())
@@ -418,7 +435,19 @@ async fn main() -> anyhow::Result<()> {
                 s.description.trim()
             );
         }
-        println!("{} scenario(s)", scenarios.len());
+        for h in &hosts {
+            println!(
+                "{:<width$}  {:<rules_width$}  {}",
+                h.id,
+                h.rules.join(","),
+                h.description
+            );
+        }
+        println!(
+            "{} scenario(s), {} hosts case(s)",
+            scenarios.len(),
+            hosts.len()
+        );
         return Ok(());
     }
     let options = DevServerOptions::from_env()?;
@@ -482,7 +511,7 @@ async fn main() -> anyhow::Result<()> {
                 finish(recorder, started, junit.as_deref(), json.as_deref())?;
                 return Ok(());
             }
-            let (root, scenarios) = select.load()?;
+            let (root, scenarios, hosts) = select.load()?;
             let mut run_options = run::RunOptions::new(&root);
             run_options.scenario_timeout = timeout;
             run_options.jobs = jobs.unwrap_or_else(|| {
@@ -510,9 +539,10 @@ async fn main() -> anyhow::Result<()> {
             }
             let started = std::time::Instant::now();
             println!(
-                "durable-mcp conformance: {} scenario(s), {} at a time",
+                "durable-mcp conformance: {} scenario(s), {} at a time, then {} hosts case(s) one host at a time",
                 scenarios.len(),
-                run_options.jobs
+                run_options.jobs,
+                hosts.len()
             );
             let mut server = target.server(options).await?;
             let version = server
@@ -525,9 +555,18 @@ async fn main() -> anyhow::Result<()> {
             recorder.print_and_record(report::Event::Started {
                 kind: report::RunKind::Bundled,
                 target: format!("Temporal {version}"),
-                planned: scenarios.iter().map(|s| s.id.clone()).collect(),
+                planned: scenarios
+                    .iter()
+                    .map(|s| s.id.clone())
+                    .chain(hosts.iter().map(|h| h.id.to_owned()))
+                    .collect(),
             });
             run::run_all(&server, &scenarios, &run_options, |r| {
+                recorder.print_and_record(report::Event::Finished(report::scenario_outcome(r)));
+            })
+            .await;
+            // Real hosts after the scenarios, one at a time (R-CNF-21, R-CNF-22).
+            durable_mcp_conformance::hosts::run(&server, &hosts, |r| {
                 recorder.print_and_record(report::Event::Finished(report::scenario_outcome(r)));
             })
             .await;

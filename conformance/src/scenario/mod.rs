@@ -206,10 +206,14 @@ pub enum Family {
     /// MCP tasks end to end: task states, upstream tasks, JSON-RPC errors as failed tasks and
     /// input rounds (R-CON-6, R-CON-39, R-CON-40, R-PRX-28, R-PRX-29, R-NAT-7).
     Tasks,
+    /// Real MCP clients (Claude Code, the TypeScript and Python SDKs, the Inspector CLI)
+    /// through the durable path, compared with the same client on the upstream (R-CNF-21,
+    /// R-CNF-22); built into the runner (`crate::hosts`), with no scenario files.
+    Hosts,
 }
 
 impl Family {
-    pub const ALL: [Family; 9] = [
+    pub const ALL: [Family; 10] = [
         Family::Reattach,
         Family::RetryInference,
         Family::Cancellation,
@@ -219,6 +223,7 @@ impl Family {
         Family::Operations,
         Family::Security,
         Family::Tasks,
+        Family::Hosts,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -232,6 +237,7 @@ impl Family {
             Family::Operations => "operations",
             Family::Security => "security",
             Family::Tasks => "tasks",
+            Family::Hosts => "hosts",
         }
     }
 }
@@ -540,6 +546,9 @@ impl Scenario {
 
     /// Checks what serde cannot: the id's family prefix, rules, steps and the upstream spec.
     pub fn validate(&self) -> anyhow::Result<()> {
+        if self.family == Family::Hosts {
+            bail!("family: the hosts family is built into the runner and has no scenario files");
+        }
         let prefix = format!("{}/", self.family);
         if !self.id.starts_with(&prefix) || self.id.len() == prefix.len() {
             bail!("id: {:?} must be \"{prefix}<name>\"", self.id);
