@@ -105,9 +105,11 @@ mod tests {
     fn the_durable_layers_own_keys_are_set_aside_and_nothing_else() {
         let durable = json!({"resultType": "complete", "content": [{"type": "text", "text": "a"}],
             "_meta": {"io.durable-mcp/taskId": "t", "example.com/x": 1}});
-        let direct = json!({"content": [{"type": "text", "text": "a"}], "_meta": {"example.com/x": 1.0}});
+        let direct =
+            json!({"content": [{"type": "text", "text": "a"}], "_meta": {"example.com/x": 1.0}});
         assert_eq!(difference(&durable, &direct), None);
-        let changed = json!({"content": [{"type": "text", "text": "b"}], "_meta": {"example.com/x": 1}});
+        let changed =
+            json!({"content": [{"type": "text", "text": "b"}], "_meta": {"example.com/x": 1}});
         assert!(difference(&durable, &changed).is_some());
         let only_durable = json!({"_meta": {"io.durable-mcp/operationId": "o"}, "isError": false});
         assert_eq!(difference(&only_durable, &json!({"isError": false})), None);
@@ -124,7 +126,10 @@ mod tests {
             json!({"name": "b", "execution": {"taskSupport": "forbidden"}}),
         ];
         assert_eq!(listing_difference(&durable, &direct), None);
-        let renamed = [json!({"name": "a", "description": "other"}), json!({"name": "b"})];
+        let renamed = [
+            json!({"name": "a", "description": "other"}),
+            json!({"name": "b"}),
+        ];
         assert!(listing_difference(&durable, &renamed).is_some());
     }
 }

@@ -69,7 +69,8 @@ pub fn ts_sdk() -> anyhow::Result<PathBuf> {
 pub fn inspector_cli() -> anyhow::Result<PathBuf> {
     let dir = cache_dir().join(format!("inspector-cli-{INSPECTOR_VERSION}"));
     npm::install(INSPECTOR_PACKAGE, INSPECTOR_VERSION, &dir, |prefix| {
-        let (package_dir, _) = npm::installed_package(prefix, INSPECTOR_PACKAGE, INSPECTOR_VERSION)?;
+        let (package_dir, _) =
+            npm::installed_package(prefix, INSPECTOR_PACKAGE, INSPECTOR_VERSION)?;
         let build = package_dir.join("build");
         if !build.join("cli.js").is_file() {
             bail!("{} has no build/cli.js", package_dir.display());
@@ -97,7 +98,13 @@ mod tests {
             claude_code_platform_package("linux", "aarch64", true).as_deref(),
             Some("@anthropic-ai/claude-code-linux-arm64-musl")
         );
-        assert_eq!(claude_code_platform_package("linux", "riscv64", false), None);
-        assert_eq!(claude_code_platform_package("freebsd", "x86_64", false), None);
+        assert_eq!(
+            claude_code_platform_package("linux", "riscv64", false),
+            None
+        );
+        assert_eq!(
+            claude_code_platform_package("freebsd", "x86_64", false),
+            None
+        );
     }
 }

@@ -148,7 +148,11 @@ fn list(pair: &Pair) -> Judged {
     let tools = |r: &Value| r["tools"].as_array().cloned().unwrap_or_default();
     let (durable, direct) = (tools(&pair.durable), tools(&pair.direct));
     vec![match listing_difference(&durable, &direct) {
-        None => Ok(format!("{}: {} tools listed alike", pair.upstream, direct.len())),
+        None => Ok(format!(
+            "{}: {} tools listed alike",
+            pair.upstream,
+            direct.len()
+        )),
         Some(d) => Err(format!("{}: the listings differ: {d}", pair.upstream)),
     }]
 }
@@ -174,7 +178,10 @@ fn calls(pair: &Pair) -> Judged {
 /// connector, be followed to `completed` (through `input_required` and a `tasks/update` when
 /// it asks), and give the direct call's result.
 fn tasks(pair: &Pair, asking: bool) -> Judged {
-    let steps = pair.direct["tasks"].as_object().cloned().unwrap_or_default();
+    let steps = pair.direct["tasks"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
     steps
         .keys()
         .filter(|label| (label.as_str() == "ask") == asking)
@@ -190,14 +197,25 @@ fn tasks(pair: &Pair, asking: bool) -> Judged {
             }
             let statuses = &task["statuses"];
             if statuses.as_array().and_then(|s| s.last()) != Some(&json!("completed")) {
-                return Err(format!("{name}: the task went {statuses}, not to completed"));
+                return Err(format!(
+                    "{name}: the task went {statuses}, not to completed"
+                ));
             }
-            if asking && (task["updates"].as_u64() < Some(1) || !statuses.to_string().contains("input_required")) {
-                return Err(format!("{name}: the task never asked for input ({statuses})"));
+            if asking
+                && (task["updates"].as_u64() < Some(1)
+                    || !statuses.to_string().contains("input_required"))
+            {
+                return Err(format!(
+                    "{name}: the task never asked for input ({statuses})"
+                ));
             }
             match difference(&durable["result"], &pair.direct["tasks"][label]["result"]) {
-                None => Ok(format!("{name}: a task ({statuses}) with the direct call's result")),
-                Some(d) => Err(format!("{name}: the task's result is not the direct one: {d}")),
+                None => Ok(format!(
+                    "{name}: a task ({statuses}) with the direct call's result"
+                )),
+                Some(d) => Err(format!(
+                    "{name}: the task's result is not the direct one: {d}"
+                )),
             }
         })
         .collect()
@@ -209,8 +227,12 @@ fn features(pair: &Pair) -> Judged {
             None => Ok(format!(
                 "{}: {} resources, {} prompts, a read and a prompt alike",
                 pair.upstream,
-                pair.direct["features"]["resources"].as_array().map_or(0, Vec::len),
-                pair.direct["features"]["prompts"].as_array().map_or(0, Vec::len)
+                pair.direct["features"]["resources"]
+                    .as_array()
+                    .map_or(0, Vec::len),
+                pair.direct["features"]["prompts"]
+                    .as_array()
+                    .map_or(0, Vec::len)
             )),
             Some(d) => Err(format!("{}: {d}", pair.upstream)),
         },
@@ -222,7 +244,12 @@ fn features(pair: &Pair) -> Judged {
 pub async fn inspector(build: &Path, stack: &Stack) -> Result<Judged, String> {
     let mut judged = Vec::new();
     let calls = [
-        ("everything", &stack.everything, "echo", "message=hello from a host"),
+        (
+            "everything",
+            &stack.everything,
+            "echo",
+            "message=hello from a host",
+        ),
         ("mock", &stack.mock, "echo", "key=inspector"),
     ];
     for (upstream, endpoints, tool, argument) in calls {
@@ -280,7 +307,12 @@ mod tests {
         // Answered at once, as a plain result: the connector made no task of it.
         let waited = json!({"tasks": {"slow": {"result": result, "task": null}}});
         let judged = tasks(&pair(waited, direct.clone()), false);
-        assert!(judged[0].as_ref().unwrap_err().contains("did not become a task"));
+        assert!(
+            judged[0]
+                .as_ref()
+                .unwrap_err()
+                .contains("did not become a task")
+        );
         let failed = json!({"tasks": {"slow": {"task": {"statuses": ["working", "failed"]}}}});
         assert!(tasks(&pair(failed, direct), false)[0].is_err());
     }
@@ -288,7 +320,8 @@ mod tests {
     #[test]
     fn an_input_case_needs_input_required_and_an_update() {
         let result = json!({"content": [{"type": "text", "text": "confirmed"}]});
-        let direct = json!({"tasks": {"ask": {"result": result, "task": {"statuses": ["working"]}}}});
+        let direct =
+            json!({"tasks": {"ask": {"result": result, "task": {"statuses": ["working"]}}}});
         let asked = json!({"tasks": {"ask": {"result": result,
             "task": {"statuses": ["working", "input_required", "completed"], "updates": 1}}}});
         assert!(tasks(&pair(asked, direct.clone()), true)[0].is_ok());
@@ -301,8 +334,16 @@ mod tests {
     fn every_plan_names_its_steps() {
         for upstream in ["everything", "mock"] {
             let plan = plan(upstream);
-            for step in plan["calls"].as_array().unwrap().iter().chain(plan["tasks"].as_array().unwrap()) {
-                assert!(step["label"].is_string() && step["tool"].is_string(), "{step}");
+            for step in plan["calls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .chain(plan["tasks"].as_array().unwrap())
+            {
+                assert!(
+                    step["label"].is_string() && step["tool"].is_string(),
+                    "{step}"
+                );
             }
         }
     }

@@ -79,7 +79,8 @@ impl Stack {
             }),
         )
         .await?;
-        let slice = Slice::named(server, &unique_name("tq-hosts"), &unique_name("ep-hosts")).await?;
+        let slice =
+            Slice::named(server, &unique_name("tq-hosts"), &unique_name("ep-hosts")).await?;
         let proxy = slice.start_proxy(
             vec![
                 http_upstream("everything", &everything_url)?,

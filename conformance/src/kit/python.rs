@@ -119,4 +119,3 @@ fn install_python_mcp() -> Result<PathBuf, String> {
     );
     Ok(venv_python(&dir))
 }
-

@@ -50,14 +50,38 @@ fn calls() -> Vec<Call> {
         cancel_key: None,
     };
     vec![
-        call("short-call", "ev", "echo", json!({"message": "hello from Claude Code"})),
-        call("long-call-becomes-a-task", "ev", "trigger-long-running-operation",
-             json!({"duration": 4, "steps": 4})),
-        call("confirmation-inside-a-task", "mock", "ask", json!({"key": "cc-ask", "sleep_ms": 2500})),
-        call("failing-tool", "mock", "refuse", json!({"key": "cc-refuse"})),
+        call(
+            "short-call",
+            "ev",
+            "echo",
+            json!({"message": "hello from Claude Code"}),
+        ),
+        call(
+            "long-call-becomes-a-task",
+            "ev",
+            "trigger-long-running-operation",
+            json!({"duration": 4, "steps": 4}),
+        ),
+        call(
+            "confirmation-inside-a-task",
+            "mock",
+            "ask",
+            json!({"key": "cc-ask", "sleep_ms": 2500}),
+        ),
+        call(
+            "failing-tool",
+            "mock",
+            "refuse",
+            json!({"key": "cc-refuse"}),
+        ),
         Call {
             cancel_key: Some("cc-cancel"),
-            ..call("cancelled-by-the-host", "mock", "slow", json!({"sleep_ms": 60000}))
+            ..call(
+                "cancelled-by-the-host",
+                "mock",
+                "slow",
+                json!({"sleep_ms": 60000}),
+            )
         },
     ]
 }
@@ -120,18 +144,24 @@ fn id(case: &str) -> String {
 /// Runs Claude Code and plays every call twice (durably, then directly); returns both
 /// outcomes and a log line per turn.
 async fn play(binary: &Path, stack: &Stack) -> Result<Vec<(Played, Played, Vec<String>)>, String> {
-    let standin = StandIn::start().await.map_err(|e| format!("starting the stand-in: {e}"))?;
+    let standin = StandIn::start()
+        .await
+        .map_err(|e| format!("starting the stand-in: {e}"))?;
     let home = tempfile::Builder::new()
         .prefix("durable-mcp-claude-")
         .tempdir()
         .map_err(|e| e.to_string())?;
     let command = command(binary, home.path(), stack, &standin.url).map_err(|e| e.to_string())?;
-    let mut pty = Pty::spawn(command, 160, 50).map_err(|e| format!("starting Claude Code: {e:#}"))?;
+    let mut pty =
+        Pty::spawn(command, 160, 50).map_err(|e| format!("starting Claude Code: {e:#}"))?;
     let mut out = Vec::new();
     for (n, call) in calls().iter().enumerate() {
         let mut log = Vec::new();
         let mut pair = Vec::new();
-        for (path, server) in [("through durable-mcp", call.upstream.to_owned()), ("directly", format!("{}d", call.upstream))] {
+        for (path, server) in [
+            ("through durable-mcp", call.upstream.to_owned()),
+            ("directly", format!("{}d", call.upstream)),
+        ] {
             // A call the host cancels has a ledger key of its own per path.
             let cancel_key = call.cancel_key.map(|base| format!("{base}-{server}"));
             let mut input = call.input.clone();
@@ -144,7 +174,15 @@ async fn play(binary: &Path, stack: &Stack) -> Result<Vec<(Played, Played, Vec<S
                 input,
                 stop_task: cancel_key.is_some(),
             };
-            let played = match play_turn(&mut pty, &standin, turn, cancel_key.as_deref(), &stack.ledger).await {
+            let played = match play_turn(
+                &mut pty,
+                &standin,
+                turn,
+                cancel_key.as_deref(),
+                &stack.ledger,
+            )
+            .await
+            {
                 Ok(played) => played,
                 Err(e) => Played {
                     error: Some(format!(
@@ -168,10 +206,18 @@ async fn play(binary: &Path, stack: &Stack) -> Result<Vec<(Played, Played, Vec<S
 /// Claude Code interactive, in a scratch home that says onboarding is done, the key approved
 /// and the folder trusted, with the four MCP servers and only the environment it needs (the
 /// machine's own keys and proxies never reach it).
-fn command(binary: &Path, home: &Path, stack: &Stack, base_url: &str) -> anyhow::Result<std::process::Command> {
+fn command(
+    binary: &Path,
+    home: &Path,
+    stack: &Stack,
+    base_url: &str,
+) -> anyhow::Result<std::process::Command> {
     let project = home.join("project");
     std::fs::create_dir_all(&project)?;
-    std::fs::write(home.join(".claude.json"), claude_json(API_KEY, &project).to_string())?;
+    std::fs::write(
+        home.join(".claude.json"),
+        claude_json(API_KEY, &project).to_string(),
+    )?;
     let servers = json!({"mcpServers": {
         "ev": {"type": "http", "url": stack.everything.durable},
         "evd": {"type": "http", "url": stack.everything.direct},
@@ -197,14 +243,29 @@ fn command(binary: &Path, home: &Path, stack: &Stack, base_url: &str) -> anyhow:
         .env("ENABLE_TOOL_SEARCH", "false")
         .arg("--mcp-config")
         .arg(&config)
-        .args(["--strict-mcp-config", "--allowedTools", "mcp__ev", "mcp__evd", "mcp__mock", "mcp__mockd", "TaskStop"]);
+        .args([
+            "--strict-mcp-config",
+            "--allowedTools",
+            "mcp__ev",
+            "mcp__evd",
+            "mcp__mock",
+            "mcp__mockd",
+            "TaskStop",
+        ]);
     Ok(command)
 }
 
 /// `~/.claude.json` for a first run that shows no onboarding, no "use this API key?" and no
 /// folder-trust screen.
 pub fn claude_json(api_key: &str, project: &Path) -> Value {
-    let tail: String = api_key.chars().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect();
+    let tail: String = api_key
+        .chars()
+        .rev()
+        .take(20)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
     json!({
         "hasCompletedOnboarding": true,
         "customApiKeyResponses": {"approved": [tail], "rejected": []},
@@ -216,7 +277,13 @@ pub fn claude_json(api_key: &str, project: &Path) -> Value {
 /// answers the elicitation form Claude Code shows (confirm, then Accept), presses Escape once
 /// the upstream has a call the host cancels but that did not move to the background, and
 /// waits for the answer to reach the model.
-async fn play_turn(pty: &mut Pty, standin: &StandIn, turn: Turn, cancel_key: Option<&str>, ledger: &Ledger) -> Result<Played, String> {
+async fn play_turn(
+    pty: &mut Pty,
+    standin: &StandIn,
+    turn: Turn,
+    cancel_key: Option<&str>,
+    ledger: &Ledger,
+) -> Result<Played, String> {
     let tool = turn.tool.rsplit("__").next().unwrap_or_default().to_owned();
     let marker = turn.marker.clone();
     standin.with(|r| r.begin(turn));
@@ -231,7 +298,11 @@ async fn play_turn(pty: &mut Pty, standin: &StandIn, turn: Turn, cancel_key: Opt
             return Err("Claude Code exited".into());
         }
         if Instant::now() > deadline {
-            return Err(format!("no answer reached the model within {} s ({})", TURN_TIMEOUT.as_secs(), describe(&played)));
+            return Err(format!(
+                "no answer reached the model within {} s ({})",
+                TURN_TIMEOUT.as_secs(),
+                describe(&played)
+            ));
         }
         let (issued, unlisted) = standin.with(|r| (r.issued.clone(), r.unlisted));
         if issued.is_none() && unlisted != typed_at_unlisted {
@@ -291,7 +362,11 @@ fn read_outcome(record: &standin::Record, issued: &str, played: &mut Played) {
         played.text = Some(text);
     }
     if let Some(task) = &played.background {
-        played.notification = record.notifications.iter().find(|n| &n.task_id == task).cloned();
+        played.notification = record
+            .notifications
+            .iter()
+            .find(|n| &n.task_id == task)
+            .cloned();
     }
     if let Some(stop) = &record.stop {
         played.stopped = record.results.get(stop).map(result_text);
@@ -301,7 +376,12 @@ fn read_outcome(record: &standin::Record, issued: &str, played: &mut Played) {
 /// Claude Code's id of the background task a `tool_result` says the call moved to.
 pub fn background_task(text: &str) -> Option<String> {
     let rest = &text[text.find("moved to the background as task ")? + 32..];
-    Some(rest.split(|c: char| !c.is_alphanumeric()).next()?.to_owned()).filter(|t| !t.is_empty())
+    Some(
+        rest.split(|c: char| !c.is_alphanumeric())
+            .next()?
+            .to_owned(),
+    )
+    .filter(|t| !t.is_empty())
 }
 
 fn finished(played: &Played, cancel: Option<(&Ledger, &str, &str)>) -> bool {
@@ -323,7 +403,11 @@ fn describe(played: &Played) -> String {
     let mut parts = Vec::new();
     match (&played.background, &played.text) {
         (Some(task), _) => parts.push(format!("moved to background task {task}")),
-        (None, Some(text)) => parts.push(format!("tool_result{} {}", if played.is_error { " (error)" } else { "" }, cut(text))),
+        (None, Some(text)) => parts.push(format!(
+            "tool_result{} {}",
+            if played.is_error { " (error)" } else { "" },
+            cut(text)
+        )),
         (None, None) => parts.push("no tool_result".into()),
     }
     if let Some(n) = &played.notification {
@@ -351,7 +435,10 @@ fn judge(call: &Call, durable: &Played, direct: &Played, ledger: &Ledger) -> Cas
         if let Some(e) = durable.error.as_ref().or(direct.error.as_ref()) {
             return Err(e.clone());
         }
-        let wants_task = matches!(call.case, "long-call-becomes-a-task" | "confirmation-inside-a-task" | "cancelled-by-the-host");
+        let wants_task = matches!(
+            call.case,
+            "long-call-becomes-a-task" | "confirmation-inside-a-task" | "cancelled-by-the-host"
+        );
         if wants_task && durable.background.is_none() {
             return Err(format!(
                 "through durable-mcp the call did not become a task Claude Code follows: the model got {}",
@@ -367,22 +454,40 @@ fn judge(call: &Call, durable: &Played, direct: &Played, ledger: &Ledger) -> Cas
                 let completed = ledger.count_key(call.tool, LedgerEvent::Completed, &key);
                 let cancelled = ledger.count_key(call.tool, LedgerEvent::Cancelled, &key);
                 if completed > 0 || cancelled == 0 {
-                    return Err(format!("the upstream saw {cancelled} cancel(s) and {completed} completion(s) of {key}: the host's cancel did not stop it"));
+                    return Err(format!(
+                        "the upstream saw {cancelled} cancel(s) and {completed} completion(s) of {key}: the host's cancel did not stop it"
+                    ));
                 }
             }
-            return Ok(format!("both calls were cancelled upstream, neither completed ({})", describe(durable)));
+            return Ok(format!(
+                "both calls were cancelled upstream, neither completed ({})",
+                describe(durable)
+            ));
         }
         if let Some(n) = &durable.notification
             && n.status != "completed"
         {
-            return Err(format!("the background task ended {}: {}", n.status, cut(&n.result)));
+            return Err(format!(
+                "the background task ended {}: {}",
+                n.status,
+                cut(&n.result)
+            ));
         }
         if durable.is_error != direct.is_error {
-            return Err(format!("isError differs: durably {}, directly {}", durable.is_error, direct.is_error));
+            return Err(format!(
+                "isError differs: durably {}, directly {}",
+                durable.is_error, direct.is_error
+            ));
         }
         match (durable.answer(), direct.answer()) {
-            (Some(a), Some(b)) if same_answer(a, b) => Ok(format!("the model got the same answer: {}", cut(b))),
-            (a, b) => Err(format!("the model got {:?} through durable-mcp and {:?} directly", a.map(cut), b.map(cut))),
+            (Some(a), Some(b)) if same_answer(a, b) => {
+                Ok(format!("the model got the same answer: {}", cut(b)))
+            }
+            (a, b) => Err(format!(
+                "the model got {:?} through durable-mcp and {:?} directly",
+                a.map(cut),
+                b.map(cut)
+            )),
         }
     })();
     match verdict {
@@ -403,15 +508,30 @@ fn mcp_errors(home: &Path) -> String {
     let mut lines = Vec::new();
     let root = home.join(".cache").join("claude-cli-nodejs");
     for project in std::fs::read_dir(root).into_iter().flatten().flatten() {
-        for logs in std::fs::read_dir(project.path()).into_iter().flatten().flatten() {
-            for file in std::fs::read_dir(logs.path()).into_iter().flatten().flatten() {
+        for logs in std::fs::read_dir(project.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for file in std::fs::read_dir(logs.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
                 let text = std::fs::read_to_string(file.path()).unwrap_or_default();
-                lines.extend(text.lines().filter(|l| l.contains("\"error\"")).map(|l| cut(l)));
+                lines.extend(
+                    text.lines()
+                        .filter(|l| l.contains("\"error\""))
+                        .map(|l| cut(l)),
+                );
             }
         }
     }
     let start = lines.len().saturating_sub(5);
-    format!("Claude Code's MCP log errors:\n{}", lines[start..].join("\n"))
+    format!(
+        "Claude Code's MCP log errors:\n{}",
+        lines[start..].join("\n")
+    )
 }
 
 #[cfg(test)]
@@ -427,8 +547,14 @@ mod tests {
 
     #[test]
     fn the_first_run_config_approves_only_the_keys_tail() {
-        let config = claude_json("sk-ant-0123456789abcdefghijKLMNOPQRSTUVWXYZ", Path::new("/p"));
-        assert_eq!(config["customApiKeyResponses"]["approved"], json!(["ghijKLMNOPQRSTUVWXYZ"]));
+        let config = claude_json(
+            "sk-ant-0123456789abcdefghijKLMNOPQRSTUVWXYZ",
+            Path::new("/p"),
+        );
+        assert_eq!(
+            config["customApiKeyResponses"]["approved"],
+            json!(["ghijKLMNOPQRSTUVWXYZ"])
+        );
         assert_eq!(config["projects"]["/p"]["hasTrustDialogAccepted"], true);
     }
 

@@ -30,11 +30,18 @@ impl Pty {
         };
         // SAFETY: openpty writes two descriptors it opened into the given integers.
         let opened = unsafe {
-            libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), &size)
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                &size,
+            )
         };
         anyhow::ensure!(opened == 0, "openpty: {}", std::io::Error::last_os_error());
         // SAFETY: both descriptors were just opened and are owned by nobody else.
-        let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+        let (master, slave) =
+            unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
         // The child must not inherit the master side.
         // SAFETY: setting FD_CLOEXEC on a descriptor this function owns.
         unsafe { libc::fcntl(master.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
@@ -53,7 +60,10 @@ impl Pty {
             });
         }
         let mut command = tokio::process::Command::from(command);
-        let child = command.kill_on_drop(true).spawn().context("spawning on a pty")?;
+        let child = command
+            .kill_on_drop(true)
+            .spawn()
+            .context("spawning on a pty")?;
         let master = std::fs::File::from(master);
         let output = Arc::new(Mutex::new(Vec::new()));
         let mut reader = master.try_clone()?;
@@ -64,7 +74,9 @@ impl Pty {
                 if n == 0 {
                     break;
                 }
-                sink.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&buffer[..n]);
+                sink.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend_from_slice(&buffer[..n]);
             }
         });
         Ok(Self {
@@ -150,7 +162,10 @@ mod tests {
     #[tokio::test]
     async fn a_program_on_the_pty_sees_a_terminal_and_reads_what_is_typed() {
         let mut command = std::process::Command::new("sh");
-        command.args(["-c", "test -t 0 && echo tty; stty size; read line; echo got:$line"]);
+        command.args([
+            "-c",
+            "test -t 0 && echo tty; stty size; read line; echo got:$line",
+        ]);
         let mut pty = Pty::spawn(command, 120, 40).unwrap();
         pty.type_bytes(b"hello\r").unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -158,6 +173,9 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         let out = strip_escapes(&pty.output());
-        assert!(out.contains("tty") && out.contains("40 120") && out.contains("got:hello"), "{out}");
+        assert!(
+            out.contains("tty") && out.contains("40 120") && out.contains("got:hello"),
+            "{out}"
+        );
     }
 }

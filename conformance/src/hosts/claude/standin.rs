@@ -94,7 +94,10 @@ impl Record {
                 if let Some(task) = between(&text, "TaskStop with task_id \"", "\"") {
                     let use_id = self.fresh_id();
                     self.stop = Some(use_id.clone());
-                    return (vec![tool_use(&use_id, "TaskStop", json!({"task_id": task}))], "tool_use");
+                    return (
+                        vec![tool_use(&use_id, "TaskStop", json!({"task_id": task}))],
+                        "tool_use",
+                    );
                 }
             }
             return (vec![text_block("done")], "end_turn");
@@ -109,7 +112,10 @@ impl Record {
             if listed {
                 let id = self.fresh_id();
                 self.issued = Some(id.clone());
-                return (vec![tool_use(&id, &turn.tool, turn.input.clone())], "tool_use");
+                return (
+                    vec![tool_use(&id, &turn.tool, turn.input.clone())],
+                    "tool_use",
+                );
             }
             self.unlisted += 1;
         }
@@ -182,21 +188,39 @@ pub fn notifications(text: &str) -> Vec<Notification> {
 pub fn events(id: &str, blocks: &[Value], stop_reason: &str) -> String {
     let mut out = Vec::new();
     let usage = json!({"input_tokens": 1, "output_tokens": 1});
-    out.push(("message_start", json!({"type": "message_start", "message": {
+    out.push((
+        "message_start",
+        json!({"type": "message_start", "message": {
         "id": id, "type": "message", "role": "assistant", "model": "stand-in", "content": [],
-        "stop_reason": null, "stop_sequence": null, "usage": usage}})));
+        "stop_reason": null, "stop_sequence": null, "usage": usage}}),
+    ));
     for (index, block) in blocks.iter().enumerate() {
         let (start, delta) = if block["type"] == "tool_use" {
             let mut start = block.clone();
             start["input"] = json!({});
             let partial = block["input"].to_string();
-            (start, json!({"type": "input_json_delta", "partial_json": partial}))
+            (
+                start,
+                json!({"type": "input_json_delta", "partial_json": partial}),
+            )
         } else {
-            (json!({"type": "text", "text": ""}), json!({"type": "text_delta", "text": block["text"]}))
+            (
+                json!({"type": "text", "text": ""}),
+                json!({"type": "text_delta", "text": block["text"]}),
+            )
         };
-        out.push(("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": start})));
-        out.push(("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": delta})));
-        out.push(("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+        out.push((
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index, "content_block": start}),
+        ));
+        out.push((
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": index, "delta": delta}),
+        ));
+        out.push((
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
     }
     out.push(("message_delta", json!({"type": "message_delta",
         "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": {"output_tokens": 1}})));
@@ -244,15 +268,20 @@ async fn messages(
     body: axum::body::Bytes,
 ) -> axum::response::Response {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let (blocks, stop) = record.lock().unwrap_or_else(|e| e.into_inner()).answer(&body);
+    let (blocks, stop) = record
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .answer(&body);
     let id = format!("msg_standin_{}", uuid::Uuid::new_v4().simple());
     if body["stream"] == true {
         let sse = events(&id, &blocks, stop);
         return ([("content-type", "text/event-stream")], sse).into_response();
     }
-    axum::Json(json!({"id": id, "type": "message", "role": "assistant", "model": "stand-in",
+    axum::Json(
+        json!({"id": id, "type": "message", "role": "assistant", "model": "stand-in",
         "content": blocks, "stop_reason": stop, "stop_sequence": null,
-        "usage": {"input_tokens": 1, "output_tokens": 1}}))
+        "usage": {"input_tokens": 1, "output_tokens": 1}}),
+    )
     .into_response()
 }
 
@@ -286,7 +315,10 @@ mod tests {
         assert_eq!(blocks[0]["type"], "text");
         assert_eq!(record.unlisted, 1);
         let (blocks, stop) = record.answer(&request(json!("hosts step 1"), &["mcp__mock__slow"]));
-        assert_eq!((blocks[0]["name"].as_str(), stop), (Some("mcp__mock__slow"), "tool_use"));
+        assert_eq!(
+            (blocks[0]["name"].as_str(), stop),
+            (Some("mcp__mock__slow"), "tool_use")
+        );
         let id = record.issued.clone().unwrap();
         let result = json!([{"type": "tool_result", "tool_use_id": id, "content": [{"type": "text", "text": "hi"}]}]);
         let (blocks, _) = record.answer(&request(result, &["mcp__mock__slow"]));
@@ -319,7 +351,10 @@ mod tests {
         let text = "It was moved to the background as task kx1. To stop it, use TaskStop with task_id \"kx1\"; ...";
         let result = json!([{"type": "tool_result", "tool_use_id": id, "content": text}]);
         let (blocks, stop) = record.answer(&request(result, &[]));
-        assert_eq!((blocks[0]["name"].as_str(), stop), (Some("TaskStop"), "tool_use"));
+        assert_eq!(
+            (blocks[0]["name"].as_str(), stop),
+            (Some("TaskStop"), "tool_use")
+        );
         assert_eq!(blocks[0]["input"], json!({"task_id": "kx1"}));
     }
 
@@ -329,7 +364,11 @@ mod tests {
                     <summary>MCP task x completed.</summary>\n<result>\n{\"key\":\"k1\"}\n</result>\n</task-notification>";
         assert_eq!(
             notifications(text),
-            vec![Notification { task_id: "k5".into(), status: "completed".into(), result: "{\"key\":\"k1\"}".into() }]
+            vec![Notification {
+                task_id: "k5".into(),
+                status: "completed".into(),
+                result: "{\"key\":\"k1\"}".into()
+            }]
         );
     }
 
