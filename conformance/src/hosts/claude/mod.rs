@@ -522,7 +522,7 @@ fn mcp_errors(home: &Path) -> String {
                 lines.extend(
                     text.lines()
                         .filter(|l| l.contains("\"error\""))
-                        .map(|l| cut(l)),
+                        .map(cut),
                 );
             }
         }
