@@ -323,7 +323,8 @@ pub async fn run(
     };
     let wants = |prefix: &str| selected.iter().any(|c| c.id.starts_with(prefix));
     if wants("hosts/claude-code/") {
-        finish(claude_code(&stack).await, &mut out);
+        let wanted = |id: &str| selected.iter().any(|c| c.id == id);
+        finish(claude_code(&stack, wanted).await, &mut out);
     }
     for sdk in [sdk::Sdk::TypeScript, sdk::Sdk::Python] {
         if wants(&format!("hosts/{}/", sdk.slug())) {
@@ -351,10 +352,10 @@ fn prefixed(prefix: &str) -> impl Iterator<Item = &'static HostCheck> + '_ {
     CHECKS.iter().filter(move |c| c.id.starts_with(prefix))
 }
 
-async fn claude_code(stack: &stack::Stack) -> Vec<Case> {
+async fn claude_code(stack: &stack::Stack, wanted: impl Fn(&str) -> bool) -> Vec<Case> {
     let started = Instant::now();
     match tokio::task::spawn_blocking(install::claude_code).await {
-        Ok(Ok(binary)) => timed(claude::cases(&binary, stack).await, started),
+        Ok(Ok(binary)) => timed(claude::cases(&binary, stack, wanted).await, started),
         Ok(Err(e)) => skip_all(
             "hosts/claude-code/",
             format!("installing Claude Code: {e:#}"),

@@ -25,6 +25,9 @@ use crate::fixtures::{Ledger, LedgerEvent};
 const API_KEY: &str = "sk-ant-durable-mcp-stand-in-000000000000";
 /// How long one turn may take before it fails naming itself.
 const TURN_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long the whole Claude Code run may take (its turns take about 30 s together): turns
+/// still to play after it fail at once, and Claude Code is killed.
+const RUN_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long after the upstream got a call the host cancels Escape is pressed, unless the call
 /// moved to the background by then: past the connector's `--task-after`.
 const ESCAPE_AFTER: Duration = Duration::from_secs(4);
@@ -114,19 +117,24 @@ impl Played {
     }
 }
 
-/// The binary's cases: five, each from two turns of one Claude Code run.
-pub async fn cases(binary: &Path, stack: &Stack) -> Vec<Case> {
+/// The cases `wanted` selects (by id), each from two turns of one Claude Code run that plays
+/// only their calls.
+pub async fn cases(binary: &Path, stack: &Stack, wanted: impl Fn(&str) -> bool) -> Vec<Case> {
     let started = Instant::now();
-    let played = match play(binary, stack).await {
+    let calls: Vec<Call> = calls()
+        .into_iter()
+        .filter(|c| wanted(&id(c.case)))
+        .collect();
+    let played = match play(binary, stack, &calls).await {
         Ok(played) => played,
         Err(e) => {
-            return calls()
+            return calls
                 .iter()
                 .map(|c| Case::failed(id(c.case), e.clone(), started.elapsed()))
                 .collect();
         }
     };
-    calls()
+    calls
         .iter()
         .zip(played)
         .map(|(call, (durable, direct, log))| {
@@ -141,9 +149,13 @@ fn id(case: &str) -> String {
     format!("hosts/claude-code/{case}")
 }
 
-/// Runs Claude Code and plays every call twice (durably, then directly); returns both
+/// Runs Claude Code and plays each of `calls` twice (durably, then directly); returns both
 /// outcomes and a log line per turn.
-async fn play(binary: &Path, stack: &Stack) -> Result<Vec<(Played, Played, Vec<String>)>, String> {
+async fn play(
+    binary: &Path,
+    stack: &Stack,
+    calls: &[Call],
+) -> Result<Vec<(Played, Played, Vec<String>)>, String> {
     let standin = StandIn::start()
         .await
         .map_err(|e| format!("starting the stand-in: {e}"))?;
@@ -154,8 +166,9 @@ async fn play(binary: &Path, stack: &Stack) -> Result<Vec<(Played, Played, Vec<S
     let command = command(binary, home.path(), stack, &standin.url).map_err(|e| e.to_string())?;
     let mut pty =
         Pty::spawn(command, 160, 50).map_err(|e| format!("starting Claude Code: {e:#}"))?;
+    let run_until = Instant::now() + RUN_TIMEOUT;
     let mut out = Vec::new();
-    for (n, call) in calls().iter().enumerate() {
+    for (n, call) in calls.iter().enumerate() {
         let mut log = Vec::new();
         let mut pair = Vec::new();
         for (path, server) in [
@@ -174,12 +187,14 @@ async fn play(binary: &Path, stack: &Stack) -> Result<Vec<(Played, Played, Vec<S
                 input,
                 stop_task: cancel_key.is_some(),
             };
+            let turn_started = Instant::now();
             let played = match play_turn(
                 &mut pty,
                 &standin,
                 turn,
                 cancel_key.as_deref(),
                 &stack.ledger,
+                run_until,
             )
             .await
             {
@@ -193,7 +208,11 @@ async fn play(binary: &Path, stack: &Stack) -> Result<Vec<(Played, Played, Vec<S
                     ..Played::default()
                 },
             };
-            log.push(format!("{path}: {}", describe(&played)));
+            log.push(format!(
+                "{path} ({:.1} s): {}",
+                turn_started.elapsed().as_secs_f64(),
+                describe(&played)
+            ));
             pair.push(played);
         }
         let direct = pair.pop().unwrap_or_default();
@@ -283,12 +302,13 @@ async fn play_turn(
     turn: Turn,
     cancel_key: Option<&str>,
     ledger: &Ledger,
+    run_until: Instant,
 ) -> Result<Played, String> {
     let tool = turn.tool.rsplit("__").next().unwrap_or_default().to_owned();
     let marker = turn.marker.clone();
     standin.with(|r| r.begin(turn));
     let dialogs_before = pty.output().matches(DIALOG).count();
-    let deadline = Instant::now() + TURN_TIMEOUT;
+    let deadline = (Instant::now() + TURN_TIMEOUT).min(run_until);
     let (mut typed_at_unlisted, mut played) = (usize::MAX, Played::default());
     // When the upstream got a call the host cancels: Escape waits past --task-after, so a call
     // that becomes a task is stopped as a task.
@@ -299,8 +319,9 @@ async fn play_turn(
         }
         if Instant::now() > deadline {
             return Err(format!(
-                "no answer reached the model within {} s ({})",
+                "no answer reached the model within {} s, or the run's {} s ran out ({})",
                 TURN_TIMEOUT.as_secs(),
+                RUN_TIMEOUT.as_secs(),
                 describe(&played)
             ));
         }
@@ -519,11 +540,7 @@ fn mcp_errors(home: &Path) -> String {
                 .flatten()
             {
                 let text = std::fs::read_to_string(file.path()).unwrap_or_default();
-                lines.extend(
-                    text.lines()
-                        .filter(|l| l.contains("\"error\""))
-                        .map(cut),
-                );
+                lines.extend(text.lines().filter(|l| l.contains("\"error\"")).map(cut));
             }
         }
     }
