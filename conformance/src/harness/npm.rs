@@ -1,6 +1,6 @@
-//! npm packages installed into the harness cache once (server-everything, the official
-//! conformance suite, Node itself): into a fresh staging directory beside the final one, then
-//! renamed into place, so a concurrent or interrupted install is never half seen.
+//! Pinned npm packages installed once into the harness cache (`~/.cache/durable-mcp`):
+//! server-everything and the hosts family's clients all install this one way, so a half-done
+//! or wrong-version install is never used and parallel test processes never clash.
 
 use std::{
     path::{Path, PathBuf},
@@ -9,32 +9,86 @@ use std::{
 };
 
 use anyhow::{Context, bail};
+use serde_json::Value;
 
-use super::{cache_dir, tail_lines};
+use crate::harness::cache_dir;
 
 /// Serialises installs within one process (tests run in parallel threads).
 static INSTALL_LOCK: Mutex<()> = Mutex::new(());
 
-/// Installs the npm package `spec` (`name@version`) into `final_dir` under the cache, unless
-/// `usable` already accepts what is there, and returns what `usable` makes of the install (its
-/// entry file). Runs `npm install --prefix <staging> SPEC --no-audit --no-fund`; a directory
-/// rename is atomic and fails when another process got there first, whose install is then
-/// used. An existing unusable install (interrupted, another version) is moved aside. Blocking.
-pub fn install(
-    spec: &str,
+/// `package` installed under the npm `--prefix` `prefix`, checked: its manifest names the pinned
+/// `version`, npm finished (it writes its hidden lockfile last), and every dependency resolves
+/// (hoisted, or nested under the package). Returns the package's directory and manifest.
+pub fn installed_package(
+    prefix: &Path,
+    package: &str,
+    version: &str,
+) -> anyhow::Result<(PathBuf, Value)> {
+    let package_dir = prefix.join("node_modules").join(package);
+    let manifest_path = package_dir.join("package.json");
+    let manifest: Value = serde_json::from_slice(
+        &std::fs::read(&manifest_path)
+            .with_context(|| format!("reading {}", manifest_path.display()))?,
+    )
+    .with_context(|| format!("parsing {}", manifest_path.display()))?;
+    let found = manifest["version"].as_str().unwrap_or_default();
+    if found != version {
+        bail!(
+            "{} is version {found:?}, not {version}",
+            manifest_path.display()
+        );
+    }
+    if !prefix
+        .join("node_modules")
+        .join(".package-lock.json")
+        .is_file()
+    {
+        bail!("{} is not a finished npm install", prefix.display());
+    }
+    if let Some(dependencies) = manifest["dependencies"].as_object() {
+        for dependency in dependencies.keys() {
+            let resolves = [
+                prefix.join("node_modules"),
+                package_dir.join("node_modules"),
+            ]
+            .iter()
+            .any(|dir| dir.join(dependency).join("package.json").is_file());
+            if !resolves {
+                bail!("{}: dependency {dependency} is missing", prefix.display());
+            }
+        }
+    }
+    Ok((package_dir, manifest))
+}
+
+/// Installs `package@version` into `final_dir` (an npm `--prefix` in the cache) unless `check`
+/// already accepts what is there, and returns what `check` makes of the install.
+///
+/// Runs `npm install --prefix <staging> package@version --no-audit --no-fund` into a fresh
+/// staging directory next to the final one and renames it into place. A directory rename is
+/// atomic and fails when another process got there first, in which case that process's install
+/// is used. Blocking: call it from `spawn_blocking` in async code.
+pub fn install<T>(
+    package: &str,
+    version: &str,
     final_dir: &Path,
-    usable: impl Fn(&Path) -> anyhow::Result<PathBuf>,
-) -> anyhow::Result<PathBuf> {
+    check: impl Fn(&Path) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     let _guard = INSTALL_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    if let Ok(entry) = usable(final_dir) {
-        return Ok(entry);
+    if let Ok(found) = check(final_dir) {
+        return Ok(found);
     }
     let cache = cache_dir();
     std::fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
+    let name = final_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "npm".into());
     let staging = tempfile::Builder::new()
-        .prefix(".npm-staging-")
+        .prefix(&format!(".{name}-staging-"))
         .tempdir_in(&cache)
         .with_context(|| format!("creating a staging dir in {}", cache.display()))?;
+    let spec = format!("{package}@{version}");
     eprintln!(
         "durable-mcp fixtures: installing {spec} into {} ...",
         final_dir.display()
@@ -44,7 +98,7 @@ pub fn install(
         .arg("install")
         .arg("--prefix")
         .arg(staging.path())
-        .arg(spec)
+        .arg(&spec)
         .args(["--no-audit", "--no-fund"])
         .stdin(Stdio::null())
         .output()
@@ -54,16 +108,18 @@ pub fn install(
             "`npm install --prefix {} {spec} --no-audit --no-fund` failed ({}):\n{}",
             staging.path().display(),
             out.status,
-            tail_lines(&String::from_utf8_lossy(&out.stderr), 12)
+            crate::harness::tail_lines(&String::from_utf8_lossy(&out.stderr), 12)
         );
     }
-    usable(staging.path()).context("npm install succeeded but left no usable package")?;
+    check(staging.path()).context("npm install succeeded but left no usable package")?;
     eprintln!(
         "durable-mcp fixtures: npm install took {:.1?}",
         started.elapsed()
     );
-    if final_dir.exists() && usable(final_dir).is_err() {
-        let aside = cache.join(format!(".npm-broken-{}", std::process::id()));
+    // An existing but unusable install (interrupted, wrong version) is moved out of the way; a
+    // usable one (a concurrent process's) is kept and ours discarded.
+    if final_dir.exists() && check(final_dir).is_err() {
+        let aside = cache.join(format!(".{name}-broken-{}", std::process::id()));
         if std::fs::rename(final_dir, &aside).is_ok() {
             let _ = std::fs::remove_dir_all(&aside);
         }
@@ -71,7 +127,7 @@ pub fn install(
     let staged = staging.keep();
     if let Err(e) = std::fs::rename(&staged, final_dir) {
         let _ = std::fs::remove_dir_all(&staged);
-        if usable(final_dir).is_err() {
+        if check(final_dir).is_err() {
             return Err(e).with_context(|| {
                 format!(
                     "moving the install from {} to {}",
@@ -81,5 +137,5 @@ pub fn install(
             });
         }
     }
-    usable(final_dir)
+    check(final_dir)
 }

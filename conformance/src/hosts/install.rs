@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
-use crate::{fixtures::everything, harness::cache_dir, kit::npm};
+use crate::{fixtures::everything, harness::cache_dir, harness::npm};
 
 /// Claude Code, as its npm package's prebuilt native binary (it needs no Node).
 pub const CLAUDE_CODE_PACKAGE: &str = "@anthropic-ai/claude-code";

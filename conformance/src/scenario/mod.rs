@@ -208,7 +208,7 @@ pub enum Family {
     Tasks,
     /// Real MCP clients (Claude Code, the TypeScript and Python SDKs, the Inspector CLI)
     /// through the durable path, compared with the same client on the upstream (R-CNF-21,
-    /// R-CNF-22); built into the runner (`crate::hosts`), with no scenario files.
+    /// R-CNF-22); built into the runner, with no scenario files.
     Hosts,
 }
 
