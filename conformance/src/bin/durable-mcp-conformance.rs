@@ -565,7 +565,7 @@ async fn main() -> anyhow::Result<()> {
                 recorder.print_and_record(report::Event::Finished(report::scenario_outcome(r)));
             })
             .await;
-            // Real hosts after the scenarios, one at a time (R-CNF-21, R-CNF-22).
+            // Real hosts after the scenarios, one at a time (R-CNF-22, R-CNF-23).
             durable_mcp_conformance::hosts::run(&server, &hosts, |r| {
                 recorder.print_and_record(report::Event::Finished(report::scenario_outcome(r)));
             })

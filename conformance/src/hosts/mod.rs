@@ -1,4 +1,4 @@
-//! The `hosts` family (R-CNF-21, R-CNF-22): real MCP clients nobody here wrote drive the
+//! The `hosts` family (R-CNF-22, R-CNF-23): real MCP clients nobody here wrote drive the
 //! durable path (connector -> Temporal -> proxy -> a real upstream), and each answer is
 //! compared with the same client's answer from the upstream directly. Claude Code runs
 //! interactive under a pseudo-terminal with a stand-in for its model; the TypeScript and
@@ -38,8 +38,8 @@ pub struct HostCheck {
     pub description: &'static str,
 }
 
-const CC: &[&str] = &["R-CNF-21"];
-const SDK: &[&str] = &["R-CNF-22"];
+const CC: &[&str] = &["R-CNF-22"];
+const SDK: &[&str] = &["R-CNF-23"];
 
 /// Every case, in the order they run.
 pub const CHECKS: &[HostCheck] = &[
@@ -50,22 +50,22 @@ pub const CHECKS: &[HostCheck] = &[
     },
     HostCheck {
         id: "hosts/claude-code/long-call-becomes-a-task",
-        rules: &["R-CNF-21", "R-CON-6", "R-CON-39"],
+        rules: &["R-CNF-22", "R-CON-6", "R-CON-39"],
         description: "A 4-second server-everything call becomes a task Claude Code moves to the background and follows; the result that reaches the model equals the direct call's.",
     },
     HostCheck {
         id: "hosts/claude-code/confirmation-inside-a-task",
-        rules: &["R-CNF-21", "R-CON-40"],
+        rules: &["R-CNF-22", "R-CON-40"],
         description: "A tool that asks for a confirmation after 2.5 s: through durable-mcp it is a task when it asks, Claude Code shows the form, the answer goes back with tasks/update, and the model gets the direct call's answer.",
     },
     HostCheck {
         id: "hosts/claude-code/failing-tool",
-        rules: &["R-CNF-21", "R-CON-4"],
+        rules: &["R-CNF-22", "R-CON-4"],
         description: "A tool that answers isError: the model gets the same error text both ways.",
     },
     HostCheck {
         id: "hosts/claude-code/cancelled-by-the-host",
-        rules: &["R-CNF-21", "R-CON-5", "R-CON-6"],
+        rules: &["R-CNF-22", "R-CON-5", "R-CON-6"],
         description: "A 60-second call the host cancels (TaskStop on the background task through durable-mcp, Escape directly): the upstream sees both cancelled and neither completed.",
     },
     HostCheck {
@@ -80,12 +80,12 @@ pub const CHECKS: &[HostCheck] = &[
     },
     HostCheck {
         id: "hosts/typescript-sdk/task-followed-with-tasks-get",
-        rules: &["R-CNF-22", "R-CON-6", "R-CON-39"],
+        rules: &["R-CNF-23", "R-CON-6", "R-CON-39"],
         description: "TypeScript SDK, declaring the tasks extension: a long call of each upstream becomes a task, followed with tasks/get to the direct call's result.",
     },
     HostCheck {
         id: "hosts/typescript-sdk/input-answered-with-tasks-update",
-        rules: &["R-CNF-22", "R-CON-40"],
+        rules: &["R-CNF-23", "R-CON-40"],
         description: "TypeScript SDK: a task that asks for a confirmation reads input_required, is answered with tasks/update and completes with the direct answer.",
     },
     HostCheck {
@@ -105,12 +105,12 @@ pub const CHECKS: &[HostCheck] = &[
     },
     HostCheck {
         id: "hosts/python-sdk/task-followed-with-tasks-get",
-        rules: &["R-CNF-22", "R-CON-6", "R-CON-39"],
+        rules: &["R-CNF-23", "R-CON-6", "R-CON-39"],
         description: "Python SDK, with a tasks extension of its own: a long call of each upstream becomes a task, followed with tasks/get to the direct call's result.",
     },
     HostCheck {
         id: "hosts/python-sdk/input-answered-with-tasks-update",
-        rules: &["R-CNF-22", "R-CON-40"],
+        rules: &["R-CNF-23", "R-CON-40"],
         description: "Python SDK: a task that asks for a confirmation reads input_required, is answered with tasks/update and completes with the direct answer.",
     },
     HostCheck {

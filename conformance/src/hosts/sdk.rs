@@ -1,4 +1,4 @@
-//! The TypeScript and Python SDK clients and the Inspector CLI as hosts (R-CNF-22): each runs
+//! The TypeScript and Python SDK clients and the Inspector CLI as hosts (R-CNF-23): each runs
 //! its driver against each upstream twice, through durable-mcp and directly, and the reports
 //! are compared case by case.
 

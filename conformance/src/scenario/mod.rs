@@ -207,8 +207,8 @@ pub enum Family {
     /// input rounds (R-CON-6, R-CON-39, R-CON-40, R-PRX-28, R-PRX-29, R-NAT-7).
     Tasks,
     /// Real MCP clients (Claude Code, the TypeScript and Python SDKs, the Inspector CLI)
-    /// through the durable path, compared with the same client on the upstream (R-CNF-21,
-    /// R-CNF-22); built into the runner, with no scenario files.
+    /// through the durable path, compared with the same client on the upstream (R-CNF-22,
+    /// R-CNF-23); built into the runner, with no scenario files.
     Hosts,
 }
 

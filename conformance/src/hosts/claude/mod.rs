@@ -1,4 +1,4 @@
-//! Claude Code as a host (R-CNF-21): the real binary, interactive on a pseudo-terminal (the
+//! Claude Code as a host (R-CNF-22): the real binary, interactive on a pseudo-terminal (the
 //! mode in which it declares the tasks extension), its model played by a scripted stand-in on
 //! loopback. One Claude Code process holds four MCP servers, each upstream directly and through
 //! durable-mcp, and plays one turn per call; each case compares what reached the model through
