@@ -107,29 +107,34 @@ pub fn asks_for_input(outcome: &OperationOutcome) -> bool {
 /// The separator between round 1's operation ID and the round number.
 const ROUND_MARK: &str = "~r";
 
-/// The round an operation ID names: 1 for a call's own operation.
-pub fn round_of(operation_id: &str) -> u32 {
+/// Round 1's operation ID and the round `operation_id` names (1 for a call's own operation).
+pub fn split_round(operation_id: &str) -> (&str, u32) {
     operation_id
         .rsplit_once(ROUND_MARK)
-        .and_then(|(_, n)| n.parse::<u32>().ok())
-        .filter(|n| *n >= 2)
-        .unwrap_or(1)
+        .and_then(|(first, n)| Some((first, n.parse::<u32>().ok()?)))
+        .filter(|(_, n)| *n >= 2)
+        .unwrap_or((operation_id, 1))
+}
+
+/// The operation ID of round `round` of the call whose own operation is `first`: `first`
+/// itself for round 1.
+pub fn round_id(first: &str, round: u32) -> String {
+    match round {
+        0 | 1 => first.to_owned(),
+        _ => format!("{first}{ROUND_MARK}{round}"),
+    }
+}
+
+/// The round an operation ID names: 1 for a call's own operation.
+pub fn round_of(operation_id: &str) -> u32 {
+    split_round(operation_id).1
 }
 
 /// The operation ID of the round after the one `operation_id` names; `None` past
 /// [`MAX_ROUNDS`].
 pub fn next_round_id(operation_id: &str) -> Option<String> {
-    let round = round_of(operation_id);
-    if round >= MAX_ROUNDS {
-        return None;
-    }
-    let first = match round {
-        1 => operation_id,
-        _ => operation_id
-            .rsplit_once(ROUND_MARK)
-            .map_or(operation_id, |(f, _)| f),
-    };
-    Some(format!("{first}{ROUND_MARK}{}", round + 1))
+    let (first, round) = split_round(operation_id);
+    (round < MAX_ROUNDS).then(|| round_id(first, round + 1))
 }
 
 #[cfg(test)]
@@ -152,6 +157,18 @@ mod tests {
         assert_eq!(next_round_id("a~r1").unwrap(), "a~r1~r2");
         let last = format!("a{ROUND_MARK}{MAX_ROUNDS}");
         assert_eq!(next_round_id(&last), None);
+    }
+
+    #[test]
+    fn a_round_splits_into_the_first_id_and_its_number_and_back() {
+        assert_eq!(split_round("conn-ab-123"), ("conn-ab-123", 1));
+        assert_eq!(split_round("conn-ab-123~r7"), ("conn-ab-123", 7));
+        assert_eq!(split_round("a~r1"), ("a~r1", 1));
+        assert_eq!(split_round("a~r02"), ("a", 2), "a number, however written");
+        for round in 1..=MAX_ROUNDS {
+            let id = round_id("conn-ab-123", round);
+            assert_eq!(split_round(&id), ("conn-ab-123", round));
+        }
     }
 
     #[test]
