@@ -366,7 +366,12 @@ async fn tasks_cancel_acknowledges_running_finished_and_cancelled_tasks_alike() 
         .delete_nexus_operation_execution(tonic::Request::new(
             DeleteNexusOperationExecutionRequest {
                 namespace: env.namespace.clone(),
-                operation_id: task_op_id(&finished),
+                operation_id: task_op_id(
+                    &key,
+                    &env.namespace,
+                    &CallerScope::Process("alice".into()),
+                    &finished,
+                ),
                 run_id: String::new(),
             },
         ))
@@ -533,7 +538,9 @@ async fn idempotency_keys_reattach_across_restarts_and_conflict_on_other_argumen
 #[tokio::test]
 async fn operation_ids_and_timeouts_follow_the_options_and_the_listing() {
     use durable_mcp::{
-        inbound::task_ref::{CallerScope, caller_hash, verify},
+        inbound::task_ref::{
+            CallerScope, Deployment, MAX_COMPACT_TASK_ID_LEN, caller_hash, verify,
+        },
         mcp::{
             listing::{LIST_TOOLS, TIMEOUT_META_KEY},
             payload,
@@ -588,8 +595,14 @@ async fn operation_ids_and_timeouts_follow_the_options_and_the_listing() {
             .await
             .unwrap();
         let task_id = task_id_of(answer);
+        // Short enough for every host (Claude Code keeps at most 128 characters).
+        assert!(task_id.len() <= MAX_COMPACT_TASK_ID_LEN, "{task_id}");
         // The task ID names the operation: `<connector-name>-<prefix>-<uuid>`.
-        let task = verify(&key, &task_id, &caller_hash(&key, &scope)).unwrap();
+        let deployment = Deployment {
+            namespace: &env.namespace,
+            connector_name: "acme",
+        };
+        let task = verify(&key, &task_id, &deployment, &caller_hash(&key, &scope)).unwrap();
         assert_eq!(task.ns, env.namespace);
         let uuid = task
             .op

@@ -9,6 +9,7 @@ use aws_lc_rs::{
     rand::SystemRandom,
     signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair},
 };
+use durable_mcp::inbound::task_ref::{CallerScope, SigningKey};
 use durable_mcp::mcp::errors::ConnectorErrorType;
 use durable_mcp_conformance::fixtures::{Ledger, LedgerEvent};
 use jsonwebtoken::{Algorithm, EncodingKey, Header, jwk::Jwk};
@@ -253,7 +254,15 @@ async fn http_tasks_belong_to_the_token_subject_across_two_connector_processes()
     );
 
     // The token never reaches Temporal: the operation's Nexus headers carry none of it.
-    let op_id = task_op_id(&task_id);
+    let op_id = task_op_id(
+        &SigningKey::from_base64(TEST_SIGNING_KEY).unwrap(),
+        &env.namespace,
+        &CallerScope::Subject {
+            issuer: idp.url.clone(),
+            subject: "alice".into(),
+        },
+        &task_id,
+    );
     let described = env
         .client
         .describe(&durable_mcp::nexus::OperationRef {

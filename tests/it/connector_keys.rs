@@ -3,6 +3,9 @@
 //! lists the old one as previous; without that listing it is an unknown task. A keyed call
 //! retried across the rotation reattaches to its first run.
 //!
+//! R-CON-6: task IDs the previous build issued (its JSON form) are still followed after an
+//! upgrade, with and without a rotation.
+//!
 //! R-CON-7: the arguments' fingerprint is RFC 8785 (JCS), so a retry whose client writes its
 //! numbers another way reattaches, and a key taken by an earlier build (the first fingerprint
 //! form) still reattaches.
@@ -12,7 +15,9 @@ use std::time::Duration;
 use durable_mcp::inbound::{
     idempotency::{self, FingerprintKey, IdempotencyKey},
     server::{Connector, ConnectorOptions},
-    task_ref::{CallerScope, SigningKey, caller_hash},
+    task_ref::{
+        CallerScope, Deployment, MAX_COMPACT_TASK_ID_LEN, SigningKey, caller_hash, legacy, verify,
+    },
 };
 use durable_mcp::mcp::{operation_name::operation_for_tool, payload};
 use durable_mcp::nexus::{ConflictPolicy, ReusePolicy, StartOperation};
@@ -94,6 +99,74 @@ async fn tasks_started_before_a_key_rotation_stay_reachable() {
         ledger.read()
     );
     for client in [before, forgetful, after] {
+        client.cancel().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn task_ids_of_the_previous_build_are_followed_after_an_upgrade() {
+    let env = TestEnv::shared("connector-task-id-upgrade").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
+    let key = SigningKey::generate();
+    let connector = task_client_for(Connector::new(env.client.clone(), options(&env, &key, &[])))
+        .await
+        .unwrap();
+    let compact = task_id_of(
+        connector
+            .peer()
+            .call_tool_once(tool_call("slow", json!({"key": "up", "sleep_ms": 2500})))
+            .await
+            .unwrap(),
+    );
+    assert!(compact.len() <= MAX_COMPACT_TASK_ID_LEN, "{compact}");
+
+    // The IDs the previous build gave for the same operation: JSON, with and without a kid.
+    let scope = CallerScope::Process("rotation".into());
+    let deployment = Deployment {
+        namespace: &env.namespace,
+        connector_name: "durable-mcp",
+    };
+    let task = verify(&key, &compact, &deployment, &caller_hash(&key, &scope)).unwrap();
+    let with_kid = legacy::sign(&key, &task, true);
+    let without_kid = legacy::sign(&key, &task, false);
+    assert!(with_kid.len() > MAX_COMPACT_TASK_ID_LEN, "{with_kid}");
+
+    // This build follows them, and so does one rotated to a new key with the old one listed.
+    let rotated = task_client_for(Connector::new(
+        env.client.clone(),
+        options(&env, &SigningKey::generate(), &[&key]),
+    ))
+    .await
+    .unwrap();
+    for (client, id) in [
+        (&connector, &with_kid),
+        (&connector, &without_kid),
+        (&rotated, &with_kid),
+        (&connector, &compact),
+    ] {
+        let done = poll_task_until_done(client, id).await;
+        assert_eq!(done["status"], json!("completed"), "{done}");
+        assert_eq!(done["taskId"], json!(id), "answered under the ID asked");
+        assert_eq!(
+            done["result"]["structuredContent"],
+            json!({"key": "up", "sleep_ms": 2500})
+        );
+    }
+    // Another caller's connector refuses them as unknown.
+    let mut foreign = options(&env, &key, &[]);
+    foreign.caller_scope = CallerScope::Process("someone-else".into());
+    let stranger = task_client_for(Connector::new(env.client.clone(), foreign))
+        .await
+        .unwrap();
+    let refused = stranger
+        .peer()
+        .get_task(GetTaskParams::new(&with_kid))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("unknown task"), "{refused}");
+    for client in [connector, rotated, stranger] {
         client.cancel().await.unwrap();
     }
 }

@@ -699,15 +699,20 @@ pub async fn dedicated_server_with_metrics() -> (DevServer, String) {
     (server, address)
 }
 
-/// The operation id inside a task ID (readable JSON before the signature).
-pub fn task_op_id(task_id: &str) -> String {
-    use base64::Engine as _;
-    let json = task_id.split('.').next().unwrap();
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(json)
-        .unwrap();
-    serde_json::from_slice::<serde_json::Value>(&bytes).unwrap()["op"]
-        .as_str()
-        .unwrap()
-        .to_owned()
+/// The operation ID a task ID of a connector named `durable-mcp` in `namespace` names, read
+/// with its signing key for its owner (the text holds it compactly; R-CON-6).
+pub fn task_op_id(
+    key: &durable_mcp::inbound::task_ref::SigningKey,
+    namespace: &str,
+    owner: &durable_mcp::inbound::task_ref::CallerScope,
+    task_id: &str,
+) -> String {
+    use durable_mcp::inbound::task_ref::{Deployment, caller_hash, verify};
+    let deployment = Deployment {
+        namespace,
+        connector_name: "durable-mcp",
+    };
+    verify(key, task_id, &deployment, &caller_hash(key, owner))
+        .unwrap_or_else(|e| panic!("{task_id}: {e}"))
+        .op
 }

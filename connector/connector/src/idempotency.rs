@@ -144,6 +144,9 @@ pub fn key_from_meta(
     Ok(Some(IdempotencyKey(key.clone())))
 }
 
+/// What follows the connector name in a keyed call's operation ID.
+pub const OPERATION_MARK: &str = "idem";
+
 /// The operation ID for a keyed call:
 /// `<connector>-idem-<base64url(HMAC-SHA256(fingerprint key, owner \0 tool \0 key))>`.
 ///
@@ -164,7 +167,7 @@ pub fn operation_id(
     h.update(&[0]);
     h.update(key.0.as_bytes());
     format!(
-        "{connector_name}-idem-{}",
+        "{connector_name}-{OPERATION_MARK}-{}",
         URL_SAFE_NO_PAD.encode(h.finalize().into_bytes())
     )
 }

@@ -94,8 +94,9 @@ pub struct ConnectorFlags {
     /// Logical deployment name, shared by replicas and included in operation ids.
     #[arg(long, default_value = "durable-mcp")]
     pub connector_name: String,
-    /// Override the operation-id part after the connector name (naming and visibility only).
-    #[arg(long)]
+    /// Override the operation-id part after the connector name (naming and visibility only;
+    /// at most 32 bytes, since task IDs carry it).
+    #[arg(long, value_parser = values::operation_id_prefix)]
     pub operation_id_prefix: Option<String>,
     /// Timeout for tools whose listing carries none, e.g. "5m".
     #[arg(long, default_value = "5m", value_parser = values::tool_timeout)]

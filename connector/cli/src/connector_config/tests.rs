@@ -159,6 +159,10 @@ fn absurd_durations_and_counts_are_startup_errors_naming_the_flag() {
         ("--shutdown-grace", "99999h"),
         ("--http-header-timeout", "0s"),
         ("--default-timeout", "soon"),
+        (
+            "--operation-id-prefix",
+            "an-operation-id-prefix-of-33-bytes",
+        ),
     ] {
         let err = parse(&[flag, value]).unwrap_err();
         assert!(err.contains(flag), "{flag} {value}: {err}");
@@ -561,6 +565,18 @@ fn connector_options_carry_the_flags() {
     assert_eq!(
         options.caller_scope,
         CallerScope::Unauthenticated("stdio".into())
+    );
+
+    // The longest prefix task IDs carry, and the error past it naming the flag and the limit.
+    let longest = "p".repeat(durable_mcp_connector::task_ref::MAX_OPERATION_ID_PREFIX_LEN);
+    let options = connector_options(&routed(&["--operation-id-prefix", &longest]), false, None);
+    assert_eq!(options.operation_id_prefix, longest);
+    let Err(err) = parse(&["--operation-id-prefix", &format!("{longest}é")]) else {
+        panic!("a 34-byte prefix was taken");
+    };
+    assert!(
+        err.contains("--operation-id-prefix") && err.contains("at most 32 bytes"),
+        "{err}"
     );
 
     // Unset flags keep the library's defaults: a fresh 8-character prefix per process.

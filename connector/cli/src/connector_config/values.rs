@@ -3,7 +3,10 @@
 
 use std::time::Duration;
 
-use durable_mcp_connector::route::{Route, parse_route};
+use durable_mcp_connector::{
+    route::{Route, parse_route},
+    task_ref::MAX_OPERATION_ID_PREFIX_LEN,
+};
 
 /// The longest `--default-timeout`: a year (Temporal's own limits are far above any tool's).
 pub const MAX_TOOL_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -59,6 +62,19 @@ pub fn parse_count_or_zero(s: &str) -> Result<usize, String> {
         Ok(0) => Ok(0),
         _ => parse_positive(s),
     }
+}
+
+/// `--operation-id-prefix`: at most [`MAX_OPERATION_ID_PREFIX_LEN`] bytes, which every task
+/// ID carries so that any replica can name the operation (R-CON-6); a longer one would make
+/// task IDs longer than the 128 characters hosts keep.
+pub fn operation_id_prefix(s: &str) -> Result<String, String> {
+    if s.len() > MAX_OPERATION_ID_PREFIX_LEN {
+        return Err(format!(
+            "is {} bytes; at most {MAX_OPERATION_ID_PREFIX_LEN} bytes, so that task IDs, which carry it, stay within the 128 characters hosts accept",
+            s.len()
+        ));
+    }
+    Ok(s.to_owned())
 }
 
 /// `--route`: a YAML flow map or JSON object naming a service and its endpoint.

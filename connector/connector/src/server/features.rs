@@ -204,7 +204,7 @@ impl Connector {
         let timeout = self.inner.options.list_timeout;
         let input = payload::to_payload(&input).map_err(|e| e.to_string())?;
         let mut start = StartOperation::new(
-            self.operation_id("reserved-"),
+            self.operation_id("-reserved"),
             &route.endpoint,
             &route.service,
             operation,

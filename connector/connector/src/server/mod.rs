@@ -57,6 +57,7 @@ pub mod subscriptions;
 mod task_support;
 mod tasks;
 
+pub use crate::task_ref::MAX_OPERATION_ID_PREFIX_LEN;
 use call::{Started, conflict_result, idempotency_key};
 use companion::{companion_tools, continues_as_task, is_companion};
 use explicit_cancel::CallCancel;
@@ -67,13 +68,21 @@ use scope::{granted_scopes, insufficient_scope, request_share};
 use task_support::{Caller, Plan, TaskSupport};
 use tasks::{supports_tasks, tasks_extension_required, tool_needs_tasks};
 
+/// A call's operation ID: `<connector name>-<prefix>-<uuid>`. Task IDs hold one in a few
+/// bytes when the prefix is at most [`MAX_OPERATION_ID_PREFIX_LEN`] bytes (R-CON-6).
+pub fn call_operation_id(connector_name: &str, prefix: &str, id: uuid::Uuid) -> String {
+    format!("{connector_name}-{prefix}-{}", id.hyphenated())
+}
+
 /// How the connector names and times its operations.
 #[derive(Debug, Clone)]
 pub struct ConnectorOptions {
     pub routes: Vec<Route>,
     /// Logical deployment name, shared by replicas; the first part of every operation id.
     pub connector_name: String,
-    /// The part of operation ids after the connector name (naming and visibility only).
+    /// The part of operation ids after the connector name (naming and visibility only), at
+    /// most [`MAX_OPERATION_ID_PREFIX_LEN`] bytes: a task ID carries it, and a longer one would
+    /// make task IDs longer than hosts accept (R-CON-6).
     pub operation_id_prefix: String,
     /// Schedule-to-close for tools whose listing carries no timeout.
     pub default_timeout: Duration,
@@ -294,13 +303,14 @@ impl Connector {
         self.inner.local.as_ref().filter(|n| n.has_tool(name))
     }
 
-    fn operation_id(&self, what: &str) -> String {
+    /// A fresh operation ID of this connector; `kind` follows the prefix (`-reserved` for
+    /// reserved operations, empty for calls).
+    fn operation_id(&self, kind: &str) -> String {
         let o = &self.inner.options;
-        format!(
-            "{}-{}-{what}{}",
-            o.connector_name,
-            o.operation_id_prefix,
-            uuid::Uuid::new_v4()
+        call_operation_id(
+            &o.connector_name,
+            &format!("{}{kind}", o.operation_id_prefix),
+            uuid::Uuid::new_v4(),
         )
     }
 }

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::{Connector, internal::internal};
 use crate::{
     progress::{ProgressSource, call_progress},
-    task_ref::{CallerScope, KeyRing, TaskRef, caller_hash, sign_current, verify_with_ring},
+    task_ref::{CallerScope, Deployment, KeyRing, TaskRef, caller_hash, sign, verify_with_ring},
 };
 use durable_mcp_contract::{
     input::asks_for_input,
@@ -26,7 +26,8 @@ use durable_mcp_runtime::nexus::{
 };
 
 impl Connector {
-    /// The signed task ID for an operation, owned by `scope`.
+    /// The signed task ID for an operation, owned by `scope`: compact, at most 128
+    /// characters for the connector's own operations (R-CON-6).
     pub fn task_id(&self, op: &OperationRef, scope: &CallerScope) -> String {
         let r = TaskRef::new(
             self.inner.client.namespace(),
@@ -34,7 +35,8 @@ impl Connector {
             &op.run_id,
             self.owner(scope),
         );
-        sign_current(&self.key_ring(), &r)
+        let o = &self.inner.options;
+        sign(&o.signing_key, &o.connector_name, &r)
     }
 
     /// The current signing key and the previous ones still accepted (R-CON-18).
@@ -45,20 +47,22 @@ impl Connector {
         }
     }
 
-    /// Verifies a task ID (signature under the current or a listed previous key, then owner,
-    /// then namespace) before any Temporal call.
+    /// Verifies a task ID (signature under the current or a listed previous key, for this
+    /// namespace, connector name and caller) before any Temporal call.
     /// Every kind of bad ID gets the same answer.
     pub(super) fn task_op(
         &self,
         task_id: &str,
         scope: &CallerScope,
     ) -> Result<OperationRef, McpError> {
-        let unknown = || McpError::invalid_params("unknown task", None);
-        let r = verify_with_ring(&self.key_ring(), task_id, |key| caller_hash(key, scope))
-            .map_err(|_| unknown())?;
-        if r.ns != self.inner.client.namespace() {
-            return Err(unknown());
-        }
+        let deployment = Deployment {
+            namespace: self.inner.client.namespace(),
+            connector_name: &self.inner.options.connector_name,
+        };
+        let r = verify_with_ring(&self.key_ring(), task_id, &deployment, |key| {
+            caller_hash(key, scope)
+        })
+        .map_err(|_| McpError::invalid_params("unknown task", None))?;
         Ok(OperationRef {
             operation_id: r.op,
             run_id: r.run,

@@ -1,27 +1,42 @@
-//! Signed, caller-scoped task IDs.
+//! Signed, caller-scoped task IDs (R-CON-6).
 //!
-//! The connector keeps no task table. A task ID is the whole reference: the Temporal namespace,
-//! the operation ID, the run ID and a hash of the caller's scope, as JSON, followed by an
-//! HMAC-SHA256 over that JSON under [`SigningKey`]:
+//! The connector keeps no task table. A task ID is the whole reference to a Nexus operation's
+//! run: any replica with the signing key reads it without asking anyone, and only its caller
+//! may use it. Hosts keep task IDs as short strings (Claude Code refuses one longer than 128
+//! characters, or with a character outside `!`..`~`), so the ID is binary, base64url without
+//! padding, at most [`MAX_COMPACT_TASK_ID_LEN`] characters for every operation the connector
+//! makes:
 //!
 //! ```text
-//! base64url(json) "." base64url(hmac_sha256(key, json))      (both without padding)
+//! base64url( 2 | kid hint | form | run | op | tag )
 //! ```
 //!
-//! The JSON is readable on purpose (a task ID is not a secret and hiding it would suggest it
-//! is); the MAC stops a caller from changing it. [`verify`] checks the MAC and then the owner
-//! before the connector makes any Temporal call, both in constant time, and every failure is
-//! the same [`TaskRefError::Invalid`], so a caller cannot tell a forged ID from someone else's.
+//! The run ID and the operation ID are held in a few bytes each (see the `compact` module: a
+//! call's UUID and prefix, a keyed call's HMAC, the input round). Everything a replica knows
+//! anyway stays out of the text and goes into the MAC: `tag` is the first 16 bytes (128 bits)
+//! of HMAC-SHA256(key, `"task-id:v2\0"`, the bytes before it, the namespace, the caller's
+//! [`caller_hash`], the connector name), each length-prefixed. So an ID is good only in its
+//! namespace, for its caller, under its connector name and key; every failure is the same
+//! [`TaskRefError::Invalid`], so a caller cannot tell a forged ID from someone else's, and
+//! [`verify_with_ring`] decides before the connector makes any Temporal call, comparing tags
+//! in constant time. The text is not secret and not hidden; the MAC stops a caller from
+//! changing it.
 //!
-//! Keys rotate (R-CON-18): each task ID names its key by a [`key_id`] (`kid`, a MAC of a
-//! constant, which reveals nothing about the key), and [`verify_with_ring`] checks it with the
-//! current key or any previous key still listed ([`KeyRing`]), so a task started before a
-//! rotation can still be followed and cancelled. New task IDs are always signed with the current
-//! key.
+//! Keys rotate (R-CON-18): the kid hint is the first byte of the key's [`key_id`] MAC, and
+//! [`verify_with_ring`] tries each key of the ring ([`KeyRing`]: the current one and the
+//! previous ones still listed) with that hint, so a task started before a rotation can still be
+//! followed and cancelled. New task IDs are always compact and signed with the current key.
+//!
+//! Task IDs of earlier builds (`base64url(JSON) "." base64url(MAC)`, the `legacy` module) still
+//! verify, so tasks in flight across an upgrade are followed; none is issued any more.
 //!
 //! The caller hash ([`caller_hash`]) is keyed with the same secret, so it cannot be computed,
-//! or reversed to an identity, without the key. It lives only inside task IDs and in
-//! idempotency operation IDs (hashed once more there); it is never sent to Temporal as such.
+//! or reversed to an identity, without the key. It lives only inside task ID MACs, in
+//! version-1 task IDs and in idempotency operation IDs (hashed once more there); it is never
+//! sent to Temporal as such.
+
+mod compact;
+pub mod legacy;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -30,9 +45,10 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use hmac::{Hmac, KeyInit as _, Mac};
-use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use subtle::ConstantTimeEq as _;
+
+pub use compact::MAX_PREFIX_LEN as MAX_OPERATION_ID_PREFIX_LEN;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -45,14 +61,19 @@ pub const PREVIOUS_KEYS_ENV: &str = "MCP_TASK_SIGNING_KEYS_PREVIOUS";
 pub const KEY_ID_LEN: usize = 8;
 /// Fewest key bytes accepted: HMAC-SHA256's own block of security, 256 bits.
 pub const MIN_KEY_BYTES: usize = 32;
-/// Longest task ID [`verify`] looks at. Checked before decoding or hashing, so an oversized
-/// input costs nothing. Temporal IDs are at most 1000 bytes by default; 4 KiB leaves room for
-/// JSON escaping and base64 growth of a namespace, an operation ID and a run ID.
+/// Longest task ID a host keeps: Claude Code's `CreateTaskResult` schema allows 128
+/// characters. Every task ID the connector issues for its own operations is at most this
+/// long, whatever the namespace, connector name, key or round.
+pub const MAX_COMPACT_TASK_ID_LEN: usize = 128;
+/// Longest task ID [`verify_with_ring`] looks at. Checked before decoding or hashing, so an
+/// oversized input costs nothing. Temporal IDs are at most 1000 bytes by default; 4 KiB leaves
+/// room for an earlier build's JSON IDs, with escaping and base64 growth.
 pub const MAX_TASK_ID_LEN: usize = 4096;
-/// The [`TaskRef::v`] this build writes and accepts.
-pub const TASK_REF_VERSION: u8 = 1;
 /// Length of a [`caller_hash`]: 22 base64url characters, 132 bits of the HMAC.
 pub const CALLER_HASH_LEN: usize = 22;
+/// Starts the MAC input of a compact task ID: never `{` (version 1), `owner:`, `derive:` or
+/// `kid`, the other MACs under the same key.
+const COMPACT_DOMAIN: &[u8] = b"task-id:v2\0";
 
 /// Secret key that signs task IDs and keys caller hashes.
 ///
@@ -173,7 +194,7 @@ impl SigningKey {
 
     /// A key for another `purpose`, derived from this one: HMAC-SHA256(key, `"derive:" +
     /// purpose`). The prefix keeps these MACs apart from task ID MACs (input starting with
-    /// `{`) and owner hashes (`owner:`); nothing derived reveals this key.
+    /// `{` or `task-id:`) and owner hashes (`owner:`); nothing derived reveals this key.
     pub fn derive(&self, purpose: &str) -> [u8; 32] {
         let mut mac = self.mac();
         mac.update(b"derive:");
@@ -183,8 +204,7 @@ impl SigningKey {
 }
 
 /// What a task ID refers to. `owner` is a [`caller_hash`].
-#[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, PartialEq, Eq, Debug)]
 pub struct TaskRef {
     /// Temporal namespace of the operation.
     pub ns: String,
@@ -194,15 +214,9 @@ pub struct TaskRef {
     pub run: String,
     /// [`caller_hash`] of the caller that started it.
     pub owner: String,
-    /// Format version, [`TASK_REF_VERSION`].
-    pub v: u8,
-    /// The [`key_id`] of the key that signed it; absent in IDs from before rotation existed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kid: Option<String>,
 }
 
 impl TaskRef {
-    /// A reference in the current format version.
     pub fn new(
         ns: impl Into<String>,
         op: impl Into<String>,
@@ -214,10 +228,18 @@ impl TaskRef {
             op: op.into(),
             run: run.into(),
             owner: owner.into(),
-            v: TASK_REF_VERSION,
-            kid: None,
         }
     }
+}
+
+/// What the replicas that serve each other's tasks share besides the key (docs/deployment.md):
+/// a task ID's MAC covers both, its text holds neither.
+#[derive(Clone, Copy, Debug)]
+pub struct Deployment<'a> {
+    /// The Temporal namespace of its operations.
+    pub namespace: &'a str,
+    /// `--connector-name`, the first part of its operation IDs.
+    pub connector_name: &'a str,
 }
 
 /// Whose tasks and idempotency keys these are.
@@ -254,7 +276,7 @@ impl CallerScope {
 /// truncated to [`CALLER_HASH_LEN`] characters.
 ///
 /// Keyed so that nobody without the key can link a hash to an identity. The `owner:` prefix
-/// separates these MACs from task ID MACs, whose input always starts with `{`.
+/// separates these MACs from task ID MACs (whose input starts with `{` or `task-id:`).
 pub fn caller_hash(key: &SigningKey, scope: &CallerScope) -> String {
     let mut mac = key.mac();
     mac.update(b"owner:");
@@ -264,15 +286,23 @@ pub fn caller_hash(key: &SigningKey, scope: &CallerScope) -> String {
     hash
 }
 
-/// A key's public name: HMAC-SHA256(key, `"kid"`), base64url, [`KEY_ID_LEN`] characters. Task
-/// IDs carry it so that the verifier knows which key to try; it cannot be turned back into the
-/// key.
+/// A key's public name: HMAC-SHA256(key, `"kid"`), base64url, [`KEY_ID_LEN`] characters.
+/// Version-1 task IDs carry it, compact ones its first byte, so that the verifier knows which
+/// key to try; it cannot be turned back into the key.
 pub fn key_id(key: &SigningKey) -> String {
     let mut mac = key.mac();
     mac.update(b"kid");
     let mut id = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
     id.truncate(KEY_ID_LEN);
     id
+}
+
+/// The first byte of the key's [`key_id`] MAC: which keys of a ring may have signed a compact
+/// task ID. Keys that share it are each tried.
+fn kid_hint(key: &SigningKey) -> u8 {
+    let mut mac = key.mac();
+    mac.update(b"kid");
+    mac.finalize().into_bytes()[0]
 }
 
 /// The current signing key and the earlier ones whose task IDs still verify (R-CON-18).
@@ -283,532 +313,160 @@ pub struct KeyRing {
 }
 
 impl KeyRing {
-    /// Every key, current first.
-    fn keys(&self) -> impl Iterator<Item = &SigningKey> {
-        std::iter::once(&self.current).chain(&self.previous)
+    /// A ring of one key.
+    pub fn of(key: &SigningKey) -> Self {
+        Self {
+            current: key.clone(),
+            previous: Vec::new(),
+        }
+    }
+
+    /// Every key once, current first.
+    fn keys(&self) -> Vec<&SigningKey> {
+        let mut keys: Vec<&SigningKey> = Vec::new();
+        for key in std::iter::once(&self.current).chain(&self.previous) {
+            if !keys.iter().any(|seen| seen.0 == key.0) {
+                keys.push(key);
+            }
+        }
+        keys
     }
 }
 
-/// Signs `r` with the ring's current key, naming it in the ID's `kid`.
-pub fn sign_current(ring: &KeyRing, r: &TaskRef) -> String {
-    let r = TaskRef {
-        kid: Some(key_id(&ring.current)),
-        ..r.clone()
-    };
-    sign(&ring.current, &r)
+/// The compact tag: see the module doc.
+fn tag(
+    key: &SigningKey,
+    body: &[u8],
+    deployment: &Deployment<'_>,
+    owner: &str,
+) -> [u8; compact::TAG_LEN] {
+    let mut mac = key.mac();
+    mac.update(COMPACT_DOMAIN);
+    for part in [
+        body,
+        deployment.namespace.as_bytes(),
+        owner.as_bytes(),
+        deployment.connector_name.as_bytes(),
+    ] {
+        let len = u32::try_from(part.len()).unwrap_or(u32::MAX);
+        mac.update(&len.to_be_bytes());
+        mac.update(part);
+    }
+    let full = mac.finalize().into_bytes();
+    let mut tag = [0; compact::TAG_LEN];
+    tag.copy_from_slice(&full[..compact::TAG_LEN]);
+    tag
 }
 
-/// [`verify`] with whichever ring key signed the ID: the one its `kid` names, or (an ID
-/// without `kid`) each key in turn. `owner_of` gives the caller's [`caller_hash`] under a key,
-/// since owner hashes are keyed too. Any failure is the one [`TaskRefError::Invalid`].
+/// `r` as a compact task ID under `key`, for a connector named `connector_name` (see the
+/// module doc). At most [`MAX_COMPACT_TASK_ID_LEN`] characters for the connector's own
+/// operations (a prefix of at most [`MAX_OPERATION_ID_PREFIX_LEN`] bytes) and Temporal's run
+/// IDs; any other operation ID is held as text and makes the ID longer.
+pub fn sign(key: &SigningKey, connector_name: &str, r: &TaskRef) -> String {
+    let deployment = Deployment {
+        namespace: &r.ns,
+        connector_name,
+    };
+    let mut bytes = compact::body(kid_hint(key), connector_name, &r.op, &r.run);
+    let tag = tag(key, &bytes, &deployment, &r.owner);
+    bytes.extend_from_slice(&tag);
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// The reference a task ID names, if one of the ring's keys signed it for this deployment and
+/// for the caller whose [`caller_hash`] under that key `owner_of` gives (owner hashes are keyed
+/// too). Compact IDs and earlier builds' JSON IDs alike; any failure is the one
+/// [`TaskRefError::Invalid`].
+///
+/// Order: the size limit, strict base64url decoding (canonical only, so no two strings decode
+/// alike), the version, then per key whose hint matches the tag in constant time, then the
+/// fields.
 pub fn verify_with_ring(
     ring: &KeyRing,
     task_id: &str,
+    deployment: &Deployment<'_>,
     owner_of: impl Fn(&SigningKey) -> String,
 ) -> Result<TaskRef, TaskRefError> {
     if task_id.len() > MAX_TASK_ID_LEN {
         return Err(TaskRefError::Invalid);
     }
-    // The kid is read before the MAC is checked: it only chooses a key, and the MAC under
-    // that key then covers it.
-    let kid = task_id
-        .split_once('.')
-        .and_then(|(json, _)| URL_SAFE_NO_PAD.decode(json).ok())
-        .and_then(|json| serde_json::from_slice::<TaskRef>(&json).ok())
-        .and_then(|r| r.kid);
-    let mut candidates: Vec<&SigningKey> = match &kid {
-        Some(kid) => ring.keys().filter(|k| key_id(k) == *kid).collect(),
-        None => ring.keys().collect(),
+    let verified = if task_id.contains('.') {
+        legacy::verify(ring, task_id, deployment, owner_of)
+    } else {
+        verify_compact(ring, task_id, deployment, owner_of)
     };
-    candidates.dedup_by(|a, b| a.0 == b.0);
-    candidates
-        .into_iter()
-        .find_map(|key| verify(key, task_id, &owner_of(key)).ok())
-        .ok_or(TaskRefError::Invalid)
+    verified.ok_or(TaskRefError::Invalid)
 }
 
-/// Signs a reference into a task ID (see the module doc for the format).
-///
-/// An ID longer than [`MAX_TASK_ID_LEN`] would not verify; with Temporal's ID limits that
-/// cannot happen for references the connector builds.
-pub fn sign(key: &SigningKey, r: &TaskRef) -> String {
-    let json = serde_json::to_vec(r).expect("TaskRef always serializes");
-    let mut mac = key.mac();
-    mac.update(&json);
-    let tag = mac.finalize().into_bytes();
-    format!(
-        "{}.{}",
-        URL_SAFE_NO_PAD.encode(&json),
-        URL_SAFE_NO_PAD.encode(tag)
-    )
+fn verify_compact(
+    ring: &KeyRing,
+    task_id: &str,
+    deployment: &Deployment<'_>,
+    owner_of: impl Fn(&SigningKey) -> String,
+) -> Option<TaskRef> {
+    let bytes = URL_SAFE_NO_PAD.decode(task_id).ok()?;
+    let (body, given) = bytes.split_at_checked(bytes.len().checked_sub(compact::TAG_LEN)?)?;
+    let [version, hint, ..] = *body else {
+        return None;
+    };
+    if version != compact::VERSION {
+        return None;
+    }
+    let owner = ring
+        .keys()
+        .into_iter()
+        .filter(|key| kid_hint(key) == hint)
+        .find_map(|key| {
+            let owner = owner_of(key);
+            bool::from(tag(key, body, deployment, &owner).ct_eq(given)).then_some(owner)
+        })?;
+    let (op, run) = compact::parse(body, deployment.connector_name)?;
+    Some(TaskRef {
+        ns: deployment.namespace.to_owned(),
+        op,
+        run,
+        owner,
+    })
+}
+
+/// [`verify_with_ring`] with one key and the caller's owner hash under it.
+pub fn verify(
+    key: &SigningKey,
+    task_id: &str,
+    deployment: &Deployment<'_>,
+    caller_owner_hash: &str,
+) -> Result<TaskRef, TaskRefError> {
+    verify_with_ring(&KeyRing::of(key), task_id, deployment, |_| {
+        caller_owner_hash.to_owned()
+    })
 }
 
 /// The one answer for every task ID that is not the caller's valid task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum TaskRefError {
-    /// Forged, altered, malformed, oversized, another caller's, or from another key: callers
-    /// must not learn which, so there is one variant and one message.
+    /// Forged, altered, malformed, oversized, another caller's, another deployment's, or from
+    /// another key: callers must not learn which, so there is one variant and one message.
     #[error("unknown task")]
     Invalid,
 }
 
-/// Checks a task ID and returns its reference if it was signed with `key` for the caller
-/// whose [`caller_hash`] is `caller_owner_hash`.
-///
-/// Order: size limit, then strict base64url decoding (canonical only, so no two strings decode
-/// alike), then the MAC in constant time, then the JSON, then the owner in constant time.
-pub fn verify(
-    key: &SigningKey,
-    task_id: &str,
-    caller_owner_hash: &str,
-) -> Result<TaskRef, TaskRefError> {
-    if task_id.len() > MAX_TASK_ID_LEN {
-        return Err(TaskRefError::Invalid);
-    }
-    let (json_b64, tag_b64) = task_id.split_once('.').ok_or(TaskRefError::Invalid)?;
-    // URL_SAFE_NO_PAD rejects '.', '=', whitespace, non-ASCII and non-zero trailing bits.
-    let json = URL_SAFE_NO_PAD
-        .decode(json_b64)
-        .map_err(|_| TaskRefError::Invalid)?;
-    let tag = URL_SAFE_NO_PAD
-        .decode(tag_b64)
-        .map_err(|_| TaskRefError::Invalid)?;
-    let mut mac = key.mac();
-    mac.update(&json);
-    mac.verify_slice(&tag).map_err(|_| TaskRefError::Invalid)?;
-    let r: TaskRef = serde_json::from_slice(&json).map_err(|_| TaskRefError::Invalid)?;
-    if r.v != TASK_REF_VERSION {
-        return Err(TaskRefError::Invalid);
-    }
-    if !bool::from(r.owner.as_bytes().ct_eq(caller_owner_hash.as_bytes())) {
-        return Err(TaskRefError::Invalid);
-    }
-    Ok(r)
+/// The longest task ID the connector issues, for tests of the strings that carry one: a call
+/// with the longest prefix in the last input round, under a connector name and in a namespace
+/// as long as Temporal's IDs (the MAC holds those).
+#[cfg(test)]
+pub(crate) fn longest_task_id() -> String {
+    let name = "c".repeat(900);
+    let prefix = "p".repeat(MAX_OPERATION_ID_PREFIX_LEN);
+    let first = crate::server::call_operation_id(&name, &prefix, uuid::Uuid::max());
+    let op = durable_mcp_contract::input::round_id(&first, durable_mcp_contract::input::MAX_ROUNDS);
+    let r = TaskRef::new(
+        "n".repeat(1000),
+        op,
+        uuid::Uuid::max().to_string(),
+        "o".repeat(22),
+    );
+    sign(&SigningKey(vec![0xff; 64]), &name, &r)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn key(byte: u8) -> SigningKey {
-        SigningKey(vec![byte; 32])
-    }
-
-    /// Known answers (HMAC-SHA256 as any implementation computes it): IDs signed by earlier
-    /// builds, whatever HMAC crate version they used, still verify, and new ones are the same.
-    #[test]
-    fn signatures_are_pinned() {
-        let k = SigningKey((0..32).collect());
-        let id = "eyJucyI6Im5zIiwib3AiOiJvcCIsInJ1biI6InJ1biIsIm93bmVyIjoib3duZXIiLCJ2IjoxfQ\
-                  .d5VyG4JRcBQLdZGhmQ7NNrE6RmDR8h9GGqFP8flhCgw";
-        let r = TaskRef::new("ns", "op", "run", "owner");
-        assert_eq!(sign(&k, &r), id);
-        assert_eq!(verify(&k, id, "owner"), Ok(r));
-        assert_eq!(key_id(&k), "kzAHpTFM");
-        assert_eq!(
-            k.derive("idempotency"),
-            *b"\x50\x32\x4a\xc3\xd5\xa9\x06\x81\x4e\x6d\x65\xe1\xd1\x45\xc4\x97\
-               \xcc\xf4\x02\x98\x41\x35\xf3\xf8\xe0\xc7\xc8\xd3\x11\x04\xad\xbc"
-        );
-    }
-
-    /// The caller hash scopes every task and idempotency key: a change would orphan them all
-    /// (the value is HMAC-SHA256 as Python's hmac module computes it).
-    #[test]
-    fn caller_hashes_are_pinned() {
-        let k = SigningKey((0..32).collect());
-        let scope = CallerScope::Subject {
-            issuer: "https://idp".into(),
-            subject: "alice".into(),
-        };
-        assert_eq!(caller_hash(&k, &scope), "sXAlYImwj99ke688G9Pj3Y");
-    }
-
-    fn sample(key: &SigningKey) -> (TaskRef, String) {
-        let owner = caller_hash(
-            key,
-            &CallerScope::Subject {
-                issuer: "https://idp".into(),
-                subject: "alice".into(),
-            },
-        );
-        let r = TaskRef::new("default", "conn-x-123", "0197-run", owner);
-        let id = sign(key, &r);
-        (r, id)
-    }
-
-    #[test]
-    fn round_trip() {
-        let k = key(7);
-        let (r, id) = sample(&k);
-        assert_eq!(verify(&k, &id, &r.owner), Ok(r));
-    }
-
-    #[test]
-    fn json_part_is_readable() {
-        let k = key(7);
-        let (r, id) = sample(&k);
-        let json = URL_SAFE_NO_PAD
-            .decode(id.split('.').next().unwrap())
-            .unwrap();
-        let value: serde_json::Value = serde_json::from_slice(&json).unwrap();
-        assert_eq!(value["ns"], "default");
-        assert_eq!(value["op"], "conn-x-123");
-        assert_eq!(value["run"], "0197-run");
-        assert_eq!(value["owner"], r.owner.as_str());
-        assert_eq!(value["v"], 1);
-    }
-
-    #[test]
-    fn foreign_owner_gets_the_same_error_as_garbage() {
-        let k = key(7);
-        let (_, id) = sample(&k);
-        let bob = caller_hash(
-            &k,
-            &CallerScope::Subject {
-                issuer: "https://idp".into(),
-                subject: "bob".into(),
-            },
-        );
-        let foreign = verify(&k, &id, &bob).unwrap_err();
-        let garbage = verify(&k, "garbage", &bob).unwrap_err();
-        assert_eq!(foreign, garbage);
-        assert_eq!(foreign.to_string(), "unknown task");
-        assert_eq!(format!("{foreign:?}"), format!("{garbage:?}"));
-    }
-
-    #[test]
-    fn another_key_rejects() {
-        let (r, id) = sample(&key(7));
-        assert_eq!(verify(&key(8), &id, &r.owner), Err(TaskRefError::Invalid));
-    }
-
-    #[test]
-    fn unicode_whitespace_and_oversized_inputs_are_rejected() {
-        let k = key(7);
-        let (r, id) = sample(&k);
-        for bad in [
-            format!(" {id}"),
-            format!("{id}\n"),
-            format!("{id} "),
-            id.replacen('.', " .", 1),
-            format!("é{id}"),
-            id.replacen('.', "。", 1),
-            format!("{id}="),
-            String::new(),
-            ".".into(),
-            format!("{id}.{id}"),
-            format!("{}{}", "A".repeat(MAX_TASK_ID_LEN), id),
-        ] {
-            assert_eq!(
-                verify(&k, &bad, &r.owner),
-                Err(TaskRefError::Invalid),
-                "{bad:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn other_versions_are_rejected_even_when_signed() {
-        let k = key(7);
-        let (mut r, _) = sample(&k);
-        r.v = TASK_REF_VERSION + 1;
-        assert_eq!(
-            verify(&k, &sign(&k, &r), &r.owner),
-            Err(TaskRefError::Invalid)
-        );
-    }
-
-    #[test]
-    fn caller_hash_depends_on_key_and_scope_and_has_fixed_length() {
-        let k = key(7);
-        let scopes = [
-            CallerScope::Anonymous,
-            CallerScope::Unauthenticated("stdio".into()),
-            CallerScope::Unauthenticated("http".into()),
-            CallerScope::Process("p1".into()),
-            CallerScope::Process("p2".into()),
-            CallerScope::Subject {
-                issuer: "a".into(),
-                subject: "b".into(),
-            },
-            CallerScope::Subject {
-                issuer: "a\",\"b".into(),
-                subject: "".into(),
-            },
-            CallerScope::Subject {
-                issuer: "b".into(),
-                subject: "a".into(),
-            },
-        ];
-        let hashes: Vec<_> = scopes.iter().map(|s| caller_hash(&k, s)).collect();
-        for (i, h) in hashes.iter().enumerate() {
-            assert_eq!(h.len(), CALLER_HASH_LEN);
-            assert!(
-                h.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-            );
-            assert_eq!(h, &caller_hash(&k, &scopes[i]), "deterministic");
-            for other in &hashes[i + 1..] {
-                assert_ne!(h, other);
-            }
-        }
-        assert_ne!(
-            caller_hash(&k, &CallerScope::Anonymous),
-            caller_hash(&key(8), &CallerScope::Anonymous)
-        );
-    }
-
-    #[test]
-    fn keys_decode_and_never_print() {
-        let k = SigningKey::from_base64("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\n").unwrap();
-        assert_eq!(k.0, (0u8..32).collect::<Vec<_>>());
-        // URL-safe and unpadded spellings of the same bytes.
-        let url = SigningKey::from_base64("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8").unwrap();
-        assert_eq!(url.0, k.0);
-        let k2 = SigningKey::from_base64("-_-_-_-_-_-_-_-_-_-_-_-_-_-_-_-_-_-_-_-_-_-_").unwrap();
-        assert_eq!(k2.0.len(), 33);
-        assert_eq!(format!("{k:?}"), "SigningKey(***)");
-        assert_eq!(
-            SigningKey::from_base64("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHg==").unwrap_err(),
-            KeyError::TooShort { bytes: 31 }
-        );
-        assert_eq!(
-            SigningKey::from_base64("not base64!").unwrap_err(),
-            KeyError::NotBase64
-        );
-        assert_eq!(SigningKey::from_base64("   ").unwrap_err(), KeyError::Empty);
-        assert!(
-            KeyError::TooShort { bytes: 31 }
-                .to_string()
-                .contains("at least 32")
-        );
-    }
-
-    #[test]
-    fn env_value_rules() {
-        assert!(SigningKey::from_env_value(None).unwrap().is_none());
-        assert_eq!(
-            SigningKey::from_env_value(Some("".into())).unwrap_err(),
-            KeyError::Empty
-        );
-        let k =
-            SigningKey::from_env_value(Some("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=".into()));
-        assert!(k.unwrap().is_some());
-        #[cfg(unix)]
-        {
-            use std::os::unix::ffi::OsStringExt as _;
-            let bad = OsString::from_vec(vec![0xff, 0xfe]);
-            assert_eq!(
-                SigningKey::from_env_value(Some(bad)).unwrap_err(),
-                KeyError::NotUnicode
-            );
-        }
-    }
-
-    fn ring(current: u8, previous: &[u8]) -> KeyRing {
-        KeyRing {
-            current: key(current),
-            previous: previous.iter().map(|&b| key(b)).collect(),
-        }
-    }
-
-    fn alice() -> CallerScope {
-        CallerScope::Subject {
-            issuer: "https://idp".into(),
-            subject: "alice".into(),
-        }
-    }
-
-    /// A task ID as the connector makes it: owned by alice under the ring's current key.
-    fn ring_id(ring: &KeyRing) -> String {
-        let owner = caller_hash(&ring.current, &alice());
-        sign_current(ring, &TaskRef::new("default", "conn-x-123", "run", owner))
-    }
-
-    #[test]
-    fn task_ids_signed_before_a_rotation_verify_while_the_old_key_is_listed() {
-        let before = ring(7, &[]);
-        let id = ring_id(&before);
-        let owner_of = |k: &SigningKey| caller_hash(k, &alice());
-        assert!(verify_with_ring(&before, &id, owner_of).is_ok());
-        // Rotated: 8 is current, 7 listed as previous.
-        let rotated = ring(8, &[7]);
-        let r = verify_with_ring(&rotated, &id, owner_of).unwrap();
-        assert_eq!(r.op, "conn-x-123");
-        assert_eq!(r.kid.as_deref(), Some(key_id(&key(7)).as_str()));
-        // New IDs carry the new key's id and verify too.
-        assert!(verify_with_ring(&rotated, &ring_id(&rotated), owner_of).is_ok());
-        // Once the old key is dropped, its IDs are unknown, like any other bad ID.
-        assert_eq!(
-            verify_with_ring(&ring(8, &[]), &id, owner_of),
-            Err(TaskRefError::Invalid)
-        );
-        // The owner is still checked, under the key that signed.
-        let bob = |k: &SigningKey| {
-            caller_hash(
-                k,
-                &CallerScope::Subject {
-                    issuer: "https://idp".into(),
-                    subject: "bob".into(),
-                },
-            )
-        };
-        assert_eq!(
-            verify_with_ring(&rotated, &id, bob),
-            Err(TaskRefError::Invalid)
-        );
-    }
-
-    #[test]
-    fn ids_without_a_kid_try_every_key_and_a_changed_kid_breaks_the_mac() {
-        let owner_of = |k: &SigningKey| caller_hash(k, &alice());
-        let legacy = sign(
-            &key(7),
-            &TaskRef::new("default", "op", "run", caller_hash(&key(7), &alice())),
-        );
-        assert!(verify_with_ring(&ring(8, &[9, 7]), &legacy, owner_of).is_ok());
-        // The kid is covered by the MAC: pointing it at another listed key fails.
-        let id = ring_id(&ring(7, &[]));
-        let json = URL_SAFE_NO_PAD
-            .decode(id.split('.').next().unwrap())
-            .unwrap();
-        let mut r: TaskRef = serde_json::from_slice(&json).unwrap();
-        r.kid = Some(key_id(&key(8)));
-        let forged = format!(
-            "{}.{}",
-            URL_SAFE_NO_PAD.encode(serde_json::to_vec(&r).unwrap()),
-            id.split('.').nth(1).unwrap()
-        );
-        assert_eq!(
-            verify_with_ring(&ring(8, &[7]), &forged, owner_of),
-            Err(TaskRefError::Invalid)
-        );
-    }
-
-    #[test]
-    fn key_ids_are_short_distinct_and_not_the_key() {
-        let (a, b) = (key_id(&key(7)), key_id(&key(8)));
-        assert_eq!(a.len(), KEY_ID_LEN);
-        assert_ne!(a, b);
-        assert!(!URL_SAFE_NO_PAD.encode(&key(7).0).contains(&a));
-    }
-
-    #[test]
-    fn previous_keys_parse_from_a_list_and_errors_name_the_entry_not_the_key() {
-        let good = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
-        assert!(SigningKey::parse_previous("").unwrap().is_empty());
-        assert_eq!(
-            SigningKey::parse_previous(&format!("{good}, {good}\n{good}"))
-                .unwrap()
-                .len(),
-            3
-        );
-        let short = "c2hvcnQtc2VjcmV0LWtleQ==";
-        let err = SigningKey::parse_previous(&format!("{good},{short}")).unwrap_err();
-        let text = err.to_string();
-        assert!(
-            text.contains("entry 2 of MCP_TASK_SIGNING_KEYS_PREVIOUS") && text.contains("bytes"),
-            "{text}"
-        );
-        assert!(!text.contains(short) && !text.contains(good), "{text}");
-    }
-
-    #[test]
-    fn generated_keys_differ() {
-        let (a, b) = (SigningKey::generate(), SigningKey::generate());
-        assert_eq!(a.0.len(), MIN_KEY_BYTES);
-        assert_ne!(a.0, b.0);
-    }
-
-    #[test]
-    fn every_single_byte_mutation_of_one_id_is_rejected_exhaustively() {
-        let k = key(9);
-        let (r, id) = sample(&k);
-        let alphabet: Vec<u8> = (0u8..=127).collect();
-        let mut tried = 0;
-        let mut check = |bytes: Vec<u8>| {
-            if let Ok(s) = String::from_utf8(bytes) {
-                assert_eq!(verify(&k, &s, &r.owner), Err(TaskRefError::Invalid), "{s}");
-                tried += 1;
-            }
-        };
-        for at in 0..id.len() {
-            for mask in 1..=255u8 {
-                check(apply(&id, &Mutation::Flip { at, mask }));
-            }
-            check(apply(&id, &Mutation::Delete { at }));
-        }
-        for at in 0..=id.len() {
-            for &byte in &alphabet {
-                check(apply(&id, &Mutation::Insert { at, byte }));
-            }
-        }
-        assert!(tried > id.len() * 200);
-    }
-
-    /// One single-byte edit of a task ID: flip bits of a byte, insert a byte, or delete one.
-    #[derive(Debug, Clone)]
-    enum Mutation {
-        Flip { at: usize, mask: u8 },
-        Insert { at: usize, byte: u8 },
-        Delete { at: usize },
-    }
-
-    fn mutation() -> impl Strategy<Value = Mutation> {
-        prop_oneof![
-            (any::<usize>(), 1u8..=255).prop_map(|(at, mask)| Mutation::Flip { at, mask }),
-            (any::<usize>(), any::<u8>()).prop_map(|(at, byte)| Mutation::Insert { at, byte }),
-            any::<usize>().prop_map(|at| Mutation::Delete { at }),
-        ]
-    }
-
-    fn apply(id: &str, m: &Mutation) -> Vec<u8> {
-        let mut bytes = id.as_bytes().to_vec();
-        match *m {
-            Mutation::Flip { at, mask } => bytes[at % id.len()] ^= mask,
-            Mutation::Insert { at, byte } => bytes.insert(at % (id.len() + 1), byte),
-            Mutation::Delete { at } => {
-                bytes.remove(at % id.len());
-            }
-        }
-        bytes
-    }
-
-    proptest! {
-        #[test]
-        fn every_single_byte_mutation_is_rejected(
-            ns in "[a-z0-9.-]{1,40}",
-            op in "\\PC{1,60}",
-            run in "[0-9a-f-]{36}",
-            key_byte in any::<u8>(),
-            m in mutation(),
-        ) {
-            let k = key(key_byte);
-            let owner = caller_hash(&k, &CallerScope::Anonymous);
-            let r = TaskRef::new(ns, op, run, owner.clone());
-            let id = sign(&k, &r);
-            prop_assert_eq!(verify(&k, &id, &owner), Ok(r));
-            let mutated = apply(&id, &m);
-            // Bytes that are not UTF-8 never reach `verify` as a &str; the rest must all fail.
-            if let Ok(mutated) = String::from_utf8(mutated) {
-                prop_assert_eq!(verify(&k, &mutated, &owner), Err(TaskRefError::Invalid));
-            }
-        }
-
-        #[test]
-        fn arbitrary_strings_are_rejected(s in "\\PC{0,200}") {
-            let k = key(1);
-            prop_assert_eq!(verify(&k, &s, &caller_hash(&k, &CallerScope::Anonymous)), Err(TaskRefError::Invalid));
-        }
-
-        #[test]
-        fn round_trips_for_any_strings(ns in ".{0,64}", op in ".{0,200}", run in ".{0,64}") {
-            let k = key(3);
-            let owner = caller_hash(&k, &CallerScope::Process("p".into()));
-            let r = TaskRef::new(ns, op, run, owner.clone());
-            prop_assert_eq!(verify(&k, &sign(&k, &r), &owner), Ok(r));
-        }
-    }
-}
+mod tests;
