@@ -589,6 +589,26 @@ mod tests {
         assert_eq!(r["content"][0]["text"].as_str().unwrap(), text);
     }
 
+    /// A companion task ID is a task ID (R-CON-6): the longest one is carried whole, within
+    /// the 128 characters hosts keep.
+    #[test]
+    fn a_continuing_calls_answer_carries_the_longest_task_id_whole() {
+        let id = crate::task_ref::longest_task_id();
+        for has_schema in [false, true] {
+            let r = continues_as_task(&id, has_schema);
+            let carried = r["_meta"][TASK_ID_META].as_str().unwrap();
+            assert_eq!(carried, id);
+            assert!(carried.len() <= crate::task_ref::MAX_COMPACT_TASK_ID_LEN);
+            let text = r["content"][0]["text"].as_str().unwrap();
+            assert!(
+                text.contains(&format!("{{\"task_id\": \"{id}\"}}")),
+                "{text}"
+            );
+        }
+        let r = continues_as_task(&id, false);
+        assert_eq!(r["structuredContent"]["taskId"], id.as_str());
+    }
+
     #[test]
     fn status_shows_the_state_and_progress() {
         let task =

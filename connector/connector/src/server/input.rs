@@ -406,10 +406,7 @@ impl Typed {
         }
         let requests: InputRequests = serde_json::from_value(asked.input_requests())
             .map_err(|e| internal("reading the tool's input requests", e))?;
-        let state = format!(
-            "{INPUT_STATE_PREFIX}{}",
-            self.task_id(&described.reference, scope)
-        );
+        let state = request_state(&self.task_id(&described.reference, scope));
         info!(operation_id = %op.operation_id, "tool call asks its caller for input");
         let answer = InputRequiredResult::new(Some(requests), Some(state));
         Ok(Some(CallToolResponse::InputRequired(answer)))
@@ -558,10 +555,30 @@ impl Typed {
     }
 }
 
+/// The `requestState` naming a round (R-CON-40): [`INPUT_STATE_PREFIX`] and its task ID.
+fn request_state(task_id: &str) -> String {
+    format!("{INPUT_STATE_PREFIX}{task_id}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::limits::{CallStarts, InFlight};
     use super::*;
+
+    /// No host limits `requestState` (the TypeScript SDK and Claude Code take any string); the
+    /// longest the connector writes is 132 characters of `!`..`~` all the same.
+    #[test]
+    fn the_longest_request_state_is_the_prefix_and_the_longest_task_id() {
+        let task_id = crate::task_ref::longest_task_id();
+        let state = request_state(&task_id);
+        assert_eq!(state.len(), INPUT_STATE_PREFIX.len() + task_id.len());
+        assert_eq!(state.len(), 132);
+        assert_eq!(
+            state.strip_prefix(INPUT_STATE_PREFIX),
+            Some(task_id.as_str())
+        );
+        assert!(state.bytes().all(|b| (0x21..=0x7e).contains(&b)));
+    }
 
     #[test]
     fn a_refused_resume_says_whether_its_round_runs_and_what_to_do() {

@@ -76,6 +76,20 @@ mod tests {
         json!({"resources": items, "ttlMs": 5})
     }
 
+    /// No host limits list cursors (the TypeScript SDK and Claude Code take any string); the
+    /// longest the connector writes, for the largest offset, is 50 characters of base64url.
+    #[test]
+    fn the_longest_cursor_is_50_characters() {
+        let cursor = cursor_for(usize::MAX);
+        assert_eq!(cursor.len(), 50);
+        assert!(
+            cursor
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        );
+        assert_eq!(offset_of(&cursor), Some(usize::MAX));
+    }
+
     #[test]
     fn pages_hold_at_most_the_size_and_name_the_next() {
         let first = page("resources", list(5), None, 2).unwrap();
