@@ -595,8 +595,11 @@ async fn operation_ids_and_timeouts_follow_the_options_and_the_listing() {
             .await
             .unwrap();
         let task_id = task_id_of(answer);
-        // Short enough for every host (Claude Code keeps at most 128 characters).
+        // Short enough for every host (Claude Code keeps at most 128 characters): 74 characters
+        // is the compact form of a call with a 2-byte prefix and a run ID Temporal wrote as a
+        // UUID (held in 16 bytes, not as text).
         assert!(task_id.len() <= MAX_COMPACT_TASK_ID_LEN, "{task_id}");
+        assert_eq!(task_id.len(), 74, "{task_id}");
         // The task ID names the operation: `<connector-name>-<prefix>-<uuid>`.
         let deployment = Deployment {
             namespace: &env.namespace,
