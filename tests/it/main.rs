@@ -41,6 +41,7 @@ mod proxy_options;
 mod python_client;
 mod resource_subscriptions;
 mod resources;
+mod result_types;
 mod route_notices;
 mod secrets;
 mod server_restart;

@@ -39,7 +39,7 @@ use serde_json::Value;
 
 use rmcp::{RoleServer, service::RequestContext};
 
-pub use super::server::as_written::written_result;
+pub use super::server::{as_written::written_result, result_type::typed_result};
 use super::{
     fair::{Share, share_of},
     server::as_written::{self, HttpAnswers},

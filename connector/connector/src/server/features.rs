@@ -466,7 +466,7 @@ impl Typed {
             }
             None => self.feature_read(feature, &params, share.as_ref()).await?,
         };
-        let typed = serde_json::from_value(written.clone()).map_err(|e| {
+        let typed = super::result_type::typed_result(&written).map_err(|e| {
             McpError::internal_error(format!("the {method} answer is not valid MCP: {e}"), None)
         })?;
         as_written::keep(

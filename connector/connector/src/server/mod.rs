@@ -52,6 +52,7 @@ mod logging;
 mod paging;
 mod relay;
 mod resource_subscriptions;
+pub(crate) mod result_type;
 mod scope;
 pub mod subscriptions;
 mod task_support;
