@@ -368,13 +368,22 @@ async fn no_route_with_resources_or_prompts_declares_none() {
         &env,
         vec![mock_stdio_upstream_with_args("plain", vec![], &ledger).unwrap()],
     );
-    let proxied = RawStdioClient::spawn(connector_command(&env, "plain"))
+    let mut proxied = RawStdioClient::spawn(connector_command(&env, "plain"))
         .await
         .unwrap();
     let capabilities = &proxied.initialize["capabilities"];
     assert!(capabilities["tools"].is_object(), "{capabilities}");
     for capability in ["resources", "prompts", "completions"] {
         assert!(capabilities.get(capability).is_none(), "{capabilities}");
+    }
+    // What is not declared is not served either: method not found.
+    for (method, params) in LISTS
+        .iter()
+        .map(|(method, _)| (*method, json!({})))
+        .chain(reads())
+    {
+        let answer = proxied.exchange(method, params).await.unwrap().response;
+        assert_eq!(answer["error"]["code"], -32601, "{method}: {answer}");
     }
 }
 

@@ -71,8 +71,9 @@ enum Command {
     /// Runs the official MCP conformance suite's server scenarios through the durable path.
     ///
     /// Installs the pinned @modelcontextprotocol/conformance releases (0.1.16: its tools
-    /// scenarios; 0.2.0-alpha.12: its tools and tasks-extension scenarios) and Node 22 when
-    /// PATH has none, with npm, into ~/.cache/durable-mcp; then, per transport, a dev server
+    /// scenarios; 0.2.0-alpha.12: its tools, tasks-extension and server-stateless scenarios)
+    /// and Node 22 when PATH has none, with npm, into ~/.cache/durable-mcp; then, per
+    /// transport, a dev server
     /// slice, a proxy fronting the suite's fixture tools (the mock upstream over stdio or Streamable
     /// HTTP) and durable-mcp-connector over Streamable HTTP (--task-after 0), and runs each
     /// scenario against the connector's URL. Prints PASS/FAIL per scenario with the failing

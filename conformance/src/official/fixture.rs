@@ -6,8 +6,11 @@
 //! Tools for 0.1.16's tools scenarios (`test_simple_text` ... `json_schema_2020_12_tool`) and
 //! for 0.2's tasks scenarios (`greet`, `slow_compute`, `failing_job`, `protocol_error_job`,
 //! `confirm_delete`, `multi_input`) and its `input-required-result-*` scenarios that a tool
-//! asking one round serves (`test_input_required_result_elicitation` and four more). `test_tool_with_task` (round 1 asks, round 2 becomes the
-//! upstream's task) has no mock behavior, so `tasks-mrtr-composition` finds no such tool.
+//! asking one round serves (`test_input_required_result_elicitation` and four more), and the
+//! diagnostic tools of 0.2's `server-stateless` (`test_missing_capability`,
+//! `test_streaming_elicitation`, `test_logging_tool`). `test_tool_with_task` (round 1 asks,
+//! round 2 becomes the upstream's task) has no mock behavior, so `tasks-mrtr-composition` finds
+//! no such tool.
 
 use serde_json::{Value, json};
 
@@ -21,6 +24,7 @@ pub fn spec() -> UpstreamSpec {
     let mut tools: Vec<ToolSpec> = tools_scenario_tools();
     tools.extend(tasks_scenario_tools());
     tools.extend(input_required_tools());
+    tools.extend(stateless_scenario_tools());
     UpstreamSpec {
         name: "official-suite-fixture".into(),
         tools,
@@ -347,6 +351,42 @@ fn input_required_tools() -> Vec<ToolSpec> {
     ]
 }
 
+/// The diagnostic tools 0.2's `server-stateless` calls: one that needs the `sampling` client
+/// capability (a caller that did not declare it gets -32021), one that asks the user (its
+/// answer is an `InputRequiredResult`, never a request on the stream), and one that logs
+/// (nothing reaches a request that named no `logLevel`). Its `test_trigger_*_change` hooks are
+/// left out: the checks that use them are warnings (SHOULD), and the mock's tools do not change.
+fn stateless_scenario_tools() -> Vec<ToolSpec> {
+    let prompt = json!({"role": "user", "content": {"type": "text", "text": "Say hello"}});
+    let sampling = json!({"method": "sampling/createMessage",
+        "params": {"messages": [prompt], "maxTokens": 10}});
+    let name = json!({"type": "object", "properties": {"name": {"type": "string"}}});
+    vec![
+        tool(
+            "test_missing_capability",
+            "Asks the client's model, which needs the sampling capability",
+            no_arguments(),
+            asks("sample", sampling),
+        ),
+        tool(
+            "test_streaming_elicitation",
+            "Asks the user's name",
+            no_arguments(),
+            asks("user_name", elicitation("What is your name?", name)),
+        ),
+        tool(
+            "test_logging_tool",
+            "Logs at info, then answers",
+            no_arguments(),
+            Behavior::Log {
+                levels: vec!["info".into()],
+                ms: 0,
+                every_ms: 0,
+            },
+        ),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,6 +403,9 @@ mod tests {
             "greet",
             "slow_compute",
             "multi_input",
+            "test_missing_capability",
+            "test_streaming_elicitation",
+            "test_logging_tool",
         ] {
             assert!(names.contains(&name), "{name}: {names:?}");
         }

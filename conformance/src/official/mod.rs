@@ -58,9 +58,10 @@ pub const V0116_SCENARIOS: [&str; 9] = [
     "elicitation-sep1330-enums",
 ];
 
-/// 0.2.0-alpha.12's one-round `input-required-result` scenarios the fixture serves, and its
-/// tasks-extension server scenarios.
-pub const V02_SCENARIOS: [&str; 19] = [
+/// 0.2.0-alpha.12's one-round `input-required-result` scenarios the fixture serves, its
+/// tasks-extension server scenarios, and `server-stateless` (SEP-2575: `server/discover`,
+/// per-request `_meta`, what a 2026-07-28 server answers and declares).
+pub const V02_SCENARIOS: [&str; 20] = [
     "input-required-result-basic-elicitation",
     "input-required-result-basic-sampling",
     "input-required-result-basic-list-roots",
@@ -80,6 +81,7 @@ pub const V02_SCENARIOS: [&str; 19] = [
     "tasks-status-notifications",
     "tasks-required-task-error",
     "tasks-mrtr-composition",
+    "server-stateless",
 ];
 
 /// Checks that hold only for the suite's own fixture server, by scenario: a call of `greet`

@@ -453,6 +453,10 @@ impl Typed {
     ) -> Result<T, McpError> {
         let feature = features::for_method(method)
             .ok_or_else(|| McpError::internal_error(format!("{method} is no feature"), None))?;
+        // What no route declares, the connector does not declare either, nor serve.
+        if self.declaring(feature.capability).await?.0.is_empty() {
+            return Err(not_served(feature));
+        }
         let share = super::scope::request_share(context);
         let written = match feature.items {
             Some(items) => {
@@ -573,6 +577,21 @@ fn not_offered(asked: Feature, key: &str) -> McpError {
     )
 }
 
+/// The error for a feature request when no route declares its capability (R-CON-45): method
+/// not found, as the connector then declares no such capability at `initialize` or
+/// `server/discover`.
+fn not_served(feature: Feature) -> McpError {
+    McpError::new(
+        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+        format!(
+            "{} is not served: no route declares the {} capability, so the connector does not \
+             either; its server/discover (or initialize) answer lists what it serves",
+            feature.method, feature.capability
+        ),
+        Some(json!({"method": feature.method})),
+    )
+}
+
 /// A request's params as JSON, for the route.
 pub(super) fn params(request: &impl serde::Serialize) -> Result<Value, McpError> {
     serde_json::to_value(request)
@@ -585,6 +604,16 @@ mod tests {
 
     fn route(s: &str) -> Route {
         Route::new(s, "e")
+    }
+
+    #[test]
+    fn a_feature_no_route_declares_is_method_not_found_naming_the_capability() {
+        for feature in [LIST_PROMPTS, GET_PROMPT, READ_RESOURCE, COMPLETE] {
+            let e = not_served(feature);
+            assert_eq!(e.code.0, -32601, "{}", feature.method);
+            assert!(e.message.contains(feature.capability), "{}", e.message);
+            assert_eq!(e.data.unwrap()["method"], feature.method);
+        }
     }
 
     #[test]
