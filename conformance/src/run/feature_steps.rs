@@ -275,7 +275,7 @@ pub(crate) async fn listen(env: &mut StepEnv<'_>, step: &Listen) -> Result<Strin
     }
     let told: Told = Arc::default();
     let counting = told.clone();
-    env.background.push(tokio::spawn(async move {
+    let listening = tokio::spawn(async move {
         let _write = write; // the stream stays open while the pipe's write half lives
         while let Ok(Some(line)) = lines.next_line().await {
             let message: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
@@ -283,7 +283,8 @@ pub(crate) async fn listen(env: &mut StepEnv<'_>, step: &Listen) -> Result<Strin
                 counting[kind as usize].fetch_add(1, Ordering::SeqCst);
             }
         }
-    }));
+    });
+    env.background.push(listening.abort_handle());
     env.listener = Some(told);
     Ok(format!(
         "listening, acknowledged: {}",

@@ -32,7 +32,7 @@ const TASK_DEADLINE: Duration = Duration::from_secs(60);
 
 /// What a connector answered.
 #[derive(Debug)]
-enum Answer {
+pub(crate) enum Answer {
     /// A `CallToolResult`.
     Result(Value),
     /// A task: created by `tools/call`, or read by `tasks/get` (with its result once done).
@@ -270,23 +270,7 @@ pub(crate) async fn run_mcp_call(
             }
         }
     };
-    let answer = match response {
-        Ok(CallToolResponse::Complete(result)) => {
-            Answer::Result(serde_json::to_value(result).map_err(setup)?)
-        }
-        Ok(CallToolResponse::Task(created)) => Answer::Task {
-            id: Some(created.task.task_id.clone()),
-            status: status_name(&serde_json::to_value(&created.task).map_err(setup)?),
-            result: None,
-            error: None,
-        },
-        Ok(other) => {
-            return Err(Failure::Violated(format!(
-                "expected a result or a task, got {other:?}"
-            )));
-        }
-        Err(e) => error_answer(e),
-    };
+    let answer = call_answer(response)?;
     if let Some(least) = expect.progress_at_least {
         let seen = settled(&client.service().progress, least, NOTIFICATION_GRACE).await;
         if let Some(wrong) = seen
@@ -331,8 +315,44 @@ pub(crate) async fn run_mcp_call(
     Ok(summary)
 }
 
+/// What a `tools/call` answered, as the checks read it.
+fn call_answer(response: Result<CallToolResponse, ServiceError>) -> Result<Answer, Failure> {
+    Ok(match response {
+        Ok(CallToolResponse::Complete(result)) => {
+            Answer::Result(serde_json::to_value(result).map_err(setup)?)
+        }
+        Ok(CallToolResponse::Task(created)) => Answer::Task {
+            id: Some(created.task.task_id.clone()),
+            status: status_name(&serde_json::to_value(&created.task).map_err(setup)?),
+            result: None,
+            error: None,
+        },
+        Ok(other) => {
+            return Err(Failure::Violated(format!(
+                "expected a result or a task, got {other:?}"
+            )));
+        }
+        Err(e) => error_answer(e),
+    })
+}
+
+/// A named background call in flight: its tool and key (for the checks), and its answer once
+/// it comes.
+pub(crate) struct Pending {
+    tool: String,
+    key: Option<String>,
+    answer: tokio::task::JoinHandle<Result<Answer, Failure>>,
+}
+
+impl Pending {
+    /// Stops waiting (the scenario ended).
+    pub(crate) fn abort(&self) {
+        self.answer.abort();
+    }
+}
+
 /// Sends the call on a task of its own (keeping a fresh client alive with it) and leaves it in
-/// flight; the scenario's end stops it.
+/// flight; the scenario's end stops it. A named call keeps its answer for `answer_of`.
 fn start_in_background(
     env: &mut StepEnv<'_>,
     call: &McpCallStep,
@@ -348,11 +368,44 @@ fn start_in_background(
             .peer()
             .clone(),
     };
-    env.background.push(tokio::spawn(async move {
+    let answer = tokio::spawn(async move {
         let _client = fresh;
-        let _ = peer.call_tool_once(params).await;
-    }));
-    Ok(format!("{} sent; left in flight", call.tool))
+        call_answer(peer.call_tool_once(params).await)
+    });
+    let Some(name) = &call.name else {
+        env.background.push(answer.abort_handle());
+        return Ok(format!("{} sent; left in flight", call.tool));
+    };
+    let pending = Pending {
+        tool: call.tool.clone(),
+        key: call.key().map(str::to_owned),
+        answer,
+    };
+    env.pending.insert(name.clone(), pending);
+    Ok(format!("{} sent as {name:?}; left in flight", call.tool))
+}
+
+/// `answer_of`: waits (up to [`TASK_DEADLINE`]) for the named background call's own answer and
+/// checks it as an `mcp` step's.
+pub(crate) async fn run_answer_of(
+    env: &mut StepEnv<'_>,
+    name: &str,
+    expect: &Expect,
+) -> Result<String, Failure> {
+    let Pending { tool, key, answer } = env
+        .pending
+        .remove(name)
+        .ok_or_else(|| Failure::Setup(format!("no background call named {name:?} in flight")))?;
+    let answer = match tokio::time::timeout(TASK_DEADLINE, answer).await {
+        Ok(joined) => joined.map_err(|e| Failure::Setup(format!("the call {name:?}: {e}")))??,
+        Err(_) => {
+            return Err(Failure::Violated(format!(
+                "the background call {name:?} got no answer within {} s",
+                TASK_DEADLINE.as_secs()
+            )));
+        }
+    };
+    check_answer(env, expect, answer, Some(&tool), key.as_deref()).await
 }
 
 /// How long the notifications a connector wrote before a result may lag behind it.

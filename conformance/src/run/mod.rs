@@ -256,8 +256,10 @@ pub(crate) struct StepEnv<'a> {
     mock: Option<UpstreamTransport>,
     /// What `mcp` step arguments may name: `{run}` and `{task_queue}`.
     placeholders: Vec<(&'static str, String)>,
-    /// `mcp` calls sent with `background = true`, stopped when the scenario ends.
-    background: Vec<tokio::task::JoinHandle<()>>,
+    /// `mcp` calls sent with `background = true` and no name, stopped when the scenario ends.
+    background: Vec<tokio::task::AbortHandle>,
+    /// Named background calls no `answer_of` waited for yet, stopped when the scenario ends.
+    pending: std::collections::HashMap<String, mcp_steps::Pending>,
     /// Connections a `connections` step opened and the connector served, held open until the
     /// scenario ends.
     held: Vec<tokio::net::TcpStream>,
@@ -456,6 +458,7 @@ async fn execute(
             ("{task_queue}", task_queue.clone()),
         ],
         background: Vec::new(),
+        pending: Default::default(),
         held: Vec::new(),
     };
     let mut result = Ok(());
@@ -488,6 +491,7 @@ async fn execute(
     }
     *phase = "teardown".into();
     env.background.drain(..).for_each(|call| call.abort());
+    env.pending.drain().for_each(|(_, call)| call.abort());
     env.held.clear();
     if let Some(replicas) = env.replicas.take() {
         replicas.stop().await;
@@ -532,6 +536,9 @@ async fn run_step(env: &mut StepEnv<'_>, step: &crate::scenario::Step) -> Result
         Action::MoreResources(m) => feature_steps::more_resources(env, m),
         Action::ListChanged(l) => feature_steps::list_changed(env, l).await,
         Action::Listen(l) => feature_steps::listen(env, l).await,
+        Action::AnswerOf(name) => {
+            mcp_steps::run_answer_of(env, name, expect.ok_or_else(need)?).await
+        }
         Action::ListTools(list) => hostile_steps::run_list_tools(env, list).await,
         Action::Connections(c) => hostile_steps::run_connections(env, c).await,
         Action::ProxyMemory(m) => hostile_steps::run_proxy_memory(env, m),

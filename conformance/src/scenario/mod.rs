@@ -83,7 +83,8 @@
 //!                              # "{run}" (unique per run), "{task_queue}" and "{task:NAME}" (the
 //!                              # task ID an earlier step saved) in argument strings are filled in
 //!                              # from = "127.0.0.2" (http: a fresh client from that address, another caller
-//!                              # without auth); background = true (left in flight; no expect)
+//!                              # without auth); background = true (left in flight; no expect),
+//!                              # with name = "hog" an answer_of step waits for its answer
 //! [[steps]]
 //! tasks_get = { connector = "b", task = "t1", until_done = true }   # or forged = "ID"; alter = true
 //! [[steps]]
@@ -97,7 +98,10 @@
 //! [[steps]]
 //! wait_for = { tool = "t", key = "k", event = "failed", count = 1 }  # a ledger event
 //! [[steps]]
-//! pause_ms = 1500               # only for what has no ledger event
+//! answer_of = "hog"            # waits for the named background call's own answer; checked by
+//!                              # expect (result | task | error), as an mcp step's answer is
+//! [[steps]]
+//! pause_ms = 1500               # only for what has no answer or ledger event to wait for
 //! [[steps]]
 //! kill_proxy = { after_called = "slow", after_key = "k" }   # SIGKILL (proxy mode = "process")
 //! [[steps]]
@@ -1059,6 +1063,64 @@ mod tests {
         [[steps]]
         list_tools = { times = 10 }
     "#;
+
+    const AWAITED: &str = r#"
+        id = "security/x"
+        family = "security"
+        rules = ["R-CON-38"]
+        [upstream]
+        standard = true
+        [[connectors]]
+        name = "a"
+        [[steps]]
+        mcp = { tool = "slow", background = true, name = "hog" }
+        [[steps]]
+        answer_of = "hog"
+        [steps.expect]
+        outcome = "result"
+    "#;
+
+    #[test]
+    fn a_background_call_is_awaited_by_its_name_once() {
+        let s = Scenario::parse(AWAITED, Path::new("x.toml")).unwrap();
+        assert_eq!(s.steps[1].answer_of.as_deref(), Some("hog"));
+        assert_eq!(s.step_label(1), "step 2 (answer_of hog)");
+        // (what is changed, into what, what the error names)
+        let cases = [
+            (
+                "answer_of = \"hog\"",
+                "answer_of = \"cat\"",
+                "no earlier background",
+            ),
+            ("background = true, ", "", "only for a background call"),
+            (
+                "outcome = \"result\"",
+                "outcome = \"accepted\"",
+                "steps[1].expect.outcome",
+            ),
+            (
+                "[steps.expect]\n        outcome = \"result\"",
+                "",
+                "needs an expectation",
+            ),
+            (
+                "outcome = \"result\"",
+                "outcome = \"result\"\n[[steps]]\nanswer_of = \"hog\"\n[steps.expect]\noutcome = \"error\"",
+                "already waited",
+            ),
+            (
+                "[[steps]]\n        answer_of",
+                "[[steps]]\nmcp = { tool = \"slow\", background = true, name = \"hog\" }\n[[steps]]\nanswer_of",
+                "earlier background call too",
+            ),
+        ];
+        for (from, to, named) in cases {
+            let changed = AWAITED.replace(from, to);
+            assert_ne!(changed, AWAITED, "{from:?} is not in the scenario");
+            let err = parse_err(&changed);
+            assert!(err.contains(named), "{from:?} -> {to:?}: {err}");
+        }
+    }
 
     #[test]
     fn hostile_steps_parse_and_need_what_they_act_on() {

@@ -13,7 +13,8 @@ use crate::fixtures::LedgerEvent;
 /// One step. Exactly one action key is set: `call`, `mcp`, `tasks_get`, `tasks_cancel`,
 /// `restart_connector`, `set_annotations`, `wait_for`, `pause_ms`, `kill_proxy`,
 /// `restart_proxy`, `restart_server`, `list_tools`, `connections`, `proxy_memory`,
-/// `plant_ciphertext`, `request`, `add_tool`, `more_resources` or `list_changed`.
+/// `plant_ciphertext`, `request`, `add_tool`, `more_resources`, `list_changed`, `listen` or
+/// `answer_of`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
@@ -87,6 +88,11 @@ pub struct Step {
     /// A stateless caller listens for list changes (`subscriptions/listen`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listen: Option<Listen>,
+    /// Waits for the own answer of the background `mcp` call with this `name` and checks it
+    /// against `expect`: a step that must follow a background call's end waits for that answer,
+    /// not for a ledger event (the tool finishing is not the connector answering).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_of: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<Expect>,
 }
@@ -164,6 +170,7 @@ pub enum Action<'a> {
     MoreResources(&'a [Value]),
     ListChanged(&'a ListChanged),
     Listen(&'a Listen),
+    AnswerOf(&'a str),
 }
 
 impl Step {
@@ -233,13 +240,16 @@ impl Step {
         if let Some(l) = &self.listen {
             found.push(("listen", Action::Listen(l)));
         }
+        if let Some(name) = &self.answer_of {
+            found.push(("answer_of", Action::AnswerOf(name)));
+        }
         match found.len() {
             1 => Ok(found.remove(0).1),
             0 => bail!(
                 "needs one action: call, mcp, tasks_get, tasks_cancel, restart_connector, \
                  set_annotations, wait_for, pause_ms, kill_proxy, restart_proxy, \
                  restart_server, list_tools, connections, proxy_memory, plant_ciphertext, \
-                 request, add_tool, more_resources, list_changed or listen"
+                 request, add_tool, more_resources, list_changed, listen or answer_of"
             ),
             _ => {
                 let names: Vec<_> = found.iter().map(|(n, _)| *n).collect();
@@ -277,6 +287,7 @@ impl Action<'_> {
             Action::MoreResources(m) => format!("more_resources x{}", m.len()),
             Action::ListChanged(l) => format!("list_changed {}", l.kind.as_str()),
             Action::Listen(l) => format!("listen x{}", l.kinds.len()),
+            Action::AnswerOf(name) => format!("answer_of {name}"),
         }
     }
 
@@ -348,9 +359,13 @@ pub struct McpCallStep {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<std::net::IpAddr>,
     /// Send the call and go on without waiting: it stays in flight while the next steps run
-    /// (wait for its `called` ledger event first); its answer is not checked (no `expect`).
+    /// (wait for its `called` ledger event first); its answer is not checked here (no
+    /// `expect`), but an `answer_of` step can wait for it and check it when it has a `name`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub background: bool,
+    /// With `background`: the name an `answer_of` step waits on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 impl McpCallStep {
@@ -610,6 +625,49 @@ fn validate_hostile(action: Action<'_>, field: &str) -> anyhow::Result<()> {
     }
 }
 
+/// What a named background call records among the saved names, and what its `answer_of`
+/// records once it waited (no `save` can name either: they have spaces).
+fn background_marker(name: &str) -> String {
+    format!("background call {name}")
+}
+
+fn answered_marker(name: &str) -> String {
+    format!("answered call {name}")
+}
+
+/// A background call's name is new and only on a background call; `answer_of` waits, once, on
+/// a name an earlier background call took.
+fn validate_background(
+    action: Action<'_>,
+    field: &str,
+    saved: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    match action {
+        Action::Mcp(c) => match (&c.name, c.background) {
+            (None, _) => Ok(()),
+            (Some(_), false) => bail!("{field}.mcp.name: only for a background call"),
+            (Some(name), true) if saved.contains(&background_marker(name)) => {
+                bail!("{field}.mcp.name: {name:?} names an earlier background call too")
+            }
+            (Some(name), true) => {
+                saved.push(background_marker(name));
+                Ok(())
+            }
+        },
+        Action::AnswerOf(name) if !saved.contains(&background_marker(name)) => {
+            bail!("{field}.answer_of: no earlier background mcp call is named {name:?}")
+        }
+        Action::AnswerOf(name) if saved.contains(&answered_marker(name)) => {
+            bail!("{field}.answer_of: an earlier step already waited for {name:?}")
+        }
+        Action::AnswerOf(name) => {
+            saved.push(answered_marker(name));
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// How many times the upstream's tool was called (`called` ledger events).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -702,6 +760,7 @@ pub(crate) fn validate_step(
         }
     }
     validate_hostile(action, field)?;
+    validate_background(action, field, saved)?;
     if let Action::Request(r) = action
         && !FEATURE_METHODS.contains(&r.method.as_str())
     {
@@ -729,6 +788,7 @@ pub(crate) fn validate_step(
             action,
             Action::Call(_)
                 | Action::Mcp(_)
+                | Action::AnswerOf(_)
                 | Action::Request(_)
                 | Action::TasksGet(_)
                 | Action::TasksCancel(_)
@@ -742,7 +802,7 @@ pub(crate) fn validate_step(
     };
     if background {
         bail!(
-            "{field}.expect: a background mcp call is not checked; wait_for its called event instead"
+            "{field}.expect: a background mcp call is checked by an answer_of step (give the call a name)"
         );
     }
     if !needs_expect {
@@ -761,6 +821,11 @@ pub(crate) fn validate_step(
             ExpectedOutcome::Task,
             ExpectedOutcome::Error,
             ExpectedOutcome::Canceled,
+        ],
+        Action::AnswerOf(_) => &[
+            ExpectedOutcome::Result,
+            ExpectedOutcome::Task,
+            ExpectedOutcome::Error,
         ],
         Action::TasksGet(_) => &[ExpectedOutcome::Task, ExpectedOutcome::Error],
         Action::Request(_) => &[ExpectedOutcome::Result, ExpectedOutcome::Error],
