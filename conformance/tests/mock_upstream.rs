@@ -804,3 +804,47 @@ fn help_describes_the_mock_upstream_not_the_conformance_crate() {
         "the first line says what this binary is: {help}"
     );
 }
+
+/// A `stamp` tool's answer names its execution, and so does its `completed` ledger entry: two
+/// calls with one key are two executions with two ids (the chaos run's check that a keyed
+/// re-issue got the first execution's result reads these).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stamp_tool_names_its_execution_in_its_answer_and_the_ledger() {
+    use durable_mcp_conformance::fixtures::{Behavior, ToolSpec};
+    let fx = Fixture::new();
+    let mut spec = UpstreamSpec::standard();
+    let mut stamp: ToolSpec = spec.tool("write_once").unwrap().clone();
+    stamp.name = "stamp".into();
+    stamp.behavior = Behavior::Stamp;
+    spec.tools.push(stamp);
+    let server = serve_mock_upstream_http(
+        SpecSource::Inline(spec),
+        Some(fx.ledger_path()),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let client = http_client(&server.url).await;
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let result = client
+            .call_tool(call("stamp", json!({"key": "s1"})))
+            .await
+            .unwrap();
+        let structured = result.structured_content.unwrap();
+        assert_eq!(structured["key"], "s1");
+        runs.push(structured["run"].as_str().unwrap().to_owned());
+    }
+    assert_ne!(runs[0], runs[1], "each execution has its own id");
+    assert!(runs[0].starts_with(&format!("{}-", std::process::id())));
+    let ledger: Vec<Option<String>> = fx
+        .ledger
+        .read()
+        .into_iter()
+        .filter(|e| e.event == LedgerEvent::Completed)
+        .map(|e| e.run)
+        .collect();
+    assert_eq!(ledger, runs.into_iter().map(Some).collect::<Vec<_>>());
+    client.cancel().await.unwrap();
+    server.shutdown().await;
+}

@@ -32,7 +32,8 @@
 //! # one roots/list request under "roots") | ask_written (requests: key -> a whole input request as
 //! # written; a round answering some keys is asked the others again) | untied_log (messages, every_ms:
 //! # info log lines tied to no request, as SDK servers write them over stdio)
-//! # | log_after (log lines after the call ended) | read_ancestors (what the parent's and
+//! # | stamp (echoes with structuredContent.run, an id of this execution its completed ledger entry
+//! # carries too) | log_after (log lines after the call ended) | read_ancestors (what the parent's and
 //! # grandparent's /proc environ give away) | stderr (bytes, line_bytes: floods stderr)
 //! # resources_and_prompts = true  # not with a fault: the mock also serves resources (text, blob; two
 //! #                            # pages), a template, a prompt and completions (--resources-and-prompts)
