@@ -177,6 +177,26 @@ async fn restart_on_db_file_keeps_state() {
         .await
         .expect("namespace created before the restart survives it");
 
+    // A crash (SIGKILL, no shutdown) and a start on the same file keep it too.
+    server.kill().expect("kill");
+    assert!(
+        !process_alive(new_pid),
+        "killed server {new_pid} still alive"
+    );
+    server
+        .start_again()
+        .await
+        .expect("start again after a kill");
+    assert_eq!(
+        server.address(),
+        address,
+        "a start after a kill keeps the address"
+    );
+    describe_namespace(&server, &ns)
+        .await
+        .expect("namespace created before the kill survives it");
+    let new_pid = server.pid().unwrap();
+
     drop(server); // synchronous kill
     assert!(
         !process_alive(new_pid),

@@ -380,6 +380,39 @@ impl DevServer {
     }
 }
 
+impl DevServer {
+    /// SIGKILLs the server, as a crash would (process backend only): no shutdown, and clients
+    /// see the frontend vanish mid-request. [`DevServer::start_again`] brings it back.
+    pub fn kill(&mut self) -> Result<(), HarnessError> {
+        match &mut self.running {
+            Running::Process(p) => {
+                p.kill_now();
+                Ok(())
+            }
+            _ => Err(HarnessError::InvalidState(format!(
+                "killing the server needs the process backend, not the {} backend",
+                self.backend()
+            ))),
+        }
+    }
+
+    /// Starts a killed server again on the same address and database file, and waits until it
+    /// is ready (process backend, with [`DevServerOptions::db_file`]).
+    pub async fn start_again(&mut self) -> Result<(), HarnessError> {
+        match &mut self.running {
+            Running::Process(p) => p.start_again().await?,
+            _ => {
+                return Err(HarnessError::InvalidState(format!(
+                    "starting a killed server again needs the process backend, not the {} backend",
+                    self.backend()
+                )));
+            }
+        }
+        self.announce("started again after a kill");
+        Ok(())
+    }
+}
+
 impl Drop for DevServer {
     /// Kills the server synchronously (SIGKILL + waitpid) if it is still running, so a panicking
     /// test leaves nothing behind. The backends' own `Drop`s do the same for a start that is

@@ -472,6 +472,15 @@ impl ChildDevServer {
             return Err(HarnessError::RestartWithoutDbFile);
         }
         self.stop().await?;
+        self.start_again().await
+    }
+
+    /// Starts the server again on the same ports and database file after [`Self::stop`] or a
+    /// kill; port conflicts are retried with a short pause (clients expect the same address).
+    pub(crate) async fn start_again(&mut self) -> Result<(), HarnessError> {
+        if self.db_file.is_none() {
+            return Err(HarnessError::RestartWithoutDbFile);
+        }
         for attempt in 1..=START_ATTEMPTS {
             match self.launch().await {
                 Ok(()) => return Ok(()),
