@@ -59,39 +59,16 @@ pub fn config_toml(slice: &Slice, dir: &Path, ledger: &Ledger, n: usize) -> anyh
         let (service, spec) = upstream(i);
         let file = dir.join(format!("spec-{i}.json"));
         std::fs::write(&file, serde_json::to_string(&spec)?)?;
-        let args = [
-            "--spec".to_owned(),
-            file.to_string_lossy().into_owned(),
-            "--ledger".to_owned(),
-            ledger.path().to_string_lossy().into_owned(),
-        ];
-        let mut upstream = toml::Table::new();
-        upstream.insert("service".into(), service.into());
-        upstream.insert("transport".into(), "stdio".into());
-        upstream.insert(
-            "command".into(),
-            bin.to_string_lossy().replace('$', "$$").into(),
-        );
-        let args: Vec<toml::Value> = args.iter().map(|a| a.replace('$', "$$").into()).collect();
-        upstream.insert("args".into(), args.into());
-        upstreams.push(toml::Value::Table(upstream));
+        let args = vec!["--spec".to_owned(), file.to_string_lossy().into_owned()];
+        let transport = crate::kit::upstreams::mock_stdio_transport(&bin, args, ledger);
+        upstreams.push(crate::harness::upstream(&service, transport));
     }
-    let table = |pairs: &[(&str, &str)]| -> toml::Value {
-        let t: toml::Table = pairs
-            .iter()
-            .map(|(k, v)| ((*k).into(), (*v).into()))
-            .collect();
-        t.into()
-    };
-    let mut root = toml::Table::new();
-    root.insert("worker".into(), table(&[("task_queue", &slice.task_queue)]));
-    let temporal = [
-        ("address", &*slice.address),
-        ("namespace", &*slice.namespace),
-    ];
-    root.insert("temporal".into(), table(&temporal));
-    root.insert("upstream".into(), upstreams.into());
-    Ok(toml::to_string(&root)?)
+    crate::run::proxy_process::proxy_toml(
+        &slice.address,
+        &slice.namespace,
+        &slice.task_queue,
+        &upstreams,
+    )
 }
 
 /// Every count in turn, each with its own proxy and connector.

@@ -8,7 +8,6 @@ use std::{
 
 use durable_mcp::outbound::{ProxyOptions, TransportConfig, UpstreamConfig};
 
-use super::UPSTREAM_SERVICE;
 use crate::{
     harness::{Slice, TetheredChild},
     kit::process::{TOOL_SERVICE_READY, tool_service_command},
@@ -101,48 +100,73 @@ impl ProxyLauncher {
     }
 
     /// The `proxy.toml` for the child: the scenario's task queue, server and upstream.
-    fn config_toml(&self, upstream_config: &UpstreamConfig) -> anyhow::Result<String> {
-        let mut upstream = toml::Table::new();
-        upstream.insert("service".into(), UPSTREAM_SERVICE.into());
-        match &upstream_config.transport {
-            TransportConfig::Stdio { command, args, .. } => {
-                upstream.insert("transport".into(), "stdio".into());
-                upstream.insert("command".into(), escape(command).into());
-                let args: Vec<toml::Value> = args.iter().map(|a| escape(a).into()).collect();
-                upstream.insert("args".into(), args.into());
-            }
-            TransportConfig::Http {
-                url,
-                unavailable_means_not_run,
-                ..
-            } => {
-                upstream.insert("transport".into(), "http".into());
-                upstream.insert("url".into(), url.to_string().into());
-                if *unavailable_means_not_run {
-                    upstream.insert("unavailable_means_not_run".into(), true.into());
-                }
-            }
-            TransportConfig::Custom(_) => {
-                anyhow::bail!("a client factory cannot be written to a proxy.toml")
-            }
-        }
-        if !upstream_config.overrides.is_empty() {
-            upstream.insert(
-                "overrides".into(),
-                toml::Value::try_from(&upstream_config.overrides)?,
-            );
-        }
-        let mut worker = toml::Table::new();
-        worker.insert("task_queue".into(), self.options.task_queue.clone().into());
-        let mut temporal = toml::Table::new();
-        temporal.insert("address".into(), self.address.clone().into());
-        temporal.insert("namespace".into(), self.options.namespace.clone().into());
-        let mut root = toml::Table::new();
-        root.insert("worker".into(), worker.into());
-        root.insert("temporal".into(), temporal.into());
-        root.insert("upstream".into(), toml::Value::Array(vec![upstream.into()]));
-        Ok(toml::to_string(&root)?)
+    fn config_toml(&self, upstream: &UpstreamConfig) -> anyhow::Result<String> {
+        proxy_toml(
+            &self.address,
+            &self.options.namespace,
+            &self.options.task_queue,
+            std::slice::from_ref(upstream),
+        )
     }
+}
+
+/// A `proxy.toml` for a `durable-mcp-proxy` child polling `task_queue` on the server at
+/// `address`, fronting `upstreams` (each under its own service name).
+pub(crate) fn proxy_toml(
+    address: &str,
+    namespace: &str,
+    task_queue: &str,
+    upstreams: &[UpstreamConfig],
+) -> anyhow::Result<String> {
+    let upstreams = upstreams
+        .iter()
+        .map(|u| upstream_table(u).map(toml::Value::from))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut worker = toml::Table::new();
+    worker.insert("task_queue".into(), task_queue.into());
+    let mut temporal = toml::Table::new();
+    temporal.insert("address".into(), address.into());
+    temporal.insert("namespace".into(), namespace.into());
+    let mut root = toml::Table::new();
+    root.insert("worker".into(), worker.into());
+    root.insert("temporal".into(), temporal.into());
+    root.insert("upstream".into(), toml::Value::Array(upstreams));
+    Ok(toml::to_string(&root)?)
+}
+
+/// One `[[upstream]]` table of a `proxy.toml`.
+fn upstream_table(upstream_config: &UpstreamConfig) -> anyhow::Result<toml::Table> {
+    let mut upstream = toml::Table::new();
+    upstream.insert("service".into(), upstream_config.service.clone().into());
+    match &upstream_config.transport {
+        TransportConfig::Stdio { command, args, .. } => {
+            upstream.insert("transport".into(), "stdio".into());
+            upstream.insert("command".into(), escape(command).into());
+            let args: Vec<toml::Value> = args.iter().map(|a| escape(a).into()).collect();
+            upstream.insert("args".into(), args.into());
+        }
+        TransportConfig::Http {
+            url,
+            unavailable_means_not_run,
+            ..
+        } => {
+            upstream.insert("transport".into(), "http".into());
+            upstream.insert("url".into(), url.to_string().into());
+            if *unavailable_means_not_run {
+                upstream.insert("unavailable_means_not_run".into(), true.into());
+            }
+        }
+        TransportConfig::Custom(_) => {
+            anyhow::bail!("a client factory cannot be written to a proxy.toml")
+        }
+    }
+    if !upstream_config.overrides.is_empty() {
+        upstream.insert(
+            "overrides".into(),
+            toml::Value::try_from(&upstream_config.overrides)?,
+        );
+    }
+    Ok(upstream)
 }
 
 impl ProxyLauncher {
@@ -239,4 +263,52 @@ impl Proxy {
 pub(crate) fn log_tail(dir: &Path) -> String {
     let text = std::fs::read_to_string(dir.join("proxy.log")).unwrap_or_default();
     crate::harness::tail_lines(&text, 10)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the runner writes, the proxy reads back: every upstream under its own service, a
+    /// literal `$` kept, an HTTP upstream's flag and a tool's override.
+    #[test]
+    fn a_written_proxy_toml_reads_back_as_its_upstreams() {
+        let stdio = crate::harness::upstream(
+            "stdio-svc",
+            TransportConfig::stdio("/bin/mock$1", vec!["--spec".into(), "a$b.json".into()]),
+        );
+        let mut http =
+            crate::kit::upstreams::http_upstream("http-svc", "http://127.0.0.1:9/mcp").unwrap();
+        if let TransportConfig::Http {
+            unavailable_means_not_run,
+            ..
+        } = &mut http.transport
+        {
+            *unavailable_means_not_run = true;
+        }
+        http.overrides.insert(
+            "slow".into(),
+            serde_json::from_str(r#"{"start_to_close_timeout": "2s"}"#).unwrap(),
+        );
+        let text = proxy_toml("127.0.0.1:7233", "ns", "tq", &[stdio, http]).unwrap();
+        let read = durable_mcp::outbound::config::parse(&text, &|_| None).unwrap();
+        assert_eq!(read.worker.task_queue, "tq");
+        let services: Vec<&str> = read.upstreams.iter().map(|u| u.service.as_str()).collect();
+        assert_eq!(services, ["stdio-svc", "http-svc"]);
+        match &read.upstreams[0].transport {
+            TransportConfig::Stdio { command, args, .. } => {
+                assert_eq!(command, "/bin/mock$1");
+                assert_eq!(args, &["--spec", "a$b.json"]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            read.upstreams[1].transport,
+            TransportConfig::Http {
+                unavailable_means_not_run: true,
+                ..
+            }
+        ));
+        assert!(read.upstreams[1].overrides.contains_key("slow"));
+    }
 }
