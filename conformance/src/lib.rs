@@ -1,5 +1,6 @@
 //! Temporal dev-server harness, upstream fixtures and the durable-mcp conformance runner.
 
+pub mod chaos;
 pub mod fixtures;
 pub mod harness;
 pub mod hosts;
