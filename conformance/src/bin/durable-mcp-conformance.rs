@@ -137,6 +137,30 @@ enum Command {
     ///   durable-mcp-conformance load --paths full-http --concurrency 1 --tasks-in-flight 1000
     #[command(verbatim_doc_comment)]
     Load(durable_mcp_conformance::load::LoadArgs),
+    /// A seeded fault campaign at load, checked against what durable-mcp promises.
+    ///
+    /// Stands up a dev server on a database file, two mock upstreams (over Streamable HTTP,
+    /// reached through a fault-injecting TCP relay of the runner's own, and over stdio), two
+    /// durable-mcp-proxy workers on one task queue, two durable-mcp-connector replicas over
+    /// HTTP with one signing key, and a Workflow worker. Clients run a mixed workload (read-only,
+    /// idempotent, destructive calls with and without idempotency keys, long calls as tasks
+    /// followed from alternating replicas, tasks asking for input answered on the other
+    /// replica, cancels, calls from a Workflow) while a seeded nemesis SIGKILLs and restarts
+    /// proxies, connectors, upstreams and the dev server, SIGSTOPs a proxy past its heartbeat
+    /// timeout, and stalls, resets or blackholes the proxy's connection to the HTTP upstream;
+    /// faults overlap. Then a checker reads the history: every call got a final answer within
+    /// --bound after the last heal, no destructive non-idempotent tool ran twice for one call,
+    /// a keyed re-issue got the first execution's result, every unknown outcome overlaps a
+    /// fault that explains it, read-only results equal direct ones, nothing is left open in
+    /// Temporal, each process's memory returns near its start. Exits 1 on any violation,
+    /// printing the seed and the fault schedule that replays it.
+    ///
+    /// Examples:
+    ///   durable-mcp-conformance chaos --short
+    ///   durable-mcp-conformance chaos --duration 10m --json target/chaos.json
+    ///   durable-mcp-conformance chaos --seed 42 --faults kill-proxy,relay-reset --duration 2m
+    #[command(verbatim_doc_comment)]
+    Chaos(durable_mcp_conformance::chaos::ChaosArgs),
     /// The load run's floor worker (started by `load` itself).
     #[command(hide = true)]
     LoadFloorWorker {
@@ -377,10 +401,10 @@ fn finish(
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    // A conformance run provokes upstream failures on purpose: the libraries' warnings about
-    // them would bury the report, so `run` logs nothing unless RUST_LOG asks.
+    // A conformance or chaos run provokes failures on purpose: the libraries' warnings about
+    // them would bury the report, so `run` and `chaos` log nothing unless RUST_LOG asks.
     let default_filter = match cli.command {
-        Command::Run { .. } => "off",
+        Command::Run { .. } | Command::Chaos(_) => "off",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -464,6 +488,27 @@ async fn main() -> anyhow::Result<()> {
                 report.clean(),
                 "calls were lost or duplicated (see the table)"
             );
+        }
+        Command::Chaos(args) => {
+            let started = std::time::Instant::now();
+            let report = durable_mcp_conformance::chaos::run(&args, options).await?;
+            println!("{}", report.render());
+            let target = format!("chaos seed {} ({})", report.seed, report.machine);
+            let record = report::RunRecord::of(&report.events(target, started.elapsed()));
+            println!("{}", record.summary());
+            if let Some(path) = &args.junit {
+                record.write(Some(path), None)?;
+            }
+            if let Some(path) = &args.json {
+                let mut json = record.json();
+                json["chaos"] = serde_json::to_value(&report)?;
+                std::fs::write(path, serde_json::to_string_pretty(&json)?)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                println!("JSON report: {}", path.display());
+            }
+            if !record.all_passed() {
+                std::process::exit(1);
+            }
         }
         Command::LoadFloorWorker {
             address,

@@ -196,7 +196,7 @@ pub fn unknowns_explained(h: &History) -> Verdict {
         let explaining: Vec<String> = h
             .faults
             .iter()
-            .filter(|f| f.explains(call, h.grace_ms))
+            .filter(|f| f.explains(call))
             .map(|f| format!("{} {} at {}", f.kind, f.target, secs(f.started_ms)))
             .collect();
         if explaining.is_empty() {
@@ -207,10 +207,14 @@ pub fn unknowns_explained(h: &History) -> Verdict {
                 call.ended_ms.map_or("the end".into(), secs)
             ));
         } else {
+            let more = match explaining.len() {
+                0..=3 => String::new(),
+                n => format!(" and {} more", n - 3),
+            };
             v.notes.push(format!(
-                "{}: {why}; explained by {}",
+                "{}: {why}; explained by {}{more}",
                 describe(call),
-                explaining.join(", ")
+                explaining[..explaining.len().min(3)].join(", ")
             ));
         }
     }
@@ -237,7 +241,11 @@ pub fn read_only_fidelity(h: &History) -> Verdict {
         match h.direct.get(&call.id) {
             Some(Ok(direct)) => {
                 compared += 1;
-                if let Some(diff) = crate::fixtures::as_written::difference(direct, through) {
+                let (direct, through) = (
+                    without_complete_marker(direct),
+                    without_complete_marker(through),
+                );
+                if let Some(diff) = crate::fixtures::as_written::difference(&direct, &through) {
                     v.failures.push(format!("{}: {diff}", describe(call)));
                 }
             }
@@ -251,6 +259,18 @@ pub fn read_only_fidelity(h: &History) -> Verdict {
     }
     v.notes.push(format!("{compared} results compared"));
     v
+}
+
+/// `result` without `resultType: "complete"`, whose absence means the same (R-PRX-33): it says
+/// what the answer is for the caller's protocol version, not what the tool wrote.
+fn without_complete_marker(result: &serde_json::Value) -> serde_json::Value {
+    let mut result = result.clone();
+    if let Some(object) = result.as_object_mut()
+        && object.get("resultType").and_then(|t| t.as_str()) == Some("complete")
+    {
+        object.remove("resultType");
+    }
+    result
 }
 
 /// Temporal holds no open Nexus operation, Activity or Workflow once the run is over.
@@ -320,6 +340,7 @@ mod tests {
                 _ => "h_echo".into(),
             },
             key: format!("k{id}"),
+            arguments: json!({"key": format!("k{id}")}),
             keyed: kind == CallKind::DestructiveKeyed,
             started_ms: started,
             ended_ms: ended,
@@ -374,7 +395,6 @@ mod tests {
                 end_mib: 60.0,
             }],
             bound_ms: 90_000,
-            grace_ms: 30_000,
             ended_ms: 10_000,
         }
     }
@@ -489,7 +509,7 @@ mod tests {
         let v = unknowns_explained(&h);
         assert!(v.passed(), "{v:?}");
         assert!(v.notes[0].contains("kill-proxy 0"), "{v:?}");
-        // Long after every heal (and its grace): not explained.
+        // Long after every heal (and what a proxy kill leaves behind): not explained.
         h.calls.push(call(
             5,
             CallKind::Destructive,
@@ -528,6 +548,9 @@ mod tests {
             "content": [], "structuredContent": {"key": "k1"},
             "_meta": {"io.durable-mcp/operationId": "x"}
         }));
+        assert!(read_only_fidelity(&h).passed());
+        // Nor is the complete marker one side carries and the other does not (R-PRX-33).
+        h.direct.insert(1, Ok(json!({"content": [], "structuredContent": {"key": "k1"}, "resultType": "complete"})));
         assert!(read_only_fidelity(&h).passed());
         h.direct.remove(&1);
         assert_eq!(failing(&h), ["read-only-fidelity"]);

@@ -82,6 +82,17 @@ impl FaultKind {
         }
     }
 
+    /// How long after its heal a fault of this kind can still end a call (ms): a restarted
+    /// connector leaves clients a stale connection for a moment; a proxy's heartbeat timeout
+    /// (5 s) and a retry's back-off run out after the process came back.
+    pub fn lingers_ms(self) -> u64 {
+        match self {
+            FaultKind::KillConnector => 2_000,
+            FaultKind::KillStdioUpstream | FaultKind::KillUpstream => 5_000,
+            _ => 10_000,
+        }
+    }
+
     /// Whether a fault of this kind on `target` can touch `call`: it sits on the call's path.
     pub fn touches(self, target: usize, call: &Call) -> bool {
         match self {
@@ -116,14 +127,14 @@ pub struct FaultRecord {
 
 impl FaultRecord {
     /// Whether it can explain something that happened to `call`: it touches the call's path,
-    /// began before the call ended and healed (give or take `grace_ms`, for what a fault leaves
-    /// behind, such as a heartbeat timeout still to run out) after the call began.
-    pub fn explains(&self, call: &Call, grace_ms: u64) -> bool {
+    /// began before the call ended and healed (give or take what it leaves behind for a
+    /// moment, [`FaultKind::lingers_ms`]) after the call began.
+    pub fn explains(&self, call: &Call) -> bool {
         let ended = call.ended_ms.unwrap_or(u64::MAX);
         let healed = self.healed_ms.unwrap_or(u64::MAX);
         self.kind.touches(self.target, call)
             && self.started_ms <= ended
-            && healed.saturating_add(grace_ms) >= call.started_ms
+            && healed.saturating_add(self.kind.lingers_ms()) >= call.started_ms
     }
 
     /// Whether it was in force at `ms`.
@@ -236,6 +247,8 @@ pub struct Call {
     pub tool: String,
     /// Its `key` argument: unique to the call, so the ledger tells its runs apart.
     pub key: String,
+    /// The arguments it was sent with.
+    pub arguments: Value,
     /// Sent with an idempotency key.
     pub keyed: bool,
     pub started_ms: u64,
@@ -297,8 +310,6 @@ pub struct History {
     pub memory: Vec<Memory>,
     /// How long past the last heal a call may take to reach its final answer, in ms.
     pub bound_ms: u64,
-    /// How long after its heal a fault may still explain an unknown outcome, in ms.
-    pub grace_ms: u64,
     /// When the run (the workload) ended, in ms since it began.
     pub ended_ms: u64,
 }

@@ -145,8 +145,7 @@ pub fn progress(what: std::fmt::Arguments<'_>) {
 
 /// `load [mm:ss]: what` (minutes past 59 keep counting: `load [75:02]`).
 pub fn progress_line(elapsed: Duration, what: &str) -> String {
-    let s = elapsed.as_secs();
-    format!("load [{:02}:{:02}]: {what}", s / 60, s % 60)
+    crate::report::elapsed_line("load", elapsed, what)
 }
 
 /// Runs `section`, with a progress line when it starts and one with its duration when it
@@ -526,7 +525,7 @@ async fn measure_row(
 }
 
 /// CPU model, cores and kernel, for the report's header.
-fn machine() -> String {
+pub fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {

@@ -203,11 +203,26 @@ pub(super) async fn spawn_until(
         .stderr(file);
     let mut process =
         TetheredChild::spawn(command).with_context(|| format!("starting the {role}"))?;
+    let rest = announced(role, &mut process, log, 0, marker).await?;
+    Ok((Child::spawned(role, process), rest))
+}
+
+/// Waits up to 60 s until `log`, read from byte `from` on (a log a restarted process appends
+/// to), has a line starting with `marker`; answers the rest of that line. Fails with the log's
+/// tail when `process` exits first.
+pub(crate) async fn announced(
+    role: &str,
+    process: &mut TetheredChild,
+    log: &Path,
+    from: usize,
+    marker: &str,
+) -> anyhow::Result<String> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let all = std::fs::read(log).unwrap_or_default();
+        let text = String::from_utf8_lossy(all.get(from..).unwrap_or_default());
         if let Some(rest) = text.lines().find_map(|l| l.strip_prefix(marker)) {
-            return Ok((Child::spawned(role, process), rest.trim().to_owned()));
+            return Ok(rest.trim().to_owned());
         }
         if let Some(status) = process.exited() {
             anyhow::bail!("the {role} exited ({status}): {}", tail_lines(&text, 8));

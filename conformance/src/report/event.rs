@@ -19,6 +19,8 @@ pub enum RunKind {
     ThirdParty,
     /// The official MCP conformance suite's scenarios through the durable path (`official`).
     Official,
+    /// The chaos run's checks over its history (R-CNF-21).
+    Chaos,
 }
 
 impl RunKind {
@@ -28,6 +30,7 @@ impl RunKind {
             RunKind::Bundled => ("durable-mcp-conformance", "conformance"),
             RunKind::ThirdParty => ("durable-mcp-conformance third-party", "third-party"),
             RunKind::Official => ("durable-mcp-conformance official", "official"),
+            RunKind::Chaos => ("durable-mcp-conformance chaos", "chaos"),
         }
     }
 }

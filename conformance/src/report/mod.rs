@@ -29,6 +29,13 @@ pub fn scenario_outcome(r: &ScenarioResult) -> Outcome {
     }
 }
 
+/// A long run's progress line, `run [mm:ss]: what`, with the time since it began (minutes past
+/// 59 keep counting: `load [75:02]`).
+pub fn elapsed_line(run: &str, elapsed: Duration, what: &str) -> String {
+    let s = elapsed.as_secs();
+    format!("{run} [{:02}:{:02}]: {what}", s / 60, s % 60)
+}
+
 pub fn fmt_duration(d: Duration) -> String {
     if d < Duration::from_secs(1) {
         format!("{} ms", d.as_millis())
