@@ -536,6 +536,7 @@ async fn run_step(env: &mut StepEnv<'_>, step: &crate::scenario::Step) -> Result
         Action::MoreResources(m) => feature_steps::more_resources(env, m),
         Action::ListChanged(l) => feature_steps::list_changed(env, l).await,
         Action::Listen(l) => feature_steps::listen(env, l).await,
+        Action::WaitHeartbeat(w) => workflows::wait_heartbeat(env, w).await,
         Action::AnswerOf(name) => {
             mcp_steps::run_answer_of(env, name, expect.ok_or_else(need)?).await
         }

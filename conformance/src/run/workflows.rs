@@ -124,3 +124,74 @@ mod tests {
         assert!(matches(&any, &seen(&["RUNNING", "COMPLETED"])));
     }
 }
+
+/// `wait_heartbeat`: waits (up to [`VISIBILITY_WAIT`]) until a running call Activity of the
+/// step's tool on the scenario's task queue has heartbeated the step's field (R-PRX-28's
+/// `upstream_task`), so a fault that follows finds it recorded.
+pub(crate) async fn wait_heartbeat(
+    env: &StepEnv<'_>,
+    step: &crate::scenario::WaitHeartbeat,
+) -> Result<String, Failure> {
+    use temporalio_protos::temporal::api::workflowservice::v1::ListActivityExecutionsRequest;
+    let started = std::time::Instant::now();
+    // The proxy's call Activity ids: `mcp/<service>/<operation>/<Nexus request id>`.
+    let operation = durable_mcp::mcp::operation_name::operation_for_tool(&step.tool);
+    let prefix = format!("mcp/{}/{operation}/", env.service);
+    let connection = env.client.connection().clone();
+    loop {
+        let request = ListActivityExecutionsRequest {
+            namespace: env.client.namespace().to_owned(),
+            page_size: 1000,
+            query: format!("TaskQueue = '{}'", env.task_queue),
+            ..Default::default()
+        };
+        let listed = connection
+            .clone()
+            .workflow_service()
+            .list_activity_executions(tonic::Request::new(request))
+            .await
+            .map_err(|e| Failure::Setup(format!("listing Activities: {}", e.message())))?
+            .into_inner();
+        for activity in listed
+            .executions
+            .iter()
+            .filter(|a| a.activity_id.starts_with(&prefix))
+        {
+            let described = durable_mcp::temporal::activity::describe_activity(
+                &connection,
+                env.client.namespace(),
+                &activity.activity_id,
+                &activity.run_id,
+            )
+            .await
+            .map_err(|e| {
+                Failure::Setup(format!(
+                    "describing {}: {}",
+                    activity.activity_id,
+                    e.message()
+                ))
+            })?;
+            if described
+                .as_ref()
+                .and_then(|d| d.heartbeat.as_ref())
+                .is_some_and(|h| !h[step.field.as_str()].is_null())
+            {
+                return Ok(format!(
+                    "{} heartbeated {} after {} ms",
+                    activity.activity_id,
+                    step.field,
+                    started.elapsed().as_millis()
+                ));
+            }
+        }
+        if started.elapsed() > VISIBILITY_WAIT {
+            return Err(Failure::Setup(format!(
+                "no call Activity of {} heartbeated {} within {} s",
+                step.tool,
+                step.field,
+                VISIBILITY_WAIT.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -99,6 +99,9 @@
 //! [[steps]]
 //! wait_for = { tool = "t", key = "k", event = "failed", count = 1 }  # a ledger event
 //! [[steps]]
+//! wait_heartbeat = { tool = "research", field = "upstream_task" }  # until a running call Activity
+//!                              # of the tool on the scenario's task queue heartbeated the field
+//! [[steps]]
 //! answer_of = "hog"            # waits for the named background call's own answer; checked by
 //!                              # expect (result | task | error), as an mcp step's answer is
 //! [[steps]]
@@ -191,7 +194,7 @@ pub(crate) use step::task_placeholders;
 pub use step::{
     Action, CallStep, Connections, Expect, ExpectedOutcome, Invocations, KillProxy, ListTools,
     McpCallStep, PlantCiphertext, ProxyMemory, SetAnnotations, Step, TaskStep, WaitFor,
-    WorkflowsExpect,
+    WaitHeartbeat, WorkflowsExpect,
 };
 
 /// A check family.
@@ -1121,6 +1124,26 @@ mod tests {
             let err = parse_err(&changed);
             assert!(err.contains(named), "{from:?} -> {to:?}: {err}");
         }
+    }
+
+    #[test]
+    fn a_heartbeat_wait_names_a_tool_and_a_field() {
+        let text = AWAITED.replace(
+            "answer_of = \"hog\"\n        [steps.expect]\n        outcome = \"result\"",
+            "wait_heartbeat = { tool = \"slow\", field = \"upstream_task\" }",
+        );
+        let s = Scenario::parse(&text, Path::new("x.toml")).unwrap();
+        let wait = s.steps[1].wait_heartbeat.as_ref().unwrap();
+        assert_eq!(
+            (wait.tool.as_str(), wait.field.as_str()),
+            ("slow", "upstream_task")
+        );
+        assert_eq!(
+            s.step_label(1),
+            "step 2 (wait_heartbeat slow upstream_task)"
+        );
+        let err = parse_err(&text.replace(", field = \"upstream_task\"", ""));
+        assert!(err.contains("field"), "{err}");
     }
 
     #[test]

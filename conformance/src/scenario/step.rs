@@ -88,6 +88,10 @@ pub struct Step {
     /// A stateless caller listens for list changes (`subscriptions/listen`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listen: Option<Listen>,
+    /// Waits until a running call Activity of a tool, on the scenario's task queue, has
+    /// heartbeated a field (R-PRX-28's `upstream_task`): what a proxy killed next must find.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_heartbeat: Option<WaitHeartbeat>,
     /// Waits for the own answer of the background `mcp` call with this `name` and checks it
     /// against `expect`: a step that must follow a background call's end waits for that answer,
     /// not for a ledger event (the tool finishing is not the connector answering).
@@ -171,6 +175,7 @@ pub enum Action<'a> {
     ListChanged(&'a ListChanged),
     Listen(&'a Listen),
     AnswerOf(&'a str),
+    WaitHeartbeat(&'a WaitHeartbeat),
 }
 
 impl Step {
@@ -243,13 +248,17 @@ impl Step {
         if let Some(name) = &self.answer_of {
             found.push(("answer_of", Action::AnswerOf(name)));
         }
+        if let Some(w) = &self.wait_heartbeat {
+            found.push(("wait_heartbeat", Action::WaitHeartbeat(w)));
+        }
         match found.len() {
             1 => Ok(found.remove(0).1),
             0 => bail!(
                 "needs one action: call, mcp, tasks_get, tasks_cancel, restart_connector, \
                  set_annotations, wait_for, pause_ms, kill_proxy, restart_proxy, \
                  restart_server, list_tools, connections, proxy_memory, plant_ciphertext, \
-                 request, add_tool, more_resources, list_changed, listen or answer_of"
+                 request, add_tool, more_resources, list_changed, listen, answer_of or \
+                 wait_heartbeat"
             ),
             _ => {
                 let names: Vec<_> = found.iter().map(|(n, _)| *n).collect();
@@ -288,6 +297,7 @@ impl Action<'_> {
             Action::ListChanged(l) => format!("list_changed {}", l.kind.as_str()),
             Action::Listen(l) => format!("listen x{}", l.kinds.len()),
             Action::AnswerOf(name) => format!("answer_of {name}"),
+            Action::WaitHeartbeat(w) => format!("wait_heartbeat {} {}", w.tool, w.field),
         }
     }
 
@@ -298,6 +308,7 @@ impl Action<'_> {
             Action::Mcp(c) => Some(&c.tool),
             Action::SetAnnotations(a) => Some(&a.tool),
             Action::WaitFor(w) => Some(&w.tool),
+            Action::WaitHeartbeat(w) => Some(&w.tool),
             _ => None,
         }
     }
@@ -416,6 +427,15 @@ pub struct SetAnnotations {
     pub tool: String,
     /// MCP `ToolAnnotations` JSON; replaces the tool's annotations.
     pub annotations: Value,
+}
+
+/// `wait_heartbeat`: a call Activity's heartbeat field to wait for.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitHeartbeat {
+    pub tool: String,
+    /// A field of the call's heartbeat (`upstream_task`: the upstream's own task it follows).
+    pub field: String,
 }
 
 /// A ledger event to wait for.
