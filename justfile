@@ -53,3 +53,9 @@ bench *ARGS:
 load *ARGS:
     cargo build --release --workspace --bins
     ./target/release/durable-mcp-conformance load {{ARGS}}
+
+# The chaos run (release build): a seeded fault campaign at load, checked against what
+# durable-mcp promises (docs/reliability.md). `just chaos --short` is the minute CI runs.
+chaos *ARGS:
+    cargo build --release --workspace --bins
+    ./target/release/durable-mcp-conformance chaos {{ARGS}}

@@ -181,7 +181,7 @@ async fn server_everything_over_stdio_gives_a_sensible_report() {
     // every plain tool `taskSupport: "forbidden"`: the task is the connector's, not the server's.
     options.task_tool = Some("trigger-long-running-operation".into());
     options.fuzz = 2;
-    options.fuzz_seed = 7;
+    options.seed = 7;
     let report = third_party::run(server, &options).await;
     let text = report.render();
     eprintln!("{text}");
@@ -337,4 +337,90 @@ async fn resources_and_prompts_are_compared_for_the_server() {
          prompts/list: equal; prompts/get greet: equal",
         "{text}"
     );
+}
+
+/// A spec of two tools that run long enough to be cut: one read-only (retried), one destructive
+/// and not idempotent (one attempt).
+fn sleepy_spec() -> durable_mcp_conformance::fixtures::UpstreamSpec {
+    use durable_mcp_conformance::fixtures::{Behavior, ToolSpec, UpstreamSpec};
+    let tool = |name: &str, annotations: serde_json::Value| ToolSpec {
+        name: name.into(),
+        title: None,
+        description: Some("sleeps, then echoes".into()),
+        annotations: Some(annotations),
+        input_schema: None,
+        output_schema: None,
+        meta: None,
+        execution: None,
+        icons: None,
+        behavior: Behavior::Sleep { ms: 1_500 },
+    };
+    UpstreamSpec {
+        name: "sleepy".into(),
+        tools: vec![
+            tool("sleepy_read", serde_json::json!({"readOnlyHint": true})),
+            tool(
+                "sleepy_write",
+                serde_json::json!({"destructiveHint": true, "idempotentHint": false}),
+            ),
+        ],
+        instructions: None,
+    }
+}
+
+/// `--chaos` over stdio and over HTTP (R-CNF-22): every cut read-only call is tried again and
+/// ends with its result; no cut destructive call is attempted twice, and the ledger shows each
+/// ran at most once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_cuts_calls_and_each_tool_keeps_what_its_annotations_promise() {
+    use durable_mcp_conformance::fixtures::{Ledger, LedgerEvent, SpecSource};
+    let server = harness::shared().await.expect("shared Temporal dev server");
+    let dir = tempfile::tempdir().unwrap();
+    let stdio_ledger = dir.path().join("stdio.jsonl");
+    let http_ledger = Ledger::new(dir.path().join("http.jsonl"));
+    let http = durable_mcp_conformance::fixtures::serve_mock_upstream_http_with(
+        SpecSource::Inline(sleepy_spec()),
+        Some(http_ledger.path().to_owned()),
+        "127.0.0.1:0".parse().unwrap(),
+        None,
+    )
+    .await
+    .unwrap();
+    let upstreams = [
+        (
+            "stdio",
+            mock_upstream(dir.path(), &stdio_ledger, &sleepy_spec()),
+        ),
+        ("http", Upstream::http(&http.url, &[]).unwrap()),
+    ];
+    for (how, upstream) in upstreams {
+        let mut options = ThirdPartyOptions::new(upstream);
+        options.allow_tools = vec!["sleepy_write".into()];
+        options.chaos = true;
+        options.seed = 7;
+        let report = third_party::run(server, &options).await;
+        println!("{how}:\n{}", report.render());
+        for tool in ["sleepy_read", "sleepy_write"] {
+            let check = report
+                .checks
+                .iter()
+                .find(|c| c.name == format!("chaos/{tool}"))
+                .unwrap_or_else(|| panic!("{how}: no chaos/{tool} line"));
+            assert_eq!(check.status, Status::Pass, "{how}: {check}");
+            assert!(check.detail.contains("promises:"), "{check}");
+        }
+        let read = report
+            .checks
+            .iter()
+            .find(|c| c.name == "chaos/sleepy_read")
+            .unwrap();
+        assert!(!read.detail.contains("one attempt") && read.detail.contains("retried"));
+    }
+    // Whatever the cuts did, the destructive tool ran at most once per call: five calls (the
+    // direct and the durable fidelity calls, three cut ones), never more runs.
+    for ledger in [Ledger::new(stdio_ledger), http_ledger] {
+        let called = ledger.count("sleepy_write", LedgerEvent::Called);
+        assert!(called <= 5, "sleepy_write ran {called} times for 5 calls");
+    }
+    http.shutdown().await;
 }

@@ -645,6 +645,7 @@ fn invocations(line: &str) -> Vec<Invocation> {
         } else if word == "just" {
             let sub = match words.get(i + 1).map(String::as_str) {
                 Some("load") => Some("load"),
+                Some("chaos") => Some("chaos"),
                 Some("conformance") => Some("run"),
                 Some("temporal") => Some("temporal"),
                 _ => None,

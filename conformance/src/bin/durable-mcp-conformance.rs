@@ -230,8 +230,15 @@ struct ThirdParty {
     /// generated from its input schema, comparing direct and durable results.
     #[arg(long, value_name = "N", default_value_t = 0)]
     fuzz: usize,
-    /// Seed for --fuzz (default: random; the report prints it, so a run can be replayed).
-    #[arg(long, value_name = "SEED", requires = "fuzz")]
+    /// Also cut calls of each checked tool while a worker runs them: a stdio server's process
+    /// is SIGKILLed, an HTTP server's connection (on this machine) reset, stalled or
+    /// blackholed through a relay of the runner's own; one line per tool says what its
+    /// annotations promise (retried, or at most one attempt) and what each cut call did.
+    #[arg(long)]
+    chaos: bool,
+    /// Seed for --fuzz and --chaos (default: random; the report prints it, so a run can be
+    /// replayed).
+    #[arg(long, value_name = "SEED")]
     seed: Option<u64>,
     /// Check cancellation on this tool (repeatable): it is started through the durable path and
     /// cancelled after --cancel-after; the check passes when the call ends canceled and the
@@ -261,15 +268,20 @@ impl ThirdParty {
                     self.allow_tool.is_empty()
                         && self.args.is_none()
                         && self.fuzz == 0
+                        && !self.chaos
                         && self.cancel_tool.is_empty()
                         && self.reattach_tool.is_none()
                         && self.task_tool.is_none(),
-                    "--allow-tool, --args, --fuzz, --cancel-tool, --reattach-tool and \
+                    "--allow-tool, --args, --fuzz, --chaos, --cancel-tool, --reattach-tool and \
                      --task-tool need --upstream-stdio or --upstream-http"
                 );
                 return Ok(None);
             }
         };
+        anyhow::ensure!(
+            self.seed.is_none() || self.fuzz > 0 || self.chaos,
+            "--seed replays --fuzz or --chaos: give one of them"
+        );
         let mut options = third_party::ThirdPartyOptions::new(upstream);
         options.allow_tools = self.allow_tool.clone();
         options.cancel_tools = self.cancel_tool.clone();
@@ -277,7 +289,8 @@ impl ThirdParty {
         options.reattach_tool = self.reattach_tool.clone();
         options.task_tool = self.task_tool.clone();
         options.fuzz = self.fuzz;
-        options.fuzz_seed = self.seed.unwrap_or_else(|| {
+        options.chaos = self.chaos;
+        options.seed = self.seed.unwrap_or_else(|| {
             // Random enough to vary between runs; printed for replay.
             let nanos = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -532,7 +545,13 @@ async fn main() -> anyhow::Result<()> {
                 if tp.fuzz > 0 {
                     println!(
                         "fuzzing with {} input(s) per tool, seed {} (replay: --fuzz {} --seed {})",
-                        tp.fuzz, tp.fuzz_seed, tp.fuzz, tp.fuzz_seed
+                        tp.fuzz, tp.seed, tp.fuzz, tp.seed
+                    );
+                }
+                if tp.chaos {
+                    println!(
+                        "cutting calls mid-call, seed {} (replay: --chaos --seed {})",
+                        tp.seed, tp.seed
                     );
                 }
                 let started = std::time::Instant::now();

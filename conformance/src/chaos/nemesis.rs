@@ -192,21 +192,28 @@ async fn ready(base: &str) {
     }
 }
 
-/// The pid of the mock upstream a proxy (`ancestor`) runs over stdio (under its watchdog,
-/// R-PRX-11), if one runs.
-fn stdio_child(ancestor: u32) -> Option<u32> {
-    // Every process: pid -> (command name, parent pid).
-    let processes: std::collections::HashMap<u32, (String, u32)> = std::fs::read_dir("/proc")
-        .ok()?
+/// Every process of the machine: its pid, command name and parent's pid, from `/proc`.
+pub fn process_table() -> std::collections::HashMap<u32, (String, u32)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Default::default();
+    };
+    entries
         .flatten()
         .filter_map(|entry| {
             let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
             let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // The name is parenthesised and may hold ") ": the state and parent follow the last.
             let (name, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
             let ppid: u32 = rest.split_whitespace().nth(1)?.parse().ok()?;
             Some((pid, (name.to_owned(), ppid)))
         })
-        .collect();
+        .collect()
+}
+
+/// The pid of the mock upstream a proxy (`ancestor`) runs over stdio (under its watchdog,
+/// R-PRX-11), if one runs.
+fn stdio_child(ancestor: u32) -> Option<u32> {
+    let processes = process_table();
     let descends = |mut pid: u32| {
         for _ in 0..8 {
             match processes.get(&pid) {

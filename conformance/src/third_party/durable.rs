@@ -181,6 +181,41 @@ impl DurablePath {
         (outcome_json(outcome), carried)
     }
 
+    /// Calls `tool` and runs `cut` once a worker picked the call up (a fault of the chaos
+    /// check, R-CNF-22); answers how the call ended and how many attempts its Activity made.
+    pub async fn call_cut(
+        &self,
+        tool: &str,
+        args: &JsonObject,
+        cut: impl std::future::Future<Output = ()>,
+    ) -> (Result<Value, String>, Option<i32>) {
+        let op = match self.start_call(tool, args).await {
+            Ok(op) => op,
+            Err(e) => return (Err(e), None),
+        };
+        if let Err(e) = self.wait_until_running(&op).await {
+            return (Err(e), None);
+        }
+        cut.await;
+        let outcome = match tokio::time::timeout(
+            CALL_TIMEOUT + CANCEL_LANDS_WITHIN,
+            self.client.wait(&op, &CancellationToken::new()),
+        )
+        .await
+        {
+            Ok(Ok(outcome)) => outcome_json(outcome),
+            Ok(Err(e)) => Err(format!("waiting for the outcome: {e}")),
+            Err(_) => Err("no outcome within its timeout".into()),
+        };
+        let attempts = self
+            .activity_of(&op)
+            .await
+            .ok()
+            .flatten()
+            .map(|(_, attempt)| attempt);
+        (outcome, attempts)
+    }
+
     /// Starts `tool`, cancels it after `after`, and checks that the operation ends Canceled
     /// and that the cancel reached the tool call (its activity ended CANCELED, which is when
     /// the proxy has sent `notifications/cancelled` upstream).

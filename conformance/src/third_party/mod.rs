@@ -29,6 +29,7 @@
 //!
 //! Every check that could not apply is reported as skipped, with why.
 
+mod chaos;
 mod compare;
 mod durable;
 mod features;
@@ -75,10 +76,12 @@ pub struct ThirdPartyOptions {
     /// The tool a host calls as a task (`--task-tool`); `None`: the slowest read-only tool.
     pub task_tool: Option<String>,
     /// `--fuzz N`: call each tool of the fidelity check with N more inputs generated from its
-    /// input schema, seeded with `fuzz_seed`.
+    /// input schema, seeded with `seed`.
     pub fuzz: usize,
-    /// The seed for `--fuzz` (printed in the report, so a run can be replayed).
-    pub fuzz_seed: u64,
+    /// `--chaos`: cut calls of each tool of the fidelity check mid-call (R-CNF-22).
+    pub chaos: bool,
+    /// The seed for `--fuzz` and `--chaos` (printed in the report, so a run can be replayed).
+    pub seed: u64,
 }
 
 impl ThirdPartyOptions {
@@ -92,7 +95,8 @@ impl ThirdPartyOptions {
             reattach_tool: None,
             task_tool: None,
             fuzz: 0,
-            fuzz_seed: 0,
+            chaos: false,
+            seed: 0,
         }
     }
 }
@@ -517,6 +521,11 @@ pub async fn run_with_progress(
             None => unreachable!("a cancel tool means a durable path"),
         }
     }
+    // 6. Chaos: calls cut mid-call, against what each tool's annotations promise.
+    if options.chaos {
+        let tools = chaos_tools(&plan, &tool_json, &direct);
+        cut_tools(server, options, durable.as_ref(), &tools, &mut report).await;
+    }
     if let Some(Ok(path)) = durable {
         path.stop().await;
     }
@@ -663,6 +672,77 @@ fn host_limits_line(tools: &Tools<'_>, through: &[(String, Value)]) -> (Status, 
     }
 }
 
+/// The tools `--chaos` cuts: those the fidelity check called, with the direct result and the
+/// attempts the proxy allows each (tools only a task caller may call are followed as tasks,
+/// which a cut does not end: they are left out).
+fn chaos_tools(
+    plan: &[ToolPlan],
+    tool_json: &[Value],
+    direct: &BTreeMap<String, Result<Value, String>>,
+) -> Vec<chaos::ChaosTool> {
+    plan.iter()
+        .zip(tool_json)
+        .filter(|(tool, _)| tool.task_support.as_deref() != Some("required"))
+        .filter_map(|(tool, json)| {
+            let args = tool.arguments.as_ref().ok()?.clone();
+            let policy = infer(&ToolHints::from_tool_json(json)).policy;
+            Some(chaos::ChaosTool {
+                name: tool.name.clone(),
+                args,
+                direct: direct.get(&tool.name)?.clone(),
+                one_attempt: policy.maximum_attempts == Some(1),
+            })
+        })
+        .collect()
+}
+
+/// Cuts each tool's calls: a stdio server's process killed through the fidelity check's
+/// durable path, an HTTP server's connection cut through a relay and a durable path of its own.
+async fn cut_tools<F: FnMut(&Check)>(
+    server: &DevServer,
+    options: &ThirdPartyOptions,
+    durable: Option<&anyhow::Result<DurablePath>>,
+    tools: &[chaos::ChaosTool],
+    report: &mut Live<F>,
+) {
+    if tools.is_empty() {
+        let why = "no tool to cut: the fidelity check called none (allow one with --allow-tool)";
+        report.push("chaos", Status::Skipped(why.into()), "");
+        return;
+    }
+    let mut rng = crate::chaos::schedule::rng(options.seed, 0);
+    let relayed = match &options.upstream {
+        Upstream::Stdio { .. } => None,
+        http => Some(chaos::relayed(http).await),
+    };
+    let own_path = match &relayed {
+        Some(Ok((_, through))) => Some(DurablePath::start(server, through).await),
+        _ => None,
+    };
+    let (path, cutter) = match (&relayed, &own_path, durable) {
+        (None, _, Some(Ok(path))) => (path, chaos::Cutter::Kill),
+        (Some(Ok((relay, _))), Some(Ok(path)), _) => (path, chaos::Cutter::Relay(relay.clone())),
+        (Some(Err(why)), _, _) => {
+            report.push("chaos", Status::Skipped(why.clone()), "");
+            return;
+        }
+        (_, Some(Err(e)), _) | (None, _, Some(Err(e))) => {
+            let why = format!("durable path unavailable: {e:#}");
+            report.push("chaos", Status::Fail(why), "");
+            return;
+        }
+        _ => unreachable!("a tool to cut means a durable path"),
+    };
+    for tool in tools {
+        let cuts = chaos::cut_calls(path, &cutter, tool, &mut rng).await;
+        let (status, detail) = chaos::verdict(tool, &cuts);
+        report.push(format!("chaos/{}", tool.name), status, detail);
+    }
+    if let Some(Ok(path)) = own_path {
+        path.stop().await;
+    }
+}
+
 /// The arguments for a tool: from `--args`, else built from its input schema
 /// ([`synth::synthesize`]: required fields, enums, bounds, formats, the author's examples).
 fn arguments_for(
@@ -706,7 +786,7 @@ async fn fuzz_tool(
             );
         }
     };
-    let inputs = synth::sample(&strategy, options.fuzz_seed, options.fuzz);
+    let inputs = synth::sample(&strategy, options.seed, options.fuzz);
     for (i, input) in inputs.iter().enumerate() {
         let Some(args) = input.as_object() else {
             continue;
@@ -725,7 +805,7 @@ async fn fuzz_tool(
                 "input {} of {} (seed {}): {input}",
                 i + 1,
                 inputs.len(),
-                options.fuzz_seed
+                options.seed
             );
             let status = match status {
                 Status::Fail(why) => Status::Fail(format!("{why}; {replay}")),
@@ -739,7 +819,7 @@ async fn fuzz_tool(
         format!(
             "{} generated input(s) gave the same result both ways (seed {})",
             inputs.len(),
-            options.fuzz_seed
+            options.seed
         ),
     )
 }
