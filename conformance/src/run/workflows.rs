@@ -95,36 +95,6 @@ pub(crate) async fn check_workflows(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn seen(statuses: &[&str]) -> Vec<(String, String)> {
-        statuses
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (format!("w{i}"), (*s).to_owned()))
-            .collect()
-    }
-
-    #[test]
-    fn exactly_the_count_and_every_status() {
-        let want = WorkflowsExpect {
-            count: 1,
-            status: Some("CANCELED".into()),
-        };
-        assert!(matches(&want, &seen(&["CANCELED"])));
-        assert!(!matches(&want, &seen(&["RUNNING"])));
-        assert!(!matches(&want, &seen(&["CANCELED", "CANCELED"])));
-        assert!(!matches(&want, &seen(&[])));
-        let any = WorkflowsExpect {
-            count: 2,
-            status: None,
-        };
-        assert!(matches(&any, &seen(&["RUNNING", "COMPLETED"])));
-    }
-}
-
 /// `wait_heartbeat`: waits (up to [`VISIBILITY_WAIT`]) until a running call Activity of the
 /// step's tool on the scenario's task queue has heartbeated the step's field (R-PRX-28's
 /// `upstream_task`), so a fault that follows finds it recorded.
@@ -193,5 +163,35 @@ pub(crate) async fn wait_heartbeat(
             )));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(statuses: &[&str]) -> Vec<(String, String)> {
+        statuses
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (format!("w{i}"), (*s).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn exactly_the_count_and_every_status() {
+        let want = WorkflowsExpect {
+            count: 1,
+            status: Some("CANCELED".into()),
+        };
+        assert!(matches(&want, &seen(&["CANCELED"])));
+        assert!(!matches(&want, &seen(&["RUNNING"])));
+        assert!(!matches(&want, &seen(&["CANCELED", "CANCELED"])));
+        assert!(!matches(&want, &seen(&[])));
+        let any = WorkflowsExpect {
+            count: 2,
+            status: None,
+        };
+        assert!(matches(&any, &seen(&["RUNNING", "COMPLETED"])));
     }
 }
