@@ -225,6 +225,13 @@ pub async fn warm_up(urls: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A request about a task the client follows.
+enum TaskRequest<'a> {
+    /// Answer its questions (`tasks/update`).
+    Answer(&'a str, &'a rmcp::model::InputRequests),
+    Cancel(&'a str),
+}
+
 /// The run's clients and what they recorded.
 pub struct Workload {
     pub urls: Vec<String>,
@@ -430,7 +437,8 @@ impl Workload {
         while !self.give_up.is_cancelled() {
             r = (r + 1) % n;
             if !cancelled && Instant::now() >= cancel_at {
-                cancelled = self.cancel(call, id, r, replicas).await;
+                let cancel = TaskRequest::Cancel(id);
+                cancelled = self.task_request(call, cancel, r, replicas).await;
                 if !cancelled {
                     tokio::time::sleep(POLL).await;
                 }
@@ -453,10 +461,8 @@ impl Workload {
                         // Answered once; again only if the answer seems lost.
                         if answered_at.is_none_or(|at| at.elapsed() > Duration::from_secs(10)) {
                             let other = (r + 1) % n;
-                            if self
-                                .answer(call, id, other, &input_requests, replicas)
-                                .await
-                            {
+                            let answer = TaskRequest::Answer(id, &input_requests);
+                            if self.task_request(call, answer, other, replicas).await {
                                 answered_at = Some(Instant::now());
                             }
                         }
@@ -505,13 +511,13 @@ impl Workload {
         }
     }
 
-    /// `tasks/update` on replica `r` with an answer to every question; whether it was taken.
-    async fn answer(
+    /// `tasks/update` (with an answer to every question) or `tasks/cancel` on replica `r`;
+    /// whether it was acknowledged.
+    async fn task_request(
         &self,
         call: &mut Call,
-        id: &str,
+        request: TaskRequest<'_>,
         r: usize,
-        questions: &rmcp::model::InputRequests,
         replicas: &mut Replicas,
     ) -> bool {
         let Ok(client) = replicas.get(r).await else {
@@ -520,36 +526,22 @@ impl Workload {
         if !call.replicas.contains(&r) {
             call.replicas.push(r);
         }
-        let responses: BTreeMap<String, Value> = questions
-            .keys()
-            .map(|k| {
-                (
-                    k.clone(),
-                    json!({"action": "accept", "content": {"confirm": true}}),
-                )
-            })
-            .collect();
-        let update = client.update_task(UpdateTaskParams::new(id, responses));
-        match sent(tokio::time::timeout(REQUEST_TIMEOUT, update).await) {
-            Sent::Answer(()) => true,
-            Sent::JsonRpc { .. } => false,
-            Sent::Refused(_) | Sent::Lost(_) => {
-                replicas.drop_client(r);
-                false
+        let answer = match request {
+            TaskRequest::Answer(id, questions) => {
+                let accept = json!({"action": "accept", "content": {"confirm": true}});
+                let responses: BTreeMap<String, Value> = questions
+                    .keys()
+                    .map(|k| (k.clone(), accept.clone()))
+                    .collect();
+                let update = client.update_task(UpdateTaskParams::new(id, responses));
+                tokio::time::timeout(REQUEST_TIMEOUT, update).await
             }
-        }
-    }
-
-    /// `tasks/cancel` on replica `r`; whether it was acknowledged.
-    async fn cancel(&self, call: &mut Call, id: &str, r: usize, replicas: &mut Replicas) -> bool {
-        let Ok(client) = replicas.get(r).await else {
-            return false;
+            TaskRequest::Cancel(id) => {
+                let cancel = client.cancel_task(CancelTaskParams::new(id));
+                tokio::time::timeout(REQUEST_TIMEOUT, cancel).await
+            }
         };
-        if !call.replicas.contains(&r) {
-            call.replicas.push(r);
-        }
-        let cancel = client.cancel_task(CancelTaskParams::new(id));
-        match sent(tokio::time::timeout(REQUEST_TIMEOUT, cancel).await) {
+        match sent(answer) {
             Sent::Answer(()) => true,
             Sent::JsonRpc { .. } => false,
             Sent::Refused(_) | Sent::Lost(_) => {
