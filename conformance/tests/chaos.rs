@@ -1,4 +1,4 @@
-//! `durable-mcp-conformance chaos --short` once, as CI runs it (R-CNF-21): a minute of every
+//! `durable-mcp-conformance chaos --short` once, as CI runs it (R-CNF-24): a minute of every
 //! fault kind at load through the real binaries on a real dev server, then the checker. What
 //! is asserted is the checker's verdict (every promise kept: no call lost or run twice, every
 //! unknown outcome explained, nothing left open) and that the run exercised what it claims

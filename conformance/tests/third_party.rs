@@ -368,7 +368,7 @@ fn sleepy_spec() -> durable_mcp_conformance::fixtures::UpstreamSpec {
     }
 }
 
-/// `--chaos` over stdio and over HTTP (R-CNF-22): every cut read-only call is tried again and
+/// `--chaos` over stdio and over HTTP (R-CNF-25): every cut read-only call is tried again and
 /// ends with its result; no cut destructive call is attempted twice, and the ledger shows each
 /// ran at most once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

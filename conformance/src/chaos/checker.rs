@@ -1,4 +1,4 @@
-//! The checker: pure functions over a run's [`History`], one per promise (R-CNF-21). Each
+//! The checker: pure functions over a run's [`History`], one per promise (R-CNF-24). Each
 //! answers a [`Verdict`]: what broke the promise (a failure fails the run) and what is worth
 //! knowing (notes, such as each unknown outcome with the fault that explains it).
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// What a fault does (R-CNF-21). Serialized kebab-case: `kill-proxy`, `relay-stall`.
+/// What a fault does (R-CNF-24). Serialized kebab-case: `kill-proxy`, `relay-stall`.
 #[derive(
     Debug,
     Clone,

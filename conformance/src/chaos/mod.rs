@@ -1,4 +1,4 @@
-//! `durable-mcp-conformance chaos`: a seeded fault campaign at load (R-CNF-21), in the manner
+//! `durable-mcp-conformance chaos`: a seeded fault campaign at load (R-CNF-24), in the manner
 //! of Jepsen: clients run a mixed workload through two connector replicas, two proxy workers
 //! and a dev server on a database file while a seeded nemesis kills, stops and cuts them; a
 //! checker then reads the history (what the clients saw, the upstreams' ledger, Temporal's

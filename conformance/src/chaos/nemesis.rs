@@ -1,6 +1,6 @@
 //! The nemesis: applies the planned faults ([`super::schedule`]) to the run's processes and its
 //! relay, each on a task of its own so they overlap, and records when each began and when what
-//! it broke served again (R-CNF-21).
+//! it broke served again (R-CNF-24).
 
 use std::{
     sync::{Arc, Mutex},

@@ -1,4 +1,4 @@
-//! What the chaos run reads besides its clients' answers (R-CNF-21): the upstreams' ledger,
+//! What the chaos run reads besides its clients' answers (R-CNF-24): the upstreams' ledger,
 //! Temporal's record of open work, each process's memory, and direct calls to a twin of the
 //! upstream for the read-only comparison.
 

@@ -1,4 +1,4 @@
-//! The chaos run's report (R-CNF-21): faults by kind with their recovery times, calls by kind
+//! The chaos run's report (R-CNF-24): faults by kind with their recovery times, calls by kind
 //! and outcome, lost and duplicated calls, each unknown outcome with the fault that explains
 //! it, throughput with and without faults in force, and the checks as cases of the runner's
 //! one report model (R-CNF-10), so JUnit and JSON come out as for every other run.
@@ -305,7 +305,7 @@ impl ChaosReport {
                 suite: "chaos".into(),
                 verdict,
                 duration: None,
-                rules: vec!["R-CNF-21".into()],
+                rules: vec!["R-CNF-24".into()],
                 output: output.join("\n"),
             }));
         }

@@ -1,5 +1,5 @@
 //! The nemesis's plan: which fault, on what, when and for how long, drawn from a seed
-//! (R-CNF-21). A pure function of its inputs, so `--seed S` with the same duration, pace and
+//! (R-CNF-24). A pure function of its inputs, so `--seed S` with the same duration, pace and
 //! kinds replays the same faults.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! What a chaos run stands up (R-CNF-21): a dev server on a database file, two mock upstreams
+//! What a chaos run stands up (R-CNF-24): a dev server on a database file, two mock upstreams
 //! writing one ledger (over HTTP, reached through the runner's relay, and over stdio, a child of
 //! each proxy), two `durable-mcp-proxy` workers on one task queue, two `durable-mcp-connector`
 //! replicas over HTTP with one signing key, and a Workflow worker calling tools through the

@@ -1,4 +1,4 @@
-//! The chaos run's clients (R-CNF-21): `concurrency` of them in a closed loop, each drawing its
+//! The chaos run's clients (R-CNF-24): `concurrency` of them in a closed loop, each drawing its
 //! next call from the seeded mix, over stateless 2026-07-28 clients declaring the tasks
 //! extension, to either connector replica. Each call is followed to its final answer, through
 //! faults, and recorded as its client saw it ([`Call`]).

@@ -19,7 +19,7 @@ pub enum RunKind {
     ThirdParty,
     /// The official MCP conformance suite's scenarios through the durable path (`official`).
     Official,
-    /// The chaos run's checks over its history (R-CNF-21).
+    /// The chaos run's checks over its history (R-CNF-24).
     Chaos,
 }
 

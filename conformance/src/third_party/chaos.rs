@@ -1,4 +1,4 @@
-//! `--chaos`: the chaos run's nemesis around someone else's server (R-CNF-22). Each tool the
+//! `--chaos`: the chaos run's nemesis around someone else's server (R-CNF-25). Each tool the
 //! fidelity check calls is called a few more times through the durable path, and each call is
 //! cut while a worker runs it: a stdio server's process is SIGKILLed (the proxy starts another
 //! on the next attempt), an HTTP server's connection is reset, stalled or blackholed through

@@ -182,7 +182,7 @@ impl DurablePath {
     }
 
     /// Calls `tool` and runs `cut` once a worker picked the call up (a fault of the chaos
-    /// check, R-CNF-22); answers how the call ended and how many attempts its Activity made.
+    /// check, R-CNF-25); answers how the call ended and how many attempts its Activity made.
     pub async fn call_cut(
         &self,
         tool: &str,

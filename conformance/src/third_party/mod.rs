@@ -78,7 +78,7 @@ pub struct ThirdPartyOptions {
     /// `--fuzz N`: call each tool of the fidelity check with N more inputs generated from its
     /// input schema, seeded with `seed`.
     pub fuzz: usize,
-    /// `--chaos`: cut calls of each tool of the fidelity check mid-call (R-CNF-22).
+    /// `--chaos`: cut calls of each tool of the fidelity check mid-call (R-CNF-25).
     pub chaos: bool,
     /// The seed for `--fuzz` and `--chaos` (printed in the report, so a run can be replayed).
     pub seed: u64,
