@@ -1,7 +1,9 @@
 //! Fair shares (R-CON-38): whom a per-caller limit counts a request under, and the counters
 //! those limits keep. Under inbound auth a caller is its verified token subject
 //! ([`CallerScope`]); without auth, it is the address the request came from (an IPv6 peer by
-//! its /64, which one client usually holds whole). Over stdio there is one caller and no share.
+//! its /64, which one client usually holds whole): behind a trusted reverse proxy the client
+//! address its header names ([`ClientAddr`], R-CON-50), else the peer's. Over stdio there is
+//! one caller and no share.
 
 use std::{
     collections::HashMap,
@@ -25,6 +27,12 @@ pub enum Share {
 /// (the connector's accept loop); a host serving the router itself may insert it the same way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeerAddr(pub SocketAddr);
+
+/// The address of the client a request is from, when the accept loop read it from a trusted
+/// reverse proxy's header (R-CON-50; [`crate::forwarded`]); it stands in for [`PeerAddr`] in
+/// every per-address share. A host serving the router itself may insert it the same way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientAddr(pub IpAddr);
 
 /// What per-address limits count a peer under: its IPv4 address (also when it arrives
 /// IPv4-mapped), or its IPv6 /64, since one IPv6 client usually holds a whole /64 and could
@@ -52,15 +60,17 @@ pub fn network_key(ip: IpAddr) -> Option<IpAddr> {
     }
 }
 
-/// The share of an HTTP request: its verified caller, else its peer's address; `None` when
-/// the request carries neither (a library host that inserts no [`PeerAddr`]).
+/// The share of an HTTP request: its verified caller, else its client's address (behind a
+/// trusted proxy, R-CON-50), else its peer's; `None` when the request carries none of them (a
+/// library host that inserts no [`PeerAddr`]).
 pub fn share_of(extensions: &http::Extensions) -> Option<Share> {
     if let Some(caller) = extensions.get::<CallerScope>() {
         return Some(Share::Caller(caller.clone()));
     }
-    extensions
-        .get::<PeerAddr>()
-        .map(|peer| Share::Address(address_key(peer.0.ip())))
+    let client = extensions.get::<ClientAddr>().map(|client| client.0);
+    client
+        .or_else(|| extensions.get::<PeerAddr>().map(|peer| peer.0.ip()))
+        .map(|ip| Share::Address(address_key(ip)))
 }
 
 /// How many of something each key holds, each capped.
@@ -169,6 +179,12 @@ mod tests {
         assert_eq!(
             share_of(&extensions),
             Some(Share::Address("2001:db8::".parse().unwrap()))
+        );
+        // Behind a trusted proxy, the client its header names.
+        extensions.insert(ClientAddr("198.51.100.1".parse().unwrap()));
+        assert_eq!(
+            share_of(&extensions),
+            Some(Share::Address("198.51.100.1".parse().unwrap()))
         );
         let alice = CallerScope::Subject {
             issuer: "https://idp".into(),

@@ -148,6 +148,9 @@ pub struct HttpOptions {
     /// Without [`Self::auth`]: the most MCP sessions in all, whatever their address (also
     /// when a host inserts no peer address); 10,000 by default (R-CON-38).
     pub max_sessions: usize,
+    /// The reverse proxies whose header names the client a request is from, which every
+    /// per-address share then counts it under (R-CON-50); none by default.
+    pub trusted_proxies: super::forwarded::TrustedProxies,
 }
 
 impl HttpOptions {
@@ -163,6 +166,7 @@ impl HttpOptions {
             replays: ReplayLimits::default(),
             requests_per_session_minute: DEFAULT_REQUESTS_PER_SESSION_MINUTE,
             max_sessions: super::auth::MAX_SESSIONS,
+            trusted_proxies: Default::default(),
         }
     }
 }
@@ -599,9 +603,10 @@ pub async fn serve_connector_http(
         options.path
     );
     let grace = options.shutdown_grace;
-    let limits = options.limits;
+    let (limits, trusted) = (options.limits, options.trusted_proxies.clone());
     let task = tokio::spawn(async move {
-        let server = listener::serve_counting(listener, app, limits, shutdown.clone(), metrics);
+        let stop = shutdown.clone();
+        let server = listener::serve_counting(listener, app, limits, stop, metrics, trusted);
         let server = async move {
             server.await;
             anyhow::Ok(())

@@ -21,6 +21,7 @@ pub mod as_written_http;
 pub mod auth;
 pub mod counted_sessions;
 pub mod fair;
+pub mod forwarded;
 pub mod health;
 pub mod http;
 pub mod idempotency;

@@ -19,6 +19,13 @@
 //!   hold at most half the places ([`unproven_share`]): when that share is full, the oldest of
 //!   them is closed for a new one ([`Unproven`]). So silent or unauthenticated connections
 //!   never hold every place, and a client that sends its request at once is served.
+//! - Behind a reverse proxy named by `--trusted-proxy` (R-CON-50), a connection from it is
+//!   not counted under the proxy's address when it is accepted: its first request's client
+//!   address (the proxy's header, [`crate::forwarded`]) takes that place instead, under the
+//!   same per-address and /48 caps (without inbound auth; with it the per-caller cap of
+//!   R-CON-38 counts it), and every request carries its client address ([`ClientAddr`]) for
+//!   the other per-address shares. A trusted proxy's header that names no client is answered
+//!   400.
 //! - Shutdown stops accepting, and the returned future ends when every connection has closed
 //!   (hyper's graceful shutdown: idle keep-alive connections close at once, busy ones after
 //!   their response).
@@ -43,7 +50,8 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
 use crate::{
-    fair::{Counts, PeerAddr, Slot, address_key, network_key},
+    fair::{ClientAddr, Counts, PeerAddr, Slot, address_key, network_key},
+    forwarded::TrustedProxies,
     task_ref::CallerScope,
 };
 
@@ -168,9 +176,15 @@ impl Unproven {
 #[derive(Debug, Default)]
 pub struct ConnectionOwner {
     owner: Mutex<Option<Slot<CallerScope>>>,
+    /// Without inbound auth, behind a trusted proxy: the places of the client its first
+    /// request came from, under the per-address caps (R-CON-50).
+    client: Mutex<Option<PeerPlaces>>,
     /// Its place among the connections yet to prove themselves, until they do (R-CON-19).
     unproven: Option<(Arc<Unproven>, u64)>,
 }
+
+/// A peer's (or a proxied client's) places under the per-address cap and its /48's cap.
+type PeerPlaces = (Slot<IpAddr>, Option<Slot<IpAddr>>);
 
 impl ConnectionOwner {
     /// Whether this connection may serve `caller`: it is counted for a caller already (the
@@ -193,6 +207,20 @@ impl ConnectionOwner {
         true
     }
 
+    /// Whether this connection from a trusted proxy may serve client `ip`: it is counted for
+    /// a client already (the first, whoever asks now, as [`Self::claim`] does for callers), or
+    /// `ip` is under the per-address caps and this connection now counts as one of its own.
+    fn claim_client(&self, caps: &AddressCaps, ip: IpAddr) -> bool {
+        let mut client = self.client.lock().unwrap();
+        if client.is_none() {
+            *client = match caps.admit(ip) {
+                Some(places) => Some(places),
+                None => return false,
+            };
+        }
+        true
+    }
+
     /// The connection carried a request (under inbound auth, a verified caller's, see
     /// [`Self::claim`]): it leaves the share of connections yet to prove themselves.
     pub fn prove(&self) {
@@ -209,7 +237,7 @@ fn admit_peer(
     per_network: &Arc<Counts<IpAddr>>,
     ip: IpAddr,
     cap: usize,
-) -> Option<(Slot<IpAddr>, Option<Slot<IpAddr>>)> {
+) -> Option<PeerPlaces> {
     let network = match network_key(ip) {
         Some(key) => Some(per_network.admit(&key, network_cap(cap))?),
         None => None,
@@ -217,10 +245,81 @@ fn admit_peer(
     Some((per_address.admit(&address_key(ip), cap)?, network))
 }
 
+/// The per-address connection caps (R-CON-19) with what they count, shared by the accept loop
+/// (peers) and the requests of trusted proxies' connections (their clients, R-CON-50).
+struct AddressCaps {
+    per_address: Arc<Counts<IpAddr>>,
+    per_network: Arc<Counts<IpAddr>>,
+    cap: usize,
+}
+
+impl AddressCaps {
+    fn admit(&self, ip: IpAddr) -> Option<PeerPlaces> {
+        admit_peer(&self.per_address, &self.per_network, ip, self.cap)
+    }
+}
+
+/// Who a request is from, as each of a connection's requests learns it (R-CON-50): the caps
+/// its client is counted under, the proxies trusted to name it, whether inbound auth counts
+/// connections per caller instead, and where refusals are counted.
+struct Clients {
+    caps: AddressCaps,
+    trusted: TrustedProxies,
+    by_caller: bool,
+    metrics: Option<crate::metrics::Metrics>,
+}
+
+impl Clients {
+    /// Puts the request's client address in its extensions and, for a connection from a
+    /// trusted proxy without inbound auth, counts the connection for that client. `Some`
+    /// answer instead when the header names no client (400) or the client holds its share
+    /// (503).
+    fn admit<B>(
+        &self,
+        peer: std::net::SocketAddr,
+        owner: &ConnectionOwner,
+        request: &mut http::Request<B>,
+    ) -> Option<axum::response::Response> {
+        use axum::response::IntoResponse as _;
+        if !self.trusted.trusts(peer.ip()) {
+            return None;
+        }
+        let client = match self.trusted.client_address(peer.ip(), request.headers()) {
+            Ok(client) => client,
+            Err(malformed) => {
+                tracing::debug!(peer = %peer.ip(), why = malformed.why, "refused a request: its trusted proxy named no client");
+                let close = [(http::header::CONNECTION, "close")];
+                let text = format!("{malformed}\n");
+                return Some((http::StatusCode::BAD_REQUEST, close, text).into_response());
+            }
+        };
+        request.extensions_mut().insert(ClientAddr(client));
+        if self.by_caller || owner.claim_client(&self.caps, client) {
+            return None;
+        }
+        if let Some(metrics) = &self.metrics {
+            metrics.count_refusal("--http-max-connections-per-address");
+        }
+        tracing::debug!(
+            cap = self.caps.cap,
+            "refused a request: its proxied client holds its share of connections"
+        );
+        let headers = [
+            (http::header::CONNECTION, "close"),
+            (http::header::RETRY_AFTER, "1"),
+        ];
+        let status = http::StatusCode::SERVICE_UNAVAILABLE;
+        Some((status, headers, OVER_CAP_TEXT).into_response())
+    }
+}
+
 /// What a connection over [`ConnectionLimits::max_per_address`] is told before it is closed.
 const OVER_ADDRESS_CAP: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
 Content-Type: text/plain\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 95\r\n\r\n\
 too many connections from this address; close some or raise --http-max-connections-per-address\n";
+
+/// The body of that answer, also given to a trusted proxy's client over its share (R-CON-50).
+const OVER_CAP_TEXT: &str = "too many connections from this address; close some or raise --http-max-connections-per-address\n";
 
 /// Serves `app` on `listener` within `limits` until `stop` is cancelled, then until every
 /// connection has closed.
@@ -230,21 +329,31 @@ pub async fn serve(
     limits: ConnectionLimits,
     stop: CancellationToken,
 ) {
-    serve_counting(listener, app, limits, stop, None).await;
+    serve_counting(listener, app, limits, stop, None, TrustedProxies::default()).await;
 }
 
-/// [`serve`], counting the connections refused at the per-address cap in `metrics` (R-RUN-6).
+/// [`serve`], counting the connections refused at the per-address cap in `metrics` (R-RUN-6),
+/// with the clients of the `trusted` reverse proxies counted as their own (R-CON-50).
 pub async fn serve_counting(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     limits: ConnectionLimits,
     stop: CancellationToken,
     metrics: Option<crate::metrics::Metrics>,
+    trusted: TrustedProxies,
 ) {
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let per_address: Arc<Counts<IpAddr>> = Arc::default();
-    let per_network: Arc<Counts<IpAddr>> = Arc::default();
+    let clients = Arc::new(Clients {
+        caps: AddressCaps {
+            per_address: Arc::default(),
+            per_network: Arc::default(),
+            cap: limits.max_per_address,
+        },
+        trusted,
+        by_caller: limits.proven_by_verified_caller,
+        metrics,
+    });
     let unproven = Unproven::new(unproven_share(limits.max_connections));
     let limits = ConnectionLimits {
         first_request: limits.first_request.min(limits.header_read),
@@ -267,43 +376,54 @@ pub async fn serve_counting(
                 }
             },
         };
-        let (mut stream, peer) = stream;
-        let admitted = admit_peer(
-            &per_address,
-            &per_network,
-            peer.ip(),
-            limits.max_per_address,
-        );
-        let Some(address_slot) = admitted else {
-            drop(slot);
-            if let Some(metrics) = &metrics {
-                metrics.count_refusal("--http-max-connections-per-address");
-            }
-            // Debug, not warn: a client hammering the cap must not flood the log.
-            tracing::debug!(
-                peer = %peer.ip(),
-                cap = limits.max_per_address,
-                "refused an HTTP connection: too many from this address"
-            );
-            tokio::spawn(async move {
-                use tokio::io::AsyncWriteExt as _;
-                let _ = tokio::time::timeout(Duration::from_secs(5), async {
-                    let _ = stream.write_all(OVER_ADDRESS_CAP).await;
-                    let _ = stream.shutdown().await;
-                })
-                .await;
-            });
-            continue;
+        let (stream, peer) = stream;
+        // A trusted proxy's connection is counted for its first request's client instead.
+        let address_places = match clients.trusted.trusts(peer.ip()) {
+            true => None,
+            false => match clients.caps.admit(peer.ip()) {
+                Some(places) => Some(places),
+                None => {
+                    drop(slot);
+                    refuse_over_address_cap(stream, peer, &clients);
+                    continue;
+                }
+            },
         };
         let _ = stream.set_nodelay(true);
         let accepted = Accepted {
             stream,
             peer,
-            places: (slot, address_slot),
+            places: (slot, address_places),
         };
-        spawn_connection(accepted, &app, &limits, &unproven, &graceful);
+        spawn_connection(accepted, &app, (&limits, &clients), &unproven, &graceful);
     }
     graceful.shutdown().await;
+}
+
+/// Answers a connection over the per-address cap with a 503 naming the flag and closes it,
+/// without taking a place.
+fn refuse_over_address_cap(
+    mut stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    clients: &Clients,
+) {
+    if let Some(metrics) = &clients.metrics {
+        metrics.count_refusal("--http-max-connections-per-address");
+    }
+    // Debug, not warn: a client hammering the cap must not flood the log.
+    tracing::debug!(
+        peer = %peer.ip(),
+        cap = clients.caps.cap,
+        "refused an HTTP connection: too many from this address"
+    );
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt as _;
+        let _ = tokio::time::timeout(Duration::from_secs(5), async {
+            let _ = stream.write_all(OVER_ADDRESS_CAP).await;
+            let _ = stream.shutdown().await;
+        })
+        .await;
+    });
 }
 
 /// A connection the loop accepted, with its places under the caps (given back when it ends).
@@ -318,7 +438,7 @@ struct Accepted<P> {
 fn spawn_connection<P: Send + 'static>(
     accepted: Accepted<P>,
     app: &axum::Router,
-    limits: &ConnectionLimits,
+    (limits, clients): (&ConnectionLimits, &Arc<Clients>),
     unproven: &Arc<Unproven>,
     graceful: &GracefulShutdown,
 ) {
@@ -333,23 +453,30 @@ fn spawn_connection<P: Send + 'static>(
         .header_read_timeout(limits.header_read);
     let (id, evicted) = unproven.admit();
     let spoke = CancellationToken::new();
-    // Each request learns its peer (per-address limits) and its connection (per-caller).
+    // Each request learns its peer and client (per-address limits) and its connection
+    // (per-caller).
     let owner = Arc::new(ConnectionOwner {
-        owner: Mutex::default(),
         unproven: Some((unproven.clone(), id)),
+        ..ConnectionOwner::default()
     });
     let (proven_by_any, first) = (!limits.proven_by_verified_caller, spoke.clone());
-    let app = app
-        .clone()
-        .map_request(move |mut request: http::Request<hyper::body::Incoming>| {
-            first.cancel();
-            if proven_by_any {
-                owner.prove();
+    let (app, clients) = (app.clone(), clients.clone());
+    let app = tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
+        first.cancel();
+        if proven_by_any {
+            owner.prove();
+        }
+        request.extensions_mut().insert(PeerAddr(peer));
+        request.extensions_mut().insert(owner.clone());
+        let refused = clients.admit(peer, &owner, &mut request);
+        let app = app.clone();
+        async move {
+            match refused {
+                None => app.oneshot(request).await,
+                Some(refusal) => Ok(refusal),
             }
-            request.extensions_mut().insert(PeerAddr(peer));
-            request.extensions_mut().insert(owner.clone());
-            request
-        });
+        }
+    });
     let connection = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
     let connection = graceful.watch(connection);
     let (unproven, first_request) = (unproven.clone(), limits.first_request);
@@ -564,6 +691,54 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn each_client_behind_a_trusted_proxy_gets_its_own_connections() {
+        let (listener, addr, app) = ok_app().await;
+        let limits = ConnectionLimits {
+            max_per_address: 1,
+            ..ConnectionLimits::default()
+        };
+        let net = crate::forwarded::parse_trusted_proxy("127.0.0.1").unwrap();
+        let trusted = TrustedProxies::new(vec![net], Default::default());
+        let stop = CancellationToken::new();
+        let served = serve_counting(listener, app, limits, stop.clone(), None, trusted);
+        let server = tokio::spawn(served);
+        let short = Duration::from_millis(500);
+        let from = |client: &str| {
+            format!("GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: {client}\r\n\r\n")
+        };
+        let mut held = Vec::new();
+        // The proxy's address holds no place itself: each client holds its own one.
+        for (client, expected) in [
+            ("198.51.100.1", "200 OK"),
+            ("198.51.100.2", "200 OK"),
+            ("198.51.100.1", "503 "),
+            ("203.0.113.9, 198.51.100.1", "503 "),
+            ("198.51.100.3:4711", "200 OK"),
+            ("not an address", "400 "),
+        ] {
+            let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let (answer, _) = exchange(&mut stream, from(client).as_bytes(), short).await;
+            assert!(answer.contains(expected), "{client}: {answer}");
+            if expected == "503 " {
+                assert!(
+                    answer.contains("--http-max-connections-per-address"),
+                    "{answer}"
+                );
+            }
+            if expected == "400 " {
+                assert!(answer.contains("--trusted-proxy"), "{answer}");
+            }
+            held.push(stream);
+        }
+        // A later request on a client's connection is served, whoever it names.
+        let (answer, _) = exchange(&mut held[0], from("198.51.100.9").as_bytes(), short).await;
+        assert!(answer.contains("200 OK"), "{answer}");
+        stop.cancel();
+        drop(held);
+        server.abort();
+    }
+
+    #[tokio::test]
     async fn connections_refused_at_the_address_cap_are_counted() {
         let (listener, addr, app) = ok_app().await;
         let limits = ConnectionLimits {
@@ -571,7 +746,15 @@ mod tests {
             ..ConnectionLimits::default()
         };
         let (stop, metrics) = (CancellationToken::new(), crate::metrics::Metrics::new());
-        let served = serve_counting(listener, app, limits, stop.clone(), Some(metrics.clone()));
+        let trusted = TrustedProxies::default();
+        let served = serve_counting(
+            listener,
+            app,
+            limits,
+            stop.clone(),
+            Some(metrics.clone()),
+            trusted,
+        );
         let server = tokio::spawn(served);
         let _first = tokio::net::TcpStream::connect(addr).await.unwrap();
         let mut second = tokio::net::TcpStream::connect(addr).await.unwrap();
