@@ -131,14 +131,22 @@ pub async fn session_http_client<C: rmcp::Service<RoleClient>>(
 }
 
 /// An older (session) rmcp client over Streamable HTTP whose connections come from the local
-/// address `from` (a loopback one, `127.0.0.2`, to be another address to a loopback server).
+/// address `from` (a loopback one, `127.0.0.2`, to be another address to a loopback server),
+/// each request carrying `X-Forwarded-For: forwarded_for` when given (a reverse proxy at
+/// `from`, R-CON-50).
 pub async fn session_http_client_from<C: rmcp::Service<RoleClient>>(
     url: &str,
-    from: std::net::IpAddr,
+    (from, forwarded_for): (std::net::IpAddr, Option<&str>),
     client: C,
 ) -> anyhow::Result<McpClient<C>> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(value) = forwarded_for {
+        let value = value.parse().context("an X-Forwarded-For value")?;
+        headers.insert("x-forwarded-for", value);
+    }
     let http = reqwest::Client::builder()
         .local_address(from)
+        .default_headers(headers)
         .build()
         .context("an HTTP client bound to a local address")?;
     let config =

@@ -305,6 +305,7 @@ impl Replicas {
         if let Some(cap) = def.limits.http_max_connections_per_address {
             http.limits.max_per_address = cap;
         }
+        http.trusted_proxies = trusted_proxies(&def.limits.trusted_proxies)?;
         let (server, stop) = serve_connector_http(connector, http).await?;
         let client = if def.transport == ConnectorTransport::HttpStateless {
             stateless_http_client(&server.url, info).await?
@@ -353,16 +354,18 @@ impl Replicas {
     }
 
     /// A fresh session client of replica `name` (or of the first), with the replica's client
-    /// capabilities, whose connections come from `from`.
+    /// capabilities, whose connections come from `from`, its requests carrying
+    /// `forwarded_for` as `X-Forwarded-For` when given (R-CON-50).
     pub async fn client_from(
         &self,
         name: Option<&str>,
         from: std::net::IpAddr,
+        forwarded_for: Option<&str>,
     ) -> anyhow::Result<McpClient> {
         let url = self.url(name)?.to_owned();
         let def = self.def(name)?;
         let info = ScenarioClient::of(def);
-        crate::kit::mcp::session_http_client_from(&url, from, info).await
+        crate::kit::mcp::session_http_client_from(&url, (from, forwarded_for), info).await
     }
 
     /// The extra `--route` keys of the replica `name` (the first when `None`), if any.
@@ -418,4 +421,16 @@ impl Replicas {
             replica.stop().await;
         }
     }
+}
+
+/// A replica's `--trusted-proxy` ranges (R-CON-50), read as the flag reads them.
+fn trusted_proxies(
+    ranges: &[String],
+) -> anyhow::Result<durable_mcp::inbound::forwarded::TrustedProxies> {
+    use durable_mcp::inbound::forwarded::{TrustedProxies, parse_trusted_proxy};
+    let nets = ranges
+        .iter()
+        .map(|r| parse_trusted_proxy(r).map_err(anyhow::Error::msg))
+        .collect::<anyhow::Result<_>>()?;
+    Ok(TrustedProxies::new(nets, Default::default()))
 }

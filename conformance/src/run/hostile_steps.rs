@@ -75,7 +75,11 @@ pub(crate) async fn run_connections(
         let mut stream = connect_from(step.from, to)
             .await
             .map_err(|e| Failure::Setup(format!("connecting from {} to {to}: {e}", step.from)))?;
-        match refused(&mut stream).await {
+        let answer = match &step.forwarded_for {
+            Some(client) => through_a_proxy(&mut stream, client).await,
+            None => refused(&mut stream).await,
+        };
+        match answer {
             Some(answer) => refusals.push(answer),
             None => {
                 served += 1;
@@ -110,6 +114,45 @@ async fn connect_from(from: std::net::IpAddr, to: SocketAddr) -> std::io::Result
     };
     socket.bind(SocketAddr::new(from, 0))?;
     socket.connect(to).await
+}
+
+/// A request as a reverse proxy at this connection's address sends it for `client`: `None`
+/// when it is served (200, the connection kept open), else the answer (R-CON-50).
+async fn through_a_proxy(stream: &mut TcpStream, client: &str) -> Option<String> {
+    use tokio::io::AsyncWriteExt as _;
+    let request =
+        format!("GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Forwarded-For: {client}\r\n\r\n");
+    if let Err(e) = stream.write_all(request.as_bytes()).await {
+        return Some(format!("(write failed: {e})"));
+    }
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    // One small answer: read its head, then as much body as it says.
+    while !complete_answer(&answer) {
+        match tokio::time::timeout(REFUSAL_WAIT * 4, stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => answer.extend_from_slice(&buf[..n]),
+            Ok(Ok(_)) | Ok(Err(_)) | Err(_) => break,
+        }
+    }
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    (!answer.starts_with("HTTP/1.1 200")).then_some(answer)
+}
+
+/// Whether `answer` holds a whole HTTP answer: its head and the `Content-Length` bytes after.
+fn complete_answer(answer: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(answer);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return false;
+    };
+    let length = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0);
+    body.len() >= length
 }
 
 /// What the connector said before closing the connection, when it spoke first (a refusal).

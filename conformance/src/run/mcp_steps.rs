@@ -207,7 +207,11 @@ pub(crate) async fn run_mcp_call(
     let fresh = match call.from {
         Some(from) => Some(
             replicas
-                .client_from(call.connector.as_deref(), from)
+                .client_from(
+                    call.connector.as_deref(),
+                    from,
+                    call.forwarded_for.as_deref(),
+                )
                 .await
                 .map_err(|e| Failure::Setup(format!("a client from {from}: {e:#}")))?,
         ),

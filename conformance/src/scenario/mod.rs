@@ -65,6 +65,7 @@
 //! temporal_tools_decode = false  # true: they also decode what they show (--temporal-tools-decode,
 //!                              # R-OPS-7); needs codec
 //! limits = { max_in_flight_per_caller = 1, http_max_connections_per_address = 3 }  # optional: flags
+//!                              # also trusted_proxies = ["127.0.0.5/32"] (--trusted-proxy)
 //! list_cache_ms = 1000         # optional: --list-cache (how old a listing may be, R-CON-17)
 //! list_changed_poll_ms = 1000  # optional: --list-changed-poll (how often it re-lists for listeners, R-CON-42)
 //! route = { task_support = "mirror", synchronous = ["t"] }  # optional: more --route keys (R-CON-39)
@@ -84,7 +85,8 @@
 //!                              # "{run}" (unique per run), "{task_queue}" and "{task:NAME}" (the
 //!                              # task ID an earlier step saved) in argument strings are filled in
 //!                              # from = "127.0.0.2" (http: a fresh client from that address, another caller
-//!                              # without auth); background = true (left in flight; no expect),
+//!                              # without auth); forwarded_for = "198.51.100.1" (with from: every request
+//!                              # carries it as X-Forwarded-For); background = true (left in flight; no expect),
 //!                              # with name = "hog" an answer_of step waits for its answer
 //! [[steps]]
 //! tasks_get = { connector = "b", task = "t1", until_done = true }   # or forged = "ID"; alter = true
@@ -118,6 +120,8 @@
 //! [[steps]]
 //! connections = { connector = "a", from = "127.0.0.2", count = 5, served = 3, refused = 2 }
 //!                              # raw TCP to an http connector, held open; optional refusal_contains = "--http-..."
+//!                              # forwarded_for = "198.51.100.1": each sends GET /healthz with that
+//!                              # X-Forwarded-For (served: 200; refused: any other answer)
 //! [[steps]]
 //! proxy_memory = { peak_below_mib = 96 }   # the proxy's VmHWM (proxy mode = "process")
 //! [[steps]]
@@ -449,6 +453,10 @@ pub struct ConnectorLimits {
     /// `--http-max-connections-per-address` (HTTP transports only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_max_connections_per_address: Option<usize>,
+    /// `--trusted-proxy` (HTTP transports only): the ranges whose `X-Forwarded-For` names the
+    /// client (R-CON-50).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trusted_proxies: Vec<String>,
 }
 
 /// How a connector replica's client reaches it.

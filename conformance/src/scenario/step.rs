@@ -141,6 +141,11 @@ pub struct Connections {
     /// What every refusal's body says (e.g. the flag that raises the cap).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refusal_contains: Option<String>,
+    /// Each connection sends `GET /healthz` with this `X-Forwarded-For` at once: served when
+    /// answered 200, refused otherwise (a trusted proxy's connections are counted at their first
+    /// request, R-CON-50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forwarded_for: Option<String>,
 }
 
 /// `proxy_memory`: the proxy's peak resident memory so far is below `peak_below_mib` MiB.
@@ -369,6 +374,10 @@ pub struct McpCallStep {
     /// this loopback address (`127.0.0.2`), another caller when the connector has no auth.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<std::net::IpAddr>,
+    /// With `from`: every request of that client carries this `X-Forwarded-For`, as a reverse
+    /// proxy at `from` would write it (R-CON-50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forwarded_for: Option<String>,
     /// Send the call and go on without waiting: it stays in flight while the next steps run
     /// (wait for its `called` ledger event first); its answer is not checked here (no
     /// `expect`), but an `answer_of` step can wait for it and check it when it has a `name`.
@@ -637,6 +646,9 @@ fn validate_hostile(action: Action<'_>, field: &str) -> anyhow::Result<()> {
         }
         Action::Mcp(c) if c.from.is_some_and(|a| !a.is_loopback()) => {
             bail!("{field}.mcp.from: not a loopback address")
+        }
+        Action::Mcp(c) if c.forwarded_for.is_some() && c.from.is_none() => {
+            bail!("{field}.mcp.forwarded_for: needs from (the proxy's address)")
         }
         Action::Mcp(c) if c.background && c.cancel_after_ms.is_some() => {
             bail!("{field}.mcp: background and cancel_after_ms do not go together")
