@@ -242,6 +242,22 @@ pub struct ConnectorFlags {
     /// address [default: a sixteenth of --http-max-connections, 64 of 1024].
     #[arg(long, value_name = "N", value_parser = values::parse_count_or_zero)]
     pub http_max_connections_per_address: Option<usize>,
+    /// With `--transport http`: a reverse proxy (load balancer) in front of the connector, as
+    /// a CIDR range or one address (10.0.0.0/8, 192.0.2.7, fd00::/8). Repeatable. A request
+    /// from one of them counts, in every per-address share (connections, in-flight calls, call
+    /// starts, sessions, kept answers), under the client address the proxy's
+    /// --trusted-proxy-header names (its right-most address that is not a trusted proxy), and
+    /// the proxy's own address holds no share; with --auth-config the shares are the token
+    /// subject's, as always. A header from any other peer is ignored. Name only proxies that
+    /// append the client's address: whoever connects from these ranges can name any client.
+    #[arg(long = "trusted-proxy", value_name = "CIDR", value_parser = values::trusted_proxy)]
+    pub trusted_proxies: Vec<durable_mcp_connector::forwarded::IpNet>,
+    /// With --trusted-proxy: the header those proxies write the client's address into,
+    /// x-forwarded-for or forwarded (RFC 7239). Only that header is read: a client can send
+    /// the other through a proxy that does not rewrite it. A trusted proxy's request whose
+    /// header names no IP address at the client's hop is answered 400.
+    #[arg(long, value_name = "HEADER", default_value = "x-forwarded-for", value_parser = values::forwarded_header, requires = "trusted_proxies")]
+    pub trusted_proxy_header: durable_mcp_connector::forwarded::ForwardedHeader,
     /// With --auth-config: how many connections may serve one caller (token subject) at once,
     /// whatever addresses they come from; a request on one more gets a 503 naming this flag
     /// and its connection is closed. 0 for no such cap.

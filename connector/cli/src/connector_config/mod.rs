@@ -348,6 +348,10 @@ pub fn http_options(
     options.sessions_per_address = flags.max_sessions_per_caller;
     options.requests_per_session_minute = flags.max_requests_per_session_minute;
     options.replays.per_caller_bytes = flags.max_answer_mib_per_caller << 20;
+    options.trusted_proxies = durable_mcp_connector::forwarded::TrustedProxies::new(
+        flags.trusted_proxies.clone(),
+        flags.trusted_proxy_header,
+    );
     options
 }
 

@@ -705,6 +705,71 @@ fn http_options_carry_the_flags_and_the_public_host() {
 }
 
 #[test]
+fn trusted_proxies_and_their_header_reach_the_http_options() {
+    use durable_mcp_connector::forwarded::{ForwardedHeader, TrustedProxies};
+    let options = http_options(&routed(&["--transport", "http"]), "/mcp".into(), None);
+    assert_eq!(
+        options.trusted_proxies,
+        TrustedProxies::default(),
+        "none by default"
+    );
+    let flags = routed(&[
+        "--transport",
+        "http",
+        "--trusted-proxy",
+        "10.0.0.0/8",
+        "--trusted-proxy",
+        "192.0.2.7",
+        "--trusted-proxy-header",
+        "Forwarded",
+    ]);
+    let trusted = http_options(&flags, "/mcp".into(), None).trusted_proxies;
+    for (ip, trusts) in [
+        ("10.1.2.3", true),
+        ("192.0.2.7", true),
+        ("192.0.2.8", false),
+    ] {
+        assert_eq!(trusted.trusts(ip.parse().unwrap()), trusts, "{ip}");
+    }
+    let nets = ["10.0.0.0/8", "192.0.2.7"].map(parse_trusted);
+    assert_eq!(
+        trusted,
+        TrustedProxies::new(nets.to_vec(), ForwardedHeader::Forwarded)
+    );
+    for (args, says) in [
+        (
+            &["--trusted-proxy", "0.0.0.0/0"][..],
+            "trusts every address",
+        ),
+        (&["--trusted-proxy", "lb.internal"][..], "not a CIDR range"),
+        (
+            &["--trusted-proxy-header", "forwarded"][..],
+            "--trusted-proxy",
+        ),
+        (
+            &[
+                "--trusted-proxy",
+                "10.0.0.1",
+                "--trusted-proxy-header",
+                "x-real-ip",
+            ][..],
+            "x-forwarded-for or forwarded",
+        ),
+    ] {
+        let mut all = vec!["--route", ROUTE, "--transport", "http"];
+        all.extend_from_slice(args);
+        let err = parse(&all)
+            .err()
+            .unwrap_or_else(|| panic!("{args:?} parsed"));
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+fn parse_trusted(net: &str) -> durable_mcp_connector::forwarded::IpNet {
+    durable_mcp_connector::forwarded::parse_trusted_proxy(net).unwrap()
+}
+
+#[test]
 fn the_public_host_keeps_a_port_other_than_the_scheme_default() {
     let cases = [
         ("https://mcp.example.com/mcp", "mcp.example.com"),

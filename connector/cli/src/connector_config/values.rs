@@ -82,6 +82,23 @@ pub fn parse_route_arg(s: &str) -> Result<Route, String> {
     parse_route(s).map_err(|e| e.to_string())
 }
 
+/// `--trusted-proxy`: a CIDR range or one address, never every address (R-CON-50).
+pub fn trusted_proxy(s: &str) -> Result<durable_mcp_connector::forwarded::IpNet, String> {
+    durable_mcp_connector::forwarded::parse_trusted_proxy(s)
+}
+
+/// `--trusted-proxy-header`: `x-forwarded-for` or `forwarded` (RFC 7239).
+pub fn forwarded_header(
+    s: &str,
+) -> Result<durable_mcp_connector::forwarded::ForwardedHeader, String> {
+    use durable_mcp_connector::forwarded::ForwardedHeader;
+    match s.to_ascii_lowercase().as_str() {
+        "x-forwarded-for" => Ok(ForwardedHeader::XForwardedFor),
+        "forwarded" => Ok(ForwardedHeader::Forwarded),
+        _ => Err("must be x-forwarded-for or forwarded, the header the proxy writes".into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
