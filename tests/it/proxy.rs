@@ -253,6 +253,7 @@ fn tool_handler(
         overrides: BTreeMap::new(),
         discovery,
         codec: None,
+        state_keys: durable_mcp::outbound::state_key::StateKeys::per_process(),
     });
     service.handler(tool).unwrap().clone()
 }

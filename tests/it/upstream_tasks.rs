@@ -54,6 +54,7 @@ fn task_tool(name: &str, ms: u64, error: Option<TaskError>) -> ToolSpec {
             ms,
             error,
             ask: None,
+            counted_ids: false,
         },
     }
 }

@@ -44,7 +44,7 @@ pub use error::HarnessError;
 pub use image::LOCAL_IMAGE_REPOSITORY;
 pub(crate) use process::TetheredChild;
 pub use process::process_alive;
-pub use slice::{Slice, upstream};
+pub use slice::{Slice, test_state_key_base64, test_state_keys, upstream};
 
 use container::ContainerServer;
 use external::ExternalServer;

@@ -66,6 +66,9 @@ impl Slice {
             task_queue: self.task_queue.clone(),
             max_concurrent_calls,
             codec: None,
+            // Proxies of one test process share their state key, as workers given one
+            // MCP_PROXY_STATE_KEY do (R-PRX-35).
+            state_keys: test_state_keys(),
         }
     }
 
@@ -82,6 +85,34 @@ impl Slice {
             upstreams,
         )
     }
+}
+
+/// The state keys every proxy this process runs shares (a random key, made once).
+pub fn test_state_keys() -> durable_mcp::outbound::state_key::StateKeys {
+    static KEY: std::sync::OnceLock<durable_mcp::outbound::state_key::StateKey> =
+        std::sync::OnceLock::new();
+    let key = KEY.get_or_init(|| {
+        let text = test_state_key_base64();
+        durable_mcp::outbound::state_key::StateKey::from_base64(&text).expect("a 32-byte key")
+    });
+    durable_mcp::outbound::state_key::StateKeys::shared(key.clone(), Vec::new())
+}
+
+/// This process's test state key in base64, for a proxy run as a child
+/// (`MCP_PROXY_STATE_KEY`): the same as [`test_state_keys`].
+pub fn test_state_key_base64() -> String {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        use base64::Engine as _;
+        let bytes: Vec<u8> = uuid::Uuid::new_v4()
+            .as_bytes()
+            .iter()
+            .chain(uuid::Uuid::new_v4().as_bytes())
+            .copied()
+            .collect();
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    })
+    .clone()
 }
 
 /// An upstream fronted as `service` with the proxy's default options and no overrides.

@@ -21,7 +21,7 @@ use super::{
 use crate::{
     fixtures::as_written::without_durable_meta,
     harness::unique_name,
-    scenario::{CallStep, Expect, ExpectedOutcome},
+    scenario::{CallStep, Expect, ExpectedOutcome, ForgedState},
 };
 
 /// `expect.written`: the result is exactly the JSON the upstream wrote.
@@ -69,13 +69,19 @@ pub(crate) async fn run_call(
     expect: &Expect,
 ) -> Result<String, Failure> {
     let client = &env.client;
-    let arguments = Value::Object(call.arguments.clone());
+    let (operation, input) = match &call.forged_state {
+        Some(forged) => forged_round(&env.service, call, forged)?,
+        None => (
+            step_operation(&call.tool),
+            payload::to_payload(&Value::Object(call.arguments.clone())).map_err(setup)?,
+        ),
+    };
     let mut start = StartOperation::new(
         unique_name(&format!("call-{}", call.tool)),
         env.endpoint,
         &env.service,
-        step_operation(&call.tool),
-        payload::to_payload(&arguments).map_err(setup)?,
+        operation,
+        input,
     );
     start.schedule_to_close = Some(Duration::from_millis(call.timeout_ms.unwrap_or(60_000)));
     let retry = call.start_twice.then(|| start.clone());
@@ -222,6 +228,60 @@ pub(crate) async fn run_call(
     env.saved
         .check_and_save(expect, answer, None, &mut summary)?;
     Ok(summary)
+}
+
+/// The operation and input of a step with a [`ForgedState`]: the tool's next round, or the
+/// cancel marker, carrying a state of the proxy's form that no proxy signed.
+fn forged_round(
+    service: &str,
+    call: &CallStep,
+    forged: &ForgedState,
+) -> Result<
+    (
+        String,
+        temporalio_protos::temporal::api::common::v1::Payload,
+    ),
+    Failure,
+> {
+    use durable_mcp::mcp::input::{CANCELLED_ROUND, CancelledRound, INPUT_ROUND, InputRound};
+    let state = forged_state(service, &call.tool, &call.arguments, &forged.task_id);
+    if forged.cancel {
+        let marker = CancelledRound {
+            request_state: Some(state),
+        };
+        let input = payload::to_payload(&marker).map_err(setup)?;
+        return Ok((CANCELLED_ROUND.to_owned(), input));
+    }
+    let round = InputRound {
+        arguments: call.arguments.clone(),
+        input_responses: forged.input_responses.clone(),
+        request_state: Some(state),
+    };
+    let input = payload::to_marked_payload(&round, INPUT_ROUND).map_err(setup)?;
+    Ok((step_operation(&call.tool), input))
+}
+
+/// What a proxy before signed states (R-PRX-35) wrote for an upstream task waiting for input,
+/// and what anyone who read its code can write: its prefix, then JSON naming the service, the
+/// tool, the FNV-1a fingerprint of the arguments' JSON, the task and the connection.
+fn forged_state(
+    service: &str,
+    tool: &str,
+    arguments: &serde_json::Map<String, Value>,
+    task_id: &str,
+) -> String {
+    let json = serde_json::to_string(arguments).unwrap_or_default();
+    let hash = json.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let state = json!({
+        "service": service,
+        "tool": tool,
+        "arguments": format!("{hash:016x}"),
+        "taskId": task_id,
+        "origin": format!("http:{service}"),
+    });
+    format!("durable-mcp-upstream-task.v1.{state}")
 }
 
 /// The Nexus operation a `call` step starts: `list_tools` is the reserved listing itself

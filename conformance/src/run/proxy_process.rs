@@ -93,6 +93,11 @@ impl ProxyLauncher {
             .env("RUST_LOG", "warn")
             // A secret of the proxy's own that no upstream may find (R-PRX-11).
             .env(PROXY_SECRET_VAR, "for the proxy only")
+            // Shared with every proxy of the run, as one deployment's workers (R-PRX-35).
+            .env(
+                durable_mcp::outbound::state_key::STATE_KEY_ENV,
+                crate::harness::test_state_key_base64(),
+            )
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);

@@ -24,7 +24,8 @@
 //! # after `ms` or the argument `sleep_ms`) | json_rpc_error (code, message, data: always a JSON-RPC
 //! # error, each replaced by the call's argument of that name)
 //! # | task (a task of its own: `ms` in four steps, for a caller declaring the tasks extension, or
-//! # ending failed with `error = { code, message }`; list it with execution = { taskSupport = "required" })
+//! # ending failed with `error = { code, message }`; list it with execution = { taskSupport = "required" };
+//! # counted_ids = true: its task IDs are task-1, task-2, ...)
 //! # | ask_input (message: answers an InputRequiredResult asking to confirm, after the argument
 //! # `sleep_ms` if given, then, given the answer and its requestState, echoes it: `confirmed: ...`;
 //! # SEP-2322) | ask_sampling (message:
@@ -78,7 +79,11 @@
 //! # Each step has exactly one action and, for calls and task methods, an `[steps.expect]`.
 //! [[steps]]
 //! call = { tool = "t", arguments = { key = "k" } }    # straight to the proxy's Nexus service;
-//!                              # optional: cancel_after_ms, timeout_ms, start_twice
+//!                              # optional: cancel_after_ms, timeout_ms, start_twice,
+//!                              # forged_state = { task_id = "task-1", input_responses = {...} }:
+//!                              # instead, the tool's next round with a requestState of the proxy's
+//!                              # form that no proxy signed, naming that upstream task on the HTTP
+//!                              # upstream (cancel = true: the cancel marker operation with it)
 //! [[steps]]
 //! mcp = { connector = "a", tool = "t", arguments = { key = "k" }, idempotency_key = "order-1" }
 //!                              # optional: cancel_after_ms (the client drops the request);
@@ -196,8 +201,8 @@ mod step;
 pub use feature_steps::{AddTool, FEATURE_METHODS, ListChanged, ListKind, Listen, RequestStep};
 pub(crate) use step::task_placeholders;
 pub use step::{
-    Action, CallStep, Connections, Expect, ExpectedOutcome, Invocations, KillProxy, ListTools,
-    McpCallStep, PlantCiphertext, ProxyMemory, SetAnnotations, Step, TaskStep, WaitFor,
+    Action, CallStep, Connections, Expect, ExpectedOutcome, ForgedState, Invocations, KillProxy,
+    ListTools, McpCallStep, PlantCiphertext, ProxyMemory, SetAnnotations, Step, TaskStep, WaitFor,
     WaitHeartbeat, WorkflowsExpect,
 };
 

@@ -337,6 +337,25 @@ pub struct CallStep {
     /// retried start does: the server must answer with the same run, not a new one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub start_twice: bool,
+    /// Instead of a first round: a round (or the cancel marker) carrying a `requestState` the
+    /// step wrote itself, as any principal allowed to start operations on the endpoint can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forged_state: Option<ForgedState>,
+}
+
+/// A `requestState` of the proxy's form that no proxy made (R-PRX-35): the JSON an earlier
+/// proxy wrote unsigned, naming the upstream task `task_id` for this step's service, tool and
+/// arguments on the HTTP upstream's connection (`http:<service>`). The step starts the tool's
+/// next round with it and `input_responses`, or, with `cancel = true`, the operation a cancel
+/// while waiting for input takes (R-CON-46).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForgedState {
+    pub task_id: String,
+    #[serde(default)]
+    pub input_responses: Map<String, Value>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancel: bool,
 }
 
 impl CallStep {

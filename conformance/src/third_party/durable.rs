@@ -432,6 +432,7 @@ impl DurablePath {
             overrides: BTreeMap::new(),
             discovery,
             codec: None,
+            state_keys: durable_mcp::outbound::state_key::StateKeys::per_process(),
         });
         let Some(handler) = service.handler(tool).cloned() else {
             return (

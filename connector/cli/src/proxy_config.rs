@@ -28,6 +28,11 @@ use crate::temporal_flags::TemporalFlags;
 /// With a [codec] table (endpoint, headers, timeout), tool arguments and results pass through
 /// that remote codec server (Temporal's /encode and /decode protocol) before Temporal stores
 /// them; connectors calling this proxy need the same codec (--codec-endpoint).
+///
+/// MCP_PROXY_STATE_KEY (base64, at least 32 random bytes, the same on every worker of the task
+/// queue) signs the state of an upstream task waiting for input; during a rotation
+/// MCP_PROXY_STATE_KEYS_PREVIOUS lists the old keys. Without it, an HTTP upstream's task that
+/// asks for input is cancelled, saying to set it.
 // The doc comments are the help text: clap prints them as written, so `[temporal]` and
 // `[codec]` are not links.
 #[allow(rustdoc::broken_intra_doc_links)]
@@ -145,6 +150,8 @@ pub fn proxy_options(
             .max_concurrent_calls
             .unwrap_or(DEFAULT_MAX_CONCURRENT_CALLS),
         codec,
+        // This process's own until the binary reads MCP_PROXY_STATE_KEY (R-PRX-35).
+        state_keys: durable_mcp_proxy::state_key::StateKeys::per_process(),
     }
 }
 

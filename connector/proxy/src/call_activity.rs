@@ -87,6 +87,11 @@ pub struct ToolCallInput {
     /// (R-PRX-29).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answers: Option<super::input::RoundAnswers>,
+    /// The round this call is, as its start's Nexus link named it: a state the proxy makes
+    /// for a task waiting for input is bound to it, and a state brought back is honoured only
+    /// in the round right after the one that made it (R-PRX-35).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round: Option<super::task_input::Round>,
 }
 
 /// Progress messages are cut to this many characters: they are copied into every heartbeat
@@ -111,6 +116,8 @@ pub struct ProxyActivities {
     /// Cancelled when the worker shuts down: a cancel then is the worker's, not the call's,
     /// and an upstream task is left running for the next attempt (R-PRX-28).
     pub stopping: tokio_util::sync::CancellationToken,
+    /// Signs and verifies the states of upstream tasks waiting for input (R-PRX-35).
+    pub state_keys: crate::state_key::StateKeys,
 }
 
 fn failure(kind: ToolCallErrorType, retryable: bool, message: String) -> ActivityError {
@@ -188,11 +195,12 @@ impl ProxyActivities {
             input: &input,
             deadline,
             stopping: &self.stopping,
+            keys: &self.state_keys,
             id,
             poll_interval,
             origin,
         };
-        if let Some(waiting) = upstream_task::waiting_task(&input) {
+        if let Some(waiting) = upstream_task::waiting_task(&input, &self.state_keys) {
             // A later round of a task that asked for input answers it (R-PRX-29).
             let waiting = waiting
                 .map_err(|why| failure(ToolCallErrorType::UpstreamProtocolError, false, why))?;

@@ -1,7 +1,8 @@
 //! The round a cancel took while the call waited for input (R-CON-46, R-PRX-29): the
 //! connector starts the marker operation [`CANCELLED_ROUND`] with the waiting round's recorded
 //! `requestState`. When that names an upstream task of this service that this proxy left
-//! waiting, the proxy sends it `tasks/cancel` on the connection that made it (best effort, at
+//! waiting (its signature verifies, and the marker is the round right after the one that made
+//! it, R-PRX-35), the proxy sends it `tasks/cancel` on the connection that made it (best effort, at
 //! most [`CANCEL_WAIT`]); either way it then refuses the operation exactly as a proxy that does
 //! not serve it would (no tool's operation), so the task reads `cancelled` and the round stays
 //! taken whichever proxy answered.
@@ -11,7 +12,11 @@ use std::{sync::Arc, time::Duration};
 use temporalio_protos::temporal::api::common::v1::Payload;
 use tracing::{info, warn};
 
-use super::{task_input::task_to_cancel, upstream::UpstreamClient};
+use super::{
+    state_key::StateKeys,
+    task_input::{Round, task_to_cancel},
+    upstream::UpstreamClient,
+};
 use durable_mcp_contract::{
     input::{CANCELLED_ROUND, CancelledRound},
     payload,
@@ -27,14 +32,16 @@ pub fn add_operation(
     service: Service,
     name: String,
     client: Arc<UpstreamClient>,
+    keys: StateKeys,
     refuse: fn(&str) -> Result<String, HandlerError>,
 ) -> Service {
     service.operation(
         CANCELLED_ROUND,
         start_fn(move |start, input| {
-            let (name, client) = (name.clone(), client.clone());
+            let (name, client, keys) = (name.clone(), client.clone(), keys.clone());
             async move {
-                cancel_waiting_task(&name, &client, &input).await;
+                let here = Round::of(&start.links);
+                cancel_waiting_task(&name, &client, &input, here.as_ref(), &keys).await;
                 Err(StartError::from(
                     refuse(&start.operation).expect_err("the marker names no tool"),
                 ))
@@ -43,14 +50,21 @@ pub fn add_operation(
     )
 }
 
-/// Sends `tasks/cancel` to the task the marker's input names, if any (R-PRX-29). A connection
-/// that is gone sends nothing (`cancel_task` goes only to the task's origin).
-async fn cancel_waiting_task(service: &str, client: &UpstreamClient, input: &Payload) {
+/// Sends `tasks/cancel` to the task the marker's input names, if any (R-PRX-29), when the
+/// marker is the round `here` right after the one that made it (R-PRX-35). A connection that is
+/// gone sends nothing (`cancel_task` goes only to the task's origin).
+async fn cancel_waiting_task(
+    service: &str,
+    client: &UpstreamClient,
+    input: &Payload,
+    here: Option<&Round>,
+    keys: &StateKeys,
+) {
     let state = payload::to_json(input)
         .ok()
         .and_then(|v| serde_json::from_value::<CancelledRound>(v).ok())
         .and_then(|m| m.request_state);
-    let Some(task) = task_to_cancel(state.as_deref(), service) else {
+    let Some(task) = task_to_cancel(state.as_deref(), service, here, keys) else {
         return;
     };
     let cancel = client.cancel_task(&task.task_id, &task.origin);

@@ -16,7 +16,7 @@
 //! stdio upstream's process is started), [`as_written`] (the upstream's answers as written, beside
 //! rmcp's typed view), [`http_client`] (its HTTP errors scrubbed of URL secrets), [`discovery`]
 //! (`tools/list` outside activities), [`service`] (the Nexus service per upstream),
-//! [`call_activity`] (the tool-call activity), [`input`] (rounds of a call that asks for input), [`task_input`] (an upstream task's input requests as rounds), [`factory`] (upstreams reached through a
+//! [`call_activity`] (the tool-call activity), [`input`] (rounds of a call that asks for input), [`task_input`] (an upstream task's input requests as rounds, their states signed with the [`state_key`]), [`factory`] (upstreams reached through a
 //! program's own client factory), [`library`] (proxied upstreams on a program's own worker,
 //! next to its native tools) and [`proxy`] (the `durable-mcp-proxy` worker, built on it).
 
@@ -47,6 +47,7 @@ pub mod refusal;
 pub mod resource_versions;
 pub mod retry;
 pub mod service;
+pub mod state_key;
 pub mod stderr;
 pub mod task_input;
 pub mod trace;

@@ -56,6 +56,7 @@ use super::{
     discovery::Discovery,
     health::ProxyHealth,
     service::{ServiceContext, proxy_service},
+    state_key::StateKeys,
     upstream::UpstreamClient,
 };
 use durable_mcp_runtime::nexus::Service;
@@ -82,9 +83,19 @@ pub struct ProxyBuilder {
     task_queue: String,
     upstreams: Vec<UpstreamConfig>,
     codec: Option<Arc<dyn durable_mcp_contract::payload::PayloadCodec>>,
+    state_keys: StateKeys,
 }
 
 impl ProxyBuilder {
+    /// Signs the states of upstream tasks waiting for input with `keys` (R-PRX-35): give
+    /// every worker of the task queue the same ([`StateKeys::from_env`] reads
+    /// `MCP_PROXY_STATE_KEY`). Without, this process's own key ([`StateKeys::per_process`]),
+    /// and an HTTP upstream's task that asks for input is cancelled, saying to set one.
+    pub fn state_keys(mut self, keys: StateKeys) -> Self {
+        self.state_keys = keys;
+        self
+    }
+
     /// Encodes each call Activity's input with `codec` (R-PRX-20); give the same codec to the
     /// Nexus worker (`NexusWorkerOptions::codec`) and to the SDK worker's data converter
     /// (`temporal::codec::data_converter`).
@@ -141,6 +152,7 @@ impl ProxyBuilder {
                 overrides: upstream.overrides,
                 discovery,
                 codec: self.codec.clone(),
+                state_keys: self.state_keys.clone(),
             }));
         }
         Ok(Proxy {
@@ -150,6 +162,7 @@ impl ProxyBuilder {
             services,
             discoveries,
             stopping: CancellationToken::new(),
+            state_keys: self.state_keys,
         })
     }
 }
@@ -165,6 +178,7 @@ pub struct Proxy {
     /// Cancelled when [`Proxy::run`]'s shutdown comes: the Activities then tell a worker
     /// shutdown from a cancel of the call (R-PRX-28).
     stopping: CancellationToken,
+    state_keys: StateKeys,
 }
 
 impl Proxy {
@@ -175,6 +189,7 @@ impl Proxy {
             task_queue: task_queue.into(),
             upstreams: Vec::new(),
             codec: None,
+            state_keys: StateKeys::per_process(),
         }
     }
 
@@ -207,6 +222,7 @@ impl Proxy {
             task_queue: self.task_queue.clone(),
             clients: self.clients.clone(),
             stopping: self.stopping.clone(),
+            state_keys: self.state_keys.clone(),
         }
     }
 
@@ -244,6 +260,7 @@ pub struct ProxyWorkerPlugin {
     task_queue: String,
     clients: Arc<HashMap<String, Arc<UpstreamClient>>>,
     stopping: CancellationToken,
+    state_keys: StateKeys,
 }
 
 impl WorkerPlugin for ProxyWorkerPlugin {
@@ -256,6 +273,7 @@ impl WorkerPlugin for ProxyWorkerPlugin {
         options.register_activities(ProxyActivities {
             upstreams: self.clients.clone(),
             stopping: self.stopping.clone(),
+            state_keys: self.state_keys.clone(),
         });
         // Heartbeats carry the upstream's progress (and bring cancellations back): at least
         // every PROGRESS_HEARTBEAT rather than the SDK's 80% of the heartbeat timeout.

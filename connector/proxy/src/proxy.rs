@@ -36,6 +36,9 @@ pub struct ProxyOptions {
     /// The remote codec of `[codec]` (R-PRX-20): Nexus inputs and results, Activity inputs,
     /// results and heartbeats all go through it.
     pub codec: Option<RemoteCodec>,
+    /// Sign the states of upstream tasks waiting for input (R-PRX-35): the same on every
+    /// worker of the task queue (`StateKeys::from_env`).
+    pub state_keys: super::state_key::StateKeys,
 }
 
 /// Why the proxy could not run.
@@ -98,6 +101,7 @@ pub async fn run_proxy_with_health(
     let proxy = Proxy::builder(temporal, options.task_queue.clone())
         .upstreams(upstreams)
         .codec(codec.clone())
+        .state_keys(options.state_keys.clone())
         .build()?;
     let upstream_count = proxy.service_names().len();
     proxy.report_to(&health);

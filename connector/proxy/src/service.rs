@@ -64,6 +64,8 @@ pub struct ServiceContext {
     /// Encodes the call Activity's input (R-PRX-20); the Nexus worker and the Activity worker
     /// apply the same codec to everything else.
     pub codec: Option<Arc<dyn PayloadCodec>>,
+    /// Verifies the state a cancel marker brings back (R-PRX-35).
+    pub state_keys: crate::state_key::StateKeys,
 }
 
 impl ServiceContext {
@@ -138,8 +140,9 @@ impl ServiceContext {
             };
             return call.run(start).await;
         }
+        let round = super::task_input::Round::of(&start.links);
         let activity_input = self
-            .activity_input(&tool, (arguments, answers), &options, upstream_task)
+            .activity_input(&tool, (arguments, answers, round), &options, upstream_task)
             .await?;
         let request = self.activity_start(start, &activity_id, &tool, &options, activity_input);
         self.start_or_reattach(&activity_id, request, &options.retry_reason)
@@ -204,9 +207,10 @@ impl ServiceContext {
     async fn activity_input(
         &self,
         tool: &str,
-        (arguments, answers): (
+        (arguments, answers, round): (
             serde_json::Map<String, serde_json::Value>,
             Option<super::input::RoundAnswers>,
+            Option<super::task_input::Round>,
         ),
         options: &ResolvedCallOptions,
         upstream_task: bool,
@@ -218,6 +222,7 @@ impl ServiceContext {
             one_attempt: options.one_attempt,
             upstream_task,
             answers,
+            round,
         };
         let input =
             payload::to_payload(&recorded).map_err(|e| HandlerError::bad_request(e.to_string()))?;
@@ -385,6 +390,7 @@ pub fn proxy_service(ctx: ServiceContext) -> Service {
         service,
         ctx.service.clone(),
         ctx.discovery.client().clone(),
+        ctx.state_keys.clone(),
         tool_named,
     );
     // Resources, prompts and completions (R-PRX-32).

@@ -22,6 +22,8 @@ fn main() -> anyhow::Result<()> {
         durable_mcp_proxy::child::hide_in_own_command_line(key);
     }
     let config = proxy_config::load(&flags.config)?;
+    // Read before connecting to anything, and by --check too (R-PRX-35).
+    let state_keys = durable_mcp_proxy::state_key::StateKeys::from_env()?;
     if flags.check {
         println!("{}", proxy_config::check_report(&flags.config, &config));
         return Ok(());
@@ -35,7 +37,7 @@ fn main() -> anyhow::Result<()> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?
-        .block_on(serve(config, settings, listeners))
+        .block_on(serve(config, settings, listeners, state_keys))
 }
 
 /// Where the proxy's own listeners go, if anywhere.
@@ -54,6 +56,7 @@ async fn serve(
     config: ProxyConfig,
     settings: temporal::ConnectionSettings,
     listeners: Listeners,
+    state_keys: durable_mcp_proxy::state_key::StateKeys,
 ) -> anyhow::Result<()> {
     let traces = install_if_asked(listeners.otlp_endpoint.as_deref(), "durable-mcp-proxy")?;
     let identity = durable_mcp_runtime::nexus::worker::default_identity();
@@ -62,7 +65,8 @@ async fn serve(
         namespace,
     } = temporal::connect(&settings, &identity).await?;
     let codec = proxy_config::codec(&config, &namespace)?;
-    let options = proxy_config::proxy_options(&config, namespace, codec);
+    let mut options = proxy_config::proxy_options(&config, namespace, codec);
+    options.state_keys = state_keys;
     let health = ProxyHealth::new(connection.clone());
     let health_stop = CancellationToken::new();
     if let Some(addr) = listeners.metrics {

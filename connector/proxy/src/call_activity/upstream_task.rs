@@ -16,14 +16,15 @@ use std::{
 
 use temporalio_common::data_converters::RawValue;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::{
     Heartbeats, InFlight, ToolCallInput, action_for, answer, call_with_heartbeats, failure,
     jsonrpc_end,
 };
 use crate::{
-    task_input::WaitingTask,
+    state_key::{STATE_KEY_ENV, StateKeys},
+    task_input::{RoundCall, WaitingTask},
     transport_failure::FailureAction,
     upstream::{TaskState, UpstreamClient, UpstreamError, next_poll_delay},
 };
@@ -69,9 +70,18 @@ pub(super) fn earlier_task(ctx: &ActivityContext) -> Option<EarlierTask> {
 
 /// The upstream task the previous round ended waiting on, when this round's `requestState` is
 /// one the proxy made (R-PRX-29): an error for one of ours that is broken or not this call's.
-pub(super) fn waiting_task(input: &ToolCallInput) -> Option<Result<WaitingTask, String>> {
+pub(super) fn waiting_task(
+    input: &ToolCallInput,
+    keys: &StateKeys,
+) -> Option<Result<WaitingTask, String>> {
     let state = input.answers.as_ref()?.request_state.as_deref()?;
-    crate::task_input::waiting_task(state, &input.service, &input.tool, &input.arguments)
+    let call = RoundCall {
+        service: &input.service,
+        tool: &input.tool,
+        arguments: &input.arguments,
+        round: input.round.as_ref(),
+    };
+    crate::task_input::waiting_task(state, &call, keys)
 }
 
 /// Why following a task stopped before its end.
@@ -103,6 +113,8 @@ pub(super) struct Followed<'a> {
     pub deadline: Option<tokio::time::Instant>,
     /// The worker is shutting down (see `ProxyActivities::stopping`).
     pub stopping: &'a tokio_util::sync::CancellationToken,
+    /// Signs the state of a task that asks for input (R-PRX-35).
+    pub keys: &'a StateKeys,
     pub id: String,
     pub poll_interval: Option<Duration>,
     /// The upstream connection that made the task: the only one asked about it (R-PRX-28).
@@ -117,7 +129,9 @@ impl Followed<'_> {
         carried: Arc<Mutex<CallNotifications>>,
     ) -> Result<RawValue, ActivityError> {
         let tool = self.input.tool.clone();
-        info!(tool = %tool, upstream_task = %self.id, "following the upstream's task");
+        // The task's ID names the upstream's work; it is kept out of info lines (R-PRX-35).
+        info!(tool = %tool, "following the upstream's task");
+        debug!(tool = %tool, upstream_task = %self.id, "the upstream's task");
         self.remember(heartbeats).await;
         let mut note = heartbeats.pass_on(carried.clone());
         let (mut polls, mut messages, mut last_message) = (0u32, 0u32, None::<String>);
@@ -163,7 +177,7 @@ impl Followed<'_> {
                     requests: Some(requests),
                     ..
                 }) => {
-                    return self.asks(&requests, &carried);
+                    return self.asks(heartbeats, &requests, &carried).await;
                 }
                 Ok(TaskState::InputRequired {
                     message,
@@ -193,25 +207,44 @@ impl Followed<'_> {
     }
 
     /// The task asks for input (`requests`): the round ends as for an `InputRequiredResult`,
-    /// with the task's requests and a `requestState` naming the task and its connection, and
-    /// the task is left waiting for the next round's `tasks/update` (R-PRX-29).
-    fn asks(
+    /// with the task's requests and a signed `requestState` naming the task, its connection and
+    /// this round, and the task is left waiting for the next round's `tasks/update` (R-PRX-29,
+    /// R-PRX-35). An HTTP upstream's task outlives this process, so its answer may reach
+    /// another worker or a restarted one: without a state key they share, the task is cancelled
+    /// and the round fails saying to set one, rather than wait for an answer nobody can give.
+    async fn asks(
         &self,
+        heartbeats: &mut Heartbeats,
         requests: &serde_json::Map<String, serde_json::Value>,
         carried: &Mutex<CallNotifications>,
     ) -> Result<RawValue, ActivityError> {
+        if !relays_input(&self.origin, self.keys) {
+            self.cancel_upstream().await;
+            let why = format!(
+                "upstream {:?} asks for input for tool {:?} in a task, which outlives this proxy process; its answer can be verified only by workers sharing a state key, and {STATE_KEY_ENV} is not set: set it to the same random key on every proxy worker (`openssl rand -base64 32`); the task was cancelled",
+                self.input.service, self.input.tool
+            );
+            return Err(self
+                .end(heartbeats, ToolCallErrorType::UpstreamProtocolError, why)
+                .await);
+        }
         let waiting = WaitingTask {
             service: self.input.service.clone(),
             tool: self.input.tool.clone(),
             arguments: crate::task_input::arguments_fingerprint(&self.input.arguments),
             task_id: self.id.clone(),
             origin: self.origin.clone(),
+            round: self.input.round.clone(),
         };
-        info!(tool = %self.input.tool, upstream_task = %self.id,
+        info!(tool = %self.input.tool,
               "the upstream's task asks for input; the round ends with its requests");
         // The task stays in the heartbeat: an attempt lost before this one completes
         // re-attaches to it and, the task still asking, ends the round the same way.
-        answer(self.input, &waiting.input_required(requests), carried)
+        answer(
+            self.input,
+            &waiting.input_required(requests, self.keys),
+            carried,
+        )
     }
 
     /// A later round of a task that asked for input: `tasks/update` with the caller's
@@ -234,8 +267,7 @@ impl Followed<'_> {
                 "its connection is gone (its child restarted, or it is another replica's)",
             ));
         }
-        info!(tool = %self.input.tool, upstream_task = %self.id,
-              "answering the upstream's task with tasks/update");
+        info!(tool = %self.input.tool, "answering the upstream's task with tasks/update");
         self.remember(heartbeats).await;
         let update = self.client.update_task(&self.id, &self.origin, responses);
         match self.run(heartbeats, update).await? {
@@ -475,9 +507,27 @@ impl Followed<'_> {
     }
 }
 
+/// Whether a task of the connection `origin` may end its round asking for input under `keys`:
+/// a stdio child's or a factory connection's task dies with its connection, so this process's
+/// own key loses nothing; an HTTP upstream's task outlives the process, so its state must verify
+/// on every worker (R-PRX-35).
+fn relays_input(origin: &str, keys: &StateKeys) -> bool {
+    keys.is_shared() || !origin.starts_with("http:")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_http_upstreams_task_asks_for_input_only_with_a_shared_state_key() {
+        let own = StateKeys::per_process();
+        let key = crate::state_key::StateKey::from_base64(&"A".repeat(44)).unwrap();
+        let shared = StateKeys::shared(key, vec![]);
+        assert!(relays_input("stdio:ab12", &own) && relays_input("custom:cd", &own));
+        assert!(!relays_input("http:search", &own));
+        assert!(relays_input("http:search", &shared) && relays_input("stdio:ab12", &shared));
+    }
 
     #[test]
     fn an_earlier_task_is_followed_only_on_the_connection_that_made_it() {
