@@ -69,6 +69,7 @@ impl Slice {
             // Proxies of one test process share their state key, as workers given one
             // MCP_PROXY_STATE_KEY do (R-PRX-35).
             state_keys: test_state_keys(),
+            max_watched_resources: durable_mcp::outbound::resource_versions::MAX_WATCHED_URIS,
         }
     }
 

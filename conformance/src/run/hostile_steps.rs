@@ -8,7 +8,7 @@ use rmcp::model::{ClientRequest, ListToolsRequest, ServerResult};
 use tokio::{io::AsyncReadExt as _, net::TcpStream};
 
 use super::{Failure, StepEnv, proxy_process::Proxy, setup};
-use crate::scenario::{Connections, ListTools, PlantCiphertext, ProxyMemory};
+use crate::scenario::{ChurnSubscriptions, Connections, ListTools, PlantCiphertext, ProxyMemory};
 
 /// How long a connection over a cap has to be told so (the connector answers at accept).
 const REFUSAL_WAIT: Duration = Duration::from_millis(500);
@@ -237,4 +237,37 @@ pub(crate) async fn run_plant_ciphertext(
         .await
         .map_err(|e| Failure::Setup(format!("starting {into}: {e}")))?;
     Ok(format!("{from}'s stored input planted into {into}"))
+}
+
+/// `churn_subscriptions`: subscribes to each URI and unsubscribes again, through one raw
+/// session of the replica; counts the subscribes refused.
+pub(crate) async fn churn_subscriptions(
+    env: &StepEnv<'_>,
+    step: &ChurnSubscriptions,
+) -> Result<String, Failure> {
+    let mut client = env
+        .replicas()?
+        .raw_client(step.connector.as_deref())
+        .await
+        .map_err(|e| Failure::Setup(format!("a raw client of the connector: {e:#}")))?;
+    let mut refused = 0;
+    for n in 1..=step.count {
+        let uri = step.uri.replace("{n}", &n.to_string());
+        let params = serde_json::json!({"uri": uri});
+        let subscribed = client
+            .exchange("resources/subscribe", params.clone())
+            .await
+            .map_err(|e| Failure::Setup(format!("resources/subscribe {uri}: {e:#}")))?;
+        if subscribed.get("error").is_some() {
+            refused += 1;
+        }
+        client
+            .exchange("resources/unsubscribe", params)
+            .await
+            .map_err(|e| Failure::Setup(format!("resources/unsubscribe {uri}: {e:#}")))?;
+    }
+    Ok(format!(
+        "{} subscribed to and unsubscribed from, {refused} of the subscribes refused",
+        step.count
+    ))
 }

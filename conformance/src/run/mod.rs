@@ -414,7 +414,10 @@ async fn execute(
         }),
     };
     *phase = "setup: starting the proxy".into();
-    let launcher = ProxyLauncher::on(&slice, 50, serves, bin, dir.path());
+    let mut launcher = ProxyLauncher::on(&slice, 50, serves, bin, dir.path());
+    if let Some(cap) = scenario.proxy.max_watched_resources {
+        launcher.options.max_watched_resources = cap;
+    }
     let mut proxy = launcher
         .start()
         .map_err(|e| Failure::Setup(format!("starting the proxy: {e:#}")))?;
@@ -540,6 +543,7 @@ async fn run_step(env: &mut StepEnv<'_>, step: &crate::scenario::Step) -> Result
         Action::AnswerOf(name) => {
             mcp_steps::run_answer_of(env, name, expect.ok_or_else(need)?).await
         }
+        Action::ChurnSubscriptions(c) => hostile_steps::churn_subscriptions(env, c).await,
         Action::ListTools(list) => hostile_steps::run_list_tools(env, list).await,
         Action::Connections(c) => hostile_steps::run_connections(env, c).await,
         Action::ProxyMemory(m) => hostile_steps::run_proxy_memory(env, m),

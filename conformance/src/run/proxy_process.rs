@@ -106,12 +106,17 @@ impl ProxyLauncher {
 
     /// The `proxy.toml` for the child: the scenario's task queue, server and upstream.
     fn config_toml(&self, upstream: &UpstreamConfig) -> anyhow::Result<String> {
-        proxy_toml(
+        let mut root = proxy_table(
             &self.address,
             &self.options.namespace,
             &self.options.task_queue,
             std::slice::from_ref(upstream),
-        )
+        )?;
+        let watched = i64::try_from(self.options.max_watched_resources).unwrap_or(i64::MAX);
+        if let Some(toml::Value::Table(worker)) = root.get_mut("worker") {
+            worker.insert("max_watched_resources".into(), watched.into());
+        }
+        Ok(toml::to_string(&root)?)
     }
 }
 
@@ -123,6 +128,18 @@ pub(crate) fn proxy_toml(
     task_queue: &str,
     upstreams: &[UpstreamConfig],
 ) -> anyhow::Result<String> {
+    Ok(toml::to_string(&proxy_table(
+        address, namespace, task_queue, upstreams,
+    )?)?)
+}
+
+/// [`proxy_toml`]'s document as a table, for a caller that adds keys of its own.
+fn proxy_table(
+    address: &str,
+    namespace: &str,
+    task_queue: &str,
+    upstreams: &[UpstreamConfig],
+) -> anyhow::Result<toml::Table> {
     let upstreams = upstreams
         .iter()
         .map(|u| upstream_table(u).map(toml::Value::from))
@@ -136,7 +153,7 @@ pub(crate) fn proxy_toml(
     root.insert("worker".into(), worker.into());
     root.insert("temporal".into(), temporal.into());
     root.insert("upstream".into(), toml::Value::Array(upstreams));
-    Ok(toml::to_string(&root)?)
+    Ok(root)
 }
 
 /// One `[[upstream]]` table of a `proxy.toml`.

@@ -6,10 +6,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// The requests a `request` step may send.
-pub const FEATURE_METHODS: [&str; 6] = [
+pub const FEATURE_METHODS: [&str; 8] = [
     "resources/list",
     "resources/templates/list",
     "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
     "prompts/list",
     "prompts/get",
     "completion/complete",

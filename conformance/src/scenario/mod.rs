@@ -51,6 +51,7 @@
 //! mode = "in_process"          # in_process (a thread of the runner) | process (durable-mcp-proxy child)
 //! [proxy.overrides.t]          # optional: proxy.toml activity options for one tool
 //! start_to_close_timeout = "2s"
+//! # max_watched_resources = 20  # optional, in [proxy]: [worker] max_watched_resources (R-PRX-36)
 //!
 //! [[connectors]]               # optional: in-process connector replicas, each with its own rmcp client;
 //! name = "a"                   # they share one signing key and route to the scenario's proxy
@@ -150,6 +151,9 @@
 //!                              # listing holds that name (a resource: its URI)
 //!                              # stateless = true: counts what reached the `listen` stream instead
 //! [[steps]]
+//! churn_subscriptions = { connector = "a", uri = "mock://items/{n}", count = 40 }  # a raw session
+//!                              # subscribes to each URI and unsubscribes again; refusals counted
+//! [[steps]]
 //! listen = { connector = "a", kinds = ["tools", "resources"] }  # a pipe replica: a 2026-07-28 caller
 //!                              # without a session opens subscriptions/listen (raw, a pipe of its
 //!                              # own), acknowledged; it stays open until the scenario ends
@@ -201,9 +205,9 @@ mod step;
 pub use feature_steps::{AddTool, FEATURE_METHODS, ListChanged, ListKind, Listen, RequestStep};
 pub(crate) use step::task_placeholders;
 pub use step::{
-    Action, CallStep, Connections, Expect, ExpectedOutcome, ForgedState, Invocations, KillProxy,
-    ListTools, McpCallStep, PlantCiphertext, ProxyMemory, SetAnnotations, Step, TaskStep, WaitFor,
-    WaitHeartbeat, WorkflowsExpect,
+    Action, CallStep, ChurnSubscriptions, Connections, Expect, ExpectedOutcome, ForgedState,
+    Invocations, KillProxy, ListTools, McpCallStep, PlantCiphertext, ProxyMemory, SetAnnotations,
+    Step, TaskStep, WaitFor, WaitHeartbeat, WorkflowsExpect,
 };
 
 /// A check family.
@@ -351,6 +355,9 @@ pub struct ProxyDef {
     #[serde(default)]
     pub overrides:
         std::collections::BTreeMap<String, durable_mcp::outbound::options::ActivityOptions>,
+    /// `[worker] max_watched_resources`: resource URIs watched per upstream (R-PRX-36).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_watched_resources: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -97,6 +97,9 @@ pub struct Step {
     /// not for a ledger event (the tool finishing is not the connector answering).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_of: Option<String>,
+    /// A session subscribes to resources and unsubscribes again, one after another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub churn_subscriptions: Option<ChurnSubscriptions>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<Expect>,
 }
@@ -108,6 +111,19 @@ pub struct Step {
 pub struct PlantCiphertext {
     pub from: String,
     pub into: String,
+}
+
+/// `churn_subscriptions`: through a raw session of the replica, `resources/subscribe` then
+/// `resources/unsubscribe` for `count` URIs, `uri` with `{n}` replaced by 1, 2, ...; a refused
+/// subscribe is counted, not a failure (the step says how many).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChurnSubscriptions {
+    /// The connector replica; the first one when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connector: Option<String>,
+    pub uri: String,
+    pub count: usize,
 }
 
 /// `list_tools`: `times` listings through a replica; with `refused_after`, the listings past
@@ -181,6 +197,7 @@ pub enum Action<'a> {
     Listen(&'a Listen),
     AnswerOf(&'a str),
     WaitHeartbeat(&'a WaitHeartbeat),
+    ChurnSubscriptions(&'a ChurnSubscriptions),
 }
 
 impl Step {
@@ -256,14 +273,17 @@ impl Step {
         if let Some(w) = &self.wait_heartbeat {
             found.push(("wait_heartbeat", Action::WaitHeartbeat(w)));
         }
+        if let Some(c) = &self.churn_subscriptions {
+            found.push(("churn_subscriptions", Action::ChurnSubscriptions(c)));
+        }
         match found.len() {
             1 => Ok(found.remove(0).1),
             0 => bail!(
                 "needs one action: call, mcp, tasks_get, tasks_cancel, restart_connector, \
                  set_annotations, wait_for, pause_ms, kill_proxy, restart_proxy, \
                  restart_server, list_tools, connections, proxy_memory, plant_ciphertext, \
-                 request, add_tool, more_resources, list_changed, listen, answer_of or \
-                 wait_heartbeat"
+                 request, add_tool, more_resources, list_changed, listen, answer_of, \
+                 wait_heartbeat or churn_subscriptions"
             ),
             _ => {
                 let names: Vec<_> = found.iter().map(|(n, _)| *n).collect();
@@ -303,6 +323,7 @@ impl Action<'_> {
             Action::Listen(l) => format!("listen x{}", l.kinds.len()),
             Action::AnswerOf(name) => format!("answer_of {name}"),
             Action::WaitHeartbeat(w) => format!("wait_heartbeat {} {}", w.tool, w.field),
+            Action::ChurnSubscriptions(c) => format!("churn_subscriptions x{}", c.count),
         }
     }
 

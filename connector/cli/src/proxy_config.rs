@@ -152,6 +152,10 @@ pub fn proxy_options(
         codec,
         // This process's own until the binary reads MCP_PROXY_STATE_KEY (R-PRX-35).
         state_keys: durable_mcp_proxy::state_key::StateKeys::per_process(),
+        max_watched_resources: config
+            .worker
+            .max_watched_resources
+            .unwrap_or(durable_mcp_proxy::resource_versions::MAX_WATCHED_URIS),
     }
 }
 

@@ -84,9 +84,17 @@ pub struct ProxyBuilder {
     upstreams: Vec<UpstreamConfig>,
     codec: Option<Arc<dyn durable_mcp_contract::payload::PayloadCodec>>,
     state_keys: StateKeys,
+    max_watched_resources: usize,
 }
 
 impl ProxyBuilder {
+    /// Watches at most `cap` resource URIs per upstream, a fifth of them per caller
+    /// (R-PRX-34, R-PRX-36); [`crate::resource_versions::MAX_WATCHED_URIS`] by default.
+    pub fn max_watched_resources(mut self, cap: usize) -> Self {
+        self.max_watched_resources = cap;
+        self
+    }
+
     /// Signs the states of upstream tasks waiting for input with `keys` (R-PRX-35): give
     /// every worker of the task queue the same ([`StateKeys::from_env`] reads
     /// `MCP_PROXY_STATE_KEY`). Without, this process's own key ([`StateKeys::per_process`]),
@@ -131,10 +139,10 @@ impl ProxyBuilder {
             if upstream.service.is_empty() {
                 return Err(BuildError::EmptyService);
             }
-            let client = Arc::new(UpstreamClient::new(
-                upstream.service.clone(),
-                upstream.transport.clone(),
-            ));
+            let client = Arc::new(
+                UpstreamClient::new(upstream.service.clone(), upstream.transport.clone())
+                    .watching_at_most(self.max_watched_resources),
+            );
             if clients
                 .insert(upstream.service.clone(), client.clone())
                 .is_some()
@@ -190,6 +198,7 @@ impl Proxy {
             upstreams: Vec::new(),
             codec: None,
             state_keys: StateKeys::per_process(),
+            max_watched_resources: crate::resource_versions::MAX_WATCHED_URIS,
         }
     }
 

@@ -39,6 +39,8 @@ pub struct ProxyOptions {
     /// Sign the states of upstream tasks waiting for input (R-PRX-35): the same on every
     /// worker of the task queue (`StateKeys::from_env`).
     pub state_keys: super::state_key::StateKeys,
+    /// Resource URIs watched per upstream, a fifth of them per caller (R-PRX-34, R-PRX-36).
+    pub max_watched_resources: usize,
 }
 
 /// Why the proxy could not run.
@@ -102,6 +104,7 @@ pub async fn run_proxy_with_health(
         .upstreams(upstreams)
         .codec(codec.clone())
         .state_keys(options.state_keys.clone())
+        .max_watched_resources(options.max_watched_resources)
         .build()?;
     let upstream_count = proxy.service_names().len();
     proxy.report_to(&health);

@@ -51,6 +51,11 @@ impl VersionTable {
         self.serial
     }
 
+    /// The most URIs the table holds.
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
     /// A new upstream connection: every token changes once.
     pub fn new_epoch(&mut self, epoch: String) {
         self.epoch = epoch;

@@ -240,6 +240,12 @@ impl UpstreamClient {
         }
     }
 
+    /// Watches at most `cap` resource URIs (R-PRX-34).
+    pub fn watching_at_most(mut self, cap: usize) -> Self {
+        self.resources = Arc::new(ResourceWatch::with_cap(cap));
+        self
+    }
+
     /// An HTTP upstream whose requests get their bearer token from `auth` (instead of the
     /// config's `oauth`, if any): the hook for a scheme the config does not offer. It sees
     /// every request and a 401 answer (R-PRX-15). A stdio upstream ignores it.

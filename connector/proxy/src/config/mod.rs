@@ -4,6 +4,7 @@
 //! [worker]
 //! task_queue = "mcp-proxy"          # required
 //! max_concurrent_calls = 100        # optional
+//! max_watched_resources = 1000      # optional: resource URIs watched per upstream (R-PRX-36)
 //!
 //! [temporal]                        # optional; keys left out come from Temporal's environment
 //! address = "localhost:7233"        # configuration (TEMPORAL_ADDRESS, temporal.toml profiles, ...)
@@ -128,6 +129,9 @@ pub struct HealthSection {
     pub addr: std::net::SocketAddr,
 }
 
+/// The largest `[worker] max_watched_resources`: the table's memory stays bounded.
+pub const MAX_WATCHED_RESOURCES: usize = 100_000;
+
 /// `[worker]`: the worker that hosts every upstream's Nexus service.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -135,6 +139,10 @@ pub struct WorkerSection {
     pub task_queue: String,
     /// How many tool calls may run at once; the worker's default when absent.
     pub max_concurrent_calls: Option<usize>,
+    /// How many resource URIs the proxy watches per upstream (R-PRX-34), a fifth of them per
+    /// caller (R-PRX-36); [`crate::resource_versions::MAX_WATCHED_URIS`] when absent.
+    #[serde(default)]
+    pub max_watched_resources: Option<usize>,
 }
 
 /// `[temporal]`: each key given overrides Temporal's environment configuration, and the
@@ -274,6 +282,14 @@ pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<ProxyCo
     }
     if raw.worker.max_concurrent_calls == Some(0) {
         return Err(invalid("worker.max_concurrent_calls", "must be at least 1"));
+    }
+    if raw
+        .worker
+        .max_watched_resources
+        .is_some_and(|n| !(1..=MAX_WATCHED_RESOURCES).contains(&n))
+    {
+        let why = format!("must be between 1 and {MAX_WATCHED_RESOURCES}");
+        return Err(invalid("worker.max_watched_resources", why));
     }
     if let Some(t) = &raw.temporal {
         let paths = [

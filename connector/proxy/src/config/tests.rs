@@ -21,6 +21,7 @@ const EXAMPLE: &str = r#"
 [worker]
 task_queue = "mcp-proxy"
 max_concurrent_calls = 100
+max_watched_resources = 1000
 
 [temporal]
 address = "localhost:7233"
@@ -95,7 +96,8 @@ fn full_example_parses() {
         config.worker,
         WorkerSection {
             task_queue: "mcp-proxy".into(),
-            max_concurrent_calls: Some(100)
+            max_concurrent_calls: Some(100),
+            max_watched_resources: Some(1000),
         }
     );
     assert_eq!(
@@ -358,6 +360,13 @@ fn validation_errors_name_their_field() {
                 "task_queue = \"q\"\nmax_concurrent_calls = 0",
             ),
             "worker.max_concurrent_calls: ",
+        ),
+        (
+            stdio("").replace(
+                "task_queue = \"q\"",
+                "task_queue = \"q\"\nmax_watched_resources = 0",
+            ),
+            "worker.max_watched_resources: must be between 1 and 100000",
         ),
         (
             format!("[temporal]\nnamespace = \"\"\n{}", stdio("")),

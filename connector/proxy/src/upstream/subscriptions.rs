@@ -63,6 +63,14 @@ fn new_epoch() -> String {
 }
 
 impl ResourceWatch {
+    /// A watch of at most `cap` URIs (`[worker] max_watched_resources`).
+    pub fn with_cap(cap: usize) -> Self {
+        Self {
+            table: Mutex::new(VersionTable::new(new_epoch(), cap)),
+            ..Self::default()
+        }
+    }
+
     /// The upstream said `uri` was updated.
     pub fn updated(&self, uri: &str) {
         self.table.lock().unwrap().bump(uri);
@@ -110,8 +118,9 @@ impl UpstreamClient {
             let mut table = watch.table.lock().unwrap();
             for uri in table.ask(uris, Instant::now()) {
                 let why = format!(
-                    "the proxy watches {MAX_WATCHED_URIS} resources of this upstream already; \
-                     unsubscribe from others first"
+                    "the proxy watches {} resources of this upstream already; \
+                     unsubscribe from others first",
+                    table.cap()
                 );
                 errors.insert(uri, refused(why));
             }
