@@ -33,11 +33,7 @@ pub(crate) async fn run_request(
     request: &RequestStep,
     expect: &Expect,
 ) -> Result<String, Failure> {
-    let mut through = env
-        .replicas()?
-        .raw_client(request.connector.as_deref())
-        .await
-        .map_err(|e| Failure::Setup(format!("a raw client of the connector: {e:#}")))?;
+    let mut through = env.raw_client(request.connector.as_deref()).await?;
     let got = answer(&mut through, request).await.map_err(|e| {
         Failure::Violated(format!("{} through the connector: {e:#}", request.method))
     })?;

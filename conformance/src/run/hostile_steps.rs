@@ -245,11 +245,7 @@ pub(crate) async fn churn_subscriptions(
     env: &StepEnv<'_>,
     step: &ChurnSubscriptions,
 ) -> Result<String, Failure> {
-    let mut client = env
-        .replicas()?
-        .raw_client(step.connector.as_deref())
-        .await
-        .map_err(|e| Failure::Setup(format!("a raw client of the connector: {e:#}")))?;
+    let mut client = env.raw_client(step.connector.as_deref()).await?;
     let mut refused = 0;
     for n in 1..=step.count {
         let uri = step.uri.replace("{n}", &n.to_string());

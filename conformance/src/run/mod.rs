@@ -280,6 +280,14 @@ impl StepEnv<'_> {
             .as_ref()
             .ok_or_else(|| Failure::Setup("the scenario has no connectors".into()))
     }
+
+    /// A raw JSON-RPC client of replica `name` (or of the first).
+    async fn raw_client(&self, name: Option<&str>) -> Result<as_written_check::RawClient, Failure> {
+        self.replicas()?
+            .raw_client(name)
+            .await
+            .map_err(|e| Failure::Setup(format!("a raw client of the connector: {e:#}")))
+    }
 }
 
 /// What an in-process mock serves beside its tools: its resources, template, prompt and

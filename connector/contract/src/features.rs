@@ -14,10 +14,13 @@
 //!   output the upstream's result as written, or its JSON-RPC error as a payload marked
 //!   [`crate::jsonrpc_error::JSONRPC_ERROR`].
 //!
-//! - `resource_versions`: input `{"uris": [...]}` (at most [`MAX_VERSION_URIS`]); output
-//!   `{"versions": {uri: token}, "errors": {uri: JSON-RPC error}}`: the proxy keeps an upstream
-//!   subscription to each URI asked and answers a token that moves when the upstream says the
-//!   resource was updated ([`version_token`]); a URI the upstream refused is in `errors`.
+//! - `resource_versions`: input [`VersionsInput`], `{"uris": [...], "caller": "...",
+//!   "released": [...]}` (at most [`MAX_VERSION_URIS`] URIs each; `caller` and `released`
+//!   optional); output `{"versions": {uri: token}, "errors": {uri: JSON-RPC error}}`: the proxy
+//!   keeps an upstream subscription to each URI asked and answers a token that moves when the
+//!   upstream says the resource was updated ([`version_token`]); a URI the upstream refused, or
+//!   the proxy would not watch, is in `errors`. `caller` names whose share the URIs count in
+//!   and `released` the URIs that caller no longer subscribes to (R-PRX-36).
 //!
 //! Every reserved name starts with `~~`, which no tool's operation name holds (R-NXC-5 writes
 //! `~` only before two hex digits): a tool named `read_resource` keeps its operation name, and
@@ -33,6 +36,54 @@ pub const RESOURCE_VERSIONS: &str = "~~resource_versions";
 
 /// The most URIs one [`RESOURCE_VERSIONS`] input may name.
 pub const MAX_VERSION_URIS: usize = 100;
+
+/// The most bytes of a [`VersionsInput::caller`].
+pub const MAX_CALLER_KEY_BYTES: usize = 64;
+
+/// The input of [`RESOURCE_VERSIONS`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VersionsInput {
+    /// The URIs whose tokens are asked (and kept watched for the caller).
+    pub uris: Vec<String>,
+    /// Whose share the URIs count in at the proxy: an opaque key the connector derives from its
+    /// caller, the same on each of its replicas; none for a caller that names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
+    /// URIs the caller no longer subscribes to: the proxy lets go of them for it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub released: Vec<String>,
+}
+
+impl VersionsInput {
+    /// The input read from `value`, or what is wrong with it.
+    pub fn read(value: Value) -> Result<Self, String> {
+        let input: Self = serde_json::from_value(value).map_err(|e| {
+            format!("input must be {{\"uris\": [string, ...], \"caller\"?: string, \"released\"?: [string, ...]}}: {e}")
+        })?;
+        for (what, list) in [
+            ("URIs asked", &input.uris),
+            ("URIs released", &input.released),
+        ] {
+            if list.len() > MAX_VERSION_URIS {
+                return Err(format!(
+                    "{} {what} at once; name at most {MAX_VERSION_URIS}",
+                    list.len()
+                ));
+            }
+        }
+        if input
+            .caller
+            .as_ref()
+            .is_some_and(|c| c.len() > MAX_CALLER_KEY_BYTES)
+        {
+            return Err(format!(
+                "caller is longer than {MAX_CALLER_KEY_BYTES} bytes"
+            ));
+        }
+        Ok(input)
+    }
+}
 
 /// A resource's version token: the proxy's `epoch` (one per upstream connection of one proxy
 /// replica) and a `serial` that only grows within it. Tokens of different epochs are not

@@ -25,12 +25,12 @@ use super::{
     discovery::DISCOVERY_TIMEOUT,
     errors::Backoff,
     inline,
-    upstream::{UpstreamClient, UpstreamError},
+    upstream::{UpstreamClient, UpstreamError, subscriptions::VersionsAsk},
 };
 use durable_mcp_contract::{
     errors::ToolCallErrorType,
     features::{
-        FEATURES, Feature, MAX_VERSION_URIS, RESOURCE_VERSIONS, UPSTREAM_CAPABILITIES,
+        FEATURES, Feature, RESOURCE_VERSIONS, UPSTREAM_CAPABILITIES, VersionsInput,
         supports_subscribe,
     },
     jsonrpc_error::JsonRpcError,
@@ -236,7 +236,7 @@ async fn versions(
     start: &StartContext,
     input: &Payload,
 ) -> Result<StartOutcome, StartError> {
-    let uris = version_uris(input).map_err(HandlerError::bad_request)?;
+    let asked = version_ask(input).map_err(HandlerError::bad_request)?;
     let timeout = inline::remaining(start.deadline)
         .map_or(READ_TIMEOUT, |left| left.min(READ_TIMEOUT))
         .max(Duration::from_millis(100));
@@ -252,26 +252,23 @@ async fn versions(
         );
         return Err(HandlerError::bad_request(why).into());
     }
-    match client.resource_versions(&uris, timeout).await {
+    match client.resource_versions(&asked, timeout).await {
         Ok(answered) => Ok(StartOutcome::Sync(answer(&answered)?)),
         Err(e @ UpstreamError::Protocol { .. }) => Err(protocol_failure(&e)),
         Err(e) => Err(retryable(&e)),
     }
 }
 
-/// The URIs a `resource_versions` input names: `{"uris": [string, ...]}`, at most
-/// [`MAX_VERSION_URIS`].
-fn version_uris(input: &Payload) -> Result<Vec<String>, String> {
+/// What a `resource_versions` input asks (R-PRX-34, R-PRX-36): its URIs, caller and released
+/// URIs, bounded ([`VersionsInput::read`]).
+fn version_ask(input: &Payload) -> Result<VersionsAsk, String> {
     let value = payload::to_json(input).map_err(|e| e.to_string())?;
-    let uris: Vec<String> = serde_json::from_value(value["uris"].clone())
-        .map_err(|_| "input must be {\"uris\": [string, ...]}".to_owned())?;
-    if uris.len() > MAX_VERSION_URIS {
-        return Err(format!(
-            "{} URIs asked at once; ask for at most {MAX_VERSION_URIS}",
-            uris.len()
-        ));
-    }
-    Ok(uris)
+    let input = VersionsInput::read(value)?;
+    Ok(VersionsAsk {
+        uris: input.uris,
+        caller: input.caller.unwrap_or_default(),
+        released: input.released,
+    })
 }
 
 /// An upstream answer that is not MCP: a final failure (R-PRX-32), never retried.
@@ -339,7 +336,7 @@ fn asks_for_input(feature: Feature) -> JsonRpcError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use durable_mcp_contract::features::{GET_PROMPT, READ_RESOURCE};
+    use durable_mcp_contract::features::{GET_PROMPT, MAX_VERSION_URIS, READ_RESOURCE};
 
     #[test]
     fn a_read_answered_with_an_input_request_is_a_clear_error() {
@@ -356,14 +353,24 @@ mod tests {
     #[test]
     fn version_inputs_name_a_bounded_list_of_uris() {
         let input = |v: Value| answer(&v).unwrap();
+        let asked = version_ask(&input(json!({"uris": ["a://1", "b://2"]}))).unwrap();
+        assert_eq!(asked.uris, ["a://1", "b://2"]);
+        assert_eq!((asked.caller.as_str(), asked.released.len()), ("", 0));
+        let named = json!({"uris": [], "caller": "k1", "released": ["a://1"]});
+        let asked = version_ask(&input(named)).unwrap();
         assert_eq!(
-            version_uris(&input(json!({"uris": ["a://1", "b://2"]}))).unwrap(),
-            ["a://1", "b://2"]
+            (asked.caller.as_str(), asked.released),
+            ("k1", vec!["a://1".to_owned()])
         );
-        assert!(version_uris(&input(json!({"uris": "a://1"}))).is_err());
+        assert!(version_ask(&input(json!({"uris": "a://1"}))).is_err());
+        assert!(version_ask(&input(json!({"uris": [], "other": 1}))).is_err());
         let many: Vec<String> = (0..=MAX_VERSION_URIS).map(|i| format!("a://{i}")).collect();
-        let refused = version_uris(&input(json!({ "uris": many }))).unwrap_err();
-        assert!(refused.contains("at most 100"), "{refused}");
+        for key in ["uris", "released"] {
+            let refused = version_ask(&input(json!({ "uris": [], key: many }))).unwrap_err();
+            assert!(refused.contains("at most 100"), "{refused}");
+        }
+        let long = json!({"uris": [], "caller": "k".repeat(65)});
+        assert!(version_ask(&input(long)).unwrap_err().contains("64 bytes"));
     }
 
     #[test]

@@ -54,7 +54,7 @@ use durable_mcp_contract::call::{CallNotification, ToolLog};
 mod era;
 mod features;
 mod probe;
-mod subscriptions;
+pub mod subscriptions;
 mod task;
 use subscriptions::ResourceWatch;
 pub use task::{CallAnswer, TaskState, next_poll_delay};
@@ -240,7 +240,7 @@ impl UpstreamClient {
         }
     }
 
-    /// Watches at most `cap` resource URIs (R-PRX-34).
+    /// Watches at most `cap` resource URIs (R-PRX-34), a fifth of them per caller (R-PRX-36).
     pub fn watching_at_most(mut self, cap: usize) -> Self {
         self.resources = Arc::new(ResourceWatch::with_cap(cap));
         self

@@ -35,6 +35,7 @@ use durable_mcp_runtime::nexus::{OperationClient, OperationRef};
 
 pub(crate) mod as_written;
 mod call;
+mod caller_key;
 mod cancelled_round;
 mod capabilities;
 mod catalog;

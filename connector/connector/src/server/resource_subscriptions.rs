@@ -161,17 +161,17 @@ impl<N: Clone> Registry<N> {
         }
     }
 
-    /// Drops every subscriber `gone` says is gone.
-    pub fn leave_if(&mut self, gone: impl Fn(&N) -> bool) {
+    /// Drops every subscriber `gone` says is gone; the releases to tell the proxy.
+    pub fn leave_if(&mut self, gone: impl Fn(&N) -> bool) -> Vec<Released> {
         let left: Vec<u64> = self
             .subscribers
             .iter()
             .filter(|(_, s)| gone(&s.notify))
             .map(|(id, _)| *id)
             .collect();
-        for id in left {
-            self.leave(id);
-        }
+        left.into_iter()
+            .flat_map(|id| self.leave_releasing(id))
+            .collect()
     }
 
     /// The subscribed URIs by route: what one poll asks.
@@ -192,6 +192,71 @@ impl<N: Clone> Registry<N> {
             .filter(|(_, s)| s.uris.get(uri) == Some(&route))
             .map(|(id, s)| (*id, s.notify.clone()))
             .collect()
+    }
+}
+
+/// A subscription whose end the proxy is told of (R-PRX-36): the last one of its caller to
+/// `uri` on `route` ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Released {
+    pub route: usize,
+    pub caller: Option<Share>,
+    pub uri: String,
+}
+
+impl<N> Registry<N> {
+    /// Whether a subscriber of `caller` subscribes to `uri` on `route`.
+    fn held(&self, caller: &Option<Share>, route: usize, uri: &str) -> bool {
+        self.subscribers
+            .values()
+            .any(|s| s.caller == *caller && s.uris.get(uri) == Some(&route))
+    }
+
+    /// `released` (URI, route) of `caller`, less those another of its subscribers still holds.
+    fn releases(&self, caller: &Option<Share>, released: Vec<(String, usize)>) -> Vec<Released> {
+        released
+            .into_iter()
+            .filter(|(uri, route)| !self.held(caller, *route, uri))
+            .map(|(uri, route)| Released {
+                route,
+                caller: caller.clone(),
+                uri,
+            })
+            .collect()
+    }
+}
+
+impl<N: Clone> Registry<N> {
+    /// Unsubscribes `id` from `uri`; the release to tell the proxy when it was its caller's
+    /// last subscription to it (R-PRX-36).
+    pub fn unsubscribe(&mut self, id: u64, uri: &str) -> Option<Released> {
+        let subscriber = self.subscribers.get(&id)?;
+        let (caller, route) = (subscriber.caller.clone(), *subscriber.uris.get(uri)?);
+        self.remove(id, uri);
+        self.releases(&caller, vec![(uri.to_owned(), route)]).pop()
+    }
+
+    /// The subscriber is gone, with its subscriptions; the releases to tell the proxy.
+    pub fn leave_releasing(&mut self, id: u64) -> Vec<Released> {
+        let Some(gone) = self.subscribers.get(&id) else {
+            return Vec::new();
+        };
+        let caller = gone.caller.clone();
+        let held: Vec<(String, usize)> = gone.uris.clone().into_iter().collect();
+        self.leave(id);
+        self.releases(&caller, held)
+    }
+
+    /// The subscribed URIs by route and caller: what one poll asks, each caller's in its share.
+    pub fn by_route_and_caller(&self) -> HashMap<(usize, Option<Share>), BTreeSet<String>> {
+        let mut asked: HashMap<(usize, Option<Share>), BTreeSet<String>> = HashMap::new();
+        for subscriber in self.subscribers.values() {
+            for (uri, route) in &subscriber.uris {
+                let key = (*route, subscriber.caller.clone());
+                asked.entry(key).or_default().insert(uri.clone());
+            }
+        }
+        asked
     }
 }
 
@@ -350,6 +415,47 @@ mod tests {
             registry.leave(id);
         }
         assert!(registry.callers.is_empty() && registry.total == 0);
+    }
+
+    #[test]
+    fn the_proxy_is_told_when_a_callers_last_subscription_to_a_uri_ends() {
+        let mut registry = Registry::default();
+        let alice = Some(Share::Address([10, 0, 0, 1].into()));
+        let bob = Some(Share::Address([10, 0, 0, 2].into()));
+        let (a1, a2, b) = (
+            registry.join((), alice.clone()),
+            registry.join((), alice.clone()),
+            registry.join((), bob.clone()),
+        );
+        for id in [a1, a2, b] {
+            registry.add(id, "u://1", 0).unwrap();
+        }
+        registry.add(a1, "u://2", 1).unwrap();
+        // Alice's other session still holds u://1: nothing to tell; bob's own is his.
+        assert_eq!(registry.unsubscribe(a1, "u://1"), None);
+        assert_eq!(registry.unsubscribe(a1, "u://1"), None, "not subscribed");
+        let bobs = Released {
+            route: 0,
+            caller: bob.clone(),
+            uri: "u://1".into(),
+        };
+        assert_eq!(registry.unsubscribe(b, "u://1"), Some(bobs));
+        let polled = registry.by_route_and_caller();
+        assert_eq!(
+            polled[&(0, alice.clone())],
+            BTreeSet::from(["u://1".to_owned()])
+        );
+        assert_eq!(
+            polled[&(1, alice.clone())],
+            BTreeSet::from(["u://2".to_owned()])
+        );
+        assert!(!polled.contains_key(&(0, bob)));
+        let mut left = registry.leave_releasing(a1);
+        assert_eq!(left.len(), 1);
+        assert_eq!((left[0].route, left[0].uri.as_str()), (1, "u://2"));
+        left = registry.leave_releasing(a2);
+        assert_eq!((left.len(), left[0].caller.clone()), (1, alice));
+        assert!(registry.leave_releasing(a2).is_empty());
     }
 
     #[test]

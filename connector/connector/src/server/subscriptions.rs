@@ -6,8 +6,13 @@
 //! versions of all its subscribed URIs every `--resource-poll`, and a token that moved
 //! ([`resource_subscriptions::Seen`]) sends `notifications/resources/updated` to the URI's
 //! subscribers. A session's subscriptions end with the session, a stream's with the stream.
+//!
+//! Every asking names its caller ([`Connector::caller_key`]), so the proxy counts each caller's
+//! share of what it watches, and the end of a caller's last subscription to a URI is told to
+//! the proxy (`released`), which lets go of it at once (R-PRX-36).
 
 use std::{
+    collections::HashMap,
     sync::{Arc, Mutex, Weak},
     time::Duration,
 };
@@ -26,12 +31,12 @@ use super::{
     call::jsonrpc_error,
     feature_cache::Reserved,
     internal::internal,
-    resource_subscriptions::{self, Registry, Seen},
+    resource_subscriptions::{self, Registry, Released, Seen},
 };
 use durable_mcp_contract::{
     features::{
         LIST_RESOURCE_TEMPLATES, LIST_RESOURCES, MAX_VERSION_URIS, READ_RESOURCE,
-        RESOURCE_VERSIONS, supports_subscribe,
+        RESOURCE_VERSIONS, VersionsInput, supports_subscribe,
     },
     jsonrpc_error::JsonRpcError,
     payload,
@@ -193,7 +198,11 @@ impl Connector {
             .call_starts
             .try_start("resources/subscribe", share);
         let asked = match started {
-            Ok(()) => self.ask_versions(route, &[uri.to_owned()], share).await,
+            Ok(()) => {
+                let key = self.caller_key(share);
+                self.ask_versions(route, &[uri.to_owned()], share, key)
+                    .await
+            }
             Err(e) => Err(e),
         };
         let refused = match asked {
@@ -210,14 +219,45 @@ impl Connector {
         Ok(())
     }
 
-    /// Unsubscribes `id` from `uri` (acknowledged whether or not it was subscribed).
+    /// Unsubscribes `id` from `uri` (acknowledged whether or not it was subscribed); the proxy
+    /// is told when it was its caller's last subscription to it (R-PRX-36).
     pub(super) fn unsubscribe_resource(&self, id: u64, uri: &str) {
-        self.inner
-            .resource_subs
-            .registry
-            .lock()
-            .unwrap()
-            .remove(id, uri);
+        let registry = &self.inner.resource_subs.registry;
+        let released = registry.lock().unwrap().unsubscribe(id, uri);
+        self.release(released.into_iter().collect());
+    }
+
+    /// Tells each route's proxy, in the background, which URIs a caller let go of (R-PRX-36);
+    /// a proxy not told (unreachable, or of an earlier build) drops them when they go idle.
+    fn release(&self, released: Vec<Released>) {
+        let mut by_caller: HashMap<(usize, Option<Share>), Vec<String>> = HashMap::new();
+        for r in released {
+            by_caller
+                .entry((r.route, r.caller))
+                .or_default()
+                .push(r.uri);
+        }
+        for ((route, caller), uris) in by_caller {
+            let connector = Connector::of(self.inner.clone());
+            let key = self.caller_key(caller.as_ref());
+            tokio::spawn(async move {
+                let service = &connector.inner.options.routes[route];
+                for chunk in uris.chunks(MAX_VERSION_URIS) {
+                    let input = VersionsInput {
+                        uris: Vec::new(),
+                        caller: Some(key.clone()),
+                        released: chunk.to_vec(),
+                    };
+                    let input = serde_json::to_value(input).unwrap_or_default();
+                    let told = connector
+                        .run_in_place(service, RESOURCE_VERSIONS, input, None)
+                        .await;
+                    if told.is_err() {
+                        tracing::debug!(service = %service.service, "telling the proxy of ended resource subscriptions failed; they end when idle");
+                    }
+                }
+            });
+        }
     }
 
     /// A new subscriber of `caller`.
@@ -226,9 +266,11 @@ impl Connector {
         registry.lock().unwrap().join(notify, caller)
     }
 
-    /// The subscriber is gone.
+    /// The subscriber is gone; the proxy is told of the URIs its caller no longer holds.
     pub(super) fn leave_subscribers(&self, id: u64) {
-        self.inner.resource_subs.registry.lock().unwrap().leave(id);
+        let registry = &self.inner.resource_subs.registry;
+        let released = registry.lock().unwrap().leave_releasing(id);
+        self.release(released);
     }
 
     /// The session's subscriber id, made on its first subscription (again when its subscriber
@@ -247,16 +289,23 @@ impl Connector {
         }
     }
 
-    /// Asks `route` the versions of `uris`; each token is compared with the ones seen, and the
-    /// URIs' subscribers are told of a move. Answers the versions and the per-URI errors.
+    /// Asks `route` the versions of `uris` for the caller `key` (in `share`'s in-flight part);
+    /// each token is compared with the ones seen, and the URIs' subscribers are told of a move.
+    /// Answers the versions and the per-URI errors.
     async fn ask_versions(
         &self,
         route: usize,
         uris: &[String],
         share: Option<&Share>,
+        key: String,
     ) -> Result<(Map<String, Value>, Map<String, Value>), McpError> {
         let service = &self.inner.options.routes[route];
-        let input = json!({"uris": uris});
+        let input = VersionsInput {
+            uris: uris.to_vec(),
+            caller: Some(key),
+            released: Vec::new(),
+        };
+        let input = serde_json::to_value(input).map_err(|e| internal("resources/subscribe", e))?;
         let asked = self
             .run_in_place(service, RESOURCE_VERSIONS, input, share)
             .await;
@@ -368,17 +417,27 @@ async fn poll(inner: Weak<Inner>, period: Duration) {
     loop {
         tokio::time::sleep(period).await;
         let Some(inner) = inner.upgrade() else { return };
-        let plan = {
+        let (plan, by_caller, released) = {
             let mut registry = inner.resource_subs.registry.lock().unwrap();
-            registry.leave_if(Notify::gone);
-            registry.by_route()
+            let released = registry.leave_if(Notify::gone);
+            (
+                registry.by_route(),
+                registry.by_route_and_caller(),
+                released,
+            )
         };
         inner.resource_subs.seen.lock().unwrap().retain(&plan);
         let connector = Connector::of(inner);
-        for (route, uris) in plan {
+        connector.release(released);
+        // Each caller's URIs in its own asking: the proxy keeps them in that caller's share.
+        for ((route, caller), uris) in by_caller {
             let uris: Vec<String> = uris.into_iter().collect();
+            let key = connector.caller_key(caller.as_ref());
             for chunk in uris.chunks(MAX_VERSION_URIS) {
-                match connector.ask_versions(route, chunk, None).await {
+                match connector
+                    .ask_versions(route, chunk, None, key.clone())
+                    .await
+                {
                     Ok((_, errors)) => connector.drop_refused(route, errors).await,
                     Err(e) => tracing::debug!(error = %e.message, "asking resource versions"),
                 }

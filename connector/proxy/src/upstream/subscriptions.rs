@@ -7,6 +7,10 @@
 //! handler, [`ResourceWatch::updated`]); a 2026-07-28 upstream gets one `subscriptions/listen`
 //! stream naming every watched URI, opened again when the set changes. A new connection (or a
 //! listen stream that ended) starts a new epoch and subscribes every URI again.
+//!
+//! Each asking names its caller and the URIs that caller let go of ([`VersionsAsk`]): the table
+//! counts each caller's share (R-PRX-36), and a URI its last holder released is unsubscribed
+//! upstream at once.
 
 use std::{
     collections::BTreeSet,
@@ -18,7 +22,17 @@ use rmcp::model::{ServerNotification, SubscriptionFilter};
 use serde_json::{Map, Value, json};
 
 use super::{Connection, UpstreamClient, UpstreamError, era};
-use crate::resource_versions::{MAX_WATCHED_URIS, VersionTable, WATCH_IDLE};
+use crate::resource_versions::{MAX_WATCHED_URIS, Refused, VersionTable, WATCH_IDLE};
+
+/// One `~~resource_versions` asking (R-NXC-8): the URIs whose tokens are asked, who asks
+/// (the connector's opaque caller key; `""` for a caller that names none), and the URIs that
+/// caller no longer subscribes to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VersionsAsk {
+    pub uris: Vec<String>,
+    pub caller: String,
+    pub released: Vec<String>,
+}
 
 /// The watched URIs of one upstream, shared by its connections.
 pub struct ResourceWatch {
@@ -94,12 +108,29 @@ fn refused(message: String) -> Value {
     json!({"code": -32603, "message": message})
 }
 
+/// Why the table refused a URI, saying what to do (R-PRX-36).
+fn refusal_text(why: Refused, table: &VersionTable) -> String {
+    match why {
+        Refused::Full => format!(
+            "the proxy watches as many resources of this upstream as it may ({} callers' worth); try again later",
+            crate::resource_versions::SHARES
+        ),
+        Refused::OverShare => format!(
+            "this caller holds {} resource subscriptions of this upstream at the proxy, its share \
+             (those it unsubscribed from count for {} minutes); unsubscribe from others, or try again later",
+            table.share(),
+            WATCH_IDLE.as_secs() / 60
+        ),
+    }
+}
+
 impl UpstreamClient {
     /// Each URI's version token, subscribing upstream to the ones not yet watched (see the
-    /// module): `{"versions": {uri: token}, "errors": {uri: error}}`.
+    /// module), for the asking caller; its released URIs are let go of (and unsubscribed
+    /// upstream once nobody holds them): `{"versions": {uri: token}, "errors": {uri: error}}`.
     pub async fn resource_versions(
         self: &Arc<Self>,
-        uris: &[String],
+        asked: &VersionsAsk,
         timeout: Duration,
     ) -> Result<Value, UpstreamError> {
         let conn = self.connect_within(timeout).await?;
@@ -114,27 +145,26 @@ impl UpstreamClient {
             watch.table.lock().unwrap().new_epoch(new_epoch());
         }
         let mut errors = Map::new();
-        let expired = {
+        let dropped = {
             let mut table = watch.table.lock().unwrap();
-            for uri in table.ask(uris, Instant::now()) {
-                let why = format!(
-                    "the proxy watches {} resources of this upstream already; \
-                     unsubscribe from others first",
-                    table.cap()
-                );
-                errors.insert(uri, refused(why));
+            let now = Instant::now();
+            let mut dropped = table.release(&asked.released, &asked.caller, now, watch.idle);
+            for (uri, why) in table.ask(&asked.uris, &asked.caller, now) {
+                errors.insert(uri, refused(refusal_text(why, &table)));
             }
-            table.expire(Instant::now(), watch.idle)
+            dropped.extend(table.expire(now, watch.idle));
+            dropped
         };
         if era::Upstream::of(conn.peer()).modern {
             self.listen_for(&conn, &mut subscribed, &mut errors, timeout)
                 .await?;
         } else {
-            self.subscribe_each(&conn, &mut subscribed, expired, &mut errors, timeout)
+            self.subscribe_each(&conn, &mut subscribed, dropped, &mut errors, timeout)
                 .await?;
         }
         let table = watch.table.lock().unwrap();
-        let versions: Map<String, Value> = uris
+        let versions: Map<String, Value> = asked
+            .uris
             .iter()
             .filter_map(|uri| Some((uri.clone(), Value::String(table.token(uri)?))))
             .collect();
@@ -341,18 +371,52 @@ while IFS= read -r line; do
 done
 "#;
 
-    #[tokio::test]
-    async fn a_uri_nobody_asks_about_is_unsubscribed_upstream_after_the_idle_time() {
-        let log = std::env::temp_dir().join(format!("subscribable-{}.jsonl", new_epoch()));
+    fn asking(uris: &[&str], released: &[&str]) -> VersionsAsk {
+        VersionsAsk {
+            uris: uris.iter().map(|u| (*u).to_owned()).collect(),
+            caller: "alice".into(),
+            released: released.iter().map(|u| (*u).to_owned()).collect(),
+        }
+    }
+
+    fn legacy_client(log: &std::path::Path) -> UpstreamClient {
         let args = vec!["-c".into(), SUBSCRIBABLE.into(), "sh".into()];
         let args = [args, vec![log.to_string_lossy().into_owned()]].concat();
         let transport = crate::config::TransportConfig::stdio("sh", args);
-        let mut client = UpstreamClient::new("legacy", transport);
+        UpstreamClient::new("legacy", transport)
+    }
+
+    #[tokio::test]
+    async fn a_uri_its_last_holder_releases_is_unsubscribed_upstream_at_once() {
+        let log = std::env::temp_dir().join(format!("released-{}.jsonl", new_epoch()));
+        let client = Arc::new(legacy_client(&log));
+        let wait = Duration::from_secs(30);
+        let asked = client
+            .resource_versions(&asking(&["a://1"], &[]), wait)
+            .await;
+        assert!(asked.unwrap()["versions"]["a://1"].is_string());
+        let requests = || std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(!requests().contains(r#""resources/unsubscribe""#));
+        let released = client
+            .resource_versions(&asking(&[], &["a://1"]), wait)
+            .await;
+        assert_eq!(released.unwrap()["versions"], json!({}));
+        let sent = requests();
+        assert!(sent.contains(r#""resources/unsubscribe""#), "{sent}");
+        assert!(client.resources.table.lock().unwrap().uris().is_empty());
+        let _ = std::fs::remove_file(&log);
+        client.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_uri_nobody_asks_about_is_unsubscribed_upstream_after_the_idle_time() {
+        let log = std::env::temp_dir().join(format!("subscribable-{}.jsonl", new_epoch()));
+        let mut client = legacy_client(&log);
         let idle = Duration::from_millis(500);
         Arc::get_mut(&mut client.resources).unwrap().idle = idle;
         let client = Arc::new(client);
         let asked = client
-            .resource_versions(&["a://1".into()], Duration::from_secs(30))
+            .resource_versions(&asking(&["a://1"], &[]), Duration::from_secs(30))
             .await
             .unwrap();
         assert!(asked["versions"]["a://1"].is_string(), "{asked}");

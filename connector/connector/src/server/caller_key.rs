@@ -1,0 +1,78 @@
+//! The key a proxy counts a caller under (R-PRX-36): the caller's share (R-CON-38: its token
+//! subject, else its address; over stdio, the connector's caller scope) hashed under a key
+//! derived from the signing key. The same on every replica sharing `MCP_TASK_SIGNING_KEY`, so
+//! one caller is one share across replicas; nothing of the identity can be read back from it,
+//! and it never carries the owner hash as such.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, KeyInit as _, Mac as _};
+use sha2::Sha256;
+
+use super::Connector;
+use crate::{
+    fair::Share,
+    task_ref::{SigningKey, caller_hash},
+};
+
+/// Length of a caller key: 22 base64url characters, 132 bits.
+const CALLER_KEY_LEN: usize = 22;
+
+/// The caller key of `share` (none: the connector's own caller, `scope`) under `signing`.
+pub fn caller_key(
+    signing: &SigningKey,
+    share: Option<&Share>,
+    scope: &crate::task_ref::CallerScope,
+) -> String {
+    let text = match share {
+        Some(Share::Caller(caller)) => format!("caller:{}", caller_hash(signing, caller)),
+        Some(Share::Address(address)) => format!("address:{address}"),
+        None => format!("caller:{}", caller_hash(signing, scope)),
+    };
+    let derived = signing.derive("proxy-caller-key");
+    let mut mac = Hmac::<Sha256>::new_from_slice(&derived).expect("HMAC takes any key");
+    mac.update(text.as_bytes());
+    let mut key = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
+    key.truncate(CALLER_KEY_LEN);
+    key
+}
+
+impl Connector {
+    /// The caller key of a request of `share` (R-PRX-36).
+    pub(super) fn caller_key(&self, share: Option<&Share>) -> String {
+        let options = &self.inner.options;
+        caller_key(&options.signing_key, share, &options.caller_scope)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task_ref::CallerScope;
+
+    #[test]
+    fn a_caller_key_is_the_same_on_every_replica_and_tells_callers_apart() {
+        let key = SigningKey::from_base64(&"QUFB".repeat(11)).unwrap();
+        let other_key = SigningKey::from_base64(&"QkJC".repeat(11)).unwrap();
+        let scope = CallerScope::Anonymous;
+        let alice = Share::Address([10, 0, 0, 1].into());
+        let bob = Share::Address([10, 0, 0, 2].into());
+        let a = caller_key(&key, Some(&alice), &scope);
+        assert_eq!(a.len(), CALLER_KEY_LEN);
+        assert_eq!(
+            a,
+            caller_key(&key.clone(), Some(&alice), &scope),
+            "another replica"
+        );
+        assert_ne!(a, caller_key(&key, Some(&bob), &scope));
+        assert_ne!(
+            a,
+            caller_key(&other_key, Some(&alice), &scope),
+            "another deployment"
+        );
+        assert!(!a.contains("10.0.0.1"));
+        let stdio = caller_key(&key, None, &scope);
+        assert_ne!(stdio, a);
+        assert_eq!(stdio, caller_key(&key, None, &scope));
+    }
+}
