@@ -15,6 +15,12 @@ use crate::{
 /// How long a task-capable call waits before the connector makes it a task (`--task-after`):
 /// short, so the family's long calls (a few seconds) become tasks.
 pub const TASK_AFTER: &str = "1s";
+/// server-everything's tools the family calls as plain calls, kept synchronous on their
+/// route (R-CON-39's `synchronous`): a loaded machine can make a short call last past
+/// [`TASK_AFTER`], and it must not then become a task its case does not follow.
+pub const EVERYTHING_SYNCHRONOUS: &[&str] = &["echo", "get-sum"];
+/// The mock's tools the family calls as plain calls, kept synchronous likewise.
+pub const MOCK_SYNCHRONOUS: &[&str] = &["echo", "refuse"];
 
 /// One upstream, directly and durably.
 pub struct Endpoints {
@@ -88,9 +94,8 @@ impl Stack {
             ],
             50,
         );
-        let args = ["--task-after", TASK_AFTER];
-        let through_everything = HttpConnectorProcess::start(&slice, "everything", &args).await?;
-        let through_mock = HttpConnectorProcess::start(&slice, "mock", &args).await?;
+        let through_everything = connector(&slice, "everything", EVERYTHING_SYNCHRONOUS).await?;
+        let through_mock = connector(&slice, "mock", MOCK_SYNCHRONOUS).await?;
         Ok(Self {
             everything: Endpoints {
                 direct: everything_url,
@@ -117,4 +122,20 @@ impl Stack {
         }
         let _ = server.delete_nexus_endpoint(&self.endpoint).await;
     }
+}
+
+/// The connector process routing to `service`, tasks after [`TASK_AFTER`] except for the
+/// `synchronous` tools.
+async fn connector(
+    slice: &Slice,
+    service: &str,
+    synchronous: &[&str],
+) -> anyhow::Result<HttpConnectorProcess> {
+    let route = format!(
+        "{{service: {service}, endpoint: {}, synchronous: [{}]}}",
+        slice.endpoint,
+        synchronous.join(", ")
+    );
+    let args = ["--task-after", TASK_AFTER];
+    HttpConnectorProcess::start_routed(slice, &route, "127.0.0.1:0", &args).await
 }

@@ -24,10 +24,15 @@ pub fn connector_route(service: &str, endpoint: &str) -> String {
 /// `durable-mcp-connector` with one `--route` to `service` on the slice's endpoint and the
 /// Temporal connection in its environment: exactly what an `mcpServers` entry runs.
 pub fn connector_command(slice: &Slice, service: &str) -> anyhow::Result<Command> {
+    routed_connector_command(slice, &connector_route(service, &slice.endpoint))
+}
+
+/// [`connector_command`] with the `--route` value `route` as it is.
+fn routed_connector_command(slice: &Slice, route: &str) -> anyhow::Result<Command> {
     let mut command = Command::new(connector_bin()?);
     command
         .arg("--route")
-        .arg(connector_route(service, &slice.endpoint))
+        .arg(route)
         .env("TEMPORAL_ADDRESS", &slice.address)
         .env("TEMPORAL_NAMESPACE", &slice.namespace);
     Ok(command)
@@ -41,7 +46,18 @@ pub fn http_connector_command(
     addr: &str,
     signing_key: &str,
 ) -> anyhow::Result<Command> {
-    let mut command = connector_command(slice, service)?;
+    let route = connector_route(service, &slice.endpoint);
+    routed_http_connector_command(slice, &route, addr, signing_key)
+}
+
+/// [`http_connector_command`] with the `--route` value `route` as it is.
+fn routed_http_connector_command(
+    slice: &Slice,
+    route: &str,
+    addr: &str,
+    signing_key: &str,
+) -> anyhow::Result<Command> {
+    let mut command = routed_connector_command(slice, route)?;
     command
         .args(["--transport", "http", "--addr", addr])
         .env("MCP_TASK_SIGNING_KEY", signing_key);
@@ -143,7 +159,19 @@ impl HttpConnectorProcess {
         addr: &str,
         extra_args: &[&str],
     ) -> anyhow::Result<Self> {
-        let mut command = http_connector_command(slice, service, addr, TEST_SIGNING_KEY)?;
+        let route = connector_route(service, &slice.endpoint);
+        Self::start_routed(slice, &route, addr, extra_args).await
+    }
+
+    /// [`Self::start_at`] with the `--route` value `route` as it is (a route that keeps some
+    /// tools synchronous, say).
+    pub async fn start_routed(
+        slice: &Slice,
+        route: &str,
+        addr: &str,
+        extra_args: &[&str],
+    ) -> anyhow::Result<Self> {
+        let mut command = routed_http_connector_command(slice, route, addr, TEST_SIGNING_KEY)?;
         command.args(extra_args);
         let (child, seen) = spawn_announcing(command, CONNECTOR_LISTENING).await?;
         let url = seen
