@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::{
     Case, bounded_output,
     compare::{difference, listing_difference, short},
-    stack::{Endpoints, Stack},
+    stack::Stack,
 };
 
 /// A client library with a driver script under `conformance/hosts/`.
@@ -99,26 +99,37 @@ pub struct Pair {
     pub direct: Value,
 }
 
-/// Runs `sdk`'s driver against both upstreams, durably and directly (four runs, one at a
-/// time, each bounded).
+/// Runs `sdk`'s driver against both upstreams, durably and directly: four runs at once (each
+/// bounded; none depends on another, and most of a run is waiting for its calls).
 pub async fn reports(sdk: Sdk, installed: &Path, stack: &Stack) -> Result<Vec<Pair>, String> {
-    let mut pairs = Vec::new();
-    for (upstream, endpoints) in [("everything", &stack.everything), ("mock", &stack.mock)] {
+    let upstreams = [("everything", &stack.everything), ("mock", &stack.mock)];
+    let runs = upstreams.iter().flat_map(|&(upstream, endpoints)| {
         let plan = plan(upstream);
-        let run = |url: &str, path: &str| {
+        [
+            (
+                upstream,
+                "through durable-mcp",
+                endpoints.durable.clone(),
+                plan.clone(),
+            ),
+            (upstream, "directly", endpoints.direct.clone(), plan),
+        ]
+    });
+    let reports =
+        futures::future::try_join_all(runs.map(|(upstream, path, url, plan)| async move {
             let what = format!("the {} driver against {upstream} {path}", sdk.slug());
-            bounded_output(sdk.command(installed, url, &plan), what)
-        };
-        let Endpoints { durable, direct } = endpoints;
-        let durable = parse(&run(durable, "through durable-mcp").await?)?;
-        let direct = parse(&run(direct, "directly").await?)?;
-        pairs.push(Pair {
+            parse(&bounded_output(sdk.command(installed, &url, &plan), what).await?)
+        }))
+        .await?;
+    Ok(upstreams
+        .iter()
+        .zip(reports.chunks_exact(2))
+        .map(|(&(upstream, _), pair)| Pair {
             upstream,
-            durable,
-            direct,
-        });
-    }
-    Ok(pairs)
+            durable: pair[0].clone(),
+            direct: pair[1].clone(),
+        })
+        .collect())
 }
 
 fn parse(stdout: &str) -> Result<Value, String> {
@@ -240,9 +251,8 @@ fn features(pair: &Pair) -> Judged {
 }
 
 /// The Inspector CLI's case: `tools/list` and `tools/call` against each upstream, durably and
-/// directly, compared.
+/// directly (its eight runs at once), compared.
 pub async fn inspector(build: &Path, stack: &Stack) -> Result<Judged, String> {
-    let mut judged = Vec::new();
     let calls = [
         (
             "everything",
@@ -252,23 +262,34 @@ pub async fn inspector(build: &Path, stack: &Stack) -> Result<Judged, String> {
         ),
         ("mock", &stack.mock, "echo", "key=inspector"),
     ];
+    let run = |url: String, method: Vec<&'static str>| {
+        let mut command = tokio::process::Command::new("node");
+        command
+            .current_dir(build)
+            .args(["cli.js", "--cli", &url, "--transport", "http", "--method"])
+            .args(&method);
+        let what = format!("the Inspector CLI ({})", method.join(" "));
+        async move { parse(&bounded_output(command, what).await?) }
+    };
+    let mut steps = Vec::new();
     for (upstream, endpoints, tool, argument) in calls {
-        let run = |url: &str, method: &[&str]| {
-            let mut command = tokio::process::Command::new("node");
-            command
-                .current_dir(build)
-                .args(["cli.js", "--cli", url, "--transport", "http", "--method"])
-                .args(method);
-            bounded_output(command, format!("the Inspector CLI ({})", method.join(" ")))
-        };
         for method in [
             vec!["tools/list"],
             vec!["tools/call", "--tool-name", tool, "--tool-arg", argument],
         ] {
-            let durable = parse(&run(&endpoints.durable, &method).await?)?;
-            let direct = parse(&run(&endpoints.direct, &method).await?)?;
-            let name = format!("{upstream}: {}", method[0]);
-            judged.push(if method[0] == "tools/list" {
+            let both = futures::future::try_join(
+                run(endpoints.durable.clone(), method.clone()),
+                run(endpoints.direct.clone(), method.clone()),
+            );
+            steps.push(async move { Ok::<_, String>((upstream, tool, method[0], both.await?)) });
+        }
+    }
+    let answered = futures::future::try_join_all(steps).await?;
+    Ok(answered
+        .into_iter()
+        .map(|(upstream, tool, method, (durable, direct))| {
+            let name = format!("{upstream}: {method}");
+            if method == "tools/list" {
                 let tools = |r: &Value| r["tools"].as_array().cloned().unwrap_or_default();
                 match listing_difference(&tools(&durable), &tools(&direct)) {
                     None => Ok(format!("{name}: alike")),
@@ -279,10 +300,9 @@ pub async fn inspector(build: &Path, stack: &Stack) -> Result<Judged, String> {
                     None => Ok(format!("{name} {tool}: equal")),
                     Some(d) => Err(format!("{name} {tool}: {d}")),
                 }
-            });
-        }
-    }
-    Ok(judged)
+            }
+        })
+        .collect())
 }
 
 #[cfg(test)]
