@@ -5,7 +5,9 @@
 //! durable-mcp with what reached it from the upstream itself.
 
 mod pty;
+mod screen;
 mod standin;
+mod turn;
 
 use std::{
     path::Path,
@@ -16,23 +18,17 @@ use serde_json::{Value, json};
 
 use self::{
     pty::Pty,
-    standin::{Notification, StandIn, Turn, result_text},
+    standin::{Notification, StandIn, Turn},
+    turn::Cancel,
 };
 use super::{Case, stack::Stack};
 use crate::fixtures::{Ledger, LedgerEvent};
 
 /// A fake key: the stand-in accepts anything, and Claude Code must not ask about it.
 const API_KEY: &str = "sk-ant-durable-mcp-stand-in-000000000000";
-/// How long one turn may take before it fails naming itself.
-const TURN_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long the whole Claude Code run may take (its turns take about 30 s together): turns
 /// still to play after it fail at once, and Claude Code is killed.
 const RUN_TIMEOUT: Duration = Duration::from_secs(300);
-/// How long after the upstream got a call the host cancels Escape is pressed, unless the call
-/// moved to the background by then: past the connector's `--task-after`.
-const ESCAPE_AFTER: Duration = Duration::from_secs(4);
-/// What Claude Code prints above an elicitation form.
-const DIALOG: &str = "requests your input";
 
 /// One call, played through durable-mcp (server `<upstream>`) and directly (`<upstream>d`).
 struct Call {
@@ -102,6 +98,10 @@ pub struct Played {
     pub stopped: Option<String>,
     pub dialogs_answered: usize,
     pub interrupted: bool,
+    /// How many times the prompt was typed and Enter pressed (more than once each when Claude
+    /// Code was not ready for them, or its MCP servers still connecting).
+    pub typed: usize,
+    pub enters: usize,
     /// Why the turn could not be played to its end (a hang, Claude Code gone).
     pub error: Option<String>,
 }
@@ -149,6 +149,9 @@ fn id(case: &str) -> String {
     format!("hosts/claude-code/{case}")
 }
 
+const DURABLY: &str = "through durable-mcp";
+const DIRECTLY: &str = "directly";
+
 /// Runs Claude Code and plays each of `calls` twice (durably, then directly); returns both
 /// outcomes and a log line per turn.
 async fn play(
@@ -172,8 +175,8 @@ async fn play(
         let mut log = Vec::new();
         let mut pair = Vec::new();
         for (path, server) in [
-            ("through durable-mcp", call.upstream.to_owned()),
-            ("directly", format!("{}d", call.upstream)),
+            (DURABLY, call.upstream.to_owned()),
+            (DIRECTLY, format!("{}d", call.upstream)),
         ] {
             // A call the host cancels has a ledger key of its own per path.
             let cancel_key = call.cancel_key.map(|base| format!("{base}-{server}"));
@@ -187,23 +190,19 @@ async fn play(
                 input,
                 stop_task: cancel_key.is_some(),
             };
+            let cancel = cancel_key.map(|key| Cancel {
+                ledger: &stack.ledger,
+                tool: call.tool.to_owned(),
+                key,
+                escape: path == DIRECTLY,
+            });
             let turn_started = Instant::now();
-            let played = match play_turn(
-                &mut pty,
-                &standin,
-                turn,
-                cancel_key.as_deref(),
-                &stack.ledger,
-                run_until,
-            )
-            .await
-            {
+            let played = match turn::play(&mut pty, &standin, turn, cancel, run_until).await {
                 Ok(played) => played,
                 Err(e) => Played {
                     error: Some(format!(
-                        "{path}: {e}\nthe end of Claude Code's screen: {}\n{}",
-                        pty.tail_chars(400),
-                        mcp_errors(home.path())
+                        "{path}: {e}\n{}",
+                        what_was_seen(&pty, &standin, home.path())
                     )),
                     ..Played::default()
                 },
@@ -292,108 +291,6 @@ pub fn claude_json(api_key: &str, project: &Path) -> Value {
     })
 }
 
-/// Plays one turn: types its marker (again while the MCP servers are still connecting),
-/// answers the elicitation form Claude Code shows (confirm, then Accept), presses Escape once
-/// the upstream has a call the host cancels but that did not move to the background, and
-/// waits for the answer to reach the model.
-async fn play_turn(
-    pty: &mut Pty,
-    standin: &StandIn,
-    turn: Turn,
-    cancel_key: Option<&str>,
-    ledger: &Ledger,
-    run_until: Instant,
-) -> Result<Played, String> {
-    let tool = turn.tool.rsplit("__").next().unwrap_or_default().to_owned();
-    let marker = turn.marker.clone();
-    standin.with(|r| r.begin(turn));
-    let dialogs_before = pty.output().matches(DIALOG).count();
-    let deadline = (Instant::now() + TURN_TIMEOUT).min(run_until);
-    let (mut typed_at_unlisted, mut played) = (usize::MAX, Played::default());
-    // When the upstream got a call the host cancels: Escape waits past --task-after, so a call
-    // that becomes a task is stopped as a task.
-    let mut called_at: Option<Instant> = None;
-    loop {
-        if !pty.running() {
-            return Err("Claude Code exited".into());
-        }
-        if Instant::now() > deadline {
-            return Err(format!(
-                "no answer reached the model within {} s, or the run's {} s ran out ({})",
-                TURN_TIMEOUT.as_secs(),
-                RUN_TIMEOUT.as_secs(),
-                describe(&played)
-            ));
-        }
-        let (issued, unlisted) = standin.with(|r| (r.issued.clone(), r.unlisted));
-        if issued.is_none() && unlisted != typed_at_unlisted {
-            typed_at_unlisted = unlisted;
-            type_line(pty, &marker).await?;
-        }
-        let dialogs = pty.output().matches(DIALOG).count() - dialogs_before;
-        if dialogs > played.dialogs_answered {
-            accept_form(pty).await?;
-            played.dialogs_answered += 1;
-        }
-        if let Some(id) = &issued {
-            standin.with(|r| read_outcome(r, id, &mut played));
-        }
-        if let Some(key) = cancel_key
-            && called_at.is_none()
-            && ledger.count_key(&tool, LedgerEvent::Called, key) > 0
-        {
-            called_at = Some(Instant::now());
-        }
-        if called_at.is_some_and(|at| at.elapsed() > ESCAPE_AFTER)
-            && played.background.is_none()
-            && played.text.is_none()
-            && !played.interrupted
-        {
-            pty.type_bytes(b"\x1b").map_err(|e| e.to_string())?;
-            played.interrupted = true;
-        }
-        if finished(&played, cancel_key.map(|k| (ledger, tool.as_str(), k))) {
-            return Ok(played);
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-async fn type_line(pty: &mut Pty, text: &str) -> Result<(), String> {
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    pty.type_bytes(text.as_bytes()).map_err(|e| e.to_string())?;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    pty.type_bytes(b"\r").map_err(|e| e.to_string())
-}
-
-/// Space ticks the form's `confirm` box, Down moves to Accept, Enter sends it.
-async fn accept_form(pty: &mut Pty) -> Result<(), String> {
-    for key in [&b" "[..], b"\x1b[B", b"\r"] {
-        tokio::time::sleep(Duration::from_millis(400)).await;
-        pty.type_bytes(key).map_err(|e| e.to_string())?;
-    }
-    Ok(())
-}
-
-fn read_outcome(record: &standin::Record, issued: &str, played: &mut Played) {
-    if let Some(block) = record.results.get(issued) {
-        let text = result_text(block);
-        played.is_error = block["is_error"] == true;
-        played.background = background_task(&text);
-        played.text = Some(text);
-    }
-    if let Some(task) = &played.background {
-        played.notification = record
-            .notifications
-            .iter()
-            .find(|n| &n.task_id == task)
-            .cloned();
-    }
-    if let Some(stop) = &record.stop {
-        played.stopped = record.results.get(stop).map(result_text);
-    }
-}
-
 /// Claude Code's id of the background task a `tool_result` says the call moved to.
 pub fn background_task(text: &str) -> Option<String> {
     let rest = &text[text.find("moved to the background as task ")? + 32..];
@@ -403,21 +300,6 @@ pub fn background_task(text: &str) -> Option<String> {
             .to_owned(),
     )
     .filter(|t| !t.is_empty())
-}
-
-fn finished(played: &Played, cancel: Option<(&Ledger, &str, &str)>) -> bool {
-    if let Some((ledger, tool, key)) = cancel {
-        let cancelled = ledger.count_key(tool, LedgerEvent::Cancelled, key) > 0;
-        return match (&played.background, &played.text) {
-            (Some(_), _) => played.stopped.is_some() && cancelled,
-            (None, Some(_)) => true,
-            (None, None) => played.interrupted && cancelled,
-        };
-    }
-    match (&played.background, &played.text) {
-        (Some(_), _) => played.notification.is_some(),
-        (None, text) => text.is_some(),
-    }
 }
 
 fn describe(played: &Played) -> String {
@@ -442,6 +324,12 @@ fn describe(played: &Played) -> String {
     }
     if played.interrupted {
         parts.push("interrupted with Escape".into());
+    }
+    if played.typed > 1 || played.enters > 1 {
+        parts.push(format!(
+            "prompt typed {} time(s), Enter pressed {} time(s)",
+            played.typed, played.enters
+        ));
     }
     parts.join("; ")
 }
@@ -521,6 +409,18 @@ fn judge(call: &Call, durable: &Played, direct: &Played, ledger: &Ledger) -> Cas
 fn same_answer(a: &str, b: &str) -> bool {
     a.trim() == b.trim()
         || matches!((serde_json::from_str::<Value>(a), serde_json::from_str::<Value>(b)), (Ok(x), Ok(y)) if x == y)
+}
+
+/// For a failed turn: Claude Code's screen, the stand-in's last requests and the errors of
+/// Claude Code's MCP logs.
+fn what_was_seen(pty: &Pty, standin: &StandIn, home: &Path) -> String {
+    let requests = standin.with(|r| r.requests.iter().cloned().collect::<Vec<_>>());
+    format!(
+        "Claude Code's screen:\n{}\nthe stand-in's last requests:\n{}\n{}",
+        pty.screen().tail(15),
+        requests.join("\n"),
+        mcp_errors(home)
+    )
 }
 
 /// Error lines of Claude Code's MCP logs (`~/.cache/claude-cli-nodejs/<project>/mcp-logs-*`),

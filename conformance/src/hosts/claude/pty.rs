@@ -1,5 +1,6 @@
 //! A program on a pseudo-terminal, as a person runs it: Claude Code declares the tasks
-//! extension only when interactive. The driver types into it and reads what it prints.
+//! extension only when interactive. The driver types into it and reads its screen, as a
+//! terminal (vt100) draws what it prints.
 
 use std::{
     io::{Read, Write},
@@ -10,12 +11,14 @@ use std::{
 
 use anyhow::Context;
 
+use super::screen::Screen;
+
 /// A child on a pseudo-terminal of its own, in its own session; killed (its whole process
 /// group) when dropped.
 pub struct Pty {
     child: tokio::process::Child,
     master: std::fs::File,
-    output: Arc<Mutex<Vec<u8>>>,
+    terminal: Arc<Mutex<vt100::Parser>>,
 }
 
 impl Pty {
@@ -65,9 +68,13 @@ impl Pty {
             .spawn()
             .context("spawning on a pty")?;
         let master = std::fs::File::from(master);
-        let output = Arc::new(Mutex::new(Vec::new()));
+        let terminal = Arc::new(Mutex::new(vt100::Parser::new(
+            rows.try_into().context("no rows")?,
+            cols.try_into().context("no columns")?,
+            0,
+        )));
         let mut reader = master.try_clone()?;
-        let sink = output.clone();
+        let sink = terminal.clone();
         std::thread::spawn(move || {
             let mut buffer = [0u8; 8192];
             while let Ok(n) = reader.read(&mut buffer) {
@@ -76,13 +83,13 @@ impl Pty {
                 }
                 sink.lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .extend_from_slice(&buffer[..n]);
+                    .process(&buffer[..n]);
             }
         });
         Ok(Self {
             child,
             master,
-            output,
+            terminal,
         })
     }
 
@@ -92,16 +99,11 @@ impl Pty {
         self.master.flush()
     }
 
-    /// Everything printed so far, as text (escape sequences left in).
-    pub fn output(&self) -> String {
-        String::from_utf8_lossy(&self.output.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
-    }
-
-    /// The last `n` characters printed, escape sequences removed (for a failure message; a
-    /// full-screen program redraws in place, so this is the screen's text, not lines).
-    pub fn tail_chars(&self, n: usize) -> String {
-        let text: Vec<char> = strip_escapes(&self.output()).chars().collect();
-        text[text.len().saturating_sub(n)..].iter().collect()
+    /// What the screen shows now.
+    pub fn screen(&self) -> Screen {
+        let terminal = self.terminal.lock().unwrap_or_else(|e| e.into_inner());
+        let (_, cols) = terminal.screen().size();
+        Screen::new(terminal.screen().rows(0, cols.get()).collect())
     }
 
     /// Whether the program still runs.
@@ -119,45 +121,9 @@ impl Drop for Pty {
     }
 }
 
-/// `text` without ANSI escape sequences (CSI and OSC) and carriage returns.
-pub fn strip_escapes(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\u{1b}' => match chars.next() {
-                Some('[') => {
-                    for c in chars.by_ref() {
-                        if ('@'..='~').contains(&c) {
-                            break;
-                        }
-                    }
-                }
-                Some(']') => {
-                    while let Some(c) = chars.next() {
-                        if c == '\u{7}' || (c == '\u{1b}' && chars.next_if_eq(&'\\').is_some()) {
-                            break;
-                        }
-                    }
-                }
-                _ => {}
-            },
-            '\r' => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn escapes_are_removed_and_text_kept() {
-        let text = "\u{1b}[2K\u{1b}[1mMCP server\u{1b}[22m asks\r\n\u{1b}]0;title\u{7}done";
-        assert_eq!(strip_escapes(text), "MCP server asks\ndone");
-    }
 
     #[tokio::test]
     async fn a_program_on_the_pty_sees_a_terminal_and_reads_what_is_typed() {
@@ -169,10 +135,11 @@ mod tests {
         let mut pty = Pty::spawn(command, 120, 40).unwrap();
         pty.type_bytes(b"hello\r").unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !pty.output().contains("got:hello") && std::time::Instant::now() < deadline {
+        let printed = |pty: &Pty| pty.screen().tail(40);
+        while !printed(&pty).contains("got:hello") && std::time::Instant::now() < deadline {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        let out = strip_escapes(&pty.output());
+        let out = printed(&pty);
         assert!(
             out.contains("tty") && out.contains("40 120") && out.contains("got:hello"),
             "{out}"

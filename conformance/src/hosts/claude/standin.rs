@@ -44,12 +44,18 @@ pub struct Record {
     pub issued: Option<String>,
     /// The id of the `TaskStop` tool use, once sent.
     pub stop: Option<String>,
-    /// Requests that held the marker while the turn's tool was not listed yet (MCP servers
-    /// connect in the background).
+    /// Requests whose last user message held the turn's marker before its tool use was
+    /// issued: how the driver knows the prompt it typed reached the model.
+    pub asked: usize,
+    /// Of those, the ones sent while the turn's tool was not listed yet (MCP servers connect
+    /// in the background): the prompt is typed again.
     pub unlisted: usize,
     /// Every `tool_result` block, by tool use id.
     pub results: BTreeMap<String, Value>,
     pub notifications: Vec<Notification>,
+    /// A line per request (the last [`Record::KEPT`]): what it held and what was answered,
+    /// for a failure message.
+    pub requests: std::collections::VecDeque<String>,
     next_id: usize,
 }
 
@@ -59,12 +65,49 @@ impl Record {
         self.turn = Some(turn);
         self.issued = None;
         self.stop = None;
+        self.asked = 0;
         self.unlisted = 0;
     }
 
+    const KEPT: usize = 12;
+
     /// The blocks and stop reason answering one Messages API request `body` (pure apart from
-    /// this record).
+    /// this record), noted in [`Record::requests`].
     pub fn answer(&mut self, body: &Value) -> (Vec<Value>, &'static str) {
+        let (blocks, stop) = self.reply(body);
+        let tools = body["tools"].as_array().map_or(0, Vec::len);
+        let text: String = body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .map(|m| content_blocks(&m["content"]))
+            .unwrap_or_default()
+            .iter()
+            .map(|b| {
+                b["text"]
+                    .as_str()
+                    .map_or(format!("[{}]", b["type"]), cut_line)
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        let answered: Vec<String> = blocks
+            .iter()
+            .map(|b| {
+                b["name"]
+                    .as_str()
+                    .map_or("text".into(), |n| format!("tool_use {n}"))
+            })
+            .collect();
+        if self.requests.len() == Self::KEPT {
+            self.requests.pop_front();
+        }
+        self.requests.push_back(format!(
+            "{tools} tools, last message {text:?} -> {}",
+            answered.join(", ")
+        ));
+        (blocks, stop)
+    }
+
+    fn reply(&mut self, body: &Value) -> (Vec<Value>, &'static str) {
         let last_user = body["messages"]
             .as_array()
             .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
@@ -102,10 +145,11 @@ impl Record {
             }
             return (vec![text_block("done")], "end_turn");
         }
-        let asked = blocks
+        let holds_marker = blocks
             .iter()
             .any(|b| b["text"].as_str().is_some_and(|t| t.contains(&turn.marker)));
-        if asked && self.issued.is_none() {
+        if holds_marker && self.issued.is_none() {
+            self.asked += 1;
             let listed = body["tools"]
                 .as_array()
                 .is_some_and(|tools| tools.iter().any(|t| t["name"] == turn.tool.as_str()));
@@ -126,6 +170,12 @@ impl Record {
         self.next_id += 1;
         format!("toolu_standin_{:04}", self.next_id)
     }
+}
+
+/// The end of a text block, on one line.
+fn cut_line(text: &str) -> String {
+    let chars: Vec<char> = text.chars().filter(|c| !c.is_control()).collect();
+    chars[chars.len().saturating_sub(60)..].iter().collect()
 }
 
 fn content_blocks(content: &Value) -> Vec<Value> {
@@ -313,7 +363,7 @@ mod tests {
         record.begin(turn(false));
         let (blocks, _) = record.answer(&request(json!("hosts step 1"), &["Bash"]));
         assert_eq!(blocks[0]["type"], "text");
-        assert_eq!(record.unlisted, 1);
+        assert_eq!((record.asked, record.unlisted), (1, 1));
         let (blocks, stop) = record.answer(&request(json!("hosts step 1"), &["mcp__mock__slow"]));
         assert_eq!(
             (blocks[0]["name"].as_str(), stop),
@@ -327,6 +377,7 @@ mod tests {
         // A later message with the marker uses no tool again.
         let (blocks, _) = record.answer(&request(json!("hosts step 1"), &["mcp__mock__slow"]));
         assert_eq!(blocks[0]["type"], "text");
+        assert_eq!((record.asked, record.unlisted), (2, 1));
     }
 
     #[test]
