@@ -343,7 +343,13 @@ fn proxy(dir: &Path, i: usize, config: &Path) -> Proc {
             command
                 .arg("--config")
                 .arg(&config)
-                .args(["--health-addr", "127.0.0.1:0"]);
+                .args(["--health-addr", "127.0.0.1:0"])
+                // One key for both workers, as one deployment's (R-PRX-35): a round may reach
+                // either.
+                .env(
+                    durable_mcp::outbound::state_key::STATE_KEY_ENV,
+                    crate::harness::test_state_key_base64(),
+                );
             Ok(command)
         },
     )
