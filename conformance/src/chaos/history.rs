@@ -1,6 +1,6 @@
 //! What a chaos run recorded: every call as its client saw it, every fault as the nemesis
 //! applied and healed it, and what the upstreams' ledgers and Temporal say. Plain data; the
-//! checker ([`super::checker`]) judges it.
+//! checker module judges it.
 
 use std::collections::BTreeMap;
 

@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 use sha2::Sha256;
 
 use super::task_ref::SigningKey;
+use crate::operation_id::OPERATION_MARK;
 
 /// The key of argument fingerprints and keyed operation IDs, derived from the task signing key
 /// (so every replica with that key agrees). Both are visible in Temporal (request ids, a Nexus
@@ -143,9 +144,6 @@ pub fn key_from_meta(
     validate(field, key)?;
     Ok(Some(IdempotencyKey(key.clone())))
 }
-
-/// What follows the connector name in a keyed call's operation ID.
-pub const OPERATION_MARK: &str = "idem";
 
 /// The operation ID for a keyed call:
 /// `<connector>-idem-<base64url(HMAC-SHA256(fingerprint key, owner \0 tool \0 key))>`.

@@ -28,6 +28,7 @@ pub mod idempotency;
 pub mod listener;
 pub mod local;
 pub mod metrics;
+pub mod operation_id;
 pub mod progress;
 pub mod route;
 pub mod server;

@@ -70,11 +70,7 @@ use scope::{granted_scopes, insufficient_scope, request_share};
 use task_support::{Caller, Plan, TaskSupport};
 use tasks::{supports_tasks, tasks_extension_required, tool_needs_tasks};
 
-/// A call's operation ID: `<connector name>-<prefix>-<uuid>`. Task IDs hold one in a few
-/// bytes when the prefix is at most [`MAX_OPERATION_ID_PREFIX_LEN`] bytes (R-CON-6).
-pub fn call_operation_id(connector_name: &str, prefix: &str, id: uuid::Uuid) -> String {
-    format!("{connector_name}-{prefix}-{}", id.hyphenated())
-}
+pub use crate::operation_id::call_operation_id;
 
 /// How the connector names and times its operations.
 #[derive(Debug, Clone)]

@@ -22,7 +22,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use durable_mcp_contract::input::{round_id, split_round};
 use uuid::Uuid;
 
-use crate::idempotency::OPERATION_MARK;
+use crate::operation_id::OPERATION_MARK;
 
 /// The first byte of every compact task ID.
 pub(super) const VERSION: u8 = 2;
@@ -204,7 +204,7 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
     use crate::idempotency::{FingerprintKey, IdempotencyKey, operation_id};
-    use crate::server::call_operation_id;
+    use crate::operation_id::call_operation_id;
 
     const RUN: &str = "019a7c3e-5b2d-7f10-8e4a-6c9d0b1a2f3e";
 

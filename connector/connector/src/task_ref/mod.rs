@@ -457,7 +457,7 @@ pub enum TaskRefError {
 pub(crate) fn longest_task_id() -> String {
     let name = "c".repeat(900);
     let prefix = "p".repeat(MAX_OPERATION_ID_PREFIX_LEN);
-    let first = crate::server::call_operation_id(&name, &prefix, uuid::Uuid::max());
+    let first = crate::operation_id::call_operation_id(&name, &prefix, uuid::Uuid::max());
     let op = durable_mcp_contract::input::round_id(&first, durable_mcp_contract::input::MAX_ROUNDS);
     let r = TaskRef::new(
         "n".repeat(1000),

@@ -1,6 +1,6 @@
 use super::*;
 use crate::idempotency::{FingerprintKey, IdempotencyKey, operation_id};
-use crate::server::call_operation_id;
+use crate::operation_id::call_operation_id;
 use durable_mcp_contract::input::{MAX_ROUNDS, round_id};
 use proptest::prelude::*;
 

@@ -183,15 +183,7 @@ impl Followed<'_> {
                     message,
                     requests: None,
                 }) => {
-                    self.cancel_upstream().await;
-                    let why = format!(
-                        "upstream {:?} asks for input for tool {tool:?} ({}) in a task without the tasks extension's inputRequests (2025-11-25), which the proxy does not relay; its task was cancelled",
-                        self.input.service,
-                        message.as_deref().unwrap_or("input_required")
-                    );
-                    return Err(self
-                        .end(heartbeats, ToolCallErrorType::UpstreamProtocolError, why)
-                        .await);
+                    return Err(self.asks_unrelayed(heartbeats, message).await);
                 }
                 Err(UpstreamError::Connect { .. } | UpstreamError::Transport { .. }) => {
                     // Reading a task's state is safe to repeat: poll on.
@@ -204,6 +196,24 @@ impl Followed<'_> {
             };
             return self.failed(heartbeats, error, &carried).await;
         }
+    }
+
+    /// The task asks for input the 2025-11-25 way, with no `inputRequests` the proxy could
+    /// relay: the upstream's task is cancelled and the call fails saying why.
+    async fn asks_unrelayed(
+        &self,
+        heartbeats: &mut Heartbeats,
+        message: Option<String>,
+    ) -> ActivityError {
+        self.cancel_upstream().await;
+        let why = format!(
+            "upstream {:?} asks for input for tool {:?} ({}) in a task without the tasks extension's inputRequests (2025-11-25), which the proxy does not relay; its task was cancelled",
+            self.input.service,
+            self.input.tool,
+            message.as_deref().unwrap_or("input_required")
+        );
+        self.end(heartbeats, ToolCallErrorType::UpstreamProtocolError, why)
+            .await
     }
 
     /// The task asks for input (`requests`): the round ends as for an `InputRequiredResult`,
