@@ -228,6 +228,7 @@ async fn the_connector_binary_serves_http_and_stops_on_sigterm() {
         url,
         addr,
         startup_log,
+        ..
     } = HttpConnectorProcess::start(&env, "mock", &["--allowed-host", "mcp.example.test"])
         .await
         .unwrap();

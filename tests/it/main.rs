@@ -20,6 +20,7 @@ mod feature_limits;
 mod feature_notices;
 mod grpc_compression;
 mod health;
+mod hostile_input;
 mod images;
 mod input_relay;
 mod input_rounds;

@@ -87,6 +87,24 @@ pub fn tool_service_command(
     command
 }
 
+/// A child's stderr lines after its announcement, kept as they arrive.
+#[derive(Clone, Debug, Default)]
+pub struct ChildLog(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl ChildLog {
+    /// The lines so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// The lines that tell of a panic.
+    pub fn panics(&self) -> Vec<String> {
+        let mut lines = self.lines();
+        lines.retain(|l| l.contains("panicked"));
+        lines
+    }
+}
+
 /// Spawns `command` (stderr piped, killed when dropped, `RUST_LOG=warn`) and waits up to 30 s
 /// for a stderr line starting with `announcement`; returns the child and its stderr lines up to
 /// and including that one, and keeps draining stderr so the child never blocks on it.
@@ -94,6 +112,15 @@ pub async fn spawn_announcing(
     command: impl Into<tokio::process::Command>,
     announcement: &str,
 ) -> anyhow::Result<(tokio::process::Child, Vec<String>)> {
+    let (child, seen, _) = spawn_announcing_logged(command, announcement).await?;
+    Ok((child, seen))
+}
+
+/// [`spawn_announcing`], keeping the stderr lines that follow the announcement.
+pub async fn spawn_announcing_logged(
+    command: impl Into<tokio::process::Command>,
+    announcement: &str,
+) -> anyhow::Result<(tokio::process::Child, Vec<String>, ChildLog)> {
     use tokio::io::AsyncBufReadExt as _;
     let mut command = command.into();
     let mut child = command
@@ -118,8 +145,14 @@ pub async fn spawn_announcing(
     })
     .await
     .map_err(|_| anyhow::anyhow!("no {announcement:?} within 30 s"))??;
-    tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
-    Ok((child, seen))
+    let log = ChildLog::default();
+    let kept = log.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = stderr.next_line().await {
+            kept.0.lock().unwrap().push(line);
+        }
+    });
+    Ok((child, seen, log))
 }
 
 /// The native tool service on the slice's task queue, killed when dropped; returns once it
@@ -142,6 +175,8 @@ pub struct HttpConnectorProcess {
     pub addr: std::net::SocketAddr,
     /// Its stderr lines up to and including the announcement.
     pub startup_log: Vec<String>,
+    /// Its stderr lines after the announcement.
+    pub log: ChildLog,
 }
 
 impl HttpConnectorProcess {
@@ -173,7 +208,7 @@ impl HttpConnectorProcess {
     ) -> anyhow::Result<Self> {
         let mut command = routed_http_connector_command(slice, route, addr, TEST_SIGNING_KEY)?;
         command.args(extra_args);
-        let (child, seen) = spawn_announcing(command, CONNECTOR_LISTENING).await?;
+        let (child, seen, log) = spawn_announcing_logged(command, CONNECTOR_LISTENING).await?;
         let url = seen
             .last()
             .and_then(|line| listening_url(line))
@@ -189,6 +224,7 @@ impl HttpConnectorProcess {
             url,
             addr,
             startup_log: seen,
+            log,
         })
     }
 }

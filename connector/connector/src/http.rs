@@ -480,9 +480,14 @@ async fn before_listen(
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         return axum::http::StatusCode::BAD_REQUEST.into_response();
     };
+    // The body is the caller's: read it without indexing (a `params` that is no object
+    // panicked here); rmcp refuses it afterwards (R-CON-30).
     let requested = serde_json::from_slice::<serde_json::Value>(&bytes)
         .ok()
-        .and_then(|mut m| serde_json::from_value(m["params"]["notifications"].take()).ok())
+        .and_then(|m| {
+            let notifications = m.get("params")?.get("notifications")?;
+            serde_json::from_value(notifications.clone()).ok()
+        })
         .unwrap_or_default();
     connector.typed().before_listen(&requested).await;
     let body = axum::body::Body::from(bytes);
