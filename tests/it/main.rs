@@ -32,6 +32,7 @@ mod native_tools;
 mod nexus_cancel;
 mod nexus_errors;
 mod nexus_roundtrip;
+mod panic_free;
 mod progress;
 mod protocol_versions;
 mod proxy;

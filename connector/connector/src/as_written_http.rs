@@ -547,11 +547,10 @@ impl ReplayState {
             let Some(serial) = self.oldest_of(whose) else {
                 return;
             };
-            let k = self
-                .kept
-                .remove(&serial)
-                .expect("oldest_of names a kept one");
-            self.forget(vec![k]);
+            // oldest_of names a kept one.
+            if let Some(k) = self.kept.remove(&serial) {
+                self.forget(vec![k]);
+            }
         }
     }
 

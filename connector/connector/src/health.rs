@@ -49,23 +49,21 @@ pub fn report(temporal: Result<(), String>, endpoints: &[(String, EndpointState)
         Ok(()) => json!({"ok": true}),
         Err(why) => json!({"ok": false, "error": why}),
     };
-    let mut body = json!({
-        "status": if ready { "ready" } else { "not ready" },
-        "checks": {
-            "temporal": temporal,
-            "endpoints": {
-                "ok": unknown.is_empty(),
-                "known": count(EndpointState::Known),
-                "unchecked": count(EndpointState::Unchecked),
-                "unknown": unknown,
-            },
-        },
+    let mut endpoints = json!({
+        "ok": unknown.is_empty(),
+        "known": count(EndpointState::Known),
+        "unchecked": count(EndpointState::Unchecked),
+        "unknown": unknown,
     });
-    if !unknown.is_empty() {
-        body["checks"]["endpoints"]["error"] = json!(
+    if let (false, Some(fields)) = (unknown.is_empty(), endpoints.as_object_mut()) {
+        fields.insert("error".into(), json!(
             "no Nexus endpoint of this name: create it (temporal operator nexus endpoint create) or fix --route"
-        );
+        ));
     }
+    let body = json!({
+        "status": if ready { "ready" } else { "not ready" },
+        "checks": {"temporal": temporal, "endpoints": endpoints},
+    });
     Report { ready, body }
 }
 

@@ -362,7 +362,10 @@ pub async fn serve_counting(
     loop {
         let slot = tokio::select! {
             _ = stop.cancelled() => break,
-            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break, // the semaphore is never closed
+            },
         };
         let stream = tokio::select! {
             _ = stop.cancelled() => break,

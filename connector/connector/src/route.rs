@@ -18,6 +18,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 
+use durable_mcp_contract::listing::tool_name;
 use serde_json::Value;
 
 /// What a route looks like, for error messages.
@@ -312,7 +313,7 @@ pub fn merge_tool_lists<'a>(
     let mut order = Vec::new();
     for (route, tools) in lists {
         for tool in tools {
-            let Some(name) = tool.get("name").and_then(Value::as_str) else {
+            let Some(name) = tool_name(&tool) else {
                 tracing::warn!(route = %route, "route listed a tool without a name; leaving it out");
                 continue;
             };
@@ -327,7 +328,7 @@ pub fn merge_tool_lists<'a>(
     // Names already listed or reported.
     let mut reported = HashSet::new();
     for (route, tool) in order {
-        let name = tool["name"].as_str().unwrap_or_default().to_owned();
+        let name = tool_name(&tool).unwrap_or_default().to_owned();
         let routes = &owners[&name];
         let origin = local(&name);
         if routes.len() == 1 && origin.is_none() {

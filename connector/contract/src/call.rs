@@ -22,7 +22,24 @@ pub fn call_activity_id(service: &str, tool: &str, request_id: &str) -> String {
     format!("mcp/{service}/{tool}/{request_id}")
 }
 
+/// A JSON object of two strings, as serde writes a struct of them (serializing cannot fail).
+fn two_strings(first: (&str, &str), second: (&str, &str)) -> String {
+    let text = |s: &str| serde_json::Value::from(s).to_string();
+    format!(
+        "{{{}:{},{}:{}}}",
+        text(first.0),
+        text(first.1),
+        text(second.0),
+        text(second.1)
+    )
+}
+
 impl CallToken {
+    /// The operation token: this, as JSON.
+    pub fn to_token(&self) -> String {
+        two_strings(("activity_id", &self.activity_id), ("run_id", &self.run_id))
+    }
+
     /// The call named by an operation token; `None` for operations that are not
     /// Activity-backed tool calls (or have not started yet).
     pub fn parse(operation_token: &str) -> Option<Self> {
@@ -171,24 +188,22 @@ impl LiveNotifications {
         }
         let changed = heartbeat.progress.is_some() && heartbeat.progress != self.progress;
         let progress_at = heartbeat.progress_before_log.unwrap_or(0);
-        let mut progress_sent = !changed;
+        // The progress to send, until it is sent: only a changed one.
+        let mut progress = heartbeat.progress.clone().filter(|_| changed);
         for log in logs {
             let seq = log.seq.unwrap_or_default();
-            if !progress_sent && seq >= progress_at {
-                out.push(CallNotification::Progress(
-                    heartbeat.progress.clone().unwrap(),
-                ));
-                progress_sent = true;
+            if seq >= progress_at
+                && let Some(progress) = progress.take()
+            {
+                out.push(CallNotification::Progress(progress));
             }
             self.next_log = Some(seq + 1);
             if min_level.is_some_and(|min| log_rank(&log.level) >= min) {
                 out.push(CallNotification::Log(log.clone()));
             }
         }
-        if !progress_sent {
-            out.push(CallNotification::Progress(
-                heartbeat.progress.clone().unwrap(),
-            ));
+        if let Some(progress) = progress {
+            out.push(CallNotification::Progress(progress));
         }
         if changed {
             self.progress = heartbeat.progress.clone();
@@ -224,6 +239,11 @@ pub struct WorkflowCallToken {
 }
 
 impl WorkflowCallToken {
+    /// The operation token: this, as JSON.
+    pub fn to_token(&self) -> String {
+        two_strings(("workflow_id", &self.workflow_id), ("run_id", &self.run_id))
+    }
+
     /// The Workflow named by an operation token; `None` for any other token.
     pub fn parse(operation_token: &str) -> Option<Self> {
         serde_json::from_str(operation_token).ok()
@@ -343,6 +363,19 @@ impl CallNotifications {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Tokens are written as serde writes the structs, and read back, whatever the ids.
+        #[test]
+        fn tokens_are_serdes_json_and_read_back(a in ".*", b in ".*") {
+            let call = CallToken { activity_id: a.clone(), run_id: b.clone() };
+            proptest::prop_assert_eq!(call.to_token(), serde_json::to_string(&call).unwrap());
+            proptest::prop_assert_eq!(CallToken::parse(&call.to_token()), Some(call));
+            let workflow = WorkflowCallToken { workflow_id: a, run_id: b };
+            proptest::prop_assert_eq!(workflow.to_token(), serde_json::to_string(&workflow).unwrap());
+            proptest::prop_assert_eq!(WorkflowCallToken::parse(&workflow.to_token()), Some(workflow));
+        }
+    }
 
     fn step(progress: f64) -> CallNotification {
         CallNotification::Progress(ToolProgress {

@@ -81,6 +81,19 @@ impl ToolListing {
     }
 }
 
+/// A listed tool's name: its `name` when that is a string, else none (a tool service's
+/// listing is input: a tool without a string name cannot be called, R-CON-51).
+pub fn tool_name(tool: &Value) -> Option<&str> {
+    tool.get("name").and_then(Value::as_str)
+}
+
+/// Whether a listed tool says its calls must be tasks (`execution.taskSupport: "required"`).
+pub fn requires_task(tool: &Value) -> bool {
+    tool.pointer("/execution/taskSupport")
+        .and_then(Value::as_str)
+        == Some("required")
+}
+
 /// Whether a listed tool says it gets one attempt.
 pub fn advertised_one_attempt(tool: &Value) -> bool {
     meta_flag(tool, ONE_ATTEMPT_META_KEY)

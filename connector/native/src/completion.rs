@@ -72,8 +72,9 @@ impl std::fmt::Display for Reference {
 /// The reference and the request of `completion/complete` params, or why they are not one
 /// (an invalid-params message).
 pub(crate) fn parse(params: &Value) -> Result<(Reference, CompletionRequest), String> {
-    let reference = &params["ref"];
-    let reference = match (reference["type"].as_str(), reference) {
+    let null = Value::Null;
+    let reference = params.get("ref").unwrap_or(&null);
+    let reference = match (reference.get("type").and_then(Value::as_str), reference) {
         (Some("ref/prompt"), r) => Reference::Prompt(text(r, "name", "ref")?),
         (Some("ref/resource"), r) => Reference::Template(text(r, "uri", "ref")?),
         _ => {
@@ -83,9 +84,10 @@ pub(crate) fn parse(params: &Value) -> Result<(Reference, CompletionRequest), St
             );
         }
     };
-    let argument = &params["argument"];
-    let arguments = params["context"]["arguments"]
-        .as_object()
+    let argument = params.get("argument").unwrap_or(&null);
+    let arguments = params
+        .pointer("/context/arguments")
+        .and_then(Value::as_object)
         .map(|a| {
             a.iter()
                 .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
@@ -102,8 +104,9 @@ pub(crate) fn parse(params: &Value) -> Result<(Reference, CompletionRequest), St
 
 /// `object[key]` as a string, or the invalid-params message saying it is missing.
 fn text(object: &Value, key: &str, what: &str) -> Result<String, String> {
-    object[key]
-        .as_str()
+    object
+        .get(key)
+        .and_then(Value::as_str)
         .map(str::to_owned)
         .ok_or_else(|| format!("completion/complete needs \"{what}\" with a \"{key}\" string"))
 }

@@ -336,7 +336,7 @@ impl Prompt {
             name: name.into(),
             described: Described {
                 title: None,
-                description: schema["description"].as_str().map(str::to_owned),
+                description: text(&schema, "description").map(str::to_owned),
             },
             arguments: prompt_arguments(&schema),
             get: Arc::new(move |args| {
@@ -366,13 +366,19 @@ impl Prompt {
     }
 }
 
+/// `value[key]` when it is a string (`value` may be anything a caller sent).
+fn text<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
+    value.get(key).and_then(Value::as_str)
+}
+
 /// MCP `PromptArgument`s from an object schema's properties: name, description, required.
 pub fn prompt_arguments(schema: &Value) -> Vec<Value> {
-    let required: Vec<&str> = schema["required"]
-        .as_array()
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let Some(properties) = schema["properties"].as_object() else {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
         return Vec::new();
     };
     properties
@@ -380,7 +386,7 @@ pub fn prompt_arguments(schema: &Value) -> Vec<Value> {
         .map(|(name, p)| {
             let mut a = Map::new();
             a.insert("name".into(), name.clone().into());
-            if let Some(d) = p["description"].as_str() {
+            if let Some(d) = text(p, "description") {
                 a.insert("description".into(), d.into());
             }
             a.insert("required".into(), required.contains(&name.as_str()).into());
@@ -452,7 +458,7 @@ impl Published {
     /// The read of `params` (`{"uri"}`): a static resource's contents, else the first
     /// matching template's read, else a JSON-RPC "resource not found".
     pub async fn read(&self, params: &Value) -> Result<Payload, StartError> {
-        let Some(uri) = params["uri"].as_str() else {
+        let Some(uri) = text(params, "uri") else {
             return Ok(rpc_error(
                 INVALID_PARAMS,
                 "resources/read needs a \"uri\" string",
@@ -480,16 +486,16 @@ impl Published {
 
     /// The prompt of `params` (`{"name", "arguments"}`), or a JSON-RPC invalid-params error.
     pub async fn get(&self, params: &Value) -> Result<Payload, StartError> {
-        let name = params["name"].as_str().unwrap_or_default();
+        let name = text(params, "name").unwrap_or_default();
         let Some(prompt) = self.prompts.iter().find(|p| p.name == name) else {
             return Ok(rpc_error(
                 INVALID_PARAMS,
                 &format!("Unknown prompt: {name:?}"),
             )?);
         };
-        let args = match &params["arguments"] {
-            Value::Null => json!({}),
-            a => a.clone(),
+        let args = match params.get("arguments") {
+            None | Some(Value::Null) => json!({}),
+            Some(a) => a.clone(),
         };
         match (prompt.get)(args).await? {
             Ok(messages) => Ok(bounded(GET_PROMPT.method, answer(&messages.to_json())?)?),
@@ -512,7 +518,10 @@ impl Published {
             Reference::Prompt(name) => match self.prompts.iter().find(|p| &p.name == name) {
                 Some(p) => (
                     &p.complete,
-                    p.arguments.iter().map(|a| a["name"].clone()).collect(),
+                    p.arguments
+                        .iter()
+                        .filter_map(|a| a.get("name").cloned())
+                        .collect(),
                 ),
                 None => {
                     return Ok(rpc_error(

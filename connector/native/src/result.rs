@@ -161,7 +161,7 @@ impl<T: Serialize + JsonSchema + Send + 'static> IntoToolResult for Structured<T
 
 /// The JSON Schema of a Rust type (schemars, draft 2020-12).
 pub fn schema_of<T: JsonSchema>() -> Value {
-    serde_json::to_value(schemars::schema_for!(T)).expect("a JSON Schema always serializes")
+    schemars::schema_for!(T).to_value()
 }
 
 /// The call could not produce a result (as opposed to a tool error, which is a result).

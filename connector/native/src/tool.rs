@@ -170,7 +170,8 @@ impl Tool {
         if let Some(a) = &self.annotations {
             t.insert(
                 "annotations".into(),
-                serde_json::to_value(a).expect("annotations serialize"),
+                // Annotations (flags and a title) always serialize.
+                serde_json::to_value(a).unwrap_or_default(),
             );
         }
         if !self.meta.is_empty() {

@@ -222,11 +222,11 @@ where
                 }
                 Err(s) => return Err(unavailable("starting the Workflow", &s)),
             };
-            let token = serde_json::to_string(&WorkflowCallToken {
+            let token = WorkflowCallToken {
                 workflow_id,
                 run_id,
-            })
-            .expect("a token always serializes");
+            }
+            .to_token();
             Ok(StartOutcome::Async { token })
         })
     }

@@ -60,13 +60,17 @@ impl Kept {
     fn keep(&mut self, now: Instant, id: String, result: Value, bytes: usize) {
         self.answers.push_back((now, id, result, bytes));
         self.bytes += bytes;
-        while self.answers.front().is_some_and(|(at, ..)| {
+        let over = |at: &Instant, kept: &Self| {
             now.duration_since(*at) > UNCLAIMED_FOR
-                || self.answers.len() > KEPT_MAX
-                || self.bytes > KEPT_BYTES
-        }) {
-            let (.., dropped) = self.answers.pop_front().expect("a front answer");
-            self.bytes -= dropped;
+                || kept.answers.len() > KEPT_MAX
+                || kept.bytes > KEPT_BYTES
+        };
+        while let Some((at, ..)) = self.answers.front()
+            && over(at, self)
+        {
+            if let Some((.., dropped)) = self.answers.pop_front() {
+                self.bytes = self.bytes.saturating_sub(dropped);
+            }
         }
     }
 
@@ -129,9 +133,10 @@ impl WrittenResults {
     /// message tied to no request is logged here at debug level and dropped: it is never given
     /// to whichever call happens to be in flight (R-PRX-10).
     fn attribute_log(&self, params: Value, stream: Option<&Value>, bytes: usize) {
+        let text = |key: &str| params.get(key).and_then(Value::as_str);
         let log = ToolLog {
-            level: params["level"].as_str().unwrap_or("info").to_owned(),
-            logger: params["logger"].as_str().map(str::to_owned),
+            level: text("level").unwrap_or("info").to_owned(),
+            logger: text("logger").map(str::to_owned),
             data: params.get("data").cloned().unwrap_or_default(),
             seq: None,
         };

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use tracing::warn;
 
 use super::{errors::Backoff, upstream::UpstreamClient};
+use durable_mcp_contract::listing::tool_name;
 
 /// How long one discovery may take: it runs inside a sync Nexus handler (~8 s deadline).
 pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -104,7 +105,8 @@ impl Discovery {
 
     /// The last good definition of one tool.
     pub fn tool(&self, name: &str) -> Option<serde_json::Value> {
-        self.current()?.iter().find(|t| t["name"] == name).cloned()
+        let tools = self.current()?;
+        tools.iter().find(|t| tool_name(t) == Some(name)).cloned()
     }
 
     /// Refreshes whenever the upstream sends `notifications/tools/list_changed`, until

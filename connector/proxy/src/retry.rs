@@ -88,8 +88,8 @@ impl ToolHints {
     /// from an MCP Tool JSON object. Anything missing or malformed is `None`: a hint that cannot
     /// be read was not given.
     pub fn from_tool_json(tool: &serde_json::Value) -> Self {
-        let annotations = &tool["annotations"];
-        let hint = |key: &str| annotations.get(key).and_then(serde_json::Value::as_bool);
+        let annotations = tool.get("annotations");
+        let hint = |key: &str| annotations?.get(key)?.as_bool();
         Self {
             read_only: hint("readOnlyHint"),
             destructive: hint("destructiveHint"),

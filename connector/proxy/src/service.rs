@@ -26,7 +26,7 @@ use durable_mcp_contract::{
     errors::ToolCallErrorType,
     listing::{
         LIST_TOOLS, ToolListing, advertise_inline, advertise_one_attempt, advertise_timeout,
-        asks_for_instructions,
+        asks_for_instructions, requires_task, tool_name,
     },
     operation_name::tool_for_operation,
     payload,
@@ -70,7 +70,7 @@ pub struct ServiceContext {
 
 impl ServiceContext {
     fn resolve(&self, tool: &serde_json::Value) -> ResolvedCallOptions {
-        let name = tool["name"].as_str().unwrap_or_default();
+        let name = tool_name(tool).unwrap_or_default();
         resolve(
             &self.activity_options,
             self.overrides.get(name),
@@ -119,7 +119,7 @@ impl ServiceContext {
             None => self.rediscover(&tool).await?,
         };
         let options = self.resolve(&definition);
-        let upstream_task = definition["execution"]["taskSupport"] == "required";
+        let upstream_task = requires_task(&definition);
         let placement = self.place(&tool, &definition, &options, upstream_task, start);
         if placement.inline {
             info!(%tool, reason = placement.reason, "tool call runs inline");
@@ -173,10 +173,10 @@ impl ServiceContext {
 
     /// Whether the listing marks `definition`'s calls as answered inline (R-PRX-30).
     fn listed_inline(&self, definition: &serde_json::Value, options: &ResolvedCallOptions) -> bool {
-        let Some(tool) = definition["name"].as_str() else {
+        let Some(tool) = tool_name(definition) else {
             return false;
         };
-        let upstream_task = definition["execution"]["taskSupport"] == "required";
+        let upstream_task = requires_task(definition);
         let hints = ToolHints::from_tool_json(definition);
         inline::listed_inline(self.execution(tool), &hints, options, upstream_task)
     }
@@ -195,7 +195,7 @@ impl ServiceContext {
             HandlerError::new(HandlerErrorKind::Unavailable, e.to_string())
                 .with_retry(RetryBehavior::Retryable)
         })?;
-        let definition = tools.iter().find(|t| t["name"] == tool).cloned();
+        let definition = tools.iter().find(|t| tool_name(t) == Some(tool)).cloned();
         Ok(definition.ok_or_else(|| OperationError::Failed {
             message: format!("upstream {:?} has no tool {tool:?}", self.service),
             error_type: ToolCallErrorType::UnknownTool.as_str().into(),
@@ -325,11 +325,11 @@ fn arguments(input: &Payload) -> Result<serde_json::Map<String, serde_json::Valu
 /// The answer for a run of the call's activity: its token.
 fn call_token(activity_id: &str, run_id: String) -> StartOutcome {
     StartOutcome::Async {
-        token: serde_json::to_string(&CallToken {
+        token: CallToken {
             activity_id: activity_id.to_owned(),
             run_id,
-        })
-        .expect("a CallToken always serializes"),
+        }
+        .to_token(),
     }
 }
 

@@ -588,7 +588,8 @@ impl UpstreamClient {
                     .is_some_and(|o| o.len() == 1 && o.contains_key("_meta")) =>
             {
                 let mut result = CallToolResult::default();
-                result.meta = serde_json::from_value(custom.0["_meta"].clone()).ok();
+                let meta = custom.0.get("_meta").cloned().unwrap_or_default();
+                result.meta = serde_json::from_value(meta).ok();
                 Ok(result)
             }
             _ => Err(UpstreamError::Protocol {

@@ -183,12 +183,12 @@ pub fn call_result(tool: &str, outcome: OperationOutcome) -> Result<Value, ToolC
 /// The tools of a finished `list_tools` (R-NXC-2), or why there are none. An answer of the
 /// other kind is [`wrong_kind`]'s to find first.
 pub fn tool_list(outcome: OperationOutcome) -> Result<Vec<Value>, ToolCallError> {
-    use durable_mcp_contract::listing::LIST_TOOLS;
+    use durable_mcp_contract::listing::{LIST_TOOLS, tool_name};
     match Outcome::from_operation(outcome) {
         Outcome::Result {
             payload_json: Value::Array(tools),
             ..
-        } if tools.iter().all(|t| t["name"].is_string()) => Ok(tools),
+        } if tools.iter().all(|t| tool_name(t).is_some()) => Ok(tools),
         Outcome::Result { payload_json, .. } => Err(ToolCallError::local(
             LIST_TOOLS,
             ToolCallErrorType::UpstreamProtocolError,

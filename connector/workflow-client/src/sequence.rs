@@ -129,7 +129,7 @@ pub async fn run_sequence<W>(
     Ok(SequenceOutput {
         listed: listed
             .iter()
-            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .filter_map(|t| durable_mcp_contract::listing::tool_name(t).map(str::to_owned))
             .collect(),
         calls,
     })

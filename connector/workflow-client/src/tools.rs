@@ -23,7 +23,7 @@ use durable_mcp_contract::trace_context::TRACER_HEADER;
 use durable_mcp_contract::{
     errors::ToolCallErrorType,
     input::{INPUT_ROUND, InputRequired},
-    listing::{LIST_TOOLS, advertised_timeout},
+    listing::{LIST_TOOLS, advertised_timeout, tool_name},
     operation_name::operation_for_tool,
     payload,
 };
@@ -106,7 +106,7 @@ impl<W> McpTools<W> {
         let tools = tool_list(outcome)?;
         let timeouts = tools
             .iter()
-            .filter_map(|t| Some((t["name"].as_str()?.to_owned(), advertised_timeout(t))))
+            .filter_map(|t| Some((tool_name(t)?.to_owned(), advertised_timeout(t))))
             .collect();
         *self.timeouts.borrow_mut() = Some(timeouts);
         Ok(tools)

@@ -114,16 +114,18 @@ impl Authenticator {
 
     /// The RFC 9728 protected-resource metadata.
     pub fn metadata(&self) -> Value {
-        let mut doc = json!({
-            "resource": self.config.resource.as_str(),
-            "authorization_servers": [self.config.issuer],
-            "bearer_methods_supported": ["header"],
-            "resource_name": "durable-mcp connector",
-        });
+        let mut doc = serde_json::Map::new();
+        doc.insert("resource".into(), json!(self.config.resource.as_str()));
+        doc.insert("authorization_servers".into(), json!([self.config.issuer]));
+        doc.insert("bearer_methods_supported".into(), json!(["header"]));
+        doc.insert("resource_name".into(), json!("durable-mcp connector"));
         if !self.config.required_scopes.is_empty() {
-            doc["scopes_supported"] = json!(self.config.required_scopes);
+            doc.insert(
+                "scopes_supported".into(),
+                json!(self.config.required_scopes),
+            );
         }
-        doc
+        Value::Object(doc)
     }
 
     /// The `WWW-Authenticate` value for a refusal (RFC 6750 section 3, RFC 9728 section 5.1).
@@ -176,13 +178,14 @@ impl Authenticator {
         )
             .into_response();
         // A reason that cannot be a header value still gets a challenge, without the reason.
-        let value = HeaderValue::from_str(&self.challenge(error)).unwrap_or_else(|_| {
+        let value = HeaderValue::from_str(&self.challenge(error)).or_else(|_| {
             HeaderValue::from_str(&self.challenge(&AuthError::Invalid(String::new())))
-                .expect("a challenge without a reason is a valid header value")
         });
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, value);
+        if let Ok(value) = value {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, value);
+        }
         // A refused client does not keep its connection (and a place under the connection
         // caps, R-CON-19) for the keep-alive time: it comes back with a token on a new one.
         response

@@ -16,6 +16,7 @@ use super::{
     limits::{self, Listing},
 };
 use crate::route::{Merged, Route, merge_tool_lists};
+use durable_mcp_contract::listing::tool_name;
 use durable_mcp_contract::{
     listing::{LIST_TOOLS, ToolListing, WITH_INSTRUCTIONS_KEY},
     payload,
@@ -214,7 +215,7 @@ impl Connector {
             .iter()
             .map(|(r, t)| {
                 (
-                    t["name"].as_str().unwrap_or_default().to_owned(),
+                    tool_name(t).unwrap_or_default().to_owned(),
                     (r.clone(), t.clone()),
                 )
             })

@@ -164,7 +164,9 @@ pub fn continues_as_task(task_id: &str, tool_has_output_schema: bool) -> Value {
     } else {
         text_result(text, json!({"taskId": task_id, "status": "working"}), false)
     };
-    result["_meta"] = json!({ TASK_ID_META: task_id });
+    if let Some(fields) = result.as_object_mut() {
+        fields.insert("_meta".into(), json!({ TASK_ID_META: task_id }));
+    }
     result
 }
 

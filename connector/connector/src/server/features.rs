@@ -162,7 +162,7 @@ pub fn merge_lists(
     let mut owners: HashMap<String, Vec<String>> = HashMap::new();
     for (route, list) in &lists {
         for item in list[items].as_array().into_iter().flatten() {
-            if let Some(k) = item[key].as_str() {
+            if let Some(k) = item.get(key).and_then(Value::as_str) {
                 owners
                     .entry(k.to_owned())
                     .or_default()
@@ -171,7 +171,10 @@ pub fn merge_lists(
         }
     }
     owners.retain(|_, services| services.len() > 1);
-    let ttl = lists.iter().filter_map(|(_, l)| l["ttlMs"].as_u64()).min();
+    let ttl = lists
+        .iter()
+        .filter_map(|(_, l)| l.get("ttlMs").and_then(Value::as_u64))
+        .min();
     let mut merged = match lists.first() {
         Some((_, Value::Object(first))) => first.clone(),
         _ => Map::new(),
@@ -379,16 +382,12 @@ impl Connector {
             let matching: Vec<&Route> = templates
                 .iter()
                 .filter(|(_, l)| {
-                    l["resourceTemplates"]
-                        .as_array()
+                    l.get("resourceTemplates")
+                        .and_then(Value::as_array)
                         .into_iter()
                         .flatten()
-                        .any(|t| {
-                            t["uriTemplate"] == key
-                                || t["uriTemplate"]
-                                    .as_str()
-                                    .is_some_and(|t| template_matches(t, key))
-                        })
+                        .filter_map(|t| t.get("uriTemplate").and_then(Value::as_str))
+                        .any(|t| t == key || template_matches(t, key))
                 })
                 .map(|(r, _)| r)
                 .collect();
@@ -409,14 +408,15 @@ impl Connector {
         share: Option<&Share>,
     ) -> Result<Value, McpError> {
         let key = match feature {
-            f if f == READ_RESOURCE => params["uri"].as_str(),
-            f if f == GET_PROMPT => params["name"].as_str(),
-            _ => params["ref"]["name"]
-                .as_str()
-                .or_else(|| params["ref"]["uri"].as_str()),
+            f if f == READ_RESOURCE => params.get("uri").and_then(Value::as_str),
+            f if f == GET_PROMPT => params.get("name").and_then(Value::as_str),
+            _ => params
+                .pointer("/ref/name")
+                .and_then(Value::as_str)
+                .or_else(|| params.pointer("/ref/uri").and_then(Value::as_str)),
         }
         .unwrap_or_default();
-        let as_feature = match params["ref"]["type"].as_str() {
+        let as_feature = match params.pointer("/ref/type").and_then(Value::as_str) {
             Some("ref/prompt") => GET_PROMPT,
             Some(_) => READ_RESOURCE,
             None => feature,
@@ -465,7 +465,7 @@ impl Typed {
                     .in_flight
                     .try_share(feature.method, share.as_ref())?;
                 let merged = self.merged_list(feature).await?.0;
-                let cursor = params["cursor"].as_str();
+                let cursor = params.get("cursor").and_then(Value::as_str);
                 super::paging::page(items, merged, cursor, super::paging::PAGE_SIZE)?
             }
             None => self.feature_read(feature, &params, share.as_ref()).await?,

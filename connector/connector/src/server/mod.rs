@@ -563,7 +563,9 @@ impl ServerHandler for Typed {
             return local.tools().into_iter().find(|t| t.name == name);
         }
         if self.inner.options.companion_tools && is_companion(name) {
-            let found = companion_tools().into_iter().find(|t| t["name"] == name)?;
+            let found = companion_tools()
+                .into_iter()
+                .find(|t| t.get("name").and_then(Value::as_str) == Some(name))?;
             return serde_json::from_value(found).ok();
         }
         let catalog = self.inner.tools.try_read().ok()?;

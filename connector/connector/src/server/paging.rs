@@ -53,13 +53,18 @@ pub fn page(
     };
     let end = all.len().min(offset + size);
     let more = end < all.len();
-    let fields = list.as_object_mut().expect("a list result is an object");
-    fields.insert(items.into(), Value::Array(all[offset..end].to_vec()));
+    // A list result is an object; one that is not pages as an empty one would.
+    let mut fields = match list {
+        Value::Object(fields) => fields,
+        _ => serde_json::Map::new(),
+    };
+    let page = all.get(offset..end).unwrap_or_default();
+    fields.insert(items.into(), Value::Array(page.to_vec()));
     fields.remove("nextCursor");
     if more {
         fields.insert("nextCursor".into(), Value::String(cursor_for(end)));
     }
-    Ok(list)
+    Ok(Value::Object(fields))
 }
 
 /// A list request's params as the connector reads them: its `cursor`, if any.

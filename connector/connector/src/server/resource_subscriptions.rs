@@ -268,9 +268,14 @@ pub type RouteLists = (usize, Option<Value>, Option<Value>);
 /// none or several. `lists`: per route index, its resource and template lists as answered
 /// (`{"resources": [..]}`, `{"resourceTemplates": [..]}`), where known.
 pub fn listed_route(uri: &str, lists: &[RouteLists]) -> Option<usize> {
-    let items = |list: &Option<Value>, key: &str| -> Vec<Value> {
-        let items = list.as_ref().and_then(|l| l[key].as_array());
-        items.cloned().unwrap_or_default()
+    // The `field` text of each item of the list's `key` array (the lists are the routes').
+    let texts = |list: &Option<Value>, key: &str, field: &str| -> Vec<String> {
+        let items = list.as_ref().and_then(|l| l.get(key)?.as_array());
+        let texts = items
+            .into_iter()
+            .flatten()
+            .filter_map(|i| i.get(field)?.as_str());
+        texts.map(str::to_owned).collect()
     };
     let routes = |test: &dyn Fn(&RouteLists) -> bool| -> Vec<usize> {
         lists
@@ -279,15 +284,13 @@ pub fn listed_route(uri: &str, lists: &[RouteLists]) -> Option<usize> {
             .map(|(i, _, _)| *i)
             .collect()
     };
-    let mut found = routes(&|(_, r, _)| items(r, "resources").iter().any(|i| i["uri"] == uri));
+    let mut found = routes(&|(_, r, _)| texts(r, "resources", "uri").iter().any(|u| u == uri));
     if found.is_empty() {
         found = routes(&|(_, _, t)| {
-            items(t, "resourceTemplates").iter().any(|t| {
-                t["uriTemplate"] == uri
-                    || t["uriTemplate"]
-                        .as_str()
-                        .is_some_and(|t| template_matches(t, uri))
-            })
+            let templates = texts(t, "resourceTemplates", "uriTemplate");
+            templates
+                .iter()
+                .any(|t| t == uri || template_matches(t, uri))
         });
     }
     match found[..] {

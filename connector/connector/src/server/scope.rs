@@ -73,10 +73,9 @@ pub(super) fn insufficient_scope(tool: &str, missing: MissingScope<'_>) -> CallT
              --temporal-tools-scopes."
         ),
     };
-    serde_json::from_value(serde_json::json!({
-        "content": [{"type": "text", "text": text}],
-        "isError": true,
-        "_meta": {ERROR_TYPE_META: error_type},
-    }))
-    .expect("a text tool error is a valid CallToolResult")
+    let mut result = CallToolResult::error(vec![rmcp::model::ContentBlock::text(text)]);
+    let mut meta = rmcp::model::MetaObject::default();
+    meta.0.insert(ERROR_TYPE_META.into(), error_type.into());
+    result.meta = Some(meta);
+    result
 }

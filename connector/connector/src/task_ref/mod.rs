@@ -268,7 +268,12 @@ impl CallerScope {
             CallerScope::Process(id) => vec!["process", id],
             CallerScope::Subject { issuer, subject } => vec!["subject", issuer, subject],
         };
-        serde_json::to_string(&parts).expect("strings always serialize")
+        // JSON strings, quoted and escaped as JSON writes them.
+        let parts: Vec<String> = parts
+            .iter()
+            .map(|p| serde_json::Value::from(*p).to_string())
+            .collect();
+        format!("[{}]", parts.join(","))
     }
 }
 

@@ -281,6 +281,14 @@ fn is_empty(v: &Value) -> bool {
     }
 }
 
+/// `value` with `more` fields when it is an object (an answer being built), else as it is.
+pub fn with_fields(mut value: Value, more: impl IntoIterator<Item = (String, Value)>) -> Value {
+    if let Value::Object(fields) = &mut value {
+        fields.extend(more);
+    }
+    value
+}
+
 /// An object from pairs, for building answers.
 pub fn object<const N: usize>(pairs: [(&str, Value); N]) -> Value {
     Value::Object(

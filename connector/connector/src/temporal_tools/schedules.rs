@@ -21,7 +21,7 @@ use super::{
     catalog::{Input, Output, ToolFamily::*, ToolSpec, args, objects, s, t, with},
     error::ToolError,
     paging::{self, Paging},
-    payloads::{object, proto_json, prune},
+    payloads::{object, proto_json, prune, with_fields},
     workflows::{status_name, time},
 };
 
@@ -56,13 +56,11 @@ fn target(schedule_id: &str) -> String {
 
 /// An answer's data: the namespace and schedule id, then `more`.
 fn data<const N: usize>(ctx: &Ctx<'_>, schedule_id: &str, more: [(&str, Value); N]) -> Value {
-    let mut data = object([
+    let data = object([
         ("namespace", json!(ctx.namespace)),
         ("schedule_id", json!(schedule_id)),
     ]);
-    let fields = data.as_object_mut().expect("an object");
-    fields.extend(more.map(|(k, v)| (k.to_owned(), v)));
-    data
+    with_fields(data, more.map(|(k, v)| (k.to_owned(), v)))
 }
 
 fn action_results(results: &[ScheduleActionResult]) -> Value {

@@ -23,8 +23,11 @@ pub fn json_len(v: &Value) -> usize {
         }
     }
     let mut count = Count(0);
-    serde_json::to_writer(&mut count, v).expect("a JSON value always serializes");
-    count.0
+    // A JSON value always serializes; were it not to, it would count as too large.
+    match serde_json::to_writer(&mut count, v) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
 }
 
 /// `Ok` when `data` fits in `limit` bytes of JSON; else an `AnswerTooLarge` error naming both

@@ -26,7 +26,7 @@ use super::{
     catalog::{Input, Output, ToolFamily::*, ToolSpec, args, int, nullable, objects, s, t, with},
     error::{ErrorKind, ToolError},
     paging::{self, Paging},
-    payloads::{Decode, object, proto_json, prune},
+    payloads::{Decode, object, proto_json, prune, with_fields},
     reserved, size,
 };
 use durable_mcp_runtime::temporal::proto_duration;
@@ -79,14 +79,12 @@ fn data<const N: usize>(
     run_id: &str,
     more: [(&str, Value); N],
 ) -> Value {
-    let mut data = object([
+    let data = object([
         ("namespace", json!(ctx.namespace)),
         ("workflow_id", json!(workflow_id)),
         ("run_id", json!(run_id)),
     ]);
-    let fields = data.as_object_mut().expect("an object");
-    fields.extend(more.map(|(k, v)| (k.to_owned(), v)));
-    data
+    with_fields(data, more.map(|(k, v)| (k.to_owned(), v)))
 }
 
 pub(super) fn execution(workflow_id: &str, run_id: Option<&str>) -> WorkflowExecution {
@@ -134,9 +132,9 @@ pub(super) fn summary(info: &WorkflowExecutionInfo) -> Value {
 /// a run closes, so a running Workflow's length is unknown here (null, not a misleading 0);
 /// `describe_workflow` reports the current one.
 pub(super) fn listed_summary(info: &WorkflowExecutionInfo) -> Value {
-    let mut v = summary(info);
+    let v = summary(info);
     if info.status == WorkflowExecutionStatus::Running as i32 {
-        v["history_length"] = Value::Null;
+        return with_fields(v, [("history_length".into(), Value::Null)]);
     }
     v
 }
@@ -509,7 +507,7 @@ pub async fn describe(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolErro
     let workflow_id = args.string("workflow_id")?;
     let d = describe_raw(ctx, &workflow_id, args.opt_string("run_id")?.as_deref()).await?;
     let info = d.workflow_execution_info.unwrap_or_default();
-    let mut data = summary(&info);
+    let data = summary(&info);
     let parent = info
         .parent_execution
         .map(|p| json!({"workflow_id": p.workflow_id, "run_id": p.run_id}));
@@ -528,18 +526,16 @@ pub async fn describe(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolErro
             .await?;
         pending.push(v);
     }
-    let o = data.as_object_mut().expect("summary is an object");
-    o.insert("namespace".into(), json!(ctx.namespace));
-    o.insert("execution_time".into(), time(info.execution_time.as_ref()));
-    o.insert("parent".into(), parent.unwrap_or(Value::Null));
-    o.insert("pending_activities".into(), Value::Array(pending));
-    o.insert("pending_children".into(), json!(d.pending_children.len()));
+    let more = [
+        ("namespace", json!(ctx.namespace)),
+        ("execution_time", time(info.execution_time.as_ref())),
+        ("parent", parent.unwrap_or(Value::Null)),
+        ("pending_activities", Value::Array(pending)),
+        ("pending_children", json!(d.pending_children.len())),
+    ];
     Ok(Answer {
-        headline: format!(
-            "Workflow {workflow_id:?} is {}",
-            o["status"].as_str().unwrap_or_default()
-        ),
-        data,
+        headline: format!("Workflow {workflow_id:?} is {}", status_name(info.status)),
+        data: with_fields(data, more.map(|(k, v)| (k.to_owned(), v))),
     })
 }
 
@@ -629,12 +625,11 @@ pub async fn list(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> {
 
 /// An event as JSON: id, time, type and its attributes, defaults dropped.
 pub(super) fn event_json(event: &HistoryEvent) -> Value {
-    let (kind, attributes) = match proto_json(&event.attributes) {
-        Value::Object(o) if o.len() == 1 => {
-            let (k, v) = o.into_iter().next().expect("one entry");
-            (k.trim_end_matches("EventAttributes").to_owned(), v)
-        }
-        _ => (
+    let attributes = proto_json(&event.attributes);
+    let single = attributes.as_object().filter(|o| o.len() == 1);
+    let (kind, attributes) = match single.and_then(|o| o.iter().next()) {
+        Some((k, v)) => (k.trim_end_matches("EventAttributes").to_owned(), v.clone()),
+        None => (
             EventType::try_from(event.event_type)
                 .map(|t| t.as_str_name().to_owned())
                 .unwrap_or_default(),
@@ -846,7 +841,10 @@ pub async fn event(ctx: &Ctx<'_>, args: &Args<'_>) -> Result<Answer, ToolError> 
     Ok(Answer {
         headline: format!(
             "Event {event_id} of Workflow {workflow_id:?}: {}",
-            event["event_type"].as_str().unwrap_or_default()
+            event
+                .get("event_type")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
         ),
         data: data(ctx, &workflow_id, &run_id, [("event", event)]),
     })

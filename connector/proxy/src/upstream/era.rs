@@ -67,13 +67,15 @@ pub fn request_meta(upstream: Upstream, tasks: bool) -> Option<RequestMetaObject
     let with_tasks = tasks && upstream.offers_tasks;
     let mut meta = RequestMetaObject::new();
     if upstream.modern {
+        let extensions = with_tasks.then(|| json!({TASKS_EXTENSION_ID: {}}));
         let mut capabilities = json!({
             "elicitation": {"form": {}, "url": {}},
             "sampling": {},
             "roots": {},
+            "extensions": extensions,
         });
-        if with_tasks {
-            capabilities["extensions"] = json!({TASKS_EXTENSION_ID: {}});
+        if let (None, Some(fields)) = (&extensions, capabilities.as_object_mut()) {
+            fields.remove("extensions");
         }
         meta.0
             .0

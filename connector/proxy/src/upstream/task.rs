@@ -178,14 +178,18 @@ impl UpstreamClient {
                 params, answers,
             )))
         } else {
-            let mut params = json!({"name": name, "arguments": arguments, "task": {}});
+            let mut params = Map::new();
+            params.insert("name".into(), json!(name));
+            params.insert("arguments".into(), json!(arguments));
+            params.insert("task".into(), json!({}));
             if let Some(answers) = answers {
                 // The answers go with every round, whatever the protocol (R-PRX-29).
-                params["inputResponses"] = json!(answers.input_responses);
+                params.insert("inputResponses".into(), json!(answers.input_responses));
                 if let Some(state) = &answers.request_state {
-                    params["requestState"] = json!(state);
+                    params.insert("requestState".into(), json!(state));
                 }
             }
+            let params = Value::Object(params);
             ClientRequest::CustomRequest(CustomRequest::new("tools/call", Some(params)))
         };
         let (id, answered) = self.send_reporting(&conn, request, meta, on_note).await?;
