@@ -221,7 +221,9 @@ async fn operation_errors_and_unknown_targets() {
         "{outcome:?}"
     );
 
-    // A panicking handler becomes a retryable INTERNAL error: retried, never a crash.
+    // A panicking handler becomes a retryable INTERNAL error: retried, never a crash, and
+    // counted (R-CON-51).
+    let panics_before = durable_mcp::panics::counted("nexus_start");
     let mut start = StartOperation::new(
         format!("panic-{}", uuid::Uuid::new_v4()),
         &env.endpoint,
@@ -232,6 +234,7 @@ async fn operation_errors_and_unknown_targets() {
     start.schedule_to_close = Some(Duration::from_secs(8));
     let (op, _) = env.client.start(start).await.unwrap();
     await_attempt_failure(&env, &op, "panicked").await;
+    assert!(durable_mcp::panics::counted("nexus_start") > panics_before);
     let outcome = env
         .client
         .wait(&op, &CancellationToken::new())

@@ -49,6 +49,9 @@ pub fn init_stderr_logging(default: &str, format: LogFormat) {
         LogFormat::Text => builder.finish().with(contents).init(),
         LogFormat::Json => builder.json().finish().with(contents).init(),
     }
+    // A panic is logged as these lines are, once, without its message when that may hold input
+    // (R-CON-51).
+    durable_mcp_runtime::panics::install_hook();
 }
 
 #[cfg(test)]

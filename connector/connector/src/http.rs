@@ -57,7 +57,7 @@ use super::{
     counted_sessions::{CountedSessions, SessionTable, open_sessions_as},
     fair::Share,
     listener::{self, ConnectionLimits, hold_until_body_ends},
-    server::{Connector, Typed},
+    server::{CatchPanics, Connector, Typed},
     session_requests::{
         DEFAULT_REQUESTS_PER_SESSION_MINUTE, RequestsPerSession, limit_session_requests,
     },
@@ -285,8 +285,8 @@ fn router_counting(
     let config = mcp_config(options, bound, mcp_ct);
     let body_limits = (options.limits.header_read, config.max_request_body_bytes);
     let connector_for_listen = connector.clone();
-    let service: StreamableHttpService<Typed, CountedSessions> =
-        StreamableHttpService::new(move || Ok(connector.typed()), sessions, config);
+    let service: StreamableHttpService<CatchPanics<Typed>, CountedSessions> =
+        StreamableHttpService::new(move || Ok(CatchPanics(connector.typed())), sessions, config);
     let mut mcp = within_bounds(service, connector_for_listen, options, body_limits);
     if let Some(by_address) = by_address {
         mcp = mcp.layer(axum::middleware::from_fn(
@@ -305,12 +305,14 @@ fn router_counting(
             },
         ));
     }
-    let mcp = mcp.layer(axum::middleware::from_fn(
-        move |request: axum::extract::Request, next: axum::middleware::Next| {
-            let in_flight = in_flight.clone();
-            async move { count_in_flight(in_flight, request, next).await }
-        },
-    ));
+    let mcp = mcp
+        .layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let in_flight = in_flight.clone();
+                async move { count_in_flight(in_flight, request, next).await }
+            },
+        ))
+        .layer(axum::middleware::from_fn(answer_panics));
     let mut router = axum::Router::new()
         .route(HEALTH_PATH, axum::routing::get(|| async { "ok" }))
         .route(
@@ -342,7 +344,7 @@ fn router_counting(
 /// rmcp keeps their events (R-CON-38); the body read in time (R-CON-19); innermost, the
 /// request's share for the session it may open (R-CON-28).
 fn within_bounds(
-    service: StreamableHttpService<Typed, CountedSessions>,
+    service: StreamableHttpService<CatchPanics<Typed>, CountedSessions>,
     connector: Connector,
     options: &HttpOptions,
     (body_time, body_bytes): (Duration, usize),
@@ -543,6 +545,31 @@ async fn read_body_in_time(
     }
 }
 
+/// Outermost: a panic in a layer between the connection and rmcp (rmcp's handlers catch their
+/// own, [`CatchPanics`]) is answered 500 with a JSON-RPC -32603 error under no id, and the
+/// connection carries on (R-CON-51). The method label is the `Mcp-Method` header's, when it
+/// names an MCP method.
+async fn answer_panics(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let method = request
+        .headers()
+        .get("mcp-method")
+        .and_then(|m| m.to_str().ok())
+        .map_or(durable_mcp_runtime::panics::OTHER_METHOD, |m| {
+            durable_mcp_runtime::panics::mcp_method(m)
+        });
+    match durable_mcp_runtime::panics::catching(method, next.run(request)).await {
+        Ok(response) => response,
+        Err(panicked) => {
+            let error = rmcp::ErrorData::internal_error(panicked.caller_message(), None);
+            let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": error});
+            (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(body)).into_response()
+        }
+    }
+}
+
 /// Counts POSTs (MCP requests) until their response body ends or is dropped. GETs are the
 /// long-lived session event streams and do not hold a shutdown back.
 async fn count_in_flight(
@@ -692,6 +719,48 @@ mod tests {
                 "{bad}: {err}"
             );
         }
+    }
+
+    /// A panic in a layer before rmcp is a 500 with a JSON-RPC -32603, and the router (the
+    /// connection's service) answers the next request.
+    #[tokio::test]
+    async fn a_panic_in_a_layer_is_a_json_rpc_internal_error() {
+        use tower::ServiceExt as _;
+        let router = axum::Router::new()
+            .route(
+                "/mcp",
+                axum::routing::post(|body: String| async move {
+                    let mut params: serde_json::Value =
+                        serde_json::from_str(&body).unwrap_or_default();
+                    params["notifications"].take();
+                    "served"
+                }),
+            )
+            .layer(axum::middleware::from_fn(answer_panics));
+        let post = |body: &str| {
+            axum::http::Request::post("/mcp")
+                .header("mcp-method", "subscriptions/listen")
+                .body(axum::body::Body::from(body.to_owned()))
+                .unwrap()
+        };
+        let before = durable_mcp_runtime::panics::counted("subscriptions/listen");
+        let answer = router.clone().oneshot(post("\"abc\"")).await.unwrap();
+        assert_eq!(answer.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let error: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            error.pointer("/error/code"),
+            Some(&(-32603).into()),
+            "{error}"
+        );
+        assert_eq!(error.get("id"), Some(&serde_json::Value::Null), "{error}");
+        assert!(!error.to_string().contains("abc"), "{error}");
+        let counted = durable_mcp_runtime::panics::counted("subscriptions/listen");
+        assert_eq!(counted, before + 1);
+        let answer = router.oneshot(post("{}")).await.unwrap();
+        assert_eq!(answer.status(), StatusCode::OK);
     }
 
     #[test]

@@ -88,6 +88,7 @@ impl Metrics {
         let rpc_latency = RpcLatency::new_with_constructor(latency_histogram);
         let temporal_rpcs = registered(&mut r, "temporal_rpc_duration_seconds", rpcs, rpc_latency);
         register_codec_calls(&mut r);
+        durable_mcp_runtime::panics::register_panics(&mut r);
         let inner = Instruments {
             registry: r,
             calls,

@@ -21,5 +21,5 @@ pub use durable_mcp_connector::temporal_tools;
 pub use durable_mcp_contract as mcp;
 pub use durable_mcp_native as native;
 pub use durable_mcp_proxy as outbound;
-pub use durable_mcp_runtime::{nexus, temporal};
+pub use durable_mcp_runtime::{nexus, panics, temporal};
 pub use durable_mcp_workflow_client as workflow_client;

@@ -169,7 +169,19 @@ impl ProxyActivities {
             std::time::Instant::now(),
         );
         let traced = crate::trace::attempt_span(&ctx, &service, &tool);
-        let ended = self.attempt(ctx, input).with_context(traced.clone()).await;
+        let attempt = self.attempt(ctx, input).with_context(traced.clone());
+        // A panic ends the call, without its message and without a retry that would panic
+        // again; the upstream may have run the tool by then (R-CON-51).
+        let ended = durable_mcp_runtime::panics::catching("tools/call", attempt)
+            .await
+            .unwrap_or_else(|panicked| {
+                let why = format!("{}; the tool may have run", panicked.caller_message());
+                Err(failure(
+                    ToolCallErrorType::ToolCallOutcomeUnknown,
+                    false,
+                    why,
+                ))
+            });
         let outcome = crate::metrics::outcome_of(&ended);
         durable_mcp_runtime::trace::end(&traced, outcome, ended.is_err());
         crate::metrics::global().call_ended(&service, &tool, &ended, started.elapsed());

@@ -64,6 +64,7 @@ impl ProxyMetrics {
         let discovery_failures =
             registered(&mut r, "discovery_failures", failures, Family::default());
         register_codec_calls(&mut r);
+        durable_mcp_runtime::panics::register_panics(&mut r);
         let sdk = SdkMeter::default();
         sdk.register(&mut r);
         Self {
@@ -176,9 +177,11 @@ mod tests {
         assert_eq!(outcome_of(&Err(ActivityError::cancelled())), "cancelled");
     }
 
-    #[test]
-    fn counts_show_in_the_text() {
+    #[tokio::test]
+    async fn counts_show_in_the_text() {
         let metrics = ProxyMetrics::new();
+        let panicked = durable_mcp_runtime::panics::catching("nexus_cancel", async { panic!() });
+        assert!(panicked.await.is_err());
         metrics.connected("svc");
         metrics.discovery_failed("svc");
         let ended = Err(ActivityError::cancelled());
@@ -189,6 +192,7 @@ mod tests {
             r#"durable_mcp_proxy_discovery_failures_total{service="svc"} 1"#,
             r#"durable_mcp_proxy_upstream_calls_total{service="svc",tool="echo",outcome="cancelled"} 1"#,
             r#"durable_mcp_proxy_upstream_call_duration_seconds_count{service="svc",tool="echo"} 1"#,
+            r#"durable_mcp_proxy_panics_total{method="nexus_cancel"} "#,
         ] {
             assert!(text.contains(line), "{line} missing from {text}");
         }

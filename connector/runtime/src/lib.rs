@@ -8,10 +8,12 @@
 //! - [`nexus`]: the Nexus handler runtime (on `temporalio-sdk-core`) and the standalone Nexus
 //!   operation client, sharing one set of handler and failure types.
 //! - [`metrics`]: what the connector's and the proxy's Prometheus metrics share.
+//! - [`panics`]: a panic while serving a request ends that request, counted and logged.
 //! - [`trace`]: W3C trace context through a call, its spans and their OTLP exporter.
 
 pub mod metrics;
 pub mod nexus;
+pub mod panics;
 pub mod sdk_metrics;
 pub mod temporal;
 pub mod trace;

@@ -96,6 +96,13 @@ fn a_finished_call_is_counted_with_its_latency_and_leaves_flight() {
         text.contains(r#"durable_mcp_connector_auth_refusals_total{reason="invalid_token"} 1"#),
         "{text}"
     );
+    let panicked = durable_mcp_runtime::panics::catching("tasks/cancel", async { panic!() });
+    assert!(futures::executor::block_on(panicked).is_err());
+    let text = metrics.encode();
+    assert!(
+        text.contains(r#"durable_mcp_connector_panics_total{method="tasks/cancel"} "#),
+        "{text}"
+    );
 }
 
 #[tokio::test]

@@ -239,6 +239,41 @@ impl Service<RoleServer> for Connector {
         request: ClientRequest,
         context: RequestContext<RoleServer>,
     ) -> Result<ServerResult, McpError> {
+        let method = request.method().to_owned();
+        super::catch_panics::answer_catching(&method, self.answer_as_written(request, context))
+            .await
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: ClientNotification,
+        context: NotificationContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let handler = self.typed_sharing_level();
+        let handled = handler.handle_notification(notification, context);
+        let handled = durable_mcp_runtime::panics::catching(
+            durable_mcp_runtime::panics::NOTIFICATION,
+            handled,
+        );
+        handled.await.unwrap_or(Ok(()))
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        Service::get_info(&self.typed())
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Service::supported_protocol_versions(&self.typed())
+    }
+}
+
+impl Connector {
+    /// One request's answer, as written where the tool service wrote it.
+    async fn answer_as_written(
+        &self,
+        request: ClientRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ServerResult, McpError> {
         let answered_as_written = matches!(
             request,
             ClientRequest::ListToolsRequest(_)
@@ -260,23 +295,6 @@ impl Service<RoleServer> for Connector {
             Some(written) if answered_as_written => written_answer(typed, written),
             _ => typed,
         })
-    }
-
-    async fn handle_notification(
-        &self,
-        notification: ClientNotification,
-        context: NotificationContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        let handler = self.typed_sharing_level();
-        handler.handle_notification(notification, context).await
-    }
-
-    fn get_info(&self) -> ServerConfig {
-        Service::get_info(&self.typed())
-    }
-
-    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Service::supported_protocol_versions(&self.typed())
     }
 }
 

@@ -39,6 +39,7 @@ mod caller_key;
 mod cancelled_round;
 mod capabilities;
 mod catalog;
+mod catch_panics;
 pub mod companion;
 mod explicit_cancel;
 mod feature_cache;
@@ -61,6 +62,7 @@ mod tasks;
 
 pub use crate::task_ref::MAX_OPERATION_ID_PREFIX_LEN;
 use call::{Started, conflict_result, idempotency_key};
+pub use catch_panics::CatchPanics;
 use companion::{companion_tools, continues_as_task, is_companion};
 use explicit_cancel::CallCancel;
 pub use input::{DEFAULT_INPUT_TIMEOUT, INPUT_STATE_PREFIX};

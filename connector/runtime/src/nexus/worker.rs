@@ -369,10 +369,15 @@ impl Dispatch {
         let ctx = start_context(start, call);
         let input = self.decode_input(payload).await?;
         let traced = super::traced::handler_span(&ctx);
-        // Run the handler in its own task so a panic becomes an INTERNAL error; the task ends
-        // when this dispatch is dropped.
+        // Run the handler in its own task, a panic caught as an INTERNAL error (counted and
+        // logged once, R-CON-51); the task ends when this dispatch is dropped.
         let running = handler.start(ctx, input).with_context(traced.clone());
-        let mut outcome = AbortOnDrop(tokio::spawn(running.instrument(span))).await;
+        let running = crate::panics::catching("nexus_start", running);
+        let mut outcome = match AbortOnDrop(tokio::spawn(running.instrument(span))).await {
+            Ok(Ok(outcome)) => Ok(outcome),
+            Ok(Err(panicked)) => Err(handler_panicked(&panicked)),
+            Err(_) => Err(HandlerError::internal("the handler's task was cancelled")),
+        };
         super::traced::handler_ended(&traced, &outcome);
         if let Some(codec) = &self.codec {
             encode_outcome(codec.as_ref(), &mut outcome)
@@ -408,16 +413,18 @@ impl Dispatch {
             deadline: call.deadline,
             cancelled: call.cancelled,
         };
-        match AbortOnDrop(tokio::spawn(handler.cancel(ctx))).await {
-            Ok(Ok(())) => Ok(nexus_task_completion::Status::Completed(Response {
+        let running = crate::panics::catching("nexus_cancel", handler.cancel(ctx));
+        match AbortOnDrop(tokio::spawn(running)).await {
+            Ok(Ok(Ok(()))) => Ok(nexus_task_completion::Status::Completed(Response {
                 variant: Some(response::Variant::CancelOperation(
                     CancelOperationResponse {},
                 )),
             })),
-            Ok(Err(e)) => Err(e),
-            Err(join) => Err(HandlerError::internal(format!(
-                "cancel handler panicked: {join}"
-            ))),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(panicked)) => Err(handler_panicked(&panicked)),
+            Err(_) => Err(HandlerError::internal(
+                "the cancel handler's task was cancelled",
+            )),
         }
     }
 
@@ -471,8 +478,17 @@ fn start_context(start: StartOperationRequest, call: Call) -> StartContext {
 }
 
 /// The answer to a start, from what its handler did.
+/// The INTERNAL error of a handler that panicked: retried by the server, nothing of the panic
+/// in it (its message may hold input).
+fn handler_panicked(panicked: &crate::panics::Panicked) -> HandlerError {
+    HandlerError::internal(format!(
+        "the handler panicked: {}",
+        panicked.caller_message()
+    ))
+}
+
 fn start_answer(
-    outcome: Result<Result<StartOutcome, StartError>, tokio::task::JoinError>,
+    outcome: Result<Result<StartOutcome, StartError>, HandlerError>,
 ) -> nexus_task_completion::Status {
     match outcome {
         Ok(Ok(StartOutcome::Sync(payload))) => start_response(
@@ -495,7 +511,7 @@ fn start_answer(
             start_operation_response::Variant::Failure(operation_error_to_failure(&e)),
         ),
         Ok(Err(StartError::Handler(e))) => handler_failure(e),
-        Err(join) => handler_failure(HandlerError::internal(format!("handler panicked: {join}"))),
+        Err(e) => handler_failure(e),
     }
 }
 
@@ -508,7 +524,7 @@ fn codec_unavailable(what: &str, e: PayloadError) -> HandlerError {
 /// Encodes the payloads a start answers with: a sync result and a failure's details.
 async fn encode_outcome(
     codec: &dyn PayloadCodec,
-    outcome: &mut Result<Result<StartOutcome, StartError>, tokio::task::JoinError>,
+    outcome: &mut Result<Result<StartOutcome, StartError>, HandlerError>,
 ) -> Result<(), PayloadError> {
     let slot = match outcome {
         Ok(Ok(StartOutcome::Sync(p))) => p,
