@@ -116,3 +116,32 @@ async fn a_listen_request_whose_params_is_not_an_object_is_refused_and_panics_no
     assert!(body.contains("durable-mcp-connector"), "{body}");
     assert_eq!(connector.log.panics(), Vec::<String>::new());
 }
+
+/// A body over the 4 MiB limit is answered 413 after the connector read the rest of it, so a
+/// client still writing reads the refusal instead of a broken pipe (R-CON-19).
+#[tokio::test]
+async fn an_oversized_body_is_refused_with_413_that_the_client_reads() {
+    let env = TestEnv::shared("hostile-oversize").await;
+    let connector = HttpConnectorProcess::start(&env, "mock", &[])
+        .await
+        .unwrap();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"cursor":"{}"}}}}"#,
+        "x".repeat(6 << 20)
+    );
+    for _ in 0..3 {
+        let answer = client
+            .post(&connector.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(big.clone())
+            .send()
+            .await
+            .expect("the refusal, not a broken pipe");
+        assert_eq!(answer.status(), 413);
+        let text = answer.text().await.unwrap();
+        assert!(text.contains("bytes"), "{text}");
+    }
+    assert_eq!(connector.log.panics(), Vec::<String>::new());
+}

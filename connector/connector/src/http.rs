@@ -457,11 +457,6 @@ fn session_owners(options: &HttpOptions) -> (Arc<dyn SessionTable>, Option<Arc<A
     }
 }
 
-/// Reads a POST's whole body within `time`, at most `max_bytes` of it, before rmcp sees the
-/// request (R-CON-19). hyper's timer covers a request's headers only, so a client that sent
-/// its body a byte at a time held its connection, and a place under `--http-max-connections`,
-/// for as long as it liked. An MCP request is one JSON message that rmcp reads whole anyway.
-/// A body too slow or too large is answered (408, 413) and the connection closed.
 /// Runs [`Typed::before_listen`] for a `subscriptions/listen` POST before rmcp, which
 /// acknowledges the stream before the handler's `listen` runs (R-CON-42, R-CON-49). A
 /// 2026-07-28 request names its method in `Mcp-Method` (SEP-2243, which rmcp checks against the
@@ -497,6 +492,16 @@ async fn before_listen(
         .await
 }
 
+/// How much of a body over the limit is read and dropped before the 413 (R-CON-19).
+const DRAIN_BYTES: usize = 16 << 20;
+
+/// Reads a POST's whole body within `time`, at most `max_bytes` of it, before rmcp sees the
+/// request (R-CON-19). hyper's timer covers a request's headers only, so a client that sent
+/// its body a byte at a time held its connection, and a place under `--http-max-connections`,
+/// for as long as it liked. An MCP request is one JSON message that rmcp reads whole anyway.
+/// A body too slow or too large is answered (408, 413) and the connection closed; a body too
+/// large is read to its end first (at most [`DRAIN_BYTES`], within `time`), so that a client
+/// still writing it reads the 413 instead of a broken pipe.
 async fn read_body_in_time(
     time: Duration,
     max_bytes: usize,
@@ -510,13 +515,23 @@ async fn read_body_in_time(
     let (parts, body) = request.into_parts();
     let read = async {
         let mut chunks = body.into_data_stream();
-        let mut bytes = Vec::new();
+        let (mut bytes, mut over) = (Vec::new(), 0usize);
         while let Some(chunk) = chunks.next().await {
             let chunk = chunk.map_err(|_| StatusCode::BAD_REQUEST)?;
-            if bytes.len() + chunk.len() > max_bytes {
-                return Err(StatusCode::PAYLOAD_TOO_LARGE);
+            if over > 0 || bytes.len() + chunk.len() > max_bytes {
+                // Read on (discarding) so that a client still writing reads the 413 instead
+                // of a broken pipe; past the drain bound, answer at once.
+                over += chunk.len();
+                bytes = Vec::new();
+                if over > DRAIN_BYTES {
+                    break;
+                }
+                continue;
             }
             bytes.extend_from_slice(&chunk);
+        }
+        if over > 0 {
+            return Err(StatusCode::PAYLOAD_TOO_LARGE);
         }
         Ok(bytes)
     };
