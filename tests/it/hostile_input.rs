@@ -145,3 +145,64 @@ async fn an_oversized_body_is_refused_with_413_that_the_client_reads() {
     }
     assert_eq!(connector.log.panics(), Vec::<String>::new());
 }
+
+/// Over stdio, a line rmcp cannot read as a client message gets R-CON-30's error under its id
+/// (rmcp alone answered an "Invalid request" without any id, which no client can match to its
+/// request), a line that is no JSON and a notification get none, and the session goes on.
+#[tokio::test]
+async fn over_stdio_a_request_whose_params_do_not_fit_is_refused_under_its_id() {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    let env = TestEnv::shared("hostile-stdio").await;
+    let mut child = connector_command(&env, "mock")
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    for line in [
+        init,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":"abc"}"#,
+        "{not json",
+        r#"{"jsonrpc":"2.0","method":"notifications/progress","params":7}"#,
+        r#"{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":6,"method":"ping"}"#,
+    ] {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    let mut answers = Vec::new();
+    while answers.len() < 4 {
+        let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+            .await
+            .expect("an answer within 10 s")
+            .unwrap()
+            .expect("the connector is still running");
+        answers.push(serde_json::from_str::<serde_json::Value>(&line).unwrap());
+    }
+    let error = |id: serde_json::Value| {
+        answers
+            .iter()
+            .find(|a| a.get("id") == Some(&id))
+            .and_then(|a| a.pointer("/error/code"))
+            .cloned()
+    };
+    assert_eq!(error(5.into()), Some((-32602).into()), "{answers:?}");
+    assert_eq!(
+        error(serde_json::Value::Null),
+        Some((-32600).into()),
+        "{answers:?}"
+    );
+    let pong = answers.iter().find(|a| a.get("id") == Some(&6.into()));
+    assert_eq!(
+        pong.and_then(|a| a.get("result")),
+        Some(&serde_json::json!({})),
+        "{answers:?}"
+    );
+}

@@ -33,6 +33,7 @@ pub mod progress;
 pub mod route;
 pub mod server;
 pub mod session_requests;
+pub mod stdio;
 pub mod task_ref;
 pub mod temporal_tools;
 pub mod trace;

@@ -12,7 +12,7 @@
 //! 406, and a readable body costs no second parse.
 
 use axum::{
-    body::{Body, Bytes},
+    body::Body,
     extract::Request,
     http::{HeaderValue, Method, StatusCode, header::CONTENT_TYPE},
     middleware::Next,
@@ -72,7 +72,8 @@ fn says_json(content_type: Option<&HeaderValue>) -> bool {
 /// The JSON-RPC error for a body rmcp could not read: -32700 (not JSON), -32602 (a request
 /// whose params do not fit its method, answered under its id) or -32600 (anything else that is
 /// not one JSON-RPC 2.0 message; batches included, which MCP no longer has).
-fn refusal(body: &Bytes) -> Value {
+/// Over stdio the same errors answer a line rmcp cannot read ([`crate::stdio`]).
+pub(crate) fn refusal(body: &[u8]) -> Value {
     let error = |id: Value, code: i32, message: String| json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
     let value: Value = match serde_json::from_slice(body) {
         Ok(value) => value,
@@ -115,7 +116,7 @@ mod tests {
     use super::*;
 
     fn code(body: &str) -> (i64, Value) {
-        let answer = refusal(&Bytes::from(body.to_owned()));
+        let answer = refusal(body.as_bytes());
         assert_eq!(answer["jsonrpc"], "2.0");
         assert!(
             answer["error"]["message"]

@@ -112,7 +112,11 @@ async fn check_routed_tool_names(flags: &ConnectorFlags, connector: &Connector) 
 
 /// Serves MCP on stdin/stdout until the client goes away.
 async fn serve_stdio(connector: Connector) -> anyhow::Result<()> {
-    let running = connector.serve(rmcp::transport::stdio()).await?;
+    // The connector's own line transport: requests it cannot read are refused under their id
+    // (R-CON-30).
+    let running = connector
+        .serve(durable_mcp_connector::stdio::stdio())
+        .await?;
     running.waiting().await?;
     Ok(())
 }
