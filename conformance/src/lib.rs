@@ -2,6 +2,7 @@
 
 pub mod chaos;
 pub mod fixtures;
+pub mod fuzz;
 pub mod harness;
 pub mod hosts;
 pub mod kit;

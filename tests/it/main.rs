@@ -58,5 +58,6 @@ mod upstream_jsonrpc_errors;
 mod upstream_oauth;
 mod upstream_task_input;
 mod upstream_tasks;
+mod wire_fuzz;
 mod workflow_client;
 mod workflow_traces;

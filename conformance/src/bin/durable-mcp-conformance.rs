@@ -161,6 +161,25 @@ enum Command {
     ///   durable-mcp-conformance chaos --seed 42 --faults kill-proxy,relay-reset --duration 2m
     #[command(verbatim_doc_comment)]
     Chaos(durable_mcp_conformance::chaos::ChaosArgs),
+    /// Sends malformed, odd and oversized requests to an MCP server and reports what broke.
+    ///
+    /// Each request is built around an MCP method (every client method of 2025-11-25 and
+    /// 2026-07-28) and spoiled one way: wrong types, broken nesting, bad UTF-8, oversize bodies,
+    /// odd headers (Mcp-Method/Mcp-Name mismatches, protocol versions, sessions). A request must
+    /// get an answer: a JSON-RPC response under its id, or an HTTP refusal (4xx, 503). Reported:
+    /// every request that got no answer, a 5xx other than 503, a malformed answer or a hang; the
+    /// server's memory (VmRSS) before and after (a --stdio server, or --pid); panics in a
+    /// --stdio server's log. Loopback only; bounded by --count and --duration. The seed is
+    /// printed: the same --seed sends the same requests, and --seed S --start I --count 1
+    /// replays request I. Exits 1 when anything was found.
+    ///
+    /// Examples:
+    ///   durable-mcp-conformance fuzz --url http://127.0.0.1:8080/mcp --count 5000
+    ///   durable-mcp-conformance fuzz --stdio "target/debug/durable-mcp-connector --route '{service: s, endpoint: e}'"
+    ///   durable-mcp-conformance fuzz --url http://127.0.0.1:8080/mcp --seed 42 --start 1234 --count 1
+    ///   durable-mcp-conformance fuzz --url http://localhost:3000/mcp --pid 4242 --junit fuzz.xml --json fuzz.json
+    #[command(verbatim_doc_comment)]
+    Fuzz(durable_mcp_conformance::fuzz::FuzzArgs),
     /// The load run's floor worker (started by `load` itself).
     #[command(hide = true)]
     LoadFloorWorker {
@@ -434,6 +453,9 @@ async fn main() -> anyhow::Result<()> {
     {
         return codec_server(*addr, authorization.clone()).await;
     }
+    if let Command::Fuzz(args) = &cli.command {
+        return fuzz(args).await;
+    }
     if let Command::List { select, rules } = &cli.command {
         if *rules {
             // Every scenario, so each rule shows all that cite it; --rule narrows the rules.
@@ -490,7 +512,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let options = DevServerOptions::from_env()?;
     match cli.command {
-        Command::List { .. } | Command::CodecServer { .. } => unreachable!(),
+        Command::List { .. } | Command::CodecServer { .. } | Command::Fuzz(_) => unreachable!(),
         Command::Load(args) => {
             let report = durable_mcp_conformance::load::run(&args, options).await?;
             println!("{}", report.render());
@@ -725,6 +747,40 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `fuzz`: runs the wire fuzzer and reports as every run does; exits 1 when it found anything.
+async fn fuzz(args: &durable_mcp_conformance::fuzz::FuzzArgs) -> anyhow::Result<()> {
+    let options = args.options()?;
+    let (seed, start, count) = (options.seed, options.start, options.count);
+    println!(
+        "durable-mcp conformance: fuzzing {} with seed {seed} (replay: --seed {seed} --start {start} --count {count})",
+        args.url
+            .as_deref()
+            .or(args.stdio.as_deref())
+            .unwrap_or_default()
+    );
+    let started = std::time::Instant::now();
+    let report = durable_mcp_conformance::fuzz::run(options).await?;
+    let mut recorder = report::Recorder::new();
+    recorder.print_and_record(report::Event::Started {
+        kind: report::RunKind::Fuzz,
+        target: format!(
+            "{}, seed {seed}, {} request(s)",
+            report.target,
+            report.total()
+        ),
+        planned: durable_mcp_conformance::fuzz::planned(),
+    });
+    for outcome in report.outcomes(&args.replay()) {
+        recorder.print_and_record(report::Event::Finished(outcome));
+    }
+    finish(
+        recorder,
+        started,
+        args.junit.as_deref(),
+        args.json.as_deref(),
+    )
 }
 
 /// Whether the codec server may listen on `addr`: it decodes any payload for whoever asks, so

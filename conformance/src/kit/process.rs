@@ -92,6 +92,11 @@ pub fn tool_service_command(
 pub struct ChildLog(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
 
 impl ChildLog {
+    /// Keeps one more line.
+    pub fn push(&self, line: String) {
+        self.0.lock().unwrap().push(line);
+    }
+
     /// The lines so far.
     pub fn lines(&self) -> Vec<String> {
         self.0.lock().unwrap().clone()
@@ -149,7 +154,7 @@ pub async fn spawn_announcing_logged(
     let kept = log.clone();
     tokio::spawn(async move {
         while let Ok(Some(line)) = stderr.next_line().await {
-            kept.0.lock().unwrap().push(line);
+            kept.push(line);
         }
     });
     Ok((child, seen, log))

@@ -21,6 +21,8 @@ pub enum RunKind {
     Official,
     /// The chaos run's checks over its history (R-CNF-24).
     Chaos,
+    /// The wire fuzzer (`fuzz`, R-CNF-26).
+    Fuzz,
 }
 
 impl RunKind {
@@ -31,6 +33,7 @@ impl RunKind {
             RunKind::ThirdParty => ("durable-mcp-conformance third-party", "third-party"),
             RunKind::Official => ("durable-mcp-conformance official", "official"),
             RunKind::Chaos => ("durable-mcp-conformance chaos", "chaos"),
+            RunKind::Fuzz => ("durable-mcp-conformance fuzz", "fuzz"),
         }
     }
 }

@@ -1,0 +1,491 @@
+//! `durable-mcp-conformance fuzz`: a wire fuzzer for any MCP server (R-CNF-26).
+//!
+//! Sends seeded, malformed and odd requests ([`cases`]) to a Streamable HTTP server on
+//! loopback (`--url`) or a stdio server it starts (`--stdio`), one at a time (or
+//! `--concurrency` at once over HTTP), bounded by `--count` and `--duration`, and reports every
+//! request that got no answer, a 5xx other than 503, a malformed answer or a hang ([`judge`]),
+//! the server's memory before and after, and, for a server it started, the panics in its log.
+//! The seed is printed; `--seed S` replays a run, `--seed S --start I --count 1` one case.
+//! Reports go through the runner's one report model (summary, JUnit, JSON; R-CNF-10).
+
+pub mod cases;
+pub mod http;
+pub mod judge;
+pub mod spoil;
+pub mod stdio;
+
+use std::{collections::BTreeMap, time::Duration};
+
+use futures::StreamExt as _;
+
+use crate::report::{Outcome, Verdict};
+use cases::Family;
+use judge::Finding;
+
+/// What to fuzz.
+pub enum TargetSpec {
+    /// A Streamable HTTP server at this URL, with these headers on every request.
+    Url {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+    /// A stdio server the run starts (its stdin, stdout and stderr piped).
+    Stdio(stdio::Command),
+}
+
+impl TargetSpec {
+    /// A stdio target from `"CMD ARGS"`, split like a POSIX shell would.
+    pub fn stdio(command_line: &str) -> anyhow::Result<Self> {
+        let words = shlex::split(command_line)
+            .ok_or_else(|| anyhow::anyhow!("--stdio {command_line:?}: unbalanced quotes"))?;
+        let (program, args) = words
+            .split_first()
+            .ok_or_else(|| anyhow::anyhow!("--stdio names no program"))?;
+        let mut command = std::process::Command::new(program);
+        command.args(args);
+        Ok(Self::Stdio(stdio::Command::of(&command)))
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            TargetSpec::Url { url, .. } => url.clone(),
+            TargetSpec::Stdio(command) => format!("stdio: {}", command.describe()),
+        }
+    }
+}
+
+/// `fuzz`'s options.
+#[derive(Debug, Clone, clap::Args)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["url", "stdio"])))]
+pub struct FuzzArgs {
+    /// Fuzz the Streamable HTTP MCP server at this URL. Loopback only (127.0.0.1, ::1,
+    /// localhost): the requests are malformed and oversized on purpose.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Start this stdio MCP server ("CMD ARGS", split like a POSIX shell would; no shell runs)
+    /// and fuzz it; its memory and its log's panics are reported.
+    #[arg(long, value_name = "CMD ARGS", conflicts_with = "url")]
+    pub stdio: Option<String>,
+    /// A header sent with every request to --url, NAME:VALUE (repeatable).
+    #[arg(long, value_name = "K:V", requires = "url")]
+    pub header: Vec<String>,
+    /// The seed (default: random). Printed; the same seed sends the same requests.
+    #[arg(long, value_name = "SEED")]
+    pub seed: Option<u64>,
+    /// Send at most this many requests.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub count: u64,
+    /// Stop after this long, even with requests left.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+    /// The first request's index: `--seed S --start I --count 1` replays request I of seed S.
+    #[arg(long, value_name = "I", default_value_t = 0)]
+    pub start: u64,
+    /// A request without an answer this long is reported as a hang.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// The --url server's process id, to report its memory (VmRSS) before and after.
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+    /// Requests in flight at once over HTTP (stdio sends one at a time).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub concurrency: usize,
+    /// Write a JUnit XML report here.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<std::path::PathBuf>,
+    /// Write a JSON report here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
+}
+
+impl FuzzArgs {
+    /// The run these flags ask for (a random seed when none is given).
+    pub fn options(&self) -> anyhow::Result<FuzzOptions> {
+        let target = match (&self.url, &self.stdio) {
+            (Some(url), _) => TargetSpec::Url {
+                url: url.clone(),
+                headers: self
+                    .header
+                    .iter()
+                    .map(|h| {
+                        let (name, value) = h
+                            .split_once(':')
+                            .ok_or_else(|| anyhow::anyhow!("--header {h:?} is not NAME:VALUE"))?;
+                        Ok((name.trim().to_owned(), value.trim().to_owned()))
+                    })
+                    .collect::<anyhow::Result<_>>()?,
+            },
+            (None, Some(command)) => TargetSpec::stdio(command)?,
+            (None, None) => anyhow::bail!("give --url URL or --stdio \"CMD ARGS\""),
+        };
+        Ok(FuzzOptions {
+            target,
+            seed: self.seed.unwrap_or_else(random_seed),
+            start: self.start,
+            count: self.count,
+            duration: self.duration,
+            timeout: self.timeout,
+            pid: self.pid,
+            concurrency: self.concurrency,
+        })
+    }
+
+    /// The command line that replays a case (its seed and index follow).
+    pub fn replay(&self) -> String {
+        match (&self.url, &self.stdio) {
+            (Some(url), _) => format!("durable-mcp-conformance fuzz --url {url}"),
+            (_, Some(command)) => format!(
+                "durable-mcp-conformance fuzz --stdio {}",
+                shlex::try_quote(command).unwrap_or_default()
+            ),
+            _ => "durable-mcp-conformance fuzz".into(),
+        }
+    }
+}
+
+/// A fuzz run's bounds and target.
+pub struct FuzzOptions {
+    pub target: TargetSpec,
+    pub seed: u64,
+    /// The first case's index.
+    pub start: u64,
+    /// At most this many cases.
+    pub count: u64,
+    /// At most this long.
+    pub duration: Duration,
+    /// A request without an answer this long is a hang.
+    pub timeout: Duration,
+    /// The server's process, for its memory (a stdio server's is the run's own child).
+    pub pid: Option<u32>,
+    /// Requests at once (HTTP only; stdio sends one at a time).
+    pub concurrency: usize,
+}
+
+/// One case that went wrong.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CaseFinding {
+    pub index: u64,
+    pub family: Family,
+    pub method: String,
+    pub finding: Finding,
+}
+
+/// What a fuzz run found.
+#[derive(Debug, Clone, Default)]
+pub struct FuzzReport {
+    pub target: String,
+    pub seed: u64,
+    pub start: u64,
+    /// Cases sent, per family.
+    pub sent: BTreeMap<Family, u64>,
+    pub findings: Vec<CaseFinding>,
+    /// The server's VmRSS before and after, in KiB, when its process was known.
+    pub rss_kib: Option<(u64, u64)>,
+    /// The panic lines of the server's log (a server the run started), else `None`.
+    pub panics: Option<Vec<String>>,
+    /// Why the run stopped before its count, if it did (the server exited).
+    pub stopped: Option<String>,
+    pub duration: Duration,
+}
+
+/// Whether `url` names a loopback host: the fuzzer sends malformed requests to loopback only.
+pub fn check_loopback(url: &str) -> Result<(), String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("--url {url:?} is no URL: {e}"))?;
+    let loopback = match parsed.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    if loopback && matches!(parsed.scheme(), "http" | "https") {
+        return Ok(());
+    }
+    Err(format!(
+        "refusing to fuzz {url}: the fuzzer sends malformed and oversized requests, so it only \
+         targets a server on this machine (http://127.0.0.1:PORT/..., http://[::1]:PORT/... or \
+         http://localhost:PORT/...). Run the server on loopback, or --stdio \"CMD ARGS\""
+    ))
+}
+
+/// A random seed (printed by the caller, so the run can be replayed).
+pub fn random_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ u64::from(std::process::id()).rotate_left(32)
+}
+
+/// Runs the fuzzer as `options` say.
+pub async fn run(options: FuzzOptions) -> anyhow::Result<FuzzReport> {
+    let started = std::time::Instant::now();
+    let mut report = FuzzReport {
+        target: options.target.describe(),
+        seed: options.seed,
+        start: options.start,
+        ..FuzzReport::default()
+    };
+    match &options.target {
+        TargetSpec::Url { url, headers } => {
+            check_loopback(url).map_err(anyhow::Error::msg)?;
+            let target = http::HttpTarget::open(url, headers).await?;
+            let before = rss(options.pid);
+            fuzz_http(&target, &options, started, &mut report).await;
+            report.rss_kib = before.zip(settled_rss(options.pid).await);
+        }
+        TargetSpec::Stdio(command) => {
+            let mut target = stdio::StdioTarget::start(command, options.timeout).await?;
+            let pid = options.pid.or(target.pid());
+            let before = rss(pid);
+            fuzz_stdio(&mut target, &options, started, &mut report).await;
+            report.rss_kib = before.zip(settled_rss(pid).await);
+            report.panics = Some(target.log.panics());
+        }
+    }
+    report.duration = started.elapsed();
+    Ok(report)
+}
+
+fn indices(options: &FuzzOptions) -> std::ops::Range<u64> {
+    options.start..options.start.saturating_add(options.count)
+}
+
+async fn fuzz_http(
+    target: &http::HttpTarget,
+    options: &FuzzOptions,
+    started: std::time::Instant,
+    report: &mut FuzzReport,
+) {
+    let sends = futures::stream::iter(indices(options))
+        .take_while(|_| std::future::ready(started.elapsed() < options.duration))
+        .map(|index| async move {
+            let case = cases::case(options.seed, index);
+            let finding = target.send(&case, options.timeout).await;
+            (case, finding)
+        })
+        .buffer_unordered(options.concurrency.max(1));
+    futures::pin_mut!(sends);
+    while let Some((case, finding)) = sends.next().await {
+        report.record(&case, finding);
+    }
+}
+
+async fn fuzz_stdio(
+    target: &mut stdio::StdioTarget,
+    options: &FuzzOptions,
+    started: std::time::Instant,
+    report: &mut FuzzReport,
+) {
+    for index in indices(options) {
+        if started.elapsed() >= options.duration {
+            break;
+        }
+        let case = cases::case(options.seed, index);
+        let finding = target.send(&case, options.timeout).await;
+        report.record(&case, finding);
+        if !target.running() {
+            report.stopped = Some(format!("the server exited after case {index}"));
+            break;
+        }
+    }
+}
+
+/// The VmRSS of `pid`, in KiB.
+fn rss(pid: Option<u32>) -> Option<u64> {
+    crate::load::procstat::sample(pid?).map(|s| s.rss_kib)
+}
+
+/// The VmRSS of `pid` after a moment for the last answers to be freed.
+async fn settled_rss(pid: Option<u32>) -> Option<u64> {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    rss(pid)
+}
+
+impl FuzzReport {
+    fn record(&mut self, case: &cases::Case, finding: Option<Finding>) {
+        *self.sent.entry(case.family).or_default() += 1;
+        if let Some(finding) = finding {
+            self.findings.push(CaseFinding {
+                index: case.index,
+                family: case.family,
+                method: case.method.clone(),
+                finding,
+            });
+        }
+    }
+
+    /// Cases sent in all.
+    pub fn total(&self) -> u64 {
+        self.sent.values().sum()
+    }
+
+    /// Whether nothing went wrong: no finding, no panic, the server still up.
+    pub fn clean(&self) -> bool {
+        self.findings.is_empty()
+            && self.stopped.is_none()
+            && self.panics.as_ref().is_none_or(Vec::is_empty)
+    }
+
+    /// The run as report cases: one per family, the server's memory and its panics.
+    pub fn outcomes(&self, replay: &str) -> Vec<Outcome> {
+        let mut outcomes: Vec<Outcome> = Family::ALL
+            .iter()
+            .map(|family| self.family_outcome(*family, replay))
+            .collect();
+        outcomes.push(self.memory_outcome());
+        outcomes.push(self.panics_outcome());
+        outcomes
+    }
+
+    fn family_outcome(&self, family: Family, replay: &str) -> Outcome {
+        let sent = self.sent.get(&family).copied().unwrap_or(0);
+        let found: Vec<&CaseFinding> = self
+            .findings
+            .iter()
+            .filter(|f| f.family == family)
+            .collect();
+        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+        for f in &found {
+            *kinds.entry(f.finding.kind()).or_default() += 1;
+        }
+        let counts: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        let mut output = format!("{sent} request(s)\n");
+        for f in found.iter().take(50) {
+            output.push_str(&format!(
+                "case {} ({}): {}; replay: {replay} --seed {} --start {} --count 1\n",
+                f.index, f.method, f.finding, self.seed, f.index
+            ));
+        }
+        let verdict = match (found.first(), &self.stopped) {
+            (Some(first), _) => Verdict::Fail(format!(
+                "{} of {sent}: {}; first: case {} ({}): {}",
+                found.len(),
+                counts.join(", "),
+                first.index,
+                first.method,
+                first.finding
+            )),
+            (None, Some(why)) => Verdict::Fail(why.clone()),
+            (None, None) => Verdict::Pass,
+        };
+        outcome(&format!("fuzz/{}", family.name()), verdict, output)
+    }
+
+    fn memory_outcome(&self) -> Outcome {
+        let mib = |kib: u64| kib as f64 / 1024.0;
+        match self.rss_kib {
+            Some((before, after)) => {
+                let output = format!(
+                    "VmRSS before {:.1} MiB, after {:.1} MiB ({:+.1} MiB) over {} request(s)",
+                    mib(before),
+                    mib(after),
+                    mib(after) - mib(before),
+                    self.total()
+                );
+                outcome("fuzz/memory", Verdict::Pass, output)
+            }
+            None => outcome(
+                "fuzz/memory",
+                Verdict::Skip("the server's process is unknown: give --pid".into()),
+                String::new(),
+            ),
+        }
+    }
+
+    fn panics_outcome(&self) -> Outcome {
+        match &self.panics {
+            None => outcome(
+                "fuzz/panics",
+                Verdict::Skip("the run did not start the server: read its log for panics".into()),
+                String::new(),
+            ),
+            Some(lines) if lines.is_empty() => outcome(
+                "fuzz/panics",
+                Verdict::Pass,
+                "no panic in the server's log".into(),
+            ),
+            Some(lines) => outcome(
+                "fuzz/panics",
+                Verdict::Fail(format!("{} panic line(s) in the server's log", lines.len())),
+                lines.join("\n"),
+            ),
+        }
+    }
+}
+
+fn outcome(name: &str, verdict: Verdict, output: String) -> Outcome {
+    Outcome {
+        name: name.to_owned(),
+        suite: "fuzz".to_owned(),
+        verdict,
+        duration: None,
+        rules: vec!["R-CNF-26".to_owned()],
+        output,
+    }
+}
+
+/// The names of the cases [`FuzzReport::outcomes`] gives, in order.
+pub fn planned() -> Vec<String> {
+    let mut names: Vec<String> = Family::ALL
+        .iter()
+        .map(|f| format!("fuzz/{}", f.name()))
+        .collect();
+    names.extend(["fuzz/memory".to_owned(), "fuzz/panics".to_owned()]);
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_urls_are_fuzzed() {
+        for url in [
+            "http://127.0.0.1:8080/mcp",
+            "http://127.3.4.5/mcp",
+            "http://[::1]:9/mcp",
+            "https://LOCALHOST:3000/",
+        ] {
+            assert_eq!(check_loopback(url), Ok(()), "{url}");
+        }
+        for url in [
+            "http://10.0.0.1:8080/mcp",
+            "http://example.com/mcp",
+            "http://localhost.example.com/mcp",
+            "http://[::2]/mcp",
+            "ftp://127.0.0.1/",
+            "127.0.0.1:8080",
+        ] {
+            let refusal = check_loopback(url).unwrap_err();
+            assert!(
+                refusal.contains(url) || refusal.contains("no URL"),
+                "{refusal}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_report_names_every_planned_case_and_fails_a_family_with_findings() {
+        let mut report = FuzzReport {
+            seed: 9,
+            ..FuzzReport::default()
+        };
+        report.record(&cases::case(9, 0), None);
+        let bad = cases::case(9, 1);
+        report.record(&bad, Some(Finding::NoAnswer("closed".into())));
+        let outcomes = report.outcomes("durable-mcp-conformance fuzz --url U");
+        let names: Vec<String> = outcomes.iter().map(|o| o.name.clone()).collect();
+        assert_eq!(names, planned());
+        let failed: Vec<&Outcome> = outcomes
+            .iter()
+            .filter(|o| matches!(o.verdict, Verdict::Fail(_)))
+            .collect();
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0].name, format!("fuzz/{}", bad.family.name()));
+        assert!(
+            failed[0].output.contains("--seed 9 --start 1 --count 1"),
+            "{}",
+            failed[0].output
+        );
+        assert!(!report.clean());
+    }
+}
