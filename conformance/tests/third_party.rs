@@ -47,6 +47,7 @@ async fn mock_upstream_over_stdio() {
                 levels: vec!["debug".into(), "warning".into()],
                 ms: 0,
                 every_ms: 0,
+                untied: false,
             },
         });
     let upstream = mock_upstream(dir.path(), &ledger, &spec);

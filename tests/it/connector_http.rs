@@ -357,6 +357,7 @@ async fn a_stateless_caller_gets_log_messages_only_at_the_level_its_request_name
             levels: vec!["info".into(), "warning".into()],
             every_ms: 50,
             ms: 200,
+            untied: false,
         },
     ));
     let _proxy = start_proxy(

@@ -177,32 +177,51 @@ impl ClientHandler for LogRecorder {
     }
 }
 
+/// A proxy fronting the standard mock over stdio plus `logger`, and a [`LogRecorder`] with its
+/// arrivals.
+fn logging_upstream(
+    env: &TestEnv,
+    logger: ToolSpec,
+) -> (
+    Ledger,
+    durable_mcp_conformance::proxy_thread::ProxyThread,
+    LogRecorder,
+    tokio::sync::mpsc::UnboundedReceiver<()>,
+) {
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let mut spec = UpstreamSpec::standard();
+    spec.tools.push(logger);
+    let proxy = start_proxy(
+        env,
+        vec![mock_stdio_upstream_with_spec("mock", &spec, &ledger)],
+    );
+    let (arrived, arrivals) = tokio::sync::mpsc::unbounded_channel();
+    let recorder = LogRecorder {
+        seen: Arc::default(),
+        arrived,
+    };
+    (ledger, proxy, recorder, arrivals)
+}
+
 /// R-CON-13: the log messages of a long call reach its waiting caller while the tool still
 /// runs (read from the call's heartbeats), in order, each once, not only just before the
 /// result. The tool logs at once, again 3 s later, and returns 3 s after that.
 #[tokio::test]
 async fn a_long_calls_log_messages_reach_the_waiting_caller_live() {
     let env = TestEnv::shared("live-logs").await;
-    let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let mut spec = UpstreamSpec::standard();
-    spec.tools.push(ToolSpec::read_only(
-        "slow_logger",
-        "logs at once and 3 s later, returns 3 s after that",
-        Behavior::Log {
-            levels: vec!["info".into(), "warning".into()],
-            every_ms: 3000,
-            ms: 3000,
-        },
-    ));
-    let _proxy = start_proxy(
+    let (ledger, _proxy, recorder, mut arrivals) = logging_upstream(
         &env,
-        vec![mock_stdio_upstream_with_spec("mock", &spec, &ledger)],
+        ToolSpec::read_only(
+            "slow_logger",
+            "logs at once and 3 s later, returns 3 s after that",
+            Behavior::Log {
+                levels: vec!["info".into(), "warning".into()],
+                every_ms: 3000,
+                ms: 3000,
+                untied: false,
+            },
+        ),
     );
-    let (arrived, mut arrivals) = tokio::sync::mpsc::unbounded_channel();
-    let recorder = LogRecorder {
-        seen: Arc::default(),
-        arrived,
-    };
     let client = serve_in_memory(connector_for(&env, "mock"), recorder.clone())
         .await
         .unwrap();
@@ -232,6 +251,55 @@ async fn a_long_calls_log_messages_reach_the_waiting_caller_live() {
         *recorder.seen.lock().unwrap(),
         ["info from slow_logger", "warning from slow_logger"]
     );
+    client.cancel().await.unwrap();
+}
+
+/// R-PRX-10: a stdio upstream built on the TypeScript or Python SDK writes its log messages
+/// with no `_meta.progressToken`. With one call in flight on the connection they are that
+/// call's: its waiting caller gets them, in order, before the result, and so does the same
+/// caller's next call right after.
+#[tokio::test]
+async fn a_stdio_upstreams_untied_log_messages_reach_the_one_call_in_flight() {
+    use durable_mcp::inbound::task_ref::CallerScope;
+    let env = TestEnv::shared("untied-logs").await;
+    let (_ledger, _proxy, recorder, mut arrivals) = logging_upstream(
+        &env,
+        ToolSpec::read_only(
+            "sdk_logger",
+            "logs three times 50 ms apart, naming no request, then answers",
+            Behavior::Log {
+                levels: vec!["info".into(), "warning".into(), "error".into()],
+                every_ms: 50,
+                ms: 0,
+                untied: true,
+            },
+        ),
+    );
+    let mut options = durable_mcp_conformance::kit::mcp::connector_options("mock", &env.endpoint);
+    options.caller_scope = CallerScope::Process("sdk-logs".into());
+    let connector = durable_mcp::inbound::server::Connector::new(env.client.clone(), options);
+    let client = serve_in_memory(connector, recorder.clone()).await.unwrap();
+    let expected = [
+        "info from sdk_logger",
+        "warning from sdk_logger",
+        "error from sdk_logger",
+    ];
+    for (round, key) in ["first", "again"].into_iter().enumerate() {
+        let result = client
+            .peer()
+            .call_tool(tool_call("sdk_logger", json!({"key": key})))
+            .await
+            .unwrap();
+        assert_eq!(result.is_error, Some(false), "{result:?}");
+        // Notifications are handled on tasks of their own: wait for the three, then make sure
+        // no fourth comes.
+        for _ in 0..expected.len() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), arrivals.recv()).await;
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(300), arrivals.recv()).await;
+        let seen = std::mem::take(&mut *recorder.seen.lock().unwrap());
+        assert_eq!(seen, expected, "call {}", round + 1);
+    }
     client.cancel().await.unwrap();
 }
 

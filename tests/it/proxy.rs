@@ -992,6 +992,7 @@ async fn a_late_upstream_log_line_never_reaches_another_call() {
             levels: vec!["info".into()],
             ms: 0,
             every_ms: 0,
+            untied: false,
         },
     ));
     let spec_file = temp_path("spec.json");

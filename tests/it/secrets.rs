@@ -793,6 +793,7 @@ async fn no_tool_argument_result_or_notification_reaches_a_log_line() {
             levels: vec!["warning".into()],
             ms: 0,
             every_ms: 0,
+            untied: false,
         },
     );
     let config = format!(

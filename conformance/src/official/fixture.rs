@@ -382,6 +382,7 @@ fn stateless_scenario_tools() -> Vec<ToolSpec> {
                 levels: vec!["info".into()],
                 ms: 0,
                 every_ms: 0,
+                untied: false,
             },
         ),
     ]

@@ -73,7 +73,7 @@ pub(super) async fn call_direct_task(
 ) -> Result<Value, String> {
     let followed = async {
         let answer = client
-            .call_tool_as_task(name, args.clone(), None, |_| {})
+            .call_tool_as_task(name, args.clone(), Default::default(), |_| {})
             .await
             .map_err(|e| e.to_string())?;
         let (id, poll_interval, origin) = match answer {

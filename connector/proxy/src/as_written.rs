@@ -32,6 +32,7 @@ use tokio::io::{AsyncRead, ReadBuf};
 use super::{
     auth::{AuthError, AuthProvider},
     config::UrlSecrets,
+    flights::{Flights, ForCaller},
     http_client as scrub,
     progress::{Following, ProgressRoutes, Routes},
 };
@@ -83,12 +84,14 @@ impl Kept {
 }
 
 /// Responses' `result` values as the upstream wrote them, by request id, and the progress and
-/// log messages of the calls, by the progress token of their request. Clones share them.
+/// log messages of the calls, by the progress token of their request; what is in flight, for
+/// the log messages that name no request. Clones share them.
 #[derive(Clone, Default)]
 pub struct WrittenResults {
     kept: Arc<Mutex<Kept>>,
     logs: Arc<Mutex<Routes<ToolLog>>>,
     progress: Arc<Mutex<ProgressRoutes>>,
+    flights: Arc<Mutex<Flights>>,
 }
 
 impl WrittenResults {
@@ -116,22 +119,26 @@ impl WrittenResults {
             self.progress.lock().unwrap().deliver(&params);
             return;
         }
-        let (Some(id), Some(result)) = (message.remove("id"), message.remove("result")) else {
+        let Some(id) = message.remove("id").filter(|id| !id.is_null()) else {
             return;
         };
-        if id.is_null() {
+        let (id, now) = (id.to_string(), Instant::now());
+        let Some(result) = message.remove("result") else {
+            if message.contains_key("error") {
+                self.flights.lock().unwrap().answered(&id, None, now);
+            }
             return;
-        }
-        self.kept
-            .lock()
-            .unwrap()
-            .keep(Instant::now(), id.to_string(), result, text.len());
+        };
+        let task = crate::flights::created_task_id(&result);
+        self.flights.lock().unwrap().answered(&id, task, now);
+        self.kept.lock().unwrap().keep(now, id, result, text.len());
     }
 
     /// A log message goes to the call the upstream tied it to: the request whose progress token
-    /// its `_meta.progressToken` names, else the request whose response stream carried it. A
-    /// message tied to no request is logged here at debug level and dropped: it is never given
-    /// to whichever call happens to be in flight (R-PRX-10).
+    /// its `_meta.progressToken` names, else the request whose response stream carried it, else,
+    /// on a connection read in wire order, the one call in flight there when nothing else could
+    /// have written it ([`Flights::owner`]). Any other message is logged here at debug level and
+    /// dropped (R-PRX-10).
     fn attribute_log(&self, params: Value, stream: Option<&Value>, bytes: usize) {
         let text = |key: &str| params.get(key).and_then(Value::as_str);
         let log = ToolLog {
@@ -143,7 +150,11 @@ impl WrittenResults {
         let named = params
             .pointer("/_meta/progressToken")
             .filter(|t| !t.is_null());
-        match named.or(stream) {
+        let alone = match named.or(stream) {
+            Some(_) => None,
+            None => self.flights.lock().unwrap().owner(Instant::now()),
+        };
+        match named.or(stream).or(alone.as_ref()) {
             Some(token) => self.logs.lock().unwrap().deliver_to(token, log, bytes),
             None => tracing::debug!(
                 target: "durable_mcp::upstream_log",
@@ -165,11 +176,107 @@ impl WrittenResults {
         Following::new(self.progress.clone(), token)
     }
 
+    /// Notes a message the proxy is about to write upstream (see [`FlightTap`]): a request is in
+    /// flight from now, a `notifications/cancelled` ends the request it names.
+    pub fn sent(&self, message: &ClientJsonRpcMessage) {
+        use rmcp::model::{ClientNotification, GetExtensions as _, GetMeta as _};
+        let now = Instant::now();
+        let mut flights = self.flights.lock().unwrap();
+        match message {
+            ClientJsonRpcMessage::Request(r) => {
+                let token = r.request.get_meta().get_progress_token();
+                let caller = r.request.extensions().get::<ForCaller>();
+                flights.sent(
+                    id_key(&r.id),
+                    r.request.method(),
+                    token.and_then(|t| serde_json::to_value(t).ok()),
+                    caller.map(|c| c.0.clone()),
+                    now,
+                );
+            }
+            ClientJsonRpcMessage::Notification(n) => {
+                if let ClientNotification::CancelledNotification(c) = &n.notification
+                    && let Some(id) = &c.params.request_id
+                {
+                    flights.cancelled(&id_key(id), now);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Upstream task `task` runs for a call of `caller` that follows it (R-PRX-28): in flight
+    /// until the returned guard is dropped.
+    pub fn follow_task(&self, task: &str, caller: Option<String>) -> TaskFlight {
+        let mut flights = self.flights.lock().unwrap();
+        flights.follow_task(task, caller, Instant::now());
+        TaskFlight {
+            flights: self.flights.clone(),
+            task: task.to_owned(),
+        }
+    }
+
     /// The `result` of the answer to request `id` as written, if a tap saw it. Called after rmcp
     /// delivered the typed answer, which it parsed after the tap saw the bytes.
     pub fn take(&self, id: &RequestId) -> Option<Value> {
-        let key = serde_json::to_string(id).ok()?;
-        self.kept.lock().unwrap().take(&key)
+        self.kept.lock().unwrap().take(&id_key(id))
+    }
+}
+
+/// A request ID as the key its answer is read under: its JSON text, so `1` and `"1"` differ.
+fn id_key(id: &RequestId) -> String {
+    serde_json::to_string(id).unwrap_or_default()
+}
+
+/// An upstream task in flight while its call follows it ([`WrittenResults::follow_task`]).
+pub struct TaskFlight {
+    flights: Arc<Mutex<Flights>>,
+    task: String,
+}
+
+impl Drop for TaskFlight {
+    fn drop(&mut self) {
+        let mut flights = self.flights.lock().unwrap();
+        flights.task_ended(&self.task, Instant::now());
+    }
+}
+
+/// A client transport whose every outgoing message is shown to [`WrittenResults::sent`] as
+/// rmcp hands it over, before it is written: so a request is in flight before the upstream can
+/// answer it, in the order the tap on the same connection reads the answers (R-PRX-10).
+pub struct FlightTap<T> {
+    inner: T,
+    written: WrittenResults,
+}
+
+impl<T> FlightTap<T> {
+    pub fn new(inner: T, written: WrittenResults) -> Self {
+        Self { inner, written }
+    }
+}
+
+impl<T: rmcp::transport::Transport<rmcp::RoleClient>> rmcp::transport::Transport<rmcp::RoleClient>
+    for FlightTap<T>
+{
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: rmcp::service::TxJsonRpcMessage<rmcp::RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.written.sent(&item);
+        self.inner.send(item)
+    }
+
+    fn receive(
+        &mut self,
+    ) -> impl Future<Output = Option<rmcp::service::RxJsonRpcMessage<rmcp::RoleClient>>> + Send
+    {
+        self.inner.receive()
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
     }
 }
 
@@ -601,13 +708,14 @@ mod tests {
         ProgressToken(rmcp::model::NumberOrString::Number(n))
     }
 
-    /// A log message reaches only the call the upstream tied it to (its `_meta.progressToken`,
-    /// or the response stream it came on), never the call that happens to be alone in flight.
+    /// A log message reaches the call the upstream tied it to (its `_meta.progressToken`, or
+    /// the response stream it came on); one tied to no request, where the proxy wrote nothing
+    /// it knows to be in flight (as on HTTP), is nobody's, even with a call following its token.
     #[test]
     fn log_messages_go_to_the_call_they_are_tied_to_or_nowhere() {
         let written = WrittenResults::default();
         let mut alone = written.follow_logs(&token(1));
-        written.observe(&log("")); // tied to no request: nobody's, even with one call in flight
+        written.observe(&log("")); // tied to no request, and nothing noted in flight: nobody's
         assert!(alone.receiver().try_recv().is_err());
         written.observe(&log(r#","_meta":{"progressToken":1}"#));
         let got = alone.receiver().try_recv().unwrap();
@@ -633,6 +741,40 @@ mod tests {
         drop(alone);
         written.observe(&log(r#","_meta":{"progressToken":1}"#));
         assert!(other.receiver().try_recv().is_err());
+    }
+
+    /// On a connection read in wire order, a message naming no request is the one call's that
+    /// was written and not yet answered; read after its answer (or its cancel) it is nobody's.
+    #[test]
+    fn an_untied_message_goes_to_the_one_call_written_and_not_yet_answered() {
+        let written = WrittenResults::default();
+        let call = |id: u32| -> ClientJsonRpcMessage {
+            serde_json::from_value(serde_json::json!({"jsonrpc": "2.0", "id": id,
+                "method": "tools/call", "params": {"name": "x", "_meta": {"progressToken": id}}}))
+            .unwrap()
+        };
+        written.sent(&call(1));
+        // Read before the call followed its token: kept for it.
+        written.observe(&log(""));
+        let mut first = written.follow_logs(&token(1));
+        written.observe(&log(""));
+        written.observe(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"no"}}"#);
+        written.observe(&log(""));
+        assert_eq!(
+            std::iter::from_fn(|| first.receiver().try_recv().ok()).count(),
+            2
+        );
+        written.sent(&call(2));
+        let mut second = written.follow_logs(&token(2));
+        let cancel: ClientJsonRpcMessage = serde_json::from_value(serde_json::json!({"jsonrpc":
+            "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}))
+        .unwrap();
+        written.sent(&cancel);
+        written.observe(&log(""));
+        assert!(
+            second.receiver().try_recv().is_err(),
+            "read after its cancel"
+        );
     }
 
     /// A POST's response stream is named by its request's progress token; only `tools/call`

@@ -33,7 +33,7 @@ use durable_mcp_runtime::trace::WithTraceContext as _;
 use super::{
     errors::{Backoff, OnJsonRpcError, on_jsonrpc_error},
     transport_failure::{FailureAction, on_transport_failure},
-    upstream::{CallAnswer, UpstreamClient, UpstreamError},
+    upstream::{CallAnswer, CallRound, UpstreamClient, UpstreamError},
 };
 
 mod upstream_task;
@@ -92,6 +92,9 @@ pub struct ToolCallInput {
     /// in the round right after the one that made it (R-PRX-35).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub round: Option<super::task_input::Round>,
+    /// The caller the call is for, as the connector named it (an opaque hash, R-PRX-10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
 }
 
 /// Progress messages are cut to this many characters: they are copied into every heartbeat
@@ -461,15 +464,16 @@ async fn call_once(
     note: impl FnMut(CallNotification),
 ) -> Result<CallAnswer, UpstreamError> {
     let (tool, arguments) = (&input.tool, input.arguments.clone());
-    let answers = input.answers.as_ref();
+    let round = CallRound {
+        answers: input.answers.as_ref(),
+        caller: input.caller.as_deref(),
+    };
     let traced = crate::trace::upstream_span(tool);
     let answer = async {
         if input.upstream_task {
-            client
-                .call_tool_as_task(tool, arguments, answers, note)
-                .await
+            client.call_tool_as_task(tool, arguments, round, note).await
         } else {
-            let result = client.call_tool_round(tool, arguments, answers, note).await;
+            let result = client.call_tool_round(tool, arguments, round, note).await;
             result.map(CallAnswer::Result)
         }
     }

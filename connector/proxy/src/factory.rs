@@ -104,14 +104,21 @@ impl UpstreamTransport {
     }
 
     /// The transport rmcp serves on; a byte stream is read through `tap` (the caller's reader
-    /// that keeps answers as written), any other transport is used as it is.
-    pub(super) fn into_tapped<R>(self, tap: impl FnOnce(BoxRead) -> R) -> BoxedTransport
+    /// that keeps answers as written) and its transport wrapped by `wrap` (which notes its
+    /// requests in flight, R-PRX-10), any other transport is used as it is.
+    pub(super) fn into_tapped<R, W>(
+        self,
+        tap: impl FnOnce(BoxRead) -> R,
+        wrap: impl FnOnce(BoxedTransport) -> W,
+    ) -> BoxedTransport
     where
         R: AsyncRead + Send + Unpin + 'static,
+        W: Transport<RoleClient> + 'static,
     {
         match self.0 {
             Opened::Io(read, write) => {
-                BoxedTransport(Box::new((tap(read), write).into_transport()))
+                let transport = BoxedTransport(Box::new((tap(read), write).into_transport()));
+                BoxedTransport(Box::new(wrap(transport)))
             }
             Opened::Transport(t) => t,
         }

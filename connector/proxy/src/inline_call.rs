@@ -34,6 +34,8 @@ pub struct InlineCall<'a> {
     pub tool: &'a str,
     pub arguments: serde_json::Map<String, serde_json::Value>,
     pub answers: Option<RoundAnswers>,
+    /// The caller the call is for, as the connector named it (R-PRX-10).
+    pub caller: Option<String>,
     pub options: &'a ResolvedCallOptions,
     pub attempt: u32,
 }
@@ -122,7 +124,10 @@ impl InlineCall<'_> {
             .call_tool_round(
                 self.tool,
                 self.arguments.clone(),
-                self.answers.as_ref(),
+                crate::upstream::CallRound {
+                    answers: self.answers.as_ref(),
+                    caller: self.caller.as_deref(),
+                },
                 |_| {},
             )
             .with_context(traced.clone());

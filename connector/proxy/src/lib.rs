@@ -31,6 +31,7 @@ pub mod discovery;
 pub mod errors;
 pub mod factory;
 mod features;
+pub mod flights;
 pub mod health;
 pub mod http_client;
 pub mod inline;

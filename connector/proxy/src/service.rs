@@ -135,6 +135,7 @@ impl ServiceContext {
                 tool: &tool,
                 arguments,
                 answers,
+                caller: caller_of(start),
                 options: &options,
                 attempt,
             };
@@ -142,7 +143,12 @@ impl ServiceContext {
         }
         let round = super::task_input::Round::of(&start.links);
         let activity_input = self
-            .activity_input(&tool, (arguments, answers, round), &options, upstream_task)
+            .activity_input(
+                &tool,
+                (arguments, answers, round, caller_of(start)),
+                &options,
+                upstream_task,
+            )
             .await?;
         let request = self.activity_start(start, &activity_id, &tool, &options, activity_input);
         self.start_or_reattach(&activity_id, request, &options.retry_reason)
@@ -207,10 +213,11 @@ impl ServiceContext {
     async fn activity_input(
         &self,
         tool: &str,
-        (arguments, answers, round): (
+        (arguments, answers, round, caller): (
             serde_json::Map<String, serde_json::Value>,
             Option<super::input::RoundAnswers>,
             Option<super::task_input::Round>,
+            Option<String>,
         ),
         options: &ResolvedCallOptions,
         upstream_task: bool,
@@ -223,6 +230,7 @@ impl ServiceContext {
             upstream_task,
             answers,
             round,
+            caller,
         };
         let input =
             payload::to_payload(&recorded).map_err(|e| HandlerError::bad_request(e.to_string()))?;
@@ -297,6 +305,14 @@ impl ServiceContext {
         }
         Err(refused("starting the call's activity", s))
     }
+}
+
+/// The caller a call is for, as the connector named it (R-PRX-10).
+fn caller_of(start: &StartContext) -> Option<String> {
+    start
+        .headers
+        .get(durable_mcp_contract::call::CALLER_HEADER)
+        .cloned()
 }
 
 /// The tool an operation name stands for (R-NXC-5).

@@ -41,11 +41,12 @@ use tokio::sync::{mpsc::UnboundedReceiver, watch};
 use tracing::{info, warn};
 
 use super::{
-    as_written::{TapHttpClient, TapReader, WrittenResults},
+    as_written::{FlightTap, TapHttpClient, TapReader, TaskFlight, WrittenResults},
     auth::{AuthError, AuthProvider, ClientCredentialsProvider},
     child,
     config::{TransportConfig, UrlSecrets, redacted_url},
     factory::CustomTransport,
+    flights::ForCaller,
     progress::CallProgress,
     transport_failure::{Evidence, Failure, Phase, SendFailure, phase},
 };
@@ -58,6 +59,14 @@ pub mod subscriptions;
 mod task;
 use subscriptions::ResourceWatch;
 pub use task::{CallAnswer, TaskState, next_poll_delay};
+
+/// What a round of a call brings beside its arguments: the answers to the previous round's
+/// input requests (R-PRX-29), and the caller it is for, as the connector named it (R-PRX-10).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallRound<'a> {
+    pub answers: Option<&'a super::input::RoundAnswers>,
+    pub caller: Option<&'a str>,
+}
 
 /// Why an upstream request failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -505,24 +514,27 @@ impl UpstreamClient {
         arguments: serde_json::Map<String, serde_json::Value>,
         on_note: impl FnMut(CallNotification),
     ) -> Result<serde_json::Value, UpstreamError> {
-        self.call_tool_round(name, arguments, None, on_note).await
+        self.call_tool_round(name, arguments, CallRound::default(), on_note)
+            .await
     }
 
-    /// [`Self::call_tool_reporting`] for a round of a call that asked for input: `answers`
-    /// go with the arguments, and an answer that asks for input again is returned as written
-    /// like a result (R-PRX-29).
+    /// [`Self::call_tool_reporting`] for a round of a call: the round's answers go with the
+    /// arguments, and an answer that asks for input again is returned as written like a result
+    /// (R-PRX-29); the caller it is for decides which log messages naming no request are its
+    /// (R-PRX-10).
     pub async fn call_tool_round(
         &self,
         name: &str,
         arguments: serde_json::Map<String, serde_json::Value>,
-        answers: Option<&super::input::RoundAnswers>,
+        round: CallRound<'_>,
         on_note: impl FnMut(CallNotification),
     ) -> Result<serde_json::Value, UpstreamError> {
         let conn = self.connect().await?;
         let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-            super::input::with_answers(params, answers),
+        let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(
+            super::input::with_answers(params, round.answers),
         ));
+        for_caller(&mut request, round.caller);
         let meta = era::request_meta(era::Upstream::of(conn.peer()), false);
         let (request_id, answered) = self.send_reporting(&conn, request, meta, on_note).await?;
         if let ServerResult::InputRequiredResult(asked) = &answered {
@@ -635,6 +647,24 @@ impl UpstreamClient {
         }
     }
 
+    /// Keeps upstream task `task` in flight on the connection that made it (`origin`) while the
+    /// guard lives, for the log messages that name no request (R-PRX-10); none when that
+    /// connection is gone.
+    pub fn task_flight(
+        &self,
+        task: &str,
+        origin: &str,
+        caller: Option<&str>,
+    ) -> Option<TaskFlight> {
+        let conn = match &*self.connection.lock().unwrap() {
+            Slot::Connected(conn) if !conn.is_closed() => conn.clone(),
+            _ => return None,
+        };
+        let handler = conn.service();
+        (handler.origin == origin)
+            .then(|| handler.written.follow_task(task, caller.map(str::to_owned)))
+    }
+
     /// Closes the connection (ends a stdio child).
     pub async fn close(&self) {
         let slot = std::mem::replace(&mut *self.connection.lock().unwrap(), Slot::Idle);
@@ -643,6 +673,17 @@ impl UpstreamClient {
         {
             let _ = running.cancel().await;
         }
+    }
+}
+
+/// Names the caller a `tools/call` is for in its extensions, which rmcp hands to the transport
+/// but never writes (see [`FlightTap`]).
+pub(crate) fn for_caller(request: &mut ClientRequest, caller: Option<&str>) {
+    use rmcp::model::GetExtensions as _;
+    if let Some(caller) = caller {
+        request
+            .extensions_mut()
+            .insert(ForCaller(caller.to_owned()));
     }
 }
 
@@ -786,6 +827,7 @@ impl Opening {
             TapReader::new(stdout, self.written.clone()),
             stdin,
         );
+        let transport = FlightTap::new(transport, self.written.clone());
         let transport = probe::BoundedProbe::new(transport, discover_wait, &self.service);
         let running = self
             .handler(Some(group), false)
@@ -829,7 +871,11 @@ impl Opening {
     /// it gives is read through a tap.
     async fn factory(&self, custom: &CustomTransport) -> Result<Running, String> {
         let opened = custom.0.connect().await.map_err(|e| e.to_string())?;
-        let transport = opened.into_tapped(|read| TapReader::new(read, self.written.clone()));
+        let reads = self.written.clone();
+        let transport = opened.into_tapped(
+            |read| TapReader::new(read, reads),
+            |transport| crate::as_written::FlightTap::new(transport, self.written.clone()),
+        );
         let running = self
             .handler(None, false)
             .serve_with_lifecycle(transport, era::lifecycle())

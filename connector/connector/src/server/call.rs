@@ -27,7 +27,7 @@ use crate::{
     task_ref::{CallerScope, SigningKey, caller_hash},
 };
 use durable_mcp_contract::{
-    call::{CallNotifications, LiveNotifications},
+    call::{CALLER_HEADER, CallNotifications, LiveNotifications},
     errors::ConnectorErrorType,
     jsonrpc_error::JsonRpcError,
     listing::{advertised_inline, advertised_one_attempt, advertised_timeout},
@@ -48,14 +48,21 @@ impl Connector {
         &self,
         tool: &str,
         arguments: serde_json::Map<String, Value>,
-        key: Option<(IdempotencyKey, &CallerScope)>,
+        (key, scope): (Option<IdempotencyKey>, Option<&CallerScope>),
         share: Option<&Share>,
     ) -> Result<Started, McpError> {
-        let call = self.prepare_call(tool, arguments, share).await?;
-        match key {
-            None => self.start_unkeyed(call).await,
-            Some((key, scope)) => self.start_idempotent(call, &key, scope).await,
+        let mut call = self.prepare_call(tool, arguments, share).await?;
+        call.caller = scope.map(|scope| self.caller_of(scope));
+        match (key, scope) {
+            (Some(key), Some(scope)) => self.start_idempotent(call, &key, scope).await,
+            _ => self.start_unkeyed(call).await,
         }
+    }
+
+    /// The caller a tool call is for, as its operation names it to the tool service (its
+    /// opaque hash, R-PRX-10).
+    pub(super) fn caller_of(&self, scope: &CallerScope) -> String {
+        caller_hash(&self.inner.options.signing_key, scope)
     }
 
     /// Everything a start needs before it names its operation: the tool's route and timeout,
@@ -96,6 +103,7 @@ impl Connector {
             start_deadline: now + timeout.min(START_OUTAGE_BUDGET),
             deadline: outage_deadline(now, timeout),
             slot,
+            caller: None,
         })
     }
 
@@ -310,7 +318,7 @@ impl Connector {
         arguments: serde_json::Map<String, Value>,
         cancel: CancellationToken,
     ) -> Result<Value, McpError> {
-        match self.start_call(tool, arguments, None, None).await? {
+        match self.start_call(tool, arguments, (None, None), None).await? {
             Started::Op(call) => {
                 let one_attempt = self.one_attempt(tool).await;
                 let cancel = CallCancel::Any(cancel);
@@ -409,6 +417,8 @@ struct PreparedCall<'t> {
     /// Until when the wait rides out outages (R-CON-16).
     deadline: tokio::time::Instant,
     slot: super::limits::InFlightSlot,
+    /// The caller it is for ([`CALLER_HEADER`]), when known.
+    caller: Option<String>,
 }
 
 impl PreparedCall<'_> {
@@ -427,6 +437,9 @@ impl PreparedCall<'_> {
         start
             .headers
             .extend(durable_mcp_runtime::trace::current_fields());
+        if let Some(caller) = &self.caller {
+            start.headers.insert(CALLER_HEADER.into(), caller.clone());
+        }
         start
     }
 

@@ -352,7 +352,10 @@ impl Typed {
                 // The user's or the host's: to the host, or why not (R-CON-11).
                 TaskPayload::InputRequired { .. } => {
                     let op = self.task_op(task_id, scope)?;
-                    if let Some(why) = self.relay_waiting_round(&op, context, share).await? {
+                    if let Some(why) = self
+                        .relay_waiting_round(&op, context, (scope, share))
+                        .await?
+                    {
                         return Ok(host_must_answer(task_id, &why));
                     }
                     if tokio::time::Instant::now() >= deadline {

@@ -37,6 +37,7 @@ use crate::fair::Share;
 use crate::route::Route;
 use crate::task_ref::CallerScope;
 use durable_mcp_contract::{
+    call::CALLER_HEADER,
     input::{
         INPUT_REQUIRED_ERROR_TYPE, INPUT_ROUND, InputRequired, asks_for_input, next_round_id,
         round_of,
@@ -259,7 +260,9 @@ impl Connector {
         if answered.is_empty() {
             return Ok(false);
         }
-        let round = self.start_round(&last, &asked, answered, share).await;
+        let round = self
+            .start_round(&last, &asked, answered, (scope, share))
+            .await;
         round.map(|_| true)
     }
 
@@ -270,24 +273,24 @@ impl Connector {
         last: &OperationDescription,
         asked: &InputRequired,
         answered: Map<String, Value>,
-        share: Option<&Share>,
+        (scope, share): (&CallerScope, Option<&Share>),
     ) -> Result<OperationRef, McpError> {
         let tool = tool_for_operation(&last.operation).unwrap_or_else(|| last.operation.clone());
         let found = self.lookup(&tool).await?;
         // Each round calls the tool anew: it is a call start (R-CON-38).
         let what = format!("calling tool {tool:?}");
         self.inner.call_starts.try_start(&what, share)?;
-        self.start_next(last, asked, answered, found).await
+        self.start_next(last, asked, answered, (found, scope)).await
     }
 
-    /// Starts the round after `last` (admitted by its caller) on the tool's `found` route, or
-    /// finds it when an earlier answer started it.
+    /// Starts the round after `last` (admitted by its caller, `scope`) on the tool's `found`
+    /// route, or finds it when an earlier answer started it.
     async fn start_next(
         &self,
         last: &OperationDescription,
         asked: &InputRequired,
         answered: Map<String, Value>,
-        (route, definition): (Route, Value),
+        ((route, definition), scope): ((Route, Value), &CallerScope),
     ) -> Result<OperationRef, McpError> {
         let Some(next) = next_round_id(&last.reference.operation_id) else {
             return Err(McpError::invalid_params(
@@ -310,6 +313,8 @@ impl Connector {
             Some(advertised_timeout(&definition).unwrap_or(self.inner.options.default_timeout));
         start.conflict_policy = ConflictPolicy::UseExisting;
         start.reuse_policy = ReusePolicy::RejectDuplicate;
+        let caller = self.caller_of(scope);
+        start.headers.insert(CALLER_HEADER.into(), caller);
         let deadline = tokio::time::Instant::now() + ROUND_START_BUDGET;
         match self.inner.client.start_until(start, deadline).await {
             Ok((op, started)) => {
@@ -473,7 +478,7 @@ impl Typed {
             });
         let slot = self.admitted(&described, admission).await?;
         let next = self
-            .start_next(&described, &asked, responses, found)
+            .start_next(&described, &asked, responses, (found, scope))
             .await?;
         // A cancel that took the round between the look above and the start (R-CON-46).
         if self.next_round_cancelled(&described).await? {

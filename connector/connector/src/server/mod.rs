@@ -717,7 +717,7 @@ impl Typed {
             .start_call(
                 &request.name,
                 arguments,
-                key.map(|k| (k, &scope)),
+                (key, Some(&scope)),
                 share.as_ref(),
             )
             .await?

@@ -80,7 +80,7 @@ impl Typed {
                 .unwrap_or_else(|| described.operation.clone());
             let share = super::scope::request_share(context);
             let next = self
-                .start_round(&described, &asked, responses, share.as_ref())
+                .start_round(&described, &asked, responses, (scope, share.as_ref()))
                 .await?;
             let json = match self.follow_round(&tool, &next, context, scope).await? {
                 Answer::Task(task) => return Ok(CallToolResponse::Task(task)),
@@ -102,7 +102,7 @@ impl Typed {
         &self,
         op: &OperationRef,
         context: &RequestContext<RoleServer>,
-        share: Option<&crate::fair::Share>,
+        (scope, share): (&CallerScope, Option<&crate::fair::Share>),
     ) -> Result<Option<String>, McpError> {
         let last = self
             .last_round(op)
@@ -122,7 +122,8 @@ impl Typed {
                 return Ok(Some(why));
             }
         };
-        self.start_round(&last, &asked, responses, share).await?;
+        self.start_round(&last, &asked, responses, (scope, share))
+            .await?;
         Ok(None)
     }
 

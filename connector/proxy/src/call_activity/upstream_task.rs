@@ -132,6 +132,9 @@ impl Followed<'_> {
         // The task's ID names the upstream's work; it is kept out of info lines (R-PRX-35).
         info!(tool = %tool, "following the upstream's task");
         debug!(tool = %tool, upstream_task = %self.id, "the upstream's task");
+        // In flight while followed: its lines are nobody else's (R-PRX-10).
+        let caller = self.input.caller.as_deref();
+        let _flight = self.client.task_flight(&self.id, &self.origin, caller);
         self.remember(heartbeats).await;
         let mut note = heartbeats.pass_on(carried.clone());
         let (mut polls, mut messages, mut last_message) = (0u32, 0u32, None::<String>);

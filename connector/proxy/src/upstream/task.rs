@@ -93,14 +93,7 @@ fn poll_interval(task: &Map<String, Value>) -> Option<Duration> {
 /// The task an answer to `tools/call` creates, if it is one: `resultType: "task"` with the
 /// task's fields at the top level (SEP-2663), or a `task` object and no `content` (2025-11-25).
 pub fn created_task(answer: &Value) -> Option<CallAnswer> {
-    let answer = answer.as_object()?;
-    let task = if answer.get("resultType").and_then(Value::as_str) == Some("task") {
-        answer
-    } else if !answer.contains_key("content") {
-        answer.get("task")?.as_object()?
-    } else {
-        return None;
-    };
+    let task = crate::flights::created_task(answer)?;
     let id = task.get("taskId")?.as_str()?.to_owned();
     Some(CallAnswer::Task {
         id,
@@ -166,13 +159,14 @@ impl UpstreamClient {
         &self,
         name: &str,
         arguments: Map<String, Value>,
-        answers: Option<&crate::input::RoundAnswers>,
+        round: super::CallRound<'_>,
         on_note: impl FnMut(CallNotification),
     ) -> Result<CallAnswer, UpstreamError> {
         let conn = self.connect().await?;
         let upstream = super::era::Upstream::of(conn.peer());
         let meta = super::era::request_meta(upstream, true);
-        let request = if upstream.offers_tasks {
+        let answers = round.answers;
+        let mut request = if upstream.offers_tasks {
             let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
             ClientRequest::CallToolRequest(CallToolRequest::new(crate::input::with_answers(
                 params, answers,
@@ -192,6 +186,7 @@ impl UpstreamClient {
             let params = Value::Object(params);
             ClientRequest::CustomRequest(CustomRequest::new("tools/call", Some(params)))
         };
+        super::for_caller(&mut request, round.caller);
         let (id, answered) = self.send_reporting(&conn, request, meta, on_note).await?;
         if let ServerResult::InputRequiredResult(asked) = &answered {
             // Asked for input at once, before any task (R-PRX-29): the round ends with it.
