@@ -10,7 +10,8 @@ use durable_mcp::inbound::{
     task_ref::{CallerScope, SigningKey},
 };
 use durable_mcp_conformance::fixtures::{
-    Ledger, LedgerEvent, SpecSource, ToolSpec, UpstreamSpec, ask_input::CONFIRM_KEY,
+    Ledger, LedgerEvent, SpecSource, ToolSpec, UpstreamSpec,
+    ask_input::{CONFIRM_KEY, confirmation},
     serve_mock_upstream_http,
 };
 use rmcp::model::{CallToolResponse, GetTaskParams, InputResponses, TaskStatus, UpdateTaskParams};
@@ -65,9 +66,18 @@ async fn waiting_task(
     owner: &McpClient<rmcp::model::ClientConfig>,
     arguments: Value,
 ) -> (String, Value) {
+    waiting_task_of(owner, "ask_task", arguments).await
+}
+
+/// [`waiting_task`] for `tool`.
+async fn waiting_task_of(
+    owner: &McpClient<rmcp::model::ClientConfig>,
+    tool: &str,
+    arguments: Value,
+) -> (String, Value) {
     let task = owner
         .peer()
-        .call_tool_once(tool_call("ask_task", arguments))
+        .call_tool_once(tool_call(tool, arguments))
         .await
         .unwrap();
     let task_id = task_id_of(task);
@@ -210,17 +220,30 @@ async fn a_task_asks_for_input_and_its_owners_update_runs_the_next_round_once_on
     }
 }
 
-#[tokio::test]
-async fn a_caller_without_a_task_gets_input_required_and_resumes_with_the_signed_request_state() {
-    let (env, ledger, _proxy, key) = setup("durable-input-mrtr").await;
+/// The owner's 2026-07-28 client without tasks, declaring elicitation, to a connector served
+/// over Streamable HTTP on loopback until the token is cancelled.
+async fn stateless_owner(
+    env: &TestEnv,
+    key: &SigningKey,
+) -> (
+    McpClient<rmcp::model::ClientConfig>,
+    tokio_util::sync::CancellationToken,
+) {
     let day = Duration::from_secs(86_400);
     let (server, shutdown) =
-        serve_connector_http(connector(&env, &key, "owner", day), loopback_http_options())
+        serve_connector_http(connector(env, key, "owner", day), loopback_http_options())
             .await
             .unwrap();
     let client = stateless_http_client(&server.url, elicitation_client_config(false))
         .await
         .unwrap();
+    (client, shutdown)
+}
+
+#[tokio::test]
+async fn a_caller_without_a_task_gets_input_required_and_resumes_with_the_signed_request_state() {
+    let (env, ledger, _proxy, key) = setup("durable-input-mrtr").await;
+    let (client, shutdown) = stateless_owner(&env, &key).await;
 
     let asked = client
         .peer()
@@ -505,4 +528,183 @@ pub(crate) async fn call<C: rmcp::Service<rmcp::RoleClient>>(
 ) -> Value {
     let answer = client.peer().call_tool(tool_call(tool, arguments)).await;
     serde_json::to_value(answer.unwrap()).unwrap()
+}
+
+/// The asking mock plus `ask_both`: two confirmations (`first`, `second`) asked at once, and
+/// `ask_two`: the same, run only as a task.
+fn two_keys_spec() -> UpstreamSpec {
+    let mut spec = asking_spec();
+    let ask_both: ToolSpec = serde_json::from_value(json!({
+        "name": "ask_both",
+        "description": "Asks two confirmations at once, then echoes both.",
+        "annotations": {"destructiveHint": true, "idempotentHint": false},
+        "behavior": {"kind": "ask_written", "requests": {
+            "first": confirmation("Go on? (first)"),
+            "second": confirmation("Go on? (second)")
+        }}
+    }))
+    .unwrap();
+    let mut ask_two = ask_both.clone();
+    ask_two.name = "ask_two".into();
+    ask_two.execution = Some(json!({"taskSupport": "required"}));
+    spec.tools.extend([ask_both, ask_two]);
+    spec
+}
+
+/// An accepted confirmation under `key`, signed `by`.
+fn yes(key: &str, by: &str) -> InputResponses {
+    [(
+        key.to_owned(),
+        json!({"action": "accept", "content": {"confirm": true, "by": by}}),
+    )]
+    .into()
+}
+
+/// The keys a task's `tasks/get` answer asks.
+fn asked_keys(task: &Value) -> Vec<String> {
+    let requests = task["inputRequests"].as_object();
+    requests
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+/// `client`'s `tasks/get` answer for `task_id`, as JSON.
+async fn task_now(client: &McpClient<rmcp::model::ClientConfig>, task_id: &str) -> Value {
+    let got = client.peer().get_task(GetTaskParams::new(task_id)).await;
+    serde_json::to_value(got.unwrap()).unwrap()
+}
+
+/// The task's end, once it no longer waits nor works.
+async fn ended(client: &McpClient<rmcp::model::ClientConfig>, task_id: &str) -> Value {
+    let after = poll_task_past(client, task_id, TaskStatus::InputRequired, |_| {}).await;
+    match after["status"].as_str() {
+        Some("working") => poll_task_until_done(client, task_id).await,
+        _ => after,
+    }
+}
+
+/// R-CON-40 (SEP-2663 partial fulfilment): a task whose tool asks two keys at once is answered
+/// one key at a time from two replicas. After the first answer it still reads `input_required`
+/// with only the other key (the answer kept in Temporal, not in a replica); a second answer to
+/// the answered key changes nothing; the last answer runs the tool's next round once, with both
+/// answers. Two replicas answering the two keys at the same moment both count. A task cancelled
+/// while partly answered ends `cancelled`, and the upstream runs nothing more.
+#[tokio::test]
+async fn a_task_answered_one_key_at_a_time_from_two_replicas_runs_once_with_every_answer() {
+    let (env, ledger, _proxy, key) = setup_with("partial-input", &two_keys_spec()).await;
+    let day = Duration::from_secs(86_400);
+    let a = task_client_for(connector(&env, &key, "owner", day))
+        .await
+        .unwrap();
+    let b = task_client_for(connector(&env, &key, "owner", day))
+        .await
+        .unwrap();
+    let update = |client: &McpClient<rmcp::model::ClientConfig>, task: &str, answer| {
+        let (peer, task) = (client.peer().clone(), task.to_owned());
+        async move { peer.update_task(UpdateTaskParams::new(&task, answer)).await }
+    };
+
+    // One key at a time, from two replicas.
+    let (task, waiting) = waiting_task_of(&a, "ask_two", json!({"n": 1})).await;
+    assert_eq!(asked_keys(&waiting), ["first", "second"], "{waiting}");
+    update(&b, &task, yes("first", "b")).await.unwrap();
+    let still = task_now(&a, &task).await;
+    assert_eq!(still["status"], "input_required", "{still}");
+    assert_eq!(asked_keys(&still), ["second"], "{still}");
+    // The answered key again: ignored.
+    update(&a, &task, yes("first", "a")).await.unwrap();
+    assert_eq!(asked_keys(&task_now(&b, &task).await), ["second"]);
+    assert_eq!(ledger.count("ask_two", LedgerEvent::Called), 1);
+    update(&a, &task, yes("second", "a")).await.unwrap();
+    let done = ended(&b, &task).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let answers = &done["result"]["structuredContent"]["inputResponses"];
+    assert_eq!(answers["first"]["content"]["by"], "b", "{done}");
+    assert_eq!(answers["second"]["content"]["by"], "a", "{done}");
+    assert_eq!(done["result"]["structuredContent"]["arguments"]["n"], 1);
+    assert_eq!(
+        ledger.count("ask_two", LedgerEvent::Called),
+        2,
+        "asked once, then answered once with both: {:?}",
+        ledger.read()
+    );
+
+    // Both keys at the same moment, one on each replica.
+    let (task, _) = waiting_task_of(&a, "ask_two", json!({"n": 2})).await;
+    let (first, second) = tokio::join!(
+        update(&a, &task, yes("first", "a")),
+        update(&b, &task, yes("second", "b"))
+    );
+    first.unwrap();
+    second.unwrap();
+    let done = ended(&a, &task).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let answers = &done["result"]["structuredContent"]["inputResponses"];
+    assert_eq!(
+        (
+            &answers["first"]["content"]["by"],
+            &answers["second"]["content"]["by"]
+        ),
+        (&json!("a"), &json!("b")),
+        "{done}"
+    );
+    assert_eq!(ledger.count("ask_two", LedgerEvent::Called), 4);
+
+    // Cancelled while partly answered.
+    let (task, _) = waiting_task_of(&a, "ask_two", json!({"n": 3})).await;
+    update(&b, &task, yes("first", "b")).await.unwrap();
+    a.peer()
+        .cancel_task(rmcp::model::CancelTaskParams::new(&task))
+        .await
+        .unwrap();
+    let cancelled = ended(&b, &task).await;
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    update(&a, &task, yes("second", "a")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(ledger.count("ask_two", LedgerEvent::Called), 5);
+    for c in [a, b] {
+        c.cancel().await.unwrap();
+    }
+}
+
+/// R-CON-40: a 2026-07-28 caller without a task re-issues the call with some of the answers:
+/// it gets an `InputRequiredResult` asking only the rest, with a new `requestState`; re-issued
+/// with the rest, the tool runs once with all of them.
+#[tokio::test]
+async fn a_call_re_issued_with_some_answers_is_asked_only_the_rest_and_runs_once_with_all() {
+    let (env, ledger, _proxy, key) = setup_with("partial-input-mrtr", &two_keys_spec()).await;
+    let (client, shutdown) = stateless_owner(&env, &key).await;
+    let call = |answers: Option<(InputResponses, String)>| {
+        let mut request = tool_call("ask_both", json!({"n": 4}));
+        if let Some((responses, state)) = answers {
+            request = request.with_input_responses(responses);
+            request.request_state = Some(state);
+        }
+        let peer = client.peer().clone();
+        async move { peer.call_tool_once(request).await.unwrap() }
+    };
+    let asked = |answer: CallToolResponse| match answer {
+        CallToolResponse::InputRequired(asked) => {
+            let requests = serde_json::to_value(&asked.input_requests).unwrap();
+            let keys: Vec<String> = requests.as_object().unwrap().keys().cloned().collect();
+            (keys, asked.request_state.unwrap())
+        }
+        other => panic!("expected input_required, got {other:?}"),
+    };
+    let (keys, state) = asked(call(None).await);
+    assert_eq!(keys, ["first", "second"]);
+    let (keys, rest) = asked(call(Some((yes("first", "one"), state.clone()))).await);
+    assert_eq!(keys, ["second"]);
+    assert_ne!(rest, state, "the rest is asked by a round of its own");
+    let CallToolResponse::Complete(done) = call(Some((yes("second", "two"), rest))).await else {
+        panic!("expected the result")
+    };
+    let answers = &done.structured_content.unwrap()["inputResponses"];
+    assert_eq!(answers["first"]["content"]["by"], "one");
+    assert_eq!(answers["second"]["content"]["by"], "two");
+    assert_eq!(ledger.count("ask_both", LedgerEvent::Called), 2);
+    client.cancel().await.unwrap();
+    shutdown.cancel();
 }

@@ -87,7 +87,7 @@ pub enum Outcome {
     JsonRpcError(JsonRpcError),
     /// The round ended asking for input (R-PRX-29): the upstream's requests, and the arguments
     /// the next round calls the tool with again.
-    InputRequired(InputRequired),
+    InputRequired(Box<InputRequired>),
 }
 
 impl Outcome {
@@ -98,7 +98,7 @@ impl Outcome {
         match outcome {
             OperationOutcome::Succeeded(p) if payload::mcp_type(&p) == Some(INPUT_REQUIRED) => {
                 match payload::from_payload::<InputRequired>(&p) {
-                    Ok(asked) => Outcome::InputRequired(asked),
+                    Ok(asked) => Outcome::InputRequired(Box::new(asked)),
                     Err(e) => Outcome::Failed {
                         message: e.to_string(),
                         error_type: None,
@@ -522,10 +522,11 @@ mod tests {
         let asked = InputRequired {
             result: json!({"resultType": "input_required", "requestState": "s"}),
             arguments: Map::new(),
+            ..Default::default()
         };
         let marked = payload::to_marked_payload(&asked, INPUT_REQUIRED).unwrap();
         let outcome = Outcome::from_operation(OperationOutcome::Succeeded(marked));
-        assert_eq!(outcome, Outcome::InputRequired(asked));
+        assert_eq!(outcome, Outcome::InputRequired(Box::new(asked)));
         // A caller that cannot answer gets a tool error saying so.
         let result = to_call_tool_result(&outcome);
         assert_eq!(result["isError"], true);

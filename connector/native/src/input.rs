@@ -157,6 +157,7 @@ impl AskInput {
         let asked = InputRequired {
             result: self.to_result(),
             arguments: arguments.as_object().cloned().unwrap_or_default(),
+            ..Default::default()
         };
         payload::to_marked_payload(&asked, INPUT_REQUIRED).map_err(not_encoded)
     }

@@ -10,8 +10,10 @@ use super::{
     resources::{Prompt, Published, Resource, ResourceTemplate},
     tool::{BuildContext, Tool},
 };
-use durable_mcp_contract::{listing::LIST_TOOLS, operation_name::operation_for_tool, payload};
-use durable_mcp_runtime::nexus::{Service, StartOutcome, start_fn};
+use durable_mcp_contract::{
+    input::PARTIAL_ROUND, listing::LIST_TOOLS, operation_name::operation_for_tool, payload,
+};
+use durable_mcp_runtime::nexus::{Service, StartOutcome, partial_round, start_fn};
 use durable_mcp_runtime::temporal::TemporalConnection;
 
 /// Why a tool service cannot be built; names the tool and says what to change.
@@ -157,13 +159,15 @@ impl ToolService {
             service: self.name.clone(),
             temporal: self.temporal.clone(),
         };
-        let mut service = Service::new(self.name.clone()).operation(
-            LIST_TOOLS,
-            start_fn(move |_, _| {
-                let p = list_payload.clone();
-                async move { Ok(StartOutcome::Sync(p)) }
-            }),
-        );
+        let mut service = Service::new(self.name.clone())
+            .operation(
+                LIST_TOOLS,
+                start_fn(move |_, _| {
+                    let p = list_payload.clone();
+                    async move { Ok(StartOutcome::Sync(p)) }
+                }),
+            )
+            .operation(PARTIAL_ROUND, partial_round()); // Answers kept for the rest (R-CON-40).
         let (name, tools, operations) = (self.name, self.tools, self.operations);
         service = self
             .published
@@ -289,6 +293,35 @@ mod tests {
         let r = payload::to_json(&p).unwrap();
         assert_eq!(r["structuredContent"], json!({"words": 3}));
         assert_eq!(r["isError"], false);
+    }
+
+    /// R-CON-40: answers to some of an asking tool's requests are kept by a round the service
+    /// answers at once with them, asking the rest, and no tool runs.
+    #[tokio::test]
+    async fn a_partly_answered_round_is_answered_with_what_it_keeps_and_runs_no_tool() {
+        use durable_mcp_contract::input::{INPUT_REQUIRED, InputRequired};
+        let s = ToolService::new("s").tool(tool("a")).build().unwrap();
+        let rest = InputRequired {
+            result: json!({"resultType": "input_required", "inputRequests": {"second": {}}}),
+            arguments: json!({"text": "x"}).as_object().unwrap().clone(),
+            answered: json!({"first": {"action": "accept"}})
+                .as_object()
+                .unwrap()
+                .clone(),
+            operation: Some("a".into()),
+        };
+        let input = payload::to_marked_payload(&rest, INPUT_REQUIRED).unwrap();
+        let StartOutcome::Sync(p) = s
+            .handler(PARTIAL_ROUND)
+            .unwrap()
+            .start(StartContext::new("e", "s", PARTIAL_ROUND, "r"), input)
+            .await
+            .unwrap()
+        else {
+            panic!("answered at once")
+        };
+        assert_eq!(payload::mcp_type(&p), Some(INPUT_REQUIRED));
+        assert_eq!(payload::from_payload::<InputRequired>(&p).unwrap(), rest);
     }
 
     fn refused(builder: ToolService) -> BuildError {

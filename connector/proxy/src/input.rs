@@ -77,6 +77,7 @@ pub fn answer_payload(
         let asked = InputRequired {
             result: result.clone(),
             arguments: arguments.clone(),
+            ..Default::default()
         };
         return payload::to_marked_payload(&asked, INPUT_REQUIRED);
     }

@@ -24,6 +24,7 @@ use durable_mcp_contract::payload::{PayloadCodec, encode_one};
 use durable_mcp_contract::{
     call::CallToken,
     errors::ToolCallErrorType,
+    input::{INPUT_REQUIRED, PARTIAL_ROUND, partial_round_outcome},
     listing::{
         LIST_TOOLS, ToolListing, advertise_inline, advertise_one_attempt, advertise_timeout,
         asks_for_instructions, requires_task, tool_name,
@@ -397,6 +398,30 @@ pub fn proxy_service(ctx: ServiceContext) -> Service {
                 let payload =
                     payload::to_marked_payload(&listing.answer(asked), payload::TOOL_LIST)
                         .map_err(|e| HandlerError::internal(e.to_string()))?;
+                Ok(StartOutcome::Sync(payload))
+            }
+        }),
+    );
+    // Answers to some of a round's input requests, kept for the rest (R-CON-40); an upstream
+    // task's state it keeps is bound to it (R-PRX-35).
+    let (name, keys) = (ctx.service.clone(), ctx.state_keys.clone());
+    let service = service.operation(
+        PARTIAL_ROUND,
+        start_fn(move |start, input| {
+            let (name, keys) = (name.clone(), keys.clone());
+            async move {
+                partial_round_outcome(&input).map_err(HandlerError::bad_request)?;
+                let asked = payload::from_payload(&input)
+                    .map_err(|e| HandlerError::bad_request(e.to_string()))?;
+                let here = super::task_input::Round::of(&start.links);
+                let asked = super::task_input::rebound_for_partial_round(
+                    asked,
+                    &name,
+                    here.as_ref(),
+                    &keys,
+                );
+                let payload = payload::to_marked_payload(&asked, INPUT_REQUIRED)
+                    .map_err(|e| HandlerError::internal(e.to_string()))?;
                 Ok(StartOutcome::Sync(payload))
             }
         }),

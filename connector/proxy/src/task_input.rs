@@ -18,7 +18,8 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
 use crate::state_key::{STATE_KEY_ENV, StateKeys};
-use durable_mcp_contract::input::next_round_id;
+use durable_mcp_contract::input::{InputRequired, next_round_id};
+use durable_mcp_contract::operation_name::tool_for_operation;
 use durable_mcp_runtime::nexus::NexusLink;
 
 /// What every state the proxy makes starts with, whatever its version: an upstream's own state
@@ -255,6 +256,33 @@ pub fn task_to_cancel(
     (named && follows(here, task.round.as_ref())).then_some(task)
 }
 
+/// A partial round's input (R-CON-40) with the upstream task's state it keeps re-signed for
+/// `here`, the partial round, when the proxy made it for the round before (R-PRX-35): the
+/// tool's round after it then honours it, as it would the round right after the one that made
+/// it. Any other state is left as it is (the tool's round judges it).
+pub fn rebound_for_partial_round(
+    mut asked: InputRequired,
+    service: &str,
+    here: Option<&Round>,
+    keys: &StateKeys,
+) -> InputRequired {
+    let (Some(state), Some(operation)) = (asked.request_state(), asked.operation.as_deref()) else {
+        return asked;
+    };
+    let tool = tool_for_operation(operation).unwrap_or_else(|| operation.to_owned());
+    let call = RoundCall {
+        service,
+        tool: &tool,
+        arguments: &asked.arguments,
+        round: here,
+    };
+    if let Some(Ok(mut task)) = waiting_task(state, &call, keys) {
+        task.round = here.cloned();
+        asked.result["requestState"] = json!(task.request_state(keys));
+    }
+    asked
+}
+
 /// A fingerprint of a call's arguments (SHA-256 of their JSON, 128 bits in hex): the same on
 /// every replica and version, which a state read by another replica needs. Not a secret: the
 /// state's signature authenticates; this ties the state to its call's arguments.
@@ -358,6 +386,37 @@ mod tests {
             ),
             None
         );
+    }
+
+    /// R-CON-40, R-PRX-35: a partial round re-signs the upstream task's state it keeps for
+    /// itself, so the tool's round after it reads it back; one it did not follow is left as is.
+    #[test]
+    fn a_partial_round_binds_the_waiting_tasks_state_to_itself() {
+        let (args, keys) = (arguments("k"), keys());
+        let state = task(&args).request_state(&keys);
+        let partial = |state: &str| InputRequired {
+            result: json!({"inputRequests": {"b": {}}, "requestState": state}),
+            arguments: args.clone(),
+            answered: json!({"a": {}}).as_object().unwrap().clone(),
+            operation: Some("research".into()),
+        };
+        let (here, after) = (op("conn-a-1~r2"), op("conn-a-1~r3"));
+        let rebound = rebound_for_partial_round(partial(&state), "mock", Some(&here), &keys);
+        let kept = rebound.request_state().unwrap();
+        assert_ne!(kept, state);
+        let read = waiting_task(kept, &call("research", &args, &after), &keys);
+        assert_eq!(read.unwrap().unwrap().round, Some(here.clone()));
+        // The tool's round right after the partial one no longer reads the first state.
+        assert!(matches!(
+            waiting_task(&state, &call("research", &args, &after), &keys),
+            Some(Err(_))
+        ));
+        // A partial round that is not the one after the state's round, or an upstream's own
+        // state: unchanged.
+        for (state, round) in [(state.as_str(), &after), ("upstream-own", &here)] {
+            let same = rebound_for_partial_round(partial(state), "mock", Some(round), &keys);
+            assert_eq!(same, partial(state));
+        }
     }
 
     #[test]

@@ -55,7 +55,7 @@ impl ToolCallError {
         }
     }
 
-    fn from_outcome(operation: &str, outcome: Outcome) -> Self {
+    pub(crate) fn from_outcome(operation: &str, outcome: Outcome) -> Self {
         Self {
             operation: operation.to_owned(),
             outcome,
@@ -113,7 +113,7 @@ impl ToolCallError {
     /// input: `input_requests()` names them, and `McpTools::answer_input_json` answers them.
     pub fn input_required(&self) -> Option<&InputRequired> {
         match &self.outcome {
-            Outcome::InputRequired(asked) => Some(asked),
+            Outcome::InputRequired(asked) => Some(asked.as_ref()),
             _ => None,
         }
     }
@@ -544,6 +544,7 @@ mod tests {
                 "requestState": "s"
             }),
             arguments: json!({"path": "/x"}).as_object().unwrap().clone(),
+            ..Default::default()
         };
         let p = payload::to_marked_payload(&asked, durable_mcp_contract::input::INPUT_REQUIRED)
             .unwrap();

@@ -22,9 +22,10 @@ use durable_mcp_contract::operation::OperationOutcome;
 use durable_mcp_contract::trace_context::TRACER_HEADER;
 use durable_mcp_contract::{
     errors::ToolCallErrorType,
-    input::{INPUT_ROUND, InputRequired},
+    input::{Answering, INPUT_ROUND, InputRequired},
     listing::{LIST_TOOLS, advertised_timeout, tool_name},
     operation_name::operation_for_tool,
+    outcome::Outcome,
     payload,
 };
 
@@ -164,10 +165,12 @@ impl<W> McpTools<W> {
 
     /// Answers the input requests a call of `name` ended its round with (R-WFC-8): the error's
     /// [`ToolCallError::input_required`], and `input_responses` by the requests' keys (for an
-    /// elicitation `{"action": "accept", "content": {...}}`). Starts the tool's next round, a
-    /// Nexus operation recorded like any call, with the round's arguments, these responses
-    /// and the tool's `requestState`; returns its `CallToolResult` as JSON, or an error whose
-    /// `input_required` asks again.
+    /// elicitation `{"action": "accept", "content": {...}}`; keys it does not ask are ignored).
+    /// Starts the tool's next round, a Nexus operation recorded like any call, with the round's
+    /// arguments, these responses and the tool's `requestState`; returns its `CallToolResult`
+    /// as JSON, or an error whose `input_required` asks again. Responses to only some of the
+    /// requests run nothing: the error's `input_required` then asks the rest and keeps these
+    /// answers, which go to the tool with the rest, all at once (R-CON-40).
     pub async fn answer_input_json(
         &self,
         name: &str,
@@ -175,8 +178,7 @@ impl<W> McpTools<W> {
         input_responses: Map<String, Value>,
         options: CallOptions,
     ) -> Result<Value, ToolCallError> {
-        let input = payload::to_marked_payload(&asked.answered(input_responses), INPUT_ROUND)
-            .map_err(|e| protocol_error(name, e.to_string()))?;
+        let input = next_round_input(name, asked, input_responses)?;
         self.call_round(name, input, options).await
     }
 
@@ -270,4 +272,66 @@ impl<W> McpTools<W> {
 
 fn protocol_error(operation: &str, message: String) -> ToolCallError {
     ToolCallError::local(operation, ToolCallErrorType::UpstreamProtocolError, message)
+}
+
+/// The input of the round of `name` that answers `asked` with `input_responses` (R-WFC-8);
+/// while some request is left unanswered, the error asking the rest and keeping the answers
+/// (Workflow code holds them, in its history, until the rest is given).
+fn next_round_input(
+    name: &str,
+    asked: &InputRequired,
+    input_responses: Map<String, Value>,
+) -> Result<temporalio_protos::temporal::api::common::v1::Payload, ToolCallError> {
+    let given = asked.asked_of(input_responses);
+    match asked.answer(given, &operation_for_tool(name)) {
+        Answering::Complete(round) => payload::to_marked_payload(&round, INPUT_ROUND)
+            .map_err(|e| protocol_error(name, e.to_string())),
+        Answering::Partial(rest) => Err(ToolCallError::from_outcome(
+            name,
+            Outcome::InputRequired(Box::new(rest)),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use durable_mcp_contract::input::InputRound;
+
+    /// R-WFC-8, R-CON-40: answers to some of a tool's requests run nothing; the error asks the
+    /// rest, and answering it sends the tool every answer at once.
+    #[test]
+    fn answers_to_some_requests_wait_in_the_workflow_for_the_rest() {
+        let asked = InputRequired {
+            result: json!({"resultType": "input_required", "requestState": "s",
+                "inputRequests": {"a": {"method": "elicitation/create"}, "b": {"method": "elicitation/create"}}}),
+            arguments: json!({"x": 1}).as_object().unwrap().clone(),
+            ..Default::default()
+        };
+        let yes = |key: &str| {
+            json!({key: {"action": "accept"}})
+                .as_object()
+                .unwrap()
+                .clone()
+        };
+        let waiting = next_round_input("t", &asked, yes("a")).unwrap_err();
+        let rest = waiting.input_required().expect("asks the rest").clone();
+        assert_eq!(
+            rest.input_requests(),
+            json!({"b": {"method": "elicitation/create"}})
+        );
+        let input = next_round_input("t", &rest, yes("b")).unwrap();
+        assert_eq!(payload::mcp_type(&input), Some(INPUT_ROUND));
+        let round: InputRound = payload::from_payload(&input).unwrap();
+        assert_eq!(
+            round.input_responses,
+            json!({"a": {"action": "accept"}, "b": {"action": "accept"}})
+                .as_object()
+                .unwrap()
+                .clone()
+        );
+        assert_eq!(round.request_state.as_deref(), Some("s"));
+    }
 }

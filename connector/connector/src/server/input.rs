@@ -39,8 +39,8 @@ use crate::task_ref::CallerScope;
 use durable_mcp_contract::{
     call::CALLER_HEADER,
     input::{
-        INPUT_REQUIRED_ERROR_TYPE, INPUT_ROUND, InputRequired, asks_for_input, next_round_id,
-        round_of,
+        Answering, INPUT_REQUIRED, INPUT_REQUIRED_ERROR_TYPE, INPUT_ROUND, InputRequired,
+        MAX_ROUNDS, PARTIAL_ROUND, asks_for_input, next_round_id, round_of,
     },
     listing::advertised_timeout,
     operation_name::tool_for_operation,
@@ -64,6 +64,10 @@ const ROUND_START_BUDGET: Duration = Duration::from_secs(60);
 /// How long past a round's timeout a caller waiting for it keeps waiting through an outage.
 const ROUND_GRACE: Duration = Duration::from_secs(30);
 
+/// How long an answer waits for a partial round another answer started to close, to answer
+/// what it still asks (its tool service answers at once when it is there).
+const PARTIAL_ROUND_WAIT: Duration = Duration::from_secs(10);
+
 /// The requests a closed round asked, if it ended asking for input.
 pub(super) fn asked_of(described: &OperationDescription) -> Option<InputRequired> {
     asked_by(described.outcome.as_ref()?)
@@ -71,7 +75,7 @@ pub(super) fn asked_of(described: &OperationDescription) -> Option<InputRequired
 
 fn asked_by(outcome: &OperationOutcome) -> Option<InputRequired> {
     match Outcome::from_operation(outcome.clone()) {
-        Outcome::InputRequired(asked) => Some(asked),
+        Outcome::InputRequired(asked) => Some(*asked),
         _ => None,
     }
 }
@@ -84,13 +88,19 @@ fn input_expired(times: &OperationTimes, timeout: Duration, now: SystemTime) -> 
         .is_some_and(|waited| waited > timeout)
 }
 
-/// The responses to requests the round asked (SEP-2663: others are ignored).
+/// The responses to requests the round asks (SEP-2663: others are ignored, and so is a second
+/// answer to a request a partial round already keeps the answer to).
 fn outstanding(asked: &InputRequired, responses: InputResponses) -> Map<String, Value> {
-    let requests = asked.input_requests();
-    responses
-        .into_iter()
-        .filter(|(key, _)| requests.get(key).is_some())
-        .collect()
+    asked.asked_of(responses.into_iter().collect())
+}
+
+/// The tool a round is of: its operation's, or the one a partial round names (R-CON-40).
+pub(super) fn round_tool(described: &OperationDescription) -> String {
+    let operation = match asked_of(described) {
+        Some(asked) => asked.tool_operation(&described.operation).to_owned(),
+        None => described.operation.clone(),
+    };
+    tool_for_operation(&operation).unwrap_or(operation)
 }
 
 /// The tool error of a call whose input request expired.
@@ -248,7 +258,6 @@ impl Connector {
         if model && !withheld.is_empty() {
             return Err(not_the_models(&withheld));
         }
-        let answered = outstanding(&asked, responses);
         if input_expired(
             &last.times,
             self.inner.options.input_timeout,
@@ -257,55 +266,136 @@ impl Connector {
             self.end_expired_round(&last);
             return Ok(false);
         }
-        if answered.is_empty() {
+        if outstanding(&asked, responses.clone()).is_empty() {
             return Ok(false);
         }
-        let round = self
-            .start_round(&last, &asked, answered, (scope, share))
-            .await;
-        round.map(|_| true)
+        let responses = responses.into_iter().collect();
+        let round = self.start_round(&last, responses, (scope, share)).await;
+        round.map(|(_, taken)| taken)
     }
 
-    /// Starts the round after `last` with the caller's `answered` responses, or finds it when
-    /// an earlier answer started it: one round whoever answers, however often.
+    /// Starts what the caller's `responses` to the waiting round `last` start (see
+    /// [`Self::answer_round`]): the round they went into, and whether they were taken.
     pub(super) async fn start_round(
         &self,
         last: &OperationDescription,
-        asked: &InputRequired,
-        answered: Map<String, Value>,
+        responses: Map<String, Value>,
         (scope, share): (&CallerScope, Option<&Share>),
-    ) -> Result<OperationRef, McpError> {
-        let tool = tool_for_operation(&last.operation).unwrap_or_else(|| last.operation.clone());
+    ) -> Result<(OperationRef, bool), McpError> {
+        let tool = round_tool(last);
         let found = self.lookup(&tool).await?;
         // Each round calls the tool anew: it is a call start (R-CON-38).
         let what = format!("calling tool {tool:?}");
         self.inner.call_starts.try_start(&what, share)?;
-        self.start_next(last, asked, answered, (found, scope)).await
+        self.answer_round(last.clone(), &responses, (found, scope))
+            .await
+    }
+
+    /// Starts what `responses` to the waiting round `last` start (R-CON-40): the tool's next
+    /// round with every answer, or, while some request is left unanswered, a partial round
+    /// that keeps the answers and asks the rest. The round is started once, whoever answers:
+    /// when an earlier answer (on any replica) took it and it is a partial round, the
+    /// responses answer what that round still asks, and so on, so that no answer given at the
+    /// same moment is lost. The round the responses went into (or the one that took them
+    /// first), and whether they were taken; `responses` that answer nothing still asked are
+    /// taken only by the first round (the tool judges them, as before partial answers).
+    async fn answer_round(
+        &self,
+        mut last: OperationDescription,
+        responses: &Map<String, Value>,
+        (found, scope): ((Route, Value), &CallerScope),
+    ) -> Result<(OperationRef, bool), McpError> {
+        for attempt in 0..MAX_ROUNDS {
+            let Some(asked) = asked_of(&last) else {
+                return Ok((last.reference, false));
+            };
+            let given = asked.asked_of(responses.clone());
+            if attempt > 0 && given.is_empty() {
+                return Ok((last.reference, false));
+            }
+            let answering = asked.answer(given, &last.operation);
+            let partial = matches!(answering, Answering::Partial(_));
+            let (next, started) = self
+                .start_next(&last, &asked, answering, (found.clone(), scope))
+                .await?;
+            if started {
+                // Acknowledged once the rest is asked (a tasks/get right after shows it), or
+                // after the wait.
+                if partial {
+                    self.closed_partial_round(&next).await?;
+                }
+                return Ok((next, true));
+            }
+            match self.closed_partial_round(&next).await? {
+                Some(partial) => last = partial,
+                None => return Ok((next, false)),
+            }
+        }
+        Err(too_many_rounds())
+    }
+
+    /// The round `op` an earlier answer started, once it closed, when it is a partial round
+    /// (its tool service answers it at once); `None` for a round of the tool, or one still open
+    /// after [`PARTIAL_ROUND_WAIT`] (its tool service is away: it asks the rest when it is back).
+    async fn closed_partial_round(
+        &self,
+        op: &OperationRef,
+    ) -> Result<Option<OperationDescription>, McpError> {
+        let deadline = tokio::time::Instant::now() + PARTIAL_ROUND_WAIT;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            let described = self
+                .inner
+                .client
+                .describe(op)
+                .await
+                .map_err(|e| internal("reading the next round", e))?;
+            if described.operation != PARTIAL_ROUND {
+                return Ok(None);
+            }
+            if described.outcome.is_some() {
+                return Ok(Some(described));
+            }
+            if tokio::time::Instant::now() + pause > deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
     }
 
     /// Starts the round after `last` (admitted by its caller, `scope`) on the tool's `found`
-    /// route, or finds it when an earlier answer started it.
+    /// route for `answering`, or finds it when an earlier answer started it: the round, and
+    /// whether this call started it.
     async fn start_next(
         &self,
         last: &OperationDescription,
         asked: &InputRequired,
-        answered: Map<String, Value>,
+        answering: Answering,
         ((route, definition), scope): ((Route, Value), &CallerScope),
-    ) -> Result<OperationRef, McpError> {
+    ) -> Result<(OperationRef, bool), McpError> {
         let Some(next) = next_round_id(&last.reference.operation_id) else {
-            return Err(McpError::invalid_params(
-                "the tool asked for input too many times; call it again",
-                None,
-            ));
+            return Err(too_many_rounds());
         };
-        let tool = tool_for_operation(&last.operation).unwrap_or_else(|| last.operation.clone());
-        let input = payload::to_marked_payload(&asked.answered(answered), INPUT_ROUND)
-            .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+        let tool_operation = asked.tool_operation(&last.operation).to_owned();
+        let tool = tool_for_operation(&tool_operation).unwrap_or_else(|| tool_operation.clone());
+        // A partial round runs nothing, and is bounded like a round of its tool.
+        let (operation, input) = match answering {
+            Answering::Complete(round) => (
+                tool_operation,
+                payload::to_marked_payload(&round, INPUT_ROUND),
+            ),
+            Answering::Partial(rest) => (
+                PARTIAL_ROUND.to_owned(),
+                payload::to_marked_payload(&rest, INPUT_REQUIRED),
+            ),
+        };
+        let input = input.map_err(|e| McpError::invalid_params(e.to_string(), None))?;
         let mut start = StartOperation::new(
             next.clone(),
             &route.endpoint,
             &route.service,
-            last.operation.clone(),
+            operation,
             input,
         );
         start.request_id = next.clone();
@@ -319,15 +409,26 @@ impl Connector {
         match self.inner.client.start_until(start, deadline).await {
             Ok((op, started)) => {
                 info!(operation_id = %op.operation_id, round = round_of(&next), started, tool, "input answered: next round");
-                Ok(op)
+                Ok((op, started))
             }
-            Err(OperationClientError::AlreadyExists { .. }) => Ok(OperationRef {
-                operation_id: next,
-                run_id: String::new(),
-            }),
+            Err(OperationClientError::AlreadyExists { .. }) => Ok((
+                OperationRef {
+                    operation_id: next,
+                    run_id: String::new(),
+                },
+                false,
+            )),
             Err(e) => Err(internal("starting the next round", e)),
         }
     }
+}
+
+/// The refusal of an answer past [`MAX_ROUNDS`].
+fn too_many_rounds() -> McpError {
+    McpError::invalid_params(
+        "the tool asked for input too many times; call it again",
+        None,
+    )
 }
 
 /// A cap's refusal of a re-issued call (R-CON-40), told truly: the cap and its data as the
@@ -437,8 +538,7 @@ impl Typed {
             Err(OperationClientError::NotFound { .. }) => return Err(unknown_state()),
             Err(e) => return Err(internal("reading the tool call", e)),
         };
-        let asked = asked_of(&described).ok_or_else(unknown_state)?;
-        if tool_for_operation(&described.operation).as_deref() != Some(&*request.name) {
+        if asked_of(&described).is_none() || round_tool(&described) != *request.name {
             return Err(unknown_state());
         }
         let timeout = self.inner.options.input_timeout;
@@ -456,7 +556,7 @@ impl Typed {
         if self.next_round_cancelled(&described).await? {
             return Err(super::cancelled_round::cancelled_while_waiting());
         }
-        let responses = outstanding(&asked, request.input_responses.clone().unwrap_or_default());
+        let responses = request.input_responses.clone().unwrap_or_default();
         let share = super::scope::request_share(context);
         let what = format!("calling tool {:?}", request.name);
         let found = {
@@ -477,8 +577,9 @@ impl Typed {
                 started.map(|()| slot)
             });
         let slot = self.admitted(&described, admission).await?;
-        let next = self
-            .start_next(&described, &asked, responses, (found, scope))
+        let responses = responses.into_iter().collect();
+        let (next, _) = self
+            .answer_round(described.clone(), &responses, (found, scope))
             .await?;
         // A cancel that took the round between the look above and the start (R-CON-46).
         if self.next_round_cancelled(&described).await? {
@@ -707,6 +808,7 @@ mod tests {
         let asked = InputRequired {
             result: json!({"resultType": "input_required", "inputRequests": {"a": {}, "b": {}}}),
             arguments: Map::new(),
+            ..Default::default()
         };
         let responses: InputResponses = [
             ("a".to_owned(), json!({"action": "accept"})),

@@ -19,7 +19,6 @@ use super::{Answer, Typed, complete, internal::internal};
 use crate::task_ref::CallerScope;
 use durable_mcp_contract::{
     input::{INPUT_REQUIRED_ERROR_TYPE, InputRequired},
-    operation_name::tool_for_operation,
     outcome::ERROR_TYPE_META,
 };
 use durable_mcp_runtime::nexus::OperationRef;
@@ -76,11 +75,10 @@ impl Typed {
                     return complete(not_relayed(&why));
                 }
             };
-            let tool = tool_for_operation(&described.operation)
-                .unwrap_or_else(|| described.operation.clone());
+            let tool = super::input::round_tool(&described);
             let share = super::scope::request_share(context);
-            let next = self
-                .start_round(&described, &asked, responses, (scope, share.as_ref()))
+            let (next, _) = self
+                .start_round(&described, responses, (scope, share.as_ref()))
                 .await?;
             let json = match self.follow_round(&tool, &next, context, scope).await? {
                 Answer::Task(task) => return Ok(CallToolResponse::Task(task)),
@@ -122,8 +120,7 @@ impl Typed {
                 return Ok(Some(why));
             }
         };
-        self.start_round(&last, &asked, responses, (scope, share))
-            .await?;
+        self.start_round(&last, responses, (scope, share)).await?;
         Ok(None)
     }
 

@@ -205,6 +205,19 @@ where
     Arc::new(StartFn(f))
 }
 
+/// The handler of the reserved operation [`PARTIAL_ROUND`], which every tool service registers
+/// (the proxy's, native ones): a round keeping answers to some of the previous round's input
+/// requests is answered at once with its checked input, and runs nothing (R-CON-40).
+///
+/// [`PARTIAL_ROUND`]: durable_mcp_contract::input::PARTIAL_ROUND
+pub fn partial_round() -> Arc<dyn OperationHandler> {
+    start_fn(|_, input| async move {
+        durable_mcp_contract::input::partial_round_outcome(&input)
+            .map(StartOutcome::Sync)
+            .map_err(|reason| HandlerError::bad_request(reason).into())
+    })
+}
+
 /// A named Nexus service: named operations plus an optional catch-all that receives every
 /// operation name not registered (the proxy serves each upstream tool this way).
 #[derive(Clone)]

@@ -16,7 +16,7 @@ pub use client::{
 pub use durable_mcp_contract::operation::{HandlerErrorKind, OperationOutcome, OperationStatus};
 pub use handler::{
     CancelContext, HandlerError, NexusLink, OperationError, OperationHandler, RetryBehavior,
-    Service, StartContext, StartError, StartOutcome, start_fn,
+    Service, StartContext, StartError, StartOutcome, partial_round, start_fn,
 };
 pub use times::OperationTimes;
 pub use worker::{NexusWorker, NexusWorkerError, NexusWorkerOptions, ShutdownHandle};
