@@ -698,6 +698,10 @@ async fn a_call_re_issued_with_some_answers_is_asked_only_the_rest_and_runs_once
     let (keys, rest) = asked(call(Some((yes("first", "one"), state.clone()))).await);
     assert_eq!(keys, ["second"]);
     assert_ne!(rest, state, "the rest is asked by a round of its own");
+    // The answered key again: ignored, the rest asked again and the tool not called.
+    let (keys, again) = asked(call(Some((yes("first", "other"), rest.clone()))).await);
+    assert_eq!((keys, &again), (vec!["second".to_owned()], &rest));
+    assert_eq!(ledger.count("ask_both", LedgerEvent::Called), 1);
     let CallToolResponse::Complete(done) = call(Some((yes("second", "two"), rest))).await else {
         panic!("expected the result")
     };

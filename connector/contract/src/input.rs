@@ -104,8 +104,8 @@ impl InputRequired {
 
     /// What `responses` (to requests this round asks, [`Self::asked_of`]) start, the round
     /// being of the tool's `operation` (or a [`PARTIAL_ROUND`] naming it): the tool's next round
-    /// when nothing is left unanswered (or nothing was answered: the tool judges that), else a
-    /// partial round asking the rest and keeping every answer so far.
+    /// when nothing is left unanswered (or nothing was ever answered: the tool judges that),
+    /// else a partial round asking the rest and keeping every answer so far.
     pub fn answer(&self, responses: Map<String, Value>, operation: &str) -> Answering {
         let requests = self.input_requests();
         let left: Map<String, Value> = requests
@@ -115,8 +115,12 @@ impl InputRequired {
             .filter(|(key, _)| !responses.contains_key(*key))
             .map(|(key, request)| (key.clone(), request.clone()))
             .collect();
-        if left.is_empty() || responses.is_empty() {
+        if left.is_empty() || (responses.is_empty() && self.answered.is_empty()) {
             return Answering::Complete(self.answered(responses));
+        }
+        if responses.is_empty() {
+            // Nothing new for a round that keeps answers: the same rest is asked again.
+            return Answering::Partial(self.clone());
         }
         let mut result = self.result.clone();
         result["inputRequests"] = Value::Object(left);
@@ -360,9 +364,14 @@ mod tests {
                 "requestState": "opaque"
             })
         );
-        // Nothing answered: the tool's next round, as before.
+        // Nothing answered: the tool's next round, as before; but a round that keeps answers
+        // never sends the tool only those, it asks the rest again.
         assert!(
             matches!(asked.answer(Map::new(), "ask"), Answering::Complete(r) if r.input_responses.is_empty())
+        );
+        assert_eq!(
+            rest.answer(Map::new(), PARTIAL_ROUND),
+            Answering::Partial(rest.clone())
         );
     }
 

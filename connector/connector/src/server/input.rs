@@ -297,8 +297,9 @@ impl Connector {
     /// when an earlier answer (on any replica) took it and it is a partial round, the
     /// responses answer what that round still asks, and so on, so that no answer given at the
     /// same moment is lost. The round the responses went into (or the one that took them
-    /// first), and whether they were taken; `responses` that answer nothing still asked are
-    /// taken only by the first round (the tool judges them, as before partial answers).
+    /// first), and whether they were taken. `responses` that answer nothing still asked start
+    /// only the tool's round after one that keeps no answers (the tool judges them, as before
+    /// partial answers); a round that keeps answers is left asking the rest.
     async fn answer_round(
         &self,
         mut last: OperationDescription,
@@ -310,7 +311,8 @@ impl Connector {
                 return Ok((last.reference, false));
             };
             let given = asked.asked_of(responses.clone());
-            if attempt > 0 && given.is_empty() {
+            // Nothing new for a round that keeps answers: it still asks the rest.
+            if given.is_empty() && (attempt > 0 || !asked.answered.is_empty()) {
                 return Ok((last.reference, false));
             }
             let answering = asked.answer(given, &last.operation);
