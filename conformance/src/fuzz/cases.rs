@@ -126,41 +126,8 @@ pub fn rng_of(seed: u64, index: u64) -> TestRng {
     TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
 }
 
-/// Case `index` of the run with `seed`.
-pub fn case(seed: u64, index: u64) -> Case {
-    let mut rng = rng_of(seed, index);
-    let family = Family::ALL[rng.random_range(0..Family::ALL.len())];
-    let method = METHODS[rng.random_range(0..METHODS.len())];
-    let modern = rng.random_bool(0.6);
-    let message = message(&mut rng, method, index, modern);
-    let mut case = Case {
-        index,
-        family,
-        method: method.to_owned(),
-        verb: Verb::Post,
-        headers: standard_headers(&message, modern),
-        session: if modern || method == "initialize" {
-            Session::None
-        } else {
-            Session::Own
-        },
-        body: Vec::new(),
-    };
-    case.body = match family {
-        Family::Methods | Family::OddHeaders => message.to_string().into_bytes(),
-        Family::WrongTypes => wrong_type(&mut rng, message).to_string().into_bytes(),
-        Family::BrokenNesting => super::spoil::broken(&mut rng, &message),
-        Family::BadUtf8 => super::spoil::bad_utf8(&mut rng, &message),
-        Family::Oversize => super::spoil::oversize(&mut rng, message),
-    };
-    if family == Family::OddHeaders {
-        super::spoil::odd_headers(&mut rng, &mut case);
-    }
-    case
-}
-
 /// The headers a client of that era sends with `message`.
-fn standard_headers(message: &Value, modern: bool) -> Vec<(String, Vec<u8>)> {
+pub(super) fn standard_headers(message: &Value, modern: bool) -> Vec<(String, Vec<u8>)> {
     let mut headers = vec![
         ("Content-Type".to_owned(), b"application/json".to_vec()),
         (
@@ -188,7 +155,7 @@ fn mcp_name(message: &Value) -> Option<String> {
 }
 
 /// The JSON-RPC message of `method` with params of the right shape and random content.
-fn message(rng: &mut TestRng, method: &str, index: u64, modern: bool) -> Value {
+pub(super) fn message(rng: &mut TestRng, method: &str, index: u64, modern: bool) -> Value {
     let id = json!(index + 1);
     match method {
         "(response)" => json!({"jsonrpc": "2.0", "id": id, "result": {}}),
@@ -409,7 +376,7 @@ pub fn value(rng: &mut TestRng, depth: u32) -> Value {
 }
 
 /// `message` with one place replaced by a value of another type.
-fn wrong_type(rng: &mut TestRng, mut message: Value) -> Value {
+pub(super) fn wrong_type(rng: &mut TestRng, mut message: Value) -> Value {
     let mut places = vec!["/id", "/jsonrpc", "/method", "/params"];
     let keys: Vec<String> = message
         .get("params")
@@ -434,6 +401,7 @@ fn wrong_type(rng: &mut TestRng, mut message: Value) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use super::super::draw::case;
     use super::*;
 
     #[test]

@@ -9,6 +9,7 @@
 //! Reports go through the runner's one report model (summary, JUnit, JSON; R-CNF-10).
 
 pub mod cases;
+pub mod draw;
 pub mod http;
 pub mod judge;
 pub mod spoil;
@@ -258,7 +259,7 @@ async fn fuzz_http(
     let sends = futures::stream::iter(indices(options))
         .take_while(|_| std::future::ready(started.elapsed() < options.duration))
         .map(|index| async move {
-            let case = cases::case(options.seed, index);
+            let case = draw::case(options.seed, index);
             let finding = target.send(&case, options.timeout).await;
             (case, finding)
         })
@@ -279,7 +280,7 @@ async fn fuzz_stdio(
         if started.elapsed() >= options.duration {
             break;
         }
-        let case = cases::case(options.seed, index);
+        let case = draw::case(options.seed, index);
         let finding = target.send(&case, options.timeout).await;
         report.record(&case, finding);
         if !target.running() {
@@ -469,8 +470,8 @@ mod tests {
             seed: 9,
             ..FuzzReport::default()
         };
-        report.record(&cases::case(9, 0), None);
-        let bad = cases::case(9, 1);
+        report.record(&draw::case(9, 0), None);
+        let bad = draw::case(9, 1);
         report.record(&bad, Some(Finding::NoAnswer("closed".into())));
         let outcomes = report.outcomes("durable-mcp-conformance fuzz --url U");
         let names: Vec<String> = outcomes.iter().map(|o| o.name.clone()).collect();

@@ -72,7 +72,7 @@ fn says_json(content_type: Option<&HeaderValue>) -> bool {
 /// The JSON-RPC error for a body rmcp could not read: -32700 (not JSON), -32602 (a request
 /// whose params do not fit its method, answered under its id) or -32600 (anything else that is
 /// not one JSON-RPC 2.0 message; batches included, which MCP no longer has).
-/// Over stdio the same errors answer a line rmcp cannot read ([`crate::stdio`]).
+/// Over stdio the same errors answer a line rmcp cannot read (the connector's stdio transport).
 pub(crate) fn refusal(body: &[u8]) -> Value {
     let error = |id: Value, code: i32, message: String| json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
     let value: Value = match serde_json::from_slice(body) {
