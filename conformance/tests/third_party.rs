@@ -9,6 +9,11 @@ use durable_mcp_conformance::{
 
 const BIN: &str = env!("CARGO_BIN_EXE_durable-mcp-mock-upstream");
 
+/// `--chaos` over stdio SIGKILLs every stdio server of the in-process proxies of this test
+/// binary, not only its own: the chaos test holds this lock for writing, every other test for
+/// reading, so none of theirs is cut.
+static CUTS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 /// The mock upstream serving `spec` over stdio, recording into `ledger`.
 fn mock_upstream(
     dir: &std::path::Path,
@@ -27,6 +32,7 @@ fn mock_upstream(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mock_upstream_over_stdio() {
+    let _cuts = CUTS.read().await;
     let server = harness::shared().await.expect("shared Temporal dev server");
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger.jsonl");
@@ -142,7 +148,11 @@ async fn mock_upstream_over_stdio() {
             std::time::Duration::from_secs(10),
         )
         .await;
-    assert!(cancelled >= 1, "{entries:?}");
+    assert!(
+        cancelled >= 1,
+        "{:?}",
+        durable_mcp_conformance::fixtures::Ledger::new(&ledger).read()
+    );
     assert!(
         report.all_passed()
             || text
@@ -157,6 +167,7 @@ async fn mock_upstream_over_stdio() {
 /// The report a server author sees for the public reference server (where Node is present).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_everything_over_stdio_gives_a_sensible_report() {
+    let _cuts = CUTS.read().await;
     use durable_mcp_conformance::fixtures::everything;
     if let Err(reason) = everything::node_available() {
         durable_mcp_conformance::skip::skip(durable_mcp_conformance::skip::Need::Node, &reason);
@@ -261,6 +272,7 @@ fn shlex_quote(s: &str) -> String {
 /// `tasks-and-input` line saying both survived the durable path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_and_input_requests_are_reported_for_the_server() {
+    let _cuts = CUTS.read().await;
     let server = harness::shared().await.expect("shared Temporal dev server");
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger.jsonl");
@@ -311,6 +323,7 @@ async fn tasks_and_input_requests_are_reported_for_the_server() {
 /// durable path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resources_and_prompts_are_compared_for_the_server() {
+    let _cuts = CUTS.read().await;
     let server = harness::shared().await.expect("shared Temporal dev server");
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger.jsonl");
@@ -374,6 +387,7 @@ fn sleepy_spec() -> durable_mcp_conformance::fixtures::UpstreamSpec {
 /// ran at most once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_cuts_calls_and_each_tool_keeps_what_its_annotations_promise() {
+    let _cuts = CUTS.write().await;
     use durable_mcp_conformance::fixtures::{Ledger, LedgerEvent, SpecSource};
     let server = harness::shared().await.expect("shared Temporal dev server");
     let dir = tempfile::tempdir().unwrap();
