@@ -123,7 +123,9 @@ impl InputRequired {
             return Answering::Partial(self.clone());
         }
         let mut result = self.result.clone();
-        result["inputRequests"] = Value::Object(left);
+        if let Value::Object(fields) = &mut result {
+            fields.insert("inputRequests".into(), Value::Object(left));
+        }
         let mut answered = self.answered.clone();
         answered.extend(responses);
         Answering::Partial(InputRequired {

@@ -278,7 +278,9 @@ pub fn rebound_for_partial_round(
     };
     if let Some(Ok(mut task)) = waiting_task(state, &call, keys) {
         task.round = here.cloned();
-        asked.result["requestState"] = json!(task.request_state(keys));
+        if let Some(fields) = asked.result.as_object_mut() {
+            fields.insert("requestState".into(), json!(task.request_state(keys)));
+        }
     }
     asked
 }
