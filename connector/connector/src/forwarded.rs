@@ -124,7 +124,17 @@ impl TrustedProxies {
                     .map_err(|_| malformed("it is not ASCII text"))?,
             );
         }
-        let hops = split_outside_quotes(&values, ',');
+        let hops = match self.header {
+            // X-Forwarded-For has no quoting: every comma separates hops, so a quote a client
+            // wrote can never join its text to the hop its proxy appended.
+            ForwardedHeader::XForwardedFor => values
+                .iter()
+                .flat_map(|v| v.split(','))
+                .map(str::trim)
+                .filter(|hop| !hop.is_empty())
+                .collect(),
+            ForwardedHeader::Forwarded => split_outside_quotes(&values, ',').map_err(malformed)?,
+        };
         let mut client = peer;
         for hop in hops.iter().rev() {
             let ip = match self.header {
@@ -142,8 +152,13 @@ impl TrustedProxies {
 }
 
 /// The non-empty elements of the header `values` (its lines, in order) split at `separator`
-/// outside quoted strings.
-fn split_outside_quotes<'a>(values: &[&'a str], separator: char) -> Vec<&'a str> {
+/// outside quoted strings. A line that ends inside a quoted string or an escape is refused:
+/// read leniently, a client's unclosed quote would swallow the element its proxy appended to
+/// the same line and leave the client's own `for=` as the last hop.
+fn split_outside_quotes<'a>(
+    values: &[&'a str],
+    separator: char,
+) -> Result<Vec<&'a str>, &'static str> {
     let mut parts = Vec::new();
     for value in values {
         let (mut start, mut quoted, mut escaped) = (0, false, false);
@@ -159,10 +174,13 @@ fn split_outside_quotes<'a>(values: &[&'a str], separator: char) -> Vec<&'a str>
                 _ => {}
             }
         }
+        if quoted || escaped {
+            return Err("a quoted string does not close");
+        }
         parts.push(value[start..].trim());
     }
     parts.retain(|p| !p.is_empty());
-    parts
+    Ok(parts)
 }
 
 /// The IP address of one node: `192.0.2.1`, `192.0.2.1:443`, `2001:db8::1`, `[2001:db8::1]` or
@@ -193,26 +211,50 @@ fn is_port(s: &str) -> bool {
     !s.is_empty() && s.len() <= 5 && s.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// The address in one `Forwarded` element's `for=` parameter (RFC 7239: a token, or a quoted
-/// string, which IPv6 addresses and ports need).
+/// The address in one `Forwarded` element's `for=` parameter. The element is read strictly
+/// (RFC 7239 section 4): `;`-separated `token=value` pairs, each value a token or one whole
+/// quoted string (which IPv6 addresses and ports need); anything else is refused.
 fn forwarded_for(element: &str) -> Result<IpAddr, &'static str> {
-    let value = split_outside_quotes(&[element], ';')
-        .into_iter()
-        .find_map(|pair| {
-            let (key, value) = pair.split_once('=')?;
-            key.trim()
-                .eq_ignore_ascii_case("for")
-                .then_some(value.trim())
-        })
-        .ok_or("a hop has no for= parameter")?;
-    let unquoted = match value.strip_prefix('"') {
-        Some(rest) => rest
-            .strip_suffix('"')
-            .ok_or("a for= value's quotes do not close")?
-            .replace('\\', ""),
-        None => value.to_owned(),
+    let mut found = None;
+    for pair in split_outside_quotes(&[element], ';')? {
+        let (key, value) = pair.split_once('=').ok_or("a parameter is not key=value")?;
+        let value = pair_value(key.trim(), value.trim())?;
+        if key.trim().eq_ignore_ascii_case("for") && found.replace(value).is_some() {
+            return Err("a hop has two for= parameters");
+        }
+    }
+    node_address(&found.ok_or("a hop has no for= parameter")?)
+}
+
+/// One `Forwarded` parameter's value, unquoted: `key` and a bare value must be tokens, and a
+/// quoted value must be one quoted string from its first character to its last.
+fn pair_value(key: &str, value: &str) -> Result<String, &'static str> {
+    if !is_token(key) {
+        return Err("a parameter's name is not a token");
+    }
+    let Some(inner) = value.strip_prefix('"') else {
+        return is_token(value)
+            .then(|| value.to_owned())
+            .ok_or("a parameter's value is neither a token nor a quoted string");
     };
-    node_address(&unquoted)
+    let mut out = String::new();
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.push(chars.next().ok_or("a quoted string does not close")?),
+            '"' if chars.as_str().is_empty() => return Ok(out),
+            '"' => return Err("text follows a quoted string"),
+            c => out.push(c),
+        }
+    }
+    Err("a quoted string does not close")
+}
+
+/// RFC 7230's `token`: one or more visible characters other than separators.
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 #[cfg(test)]
@@ -336,6 +378,45 @@ mod tests {
             client(&[r#"for="[2001:db8::1]"#]).is_err(),
             "unclosed quote"
         );
+    }
+
+    #[test]
+    fn a_clients_unclosed_quote_cannot_swallow_the_hop_its_proxy_appended() {
+        let front = trusted(&["127.0.0.1"], ForwardedHeader::Forwarded);
+        let client =
+            |values: &[&str]| front.client_address(ip("127.0.0.1"), &headers("forwarded", values));
+        // The client wrote `for=192.0.2.50;x="`, its proxy appended `, for=203.0.113.9`.
+        for spoof in [
+            r#"for=192.0.2.50;x=", for=203.0.113.9"#,
+            r#"for=192.0.2.50;x="\, for=203.0.113.9"#,
+            r#"for=5.6.7.8;x=""#,
+            r#"for=192.0.2.50;x=a"b, for=203.0.113.9"#,
+            r#"for=192.0.2.50;for=1.2.3.4"#,
+            r#"x y=1;for=192.0.2.50"#,
+        ] {
+            let got = client(&[spoof]);
+            assert!(got.is_err(), "{spoof}: {got:?}");
+        }
+        // Balanced quotes in what a client wrote leave the proxy's hop where it is, and the
+        // client's own element is never read.
+        assert_eq!(
+            client(&[r#"for=192.0.2.50;x="a"b, for=203.0.113.9"#]),
+            Ok(ip("203.0.113.9"))
+        );
+        assert_eq!(
+            client(&[r#"for=192.0.2.50;x="a, b", for=203.0.113.9"#]),
+            Ok(ip("203.0.113.9"))
+        );
+    }
+
+    #[test]
+    fn a_quote_in_x_forwarded_for_is_text_of_its_hop_never_a_joiner() {
+        let front = trusted(&["127.0.0.1"], ForwardedHeader::XForwardedFor);
+        let got = front.client_address(
+            ip("127.0.0.1"),
+            &headers("x-forwarded-for", &[r#"192.0.2.50", 203.0.113.9"#]),
+        );
+        assert_eq!(got, Ok(ip("203.0.113.9")));
     }
 
     #[test]
