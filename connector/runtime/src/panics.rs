@@ -185,8 +185,11 @@ impl<F: Future> Future for Catching<F> {
 
 impl<F> Catching<F> {
     fn panicked(&self, payload: Box<dyn Any + Send>) -> Panicked {
-        // Dropping a payload can itself panic; forget it instead (a few bytes, once per bug).
-        std::mem::forget(payload);
+        // The payload may hold formatted input: drop it, and forget only what a panicking
+        // drop leaves (dropping that could panic again).
+        if let Err(again) = std::panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+            std::mem::forget(again);
+        }
         let location = LOCATION.take();
         count(self.method);
         tracing::error!(

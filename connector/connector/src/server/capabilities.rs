@@ -62,8 +62,8 @@ pub(super) fn missing_capabilities(missing: &[&str]) -> McpError {
     for capability in missing {
         let (top, sub) = capability.split_once('.').unwrap_or((capability, ""));
         let entry = required.entry(top).or_insert_with(|| json!({}));
-        if !sub.is_empty() {
-            entry[sub] = json!({});
+        if let (false, Some(entry)) = (sub.is_empty(), entry.as_object_mut()) {
+            entry.insert(sub.to_owned(), json!({}));
         }
     }
     McpError::new(

@@ -161,7 +161,12 @@ pub fn merge_lists(
     let key = item_key(items);
     let mut owners: HashMap<String, Vec<String>> = HashMap::new();
     for (route, list) in &lists {
-        for item in list[items].as_array().into_iter().flatten() {
+        for item in list
+            .get(items)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if let Some(k) = item.get(key).and_then(Value::as_str) {
                 owners
                     .entry(k.to_owned())
@@ -181,8 +186,17 @@ pub fn merge_lists(
     };
     let mut all = Vec::new();
     for (_, list) in &lists {
-        for item in list[items].as_array().into_iter().flatten() {
-            if !item[key].as_str().is_some_and(|k| owners.contains_key(k)) {
+        for item in list
+            .get(items)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if !item
+                .get(key)
+                .and_then(Value::as_str)
+                .is_some_and(|k| owners.contains_key(k))
+            {
                 all.push(item.clone());
             }
         }
@@ -368,11 +382,11 @@ impl Connector {
         let items = by_name.items.unwrap_or_default();
         let field = item_key(items);
         let listing = |list: &Value| {
-            list[items]
-                .as_array()
+            list.get(items)
+                .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
-                .any(|i| i[field] == key)
+                .any(|i| i.get(field).is_some_and(|v| *v == key))
         };
         if let Some((route, _)) = lists.iter().find(|(_, l)| listing(l)) {
             return Ok(route.clone());

@@ -314,7 +314,13 @@ impl Connector {
             Err(Reserved::OverCap(e)) => return Err(e),
             Err(Reserved::Failed(why)) => return Err(internal("resources/subscribe", why)),
         };
-        let field = |key: &str| answered[key].as_object().cloned().unwrap_or_default();
+        let field = |key: &str| {
+            answered
+                .get(key)
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default()
+        };
         let (versions, errors) = (field("versions"), field("errors"));
         for (uri, token) in &versions {
             let moved = token.as_str().is_some_and(|token| {
