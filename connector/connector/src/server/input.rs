@@ -379,6 +379,7 @@ impl Connector {
         let Some(next) = next_round_id(&last.reference.operation_id) else {
             return Err(too_many_rounds());
         };
+        still_served_by(last, &route)?;
         let tool_operation = asked.tool_operation(&last.operation).to_owned();
         let tool = tool_for_operation(&tool_operation).unwrap_or_else(|| tool_operation.clone());
         // A partial round runs nothing, and is bounded like a round of its tool.
@@ -668,6 +669,23 @@ fn request_state(task_id: &str) -> String {
     format!("{INPUT_STATE_PREFIX}{task_id}")
 }
 
+/// The answers to a round go only to the service that asked for them (R-CON-40): when the
+/// tool's name is now served by another route, the arguments, the answers (which may be
+/// secrets) and the upstream's opaque state would reach a service that never saw the call.
+fn still_served_by(last: &OperationDescription, route: &Route) -> Result<(), McpError> {
+    if route.service == last.service {
+        return Ok(());
+    }
+    Err(McpError::invalid_params(
+        format!(
+            "the tool of this task is no longer served by the service that asked for this input \
+             ({:?}); the answers were not sent anywhere. Call the tool again",
+            last.service
+        ),
+        None,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::limits::{CallStarts, InFlight};
@@ -803,6 +821,37 @@ mod tests {
         ));
         assert!(!expiry_marker(&asking, &round("ask", late), hour));
         assert!(!expiry_marker(&asking, &round(marker, None), hour));
+    }
+
+    #[test]
+    fn answers_go_only_to_the_service_that_asked_for_them() {
+        let asked_by = |service: &str| OperationDescription {
+            reference: OperationRef {
+                operation_id: "op".into(),
+                run_id: String::new(),
+            },
+            status: durable_mcp_runtime::nexus::OperationStatus::Completed,
+            service: service.into(),
+            operation: "ask".into(),
+            attempt: 1,
+            last_attempt_failure: None,
+            headers: Default::default(),
+            operation_token: String::new(),
+            handler_request_id: String::new(),
+            outcome: None,
+            times: OperationTimes::default(),
+            cancellation: None,
+        };
+        let route = Route::new("billing", "ep");
+        assert!(still_served_by(&asked_by("billing"), &route).is_ok());
+        let moved = still_served_by(&asked_by("mail"), &route).unwrap_err();
+        assert!(
+            moved.message.contains("\"mail\"")
+                && moved.message.contains("not sent anywhere")
+                && !moved.message.contains("billing"),
+            "{}",
+            moved.message
+        );
     }
 
     #[test]
