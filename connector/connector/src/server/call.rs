@@ -13,6 +13,7 @@ use tracing::{debug, info, warn};
 
 use super::{
     Connector,
+    caller_key::call_caller,
     explicit_cancel::CallCancel,
     internal::{internal, outcome_unknown},
 };
@@ -52,17 +53,18 @@ impl Connector {
         share: Option<&Share>,
     ) -> Result<Started, McpError> {
         let mut call = self.prepare_call(tool, arguments, share).await?;
-        call.caller = scope.map(|scope| self.caller_of(scope));
+        call.caller = scope.map(|scope| self.caller_of(scope, share));
         match (key, scope) {
             (Some(key), Some(scope)) => self.start_idempotent(call, &key, scope).await,
             _ => self.start_unkeyed(call).await,
         }
     }
 
-    /// The caller a tool call is for, as its operation names it to the tool service (its
-    /// opaque hash, R-PRX-10).
-    pub(super) fn caller_of(&self, scope: &CallerScope) -> String {
-        caller_hash(&self.inner.options.signing_key, scope)
+    /// The caller a tool call is for, as its operation names it to the tool service (R-PRX-10):
+    /// its share's caller key (so two anonymous addresses are two callers), else its scope's
+    /// opaque hash.
+    pub(super) fn caller_of(&self, scope: &CallerScope, share: Option<&Share>) -> String {
+        call_caller(&self.inner.options.signing_key, scope, share)
     }
 
     /// Everything a start needs before it names its operation: the tool's route and timeout,

@@ -12,18 +12,14 @@ use sha2::Sha256;
 use super::Connector;
 use crate::{
     fair::Share,
-    task_ref::{SigningKey, caller_hash},
+    task_ref::{CallerScope, SigningKey, caller_hash},
 };
 
 /// Length of a caller key: 22 base64url characters, 132 bits.
 const CALLER_KEY_LEN: usize = 22;
 
 /// The caller key of `share` (none: the connector's own caller, `scope`) under `signing`.
-pub fn caller_key(
-    signing: &SigningKey,
-    share: Option<&Share>,
-    scope: &crate::task_ref::CallerScope,
-) -> String {
+pub fn caller_key(signing: &SigningKey, share: Option<&Share>, scope: &CallerScope) -> String {
     let text = match share {
         Some(Share::Caller(caller)) => format!("caller:{}", caller_hash(signing, caller)),
         Some(Share::Address(address)) => format!("address:{address}"),
@@ -37,6 +33,16 @@ pub fn caller_key(
     key
 }
 
+/// The caller a tool call's operation names to the tool service (R-PRX-10): the caller key
+/// of its `share` when it has one, so that callers the connector tells apart (R-CON-38: two
+/// anonymous addresses under one scope) are told apart there too; else its `scope`'s hash.
+pub fn call_caller(signing: &SigningKey, scope: &CallerScope, share: Option<&Share>) -> String {
+    match share {
+        Some(share) => caller_key(signing, Some(share), scope),
+        None => caller_hash(signing, scope),
+    }
+}
+
 impl Connector {
     /// The caller key of a request of `share` (R-PRX-36).
     pub(super) fn caller_key(&self, share: Option<&Share>) -> String {
@@ -48,7 +54,18 @@ impl Connector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task_ref::CallerScope;
+
+    #[test]
+    fn two_anonymous_addresses_are_two_callers_of_a_tool_service() {
+        let key = SigningKey::from_base64(&"QUFB".repeat(11)).unwrap();
+        let scope = CallerScope::Anonymous;
+        let alice = Share::Address([10, 0, 0, 1].into());
+        let bob = Share::Address("::1".parse().unwrap());
+        let a = call_caller(&key, &scope, Some(&alice));
+        assert_ne!(a, call_caller(&key, &scope, Some(&bob)));
+        assert_eq!(a, call_caller(&key, &scope, Some(&alice)));
+        assert_eq!(call_caller(&key, &scope, None), caller_hash(&key, &scope));
+    }
 
     #[test]
     fn a_caller_key_is_the_same_on_every_replica_and_tells_callers_apart() {

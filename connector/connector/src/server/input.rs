@@ -287,7 +287,8 @@ impl Connector {
         // Each round calls the tool anew: it is a call start (R-CON-38).
         let what = format!("calling tool {tool:?}");
         self.inner.call_starts.try_start(&what, share)?;
-        self.answer_round(last.clone(), &responses, (found, scope))
+        let caller = self.caller_of(scope, share);
+        self.answer_round(last.clone(), &responses, (found, &caller))
             .await
     }
 
@@ -304,7 +305,7 @@ impl Connector {
         &self,
         mut last: OperationDescription,
         responses: &Map<String, Value>,
-        (found, scope): ((Route, Value), &CallerScope),
+        (found, caller): ((Route, Value), &str),
     ) -> Result<(OperationRef, bool), McpError> {
         for attempt in 0..MAX_ROUNDS {
             let Some(asked) = asked_of(&last) else {
@@ -318,7 +319,7 @@ impl Connector {
             let answering = asked.answer(given, &last.operation);
             let partial = matches!(answering, Answering::Partial(_));
             let (next, started) = self
-                .start_next(&last, &asked, answering, (found.clone(), scope))
+                .start_next(&last, &asked, answering, (found.clone(), caller))
                 .await?;
             if started {
                 // Acknowledged once the rest is asked (a tasks/get right after shows it), or
@@ -366,7 +367,7 @@ impl Connector {
         }
     }
 
-    /// Starts the round after `last` (admitted by its caller, `scope`) on the tool's `found`
+    /// Starts the round after `last` (admitted by its `caller`, R-PRX-10) on the tool's `found`
     /// route for `answering`, or finds it when an earlier answer started it: the round, and
     /// whether this call started it.
     async fn start_next(
@@ -374,7 +375,7 @@ impl Connector {
         last: &OperationDescription,
         asked: &InputRequired,
         answering: Answering,
-        ((route, definition), scope): ((Route, Value), &CallerScope),
+        ((route, definition), caller): ((Route, Value), &str),
     ) -> Result<(OperationRef, bool), McpError> {
         let Some(next) = next_round_id(&last.reference.operation_id) else {
             return Err(too_many_rounds());
@@ -406,8 +407,9 @@ impl Connector {
             Some(advertised_timeout(&definition).unwrap_or(self.inner.options.default_timeout));
         start.conflict_policy = ConflictPolicy::UseExisting;
         start.reuse_policy = ReusePolicy::RejectDuplicate;
-        let caller = self.caller_of(scope);
-        start.headers.insert(CALLER_HEADER.into(), caller);
+        start
+            .headers
+            .insert(CALLER_HEADER.into(), caller.to_owned());
         let deadline = tokio::time::Instant::now() + ROUND_START_BUDGET;
         match self.inner.client.start_until(start, deadline).await {
             Ok((op, started)) => {
@@ -581,8 +583,9 @@ impl Typed {
             });
         let slot = self.admitted(&described, admission).await?;
         let responses = responses.into_iter().collect();
+        let caller = self.caller_of(scope, share.as_ref());
         let (next, _) = self
-            .answer_round(described.clone(), &responses, (found, scope))
+            .answer_round(described.clone(), &responses, (found, &caller))
             .await?;
         // A cancel that took the round between the look above and the start (R-CON-46).
         if self.next_round_cancelled(&described).await? {
