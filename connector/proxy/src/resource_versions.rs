@@ -12,7 +12,10 @@
 //! table ([`VersionTable::share`]), counting the URIs it let go of (`release`) until their idle
 //! time would have ended, so that subscribing and unsubscribing in a loop takes only the
 //! churner's own share. A URI is dropped once no caller holds it: released by its last holder,
-//! or asked by none for `idle`. The table holds at most `cap` URIs.
+//! or asked by none for `idle`. The table holds at most `cap` URIs, and its last
+//! [`VersionTable::reserve`] places go only to callers holding fewer than
+//! [`VersionTable::floor`] URIs, so that a few callers at their full shares cannot take the
+//! whole table from everyone else.
 
 use std::{
     collections::{BTreeSet, HashMap, VecDeque},
@@ -39,6 +42,8 @@ pub enum Refused {
     Full,
     /// The caller holds its share already, released URIs included.
     OverShare,
+    /// Only the reserve is left, and the caller holds at least its floor.
+    Reserved,
 }
 
 /// See the module.
@@ -80,6 +85,33 @@ impl VersionTable {
         (self.cap / SHARES).max(1)
     }
 
+    /// The table's last places, kept for callers holding fewer than [`Self::floor`] URIs: a
+    /// share's worth.
+    pub fn reserve(&self) -> usize {
+        self.share()
+    }
+
+    /// How many URIs a caller may hold and still take a reserved place: a tenth of a share.
+    pub fn floor(&self) -> usize {
+        (self.share() / 10).max(1)
+    }
+
+    /// Why a URI new to the table would be refused to `caller` now, if it would.
+    fn refusal(&self, uri: &str, caller: &str) -> Option<Refused> {
+        let new = !self.entries.contains_key(uri);
+        let held = self.held_by(caller);
+        if held >= self.share() {
+            Some(Refused::OverShare)
+        } else if self.holds >= self.cap * HOLDS_PER_URI || (new && self.entries.len() >= self.cap)
+        {
+            Some(Refused::Full)
+        } else if new && held >= self.floor() && self.entries.len() + self.reserve() >= self.cap {
+            Some(Refused::Reserved)
+        } else {
+            None
+        }
+    }
+
     fn next(&mut self) -> u64 {
         self.serial += 1;
         self.serial
@@ -116,16 +148,7 @@ impl VersionTable {
                 *asked = now;
                 continue;
             }
-            let why = if self.held_by(caller) >= self.share() {
-                Some(Refused::OverShare)
-            } else if self.holds >= self.cap * HOLDS_PER_URI
-                || (!self.entries.contains_key(uri) && self.entries.len() >= self.cap)
-            {
-                Some(Refused::Full)
-            } else {
-                None
-            };
-            if let Some(why) = why {
+            if let Some(why) = self.refusal(uri, caller) {
                 refused.push((uri.clone(), why));
                 continue;
             }
@@ -283,7 +306,16 @@ mod tests {
         assert!(table.ask(&uris(&["a", "b"]), "x", now).is_empty());
         let more: Vec<String> = (0..8).map(|i| format!("u{i}")).collect();
         for (i, chunk) in more.chunks(2).enumerate() {
-            assert!(table.ask(chunk, &format!("caller-{i}"), now).is_empty());
+            assert!(
+                table
+                    .ask(&chunk[..1], &format!("caller-{i}"), now)
+                    .is_empty()
+            );
+            assert!(
+                table
+                    .ask(&chunk[1..], &format!("other-{i}"), now)
+                    .is_empty()
+            );
         }
         assert_eq!(
             table.ask(&uris(&["c"]), "y", now),
@@ -293,11 +325,12 @@ mod tests {
         let later = now + WATCH_IDLE;
         table.ask(&uris(&["b"]), "x", later);
         for i in 0..4 {
-            table.ask(&more[i * 2..i * 2 + 2], &format!("caller-{i}"), later);
+            table.ask(&more[i * 2..i * 2 + 1], &format!("caller-{i}"), later);
+            table.ask(&more[i * 2 + 1..i * 2 + 2], &format!("other-{i}"), later);
         }
         assert_eq!(table.expire(later, WATCH_IDLE), ["a"]);
         assert!(!table.uris().contains("a") && table.uris().contains("b"));
-        assert!(table.ask(&uris(&["a"]), "x", later).is_empty());
+        assert!(table.ask(&uris(&["a"]), "z", later).is_empty());
         assert_ne!(
             table.token("a").unwrap(),
             a,
@@ -361,6 +394,49 @@ mod tests {
             "alice's and the four of gone"
         );
         assert!(table.ask(&uris(&["d6"]), "gone", later).is_empty());
+    }
+
+    #[test]
+    fn callers_at_their_shares_leave_the_last_places_to_callers_holding_little() {
+        let now = Instant::now();
+        let mut table = VersionTable::new("e".into(), 20);
+        assert_eq!((table.share(), table.floor(), table.reserve()), (4, 1, 4));
+        // Five callers each ask for a full share: together they stop short of the reserve.
+        let mut refused = Vec::new();
+        for hog in 0..5 {
+            let asked: Vec<String> = (0..4).map(|i| format!("h{hog}/{i}")).collect();
+            refused.extend(table.ask(&asked, &format!("hog-{hog}"), now));
+        }
+        // The fifth got one place of the reserve: it held less than its floor.
+        assert_eq!(
+            table.uris().len(),
+            17,
+            "cap 20 less the reserve, plus hog-4's first"
+        );
+        assert_eq!(refused.len(), 3);
+        assert!(refused.iter().all(|(_, why)| *why == Refused::Reserved));
+        // A newcomer past its floor is refused a reserved place; newcomers under it get one
+        // each until the table is full.
+        assert!(table.ask(&uris(&["n/0"]), "new-0", now).is_empty());
+        assert_eq!(
+            table.ask(&uris(&["n/0b"]), "new-0", now),
+            [("n/0b".to_owned(), Refused::Reserved)]
+        );
+        for newcomer in 1..3 {
+            let uri = format!("n/{newcomer}");
+            assert!(
+                table
+                    .ask(&uris(&[&uri]), &format!("new-{newcomer}"), now)
+                    .is_empty()
+            );
+        }
+        assert_eq!(table.uris().len(), 20);
+        assert_eq!(
+            table.ask(&uris(&["late"]), "late", now),
+            [("late".to_owned(), Refused::Full)]
+        );
+        // A URI already watched is shared whatever is left.
+        assert!(table.ask(&uris(&["h0/0"]), "late", now).is_empty());
     }
 
     #[test]

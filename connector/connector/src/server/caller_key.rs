@@ -1,8 +1,8 @@
 //! The key a proxy counts a caller under (R-PRX-36): the caller's share (R-CON-38: its token
-//! subject, else its address; over stdio, the connector's caller scope) hashed under a key
-//! derived from the signing key. The same on every replica sharing `MCP_TASK_SIGNING_KEY`, so
-//! one caller is one share across replicas; nothing of the identity can be read back from it,
-//! and it never carries the owner hash as such.
+//! subject, else its address, an IPv6 site /48 as one; over stdio, the connector's caller
+//! scope) hashed under a key derived from the signing key. The same on every replica sharing
+//! `MCP_TASK_SIGNING_KEY`, so one caller is one share across replicas; nothing of the identity
+//! can be read back from it, and it never carries the owner hash as such.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -11,7 +11,7 @@ use sha2::Sha256;
 
 use super::Connector;
 use crate::{
-    fair::Share,
+    fair::{Share, network_key},
     task_ref::{CallerScope, SigningKey, caller_hash},
 };
 
@@ -22,9 +22,19 @@ const CALLER_KEY_LEN: usize = 22;
 pub fn caller_key(signing: &SigningKey, share: Option<&Share>, scope: &CallerScope) -> String {
     let text = match share {
         Some(Share::Caller(caller)) => format!("caller:{}", caller_hash(signing, caller)),
-        Some(Share::Address(address)) => format!("address:{address}"),
+        // An IPv6 site (/48) is one caller here, as for sessions: its /64s are free to it, and
+        // a few of them at full shares would otherwise fill the proxy's table.
+        Some(Share::Address(address)) => match network_key(*address) {
+            Some(site) => format!("site:{site}"),
+            None => format!("address:{address}"),
+        },
         None => format!("caller:{}", caller_hash(signing, scope)),
     };
+    keyed(signing, &text)
+}
+
+/// `text` hashed under the key derived for callers' keys.
+fn keyed(signing: &SigningKey, text: &str) -> String {
     let derived = signing.derive("proxy-caller-key");
     let mut mac = Hmac::<Sha256>::new_from_slice(&derived).expect("HMAC takes any key");
     mac.update(text.as_bytes());
@@ -38,6 +48,7 @@ pub fn caller_key(signing: &SigningKey, share: Option<&Share>, scope: &CallerSco
 /// anonymous addresses under one scope) are told apart there too; else its `scope`'s hash.
 pub fn call_caller(signing: &SigningKey, scope: &CallerScope, share: Option<&Share>) -> String {
     match share {
+        Some(Share::Address(address)) => keyed(signing, &format!("address:{address}")),
         Some(share) => caller_key(signing, Some(share), scope),
         None => caller_hash(signing, scope),
     }
@@ -65,6 +76,17 @@ mod tests {
         assert_ne!(a, call_caller(&key, &scope, Some(&bob)));
         assert_eq!(a, call_caller(&key, &scope, Some(&alice)));
         assert_eq!(call_caller(&key, &scope, None), caller_hash(&key, &scope));
+        // Two /64s of one IPv6 site: two callers of a call, one share of watched resources.
+        let one = Share::Address("2001:db8:1:1::".parse().unwrap());
+        let two = Share::Address("2001:db8:1:2::".parse().unwrap());
+        assert_ne!(
+            call_caller(&key, &scope, Some(&one)),
+            call_caller(&key, &scope, Some(&two))
+        );
+        assert_eq!(
+            caller_key(&key, Some(&one), &scope),
+            caller_key(&key, Some(&two), &scope)
+        );
     }
 
     #[test]

@@ -115,6 +115,12 @@ fn refusal_text(why: Refused, table: &VersionTable) -> String {
             "the proxy watches as many resources of this upstream as it may ({} callers' worth); try again later",
             crate::resource_versions::SHARES
         ),
+        Refused::Reserved => format!(
+            "the proxy keeps its last {} places for resources of this upstream for callers \
+             holding fewer than {}, and this caller holds more; unsubscribe from others, or try again later",
+            table.reserve(),
+            table.floor()
+        ),
         Refused::OverShare => format!(
             "this caller holds {} resource subscriptions of this upstream at the proxy, its share \
              (those it unsubscribed from count for {} minutes); unsubscribe from others, or try again later",
