@@ -14,6 +14,7 @@ use durable_mcp::{
         TransportConfig,
         auth::{AuthProvider, ClientCredentialsProvider},
         config::{ClientAuth, ClientCredentials},
+        learned_url::LearnedUrlPolicy,
     },
 };
 use durable_mcp_conformance::fixtures::{
@@ -88,7 +89,7 @@ async fn token_endpoint(tokens: &[&str], expires_in: u64) -> MockServer {
 
 fn credentials(server: &MockServer) -> ClientCredentials {
     ClientCredentials {
-        token_url: format!("{}/token", server.uri()).parse().unwrap(),
+        token_url: Some(format!("{}/token", server.uri()).parse().unwrap()),
         client_id: CLIENT_ID.into(),
         client_auth: ClientAuth::SecretBasic {
             secret: CLIENT_SECRET.into(),
@@ -96,6 +97,7 @@ fn credentials(server: &MockServer) -> ClientCredentials {
         scopes: vec!["tools:call".into(), "tools:list".into()],
         audience: Some("https://mcp.example".into()),
         resource: Some("https://mcp.example/mcp".parse().unwrap()),
+        learned_urls: LearnedUrlPolicy::default(),
     }
 }
 
@@ -348,4 +350,109 @@ async fn each_client_authentication_sends_the_exact_token_request() {
         60
     );
     assert!(claims["jti"].as_str().is_some_and(|j| !j.is_empty()));
+}
+
+/// An upstream whose protected-resource metadata (RFC 9728) names `server` as its
+/// authorization server.
+async fn upstream_naming(server: &str) -> MockServer {
+    let upstream = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/.well-known/oauth-protected-resource/mcp"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "resource": format!("{}/mcp", upstream.uri()),
+            "authorization_servers": [server],
+        })))
+        .mount(&upstream)
+        .await;
+    upstream
+}
+
+/// An authorization server whose metadata (RFC 8414) names `token_endpoint`, and which hands
+/// out one token there.
+async fn authorization_server(token_endpoint: Option<&str>) -> MockServer {
+    let server = MockServer::start().await;
+    let token_endpoint = token_endpoint.map_or(format!("{}/token", server.uri()), str::to_owned);
+    Mock::given(method("GET"))
+        .and(path("/.well-known/oauth-authorization-server"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "issuer": server.uri(),
+            "token_endpoint": token_endpoint,
+        })))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/token"))
+        .and(header("authorization", basic().as_str()))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "access_token": "found", "token_type": "Bearer", "expires_in": 3600,
+        })))
+        .mount(&server)
+        .await;
+    server
+}
+
+/// A provider that finds its token endpoint from `upstream`, learned URLs allowed `allowed`.
+fn discovering(upstream: &MockServer, allowed: &[&str]) -> ClientCredentialsProvider {
+    let upstream_url: url::Url = format!("{}/mcp", upstream.uri()).parse().unwrap();
+    ClientCredentialsProvider::new(ClientCredentials {
+        token_url: None,
+        learned_urls: LearnedUrlPolicy {
+            allowed: allowed.iter().map(|n| n.parse().unwrap()).collect(),
+        },
+        ..credentials(upstream)
+    })
+    .discovering_from(&upstream_url)
+}
+
+/// R-PRX-37: a hostile upstream whose OAuth metadata points the proxy at the cloud's metadata
+/// service, a private host or loopback (by address or by a name that resolves there) is
+/// refused before any request leaves toward it, with an error that names the range to allow;
+/// once the operator allows the range, discovery finds the token endpoint and the token comes.
+#[tokio::test]
+async fn discovery_refuses_learned_urls_toward_private_ranges_unless_allowed() {
+    let server = authorization_server(None).await;
+    let port = server.address().port();
+    for (named, range) in [
+        ("http://169.254.169.254", "169.254.169.254/32"),
+        ("http://10.1.2.3:8080", "10.1.2.3/32"),
+        ("http://[fd00::1]", "fd00::1/128"),
+        (server.uri().as_str(), "127.0.0.1/32"),
+        (&format!("http://localhost:{port}"), "/"),
+    ] {
+        let upstream = upstream_naming(named).await;
+        let error = discovering(&upstream, &["192.168.0.0/16"])
+            .token()
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("token endpoint discovery")
+                && error.contains("allow_private_urls = [")
+                && error.contains(range),
+            "{named}: {error}"
+        );
+    }
+    assert!(
+        server.received_requests().await.unwrap().is_empty(),
+        "a refused server was asked"
+    );
+
+    // The operator allows loopback: the token endpoint is found and used.
+    let upstream = upstream_naming(&server.uri()).await;
+    let provider = discovering(&upstream, &["127.0.0.0/8"]);
+    assert_eq!(provider.token().await.unwrap(), "found");
+
+    // An allowed server that names a token endpoint in a range not allowed is refused too.
+    let pointing = authorization_server(Some("http://169.254.169.254/token")).await;
+    let upstream = upstream_naming(&pointing.uri()).await;
+    let error = discovering(&upstream, &["127.0.0.0/8"])
+        .token()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("the token endpoint 169.254.169.254 the upstream named is refused")
+            && error.contains("allow_private_urls"),
+        "{error}"
+    );
 }

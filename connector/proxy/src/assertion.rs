@@ -39,6 +39,7 @@ pub fn signing_key(pem: &str, algorithm: Algorithm) -> Option<EncodingKey> {
 /// with a fresh `jti`.
 pub fn client_assertion(
     c: &ClientCredentials,
+    token_url: &url::Url,
     key_file: &std::path::Path,
     algorithm: Algorithm,
     key_id: Option<String>,
@@ -61,7 +62,7 @@ pub fn client_assertion(
     let claims = serde_json::json!({
         "iss": c.client_id,
         "sub": c.client_id,
-        "aud": c.token_url.as_str(),
+        "aud": token_url.as_str(),
         "iat": now,
         "exp": now + ASSERTION_LIFETIME,
         "jti": uuid::Uuid::new_v4().to_string(),

@@ -21,6 +21,7 @@ use futures::{FutureExt as _, future::BoxFuture};
 use serde::Deserialize;
 use tokio::time::Instant;
 
+use super::oauth_discovery::{self, DiscoveryClients};
 use super::{
     assertion::{CLIENT_ASSERTION_TYPE, client_assertion},
     config::{ClientAuth, ClientCredentials},
@@ -66,8 +67,11 @@ struct Cached {
 /// fetch.
 pub struct ClientCredentialsProvider {
     config: ClientCredentials,
-    /// Or why it could not be built (said by every fetch).
+    /// For the token endpoint: the configured one's, or for a discovered one the learned-URL
+    /// client (R-PRX-37). Or why it could not be built (said by every fetch).
     http: Result<reqwest::Client, String>,
+    /// How the token endpoint is found when the config names none.
+    discovery: Option<Discovery>,
     cached: Mutex<Option<Cached>>,
     fetching: tokio::sync::Mutex<()>,
 }
@@ -76,17 +80,55 @@ impl ClientCredentialsProvider {
     pub fn new(config: ClientCredentials) -> Self {
         // A token endpoint on loopback is reached directly, never through a proxy from the
         // environment: the client secret travels to it (R-PAY-7).
-        let http = client_builder(&config.token_url)
-            .timeout(TOKEN_REQUEST_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"));
+        let http = match &config.token_url {
+            Some(url) => client_builder(url).redirect(reqwest::redirect::Policy::none()),
+            None => config.learned_urls.client_builder(),
+        };
         Self {
+            http: build(http),
             config,
-            http,
+            discovery: None,
             cached: Mutex::new(None),
             fetching: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Finds the token endpoint from `upstream`'s metadata when the config names none
+    /// (RFC 9728, RFC 8414): the upstream's own host is asked as configured, what it names
+    /// only as R-PRX-37 allows.
+    pub fn discovering_from(mut self, upstream: &url::Url) -> Self {
+        self.discovery = Some(Discovery {
+            upstream: upstream.clone(),
+            own: build(client_builder(upstream).redirect(reqwest::redirect::Policy::none())),
+            found: Mutex::new(None),
+        });
+        self
+    }
+
+    /// The token endpoint: the configured one, or the one discovery found (asked once, again
+    /// after a failure).
+    async fn endpoint(&self) -> Result<url::Url, String> {
+        if let Some(url) = &self.config.token_url {
+            return Ok(url.clone());
+        }
+        let Some(d) = &self.discovery else {
+            return Err(
+                "[upstream.oauth] names no token_url and no upstream to find it from".into(),
+            );
+        };
+        if let Some(found) = d.found.lock().unwrap().clone() {
+            return Ok(found);
+        }
+        let clients = DiscoveryClients {
+            own: d.own.as_ref().map_err(Clone::clone)?,
+            learned: self.http.as_ref().map_err(Clone::clone)?,
+            policy: &self.config.learned_urls,
+        };
+        let found = oauth_discovery::token_endpoint(&d.upstream, &clients)
+            .await
+            .map_err(|e| format!("token endpoint discovery: {e}"))?;
+        *d.found.lock().unwrap() = Some(found.clone());
+        Ok(found)
     }
 
     fn current(&self) -> Option<String> {
@@ -119,11 +161,12 @@ impl ClientCredentialsProvider {
     /// (see [`token_request`]).
     async fn fetch(&self) -> Result<(String, Option<Duration>), AuthError> {
         let c = &self.config;
-        let endpoint = c.token_url.host_str().unwrap_or("the token endpoint");
+        let token_url = self.endpoint().await.map_err(AuthError)?;
+        let endpoint = token_url.host_str().unwrap_or("the token endpoint");
         let fail = |what: String| AuthError(format!("token endpoint {endpoint}: {what}"));
-        let (form, basic) = token_request(c, unix_now()).map_err(fail)?;
+        let (form, basic) = token_request(c, &token_url, unix_now()).map_err(fail)?;
         let http = self.http.as_ref().map_err(|e| fail(e.clone()))?;
-        let mut request = http.post(c.token_url.clone());
+        let mut request = http.post(token_url.clone());
         if let Some((id, secret)) = basic {
             request = request.basic_auth(id, Some(secret));
         }
@@ -169,7 +212,7 @@ impl AuthProvider for ClientCredentialsProvider {
     }
 }
 
-/// The form body of a token request at `now` (seconds since the epoch), and the HTTP Basic
+/// The form body of a token request to `token_url` at `now` (seconds since the epoch), and the HTTP Basic
 /// credentials to send with it (`client_secret_basic` only, each form-encoded first, RFC 6749
 /// section 2.3.1): `grant_type`, `scope`, `audience`, `resource` (RFC 8707), then the client's
 /// authentication, `client_id` and `client_secret` (`client_secret_post`) or `client_id`,
@@ -177,6 +220,7 @@ impl AuthProvider for ClientCredentialsProvider {
 /// never holds the secret or the key.
 pub fn token_request(
     c: &ClientCredentials,
+    token_url: &url::Url,
     now: u64,
 ) -> Result<(String, Option<(String, String)>), String> {
     let mut form = url::form_urlencoded::Serializer::new(String::new());
@@ -203,7 +247,8 @@ pub fn token_request(
             algorithm,
             key_id,
         } => {
-            let assertion = client_assertion(c, key_file, *algorithm, key_id.clone(), now)?;
+            let assertion =
+                client_assertion(c, token_url, key_file, *algorithm, key_id.clone(), now)?;
             form.append_pair("client_id", &c.client_id);
             form.append_pair("client_assertion_type", CLIENT_ASSERTION_TYPE);
             form.append_pair("client_assertion", &assertion);
@@ -211,6 +256,21 @@ pub fn token_request(
         }
     };
     Ok((form.finish(), basic))
+}
+
+/// The token endpoint's client, its timeout set; or why it could not be built.
+fn build(builder: reqwest::ClientBuilder) -> Result<reqwest::Client, String> {
+    builder
+        .timeout(TOKEN_REQUEST_TIMEOUT)
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+}
+
+/// Discovery's state: the upstream it asks, the client for its host, what it found.
+struct Discovery {
+    upstream: url::Url,
+    own: Result<reqwest::Client, String>,
+    found: Mutex<Option<url::Url>>,
 }
 
 fn unix_now() -> u64 {
@@ -321,13 +381,18 @@ mod request_tests {
 
     fn credentials(client_auth: ClientAuth) -> ClientCredentials {
         ClientCredentials {
-            token_url: "https://auth.example/token".parse().unwrap(),
+            token_url: Some("https://auth.example/token".parse().unwrap()),
             client_id: "proxy id".into(),
             client_auth,
             scopes: vec!["a".into(), "b:c".into()],
             audience: Some("https://aud".into()),
             resource: Some("https://mcp.example/mcp".parse().unwrap()),
+            learned_urls: Default::default(),
         }
+    }
+
+    fn url() -> url::Url {
+        "https://auth.example/token".parse().unwrap()
     }
 
     #[test]
@@ -339,7 +404,7 @@ mod request_tests {
             secret: secret.into(),
         };
         assert_eq!(
-            token_request(&credentials(basic), 0).unwrap(),
+            token_request(&credentials(basic), &url(), 0).unwrap(),
             (
                 common.to_owned(),
                 Some(("proxy+id".into(), "s%26%3Dcret".into()))
@@ -349,7 +414,7 @@ mod request_tests {
             secret: secret.into(),
         };
         assert_eq!(
-            token_request(&credentials(post), 0).unwrap(),
+            token_request(&credentials(post), &url(), 0).unwrap(),
             (
                 format!("{common}&client_id=proxy+id&client_secret=s%26%3Dcret"),
                 None
@@ -362,7 +427,7 @@ mod request_tests {
             algorithm: jsonwebtoken::Algorithm::ES256,
             key_id: None,
         };
-        let error = token_request(&credentials(broken), 0).unwrap_err();
+        let error = token_request(&credentials(broken), &url(), 0).unwrap_err();
         assert!(
             error.contains("holds no PEM private key for ES256"),
             "{error}"

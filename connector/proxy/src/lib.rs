@@ -10,9 +10,11 @@
 //!   whether it may be sent again.
 //! - [`config`]: the `proxy.toml` file, with `${VAR}` expansion for secrets.
 //! - [`refusal`]: which of Temporal's refusals fail a call at once.
+//! - [`learned_url`]: which addresses a URL learned from a server may reach (SSRF).
 //!
 //! The I/O around them: [`upstream`] (rmcp connections to upstream servers), [`auth`] (their
-//! bearer tokens: OAuth client credentials, or a provider of your own), [`child`] (how a
+//! bearer tokens: OAuth client credentials, or a provider of your own; [`oauth_discovery`] finds
+//! their token endpoint), [`child`] (how a
 //! stdio upstream's process is started), [`as_written`] (the upstream's answers as written, beside
 //! rmcp's typed view), [`http_client`] (its HTTP errors scrubbed of URL secrets), [`discovery`]
 //! (`tools/list` outside activities), [`service`] (the Nexus service per upstream),
@@ -37,10 +39,12 @@ pub mod http_client;
 pub mod inline;
 mod inline_call;
 pub mod input;
+pub mod learned_url;
 pub mod library;
 #[cfg(test)]
 mod loopback_direct;
 pub mod metrics;
+pub mod oauth_discovery;
 pub mod options;
 pub mod progress;
 pub mod proxy;

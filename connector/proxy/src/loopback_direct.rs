@@ -94,12 +94,13 @@ fn child(target: &str) {
         .unwrap();
         let _ = codec.encode(vec![Default::default()]).await;
         let oauth = crate::auth::ClientCredentialsProvider::new(crate::config::ClientCredentials {
-            token_url: Url::parse(&format!("{target}/token")).unwrap(),
+            token_url: Some(Url::parse(&format!("{target}/token")).unwrap()),
             client_id: "c".into(),
             client_auth: crate::config::ClientAuth::SecretBasic { secret: "s".into() },
             scopes: Vec::new(),
             audience: None,
             resource: None,
+            learned_urls: Default::default(),
         });
         let _ = tokio::time::timeout(short, crate::auth::AuthProvider::token(&oauth)).await;
         let away = Url::parse("http://192.0.2.1:9/").unwrap();

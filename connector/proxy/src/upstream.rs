@@ -230,7 +230,8 @@ impl UpstreamClient {
             TransportConfig::Http { url, oauth, .. } => (
                 UrlSecrets::of(url),
                 oauth.clone().map(|config| {
-                    Arc::new(ClientCredentialsProvider::new(config)) as Arc<dyn AuthProvider>
+                    Arc::new(ClientCredentialsProvider::new(config).discovering_from(url))
+                        as Arc<dyn AuthProvider>
                 }),
             ),
             TransportConfig::Stdio { .. } | TransportConfig::Custom(_) => {

@@ -7,13 +7,15 @@ use serde::Deserialize;
 use url::Url;
 
 use super::{ConfigError, invalid};
+use crate::learned_url::LearnedUrlPolicy;
 use durable_mcp_runtime::temporal::direct_http::is_loopback;
 
 /// How the proxy gets the bearer token of an HTTP upstream. `Debug` hides the secrets.
 #[derive(Clone, PartialEq)]
 pub struct ClientCredentials {
-    /// The authorization server's token endpoint (https, or http on loopback).
-    pub token_url: Url,
+    /// The authorization server's token endpoint (https, or http on loopback); none to find it
+    /// from the upstream's metadata by discovery (RFC 9728, RFC 8414).
+    pub token_url: Option<Url>,
     pub client_id: String,
     /// How the client authenticates to the token endpoint, with its secret or key.
     pub client_auth: ClientAuth,
@@ -24,6 +26,9 @@ pub struct ClientCredentials {
     /// Sent as `resource` (RFC 8707, which MCP authorization requires): the upstream's
     /// canonical URL unless the config names another; none only when built in code without.
     pub resource: Option<Url>,
+    /// What the URLs discovery learns may reach: this upstream's `allow_private_urls`
+    /// (R-PRX-37).
+    pub learned_urls: LearnedUrlPolicy,
 }
 
 /// How the client authenticates to the token endpoint (RFC 6749 section 2.3, RFC 7523).
@@ -65,12 +70,16 @@ impl std::fmt::Debug for ClientAuth {
 impl std::fmt::Debug for ClientCredentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientCredentials")
-            .field("token_url", &super::redacted_url(&self.token_url))
+            .field(
+                "token_url",
+                &self.token_url.as_ref().map(super::redacted_url),
+            )
             .field("client_id", &self.client_id)
             .field("client_auth", &self.client_auth)
             .field("scopes", &self.scopes)
             .field("audience", &self.audience)
             .field("resource", &self.resource)
+            .field("learned_urls", &self.learned_urls)
             .finish()
     }
 }
@@ -90,7 +99,7 @@ pub fn canonical_resource(upstream: &Url) -> Url {
 #[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawClientCredentials {
-    token_url: String,
+    token_url: Option<String>,
     client_id: String,
     #[serde(default)]
     auth_method: Option<String>,
@@ -104,26 +113,27 @@ pub(super) struct RawClientCredentials {
     resource: Option<String>,
 }
 
+impl RawClientCredentials {
+    /// Whether the table names its token endpoint (or has the proxy discover it).
+    pub(super) fn names_token_url(&self) -> bool {
+        self.token_url.is_some()
+    }
+}
+
 /// Validates `[upstream.oauth]` of the upstream at `upstream`; `at` names a key
-/// (`upstream[i].oauth.KEY`).
+/// (`upstream[i].oauth.KEY`). `learned_urls` is the upstream's `allow_private_urls`.
 pub(super) fn client_credentials(
     raw: RawClientCredentials,
     upstream: &Url,
+    learned_urls: LearnedUrlPolicy,
     at: &dyn Fn(&str) -> String,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ClientCredentials, ConfigError> {
-    let token_url = Url::parse(&raw.token_url)
-        .map_err(|e| invalid(at("token_url"), format!("not a valid URL: {e}")))?;
-    match token_url.scheme() {
-        "https" => {}
-        "http" if is_loopback(&token_url) => {}
-        _ => {
-            return Err(invalid(
-                at("token_url"),
-                "must be https (http only on a loopback address): the client's credentials go there",
-            ));
-        }
-    }
+    let token_url = raw
+        .token_url
+        .as_deref()
+        .map(|t| token_url(t, at))
+        .transpose()?;
     if raw.client_id.trim().is_empty() {
         return Err(invalid(at("client_id"), "must not be empty"));
     }
@@ -152,7 +162,22 @@ pub(super) fn client_credentials(
         scopes: raw.scopes,
         audience: raw.audience,
         resource: Some(resource),
+        learned_urls,
     })
+}
+
+/// A configured token endpoint: https, or http on loopback (the client's credentials go there).
+fn token_url(text: &str, at: &dyn Fn(&str) -> String) -> Result<Url, ConfigError> {
+    let url =
+        Url::parse(text).map_err(|e| invalid(at("token_url"), format!("not a valid URL: {e}")))?;
+    match url.scheme() {
+        "https" => Ok(url),
+        "http" if is_loopback(&url) => Ok(url),
+        _ => Err(invalid(
+            at("token_url"),
+            "must be https (http only on a loopback address): the client's credentials go there",
+        )),
+    }
 }
 
 /// RFC 6749 section 3.3: scope tokens are printable ASCII without space, '"' or '\'.

@@ -683,6 +683,65 @@ fn oauth_config_is_validated_field_by_field() {
     ));
 }
 
+#[test]
+fn allow_private_urls_is_read_only_where_discovery_learns_urls() {
+    let discovering =
+        "[upstream.oauth]\nclient_id = \"proxy\"\nclient_secret_env = \"WEATHER_TOKEN\"";
+    let config = parse(
+        &http(&format!(
+            "allow_private_urls = [\"10.0.0.0/8\", \"fd00::1\"]\n{discovering}"
+        )),
+        &env,
+    )
+    .unwrap();
+    let TransportConfig::Http {
+        oauth: Some(credentials),
+        ..
+    } = &config.upstreams[0].transport
+    else {
+        panic!("oauth expected")
+    };
+    assert_eq!(credentials.token_url, None, "found by discovery");
+    assert_eq!(
+        credentials.learned_urls.allowed,
+        [
+            "10.0.0.0/8".parse().unwrap(),
+            "fd00::1/128".parse().unwrap()
+        ]
+    );
+    let named = format!("{discovering}\ntoken_url = \"https://auth.example/token\"");
+    for (extra, field, problem) in [
+        (
+            format!("allow_private_urls = [\"10.0.0.0/33\"]\n{discovering}"),
+            "allow_private_urls[0]",
+            "not a CIDR range",
+        ),
+        (
+            format!("allow_private_urls = [\"10.0.0.0/8\"]\n{named}"),
+            "allow_private_urls",
+            "only for an oauth table without token_url",
+        ),
+        (
+            "allow_private_urls = [\"10.0.0.0/8\"]".to_owned(),
+            "allow_private_urls",
+            "only with [upstream.oauth] without token_url",
+        ),
+    ] {
+        let error = parse(&http(&extra), &env).unwrap_err().to_string();
+        assert!(
+            error.starts_with(&format!("upstream[0].{field}: ")) && error.contains(problem),
+            "{error}"
+        );
+    }
+    let misplaced = parse(&stdio("allow_private_urls = []"), &env)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        misplaced.starts_with("upstream[0].allow_private_urls: only for transport"),
+        "{misplaced}"
+    );
+}
+
 /// A minimal config with a `[codec]` table whose body is `codec`.
 fn with_codec(codec: &str) -> String {
     format!(

@@ -12,7 +12,10 @@ use super::{
     invalid,
     oauth::{RawClientCredentials, client_credentials},
 };
-use crate::options::ActivityOptions;
+use crate::{
+    learned_url::{IpNet, LearnedUrlPolicy},
+    options::ActivityOptions,
+};
 use durable_mcp_runtime::temporal::direct_http::is_loopback;
 
 #[derive(Deserialize)]
@@ -32,6 +35,7 @@ pub(super) struct RawUpstream {
     allow_insecure_http: Option<bool>,
     unavailable_means_not_run: Option<bool>,
     oauth: Option<RawClientCredentials>,
+    allow_private_urls: Option<Vec<String>>,
     #[serde(default)]
     activity_options: ActivityOptions,
     #[serde(default)]
@@ -114,6 +118,7 @@ fn check_no_misplaced_keys(raw: &RawUpstream, at: FieldName) -> Result<(), Confi
                     raw.unavailable_means_not_run.is_some(),
                 ),
                 ("oauth", raw.oauth.is_some()),
+                ("allow_private_urls", raw.allow_private_urls.is_some()),
             ],
         ),
     };
@@ -151,7 +156,21 @@ fn http_transport(
         ));
     }
     let oauth = match &raw.oauth {
-        Some(oauth) => Some(oauth_credentials(oauth, &url, &headers, at, env)?),
+        Some(oauth) => Some(oauth_credentials(
+            oauth,
+            raw.allow_private_urls.as_ref(),
+            &url,
+            &headers,
+            at,
+            env,
+        )?),
+        None if raw.allow_private_urls.is_some() => {
+            return Err(invalid(
+                at("allow_private_urls"),
+                "only with [upstream.oauth] without token_url (the proxy learns no URL \
+                 otherwise): leave it out",
+            ));
+        }
         None => None,
     };
     Ok(TransportConfig::Http {
@@ -186,6 +205,7 @@ fn http_headers(
 /// OAuth client credentials, which replace a configured `Authorization` header, never join it.
 fn oauth_credentials(
     oauth: &RawClientCredentials,
+    allowed: Option<&Vec<String>>,
     url: &Url,
     headers: &BTreeMap<String, String>,
     at: FieldName,
@@ -201,7 +221,45 @@ fn oauth_credentials(
         ));
     }
     let at_oauth = |key: &str| at(&format!("oauth.{key}"));
-    client_credentials(oauth.clone(), url, &at_oauth, env)
+    let learned = learned_url_policy(oauth, allowed, at)?;
+    client_credentials(oauth.clone(), url, learned, &at_oauth, env)
+}
+
+/// `allow_private_urls` (R-PRX-37): CIDR ranges (or single addresses) that the URLs discovery
+/// learns may reach. Only token-endpoint discovery learns URLs, so the key is refused where
+/// there is none to allow.
+fn learned_url_policy(
+    oauth: &RawClientCredentials,
+    allowed: Option<&Vec<String>>,
+    at: FieldName,
+) -> Result<LearnedUrlPolicy, ConfigError> {
+    let Some(allowed) = allowed else {
+        return Ok(LearnedUrlPolicy::default());
+    };
+    if oauth.names_token_url() {
+        return Err(invalid(
+            at("allow_private_urls"),
+            "only for an oauth table without token_url (the proxy learns no URL otherwise): \
+             leave it out",
+        ));
+    }
+    let parse = |(n, text): (usize, &String)| {
+        (text.parse::<IpNet>())
+            .or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from))
+            .map_err(|_| {
+                invalid(
+                    at(&format!("allow_private_urls[{n}]")),
+                    "not a CIDR range or an IP address (e.g. \"10.0.0.0/8\")",
+                )
+            })
+    };
+    Ok(LearnedUrlPolicy {
+        allowed: allowed
+            .iter()
+            .enumerate()
+            .map(parse)
+            .collect::<Result<_, _>>()?,
+    })
 }
 
 fn stdio_transport(
