@@ -172,6 +172,7 @@ impl ProxyActivities {
             std::time::Instant::now(),
         );
         let traced = crate::trace::attempt_span(&ctx, &service, &tool);
+        let configured = self.upstreams.contains_key(&service);
         let attempt = self.attempt(ctx, input).with_context(traced.clone());
         // A panic ends the call, without its message and without a retry that would panic
         // again; the upstream may have run the tool by then (R-CON-51).
@@ -187,7 +188,8 @@ impl ProxyActivities {
             });
         let outcome = crate::metrics::outcome_of(&ended);
         durable_mcp_runtime::trace::end(&traced, outcome, ended.is_err());
-        crate::metrics::global().call_ended(&service, &tool, &ended, started.elapsed());
+        let label = crate::metrics::service_label(&service, configured);
+        crate::metrics::global().call_ended(label, &tool, &ended, started.elapsed());
         ended
     }
 }

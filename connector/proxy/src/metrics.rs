@@ -116,6 +116,17 @@ impl ProxyMetrics {
     }
 }
 
+/// The service label of an Activity for `service`: the service itself when an upstream of this
+/// worker has that name, else `_other`. The Activity's input names the service, and anyone who
+/// may schedule Activities on the proxy's task queue writes it, so only configured names
+/// become labels (R-RUN-6).
+pub fn service_label(service: &str, configured: bool) -> &str {
+    if configured { service } else { OTHER_SERVICE }
+}
+
+/// The service label of an Activity for a service no upstream of this worker has.
+pub const OTHER_SERVICE: &str = "_other";
+
 fn service_labels(service: &str) -> ServiceLabels {
     ServiceLabels {
         service: service.to_owned(),
@@ -175,6 +186,12 @@ mod tests {
         let rpc = Ok(RawValue::new(vec![e.to_payload().unwrap()]));
         assert_eq!(outcome_of(&rpc), "jsonrpc_error");
         assert_eq!(outcome_of(&Err(ActivityError::cancelled())), "cancelled");
+    }
+
+    #[test]
+    fn only_configured_services_become_labels() {
+        assert_eq!(service_label("weather", true), "weather");
+        assert_eq!(service_label("made-up-by-a-caller-1", false), "_other");
     }
 
     #[tokio::test]
