@@ -38,7 +38,9 @@ pub fn child_environment(
 
 /// The command for a stdio upstream: only the environment [`child_environment`] gives, its
 /// stdio piped, a new process group, and (on Linux) the watchdog. Spawn it and keep the child
-/// in a [`Group`], whose drop kills every process in the group.
+/// in a [`Group`], whose drop kills every process in the group. The process that builds it is
+/// made non-dumpable first ([`refuse_inspection`]), so that a program hosting the proxy as a
+/// library is closed to its upstreams without a call of its own.
 pub fn command(
     program: &str,
     args: &[String],
@@ -47,6 +49,7 @@ pub fn command(
     cwd: Option<&Path>,
 ) -> tokio::process::Command {
     use std::process::Stdio;
+    refuse_inspection();
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
         .env_clear()
@@ -71,7 +74,8 @@ pub fn command(
 /// `CAP_SYS_PTRACE`, a stdio upstream among them, cannot read its `/proc/<pid>/environ` or
 /// memory: an upstream that looks up its grandparent (the watchdog's parent) finds nothing
 /// there (R-PRX-11). Core dumps of this process are off from then on. The proxy binary calls it
-/// first thing; a program that runs the proxy as a library calls it too. An upstream running
+/// first thing, and [`command`] before every stdio upstream starts, so a program that runs the
+/// proxy as a library needs no call of its own (one earlier closes it sooner). An upstream running
 /// as root (or with `CAP_SYS_PTRACE`) can read any process of the machine: isolate such
 /// upstreams by user or container.
 pub fn refuse_inspection() {
@@ -382,6 +386,17 @@ mod watchdog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A library host that never called [`refuse_inspection`] is closed all the same once it
+    /// builds a stdio upstream's command (R-PRX-11).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn building_a_stdio_command_makes_the_process_non_dumpable() {
+        let _cmd = command("true", &[], &BTreeMap::new(), false, None);
+        // SAFETY: a plain prctl query on this process.
+        let dumpable = unsafe { libc::prctl(libc::PR_GET_DUMPABLE) };
+        assert_eq!(dumpable, 0);
+    }
 
     fn parent() -> Vec<(OsString, OsString)> {
         [
