@@ -156,9 +156,10 @@ impl WrittenResults {
         };
         match named.or(stream).or(alone.as_ref()) {
             Some(token) => self.logs.lock().unwrap().deliver_to(token, log, bytes),
+            // Its level, logger and size only: the data is the callers' (R-CON-33).
             None => tracing::debug!(
                 target: "durable_mcp::upstream_log",
-                level = %log.level, logger = ?log.logger, data = %log.data,
+                level = %short(&log.level), logger = ?log.logger.as_deref().map(short), bytes,
                 "upstream log message tied to no request; dropped"
             ),
         }
@@ -633,6 +634,11 @@ impl StreamableHttpClient for TapHttpClient {
     }
 }
 
+/// At most 64 printable characters of a name an upstream wrote, for a log line.
+fn short(name: &str) -> String {
+    name.chars().filter(|c| !c.is_control()).take(64).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use tokio::io::AsyncReadExt as _;
@@ -706,6 +712,43 @@ mod tests {
 
     fn token(n: i64) -> ProgressToken {
         ProgressToken(rmcp::model::NumberOrString::Number(n))
+    }
+
+    /// A buffer the test's log lines go to, at every level.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A message tied to no request is dropped with a line at `debug` that names its level,
+    /// logger and size, never its data: an upstream's log data is its callers' (R-CON-33).
+    #[test]
+    fn an_untied_messages_data_never_reaches_the_proxys_log() {
+        let captured = Captured::default();
+        let sink = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer(move || sink.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let written = WrittenResults::default();
+            let secret = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"error","logger":"db","data":"password=hunter2"}}"#;
+            written.observe(secret.as_bytes());
+        });
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert!(text.contains("tied to no request"), "{text}");
+        assert!(text.contains("logger=") && text.contains("db"), "{text}");
+        assert!(text.contains("bytes="), "{text}");
+        assert!(!text.contains("hunter2"), "{text}");
     }
 
     /// A log message reaches the call the upstream tied it to (its `_meta.progressToken`, or
