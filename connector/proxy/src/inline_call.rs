@@ -90,7 +90,7 @@ impl InlineCall<'_> {
                     });
                 }
                 Try::Answered(Err(error)) => error,
-                Try::Cancelled => return Err(deadline_passed()),
+                Try::Cancelled => return Err(cut_off(self.tool, self.options.one_attempt)),
                 Try::Overran => return Err(self.overran(budget)),
             };
             match action_for(&error, self.options.one_attempt) {
@@ -230,6 +230,23 @@ fn failed(kind: ToolCallErrorType, message: String) -> StartError {
     .into()
 }
 
+/// The request was cut off by a worker shutdown or the request deadline while the tool may
+/// have been running. A one-attempt tool's call ends, final, as `ToolCallOutcomeUnknown`: a
+/// retryable answer would have the server send the start again, to another worker, whose count
+/// of starts knows nothing of this one, and the tool would run twice (R-PRX-30). Another tool's
+/// start is sent again.
+fn cut_off(tool: &str, one_attempt: bool) -> StartError {
+    if one_attempt {
+        return failed(
+            ToolCallErrorType::ToolCallOutcomeUnknown,
+            format!(
+                "tool {tool:?} was cut off running inline by a worker shutdown or the request deadline; it may have run and must not run twice: check the upstream before calling again"
+            ),
+        );
+    }
+    deadline_passed()
+}
+
 /// The server gave up on this request (its answer is discarded) or the worker is stopping.
 fn deadline_passed() -> StartError {
     HandlerError::new(
@@ -238,4 +255,25 @@ fn deadline_passed() -> StartError {
     )
     .with_retry(RetryBehavior::Retryable)
     .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A one-attempt tool cut off by a shutdown ends final, so no other worker runs it again;
+    /// another tool's start is sent again (R-PRX-30).
+    #[test]
+    fn a_cut_off_one_attempt_call_ends_final_and_another_is_sent_again() {
+        let StartError::Operation(OperationError::Failed { error_type, .. }) =
+            cut_off("publish", true)
+        else {
+            panic!("a one-attempt call's cut-off must be a final operation failure")
+        };
+        assert_eq!(error_type, "ToolCallOutcomeUnknown");
+        let StartError::Handler(handler) = cut_off("read", false) else {
+            panic!("a re-runnable call's cut-off is a handler error")
+        };
+        assert!(handler.is_retryable(), "the server sends the start again");
+    }
 }
