@@ -399,7 +399,7 @@ async fn execute(
             Serves::Upstream(Box::new(UpstreamConfig {
                 service: UPSTREAM_SERVICE.into(),
                 transport,
-                activity_options: Default::default(),
+                activity_options: scenario.proxy.activity_options.clone(),
                 overrides: scenario.proxy.overrides.clone(),
             })),
         ),

@@ -182,6 +182,12 @@ fn upstream_table(upstream_config: &UpstreamConfig) -> anyhow::Result<toml::Tabl
             anyhow::bail!("a client factory cannot be written to a proxy.toml")
         }
     }
+    if upstream_config.activity_options != Default::default() {
+        upstream.insert(
+            "activity_options".into(),
+            toml::Value::try_from(&upstream_config.activity_options)?,
+        );
+    }
     if !upstream_config.overrides.is_empty() {
         upstream.insert(
             "overrides".into(),

@@ -49,6 +49,7 @@
 //!
 //! [proxy]                      # optional
 //! mode = "in_process"          # in_process (a thread of the runner) | process (durable-mcp-proxy child)
+//! activity_options = { execution = "inline" }  # optional: proxy.toml's activity_options
 //! [proxy.overrides.t]          # optional: proxy.toml activity options for one tool
 //! start_to_close_timeout = "2s"
 //! # max_watched_resources = 20  # optional, in [proxy]: [worker] max_watched_resources (R-PRX-36)
@@ -351,6 +352,10 @@ impl ToolServiceKind {
 pub struct ProxyDef {
     #[serde(default)]
     pub mode: ProxyMode,
+    /// The upstream's call options (`proxy.toml`'s `activity_options`): where calls run, how
+    /// missing hints are read, timeouts.
+    #[serde(default)]
+    pub activity_options: durable_mcp::outbound::options::ActivityOptions,
     /// Per-tool activity options (`proxy.toml`'s `overrides.<tool>`): timeouts, retry policy.
     #[serde(default)]
     pub overrides:
@@ -599,6 +604,7 @@ impl Scenario {
                 || !self.upstream.tools.is_empty()
                 || self.upstream.fault.is_some()
                 || self.proxy.mode != ProxyMode::InProcess
+                || self.proxy.activity_options != Default::default()
                 || !self.proxy.overrides.is_empty())
         {
             bail!(

@@ -8,7 +8,7 @@
 //! |---|---|
 //! | `activity` | never (every call is an Activity, R-PRX-3) |
 //! | `auto` | the tool is re-runnable ([`rerunnable`]: read-only or idempotent, not one attempt) and its attempt timeout plus [`DEADLINE_MARGIN`] fits in what is left of the Nexus request deadline |
-//! | `inline` on the upstream | the tool may run more than once (not one attempt, R-PRX-4) |
+//! | `inline` on the upstream | the tool is re-runnable ([`rerunnable`]): a tool that annotates nothing stays in its Activity |
 //! | `inline` on the tool | always: the operator says so for this tool |
 //!
 //! A tool the upstream runs as a task (`taskSupport: "required"`, R-PRX-28) is always an
@@ -49,7 +49,8 @@ pub struct Placement {
 }
 
 /// Whether running the tool again is harmless, by its annotations (R-PRX-4's hints): it says
-/// it is read-only or idempotent, and its policy allows more than one attempt.
+/// it is read-only or idempotent, and its policy allows more than one attempt. A hint the tool
+/// does not give counts as not said: MCP's defaults for both are `false`.
 pub fn rerunnable(hints: &ToolHints, one_attempt: bool) -> bool {
     !one_attempt && (hints.read_only == Some(true) || hints.idempotent == Some(true))
 }
@@ -72,9 +73,9 @@ pub fn place(
         (Some(Execution::Activity), _) | (None, Execution::Activity) => {
             at(false, "execution is activity")
         }
-        (None, Execution::Inline) if options.one_attempt => at(
+        (None, Execution::Inline) if !rerunnable(hints, options.one_attempt) => at(
             false,
-            "a one-attempt tool goes inline only by its own execution = \"inline\"",
+            "under the upstream's execution = \"inline\", only a tool that says it is read-only or idempotent runs inline; name the tool to force it",
         ),
         (None, Execution::Inline) => at(true, "the upstream's execution is inline"),
         (Some(Execution::Auto), _) | (None, Execution::Auto) => auto(hints, options, remaining),
@@ -84,7 +85,7 @@ pub fn place(
 /// Whether the tool's listing says its calls are answered inline ([`INLINE_META_KEY`], which
 /// spares the connector's progress look-ups, R-CON-26): [`place`] with the whole
 /// [`NOMINAL_REQUEST_DEADLINE`] left. So `inline` on the tool, `inline` on the upstream for a
-/// tool that is not one attempt, and `auto` for a re-runnable tool whose `start_to_close`
+/// re-runnable tool, and `auto` for a re-runnable tool whose `start_to_close`
 /// plus [`DEADLINE_MARGIN`] is at most 7 s; never a tool the upstream runs as a task. A start
 /// that waited in the server's queue may leave an `auto` tool less than that: such a call runs
 /// in an Activity after all, and its progress still travels with its result (R-CON-10).
@@ -218,6 +219,40 @@ mod tests {
         assert!(place((Some(Inline), None), &ro, &o, false, None).inline);
         assert!(!place((Some(Inline), Some(Activity)), &ro, &o, false, LEFT).inline);
         assert!(!place((None, None), &ro, &options("1s", &ro), false, LEFT).inline);
+    }
+
+    #[test]
+    fn a_tool_that_says_nothing_of_reruns_stays_an_activity_under_the_upstreams_inline() {
+        use Execution::*;
+        let unannotated = hints(serde_json::json!({}));
+        let not_read_only = hints(serde_json::json!({"readOnlyHint": false, "title": "x"}));
+        let not_destructive = hints(serde_json::json!({"destructiveHint": false}));
+        for h in [&unannotated, &not_read_only, &not_destructive] {
+            let o = options("1s", h);
+            assert!(!o.one_attempt, "{h:?}: retried, so not one attempt");
+            let placed = place((Some(Inline), None), h, &o, false, LEFT);
+            assert!(!placed.inline, "{h:?}: {placed:?}");
+            assert!(
+                placed.reason.contains("read-only or idempotent")
+                    && placed.reason.contains("name the tool"),
+                "{}",
+                placed.reason
+            );
+            assert!(!listed_inline((Some(Inline), None), h, &o, false));
+            // The operator names the tool: inline.
+            assert!(place((Some(Inline), Some(Inline)), h, &o, false, LEFT).inline);
+        }
+        let idem = hints(serde_json::json!({"idempotentHint": true}));
+        assert!(
+            place(
+                (Some(Inline), None),
+                &idem,
+                &options("60s", &idem),
+                false,
+                None
+            )
+            .inline
+        );
     }
 
     #[test]
