@@ -56,6 +56,16 @@ async fn mock_upstream_over_stdio() {
                 untied: false,
             },
         });
+    // And one that annotates nothing: named, with what that means (R-PRX-38).
+    let mut plain = spec
+        .tools
+        .iter()
+        .find(|t| t.name == "echo")
+        .unwrap()
+        .clone();
+    plain.name = "plain".into();
+    plain.annotations = None;
+    spec.tools.push(plain);
     let upstream = mock_upstream(dir.path(), &ledger, &spec);
     let mut options = ThirdPartyOptions::new(upstream);
     // `slow` is read-only but sleeps 60 s unless told otherwise (as an --args file would); it
@@ -88,6 +98,21 @@ async fn mock_upstream_over_stdio() {
                 && l.contains("max 1 attempt: destructive, not idempotent tool: never run twice")),
         "{text}"
     );
+
+    let plain = report.check("retry-policy/plain").unwrap();
+    assert!(
+        plain.detail.contains("MCP reads it as destructive"),
+        "{text}"
+    );
+    let unannotated = report.check("unannotated-tools").unwrap();
+    assert!(unannotated.detail.starts_with("plain: "), "{text}");
+    assert!(
+        unannotated
+            .detail
+            .contains("missing_hints = \"mcp_defaults\""),
+        "{text}"
+    );
+    assert!(!unannotated.detail.contains("echo"), "{text}");
 
     let echo = report.check("fidelity/echo").unwrap();
     assert_eq!(echo.status, Status::Pass, "{text}");

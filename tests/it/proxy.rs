@@ -1040,3 +1040,67 @@ async fn a_late_upstream_log_line_never_reaches_another_call() {
     );
     client.close().await;
 }
+
+/// R-PRX-38: when the proxy first discovers an upstream's tools it names those whose retry
+/// policy rests on hints they do not give: a warning for the ones it retries (saying what to
+/// set), an info line for the ones `missing_hints = "mcp_defaults"` gives one attempt. Tools
+/// that say what they are are named in neither.
+#[tokio::test]
+async fn the_proxy_names_the_tools_that_annotate_nothing_when_it_starts() {
+    let env = TestEnv::shared("proxy-unannotated-log").await;
+    let ledger = Ledger::new(crate::support::temp_path("ledger.jsonl"));
+    let mut spec = UpstreamSpec::standard();
+    for name in ["plain", "strict"] {
+        let mut tool = spec
+            .tools
+            .iter()
+            .find(|t| t.name == "echo")
+            .unwrap()
+            .clone();
+        tool.name = name.into();
+        tool.annotations = None;
+        spec.tools.push(tool);
+    }
+    let spec_path = crate::support::temp_path("spec.json");
+    std::fs::write(&spec_path, serde_json::to_vec(&spec).unwrap()).unwrap();
+    let config = format!(
+        "{}{}overrides = {{ strict = {{ missing_hints = \"mcp_defaults\" }} }}\n",
+        crate::secrets::proxy_toml_head(&env),
+        crate::secrets::local_mock_upstream(ledger.path(), &spec_path),
+    );
+    let (mut proxy, log) = crate::secrets::spawn_proxy(&config, &[]);
+    crate::secrets::announced(&log, "tools without annotations: ", &mut proxy).await;
+    // Both lines come from one discovery; give the second a moment to be written.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    proxy.kill().await.unwrap();
+    let text = crate::secrets::without_colours(&std::fs::read_to_string(&log).unwrap());
+    let named: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("tools without annotations: "))
+        .collect();
+    assert_eq!(named.len(), 2, "{named:#?}");
+    let warned = named
+        .iter()
+        .find(|l| l.contains("WARN"))
+        .expect("a warning");
+    assert!(warned.contains("annotations: plain: "), "{warned}");
+    assert!(
+        warned.contains("missing_hints = \"mcp_defaults\""),
+        "{warned}"
+    );
+    let noted = named
+        .iter()
+        .find(|l| l.contains("INFO"))
+        .expect("an info line");
+    assert!(
+        noted.contains("annotations: strict: ") && noted.contains("one attempt"),
+        "{noted}"
+    );
+    for line in &named {
+        assert!(!line.contains("echo"), "{line}");
+        assert!(
+            line.contains("service=local") || line.contains("service=\"local\""),
+            "{line}"
+        );
+    }
+}

@@ -26,7 +26,11 @@ use crate::{
 };
 
 /// Waits for `line_prefix` in a log file being written by a child; returns the rest of the line.
-async fn announced(log: &Path, line_prefix: &str, child: &mut tokio::process::Child) -> String {
+pub(crate) async fn announced(
+    log: &Path,
+    line_prefix: &str,
+    child: &mut tokio::process::Child,
+) -> String {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
         let text = std::fs::read_to_string(log).unwrap_or_default();
@@ -48,16 +52,33 @@ async fn announced(log: &Path, line_prefix: &str, child: &mut tokio::process::Ch
 }
 
 /// The `[worker]` and `[temporal]` tables of a `proxy.toml` for `env`.
-fn proxy_toml_head(env: &TestEnv) -> String {
+pub(crate) fn proxy_toml_head(env: &TestEnv) -> String {
     format!(
         "[worker]\ntask_queue = \"{}\"\n\n[temporal]\naddress = \"{}\"\nnamespace = \"{}\"\n",
         env.task_queue, env.address, env.namespace
     )
 }
 
+/// A `proxy.toml` `[[upstream]]` table: service `local`, the mock upstream over stdio with
+/// `ledger` and the tools of `spec`.
+pub(crate) fn local_mock_upstream(ledger: &Path, spec: &Path) -> String {
+    format!(
+        r#"
+[[upstream]]
+service = "local"
+transport = "stdio"
+command = "{mock}"
+args = ["--ledger", "{ledger}", "--spec", "{spec}"]
+"#,
+        mock = fixtures::mock_upstream_bin().unwrap().display(),
+        ledger = ledger.display(),
+        spec = spec.display(),
+    )
+}
+
 /// The `durable-mcp-proxy` binary at `RUST_LOG=trace` with `config` and the extra environment
 /// `vars`; its stdout and stderr go to the returned log file.
-fn spawn_proxy(config: &str, vars: &[(&str, &str)]) -> (tokio::process::Child, PathBuf) {
+pub(crate) fn spawn_proxy(config: &str, vars: &[(&str, &str)]) -> (tokio::process::Child, PathBuf) {
     let config_path = temp_path("proxy.toml");
     std::fs::write(&config_path, config).unwrap();
     let log_path = config_path.with_file_name("proxy.log");
@@ -601,20 +622,12 @@ namespace = "{namespace}"
 [codec]
 endpoint = "{codec}"
 headers = {{ Authorization = "Bearer ${{CODEC_TOKEN}}" }}
-
-[[upstream]]
-service = "local"
-transport = "stdio"
-command = "{mock}"
-args = ["--ledger", "{ledger}", "--spec", "{spec}"]
-"#,
+{upstream}"#,
             task_queue = env.task_queue,
             address = env.address,
             namespace = env.namespace,
             codec = codec.url,
-            spec = steps_spec().display(),
-            mock = fixtures::mock_upstream_bin().unwrap().display(),
-            ledger = ledger.path().display(),
+            upstream = local_mock_upstream(ledger.path(), &steps_spec()),
         ),
     )
     .unwrap();
@@ -797,17 +810,9 @@ async fn no_tool_argument_result_or_notification_reaches_a_log_line() {
         },
     );
     let config = format!(
-        r#"{head}
-[[upstream]]
-service = "local"
-transport = "stdio"
-command = "{mock}"
-args = ["--ledger", "{ledger}", "--spec", "{spec}"]
-"#,
-        head = proxy_toml_head(&env),
-        mock = fixtures::mock_upstream_bin().unwrap().display(),
-        ledger = ledger.path().display(),
-        spec = spec_path.display(),
+        "{}{}",
+        proxy_toml_head(&env),
+        local_mock_upstream(ledger.path(), &spec_path)
     );
     let (mut proxy, proxy_log) = spawn_proxy(&config, &[]);
     let mut command = connector_command(&env, "local");
@@ -867,7 +872,7 @@ args = ["--ledger", "{ledger}", "--spec", "{spec}"]
 }
 
 /// `text` without its ANSI colour sequences (`ESC [ ... m`), as the log lines read.
-fn without_colours(text: &str) -> String {
+pub(crate) fn without_colours(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars();
     while let Some(c) = chars.next() {

@@ -3,7 +3,8 @@
 //! `durable-mcp-conformance run --upstream-stdio "CMD ARGS"` or `--upstream-http URL`:
 //! 1. **discovery**: lists the upstream's tools directly (rmcp client);
 //! 2. **retry-policy/<tool>**: the retry policy the proxy infers from each tool's annotations,
-//!    and why ([`durable_mcp::outbound::retry::infer`]);
+//!    and why ([`durable_mcp::outbound::retry::infer`]); **unannotated-tools**: the tools whose
+//!    policy rests on hints they do not give, and what that means (R-PRX-38);
 //! 3. **fidelity/<tool>**: for the tools allowed (read-only by default, plus `--allow-tool`),
 //!    calls each directly and through the durable path (a Nexus operation on a proxy fronting
 //!    the upstream, on a dev server) and compares the two results as JSON;
@@ -46,7 +47,7 @@ use anyhow::Context;
 use durable_mcp::{
     mcp::call::CallNotifications,
     outbound::{
-        retry::{ToolHints, infer},
+        retry::{ToolHints, infer, unannotated_note},
         upstream::UpstreamClient,
     },
 };
@@ -58,6 +59,13 @@ pub use report::{Check, Status, ThirdPartyReport};
 pub use upstream::{DirectClient, Upstream};
 
 use crate::harness::DevServer;
+
+/// What a `retry-policy/<tool>` line adds for a tool whose policy rests on hints it does not
+/// give (R-PRX-38).
+const UNANNOTATED: &str = "; it gives no hint whether it is read-only, idempotent or \
+    destructive: MCP reads it as destructive, the proxy retries it and runs it inline only when \
+    its own override says execution = \"inline\" (missing_hints = \"mcp_defaults\" gives it one \
+    attempt)";
 
 /// What to check.
 #[derive(Debug, Clone)]
@@ -232,6 +240,7 @@ pub async fn run_with_progress(
 
     // 2. Retry policy per tool, and what the calling checks may do with it.
     let mut plan = Vec::new();
+    let mut unannotated = Vec::new();
     for (name, json) in names.iter().zip(&tool_json) {
         let hints = ToolHints::from_tool_json(json);
         let decision = infer(&hints);
@@ -239,11 +248,12 @@ pub async fn run_with_progress(
             Some(n) if n > 0 => format!("max {n} attempt{}", if n == 1 { "" } else { "s" }),
             _ => "retried (unlimited attempts, bounded by timeouts)".to_owned(),
         };
-        report.push(
-            format!("retry-policy/{name}"),
-            Status::Pass,
-            format!("{attempts}: {}", decision.reason),
-        );
+        let mut why = format!("{attempts}: {}", decision.reason);
+        if hints.rerun_unsaid() {
+            why.push_str(UNANNOTATED);
+            unannotated.push(name.clone());
+        }
+        report.push(format!("retry-policy/{name}"), Status::Pass, why);
         let read_only = hints.read_only == Some(true);
         let allowed = read_only || options.allow_tools.contains(name);
         plan.push(ToolPlan {
@@ -256,6 +266,10 @@ pub async fn run_with_progress(
             },
             task_support: features::task_support(name, &as_written),
         });
+    }
+
+    if let Some(note) = unannotated_note(&unannotated, false) {
+        report.push("unannotated-tools", Status::Pass, note);
     }
 
     // 3. Fidelity: direct calls first, then the durable path.

@@ -55,6 +55,7 @@ use super::{
     config::UpstreamConfig,
     discovery::Discovery,
     health::ProxyHealth,
+    options::HintReading,
     service::{ServiceContext, proxy_service},
     state_key::StateKeys,
     upstream::UpstreamClient,
@@ -135,6 +136,7 @@ impl ProxyBuilder {
         let mut clients = HashMap::new();
         let mut services = Vec::new();
         let mut discoveries = Vec::new();
+        let mut readings = HashMap::new();
         for upstream in self.upstreams {
             if upstream.service.is_empty() {
                 return Err(BuildError::EmptyService);
@@ -151,6 +153,11 @@ impl ProxyBuilder {
             }
             let discovery = Arc::new(Discovery::new(client));
             discoveries.push((upstream.service.clone(), discovery.clone()));
+            let reading = HintReading {
+                upstream: upstream.activity_options.clone(),
+                overrides: upstream.overrides.clone(),
+            };
+            readings.insert(upstream.service.clone(), reading);
             services.push(proxy_service(ServiceContext {
                 service: upstream.service,
                 connection: self.temporal.connection.clone(),
@@ -169,6 +176,7 @@ impl ProxyBuilder {
             clients: Arc::new(clients),
             services,
             discoveries,
+            readings,
             stopping: CancellationToken::new(),
             state_keys: self.state_keys,
         })
@@ -183,6 +191,8 @@ pub struct Proxy {
     clients: Arc<HashMap<String, Arc<UpstreamClient>>>,
     services: Vec<Service>,
     discoveries: Vec<(String, Arc<Discovery>)>,
+    /// Per service, how its tools' missing hints are read, for the start-up note (R-PRX-38).
+    readings: HashMap<String, HintReading>,
     /// Cancelled when [`Proxy::run`]'s shutdown comes: the Activities then tell a worker
     /// shutdown from a cancel of the call (R-PRX-28).
     stopping: CancellationToken,
@@ -239,12 +249,18 @@ impl Proxy {
     /// ask again), follows their `tools/list_changed` notifications until `shutdown`, then
     /// closes the connections (ending stdio children). Run it beside the workers.
     pub async fn run(self, shutdown: CancellationToken) {
+        let readings = &self.readings;
         let following = self.discoveries.iter().map(|(service, discovery)| {
             let (service, discovery, shutdown) =
                 (service.clone(), discovery.clone(), shutdown.clone());
             async move {
                 match discovery.refresh().await {
-                    Ok(tools) => info!(%service, tools = tools.len(), "discovered upstream tools"),
+                    Ok(tools) => {
+                        info!(%service, tools = tools.len(), "discovered upstream tools");
+                        if let Some(reading) = readings.get(&service) {
+                            log_unannotated(&service, reading.notes(&tools));
+                        }
+                    }
                     Err(e) => {
                         warn!(%service, error = %e, "upstream unavailable at startup; will retry")
                     }
@@ -260,6 +276,17 @@ impl Proxy {
         for client in self.clients.values() {
             client.close().await;
         }
+    }
+}
+
+/// Names an upstream's tools that say nothing of reruns at start-up, and what that means
+/// (R-PRX-38): a warning for those retried, a note for those read as MCP's defaults.
+fn log_unannotated(service: &str, [retried, once]: [Option<String>; 2]) {
+    if let Some(note) = retried {
+        warn!(%service, "tools without annotations: {note}");
+    }
+    if let Some(note) = once {
+        info!(%service, "tools without annotations: {note}");
     }
 }
 

@@ -51,6 +51,9 @@ pub struct ActivityOptions {
     /// Where the call runs: `auto`, `inline` or `activity` (R-PRX-30).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub execution: Option<Execution>,
+    /// How a hint the tool does not give is read for its retry policy (R-PRX-38).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing_hints: Option<MissingHints>,
 }
 
 impl ActivityOptions {
@@ -78,6 +81,7 @@ impl ActivityOptions {
             search_attributes: pick(&over.search_attributes, &self.search_attributes),
             summary: pick(&over.summary, &self.summary),
             execution: pick(&over.execution, &self.execution),
+            missing_hints: pick(&over.missing_hints, &self.missing_hints),
         }
     }
 
@@ -152,6 +156,21 @@ pub enum Execution {
     Activity,
 }
 
+/// How a behaviour hint a tool does not give is read when its retry policy is inferred
+/// (R-PRX-38). Where a call runs never rests on a missing hint: only a tool that says it is
+/// read-only or idempotent runs inline without being named (R-PRX-30).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MissingHints {
+    /// As not said: only a tool that says it is destructive, and not idempotent, gets one
+    /// attempt; a tool that annotates nothing is retried.
+    #[default]
+    NotSaid,
+    /// As MCP's defaults (`readOnlyHint: false`, `destructiveHint: true`, `idempotentHint:
+    /// false`): a tool that annotates nothing gets one attempt.
+    McpDefaults,
+}
+
 /// Task priority and fairness; an absent key is inherited or defaulted by the server.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -200,6 +219,63 @@ pub struct ResolvedCallOptions {
     pub summary: Option<String>,
 }
 
+/// An upstream's call options, as far as they say how its tools' missing hints are read: what
+/// the proxy's start-up note about tools that say nothing of reruns is made from (R-PRX-38).
+#[derive(Debug, Clone, Default)]
+pub struct HintReading {
+    pub upstream: ActivityOptions,
+    pub overrides: BTreeMap<String, ActivityOptions>,
+}
+
+impl HintReading {
+    /// The tools of `tools` (listed JSON) whose retries rest on hints they do not give, named
+    /// with what that means ([`retry::unannotated_note`]), split by how they are read: as not
+    /// said (retried), or as MCP's defaults (one attempt). A tool with an explicit retry policy
+    /// is in neither: nothing rests on its hints.
+    pub fn notes(&self, tools: &[serde_json::Value]) -> [Option<String>; 2] {
+        let (mut retried, mut once) = (Vec::new(), Vec::new());
+        for tool in tools {
+            if !ToolHints::from_tool_json(tool).rerun_unsaid() {
+                continue;
+            }
+            let name = tool
+                .get("name")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default();
+            let layered = match self.overrides.get(name) {
+                Some(over) => self.upstream.overlay(over),
+                None => self.upstream.clone(),
+            };
+            match (
+                layered.retry_policy,
+                layered.missing_hints.unwrap_or_default(),
+            ) {
+                (Some(_), _) => {}
+                (None, MissingHints::NotSaid) => retried.push(name.to_owned()),
+                (None, MissingHints::McpDefaults) => once.push(name.to_owned()),
+            }
+        }
+        [
+            retry::unannotated_note(&retried, false),
+            retry::unannotated_note(&once, true),
+        ]
+    }
+}
+
+/// The retry policy [`retry::infer`] gives the tool, its hints read as `missing` says, and why.
+fn inferred(annotations: &ToolHints, missing: MissingHints) -> (RetryPolicySpec, String) {
+    let said = retry::infer(annotations);
+    let decision = match missing {
+        MissingHints::NotSaid => said.clone(),
+        MissingHints::McpDefaults => retry::infer(&annotations.with_mcp_defaults()),
+    };
+    let mut reason = decision.reason.to_owned();
+    if decision != said {
+        reason.push_str(" (missing hints read as MCP's defaults)");
+    }
+    (decision.policy, reason)
+}
+
 /// Resolves one call's options: `tool_override` laid over `upstream_defaults`, then defaults.
 ///
 /// - `start_to_close`: [`DEFAULT_START_TO_CLOSE`] unless set.
@@ -208,7 +284,8 @@ pub struct ResolvedCallOptions {
 ///   attempt timeout would never fire first, so a lost worker or a cancel would wait for the
 ///   whole attempt.
 /// - `retry_policy`: the explicit one if a layer supplies it (reason `"explicit retry policy"`),
-///   else [`retry::infer`] from the tool's annotations.
+///   else [`retry::infer`] from the tool's annotations, a missing hint read as `missing_hints`
+///   says.
 pub fn resolve(
     upstream_defaults: &ActivityOptions,
     tool_override: Option<&ActivityOptions>,
@@ -220,10 +297,7 @@ pub fn resolve(
     };
     let (retry_policy, retry_reason) = match o.retry_policy {
         Some(policy) => (policy, "explicit retry policy".to_owned()),
-        None => {
-            let decision = retry::infer(annotations);
-            (decision.policy, decision.reason.to_owned())
-        }
+        None => inferred(annotations, o.missing_hints.unwrap_or_default()),
     };
     let start_to_close = o.start_to_close_timeout.unwrap_or(DEFAULT_START_TO_CLOSE);
     let mut heartbeat = o.heartbeat_timeout.unwrap_or(DEFAULT_HEARTBEAT_TIMEOUT);
@@ -354,6 +428,108 @@ mod tests {
             "destructive, not idempotent tool: never run twice"
         );
         assert!(r.one_attempt);
+    }
+
+    #[test]
+    fn missing_hints_can_be_read_as_mcps_defaults() {
+        let mcp = ActivityOptions {
+            missing_hints: Some(MissingHints::McpDefaults),
+            ..Default::default()
+        };
+        // A tool that annotates nothing: retried, or one attempt under MCP's defaults.
+        let r = resolve(&ActivityOptions::default(), None, &ToolHints::default());
+        assert!(!r.one_attempt);
+        let r = resolve(&mcp, None, &ToolHints::default());
+        assert!(r.one_attempt);
+        assert_eq!(
+            r.retry_reason,
+            "destructive, not idempotent tool: never run twice (missing hints read as MCP's defaults)"
+        );
+        // A tool that says what it is keeps its policy, and the reason says nothing more.
+        let said = |read_only, idempotent| ToolHints {
+            read_only,
+            idempotent,
+            destructive: Some(true),
+            ..ToolHints::default()
+        };
+        let r = resolve(&mcp, None, &said(Some(true), Some(false)));
+        assert!(!r.one_attempt);
+        assert_eq!(r.retry_reason, "read-only tool");
+        let r = resolve(&mcp, None, &said(Some(false), Some(true)));
+        assert!(!r.one_attempt);
+        assert_eq!(r.retry_reason, "destructive but idempotent tool");
+        // Only idempotent said: idempotent, so retried.
+        let idempotent = ToolHints {
+            idempotent: Some(true),
+            ..ToolHints::default()
+        };
+        assert!(!resolve(&mcp, None, &idempotent).one_attempt);
+        // A tool's override may set it too, and the explicit policy still wins.
+        let r = resolve(
+            &ActivityOptions::default(),
+            Some(&mcp),
+            &ToolHints::default(),
+        );
+        assert!(r.one_attempt);
+        let explicit = ActivityOptions {
+            retry_policy: Some(RetryPolicySpec::temporal_default()),
+            ..mcp.clone()
+        };
+        assert!(!resolve(&explicit, None, &ToolHints::default()).one_attempt);
+        let parsed: ActivityOptions =
+            serde_json::from_value(serde_json::json!({ "missing_hints": "mcp_defaults" })).unwrap();
+        assert_eq!(parsed, mcp);
+        assert!(
+            serde_json::from_value::<ActivityOptions>(
+                serde_json::json!({ "missing_hints": "mcp" })
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn the_tools_that_say_nothing_of_reruns_are_named_by_how_they_are_read() {
+        let tools = [
+            serde_json::json!({"name": "plain"}),
+            serde_json::json!({"name": "titled", "annotations": {"title": "T", "readOnlyHint": false}}),
+            serde_json::json!({"name": "strict"}),
+            serde_json::json!({"name": "fixed"}),
+            serde_json::json!({"name": "ro", "annotations": {"readOnlyHint": true}}),
+            serde_json::json!({"name": "del", "annotations": {"destructiveHint": true}}),
+        ];
+        let mcp = ActivityOptions {
+            missing_hints: Some(MissingHints::McpDefaults),
+            ..Default::default()
+        };
+        let explicit = ActivityOptions {
+            retry_policy: Some(RetryPolicySpec::temporal_default()),
+            ..Default::default()
+        };
+        let reading = HintReading {
+            upstream: ActivityOptions::default(),
+            overrides: [
+                ("strict".to_owned(), mcp.clone()),
+                ("fixed".to_owned(), explicit),
+            ]
+            .into(),
+        };
+        let [retried, once] = reading.notes(&tools);
+        let retried = retried.unwrap();
+        assert!(retried.starts_with("plain, titled: "), "{retried}");
+        assert!(retried.contains("retries each"), "{retried}");
+        let once = once.unwrap();
+        assert!(
+            once.starts_with("strict: ") && once.contains("one attempt"),
+            "{once}"
+        );
+        assert_eq!(HintReading::default().notes(&tools[4..]), [None, None]);
+        let all_once = HintReading {
+            upstream: mcp,
+            overrides: BTreeMap::new(),
+        };
+        let [retried, once] = all_once.notes(&tools[..2]);
+        assert_eq!(retried, None);
+        assert!(once.unwrap().starts_with("plain, titled: "));
     }
 
     #[test]

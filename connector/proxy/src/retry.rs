@@ -8,7 +8,10 @@
 //!
 //! MCP's own defaults for absent hints are pessimistic (`destructiveHint` defaults to true), but
 //! most servers annotate nothing; treating every unannotated tool as destructive would give
-//! almost every tool a single attempt, so an absent hint counts as "not said".
+//! almost every tool a single attempt, so an absent hint counts as "not said". An upstream (or
+//! a tool) can ask for MCP's reading instead (`missing_hints = "mcp_defaults"`,
+//! [`ToolHints::with_mcp_defaults`]); the proxy names the tools whose retries rest on a missing
+//! hint when it starts ([`unannotated_note`]).
 //! `readOnlyHint: true` wins over the other hints, as MCP defines `destructiveHint` and
 //! `idempotentHint` as meaningful only for tools that are not read-only. `openWorldHint` does not
 //! affect retries.
@@ -99,6 +102,52 @@ impl ToolHints {
     }
 }
 
+impl ToolHints {
+    /// These hints with each the tool did not give read as MCP's default for it:
+    /// `readOnlyHint: false`, `destructiveHint: true`, `idempotentHint: false`,
+    /// `openWorldHint: true` (the `missing_hints = "mcp_defaults"` reading, R-PRX-38).
+    pub fn with_mcp_defaults(self) -> Self {
+        Self {
+            read_only: self.read_only.or(Some(false)),
+            destructive: self.destructive.or(Some(true)),
+            idempotent: self.idempotent.or(Some(false)),
+            open_world: self.open_world.or(Some(true)),
+        }
+    }
+
+    /// Whether the tool's retries rest on hints it does not give: it says neither that it is
+    /// read-only, nor that it is idempotent, nor whether it is destructive. Such a tool is
+    /// retried and never runs inline unless named (R-PRX-38, R-PRX-30), where MCP's defaults
+    /// would give it one attempt; the proxy names such tools when it starts.
+    pub fn rerun_unsaid(&self) -> bool {
+        self.read_only != Some(true) && self.idempotent != Some(true) && self.destructive.is_none()
+    }
+}
+
+/// What a listing's tools that say nothing of reruns ([`ToolHints::rerun_unsaid`]) mean, for
+/// the proxy's start-up log and third-party mode: `None` when there are none.
+pub fn unannotated_note(names: &[String], read_as_mcp_defaults: bool) -> Option<String> {
+    if names.is_empty() {
+        return None;
+    }
+    let which = names.join(", ");
+    Some(if read_as_mcp_defaults {
+        format!(
+            "{which}: no hint says whether they are destructive; read as MCP's defaults \
+             (missing_hints = \"mcp_defaults\"), each gets one attempt"
+        )
+    } else {
+        format!(
+            "{which}: no hint says whether they are read-only, idempotent or destructive. \
+             MCP's defaults read such a tool as destructive and not idempotent; the proxy \
+             retries each until its timeouts run out (a failed attempt may have run the tool) \
+             and runs none inline unless its own override says execution = \"inline\". \
+             Annotate them, or set missing_hints = \"mcp_defaults\" on the upstream to give \
+             each one attempt"
+        )
+    })
+}
+
 /// An inferred retry policy and the table row that chose it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetryDecision {
@@ -141,6 +190,75 @@ mod tests {
     const ONCE: &str = "destructive, not idempotent tool: never run twice";
     const IDEMPOTENT: &str = "destructive but idempotent tool";
     const NOT_DESTRUCTIVE: &str = "not marked destructive";
+
+    #[test]
+    fn mcps_defaults_fill_only_missing_hints_and_tools_that_say_nothing_are_named() {
+        let none = ToolHints::default();
+        let read = none.with_mcp_defaults();
+        assert_eq!(
+            (read.read_only, read.destructive, read.idempotent),
+            (F, T, F)
+        );
+        assert_eq!(read.open_world, T);
+        assert_eq!(infer(&read).policy.maximum_attempts, Some(1));
+        let said = ToolHints {
+            read_only: F,
+            destructive: F,
+            idempotent: T,
+            open_world: F,
+        };
+        assert_eq!(said.with_mcp_defaults(), said);
+        assert!(none.rerun_unsaid());
+        assert!(
+            ToolHints {
+                read_only: F,
+                open_world: T,
+                ..none
+            }
+            .rerun_unsaid()
+        );
+        assert!(
+            !ToolHints {
+                read_only: T,
+                ..none
+            }
+            .rerun_unsaid()
+        );
+        assert!(
+            !ToolHints {
+                idempotent: T,
+                ..none
+            }
+            .rerun_unsaid()
+        );
+        assert!(
+            !ToolHints {
+                destructive: F,
+                ..none
+            }
+            .rerun_unsaid()
+        );
+        assert!(
+            !ToolHints {
+                destructive: T,
+                ..none
+            }
+            .rerun_unsaid()
+        );
+        assert_eq!(unannotated_note(&[], false), None);
+        let names = ["a".to_owned(), "b".to_owned()];
+        let retried = unannotated_note(&names, false).unwrap();
+        assert!(
+            retried.starts_with("a, b: ") && retried.contains("retries each"),
+            "{retried}"
+        );
+        assert!(
+            retried.contains("missing_hints = \"mcp_defaults\""),
+            "{retried}"
+        );
+        let once = unannotated_note(&names, true).unwrap();
+        assert!(once.contains("one attempt"), "{once}");
+    }
 
     #[test]
     fn every_hint_combination_matches_the_table() {
