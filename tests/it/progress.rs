@@ -477,3 +477,54 @@ async fn a_call_listed_inline_that_ran_in_an_activity_gets_its_progress_with_its
     assert!(seen.iter().all(|p| p.progress_token == sent_token));
     client.cancel().await.unwrap();
 }
+
+/// R-CON-13: clones of one `Connector` (a library host serving several clients) keep each
+/// client's log level: one client raising its level to `error` leaves another at `info`.
+/// (Each clone's keyed calls, R-CON-5, are its own too; over a pipe another client's cancel of
+/// the same request id shows nothing, since a request's token ends only with its own client's
+/// cancel, so no test shows that part.)
+#[tokio::test]
+#[allow(deprecated)] // MCP logging (SEP-2577)
+async fn clones_of_a_connector_keep_their_clients_log_levels_apart() {
+    let env = TestEnv::shared("clone-levels").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let mut spec = UpstreamSpec::standard();
+    spec.tools.push(ToolSpec::read_only(
+        "logger",
+        "logs at info, waits 1 s, returns",
+        Behavior::Log {
+            levels: vec!["info".into()],
+            every_ms: 0,
+            ms: 1000,
+            untied: false,
+        },
+    ));
+    let _proxy = start_proxy(
+        &env,
+        vec![mock_stdio_upstream_with_spec("mock", &spec, &ledger)],
+    );
+    let connector = connector_for(&env, "mock");
+    let (arrived, mut arrivals) = tokio::sync::mpsc::unbounded_channel();
+    let listener = LogRecorder {
+        seen: Arc::default(),
+        arrived,
+    };
+    let first = client_for(connector.clone()).await.unwrap();
+    let second = serve_in_memory(connector, listener.clone()).await.unwrap();
+    let level = rmcp::model::SetLevelRequestParams::new(rmcp::model::LoggingLevel::Error);
+    first.peer().set_level(level).await.unwrap();
+    let result = second
+        .peer()
+        .call_tool(tool_call("logger", json!({"key": "apart"})))
+        .await
+        .unwrap();
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    let _ = tokio::time::timeout(Duration::from_secs(5), arrivals.recv()).await;
+    assert_eq!(
+        *listener.seen.lock().unwrap(),
+        ["info from logger"],
+        "the second client stays at info whatever the first one set"
+    );
+    first.cancel().await.unwrap();
+    second.cancel().await.unwrap();
+}

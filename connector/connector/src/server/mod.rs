@@ -179,8 +179,8 @@ pub const DEFAULT_MAX_IN_FLIGHT_PER_CALLER: usize = 64;
 pub const DEFAULT_MAX_CALL_STARTS_PER_CALLER_MINUTE: usize = 600;
 
 /// The MCP server. Cheap to clone; clones share the tool catalog, but each clone has its own
-/// resource subscriber (R-CON-49), so a host serving several clients from clones of one
-/// connector keeps their subscriptions apart.
+/// log level (R-CON-13), keyed calls (R-CON-5) and resource subscriber (R-CON-49), so a host
+/// serving several clients from clones of one connector keeps those clients apart.
 pub struct Connector {
     inner: Arc<Inner>,
     /// The `logging/setLevel` of the client this connector value serves (see [`Typed`]).
@@ -192,14 +192,10 @@ pub struct Connector {
 }
 
 impl Clone for Connector {
-    /// Shares everything but the resource subscriber: a clone serves another client.
+    /// Shares everything but what belongs to its client (log level, keyed calls, resource
+    /// subscriber): a clone serves another client.
     fn clone(&self) -> Self {
-        Self {
-            inner: self.inner.clone(),
-            log_level: self.log_level.clone(),
-            keyed_calls: self.keyed_calls.clone(),
-            subscriber: Default::default(),
-        }
+        Self::of(self.inner.clone())
     }
 }
 
