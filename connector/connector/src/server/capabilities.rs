@@ -3,7 +3,11 @@
 //! the capability each request needs, else the call is answered with -32021 naming the missing
 //! ones; a session client's are the ones it declared at initialize.
 
-use rmcp::{ErrorData as McpError, RoleServer, model::ErrorCode, service::RequestContext};
+use rmcp::{
+    ErrorData as McpError, RoleServer,
+    model::{ErrorCode, ProtocolVersion},
+    service::RequestContext,
+};
 use serde_json::{Map, Value, json};
 
 /// The client capability an input request needs (SEP-2322's request kinds), as a dotted name:
@@ -83,6 +87,29 @@ pub(super) fn request_capabilities(context: &RequestContext<RoleServer>) -> Valu
         .client_capabilities()
         .and_then(|c| serde_json::to_value(c).ok())
         .unwrap_or_else(|| json!({}))
+}
+
+/// The capabilities a session client declared at initialize, as JSON (`{}` when unknown).
+pub(super) fn session_capabilities(context: &RequestContext<RoleServer>) -> Value {
+    context
+        .peer
+        .peer_info()
+        .and_then(|i| serde_json::to_value(&i.capabilities).ok())
+        .unwrap_or_else(|| json!({}))
+}
+
+/// Whether the caller speaks MCP 2026-07-28 or later, whose requests carry no session.
+pub(super) fn is_modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// Whether the caller's host takes `sampling/createMessage` itself: a session client of an
+/// earlier version that declared `sampling` at initialize, to which the request is relayed
+/// (R-CON-43), so its user consents, rather than shown to the model (R-CON-11).
+pub(super) fn host_samples(context: &RequestContext<RoleServer>) -> bool {
+    !is_modern(context) && session_capabilities(context).get("sampling").is_some()
 }
 
 #[cfg(test)]

@@ -6,7 +6,9 @@
 //! `tasks/get` does, so another caller gets the same "unknown task" as for a forged ID.
 //!
 //! The caller is a model: the tools show it, and take its answers to, only requests meant for a
-//! model (`sampling/createMessage`). A request for the user (`elicitation/create`, whose URL
+//! model (`sampling/createMessage`), and those only when its host does not take sampling itself
+//! (a session client that declared `sampling` gets them relayed, so its user consents,
+//! [`Answerer`]). A request for the user (`elicitation/create`, whose URL
 //! mode needs the user's consent before a URL is opened) or the host (`roots/list`) is never
 //! shown to the model: `task_result` relays it to the host's session when the host declared the
 //! capability (R-CON-43's relay), else answers a tool error saying what the host must support.
@@ -42,15 +44,27 @@ pub const RESULT_WAIT: Duration = Duration::from_secs(20);
 /// request for a model's message. The others are the user's or the host's to answer.
 const MODEL_REQUEST: &str = "sampling/createMessage";
 
+/// Who answers a task's input requests (R-CON-40, R-CON-11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answerer {
+    /// The task's owner, with `tasks/update`: whatever the round asks.
+    Owner,
+    /// The model, with `task_input`: requests for a model's message only, and not those either
+    /// when its host takes sampling requests on its session (`host_samples`): the host then
+    /// asks its user, as MCP wants, and the model never answers in the host's place.
+    Model { host_samples: bool },
+}
+
 /// The methods of the requests in `requests` (by key) that are not for the model: never shown
-/// to it, nor answered by it (R-CON-11). Empty when the model may answer them all.
-pub(super) fn not_for_the_model(requests: &Value) -> Vec<String> {
+/// to it, nor answered by it (R-CON-11). Empty when the model may answer them all. A request
+/// for a model's message is the host's too when the host takes sampling (`host_samples`).
+pub(super) fn not_for_the_model(requests: &Value, host_samples: bool) -> Vec<String> {
     let mut methods: Vec<String> = requests
         .as_object()
         .into_iter()
         .flatten()
         .map(|(_, r)| r.get("method").and_then(Value::as_str).unwrap_or(""))
-        .filter(|m| *m != MODEL_REQUEST)
+        .filter(|m| host_samples || *m != MODEL_REQUEST)
         .map(str::to_owned)
         .collect();
     methods.sort();
@@ -171,7 +185,7 @@ pub fn continues_as_task(task_id: &str, tool_has_output_schema: bool) -> Value {
 }
 
 /// `task_status`'s answer for a task's state.
-pub fn status_result(task_id: &str, state: &DetailedTask) -> Value {
+pub fn status_result(task_id: &str, state: &DetailedTask, host_samples: bool) -> Value {
     let status = serde_json::to_value(state.status()).unwrap_or(Value::Null);
     let status_text = status.as_str().unwrap_or("unknown").to_owned();
     let mut structured = Map::new();
@@ -184,7 +198,7 @@ pub fn status_result(task_id: &str, state: &DetailedTask) -> Value {
     }
     if let TaskPayload::InputRequired { input_requests } = &state.payload {
         let requests = serde_json::to_value(input_requests).unwrap_or(Value::Null);
-        let withheld = not_for_the_model(&requests);
+        let withheld = not_for_the_model(&requests, host_samples);
         if withheld.is_empty() {
             text.push_str(&asks_text(task_id, &requests));
             structured.insert("inputRequests".into(), requests);
@@ -298,14 +312,16 @@ impl Typed {
             .ok_or_else(|| {
                 McpError::invalid_params(format!("{tool} needs a string \"task_id\""), None)
             })?;
+        let host_samples = super::capabilities::host_samples(context);
         let answer = match tool {
             TASK_STATUS => self
                 .task_state(task_id, scope)
                 .await
-                .map(|state| status_result(task_id, &state)),
+                .map(|state| status_result(task_id, &state, host_samples)),
             TASK_INPUT => {
                 let responses = input_responses(arguments)?;
-                self.update_task_op(task_id, scope, responses, share, true)
+                let model = Answerer::Model { host_samples };
+                self.update_task_op(task_id, scope, responses, share, model)
                     .await
                     .map(|answered| input_taken(task_id, answered))
             }
@@ -331,6 +347,7 @@ impl Typed {
         context: &RequestContext<RoleServer>,
     ) -> Result<Value, McpError> {
         let deadline = tokio::time::Instant::now() + RESULT_WAIT;
+        let host_samples = super::capabilities::host_samples(context);
         loop {
             let state = self.task_state(task_id, scope).await?;
             match state.payload {
@@ -345,9 +362,9 @@ impl Typed {
                 // A model's message: the model answers, so say so now (R-CON-40).
                 TaskPayload::InputRequired { ref input_requests }
                     if serde_json::to_value(input_requests)
-                        .is_ok_and(|r| not_for_the_model(&r).is_empty()) =>
+                        .is_ok_and(|r| not_for_the_model(&r, host_samples).is_empty()) =>
                 {
-                    return Ok(status_result(task_id, &state));
+                    return Ok(status_result(task_id, &state, host_samples));
                 }
                 // The user's or the host's: to the host, or why not (R-CON-11).
                 TaskPayload::InputRequired { .. } => {
@@ -362,6 +379,7 @@ impl Typed {
                         return Ok(status_result(
                             task_id,
                             &self.task_state(task_id, scope).await?,
+                            host_samples,
                         ));
                     }
                 }
@@ -372,7 +390,7 @@ impl Typed {
                     }));
                 }
                 _ if tokio::time::Instant::now() >= deadline => {
-                    return Ok(status_result(task_id, &state));
+                    return Ok(status_result(task_id, &state, host_samples));
                 }
                 _ => tokio::time::sleep(Duration::from_millis(500)).await,
             }
@@ -432,6 +450,7 @@ mod tests {
                     input_requests: requests,
                 },
             ),
+            false,
         )
     }
 
@@ -503,7 +522,7 @@ mod tests {
             assert_eq!(r["structuredContent"]["status"], "input_required");
             assert_eq!(
                 r["structuredContent"]["hostInputRequests"],
-                json!(not_for_the_model(&requests)),
+                json!(not_for_the_model(&requests, false)),
             );
             let text = r["content"][0]["text"].as_str().unwrap();
             assert!(
@@ -522,11 +541,36 @@ mod tests {
             "d": {"method": "elicitation/create"},
         });
         assert_eq!(
-            not_for_the_model(&requests),
+            not_for_the_model(&requests, false),
             ["elicitation/create", "roots/list"]
         );
-        assert!(not_for_the_model(&json!({"a": sampling()})).is_empty());
-        assert_eq!(not_for_the_model(&json!({"x": {}})), [""]);
+        assert!(not_for_the_model(&json!({"a": sampling()}), false).is_empty());
+        assert_eq!(not_for_the_model(&json!({"x": {}}), false), [""]);
+    }
+
+    /// R-CON-11: a host that takes sampling requests itself answers them with its user's
+    /// consent; the model is never shown them, nor may it answer them with task_input.
+    #[test]
+    fn a_model_never_answers_sampling_in_place_of_a_host_that_takes_it() {
+        let requests = json!({"a": sampling(), "b": {"method": "roots/list"}});
+        assert_eq!(
+            not_for_the_model(&requests, true),
+            ["roots/list", "sampling/createMessage"]
+        );
+        let state = |requests: Value| {
+            let input_requests = serde_json::from_value(requests).unwrap();
+            let task = Task::new("T", TaskStatus::InputRequired, "t", "t");
+            DetailedTask::new(task, TaskPayload::InputRequired { input_requests })
+        };
+        let r = status_result("T", &state(json!({"a": sampling()})), true);
+        let all = r.to_string();
+        assert!(!all.contains("Summarise"), "{all}");
+        assert_eq!(
+            r["structuredContent"]["hostInputRequests"],
+            json!(["sampling/createMessage"])
+        );
+        let shown = status_result("T", &state(json!({"a": sampling()})), false);
+        assert!(shown["structuredContent"].get("inputRequests").is_some());
     }
 
     #[test]
@@ -618,7 +662,7 @@ mod tests {
     fn status_shows_the_state_and_progress() {
         let task =
             Task::new("T", TaskStatus::Working, "t", "t").with_status_message("2 of 3 seconds");
-        let r = status_result("T", &DetailedTask::new(task, TaskPayload::Working));
+        let r = status_result("T", &DetailedTask::new(task, TaskPayload::Working), false);
         assert_eq!(
             r["structuredContent"],
             json!({"taskId": "T", "status": "working", "statusMessage": "2 of 3 seconds"})
@@ -633,6 +677,7 @@ mod tests {
         let r = status_result(
             "T",
             &DetailedTask::new(done, TaskPayload::Completed { result: Map::new() }),
+            false,
         );
         assert_eq!(r["structuredContent"]["status"], "completed");
     }

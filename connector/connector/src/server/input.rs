@@ -123,8 +123,9 @@ fn not_the_models(methods: &[String]) -> McpError {
         format!(
             "the task asks the user or the host for input ({}), which only they may answer, so \
              nothing ran; task_input answers only requests for a model's message \
-             (sampling/createMessage). Call task_result, which passes the request to the host \
-             if the host supports it",
+             (sampling/createMessage), and only for a host that does not take them itself \
+             (one that declared sampling answers them with its user's consent). Call \
+             task_result, which passes the request to the host if the host supports it",
             methods.join(", ")
         ),
         None,
@@ -236,15 +237,16 @@ impl Connector {
     /// `tasks/update` (SEP-2663) and `task_input` (R-CON-11): the caller's answers start the
     /// task's next round when its last round asks for them (true); otherwise they are ignored
     /// (false). Acknowledged either way; an unknown or foreign task is -32602 (R-CON-6). A
-    /// `model`'s answers (`task_input`) are refused, and run nothing, when the round asks
-    /// anything but a model's message: the user's and the host's answers are theirs.
+    /// model's answers (`task_input`) are refused, and run nothing, when the round asks
+    /// anything but a model's message, or that and its host takes sampling itself: the
+    /// user's and the host's answers are theirs ([`super::companion::Answerer`]).
     pub async fn update_task_op(
         &self,
         task_id: &str,
         scope: &CallerScope,
         responses: InputResponses,
         share: Option<&Share>,
-        model: bool,
+        answerer: super::companion::Answerer,
     ) -> Result<bool, McpError> {
         let op = self.task_op(task_id, scope)?;
         let last = self
@@ -254,9 +256,12 @@ impl Connector {
         let Some(asked) = asked_of(&last) else {
             return Ok(false);
         };
-        let withheld = super::companion::not_for_the_model(&asked.input_requests());
-        if model && !withheld.is_empty() {
-            return Err(not_the_models(&withheld));
+        if let super::companion::Answerer::Model { host_samples } = answerer {
+            let withheld =
+                super::companion::not_for_the_model(&asked.input_requests(), host_samples);
+            if !withheld.is_empty() {
+                return Err(not_the_models(&withheld));
+            }
         }
         if input_expired(
             &last.times,

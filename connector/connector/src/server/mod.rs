@@ -641,7 +641,7 @@ impl ServerHandler for Typed {
                 &scope,
                 request.input_responses,
                 share.as_ref(),
-                false,
+                companion::Answerer::Owner,
             )
             .await
             .map(|_| ())

@@ -9,7 +9,7 @@
 
 use rmcp::{
     ErrorData as McpError, RoleServer,
-    model::{CallToolResponse, CustomRequest, ProtocolVersion, ServerRequest},
+    model::{CallToolResponse, CustomRequest, ServerRequest},
     service::{PeerRequestOptions, RequestContext},
 };
 use serde_json::{Map, Value, json};
@@ -30,15 +30,6 @@ fn not_relayed(why: &str) -> Value {
         "isError": true,
         "_meta": {ERROR_TYPE_META: INPUT_REQUIRED_ERROR_TYPE},
     })
-}
-
-/// The capabilities a session client declared at initialize, as JSON (`{}` when unknown).
-fn session_capabilities(context: &RequestContext<RoleServer>) -> Value {
-    context
-        .peer
-        .peer_info()
-        .and_then(|i| serde_json::to_value(&i.capabilities).ok())
-        .unwrap_or_else(|| json!({}))
 }
 
 impl Typed {
@@ -166,17 +157,16 @@ impl Typed {
 /// has no session to send it to, and a session client must have declared each capability the
 /// requests need at initialize (R-CON-43).
 fn unrelayable(asked: &InputRequired, context: &RequestContext<RoleServer>) -> Option<String> {
-    let modern = context
-        .protocol_version()
-        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
-    if modern {
+    if super::capabilities::is_modern(context) {
         return Some(
             "this client speaks MCP 2026-07-28, whose requests carry no session to send it on"
                 .into(),
         );
     }
-    let missing =
-        super::capabilities::undeclared(&asked.input_requests(), &session_capabilities(context));
+    let missing = super::capabilities::undeclared(
+        &asked.input_requests(),
+        &super::capabilities::session_capabilities(context),
+    );
     (!missing.is_empty()).then(|| {
         format!(
             "it needs the {} capability, which this client did not declare at initialize",
