@@ -263,7 +263,7 @@ const PRUNE_EVERY: Duration = Duration::from_secs(1);
 pub struct ReplayLimits {
     /// Requests kept per session.
     pub per_session: usize,
-    /// Answer bytes (as JSON) kept per session.
+    /// Answer bytes kept per session (the memory they hold, not their JSON length).
     pub per_session_bytes: usize,
     /// Requests kept per caller (verified subject, else address), over all its sessions.
     pub per_caller: usize,
@@ -709,7 +709,7 @@ mod tests {
 
     /// Answers kept for requests that ended (nothing else holds them).
     fn ended(id: u64, bytes: usize) -> HttpAnswers {
-        answers_with(json!(id), json!("x".repeat(bytes - 2)))
+        answers_with(json!(id), json!("x".repeat(bytes)))
     }
 
     #[test]

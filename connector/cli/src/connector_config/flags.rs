@@ -138,7 +138,7 @@ pub struct ConnectorFlags {
     /// this limit and nothing is started. 0 for no such cap.
     #[arg(long, value_name = "N", default_value_t = durable_mcp_connector::server::DEFAULT_MAX_CALL_STARTS_PER_CALLER_MINUTE, value_parser = values::parse_count_or_zero)]
     pub max_call_starts_per_caller_minute: usize,
-    /// With `--transport http`: how many MiB of answers (as JSON) the connector keeps for one
+    /// With `--transport http`: how many MiB of answers (the memory they hold) the connector keeps for one
     /// caller (token subject, else address) so that a session's lost event stream can be
     /// resumed with the answers as the tool service wrote them. Past it, that caller's oldest
     /// kept answers are dropped (a resumed stream then carries the typed copy); nothing is

@@ -51,7 +51,7 @@ pub struct HttpAnswers(Arc<Mutex<Answers>>);
 #[derive(Default)]
 struct Answers {
     by_id: HashMap<String, Value>,
-    /// The JSON length of what `by_id` holds.
+    /// The memory what `by_id` holds takes ([`held_len`]).
     bytes: usize,
     /// Called after each answer is kept: the replay store checks its byte bounds then, since
     /// answers arrive after their request was kept (R-CON-38).
@@ -63,7 +63,7 @@ impl HttpAnswers {
     pub fn take(&self, id: &Value) -> Option<Value> {
         let mut answers = self.0.lock().unwrap();
         let taken = answers.by_id.remove(&id.to_string())?;
-        answers.bytes = answers.bytes.saturating_sub(json_len(&taken));
+        answers.bytes = answers.bytes.saturating_sub(held_len(&taken));
         Some(taken)
     }
 
@@ -106,9 +106,9 @@ impl HttpAnswers {
     fn insert(&self, id: String, value: Value) {
         let hook = {
             let mut answers = self.0.lock().unwrap();
-            answers.bytes += json_len(&value);
+            answers.bytes += held_len(&value);
             if let Some(old) = answers.by_id.insert(id, value) {
-                answers.bytes = answers.bytes.saturating_sub(json_len(&old));
+                answers.bytes = answers.bytes.saturating_sub(held_len(&old));
             }
             (answers.on_insert.clone(), answers.bytes)
         };
@@ -119,21 +119,32 @@ impl HttpAnswers {
     }
 }
 
-/// How many bytes `value` takes as JSON, counted without writing it anywhere.
-fn json_len(value: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
+/// About how much memory `value` holds beyond its own [`Value`] (R-CON-38): a `Value` per
+/// array item, each string's and key's bytes, and a map entry's own overhead. The replay
+/// bounds count this, not the JSON length: `[0,0,...]` is 2 bytes a number as JSON but a
+/// whole `Value` each in memory.
+fn held_len(value: &Value) -> usize {
+    const NODE: usize = std::mem::size_of::<Value>();
+    const ENTRY: usize = std::mem::size_of::<(String, Value)>() + 2 * std::mem::size_of::<usize>();
+    let mut held = 0;
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::String(s) => held += s.len(),
+            Value::Array(items) => {
+                held += items.len() * NODE;
+                stack.extend(items);
+            }
+            Value::Object(map) => {
+                for (key, item) in map {
+                    held += ENTRY + key.len();
+                    stack.push(item);
+                }
+            }
+            _ => {}
         }
     }
-    let mut count = Count(0);
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
+    held
 }
 
 /// Keeps the answer to `context`'s request as it is to be written: in the HTTP request's
@@ -300,6 +311,20 @@ impl Connector {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn what_an_answer_holds_counts_its_memory_not_its_json() {
+        let zeros = Value::Array(vec![json!(0); 1000]);
+        let as_json = serde_json::to_vec(&zeros).unwrap().len();
+        assert!(held_len(&zeros) >= 1000 * std::mem::size_of::<Value>());
+        assert!(
+            held_len(&zeros) > 8 * as_json,
+            "{} vs {as_json}",
+            held_len(&zeros)
+        );
+        let text = json!({"content": [{"type": "text", "text": "x".repeat(10_000)}]});
+        let held = held_len(&text);
+        assert!((10_000..10_000 + 1024).contains(&held), "{held}");
+    }
     use rmcp::model::{CallToolResult, ListToolsResult, ResultType, Tool};
     use serde_json::json;
 
