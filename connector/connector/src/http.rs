@@ -283,11 +283,13 @@ fn router_counting(
     let (table, by_address) = session_owners(options);
     let sessions = Arc::new(CountedSessions::new(table).with_metrics(connector.metrics()));
     let config = mcp_config(options, bound, mcp_ct);
+    let config_hosts: Arc<[String]> = config.allowed_hosts.clone().into();
     let body_limits = (options.limits.header_read, config.max_request_body_bytes);
     let connector_for_listen = connector.clone();
     let service: StreamableHttpService<CatchPanics<Typed>, CountedSessions> =
         StreamableHttpService::new(move || Ok(CatchPanics(connector.typed())), sessions, config);
-    let mut mcp = within_bounds(service, connector_for_listen, options, body_limits);
+    let listen = (connector_for_listen, config_hosts);
+    let mut mcp = within_bounds(service, listen, options, body_limits);
     if let Some(by_address) = by_address {
         mcp = mcp.layer(axum::middleware::from_fn(
             move |request: axum::extract::Request, next: axum::middleware::Next| {
@@ -345,7 +347,7 @@ fn router_counting(
 /// request's share for the session it may open (R-CON-28).
 fn within_bounds(
     service: StreamableHttpService<CatchPanics<Typed>, CountedSessions>,
-    connector: Connector,
+    listen: (Connector, Arc<[String]>),
     options: &HttpOptions,
     (body_time, body_bytes): (Duration, usize),
 ) -> axum::Router {
@@ -355,8 +357,8 @@ fn within_bounds(
         .fallback_service(service)
         .layer(axum::middleware::from_fn(
             move |request: axum::extract::Request, next: axum::middleware::Next| {
-                let connector = connector.clone();
-                async move { before_listen(connector, request, next).await }
+                let listen = listen.clone();
+                async move { before_listen(listen, request, next).await }
             },
         ))
         .layer(axum::middleware::from_fn(open_sessions_as))
@@ -461,8 +463,11 @@ fn session_owners(options: &HttpOptions) -> (Arc<dyn SessionTable>, Option<Arc<A
 /// acknowledges the stream before the handler's `listen` runs (R-CON-42, R-CON-49). A
 /// 2026-07-28 request names its method in `Mcp-Method` (SEP-2243, which rmcp checks against the
 /// body); the body, already read in full ([`read_body_in_time`]), is read again only then.
+/// A request whose `Host` or `Origin` names no allowed host ([`host_may_pass`]) does none of
+/// that work: rmcp refuses it (403) after this layer, so a rebinding page cannot make the
+/// connector list its routes.
 async fn before_listen(
-    connector: Connector,
+    (connector, allowed): (Connector, Arc<[String]>),
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
@@ -470,7 +475,10 @@ async fn before_listen(
         .headers()
         .get("mcp-method")
         .is_some_and(|m| m.as_bytes() == b"subscriptions/listen");
-    if !listen || request.method() != axum::http::Method::POST {
+    if !listen
+        || request.method() != axum::http::Method::POST
+        || !host_may_pass(request.headers(), &allowed)
+    {
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
@@ -490,6 +498,37 @@ async fn before_listen(
     let body = axum::body::Body::from(bytes);
     next.run(axum::extract::Request::from_parts(parts, body))
         .await
+}
+
+/// Whether rmcp's Host and Origin checks (R-CON-14's allowed hosts) may let `headers` pass:
+/// the `Host` names an allowed host, and an `Origin`, when present, too. Ports are not
+/// compared, so this passes all rmcp passes (and a little more, which rmcp then refuses).
+fn host_may_pass(headers: &axum::http::HeaderMap, allowed: &[String]) -> bool {
+    let host_of = |authority: &str| {
+        let authority = authority.parse::<axum::http::uri::Authority>().ok()?;
+        Some(
+            authority
+                .host()
+                .trim_matches(['[', ']'])
+                .to_ascii_lowercase(),
+        )
+    };
+    // An allowed entry is a host (`::1` unbracketed) or a host and port.
+    let allowed_host = |a: &String| match host_of(a) {
+        Some(host) if a.starts_with('[') || !a.contains("::") => host,
+        _ => a.to_ascii_lowercase(),
+    };
+    let listed =
+        |host: Option<String>| host.is_some_and(|h| allowed.iter().any(|a| allowed_host(a) == h));
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let origin_passes = match header("origin") {
+        None => true,
+        Some(origin) => {
+            let uri = origin.parse::<axum::http::Uri>().ok();
+            listed(uri.and_then(|u| u.authority().and_then(|a| host_of(a.as_str()))))
+        }
+    };
+    origin_passes && listed(header("host").and_then(host_of))
 }
 
 /// How much of a body over the limit is read and dropped before the 413 (R-CON-19).
@@ -700,6 +739,37 @@ pub async fn serve_connector_http(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listen_named_for_another_host_or_origin_does_no_work_before_rmcp_refuses_it() {
+        let allowed: Vec<String> = ["localhost", "127.0.0.1", "::1", "mcp.example.com:8443"]
+            .map(String::from)
+            .into();
+        let headers = |pairs: &[(&'static str, &str)]| {
+            let mut h = axum::http::HeaderMap::new();
+            for (name, value) in pairs {
+                h.insert(*name, value.parse().unwrap());
+            }
+            h
+        };
+        for passes in [
+            headers(&[("host", "localhost:8080")]),
+            headers(&[("host", "[::1]:8080")]),
+            headers(&[("host", "MCP.example.com:8443")]),
+            headers(&[("host", "127.0.0.1"), ("origin", "http://localhost:3000")]),
+        ] {
+            assert!(host_may_pass(&passes, &allowed), "{passes:?}");
+        }
+        for refused in [
+            headers(&[]),
+            headers(&[("host", "evil.example")]),
+            headers(&[("host", "localhost.evil.example")]),
+            headers(&[("host", "localhost"), ("origin", "http://evil.example")]),
+            headers(&[("host", "localhost"), ("origin", "null")]),
+        ] {
+            assert!(!host_may_pass(&refused, &allowed), "{refused:?}");
+        }
+    }
 
     #[test]
     fn mcp_paths_that_collide_or_are_patterns_are_refused() {

@@ -408,7 +408,8 @@ impl ServerHandler for Typed {
         let mut offered =
             list_changed::offered_subscriptions(&self.inner.declared.union(), resources);
         if let Some(uris) = &mut offered.resource_subscriptions {
-            uris.retain(|uri| self.cached_subscribable(uri));
+            let lists = self.cached_lists();
+            uris.retain(|uri| self.cached_subscribable(uri, &lists));
         }
         Some(offered)
     }

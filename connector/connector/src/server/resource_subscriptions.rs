@@ -268,15 +268,19 @@ pub type RouteLists = (usize, Option<Value>, Option<Value>);
 /// none or several. `lists`: per route index, its resource and template lists as answered
 /// (`{"resources": [..]}`, `{"resourceTemplates": [..]}`), where known.
 pub fn listed_route(uri: &str, lists: &[RouteLists]) -> Option<usize> {
-    // The `field` text of each item of the list's `key` array (the lists are the routes').
-    let texts = |list: &Option<Value>, key: &str, field: &str| -> Vec<String> {
+    // The `field` text of each item of the list's `key` array (the lists are the routes'),
+    // borrowed: a stream's acknowledgement asks this for each of its URIs.
+    fn texts<'l>(
+        list: &'l Option<Value>,
+        key: &str,
+        field: &'l str,
+    ) -> impl Iterator<Item = &'l str> {
         let items = list.as_ref().and_then(|l| l.get(key)?.as_array());
-        let texts = items
+        items
             .into_iter()
             .flatten()
-            .filter_map(|i| i.get(field)?.as_str());
-        texts.map(str::to_owned).collect()
-    };
+            .filter_map(move |i| i.get(field)?.as_str())
+    }
     let routes = |test: &dyn Fn(&RouteLists) -> bool| -> Vec<usize> {
         lists
             .iter()
@@ -284,12 +288,10 @@ pub fn listed_route(uri: &str, lists: &[RouteLists]) -> Option<usize> {
             .map(|(i, _, _)| *i)
             .collect()
     };
-    let mut found = routes(&|(_, r, _)| texts(r, "resources", "uri").iter().any(|u| u == uri));
+    let mut found = routes(&|(_, r, _)| texts(r, "resources", "uri").any(|u| u == uri));
     if found.is_empty() {
         found = routes(&|(_, _, t)| {
-            let templates = texts(t, "resourceTemplates", "uriTemplate");
-            templates
-                .iter()
+            texts(t, "resourceTemplates", "uriTemplate")
                 .any(|t| t == uri || template_matches(t, uri))
         });
     }

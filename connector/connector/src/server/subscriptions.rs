@@ -111,11 +111,10 @@ impl Connector {
             && self.inner.declared.any(supports_subscribe)
     }
 
-    /// Whether the routes' lists, as last listed, show `uri` served by a route whose upstream
-    /// supports subscriptions: what a listen stream's acknowledgement names, since rmcp sends
-    /// it before the stream's subscriptions are made (R-CON-49).
-    pub(super) fn cached_subscribable(&self, uri: &str) -> bool {
-        let lists: Vec<_> = (0..self.inner.options.routes.len())
+    /// Each route's resource and template lists as last listed, as [`Self::cached_subscribable`]
+    /// reads them: taken once for all the URIs of a stream, not once per URI.
+    pub(super) fn cached_lists(&self) -> Vec<resource_subscriptions::RouteLists> {
+        (0..self.inner.options.routes.len())
             .map(|i| {
                 let resources = self.last_good_list(i, LIST_RESOURCES);
                 (
@@ -124,8 +123,18 @@ impl Connector {
                     self.last_good_list(i, LIST_RESOURCE_TEMPLATES),
                 )
             })
-            .collect();
-        resource_subscriptions::listed_route(uri, &lists)
+            .collect()
+    }
+
+    /// Whether the routes' `lists` ([`Self::cached_lists`]) show `uri` served by a route whose
+    /// upstream supports subscriptions: what a listen stream's acknowledgement names, since
+    /// rmcp sends it before the stream's subscriptions are made (R-CON-49).
+    pub(super) fn cached_subscribable(
+        &self,
+        uri: &str,
+        lists: &[resource_subscriptions::RouteLists],
+    ) -> bool {
+        resource_subscriptions::listed_route(uri, lists)
             .is_some_and(|i| self.inner.declared.of_route(i, supports_subscribe))
     }
 
