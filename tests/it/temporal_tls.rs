@@ -102,6 +102,7 @@ async fn both_binaries_connect_over_tls_mtls_and_an_api_key() {
         let mut connector = connector_command(&env, "mock");
         connector.args(&flags).env("TEMPORAL_ADDRESS", NOWHERE);
         let transport = rmcp::transport::TokioChildProcess::new(connector).unwrap();
+        let connector_pid = transport.id().unwrap();
         let client = ().serve(transport).await.expect("MCP handshake");
         let echo = tokio::time::timeout(
             Duration::from_secs(60),
@@ -120,14 +121,15 @@ async fn both_binaries_connect_over_tls_mtls_and_an_api_key() {
         if let Mode::ApiKey(_) = mode {
             assert!(front.forwarded.load(Ordering::Relaxed) > 0);
             // Every local process (a stdio upstream too) reads a command line (R-PRX-11).
-            let pid = proxy.id().unwrap();
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
-            let cmdline = String::from_utf8_lossy(&cmdline);
-            assert!(cmdline.contains("--api-key"), "{cmdline}");
-            assert!(
-                !cmdline.contains(API_KEY),
-                "the proxy shows its key: {cmdline}"
-            );
+            for (binary, pid) in [("proxy", proxy.id().unwrap()), ("connector", connector_pid)] {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+                let cmdline = String::from_utf8_lossy(&cmdline);
+                assert!(cmdline.contains("--api-key"), "{cmdline}");
+                assert!(
+                    !cmdline.contains(API_KEY),
+                    "the {binary} shows its key: {cmdline}"
+                );
+            }
         }
         client.cancel().await.unwrap();
         assert!(

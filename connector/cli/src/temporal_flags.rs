@@ -37,8 +37,9 @@ pub struct TemporalFlags {
     /// The name the server's certificate must carry, when it differs from the address's host.
     #[arg(long, value_name = "NAME")]
     pub tls_server_name: Option<String>,
-    /// An API key, sent as a bearer token (turns TLS on). Prefer TEMPORAL_API_KEY: every local
-    /// process can read a command line (the proxy overwrites its own copy once parsed).
+    /// An API key, sent as a bearer token (turns TLS on). Prefer TEMPORAL_API_KEY or the
+    /// temporal.toml profile's api_key: every local process can read a command line (both
+    /// binaries overwrite their own copy once parsed, but it shows until then).
     #[arg(long, value_name = "KEY", hide_env_values = true)]
     pub api_key: Option<String>,
     /// The temporal.toml profile to start from [default: TEMPORAL_PROFILE, else default].

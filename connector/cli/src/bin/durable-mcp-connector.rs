@@ -24,6 +24,11 @@ use tokio_util::sync::CancellationToken;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let flags = ConnectorFlags::parse();
+    // The command line is readable by every local process (R-RUN-2): TEMPORAL_API_KEY or the
+    // temporal.toml profile keep the key off it; a key given as --api-key is hidden there.
+    if let Some(key) = &flags.temporal.api_key {
+        durable_mcp_proxy::child::hide_in_own_command_line(key);
+    }
     // stdout is the MCP channel: logs go to stderr, without MCP message contents (R-CON-33).
     durable_mcp_cli::logs::init_stderr_logging("warn", flags.log_format);
     let checked = connector_config::check_flags(flags)?;
