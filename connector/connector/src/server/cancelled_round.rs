@@ -76,7 +76,7 @@ impl Connector {
             run_id: String::new(),
         };
         match self.inner.client.describe(&next).await {
-            Ok(described) => Ok(cancelled_round(&described)),
+            Ok(described) => Ok(cancelled_round(&described) && self.sealed_round(&described)),
             Err(OperationClientError::NotFound { .. }) => Ok(false),
             Err(e) => Err(internal("reading the tool call", e)),
         }
@@ -103,6 +103,7 @@ impl Connector {
         );
         start.request_id = next.clone();
         start.schedule_to_close = Some(MARKER_TIMEOUT);
+        self.seal_round(&mut start);
         start.conflict_policy = ConflictPolicy::UseExisting;
         start.reuse_policy = ReusePolicy::RejectDuplicate;
         let deadline = tokio::time::Instant::now() + TAKE_BUDGET;
@@ -129,5 +130,97 @@ impl Connector {
         let tool = durable_mcp_contract::operation_name::tool_for_operation(&last.operation)
             .unwrap_or_else(|| last.operation.clone());
         Ok(self.lookup(&tool).await?.0)
+    }
+}
+
+/// The expired rounds whose next round this connector takes or took (R-CON-46): every read of
+/// an expired round would otherwise start a marker in the background, one per read. A round is
+/// taken once (until [`Self::REMEMBERED`] later ones push it out), at most [`Self::AT_ONCE`]
+/// at a time; a round skipped because of that cap, or whose take failed, is taken by a later
+/// read.
+#[derive(Default)]
+pub(super) struct ExpiryTakes(std::sync::Mutex<ExpiryState>);
+
+#[derive(Default)]
+struct ExpiryState {
+    /// Operation IDs taken or being taken, oldest first.
+    order: std::collections::VecDeque<String>,
+    known: std::collections::HashSet<String>,
+    running: usize,
+}
+
+/// One take in flight: [`ExpiryTakes::begin`]'s permit, handed back to
+/// [`ExpiryTakes::end`].
+#[must_use]
+pub(super) struct ExpiryTake(String);
+
+impl ExpiryTakes {
+    /// Takes at once at most.
+    pub(super) const AT_ONCE: usize = 16;
+    /// Taken rounds remembered.
+    pub(super) const REMEMBERED: usize = 4096;
+
+    /// A permit to take the round after `operation_id`, unless it is taken or being taken, or
+    /// [`Self::AT_ONCE`] takes run.
+    pub(super) fn begin(&self, operation_id: &str) -> Option<ExpiryTake> {
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if s.running >= Self::AT_ONCE || s.known.contains(operation_id) {
+            return None;
+        }
+        s.running += 1;
+        s.known.insert(operation_id.to_owned());
+        s.order.push_back(operation_id.to_owned());
+        while s.order.len() > Self::REMEMBERED {
+            if let Some(old) = s.order.pop_front() {
+                s.known.remove(&old);
+            }
+        }
+        Some(ExpiryTake(operation_id.to_owned()))
+    }
+
+    /// The take ended; a failed one is forgotten, so a later read takes the round again.
+    pub(super) fn end(&self, take: ExpiryTake, taken: bool) {
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        s.running = s.running.saturating_sub(1);
+        if !taken {
+            s.known.remove(&take.0);
+            s.order.retain(|id| *id != take.0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_expired_round_is_taken_once_and_only_so_many_at_once() {
+        let takes = ExpiryTakes::default();
+        let first = takes.begin("op-1").expect("the first read takes it");
+        assert!(takes.begin("op-1").is_none(), "a second read while it runs");
+        takes.end(first, true);
+        assert!(takes.begin("op-1").is_none(), "nor once it was taken");
+        let failed = takes.begin("op-2").unwrap();
+        takes.end(failed, false);
+        let again = takes.begin("op-2").expect("a failed take is retried");
+        let mut running = vec![again];
+        for i in 3..=ExpiryTakes::AT_ONCE + 1 {
+            running.push(takes.begin(&format!("op-{i}")).unwrap());
+        }
+        assert!(takes.begin("op-x").is_none(), "past the cap");
+        takes.end(running.pop().unwrap(), true);
+        assert!(takes.begin("op-x").is_some(), "a place freed");
+    }
+
+    #[test]
+    fn taken_rounds_are_remembered_up_to_a_bound() {
+        let takes = ExpiryTakes::default();
+        for i in 0..=ExpiryTakes::REMEMBERED {
+            let take = takes.begin(&format!("op-{i}")).unwrap();
+            takes.end(take, true);
+        }
+        assert!(takes.begin("op-1").is_none(), "still remembered");
+        assert!(takes.begin("op-0").is_some(), "the oldest was pushed out");
+        assert!(takes.0.lock().unwrap().known.len() <= ExpiryTakes::REMEMBERED);
     }
 }

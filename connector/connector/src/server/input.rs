@@ -35,7 +35,7 @@ use super::{
 };
 use crate::fair::Share;
 use crate::route::Route;
-use crate::task_ref::CallerScope;
+use crate::task_ref::{CallerScope, ROUND_SEAL_HEADER, round_seal, round_sealed};
 use durable_mcp_contract::{
     call::CALLER_HEADER,
     input::{
@@ -171,6 +171,10 @@ impl Connector {
             };
             let timeout = self.inner.options.input_timeout;
             match self.inner.client.describe(&next).await {
+                Ok(d) if !self.sealed_round(&d) => {
+                    tracing::warn!(operation_id = %d.reference.operation_id, "an operation under a later round's ID lacks this connector's seal; it is not followed");
+                    break;
+                }
                 Ok(d) if expiry_marker(&described.times, &d, timeout) => break,
                 Ok(d) => described = d,
                 Err(OperationClientError::NotFound { .. }) => break,
@@ -179,6 +183,42 @@ impl Connector {
         }
         described.times.scheduled = created.or(described.times.scheduled);
         Ok(described)
+    }
+
+    /// Seals a later round's start with the signing key (R-CON-40), so that connectors follow
+    /// it as one of theirs.
+    pub(super) fn seal_round(&self, start: &mut StartOperation) {
+        let key = &self.inner.options.signing_key;
+        let seal = round_seal(key, &start.operation_id, &start.service, &start.operation);
+        start.headers.insert(ROUND_SEAL_HEADER.into(), seal);
+    }
+
+    /// Whether `round` (a round after the first) carries the seal of one of the connector's
+    /// keys: nobody else starts rounds of its calls (R-CON-40).
+    pub(super) fn sealed_round(&self, round: &OperationDescription) -> bool {
+        let o = &self.inner.options;
+        let seal = round
+            .headers
+            .get(ROUND_SEAL_HEADER)
+            .map_or("", String::as_str);
+        let id = round.reference.operation_id.as_str();
+        let keys = std::iter::once(&o.signing_key).chain(&o.previous_signing_keys);
+        round_sealed(keys, seal, (id, &round.service, &round.operation))
+    }
+
+    /// Refuses to follow the round `next` an answer found started, when it lacks the seal.
+    async fn refuse_unsealed(&self, next: &str) -> Result<(), McpError> {
+        let op = OperationRef {
+            operation_id: next.to_owned(),
+            run_id: String::new(),
+        };
+        match self.inner.client.describe(&op).await {
+            Ok(d) if !self.sealed_round(&d) => Err(McpError::invalid_params(
+                "the next round of this call was started by someone other than this connector, so it is not followed: call the tool again without inputResponses and requestState",
+                None,
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Whether the call's last round `last` asks for input nobody gave yet, in time.
@@ -192,7 +232,8 @@ impl Connector {
     }
 
     /// After `--input-timeout` nobody answers the waiting round `last` any more: its next round
-    /// is taken with the cancel marker (R-CON-46), in the background and at most once, so that
+    /// is taken with the cancel marker (R-CON-46), in the background and once per connector
+    /// (a bounded number at a time, [`super::cancelled_round::ExpiryTakes`]), so that
     /// an upstream task waiting for the answer is cancelled rather than left to its TTL
     /// (R-PRX-29). Nothing when `last` does not wait for input or has not expired.
     pub(super) fn end_expired_round(&self, last: &OperationDescription) {
@@ -204,11 +245,16 @@ impl Connector {
         if !expired || asked_of(last).is_none() {
             return;
         }
+        let Some(take) = self.inner.expiry_takes.begin(&last.reference.operation_id) else {
+            return;
+        };
         let (this, last) = (self.clone(), last.clone());
         tokio::spawn(async move {
-            if let Err(e) = this.take_next_round(&last).await {
+            let taken = this.take_next_round(&last).await;
+            if let Err(e) = &taken {
                 tracing::warn!(operation_id = %last.reference.operation_id, error = %e.message, "could not end the expired input request's round; an upstream task waiting for it lives to its TTL");
             }
+            this.inner.expiry_takes.end(take, taken.is_ok());
         });
     }
 
@@ -415,8 +461,13 @@ impl Connector {
         start
             .headers
             .insert(CALLER_HEADER.into(), caller.to_owned());
+        self.seal_round(&mut start);
         let deadline = tokio::time::Instant::now() + ROUND_START_BUDGET;
-        match self.inner.client.start_until(start, deadline).await {
+        let started = self.inner.client.start_until(start, deadline).await;
+        if !matches!(started, Ok((_, true))) {
+            self.refuse_unsealed(&next).await?;
+        }
+        match started {
             Ok((op, started)) => {
                 info!(operation_id = %op.operation_id, round = round_of(&next), started, tool, "input answered: next round");
                 Ok((op, started))

@@ -226,6 +226,8 @@ struct Inner {
     feature_lists: feature_cache::FeatureLists,
     /// Who subscribes to which resource, and the tokens seen (R-CON-49).
     resource_subs: subscriptions::ResourceSubscriptions,
+    /// The expired rounds whose next round it takes or took (R-CON-46).
+    expiry_takes: cancelled_round::ExpiryTakes,
 }
 
 impl Connector {
@@ -259,6 +261,7 @@ impl Connector {
                 feature_changes: Default::default(),
                 feature_lists: Default::default(),
                 resource_subs: Default::default(),
+                expiry_takes: Default::default(),
             }),
             log_level: logging::LogLevel::default(),
             keyed_calls: Default::default(),

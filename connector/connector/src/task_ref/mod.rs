@@ -291,6 +291,36 @@ pub fn caller_hash(key: &SigningKey, scope: &CallerScope) -> String {
     hash
 }
 
+/// The Nexus header a round after the first carries (R-CON-40): its [`round_seal`].
+pub const ROUND_SEAL_HEADER: &str = "x-durable-mcp-round-seal";
+
+/// A later round's seal: HMAC-SHA256(key, `"round:"` and the round's operation ID, service
+/// and operation, each length-prefixed), base64url. Round IDs follow from the call's own
+/// (`<id>~r<n>`), so anyone who may start operations on the endpoint could start one first;
+/// the connector follows only rounds sealed with its key (R-CON-40).
+pub fn round_seal(key: &SigningKey, operation_id: &str, service: &str, operation: &str) -> String {
+    let mut mac = key.mac();
+    mac.update(b"round:");
+    for part in [operation_id, service, operation] {
+        mac.update(format!("{}:", part.len()).as_bytes());
+        mac.update(part.as_bytes());
+    }
+    URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+}
+
+/// Whether `seal` is the [`round_seal`] of that round under one of `keys` (compared in
+/// constant time).
+pub fn round_sealed<'k>(
+    keys: impl IntoIterator<Item = &'k SigningKey>,
+    seal: &str,
+    (operation_id, service, operation): (&str, &str, &str),
+) -> bool {
+    keys.into_iter().any(|key| {
+        let expected = round_seal(key, operation_id, service, operation);
+        bool::from(expected.as_bytes().ct_eq(seal.as_bytes()))
+    })
+}
+
 /// A key's public name: HMAC-SHA256(key, `"kid"`), base64url, [`KEY_ID_LEN`] characters.
 /// Version-1 task IDs carry it, compact ones its first byte, so that the verifier knows which
 /// key to try; it cannot be turned back into the key.

@@ -654,3 +654,27 @@ proptest! {
         prop_assert_eq!(verify(&k, &legacy::sign(&k, &r, true), &d, &owner), Ok(r));
     }
 }
+
+/// R-CON-40: a round is followed only when its seal is this connector's, for that round's
+/// ID, service and operation; earlier keys still verify.
+#[test]
+fn a_round_seal_binds_its_key_id_service_and_operation() {
+    let (k, old, other) = (key(1), key(2), key(3));
+    let round = ("conn-p7-abc~r2", "svc", "tool_op");
+    let seal = round_seal(&k, round.0, round.1, round.2);
+    assert!(round_sealed([&k], &seal, round));
+    assert!(round_sealed([&other, &k], &seal, round), "any of the keys");
+    assert!(!round_sealed([&other], &seal, round), "another key");
+    let old_seal = round_seal(&old, round.0, round.1, round.2);
+    assert!(round_sealed([&k, &old], &old_seal, round), "a previous key");
+    for forged in [
+        ("conn-p7-abc~r3", "svc", "tool_op"),
+        ("conn-p7-xyz~r2", "svc", "tool_op"),
+        ("conn-p7-abc~r2", "svc2", "tool_op"),
+        ("conn-p7-abc~r2", "svc", "other_op"),
+        ("conn-p7-abc~r2s", "vc", "tool_op"),
+    ] {
+        assert!(!round_sealed([&k], &seal, forged), "{forged:?}");
+    }
+    assert!(!round_sealed([&k], "", round), "an unsealed round");
+}
