@@ -21,6 +21,7 @@ mod feature_notices;
 mod grpc_compression;
 mod health;
 mod hostile_input;
+mod hostile_upstream;
 mod images;
 mod input_relay;
 mod input_rounds;

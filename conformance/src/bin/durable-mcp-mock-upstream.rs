@@ -39,6 +39,11 @@ struct Cli {
     /// Append one JSON line per invocation event to this file.
     #[arg(long, value_name = "FILE")]
     ledger: Option<PathBuf>,
+    /// Serve the hostile upstream instead (no spec, no ledger): tools that answer malformed
+    /// JSON, wrong types, bad UTF-8, another id, 16 MiB, half an answer or nothing, and `echo`,
+    /// for checking that the proxy gives every call a clear error (R-PRX-39).
+    #[arg(long, conflicts_with_all = ["spec", "ledger", "resources_and_prompts"])]
+    hostile: bool,
     /// Print the standard spec as JSON and exit (a starting point for spec files).
     #[arg(long)]
     print_standard_spec: bool,
@@ -72,6 +77,9 @@ async fn main() -> anyhow::Result<()> {
         );
         return Ok(());
     }
+    if cli.hostile {
+        return serve_hostile(cli.transport, cli.addr).await;
+    }
     let spec = match cli.spec {
         Some(path) => SpecSource::File(path),
         None => SpecSource::Inline(UpstreamSpec::standard()),
@@ -89,6 +97,23 @@ async fn main() -> anyhow::Result<()> {
             wait_for_shutdown().await;
             tracing::info!("shutting down");
             server.shutdown().await;
+            Ok(())
+        }
+    }
+}
+
+async fn serve_hostile(transport: Transport, addr: SocketAddr) -> anyhow::Result<()> {
+    use durable_mcp_conformance::fixtures::hostile_upstream;
+    match transport {
+        Transport::Stdio => hostile_upstream::serve_stdio().await,
+        Transport::Http => {
+            let server = hostile_upstream::serve_http(addr).await?;
+            {
+                let mut stdout = std::io::stdout().lock();
+                writeln!(stdout, "LISTENING {}", server.url)?;
+                stdout.flush()?;
+            }
+            wait_for_shutdown().await;
             Ok(())
         }
     }
