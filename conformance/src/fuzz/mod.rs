@@ -91,6 +91,13 @@ pub struct FuzzArgs {
     /// Requests in flight at once over HTTP (stdio sends one at a time).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub concurrency: usize,
+    /// Requests of the warm-up (default: half of --count). The server's memory is read after
+    /// every request; memory is flat when its median after the warm-up is no higher than its
+    /// median during it (give or take 16 MiB or a tenth): what a server holds once warm
+    /// (caches, sessions up to their caps, the allocator's pools) is no leak. Judged when both
+    /// parts have at least 1000 requests.
+    #[arg(long, value_name = "N")]
+    pub warmup: Option<u64>,
     /// Write a JUnit XML report here.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<std::path::PathBuf>,
@@ -128,6 +135,7 @@ impl FuzzArgs {
             timeout: self.timeout,
             pid: self.pid,
             concurrency: self.concurrency,
+            warmup: self.warmup.unwrap_or(self.count / 2),
         })
     }
 
@@ -160,6 +168,8 @@ pub struct FuzzOptions {
     pub pid: Option<u32>,
     /// Requests at once (HTTP only; stdio sends one at a time).
     pub concurrency: usize,
+    /// Requests of the warm-up: the server's memory during it and after it are compared.
+    pub warmup: u64,
 }
 
 /// One case that went wrong.
@@ -182,6 +192,11 @@ pub struct FuzzReport {
     pub findings: Vec<CaseFinding>,
     /// The server's VmRSS before and after, in KiB, when its process was known.
     pub rss_kib: Option<(u64, u64)>,
+    /// The server's VmRSS read after each request of the warm-up, and after each later one,
+    /// in KiB.
+    pub readings_kib: (Vec<u64>, Vec<u64>),
+    /// Requests of the warm-up.
+    pub warmup: u64,
     /// The panic lines of the server's log (a server the run started), else `None`.
     pub panics: Option<Vec<String>>,
     /// Why the run stopped before its count, if it did (the server exited).
@@ -267,6 +282,7 @@ async fn fuzz_http(
     futures::pin_mut!(sends);
     while let Some((case, finding)) = sends.next().await {
         report.record(&case, finding);
+        report.note_memory(options.warmup, options.pid);
     }
 }
 
@@ -276,6 +292,7 @@ async fn fuzz_stdio(
     started: std::time::Instant,
     report: &mut FuzzReport,
 ) {
+    let pid = options.pid.or(target.pid());
     for index in indices(options) {
         if started.elapsed() >= options.duration {
             break;
@@ -283,6 +300,7 @@ async fn fuzz_stdio(
         let case = draw::case(options.seed, index);
         let finding = target.send(&case, options.timeout).await;
         report.record(&case, finding);
+        report.note_memory(options.warmup, pid);
         if !target.running() {
             report.stopped = Some(format!("the server exited after case {index}"));
             break;
@@ -314,9 +332,43 @@ impl FuzzReport {
         }
     }
 
+    /// Reads the server's memory after a request, into the warm-up's readings or the later ones.
+    fn note_memory(&mut self, warmup: u64, pid: Option<u32>) {
+        let Some(now) = rss(pid) else {
+            return;
+        };
+        self.warmup = warmup;
+        if self.total() <= warmup {
+            self.readings_kib.0.push(now);
+        } else {
+            self.readings_kib.1.push(now);
+        }
+    }
+
+    /// The median and the peak of the warm-up's readings and of the later ones.
+    pub fn memory_figures(&self) -> Option<[(u64, u64); 2]> {
+        Some([
+            median_and_peak(&self.readings_kib.0)?,
+            median_and_peak(&self.readings_kib.1)?,
+        ])
+    }
+
     /// Cases sent in all.
     pub fn total(&self) -> u64 {
         self.sent.values().sum()
+    }
+
+    /// Whether memory stayed flat after the warm-up: `None` when it was not judged (memory
+    /// unread, or too few requests).
+    pub fn memory_flat(&self) -> Option<bool> {
+        Some(matches!(self.memory_verdict()?, Verdict::Pass))
+    }
+
+    /// [`memory_verdict`] of this run's medians, when both parts were long enough to judge.
+    fn memory_verdict(&self) -> Option<Verdict> {
+        let [(warm, _), (after, _)] = self.memory_figures()?;
+        let judged = self.warmup >= MIN_JUDGED && self.total() >= self.warmup + MIN_JUDGED;
+        judged.then(|| memory_verdict(warm, after))
     }
 
     /// Whether nothing went wrong: no finding, no panic, the server still up.
@@ -372,24 +424,40 @@ impl FuzzReport {
     }
 
     fn memory_outcome(&self) -> Outcome {
-        let mib = |kib: u64| kib as f64 / 1024.0;
-        match self.rss_kib {
-            Some((before, after)) => {
-                let output = format!(
-                    "VmRSS before {:.1} MiB, after {:.1} MiB ({:+.1} MiB) over {} request(s)",
-                    mib(before),
-                    mib(after),
-                    mib(after) - mib(before),
-                    self.total()
-                );
-                outcome("fuzz/memory", Verdict::Pass, output)
-            }
-            None => outcome(
+        let Some((before, after)) = self.rss_kib else {
+            return outcome(
                 "fuzz/memory",
                 Verdict::Skip("the server's process is unknown: give --pid".into()),
                 String::new(),
-            ),
+            );
+        };
+        let mib = |kib: u64| kib as f64 / 1024.0;
+        let mut output = format!(
+            "VmRSS before {:.1} MiB, after {:.1} MiB ({:+.1} MiB) over {} request(s)",
+            mib(before),
+            mib(after),
+            mib(after) - mib(before),
+            self.total()
+        );
+        if let Some([(warm, warm_peak), (after, after_peak)]) = self.memory_figures() {
+            output.push_str(&format!(
+                "; median {:.1} MiB (peak {:.1}) over the first {} request(s), the warm-up, \
+                 {:.1} MiB (peak {:.1}) after ({:+.1} MiB)",
+                mib(warm),
+                mib(warm_peak),
+                self.warmup,
+                mib(after),
+                mib(after_peak),
+                mib(after) - mib(warm)
+            ));
         }
+        let verdict = self.memory_verdict().unwrap_or_else(|| {
+            output.push_str(&format!(
+                "; flat is judged with at least {MIN_JUDGED} requests in the warm-up and after it"
+            ));
+            Verdict::Pass
+        });
+        outcome("fuzz/memory", verdict, output)
     }
 
     fn panics_outcome(&self) -> Outcome {
@@ -411,6 +479,40 @@ impl FuzzReport {
             ),
         }
     }
+}
+
+/// How much higher the median after the warm-up may be and still count as flat: memory moves
+/// with what the requests in flight hold at once (oversize bodies of several MiB, copied in
+/// a few layers), and the caches that expire by time (a minute of completed answers kept for
+/// resumption) settle at a level that moves with the request rate.
+const FLAT_SLACK_KIB: u64 = 16 * 1024;
+
+/// Requests in the warm-up, and after it, for memory to be judged.
+const MIN_JUDGED: u64 = 1000;
+
+/// Memory is flat when its median after the warm-up is above the warm-up's by no more than
+/// [`FLAT_SLACK_KIB`] or a tenth of it, whichever is more: a leak grows with every request,
+/// and the later median with it; a plateau (the allocator keeping freed memory) does not.
+/// Medians, not peaks: one oversize body at a bad moment makes a peak.
+fn memory_verdict(warm_kib: u64, after_kib: u64) -> Verdict {
+    let slack = FLAT_SLACK_KIB.max(warm_kib / 10);
+    let growth = after_kib.saturating_sub(warm_kib);
+    if growth <= slack {
+        Verdict::Pass
+    } else {
+        Verdict::Fail(format!(
+            "memory's median after the warm-up is {} KiB above the warm-up's (flat allows \
+             {slack} KiB): a leak, or a hold without a bound",
+            growth
+        ))
+    }
+}
+
+/// The median and the largest of `readings` (none when empty).
+fn median_and_peak(readings: &[u64]) -> Option<(u64, u64)> {
+    let mut sorted = readings.to_vec();
+    sorted.sort_unstable();
+    Some((*sorted.get(sorted.len() / 2)?, *sorted.last()?))
 }
 
 fn outcome(name: &str, verdict: Verdict, output: String) -> Outcome {
@@ -488,5 +590,53 @@ mod tests {
             failed[0].output
         );
         assert!(!report.clean());
+    }
+
+    #[test]
+    fn memory_is_flat_when_its_median_after_the_warm_up_is_no_higher() {
+        let mib = 1024;
+        // A plateau: the second half sits where the first did, give or take the slack.
+        assert_eq!(memory_verdict(150 * mib, 160 * mib), Verdict::Pass);
+        assert_eq!(memory_verdict(150 * mib, 120 * mib), Verdict::Pass);
+        // A tenth of a large warm median is allowed, 16 MiB of a small one.
+        assert_eq!(memory_verdict(400 * mib, 435 * mib), Verdict::Pass);
+        assert_eq!(memory_verdict(40 * mib, 56 * mib), Verdict::Pass);
+        // A leak: memory keeps climbing.
+        let Verdict::Fail(why) = memory_verdict(150 * mib, 190 * mib) else {
+            panic!("a 40 MiB climb is no plateau");
+        };
+        assert!(why.contains("a leak"), "{why}");
+    }
+
+    #[test]
+    fn memory_is_judged_only_with_enough_requests_on_each_side_of_the_warm_up() {
+        let mut report = FuzzReport {
+            rss_kib: Some((40_000, 200_000)),
+            readings_kib: (
+                vec![50_000, 100_000, 150_000],
+                vec![200_000, 190_000, 210_000],
+            ),
+            warmup: 1000,
+            ..FuzzReport::default()
+        };
+        report.sent.insert(Family::Methods, 1999);
+        assert_eq!(report.memory_flat(), None, "999 requests after the warm-up");
+        let memory = report.memory_outcome();
+        assert_eq!(memory.verdict, Verdict::Pass);
+        assert!(
+            memory.output.contains("judged with at least 1000"),
+            "{}",
+            memory.output
+        );
+        report.sent.insert(Family::Methods, 2000);
+        assert_eq!(report.memory_flat(), Some(false));
+        assert!(matches!(report.memory_outcome().verdict, Verdict::Fail(_)));
+        // One spike after the warm-up moves the peak, not the median.
+        report.readings_kib.1 = vec![105_000, 400_000, 95_000];
+        assert_eq!(report.memory_flat(), Some(true));
+        assert_eq!(
+            report.memory_figures(),
+            Some([(100_000, 150_000), (105_000, 400_000)])
+        );
     }
 }
