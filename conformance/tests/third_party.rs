@@ -464,3 +464,72 @@ async fn chaos_cuts_calls_and_each_tool_keeps_what_its_annotations_promise() {
     }
     http.shutdown().await;
 }
+
+/// R-CNF-26: `--wire-fuzz N` sends the upstream itself N malformed requests (a stdio server
+/// started once more for them) and reports one line per family, its memory and its panics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wire_fuzz_sends_the_upstream_itself_malformed_requests() {
+    let _cuts = CUTS.read().await;
+    let server = harness::shared().await.expect("shared Temporal dev server");
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.jsonl");
+    let spec = durable_mcp_conformance::fixtures::UpstreamSpec::standard();
+    let mut options = ThirdPartyOptions::new(mock_upstream(dir.path(), &ledger, &spec));
+    options.wire_fuzz = 120;
+    options.seed = durable_mcp_conformance::fuzz::random_seed();
+    let report = third_party::run(server, &options).await;
+    let text = report.render();
+    eprintln!("seed {}\n{text}", options.seed);
+    let lines: Vec<&str> = report
+        .checks
+        .iter()
+        .map(|c| c.name.as_str())
+        .filter(|n| n.starts_with("wire-fuzz/"))
+        .collect();
+    let planned: Vec<String> = durable_mcp_conformance::fuzz::planned()
+        .iter()
+        .map(|n| n.replacen("fuzz/", "wire-fuzz/", 1))
+        .collect();
+    assert_eq!(lines, planned, "{text}");
+    let sent: u64 = report
+        .checks
+        .iter()
+        .filter(|c| c.name.starts_with("wire-fuzz/"))
+        .filter_map(|c| {
+            c.detail
+                .lines()
+                .next()?
+                .strip_suffix(" request(s)")?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    assert_eq!(sent, 120, "{text}");
+    // What it found (rmcp's stdio server answers an invalid request with no id at all), each
+    // with the command that replays it; the server never panicked.
+    for check in report
+        .checks
+        .iter()
+        .filter(|c| c.name.starts_with("wire-fuzz/"))
+    {
+        if let Status::Fail(_) = check.status {
+            let replay = format!("--seed {} --start ", options.seed);
+            assert!(
+                check
+                    .detail
+                    .contains("durable-mcp-conformance fuzz --stdio ")
+                    && check.detail.contains(&replay),
+                "{}: {}\n{text}",
+                check.name,
+                check.detail
+            );
+        }
+    }
+    let memory = report.check("wire-fuzz/memory").unwrap();
+    assert!(memory.detail.contains("VmRSS before"), "{text}");
+    assert_eq!(
+        report.check("wire-fuzz/panics").map(|c| &c.status),
+        Some(&Status::Pass),
+        "{text}"
+    );
+}

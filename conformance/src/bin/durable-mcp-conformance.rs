@@ -255,8 +255,13 @@ struct ThirdParty {
     /// annotations promise (retried, or at most one attempt) and what each cut call did.
     #[arg(long)]
     chaos: bool,
-    /// Seed for --fuzz and --chaos (default: random; the report prints it, so a run can be
-    /// replayed).
+    /// Also send the upstream itself N malformed requests with the wire fuzzer (what `fuzz`
+    /// does: wrong types, broken nesting, bad UTF-8, oversize bodies, odd headers); a stdio
+    /// upstream is started once more for them, an HTTP one must be on loopback.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    wire_fuzz: u64,
+    /// Seed for --fuzz, --chaos and --wire-fuzz (default: random; the report prints it, so a
+    /// run can be replayed).
     #[arg(long, value_name = "SEED")]
     seed: Option<u64>,
     /// Check cancellation on this tool (repeatable): it is started through the durable path and
@@ -287,19 +292,20 @@ impl ThirdParty {
                     self.allow_tool.is_empty()
                         && self.args.is_none()
                         && self.fuzz == 0
+                        && self.wire_fuzz == 0
                         && !self.chaos
                         && self.cancel_tool.is_empty()
                         && self.reattach_tool.is_none()
                         && self.task_tool.is_none(),
-                    "--allow-tool, --args, --fuzz, --chaos, --cancel-tool, --reattach-tool and \
-                     --task-tool need --upstream-stdio or --upstream-http"
+                    "--allow-tool, --args, --fuzz, --wire-fuzz, --chaos, --cancel-tool, \
+                     --reattach-tool and --task-tool need --upstream-stdio or --upstream-http"
                 );
                 return Ok(None);
             }
         };
         anyhow::ensure!(
-            self.seed.is_none() || self.fuzz > 0 || self.chaos,
-            "--seed replays --fuzz or --chaos: give one of them"
+            self.seed.is_none() || self.fuzz > 0 || self.wire_fuzz > 0 || self.chaos,
+            "--seed replays --fuzz, --wire-fuzz or --chaos: give one of them"
         );
         let mut options = third_party::ThirdPartyOptions::new(upstream);
         options.allow_tools = self.allow_tool.clone();
@@ -309,6 +315,7 @@ impl ThirdParty {
         options.task_tool = self.task_tool.clone();
         options.fuzz = self.fuzz;
         options.chaos = self.chaos;
+        options.wire_fuzz = self.wire_fuzz;
         options.seed = self.seed.unwrap_or_else(|| {
             // Random enough to vary between runs; printed for replay.
             let nanos = std::time::SystemTime::now()
@@ -574,6 +581,13 @@ async fn main() -> anyhow::Result<()> {
                     println!(
                         "cutting calls mid-call, seed {} (replay: --chaos --seed {})",
                         tp.seed, tp.seed
+                    );
+                }
+                if tp.wire_fuzz > 0 {
+                    println!(
+                        "wire-fuzzing the upstream with {} request(s), seed {} (replay: \
+                         --wire-fuzz {} --seed {})",
+                        tp.wire_fuzz, tp.seed, tp.wire_fuzz, tp.seed
                     );
                 }
                 let started = std::time::Instant::now();

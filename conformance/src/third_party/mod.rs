@@ -88,6 +88,9 @@ pub struct ThirdPartyOptions {
     pub fuzz: usize,
     /// `--chaos`: cut calls of each tool of the fidelity check mid-call (R-CNF-25).
     pub chaos: bool,
+    /// `--wire-fuzz N`: send the upstream itself N malformed requests with the wire fuzzer
+    /// (R-CNF-26), seeded with `seed`.
+    pub wire_fuzz: u64,
     /// The seed for `--fuzz` and `--chaos` (printed in the report, so a run can be replayed).
     pub seed: u64,
 }
@@ -104,6 +107,7 @@ impl ThirdPartyOptions {
             task_tool: None,
             fuzz: 0,
             chaos: false,
+            wire_fuzz: 0,
             seed: 0,
         }
     }
@@ -543,7 +547,71 @@ pub async fn run_with_progress(
     if let Some(Ok(path)) = durable {
         path.stop().await;
     }
+    // 7. The wire fuzzer against the upstream itself (a stdio server of its own).
+    if options.wire_fuzz > 0 {
+        wire_fuzz(options, &mut report).await;
+    }
     report.report
+}
+
+/// Sends the upstream `options.wire_fuzz` malformed requests (R-CNF-26): a stdio upstream is
+/// started once more for them; an HTTP one must be on loopback. One check per family, the
+/// server's memory and (stdio) its panics, as `wire-fuzz/...`.
+async fn wire_fuzz<F: FnMut(&Check)>(options: &ThirdPartyOptions, report: &mut Live<F>) {
+    let (target, replay) = match &options.upstream {
+        Upstream::Stdio { command, args } => {
+            let mut process = std::process::Command::new(command);
+            process.args(args);
+            let line = shlex::try_join(
+                std::iter::once(command.as_str()).chain(args.iter().map(String::as_str)),
+            )
+            .unwrap_or_default();
+            (
+                crate::fuzz::TargetSpec::Stdio(crate::fuzz::stdio::Command::of(&process)),
+                format!(
+                    "durable-mcp-conformance fuzz --stdio {}",
+                    shlex::try_quote(&line).unwrap_or_default()
+                ),
+            )
+        }
+        Upstream::Http { url, headers } => (
+            crate::fuzz::TargetSpec::Url {
+                url: url.clone(),
+                headers: headers
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            },
+            format!("durable-mcp-conformance fuzz --url {url}"),
+        ),
+    };
+    let fuzz = crate::fuzz::FuzzOptions {
+        target,
+        seed: options.seed,
+        start: 0,
+        count: options.wire_fuzz,
+        duration: Duration::from_secs(600),
+        timeout: Duration::from_secs(10),
+        pid: None,
+        concurrency: 1,
+        warmup: options.wire_fuzz / 2,
+    };
+    let fuzzed = match crate::fuzz::run(fuzz).await {
+        Ok(fuzzed) => fuzzed,
+        Err(e) => {
+            report.push("wire-fuzz", Status::Fail(format!("{e:#}")), "");
+            return;
+        }
+    };
+    for outcome in fuzzed.outcomes(&replay) {
+        let status = match outcome.verdict {
+            crate::report::Verdict::Pass => Status::Pass,
+            crate::report::Verdict::Fail(why) => Status::Fail(why),
+            crate::report::Verdict::Skip(why) => Status::Skipped(why),
+        };
+        let name = outcome.name.replacen("fuzz/", "wire-fuzz/", 1);
+        report.push(name, status, outcome.output);
+    }
 }
 
 /// What the fidelity check learnt of each tool: its plan, its listing, its direct answer and how
