@@ -262,14 +262,16 @@ pub(crate) fn start_dev_args(
 }
 
 /// Dynamic config the connector's tests rely on (SPEC R-HAR-2):
-/// standalone Nexus operations and activity callbacks are off by default, and the queue poll
-/// rates otherwise impose 50-100 ms latency floors on a single-shard dev server.
+/// standalone Nexus operations and activity callbacks are off by default, the queue poll
+/// rates otherwise impose 50-100 ms latency floors on a single-shard dev server, and task-queue
+/// fairness (R-PRX-38) is off by default.
 pub(crate) const DYNAMIC_CONFIG: &[&str] = &[
     "nexusoperation.enableStandalone=true",
     "activity.enableCallbacks=true",
     "activity.enableStandalone=true",
     "history.outboundProcessorMaxPollRPS=1000",
     "history.transferProcessorMaxPollRPS=1000",
+    "matching.enableFairness=true",
 ];
 
 /// A dev server run as a [`TetheredChild`] (the process backend).
@@ -572,6 +574,7 @@ mod tests {
             "--dynamic-config-value activity.enableStandalone=true",
             "--dynamic-config-value history.outboundProcessorMaxPollRPS=1000",
             "--dynamic-config-value history.transferProcessorMaxPollRPS=1000",
+            "--dynamic-config-value matching.enableFairness=true",
         ] {
             assert!(
                 joined.contains(expected),
