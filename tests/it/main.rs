@@ -38,6 +38,7 @@ mod progress;
 mod protocol_versions;
 mod proxy;
 mod proxy_everything;
+mod proxy_fairness;
 mod proxy_inline;
 mod proxy_library;
 mod proxy_options;

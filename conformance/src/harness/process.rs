@@ -264,7 +264,7 @@ pub(crate) fn start_dev_args(
 /// Dynamic config the connector's tests rely on (SPEC R-HAR-2):
 /// standalone Nexus operations and activity callbacks are off by default, the queue poll
 /// rates otherwise impose 50-100 ms latency floors on a single-shard dev server, and task-queue
-/// fairness (R-PRX-38) is off by default.
+/// fairness (R-PRX-40) is off by default.
 pub(crate) const DYNAMIC_CONFIG: &[&str] = &[
     "nexusoperation.enableStandalone=true",
     "activity.enableCallbacks=true",

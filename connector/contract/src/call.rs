@@ -8,9 +8,10 @@
 use serde::{Deserialize, Serialize};
 use temporalio_protos::temporal::api::common::v1::Payload;
 
-/// The Nexus header naming the caller a tool call is for: the connector's opaque, keyed hash of
-/// the caller's scope, never the scope itself. The proxy gives a log message that names no
-/// request to the one call in flight only when no other caller's call just ended (R-PRX-10).
+/// The Nexus header naming the caller a tool call is for: the connector's opaque, keyed name of
+/// it (its share's caller key, else its scope's hash), never the identity itself. The proxy
+/// gives a log message that names no request to the one call in flight only when no other
+/// caller's call just ended (R-PRX-10), and makes it the call Activity's fairness key (R-PRX-40).
 pub const CALLER_HEADER: &str = "x-durable-mcp-caller";
 
 /// The async operation token of a tool call: finds the activity again on cancel, and tells

@@ -196,6 +196,27 @@ impl PrioritySpec {
     }
 }
 
+/// The priority of one call's Activity (R-PRX-40): the configured one, with the caller the
+/// start names ([`CALLER_HEADER`](durable_mcp_contract::call::CALLER_HEADER)) as its fairness
+/// key unless the configuration names one; `None` when there is neither. A caller that cannot
+/// be a fairness key (empty, or over 64 bytes) is no key.
+pub fn call_priority(configured: Option<&PrioritySpec>, caller: Option<&str>) -> Option<Priority> {
+    let caller = caller.filter(|k| {
+        !k.is_empty() && k.len() <= durable_mcp_contract::features::MAX_CALLER_KEY_BYTES
+    });
+    let mut priority = match (configured, caller) {
+        (None, None) => return None,
+        (Some(spec), _) => spec.to_proto(),
+        (None, Some(_)) => Priority::default(),
+    };
+    if let Some(key) = caller
+        && priority.fairness_key.is_empty()
+    {
+        priority.fairness_key = key.to_owned();
+    }
+    Some(priority)
+}
+
 /// Concrete options for one call after defaults + inference + overrides. It is recorded with the
 /// call, so a retried start keeps these options even if discovery or config changed since.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -322,6 +343,44 @@ pub fn resolve(
 mod tests {
     use super::*;
     use temporalio_protos::temporal::api::common::v1::RetryPolicy;
+
+    #[test]
+    fn a_calls_fairness_key_is_its_callers_unless_configured() {
+        assert_eq!(call_priority(None, None), None);
+        assert_eq!(call_priority(None, Some("")), None);
+        let callers = call_priority(None, Some("k1")).unwrap();
+        assert_eq!(
+            (callers.fairness_key.as_str(), callers.priority_key),
+            ("k1", 0)
+        );
+        let keyed = PrioritySpec {
+            fairness_key: Some("tenant".into()),
+            ..Default::default()
+        };
+        let configured = call_priority(Some(&keyed), Some("k1")).unwrap();
+        assert_eq!(configured.fairness_key, "tenant");
+        let weighted = PrioritySpec {
+            priority_key: Some(2),
+            fairness_weight: Some(3.0),
+            ..Default::default()
+        };
+        let both = call_priority(Some(&weighted), Some("k1")).unwrap();
+        assert_eq!((both.fairness_key.as_str(), both.priority_key), ("k1", 2));
+        assert_eq!(both.fairness_weight, 3.0);
+        let long = "k".repeat(65);
+        assert_eq!(
+            call_priority(None, Some(&long)),
+            None,
+            "over 64 bytes: no key"
+        );
+        assert_eq!(
+            call_priority(Some(&weighted), Some(&long))
+                .unwrap()
+                .fairness_key,
+            "",
+            "the configured priority, without the key"
+        );
+    }
 
     fn secs(n: u64) -> Duration {
         Duration::from_secs(n)

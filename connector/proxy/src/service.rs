@@ -274,7 +274,11 @@ impl ServiceContext {
             reuse_policy: Some(ActivityIdReusePolicy::RejectDuplicate),
             completion_callback: (!start.callback.is_empty())
                 .then(|| (start.callback.clone(), start.callback_headers.clone())),
-            priority: options.priority.as_ref().map(|p| p.to_proto()),
+            // Each caller's calls are dispatched fairly against the others' (R-PRX-40).
+            priority: super::options::call_priority(
+                options.priority.as_ref(),
+                caller_of(start).as_deref(),
+            ),
             summary: options
                 .summary
                 .clone()
