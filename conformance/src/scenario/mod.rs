@@ -49,7 +49,7 @@
 //!
 //! [proxy]                      # optional
 //! mode = "in_process"          # in_process (a thread of the runner) | process (durable-mcp-proxy child)
-//! activity_options = { execution = "inline" }  # optional: proxy.toml's activity_options
+//! activity_options = { execution = "inline" }  # optional: proxy.toml's activity_options (every tool)
 //! [proxy.overrides.t]          # optional: proxy.toml activity options for one tool
 //! start_to_close_timeout = "2s"
 //! # max_watched_resources = 20  # optional, in [proxy]: [worker] max_watched_resources (R-PRX-36)
