@@ -841,6 +841,27 @@ mod tests {
         assert!(!input_expired(&OperationTimes::default(), hour, closed));
     }
 
+    /// A described operation of `service` running `operation`, as the server would answer it.
+    fn described(operation_id: &str, service: &str, operation: &str) -> OperationDescription {
+        OperationDescription {
+            reference: OperationRef {
+                operation_id: operation_id.into(),
+                run_id: String::new(),
+            },
+            status: durable_mcp_runtime::nexus::OperationStatus::Failed,
+            service: service.into(),
+            operation: operation.into(),
+            attempt: 1,
+            last_attempt_failure: None,
+            headers: Default::default(),
+            operation_token: String::new(),
+            handler_request_id: String::new(),
+            outcome: None,
+            times: OperationTimes::default(),
+            cancellation: None,
+        }
+    }
+
     #[test]
     fn only_a_marker_started_after_the_request_expired_ends_the_rounds_as_expired() {
         let closed = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
@@ -849,25 +870,10 @@ mod tests {
             ..Default::default()
         };
         let hour = Duration::from_secs(3600);
-        let round = |operation: &str, started: Option<SystemTime>| OperationDescription {
-            reference: OperationRef {
-                operation_id: "op~r2".into(),
-                run_id: String::new(),
-            },
-            status: durable_mcp_runtime::nexus::OperationStatus::Failed,
-            service: "s".into(),
-            operation: operation.into(),
-            attempt: 1,
-            last_attempt_failure: None,
-            headers: Default::default(),
-            operation_token: String::new(),
-            handler_request_id: String::new(),
-            outcome: None,
-            times: OperationTimes {
-                scheduled: started,
-                ..Default::default()
-            },
-            cancellation: None,
+        let round = |operation: &str, started: Option<SystemTime>| {
+            let mut round = described("op~r2", "s", operation);
+            round.times.scheduled = started;
+            round
         };
         let marker = super::super::cancelled_round::CANCELLED_ROUND;
         let late = Some(closed + hour + Duration::from_secs(1));
@@ -884,23 +890,7 @@ mod tests {
 
     #[test]
     fn answers_go_only_to_the_service_that_asked_for_them() {
-        let asked_by = |service: &str| OperationDescription {
-            reference: OperationRef {
-                operation_id: "op".into(),
-                run_id: String::new(),
-            },
-            status: durable_mcp_runtime::nexus::OperationStatus::Completed,
-            service: service.into(),
-            operation: "ask".into(),
-            attempt: 1,
-            last_attempt_failure: None,
-            headers: Default::default(),
-            operation_token: String::new(),
-            handler_request_id: String::new(),
-            outcome: None,
-            times: OperationTimes::default(),
-            cancellation: None,
-        };
+        let asked_by = |service: &str| described("op", service, "ask");
         let route = Route::new("billing", "ep");
         assert!(still_served_by(&asked_by("billing"), &route).is_ok());
         let moved = still_served_by(&asked_by("mail"), &route).unwrap_err();
