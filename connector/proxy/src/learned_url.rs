@@ -10,60 +10,104 @@
 //! environment (which would resolve the name again), so DNS rebinding gains nothing.
 
 use std::{
-    net::{IpAddr, Ipv4Addr, SocketAddr},
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
     sync::Arc,
 };
 
 pub use ipnet::IpNet;
 use url::{Host, Url};
 
-/// The ranges a learned URL may not reach, with the name an error gives them.
+/// The ranges a learned URL may not reach that std names no predicate for, with the name an
+/// error gives them. The first that holds names the range.
 const REFUSED: &[(&str, &str)] = &[
     ("0.0.0.0/8", "an unspecified (\"this network\") address"),
-    ("10.0.0.0/8", "a private address"),
     ("100.64.0.0/10", "a carrier-grade NAT (shared) address"),
-    ("127.0.0.0/8", "a loopback address"),
     (
-        "169.254.0.0/16",
-        "a link-local address (cloud metadata services live there)",
+        "192.0.0.0/24",
+        "an IETF protocol assignment (not a public host)",
     ),
-    ("172.16.0.0/12", "a private address"),
-    ("192.168.0.0/16", "a private address"),
-    ("::/128", "the unspecified address"),
-    ("::1/128", "the loopback address"),
-    ("fc00::/7", "a unique local (private) address"),
-    ("fe80::/10", "a link-local address"),
+    (
+        "198.18.0.0/15",
+        "a benchmarking address (not a public host)",
+    ),
+    ("240.0.0.0/4", "a reserved address"),
+    (
+        "168.63.129.16/32",
+        "Azure's wire server (a cloud metadata service)",
+    ),
+    (
+        "::/96",
+        "an IPv4-compatible address (deprecated, never a public host)",
+    ),
+    ("64:ff9b:1::/48", "a local-use NAT64 address"),
 ];
+
+/// The name of the refused range `ip` is in, if any. An IPv4 address written as IPv6
+/// (`::ffff:a.b.c.d`, the NAT64 prefix `64:ff9b::/96`, or 6to4's `2002:a.b.c.d::/48`) is
+/// judged as the IPv4 address.
+pub fn refused_range(ip: IpAddr) -> Option<&'static str> {
+    let ip = as_ipv4(ip);
+    let named = match ip {
+        IpAddr::V4(v4) => refused_v4(v4),
+        IpAddr::V6(v6) => refused_v6(v6),
+    };
+    named.or_else(|| {
+        REFUSED
+            .iter()
+            .find(|(net, _)| net.parse::<IpNet>().is_ok_and(|n| n.contains(&ip)))
+            .map(|(_, name)| *name)
+    })
+}
+
+/// The IPv4 ranges std names.
+fn refused_v4(ip: Ipv4Addr) -> Option<&'static str> {
+    [
+        (ip.is_loopback(), "a loopback address"),
+        (ip.is_private(), "a private address"),
+        (
+            ip.is_link_local(),
+            "a link-local address (cloud metadata services live there)",
+        ),
+        (ip.is_multicast(), "a multicast address"),
+        (ip.is_broadcast(), "the broadcast address"),
+    ]
+    .into_iter()
+    .find_map(|(is, name)| is.then_some(name))
+}
+
+/// The IPv6 ranges std names.
+fn refused_v6(ip: Ipv6Addr) -> Option<&'static str> {
+    [
+        (ip.is_unspecified(), "the unspecified address"),
+        (ip.is_loopback(), "the loopback address"),
+        (ip.is_unique_local(), "a unique local (private) address"),
+        (ip.is_unicast_link_local(), "a link-local address"),
+        (ip.is_multicast(), "a multicast address"),
+    ]
+    .into_iter()
+    .find_map(|(is, name)| is.then_some(name))
+}
+
+fn as_ipv4(ip: IpAddr) -> IpAddr {
+    let IpAddr::V6(v6) = ip else {
+        return ip;
+    };
+    let [.., a, b, c, d] = v6.octets();
+    match (v6.to_ipv4_mapped(), v6.segments()) {
+        (Some(v4), _) => IpAddr::V4(v4),
+        (None, [0x64, 0xff9b, 0, 0, 0, 0, ..]) => IpAddr::V4(Ipv4Addr::new(a, b, c, d)),
+        (None, [0x2002, high, low, ..]) => {
+            IpAddr::V4(Ipv4Addr::from((u32::from(high) << 16) | u32::from(low)))
+        }
+        (None, _) => IpAddr::V6(v6),
+    }
+}
 
 /// What a learned URL may reach: public addresses, and the ranges the operator allowed.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LearnedUrlPolicy {
     /// This upstream's `allow_private_urls`.
     pub allowed: Vec<IpNet>,
-}
-
-/// The name of the refused range `ip` is in, if any. An IPv4 address written as IPv6
-/// (`::ffff:a.b.c.d`, or the NAT64 prefix `64:ff9b::/96`) is judged as the IPv4 address.
-pub fn refused_range(ip: IpAddr) -> Option<&'static str> {
-    let ip = as_ipv4(ip);
-    REFUSED
-        .iter()
-        .find(|(net, _)| net.parse::<IpNet>().is_ok_and(|n| n.contains(&ip)))
-        .map(|(_, name)| *name)
-}
-
-fn as_ipv4(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None if v6.segments()[..6] == [0x64, 0xff9b, 0, 0, 0, 0] => {
-                let [.., a, b, c, d] = v6.octets();
-                IpAddr::V4(Ipv4Addr::new(a, b, c, d))
-            }
-            None => IpAddr::V6(v6),
-        },
-        v4 => v4,
-    }
 }
 
 impl LearnedUrlPolicy {
@@ -171,6 +215,50 @@ mod tests {
         ] {
             assert_eq!(refused_range(ip(public)), None, "{public}");
         }
+    }
+
+    #[test]
+    fn reserved_multicast_broadcast_and_tunnelled_addresses_are_refused() {
+        // (address, the range's name it is refused as; None: public)
+        let table: &[(&str, Option<&str>)] = &[
+            ("192.0.0.1", Some("an IETF protocol assignment")),
+            ("192.0.0.170", Some("an IETF protocol assignment")),
+            ("198.18.0.1", Some("a benchmarking address")),
+            ("198.19.255.255", Some("a benchmarking address")),
+            ("240.0.0.1", Some("a reserved address")),
+            ("255.255.255.254", Some("a reserved address")),
+            ("255.255.255.255", Some("the broadcast address")),
+            ("224.0.0.1", Some("a multicast address")),
+            ("239.255.255.250", Some("a multicast address")),
+            ("168.63.129.16", Some("Azure's wire server")),
+            ("ff02::1", Some("a multicast address")),
+            ("ff0e::1", Some("a multicast address")),
+            ("::a00:1", Some("an IPv4-compatible address")),
+            ("::808:808", Some("an IPv4-compatible address")),
+            ("64:ff9b:1::a00:1", Some("a local-use NAT64 address")),
+            ("2002:a00:1::1", Some("a private address")),
+            ("2002:a9fe:a9fe::", Some("a link-local address")),
+            ("2002:7f00:1::", Some("a loopback address")),
+            ("::ffff:198.18.0.1", Some("a benchmarking address")),
+            ("192.0.1.1", None),
+            ("198.20.0.1", None),
+            ("223.255.255.255", None),
+            ("168.63.129.17", None),
+            ("2002:808:808::1", None),
+            ("64:ff9b:2::1", None),
+        ];
+        for (address, expected) in table {
+            let got = refused_range(ip(address));
+            match expected {
+                Some(name) => assert!(got.is_some_and(|g| g.contains(name)), "{address}: {got:?}"),
+                None => assert_eq!(got, None, "{address}"),
+            }
+        }
+        // A 6to4 address is allowed as its IPv4 address is.
+        let allowed = LearnedUrlPolicy {
+            allowed: vec!["10.0.0.0/8".parse().unwrap()],
+        };
+        assert_eq!(allowed.check_addr(ip("2002:a00:1::1")), Ok(()));
     }
 
     #[test]
