@@ -15,7 +15,10 @@
 //! or asked by none for `idle`. The table holds at most `cap` URIs, and its last
 //! [`VersionTable::reserve`] places go only to callers holding fewer than
 //! [`VersionTable::floor`] URIs, so that a few callers at their full shares cannot take the
-//! whole table from everyone else.
+//! whole table from everyone else. Holds (a URI asked by a caller) are bounded the same way:
+//! at most [`VersionTable::max_holds`], the last [`VersionTable::hold_reserve`] of them only for
+//! callers under the floor, so that callers at their full shares of URIs others already watch
+//! cannot answer everyone else `Full`.
 
 use std::{
     collections::{BTreeSet, HashMap, VecDeque},
@@ -96,16 +99,29 @@ impl VersionTable {
         (self.share() / 10).max(1)
     }
 
-    /// Why a URI new to the table would be refused to `caller` now, if it would.
+    /// The most holds the table keeps in all.
+    pub fn max_holds(&self) -> usize {
+        self.cap * HOLDS_PER_URI
+    }
+
+    /// The last holds, kept for callers holding fewer than [`Self::floor`] URIs, as the last
+    /// places are: a fifth of them, so that callers at their full shares of URIs others watch
+    /// cannot take every hold either.
+    pub fn hold_reserve(&self) -> usize {
+        self.max_holds() / SHARES
+    }
+
+    /// Why `uri` would be refused to `caller` now, if it would.
     fn refusal(&self, uri: &str, caller: &str) -> Option<Refused> {
         let new = !self.entries.contains_key(uri);
         let held = self.held_by(caller);
+        let reserved_place = new && self.entries.len() + self.reserve() >= self.cap;
+        let reserved_hold = self.holds + self.hold_reserve() >= self.max_holds();
         if held >= self.share() {
             Some(Refused::OverShare)
-        } else if self.holds >= self.cap * HOLDS_PER_URI || (new && self.entries.len() >= self.cap)
-        {
+        } else if self.holds >= self.max_holds() || (new && self.entries.len() >= self.cap) {
             Some(Refused::Full)
-        } else if new && held >= self.floor() && self.entries.len() + self.reserve() >= self.cap {
+        } else if held >= self.floor() && (reserved_place || reserved_hold) {
             Some(Refused::Reserved)
         } else {
             None
@@ -437,6 +453,35 @@ mod tests {
         );
         // A URI already watched is shared whatever is left.
         assert!(table.ask(&uris(&["h0/0"]), "late", now).is_empty());
+    }
+
+    #[test]
+    fn callers_at_their_shares_of_watched_uris_leave_holds_to_others() {
+        let now = Instant::now();
+        let mut table = VersionTable::new("e".into(), 20);
+        assert_eq!((table.max_holds(), table.hold_reserve()), (200, 40));
+        // Fifty callers each ask for a full share of URIs already watched: they take the holds
+        // short of the reserve, and then one reserved hold each (they held less than the floor).
+        let watched = uris(&["w0", "w1", "w2", "w3"]);
+        let mut refused = Vec::new();
+        for hog in 0..50 {
+            refused.extend(table.ask(&watched, &format!("hog-{hog}"), now));
+        }
+        assert_eq!(table.uris().len(), 4);
+        assert_eq!(refused.len(), 30, "hogs 40 to 49 got one hold each");
+        assert!(refused.iter().all(|(_, why)| *why == Refused::Reserved));
+        // Callers holding little are still served a URI others watch.
+        for newcomer in 0..30 {
+            let caller = format!("new-{newcomer}");
+            assert!(
+                table.ask(&watched[..1], &caller, now).is_empty(),
+                "{caller}"
+            );
+        }
+        assert_eq!(
+            table.ask(&watched[..1], "late", now),
+            [("w0".to_owned(), Refused::Full)]
+        );
     }
 
     #[test]

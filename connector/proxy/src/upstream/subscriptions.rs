@@ -116,9 +116,11 @@ fn refusal_text(why: Refused, table: &VersionTable) -> String {
             crate::resource_versions::SHARES
         ),
         Refused::Reserved => format!(
-            "the proxy keeps its last {} places for resources of this upstream for callers \
-             holding fewer than {}, and this caller holds more; unsubscribe from others, or try again later",
+            "the proxy keeps its last {} places for resources of this upstream, and its last {} \
+             subscriptions to them, for callers holding fewer than {}, and this caller holds more; \
+             unsubscribe from others, or try again later",
             table.reserve(),
+            table.hold_reserve(),
             table.floor()
         ),
         Refused::OverShare => format!(
