@@ -456,3 +456,33 @@ async fn discovery_refuses_learned_urls_toward_private_ranges_unless_allowed() {
         "{error}"
     );
 }
+
+/// R-PRX-15: discovery reads metadata and learns URLs only over https (or on loopback): an
+/// on-path attacker could otherwise rewrite an http document to name its own https token
+/// endpoint and receive the client's credentials. Each refusal names the host and says to set
+/// `token_url`; no request leaves for the http host.
+#[tokio::test]
+async fn discovery_over_http_off_loopback_is_refused_and_names_token_url() {
+    let refused = |error: &str, host: &str| {
+        error.contains("token endpoint discovery")
+            && error.contains(host)
+            && error.contains("https")
+            && error.contains("token_url")
+    };
+    // The upstream (on loopback) names an authorization server over http.
+    let upstream = upstream_naming("http://auth.example").await;
+    let error = discovering(&upstream, &[])
+        .token()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused(&error, "auth.example"), "{error}");
+    // An upstream over http off loopback: its own metadata is not trusted either.
+    let provider = ClientCredentialsProvider::new(ClientCredentials {
+        token_url: None,
+        ..credentials(&upstream)
+    })
+    .discovering_from(&"http://mcp.example/mcp".parse().unwrap());
+    let error = provider.token().await.unwrap_err().to_string();
+    assert!(refused(&error, "mcp.example"), "{error}");
+}

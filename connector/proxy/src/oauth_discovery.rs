@@ -3,7 +3,8 @@
 //! metadata (RFC 9728) names its authorization server, whose metadata (RFC 8414, or OpenID
 //! discovery) names the token endpoint. The first document is on the upstream's own host, the
 //! operator's word; the authorization server and the token endpoint are the upstream's word, so
-//! they are learned URLs and reach only what R-PRX-37 allows.
+//! they are learned URLs and reach only what R-PRX-37 allows. Every step is over https, or on
+//! loopback.
 
 use serde::Deserialize;
 use url::Url;
@@ -82,6 +83,7 @@ pub async fn token_endpoint(upstream: &Url, clients: &DiscoveryClients<'_>) -> R
         token_endpoint: Option<String>,
     }
     let own = upstream.host_str().unwrap_or("the upstream");
+    over_https("the upstream", upstream)?;
     let resource: Resource = first_document(clients.own, &resource_metadata_urls(upstream))
         .await
         .map_err(|e| format!("the upstream's protected-resource metadata on {own}: {e}"))?;
@@ -102,6 +104,7 @@ pub async fn token_endpoint(upstream: &Url, clients: &DiscoveryClients<'_>) -> R
         })
     };
     learned("the authorization server", &issuer)?;
+    over_https("the authorization server the upstream named", &issuer)?;
     let server: Server = first_document(clients.learned, &issuer_metadata_urls(&issuer))
         .await
         .map_err(|e| format!("the metadata of authorization server {server_host}: {e}"))?;
@@ -115,13 +118,26 @@ pub async fn token_endpoint(upstream: &Url, clients: &DiscoveryClients<'_>) -> R
         .and_then(|t| Url::parse(t).ok())
         .ok_or_else(|| format!("authorization server {server_host} names no token_endpoint"))?;
     learned("the token endpoint", &token_url)?;
-    if token_url.scheme() != "https" && !is_loopback(&token_url) {
-        return Err(format!(
-            "authorization server {server_host} names a token endpoint that is not https: the \
-             client's credentials would travel in clear"
-        ));
-    }
+    over_https(
+        &format!("the token endpoint authorization server {server_host} named"),
+        &token_url,
+    )?;
     Ok(token_url)
+}
+
+/// Discovery reads metadata and sends the client's credentials only over https, or on loopback
+/// (R-PRX-15): over plain http an on-path attacker could rewrite a document to name its own
+/// https token endpoint and receive them. The refusal says to configure `token_url`.
+fn over_https(what: &str, url: &Url) -> Result<(), String> {
+    if url.scheme() == "https" || is_loopback(url) {
+        return Ok(());
+    }
+    Err(format!(
+        "{what}, {}, is not https: discovery over plain http could be rewritten on the way \
+         to send the client's credentials elsewhere; use https, or set this upstream's \
+         [upstream.oauth] token_url",
+        url.host_str().unwrap_or("?")
+    ))
 }
 
 /// The first of `urls` that answers 200 with a JSON document of type `T`; a 404 tries the
@@ -189,6 +205,27 @@ mod tests {
 
     fn urls(list: Vec<Url>) -> Vec<String> {
         list.into_iter().map(String::from).collect()
+    }
+
+    #[test]
+    fn discovery_goes_over_https_or_stays_on_loopback() {
+        let check = |u: &str| over_https("the upstream", &Url::parse(u).unwrap());
+        for fine in [
+            "https://mcp.example/mcp",
+            "http://127.0.0.1:8080/mcp",
+            "http://[::1]/mcp",
+            "http://localhost/mcp",
+        ] {
+            assert_eq!(check(fine), Ok(()), "{fine}");
+        }
+        let error = check("http://mcp.example/mcp?key=secret").unwrap_err();
+        assert!(
+            error.contains("mcp.example")
+                && error.contains("not https")
+                && error.contains("token_url")
+                && !error.contains("secret"),
+            "{error}"
+        );
     }
 
     #[test]
