@@ -1,13 +1,18 @@
 //! R-PRX-40: each caller's calls are dispatched fairly on the proxy's task queue. A caller with
 //! hundreds of calls queued does not hold back another caller's: the proxy gives each call's
-//! Activity its caller's key (the connector's `x-durable-mcp-caller` header) as fairness key,
-//! and the server's task-queue fairness dispatches the keys in turn. Counted, not timed: how many
-//! of the first caller's calls had run when the second caller's were all done.
+//! Activity its caller key (the connector's `x-durable-mcp-caller-key` header) as fairness key,
+//! and the server's task-queue fairness dispatches the keys in turn. The first caller names a
+//! new caller of each call (`x-durable-mcp-caller`, as an IPv6 site's /64s are), which must not
+//! give it more turns. Counted, not timed: how many of the first caller's calls had run when the
+//! second caller's were all done.
 
 use std::time::Duration;
 
 use durable_mcp::{
-    mcp::{call::CALLER_HEADER, payload},
+    mcp::{
+        call::{CALLER_HEADER, CALLER_KEY_HEADER},
+        payload,
+    },
     nexus::{OperationOutcome, OperationRef, StartOperation},
 };
 use durable_mcp_conformance::fixtures::{Ledger, LedgerEvent};
@@ -24,8 +29,10 @@ const OTHERS: usize = 5;
 /// How long each call's tool runs. Two at a time: the burst takes 100 s to drain.
 const SLEEP_MS: u64 = 1_000;
 
-/// Starts one call of the mock's `slow` tool for `caller` (its key in the ledger too), and
-/// waits until the proxy answered the start: the call is then an Activity on the task queue.
+/// Starts one call of the mock's `slow` tool for `caller` (its key in the ledger too), named
+/// as the connector names a call from a new /64 of the caller's site (a new caller of the call,
+/// the same caller key), and waits until the proxy answered the start: the call is then an
+/// Activity on the task queue.
 async fn start(env: &TestEnv, caller: &str) -> OperationRef {
     let arguments = json!({"key": caller, "sleep_ms": SLEEP_MS});
     let mut start = StartOperation::new(
@@ -36,7 +43,11 @@ async fn start(env: &TestEnv, caller: &str) -> OperationRef {
         payload::to_payload(&arguments).unwrap(),
     );
     start.schedule_to_close = Some(Duration::from_secs(600));
-    start.headers.insert(CALLER_HEADER.into(), caller.into());
+    let call_caller = format!("{caller}/{}", uuid::Uuid::new_v4().simple());
+    start.headers.insert(CALLER_HEADER.into(), call_caller);
+    start
+        .headers
+        .insert(CALLER_KEY_HEADER.into(), caller.into());
     let op = env.client.start(start).await.unwrap().0;
     while env
         .client

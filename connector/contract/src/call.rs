@@ -9,10 +9,15 @@ use serde::{Deserialize, Serialize};
 use temporalio_protos::temporal::api::common::v1::Payload;
 
 /// The Nexus header naming the caller a tool call is for: the connector's opaque, keyed name of
-/// it (its share's caller key, else its scope's hash), never the identity itself. The proxy
-/// gives a log message that names no request to the one call in flight only when no other
-/// caller's call just ended (R-PRX-10), and makes it the call Activity's fairness key (R-PRX-40).
+/// it (its share's caller key, an anonymous address as its own; else its scope's hash), never
+/// the identity itself. The proxy gives a log message that names no request to the one call in
+/// flight only when no other caller's call just ended (R-PRX-10).
 pub const CALLER_HEADER: &str = "x-durable-mcp-caller";
+
+/// The Nexus header naming the caller key of the caller a tool call is for (R-PRX-36: an IPv6
+/// site as one caller, so its /64s cannot each take a turn): the call Activity's fairness key
+/// (R-PRX-40). Without it (a connector from before), the proxy takes [`CALLER_HEADER`].
+pub const CALLER_KEY_HEADER: &str = "x-durable-mcp-caller-key";
 
 /// The async operation token of a tool call: finds the activity again on cancel, and tells
 /// tools (such as the conformance runner) which activity runs a call.

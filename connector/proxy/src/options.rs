@@ -9,7 +9,10 @@
 //!
 //! Durations are written as humantime strings (`"30s"`, `"48h"`, `"1m 30s"`) in TOML and JSON.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{
+    collections::{BTreeMap, HashMap},
+    time::Duration,
+};
 
 use serde::{Deserialize, Serialize};
 use temporalio_protos::temporal::api::common::v1::Priority;
@@ -196,10 +199,21 @@ impl PrioritySpec {
     }
 }
 
-/// The priority of one call's Activity (R-PRX-40): the configured one, with the caller the
-/// start names ([`CALLER_HEADER`](durable_mcp_contract::call::CALLER_HEADER)) as its fairness
-/// key unless the configuration names one; `None` when there is neither. A caller that cannot
-/// be a fairness key (empty, or over 64 bytes) is no key.
+/// The caller key a start names (R-PRX-40): its
+/// [`CALLER_KEY_HEADER`](durable_mcp_contract::call::CALLER_KEY_HEADER), one per caller (an
+/// IPv6 site as one), else, from a connector from before it, its
+/// [`CALLER_HEADER`](durable_mcp_contract::call::CALLER_HEADER).
+pub fn caller_key_of(headers: &HashMap<String, String>) -> Option<&str> {
+    use durable_mcp_contract::call::{CALLER_HEADER, CALLER_KEY_HEADER};
+    (headers.get(CALLER_KEY_HEADER))
+        .or_else(|| headers.get(CALLER_HEADER))
+        .map(String::as_str)
+}
+
+/// The priority of one call's Activity (R-PRX-40): the configured one, with the caller key the
+/// start names ([`caller_key_of`]) as its fairness key unless the configuration names one;
+/// `None` when there is neither. A caller that cannot be a fairness key (empty, or over 64
+/// bytes) is no key.
 pub fn call_priority(configured: Option<&PrioritySpec>, caller: Option<&str>) -> Option<Priority> {
     let caller = caller.filter(|k| {
         !k.is_empty() && k.len() <= durable_mcp_contract::features::MAX_CALLER_KEY_BYTES
@@ -343,6 +357,26 @@ pub fn resolve(
 mod tests {
     use super::*;
     use temporalio_protos::temporal::api::common::v1::RetryPolicy;
+
+    #[test]
+    fn a_calls_fairness_key_is_its_caller_key_else_its_caller() {
+        use durable_mcp_contract::call::{CALLER_HEADER, CALLER_KEY_HEADER};
+        let headers = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect()
+        };
+        // Two /64s of one site: two callers of a call, one key.
+        let one = headers(&[(CALLER_HEADER, "per-64-a"), (CALLER_KEY_HEADER, "site")]);
+        let two = headers(&[(CALLER_HEADER, "per-64-b"), (CALLER_KEY_HEADER, "site")]);
+        let key = |h: &HashMap<String, String>| call_priority(None, caller_key_of(h)).unwrap();
+        assert_eq!(key(&one).fairness_key, "site");
+        assert_eq!(key(&one), key(&two));
+        let older = headers(&[(CALLER_HEADER, "caller")]);
+        assert_eq!(key(&older).fairness_key, "caller");
+        assert_eq!(caller_key_of(&HashMap::new()), None);
+    }
 
     #[test]
     fn a_calls_fairness_key_is_its_callers_unless_configured() {

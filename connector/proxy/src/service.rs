@@ -277,7 +277,7 @@ impl ServiceContext {
             // Each caller's calls are dispatched fairly against the others' (R-PRX-40).
             priority: super::options::call_priority(
                 options.priority.as_ref(),
-                caller_of(start).as_deref(),
+                super::options::caller_key_of(&start.headers),
             ),
             summary: options
                 .summary

@@ -13,7 +13,7 @@ use tracing::{debug, info, warn};
 
 use super::{
     Connector,
-    caller_key::call_caller,
+    caller_key::CallCaller,
     explicit_cancel::CallCancel,
     internal::{internal, outcome_unknown},
 };
@@ -28,7 +28,7 @@ use crate::{
     task_ref::{CallerScope, SigningKey, caller_hash},
 };
 use durable_mcp_contract::{
-    call::{CALLER_HEADER, CallNotifications, LiveNotifications},
+    call::{CallNotifications, LiveNotifications},
     errors::ConnectorErrorType,
     jsonrpc_error::JsonRpcError,
     listing::{advertised_inline, advertised_one_attempt, advertised_timeout},
@@ -60,11 +60,10 @@ impl Connector {
         }
     }
 
-    /// The caller a tool call is for, as its operation names it to the tool service (R-PRX-10):
-    /// its share's caller key (so two anonymous addresses are two callers), else its scope's
-    /// opaque hash.
-    pub(super) fn caller_of(&self, scope: &CallerScope, share: Option<&Share>) -> String {
-        call_caller(&self.inner.options.signing_key, scope, share)
+    /// The caller a tool call is for, as its operation names it to the tool service: for log
+    /// attribution (R-PRX-10) and as its fairness key (R-PRX-40).
+    pub(super) fn caller_of(&self, scope: &CallerScope, share: Option<&Share>) -> CallCaller {
+        CallCaller::of(&self.inner.options.signing_key, scope, share)
     }
 
     /// Everything a start needs before it names its operation: the tool's route and timeout,
@@ -419,8 +418,8 @@ struct PreparedCall<'t> {
     /// Until when the wait rides out outages (R-CON-16).
     deadline: tokio::time::Instant,
     slot: super::limits::InFlightSlot,
-    /// The caller it is for ([`CALLER_HEADER`]), when known.
-    caller: Option<String>,
+    /// The caller it is for ([`CallCaller`]), when known.
+    caller: Option<CallCaller>,
 }
 
 impl PreparedCall<'_> {
@@ -440,7 +439,7 @@ impl PreparedCall<'_> {
             .headers
             .extend(durable_mcp_runtime::trace::current_fields());
         if let Some(caller) = &self.caller {
-            start.headers.insert(CALLER_HEADER.into(), caller.clone());
+            caller.name_in(&mut start.headers);
         }
         start
     }

@@ -6,6 +6,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use durable_mcp_contract::call::{CALLER_HEADER, CALLER_KEY_HEADER};
 use hmac::{Hmac, KeyInit as _, Mac as _};
 use sha2::Sha256;
 
@@ -54,6 +55,31 @@ pub fn call_caller(signing: &SigningKey, scope: &CallerScope, share: Option<&Sha
     }
 }
 
+/// How a tool call's operation names its caller to the tool service: `call` for the proxy's
+/// log attribution ([`call_caller`], R-PRX-10), `key` its caller key ([`caller_key`]), the
+/// call's fairness key (R-PRX-40), so that an IPv6 site's /64s are one caller's turns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallCaller {
+    pub call: String,
+    pub key: String,
+}
+
+impl CallCaller {
+    /// The names of a call of `share` (none: the connector's own caller, `scope`).
+    pub fn of(signing: &SigningKey, scope: &CallerScope, share: Option<&Share>) -> Self {
+        Self {
+            call: call_caller(signing, scope, share),
+            key: caller_key(signing, share, scope),
+        }
+    }
+
+    /// Names the caller in a start's Nexus headers.
+    pub fn name_in(&self, headers: &mut std::collections::HashMap<String, String>) {
+        headers.insert(CALLER_HEADER.into(), self.call.clone());
+        headers.insert(CALLER_KEY_HEADER.into(), self.key.clone());
+    }
+}
+
 impl Connector {
     /// The caller key of a request of `share` (R-PRX-36).
     pub(super) fn caller_key(&self, share: Option<&Share>) -> String {
@@ -87,6 +113,24 @@ mod tests {
             caller_key(&key, Some(&one), &scope),
             caller_key(&key, Some(&two), &scope)
         );
+    }
+
+    #[test]
+    fn a_sites_64s_are_two_callers_of_a_call_and_one_fairness_key() {
+        let key = SigningKey::from_base64(&"QUFB".repeat(11)).unwrap();
+        let scope = CallerScope::Anonymous;
+        let named = |address: &str| {
+            let share = Share::Address(address.parse().unwrap());
+            let mut headers = std::collections::HashMap::new();
+            CallCaller::of(&key, &scope, Some(&share)).name_in(&mut headers);
+            headers
+        };
+        let (one, two) = (named("2001:db8:1:1::"), named("2001:db8:1:2::"));
+        assert_ne!(one[CALLER_HEADER], two[CALLER_HEADER], "R-PRX-10");
+        assert_eq!(one[CALLER_KEY_HEADER], two[CALLER_KEY_HEADER], "R-PRX-40");
+        let other_site = named("2001:db8:2:1::");
+        assert_ne!(one[CALLER_KEY_HEADER], other_site[CALLER_KEY_HEADER]);
+        assert!(one.values().all(|v| !v.contains("2001")));
     }
 
     #[test]

@@ -29,7 +29,9 @@ use serde_json::{Map, Value, json};
 use tracing::info;
 
 use super::{
-    Answer, Connector, Typed, complete,
+    Answer, Connector, Typed,
+    caller_key::CallCaller,
+    complete,
     internal::internal,
     limits::{InFlightSlot, NOTHING_STARTED},
 };
@@ -37,7 +39,6 @@ use crate::fair::Share;
 use crate::route::Route;
 use crate::task_ref::{CallerScope, ROUND_SEAL_HEADER, round_seal, round_sealed};
 use durable_mcp_contract::{
-    call::CALLER_HEADER,
     input::{
         Answering, INPUT_REQUIRED, INPUT_REQUIRED_ERROR_TYPE, INPUT_ROUND, InputRequired,
         MAX_ROUNDS, PARTIAL_ROUND, asks_for_input, next_round_id, round_of,
@@ -356,7 +357,7 @@ impl Connector {
         &self,
         mut last: OperationDescription,
         responses: &Map<String, Value>,
-        (found, caller): ((Route, Value), &str),
+        (found, caller): ((Route, Value), &CallCaller),
     ) -> Result<(OperationRef, bool), McpError> {
         for attempt in 0..MAX_ROUNDS {
             let Some(asked) = asked_of(&last) else {
@@ -426,7 +427,7 @@ impl Connector {
         last: &OperationDescription,
         asked: &InputRequired,
         answering: Answering,
-        ((route, definition), caller): ((Route, Value), &str),
+        ((route, definition), caller): ((Route, Value), &CallCaller),
     ) -> Result<(OperationRef, bool), McpError> {
         let Some(next) = next_round_id(&last.reference.operation_id) else {
             return Err(too_many_rounds());
@@ -458,9 +459,7 @@ impl Connector {
             Some(advertised_timeout(&definition).unwrap_or(self.inner.options.default_timeout));
         start.conflict_policy = ConflictPolicy::UseExisting;
         start.reuse_policy = ReusePolicy::RejectDuplicate;
-        start
-            .headers
-            .insert(CALLER_HEADER.into(), caller.to_owned());
+        caller.name_in(&mut start.headers);
         self.seal_round(&mut start);
         let deadline = tokio::time::Instant::now() + ROUND_START_BUDGET;
         let started = self.inner.client.start_until(start, deadline).await;
