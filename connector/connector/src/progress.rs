@@ -324,6 +324,7 @@ mod tests {
                 run_id: "run".into(),
             },
             status: durable_mcp_runtime::nexus::OperationStatus::Running,
+            endpoint: "ep".into(),
             service: service.into(),
             operation: durable_mcp_contract::operation_name::operation_for_tool(tool),
             attempt: 1,

@@ -16,7 +16,6 @@ use rmcp::ErrorData as McpError;
 use tracing::info;
 
 use super::{Connector, internal::internal};
-use crate::route::Route;
 use durable_mcp_contract::{
     input::{CancelledRound, next_round_id},
     outcome::Outcome,
@@ -61,6 +60,25 @@ fn marker_input(last: &OperationDescription) -> CancelledRound {
     }
 }
 
+/// The start of the marker taking round `next` after the waiting round `last`: on the very
+/// endpoint and service that asked (read from `last`, a round the connector follows, R-CON-40),
+/// never on whatever route now has the service's name or the tool (two routes may name one
+/// service on two endpoints), since its input is that service's `requestState`.
+fn marker_start(last: &OperationDescription, next: String) -> Result<StartOperation, McpError> {
+    let input = payload::to_marked_payload(&marker_input(last), "CancelledRound")
+        .map_err(|e| internal("cancelling the task", e))?;
+    let mut start = StartOperation::new(
+        next.clone(),
+        &last.endpoint,
+        &last.service,
+        CANCELLED_ROUND.to_owned(),
+        input,
+    );
+    start.request_id = next;
+    start.schedule_to_close = Some(MARKER_TIMEOUT);
+    Ok(start)
+}
+
 impl Connector {
     /// Whether a cancel took the round after `last` (R-CON-46): an answer to `last` then runs
     /// nothing.
@@ -91,18 +109,7 @@ impl Connector {
         let Some(next) = next_round_id(&last.reference.operation_id) else {
             return Ok(last.reference.clone());
         };
-        let route = self.round_route(last).await?;
-        let input = payload::to_marked_payload(&marker_input(last), "CancelledRound")
-            .map_err(|e| internal("cancelling the task", e))?;
-        let mut start = StartOperation::new(
-            next.clone(),
-            &route.endpoint,
-            &route.service,
-            CANCELLED_ROUND.to_owned(),
-            input,
-        );
-        start.request_id = next.clone();
-        start.schedule_to_close = Some(MARKER_TIMEOUT);
+        let mut start = marker_start(last, next.clone())?;
         self.seal_round(&mut start);
         start.conflict_policy = ConflictPolicy::UseExisting;
         start.reuse_policy = ReusePolicy::RejectDuplicate;
@@ -118,18 +125,6 @@ impl Connector {
             }),
             Err(e) => Err(internal("cancelling the task", e)),
         }
-    }
-
-    /// The route of the task's service: by the round's service name, so that a tool gone from
-    /// the listing since does not keep its task waiting; else by the tool, as a call finds it.
-    async fn round_route(&self, last: &OperationDescription) -> Result<Route, McpError> {
-        let routes = &self.inner.options.routes;
-        if let Some(route) = routes.iter().find(|r| r.service == last.service) {
-            return Ok(route.clone());
-        }
-        let tool = durable_mcp_contract::operation_name::tool_for_operation(&last.operation)
-            .unwrap_or_else(|| last.operation.clone());
-        Ok(self.lookup(&tool).await?.0)
     }
 }
 
@@ -210,6 +205,23 @@ mod tests {
         assert!(takes.begin("op-x").is_none(), "past the cap");
         takes.end(running.pop().unwrap(), true);
         assert!(takes.begin("op-x").is_some(), "a place freed");
+    }
+
+    /// R-CON-40: the marker goes to the endpoint and service whose round asked, even when a
+    /// namesake service is configured on another endpoint.
+    #[test]
+    fn a_cancel_marker_goes_to_the_endpoint_and_service_that_asked() {
+        let mut waiting = super::super::input::tests::described("op", "billing", "ask");
+        waiting.endpoint = "ep-asked".into();
+        let start = marker_start(&waiting, "op~r2".into()).unwrap();
+        assert_eq!(
+            (&*start.endpoint, &*start.service, &*start.operation),
+            ("ep-asked", "billing", CANCELLED_ROUND)
+        );
+        assert_eq!(
+            (&*start.operation_id, &*start.request_id),
+            ("op~r2", "op~r2")
+        );
     }
 
     #[test]

@@ -37,7 +37,7 @@ use super::{
 };
 use crate::fair::Share;
 use crate::route::Route;
-use crate::task_ref::{CallerScope, ROUND_SEAL_HEADER, round_seal, round_sealed};
+use crate::task_ref::{CallerScope, ROUND_SEAL_HEADER, SealedRound, round_seal, round_sealed};
 use durable_mcp_contract::{
     input::{
         Answering, INPUT_REQUIRED, INPUT_REQUIRED_ERROR_TYPE, INPUT_ROUND, InputRequired,
@@ -189,8 +189,13 @@ impl Connector {
     /// Seals a later round's start with the signing key (R-CON-40), so that connectors follow
     /// it as one of theirs.
     pub(super) fn seal_round(&self, start: &mut StartOperation) {
-        let key = &self.inner.options.signing_key;
-        let seal = round_seal(key, &start.operation_id, &start.service, &start.operation);
+        let round = SealedRound {
+            operation_id: &start.operation_id,
+            endpoint: &start.endpoint,
+            service: &start.service,
+            operation: &start.operation,
+        };
+        let seal = round_seal(&self.inner.options.signing_key, round);
         start.headers.insert(ROUND_SEAL_HEADER.into(), seal);
     }
 
@@ -202,9 +207,14 @@ impl Connector {
             .headers
             .get(ROUND_SEAL_HEADER)
             .map_or("", String::as_str);
-        let id = round.reference.operation_id.as_str();
+        let sealed = SealedRound {
+            operation_id: &round.reference.operation_id,
+            endpoint: &round.endpoint,
+            service: &round.service,
+            operation: &round.operation,
+        };
         let keys = std::iter::once(&o.signing_key).chain(&o.previous_signing_keys);
-        round_sealed(keys, seal, (id, &round.service, &round.operation))
+        round_sealed(keys, seal, sealed)
     }
 
     /// Refuses to follow the round `next` an answer found started, when it lacks the seal.
@@ -730,22 +740,23 @@ fn request_state(task_id: &str) -> String {
 /// The answers to a round go only to the service that asked for them (R-CON-40): when the
 /// tool's name is now served by another route, the arguments, the answers (which may be
 /// secrets) and the upstream's opaque state would reach a service that never saw the call.
+/// The endpoint is compared too: two routes may name one service on two endpoints.
 fn still_served_by(last: &OperationDescription, route: &Route) -> Result<(), McpError> {
-    if route.service == last.service {
+    if route.service == last.service && route.endpoint == last.endpoint {
         return Ok(());
     }
     Err(McpError::invalid_params(
         format!(
             "the tool of this task is no longer served by the service that asked for this input \
-             ({:?}); the answers were not sent anywhere. Call the tool again",
-            last.service
+             ({:?} on endpoint {:?}); the answers were not sent anywhere. Call the tool again",
+            last.service, last.endpoint
         ),
         None,
     ))
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::limits::{CallStarts, InFlight};
     use super::*;
 
@@ -841,13 +852,18 @@ mod tests {
     }
 
     /// A described operation of `service` running `operation`, as the server would answer it.
-    fn described(operation_id: &str, service: &str, operation: &str) -> OperationDescription {
+    pub(in crate::server) fn described(
+        operation_id: &str,
+        service: &str,
+        operation: &str,
+    ) -> OperationDescription {
         OperationDescription {
             reference: OperationRef {
                 operation_id: operation_id.into(),
                 run_id: String::new(),
             },
             status: durable_mcp_runtime::nexus::OperationStatus::Failed,
+            endpoint: "ep".into(),
             service: service.into(),
             operation: operation.into(),
             attempt: 1,
@@ -899,6 +915,22 @@ mod tests {
                 && !moved.message.contains("billing"),
             "{}",
             moved.message
+        );
+    }
+
+    /// Two routes may name one service on two endpoints: the answers go only to the endpoint
+    /// whose service asked, never to a namesake on another (R-CON-40).
+    #[test]
+    fn answers_go_only_to_the_endpoint_that_asked_for_them() {
+        let asked = described("op", "billing", "ask");
+        assert!(still_served_by(&asked, &Route::new("billing", "ep")).is_ok());
+        let namesake = still_served_by(&asked, &Route::new("billing", "ep-other")).unwrap_err();
+        assert!(
+            namesake.message.contains("\"ep\"")
+                && namesake.message.contains("not sent anywhere")
+                && !namesake.message.contains("ep-other"),
+            "{}",
+            namesake.message
         );
     }
 

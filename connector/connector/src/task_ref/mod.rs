@@ -294,29 +294,45 @@ pub fn caller_hash(key: &SigningKey, scope: &CallerScope) -> String {
 /// The Nexus header a round after the first carries (R-CON-40): its [`round_seal`].
 pub const ROUND_SEAL_HEADER: &str = "x-durable-mcp-round-seal";
 
-/// A later round's seal: HMAC-SHA256(key, `"round:"` and the round's operation ID, service
-/// and operation, each length-prefixed), base64url. Round IDs follow from the call's own
-/// (`<id>~r<n>`), so anyone who may start operations on the endpoint could start one first;
-/// the connector follows only rounds sealed with its key (R-CON-40).
-pub fn round_seal(key: &SigningKey, operation_id: &str, service: &str, operation: &str) -> String {
+/// What a later round's seal covers (R-CON-40): the round as the connector starts it, and as
+/// the server describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SealedRound<'a> {
+    pub operation_id: &'a str,
+    /// Two routes may name one service on two endpoints: the seal tells them apart.
+    pub endpoint: &'a str,
+    pub service: &'a str,
+    pub operation: &'a str,
+}
+
+/// A later round's seal: HMAC-SHA256(key, `"round:"` and the round's operation ID, endpoint,
+/// service and operation, each length-prefixed), base64url. Round IDs follow from the call's
+/// own (`<id>~r<n>`), so anyone who may start operations on the endpoint could start one
+/// first; the connector follows only rounds sealed with its key (R-CON-40).
+pub fn round_seal(key: &SigningKey, round: SealedRound<'_>) -> String {
     let mut mac = key.mac();
     mac.update(b"round:");
-    for part in [operation_id, service, operation] {
+    for part in [
+        round.operation_id,
+        round.endpoint,
+        round.service,
+        round.operation,
+    ] {
         mac.update(format!("{}:", part.len()).as_bytes());
         mac.update(part.as_bytes());
     }
     URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
 }
 
-/// Whether `seal` is the [`round_seal`] of that round under one of `keys` (compared in
-/// constant time).
+/// Whether `seal` is the [`round_seal`] of `round` under one of `keys` (compared in constant
+/// time).
 pub fn round_sealed<'k>(
     keys: impl IntoIterator<Item = &'k SigningKey>,
     seal: &str,
-    (operation_id, service, operation): (&str, &str, &str),
+    round: SealedRound<'_>,
 ) -> bool {
     keys.into_iter().any(|key| {
-        let expected = round_seal(key, operation_id, service, operation);
+        let expected = round_seal(key, round);
         bool::from(expected.as_bytes().ct_eq(seal.as_bytes()))
     })
 }

@@ -656,25 +656,36 @@ proptest! {
 }
 
 /// R-CON-40: a round is followed only when its seal is this connector's, for that round's
-/// ID, service and operation; earlier keys still verify.
+/// ID, endpoint, service and operation; earlier keys still verify.
 #[test]
-fn a_round_seal_binds_its_key_id_service_and_operation() {
+fn a_round_seal_binds_its_key_id_endpoint_service_and_operation() {
     let (k, old, other) = (key(1), key(2), key(3));
-    let round = ("conn-p7-abc~r2", "svc", "tool_op");
-    let seal = round_seal(&k, round.0, round.1, round.2);
-    assert!(round_sealed([&k], &seal, round));
-    assert!(round_sealed([&other, &k], &seal, round), "any of the keys");
-    assert!(!round_sealed([&other], &seal, round), "another key");
-    let old_seal = round_seal(&old, round.0, round.1, round.2);
-    assert!(round_sealed([&k, &old], &old_seal, round), "a previous key");
+    let round = |operation_id, endpoint, service, operation| SealedRound {
+        operation_id,
+        endpoint,
+        service,
+        operation,
+    };
+    let sealed = round("conn-p7-abc~r2", "ep", "svc", "tool_op");
+    let seal = round_seal(&k, sealed);
+    assert!(round_sealed([&k], &seal, sealed));
+    assert!(round_sealed([&other, &k], &seal, sealed), "any of the keys");
+    assert!(!round_sealed([&other], &seal, sealed), "another key");
+    let old_seal = round_seal(&old, sealed);
+    assert!(
+        round_sealed([&k, &old], &old_seal, sealed),
+        "a previous key"
+    );
     for forged in [
-        ("conn-p7-abc~r3", "svc", "tool_op"),
-        ("conn-p7-xyz~r2", "svc", "tool_op"),
-        ("conn-p7-abc~r2", "svc2", "tool_op"),
-        ("conn-p7-abc~r2", "svc", "other_op"),
-        ("conn-p7-abc~r2s", "vc", "tool_op"),
+        round("conn-p7-abc~r3", "ep", "svc", "tool_op"),
+        round("conn-p7-xyz~r2", "ep", "svc", "tool_op"),
+        round("conn-p7-abc~r2", "ep2", "svc", "tool_op"),
+        round("conn-p7-abc~r2", "ep", "svc2", "tool_op"),
+        round("conn-p7-abc~r2", "ep", "svc", "other_op"),
+        round("conn-p7-abc~r2", "eps", "vc", "tool_op"),
+        round("conn-p7-abc~r2e", "p", "svc", "tool_op"),
     ] {
         assert!(!round_sealed([&k], &seal, forged), "{forged:?}");
     }
-    assert!(!round_sealed([&k], "", round), "an unsealed round");
+    assert!(!round_sealed([&k], "", sealed), "an unsealed round");
 }

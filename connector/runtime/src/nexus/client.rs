@@ -115,6 +115,8 @@ pub struct OperationRef {
 pub struct OperationDescription {
     pub reference: OperationRef,
     pub status: OperationStatus,
+    /// The Nexus endpoint it was started on: two endpoints may serve one service name.
+    pub endpoint: String,
     pub service: String,
     pub operation: String,
     /// Attempts made to deliver the start request to the handler.
@@ -519,6 +521,7 @@ impl OperationClient {
                 run_id: resp.run_id,
             },
             status,
+            endpoint: info.endpoint,
             service: info.service,
             operation: info.operation,
             attempt: info.attempt,
