@@ -220,6 +220,142 @@ async fn a_task_asks_for_input_and_its_owners_update_runs_the_next_round_once_on
     }
 }
 
+/// The operation whose ID ends with `suffix` on the test's endpoint, once visibility shows it:
+/// what a principal that may list the namespace's operations finds.
+async fn listed_operation(env: &TestEnv, suffix: &str) -> durable_mcp::nexus::OperationRef {
+    use temporalio_protos::temporal::api::workflowservice::v1::ListNexusOperationExecutionsRequest;
+    let mut service = env.connection.workflow_service();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let listed = service
+            .list_nexus_operation_executions(tonic::Request::new(
+                ListNexusOperationExecutionsRequest {
+                    namespace: env.namespace.clone(),
+                    page_size: 100,
+                    query: format!("Endpoint = '{}'", env.endpoint),
+                    ..Default::default()
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        let found = listed
+            .operations
+            .into_iter()
+            .find(|o| o.operation_id.ends_with(suffix));
+        if let Some(op) = found {
+            return durable_mcp::nexus::OperationRef {
+                operation_id: op.operation_id,
+                run_id: String::new(),
+            };
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no operation ends with {suffix}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// R-CON-40: a copied seal vouches for no other run. A principal that may start and describe
+/// operations on the endpoint reads a closed round's seal from its Nexus headers and starts
+/// the round's ID again (the reuse policy is the new start's own) with that seal and input of
+/// its own; the owner follows that run neither when it reads the task nor when it answers.
+#[tokio::test]
+async fn a_round_started_again_with_a_copied_seal_and_other_input_is_not_followed() {
+    use durable_mcp::mcp::input::{INPUT_ROUND, InputRequired};
+    use durable_mcp::mcp::{operation::OperationOutcome, payload};
+    use durable_mcp::nexus::StartOperation;
+    let (env, ledger, _proxy, key) = setup("durable-input-copied-seal").await;
+    let day = Duration::from_secs(86_400);
+    let owner = task_client_for(connector(&env, &key, "owner", day))
+        .await
+        .unwrap();
+    let (task_id, _) = waiting_task(&owner, json!({"path": "/data"})).await;
+    let done = answered_and_done(&owner, &task_id).await;
+    assert_eq!(
+        done["result"]["structuredContent"]["arguments"]["path"],
+        "/data"
+    );
+
+    // The foreign principal copies the closed round 2 (its seal and caller headers) and starts
+    // its ID again with its own arguments and answers.
+    let second = listed_operation(&env, "~r2").await;
+    let copied = env.client.describe(&second).await.unwrap();
+    let first = durable_mcp::nexus::OperationRef {
+        operation_id: second.operation_id.trim_end_matches("~r2").to_owned(),
+        run_id: String::new(),
+    };
+    let Some(OperationOutcome::Succeeded(asked)) =
+        env.client.describe(&first).await.unwrap().outcome
+    else {
+        panic!("the first round asked for input")
+    };
+    let mut asked: InputRequired =
+        serde_json::from_value(payload::to_json(&asked).unwrap()).unwrap();
+    asked.arguments = json!({"path": "/evil"}).as_object().unwrap().clone();
+    let round = asked.answered(
+        serde_json::to_value(confirmed())
+            .unwrap()
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let mut foreign = StartOperation::new(
+        &second.operation_id,
+        &copied.endpoint,
+        &copied.service,
+        &copied.operation,
+        payload::to_marked_payload(&round, INPUT_ROUND).unwrap(),
+    );
+    foreign.headers = copied.headers.clone();
+    foreign.schedule_to_close = Some(Duration::from_secs(60));
+    let (run, started) = env.client.start(foreign).await.unwrap();
+    assert!(
+        started && run.run_id != copied.reference.run_id,
+        "a new run of the round's ID"
+    );
+    env.client
+        .wait(&run, &tokio_util::sync::CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        ledger.count("ask_task", LedgerEvent::Called),
+        3,
+        "{:?}",
+        ledger.read()
+    );
+
+    // The owner's task never shows the foreign run's result, and an answer runs nothing.
+    let read = owner
+        .peer()
+        .get_task(GetTaskParams::new(&task_id))
+        .await
+        .unwrap();
+    let read = serde_json::to_value(&read).unwrap();
+    assert!(
+        !read.to_string().contains("/evil"),
+        "the foreign run was followed: {read}"
+    );
+    let refused = owner
+        .peer()
+        .update_task(UpdateTaskParams::new(&task_id, confirmed()))
+        .await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("someone other")),
+        "{refused:?}"
+    );
+    assert_eq!(
+        ledger.count("ask_task", LedgerEvent::Called),
+        3,
+        "{:?}",
+        ledger.read()
+    );
+    owner.cancel().await.unwrap();
+}
+
 /// The owner's 2026-07-28 client without tasks, declaring elicitation, to a connector served
 /// over Streamable HTTP on loopback until the token is cancelled.
 async fn stateless_owner(

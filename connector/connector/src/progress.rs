@@ -333,6 +333,7 @@ mod tests {
             operation_token: token.into(),
             handler_request_id: request_id.into(),
             outcome: None,
+            input: None,
             times: Default::default(),
             cancellation: None,
         }

@@ -93,7 +93,7 @@ impl Connector {
             operation_id: next,
             run_id: String::new(),
         };
-        match self.inner.client.describe(&next).await {
+        match self.inner.client.describe_with_input(&next).await {
             Ok(described) => Ok(cancelled_round(&described) && self.sealed_round(&described)),
             Err(OperationClientError::NotFound { .. }) => Ok(false),
             Err(e) => Err(internal("reading the tool call", e)),

@@ -171,7 +171,7 @@ impl Connector {
                 run_id: String::new(),
             };
             let timeout = self.inner.options.input_timeout;
-            match self.inner.client.describe(&next).await {
+            match self.inner.client.describe_with_input(&next).await {
                 Ok(d) if !self.sealed_round(&d) => {
                     tracing::warn!(operation_id = %d.reference.operation_id, "an operation under a later round's ID lacks this connector's seal; it is not followed");
                     break;
@@ -194,41 +194,51 @@ impl Connector {
             endpoint: &start.endpoint,
             service: &start.service,
             operation: &start.operation,
+            input: &start.input,
         };
         let seal = round_seal(&self.inner.options.signing_key, round);
         start.headers.insert(ROUND_SEAL_HEADER.into(), seal);
     }
 
-    /// Whether `round` (a round after the first) carries the seal of one of the connector's
-    /// keys: nobody else starts rounds of its calls (R-CON-40).
+    /// Whether `round` (a round after the first, described with its input) carries the seal of
+    /// one of the connector's keys over that input: nobody else starts rounds of its calls, nor
+    /// starts a round's ID again with input of its own (R-CON-40). A description without the
+    /// input is never sealed.
     pub(super) fn sealed_round(&self, round: &OperationDescription) -> bool {
         let o = &self.inner.options;
         let seal = round
             .headers
             .get(ROUND_SEAL_HEADER)
             .map_or("", String::as_str);
+        let Some(input) = &round.input else {
+            return false;
+        };
         let sealed = SealedRound {
             operation_id: &round.reference.operation_id,
             endpoint: &round.endpoint,
             service: &round.service,
             operation: &round.operation,
+            input,
         };
         let keys = std::iter::once(&o.signing_key).chain(&o.previous_signing_keys);
         round_sealed(keys, seal, sealed)
     }
 
-    /// Refuses to follow the round `next` an answer found started, when it lacks the seal.
-    async fn refuse_unsealed(&self, next: &str) -> Result<(), McpError> {
+    /// The round `next` an answer found started, its run named so that nothing started under
+    /// its ID later is followed instead; refused when it lacks the seal. `None` when it could
+    /// not be read (the answer then follows the ID, as before it looked).
+    async fn sealed_next(&self, next: &str) -> Result<Option<OperationRef>, McpError> {
         let op = OperationRef {
             operation_id: next.to_owned(),
             run_id: String::new(),
         };
-        match self.inner.client.describe(&op).await {
+        match self.inner.client.describe_with_input(&op).await {
             Ok(d) if !self.sealed_round(&d) => Err(McpError::invalid_params(
                 "the next round of this call was started by someone other than this connector, so it is not followed: call the tool again without inputResponses and requestState",
                 None,
             )),
-            _ => Ok(()),
+            Ok(d) => Ok(Some(d.reference)),
+            Err(_) => Ok(None),
         }
     }
 
@@ -473,19 +483,20 @@ impl Connector {
         self.seal_round(&mut start);
         let deadline = tokio::time::Instant::now() + ROUND_START_BUDGET;
         let started = self.inner.client.start_until(start, deadline).await;
-        if !matches!(started, Ok((_, true))) {
-            self.refuse_unsealed(&next).await?;
-        }
+        let found = match started {
+            Ok((_, true)) => None,
+            _ => self.sealed_next(&next).await?,
+        };
         match started {
             Ok((op, started)) => {
                 info!(operation_id = %op.operation_id, round = round_of(&next), started, tool, "input answered: next round");
-                Ok((op, started))
+                Ok((found.unwrap_or(op), started))
             }
             Err(OperationClientError::AlreadyExists { .. }) => Ok((
-                OperationRef {
+                found.unwrap_or(OperationRef {
                     operation_id: next,
                     run_id: String::new(),
-                },
+                }),
                 false,
             )),
             Err(e) => Err(internal("starting the next round", e)),
@@ -872,6 +883,7 @@ pub(super) mod tests {
             operation_token: String::new(),
             handler_request_id: String::new(),
             outcome: None,
+            input: None,
             times: OperationTimes::default(),
             cancellation: None,
         }

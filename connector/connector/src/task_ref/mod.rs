@@ -47,6 +47,7 @@ use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use hmac::{Hmac, KeyInit as _, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq as _;
+use temporalio_protos::temporal::api::common::v1::Payload;
 
 pub use compact::MAX_PREFIX_LEN as MAX_OPERATION_ID_PREFIX_LEN;
 
@@ -295,32 +296,56 @@ pub fn caller_hash(key: &SigningKey, scope: &CallerScope) -> String {
 pub const ROUND_SEAL_HEADER: &str = "x-durable-mcp-round-seal";
 
 /// What a later round's seal covers (R-CON-40): the round as the connector starts it, and as
-/// the server describes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// the server describes it (with its input).
+///
+/// The input is covered because a round's ID can be started again once the round closed (the
+/// reuse policy is the new start's own), and whoever may describe operations reads the seal
+/// from the round's Nexus headers: a seal over the ID alone would vouch for that second run
+/// and whatever input it carries. Covering the input costs no RPC (the describe that reads the
+/// seal asks for the input too). A run started again with the very same input is still
+/// followed: it is the owner's own round run again, which whoever may start operations could
+/// cause under any other ID; telling it from the first run would need the ID's run history
+/// (a visibility query per round, and eventually consistent), and the describe a caller makes
+/// shows every value a start sets, so nothing else in it can tell the runs apart.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SealedRound<'a> {
     pub operation_id: &'a str,
     /// Two routes may name one service on two endpoints: the seal tells them apart.
     pub endpoint: &'a str,
     pub service: &'a str,
     pub operation: &'a str,
+    /// The round's input as the connector made it (before any codec): its metadata and data.
+    pub input: &'a Payload,
 }
 
-/// A later round's seal: HMAC-SHA256(key, `"round:"` and the round's operation ID, endpoint,
-/// service and operation, each length-prefixed), base64url. Round IDs follow from the call's
-/// own (`<id>~r<n>`), so anyone who may start operations on the endpoint could start one
-/// first; the connector follows only rounds sealed with its key (R-CON-40).
+/// A later round's seal: HMAC-SHA256(key, `"round:v2\0"` and the round's operation ID,
+/// endpoint, service, operation, its input's metadata entries (sorted by key) and its input's
+/// data, each length-prefixed), base64url. Round IDs follow from the call's own (`<id>~r<n>`),
+/// so anyone who may start operations on the endpoint could start one first; the connector
+/// follows only rounds sealed with its key ([`SealedRound`], R-CON-40).
 pub fn round_seal(key: &SigningKey, round: SealedRound<'_>) -> String {
     let mut mac = key.mac();
-    mac.update(b"round:");
-    for part in [
+    let mut part = |bytes: &[u8]| {
+        mac.update(&(bytes.len() as u64).to_be_bytes());
+        mac.update(bytes);
+    };
+    part(b"round:v2\0");
+    for text in [
         round.operation_id,
         round.endpoint,
         round.service,
         round.operation,
     ] {
-        mac.update(format!("{}:", part.len()).as_bytes());
-        mac.update(part.as_bytes());
+        part(text.as_bytes());
     }
+    let mut metadata: Vec<_> = round.input.metadata.iter().collect();
+    metadata.sort();
+    part(&(metadata.len() as u64).to_be_bytes());
+    for (name, value) in metadata {
+        part(name.as_bytes());
+        part(value);
+    }
+    part(&round.input.data);
     URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
 }
 

@@ -660,11 +660,13 @@ proptest! {
 #[test]
 fn a_round_seal_binds_its_key_id_endpoint_service_and_operation() {
     let (k, old, other) = (key(1), key(2), key(3));
+    let input = durable_mcp_contract::payload::to_payload(&serde_json::json!({"a": 1})).unwrap();
     let round = |operation_id, endpoint, service, operation| SealedRound {
         operation_id,
         endpoint,
         service,
         operation,
+        input: &input,
     };
     let sealed = round("conn-p7-abc~r2", "ep", "svc", "tool_op");
     let seal = round_seal(&k, sealed);
@@ -688,4 +690,39 @@ fn a_round_seal_binds_its_key_id_endpoint_service_and_operation() {
         assert!(!round_sealed([&k], &seal, forged), "{forged:?}");
     }
     assert!(!round_sealed([&k], "", sealed), "an unsealed round");
+}
+
+/// R-CON-40: a seal copied from a round's Nexus headers vouches for no run of its ID with other
+/// input: another argument or answer, the same data under other metadata, or the bytes moved
+/// between metadata and data.
+#[test]
+fn a_round_seal_binds_its_input() {
+    use durable_mcp_contract::payload::to_payload;
+    use serde_json::json;
+    let k = key(1);
+    let round = |input| SealedRound {
+        operation_id: "conn-p7-abc~r2",
+        endpoint: "ep",
+        service: "svc",
+        operation: "tool_op",
+        input,
+    };
+    let owners = to_payload(&json!({"arguments": {"path": "/data"}})).unwrap();
+    let seal = round_seal(&k, round(&owners));
+    assert!(round_sealed([&k], &seal, round(&owners)));
+    let foreign = to_payload(&json!({"arguments": {"path": "/evil"}})).unwrap();
+    let mut relabelled = owners.clone();
+    relabelled
+        .metadata
+        .insert("encoding".into(), b"binary/plain".to_vec());
+    let mut marked = owners.clone();
+    marked
+        .metadata
+        .insert("mcp-type".into(), b"InputRound".to_vec());
+    let mut moved = owners.clone();
+    moved.metadata.insert("x".into(), moved.data.clone());
+    moved.data.clear();
+    for other in [&foreign, &relabelled, &marked, &moved] {
+        assert!(!round_sealed([&k], &seal, round(other)), "{other:?}");
+    }
 }

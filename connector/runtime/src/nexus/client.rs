@@ -132,6 +132,9 @@ pub struct OperationDescription {
     pub handler_request_id: String,
     /// Present once the operation closed.
     pub outcome: Option<OperationOutcome>,
+    /// The input it was started with, decoded: only from
+    /// [`OperationClient::describe_with_input`].
+    pub input: Option<Payload>,
     /// When it was scheduled and last changed, as the server records them.
     pub times: OperationTimes,
     /// Where a requested cancel stands; `None` when none was requested.
@@ -486,6 +489,24 @@ impl OperationClient {
         &self,
         op: &OperationRef,
     ) -> Result<OperationDescription, OperationClientError> {
+        self.describe_as(op, false).await
+    }
+
+    /// [`OperationClient::describe`] with the operation's input, decoded through the codec in
+    /// the same codec call as the outcome: what a caller needs to tell whose input a run of a
+    /// reused operation ID carries.
+    pub async fn describe_with_input(
+        &self,
+        op: &OperationRef,
+    ) -> Result<OperationDescription, OperationClientError> {
+        self.describe_as(op, true).await
+    }
+
+    async fn describe_as(
+        &self,
+        op: &OperationRef,
+        include_input: bool,
+    ) -> Result<OperationDescription, OperationClientError> {
         let resp = self
             .service()
             .describe_nexus_operation_execution(tonic::Request::new(
@@ -493,7 +514,7 @@ impl OperationClient {
                     namespace: self.namespace.clone(),
                     operation_id: op.operation_id.clone(),
                     run_id: op.run_id.clone(),
-                    include_input: false,
+                    include_input,
                     include_outcome: true,
                     long_poll_token: vec![],
                 },
@@ -508,12 +529,16 @@ impl OperationClient {
         let cancellation = info.cancellation_info.as_ref().map(|c| c.state().into());
         let status = OperationStatus::from(info.status());
         use describe_nexus_operation_execution_response::Outcome;
-        let outcome = match resp.outcome {
-            Some(Outcome::Result(p)) => Some(OperationOutcome::Succeeded(
-                payload::decode_one(self.codec.as_ref(), p).await?,
-            )),
-            Some(Outcome::Failure(f)) => Some(OperationOutcome::from_failure(&f, Some(status))),
-            None => None,
+        let (result, failure) = match resp.outcome {
+            Some(Outcome::Result(p)) => (Some(p), None),
+            Some(Outcome::Failure(f)) => (None, Some(f)),
+            None => (None, None),
+        };
+        let (input, result) = self.decode_pair(resp.input, result).await?;
+        let outcome = match (result, failure) {
+            (Some(p), _) => Some(OperationOutcome::Succeeded(p)),
+            (None, Some(f)) => Some(OperationOutcome::from_failure(&f, Some(status))),
+            (None, None) => None,
         };
         Ok(OperationDescription {
             reference: OperationRef {
@@ -530,9 +555,32 @@ impl OperationClient {
             operation_token: info.operation_token,
             handler_request_id: info.request_id,
             outcome,
+            input,
             times,
             cancellation,
         })
+    }
+
+    /// Decodes whichever of `input` and `result` is there in one codec call.
+    async fn decode_pair(
+        &self,
+        input: Option<Payload>,
+        result: Option<Payload>,
+    ) -> Result<(Option<Payload>, Option<Payload>), OperationClientError> {
+        let has_result = result.is_some();
+        let encoded: Vec<Payload> = input.into_iter().chain(result).collect();
+        if encoded.is_empty() {
+            return Ok((None, None));
+        }
+        let count = encoded.len();
+        let mut decoded = self.codec.decode(encoded).await?;
+        if decoded.len() != count {
+            let got = decoded.len();
+            let e = format!("codec returned {got} payloads for {count}");
+            return Err(PayloadError::Codec(e).into());
+        }
+        let result = if has_result { decoded.pop() } else { None };
+        Ok((decoded.pop(), result))
     }
 
     /// Asks the handler to cancel the operation. The operation ends Canceled only when the
