@@ -356,6 +356,61 @@ async fn a_round_started_again_with_a_copied_seal_and_other_input_is_not_followe
     owner.cancel().await.unwrap();
 }
 
+/// R-CON-40, R-CON-8: the seal covers a round's input before any codec, and the describe that
+/// checks it reads that input back decoded: through a codec that encrypts under a random
+/// nonce (each encoding differs), the input reads back as the connector made it, and its seal
+/// verifies; the description names the endpoint the round was started on.
+#[tokio::test]
+async fn a_rounds_input_reads_back_through_a_codec_as_it_was_sealed() {
+    use durable_mcp::inbound::task_ref::{SealedRound, round_seal, round_sealed};
+    use durable_mcp::mcp::payload::{self, PayloadCodec};
+    use durable_mcp::nexus::StartOperation;
+    use durable_mcp::temporal::codec::RemoteCodec;
+    let env = TestEnv::shared("durable-input-sealed-codec").await;
+    let server = codec_server().await;
+    let codec: std::sync::Arc<dyn PayloadCodec> =
+        std::sync::Arc::new(RemoteCodec::new(&server.url, &env.namespace).unwrap());
+    let client = env.client.clone().with_codec(codec);
+    let input =
+        payload::to_marked_payload(&json!({"arguments": {"path": "/data"}}), "InputRound").unwrap();
+    // No service answers it: describing a scheduled operation is enough.
+    let mut start = StartOperation::new(
+        format!("sealed-{}~r2", uuid::Uuid::new_v4()),
+        &env.endpoint,
+        "nobody",
+        "ask",
+        input.clone(),
+    );
+    start.schedule_to_close = Some(Duration::from_secs(30));
+    let key = SigningKey::generate();
+    let started = SealedRound {
+        operation_id: &start.operation_id,
+        endpoint: &start.endpoint,
+        service: &start.service,
+        operation: &start.operation,
+        input: &start.input,
+    };
+    let sealed = |d: &durable_mcp::nexus::OperationDescription| {
+        let round = SealedRound {
+            operation_id: &d.reference.operation_id,
+            endpoint: &d.endpoint,
+            service: &d.service,
+            operation: &d.operation,
+            input: d.input.as_ref().expect("described with its input"),
+        };
+        round_sealed([&key], &round_seal(&key, started), round)
+    };
+    let (op, _) = client.start(start.clone()).await.unwrap();
+    let described = client.describe_with_input(&op).await.unwrap();
+    assert_eq!(described.input.as_ref(), Some(&input));
+    assert_eq!(described.endpoint, env.endpoint);
+    assert!(sealed(&described));
+    let stored = stored_operation(&env, &op.operation_id, &op.run_id).await;
+    assert_ne!(stored.input.as_ref(), Some(&input), "the codec encoded it");
+    assert_eq!(client.describe(&op).await.unwrap().input, None);
+    client.terminate(&op, "test done").await.unwrap();
+}
+
 /// The owner's 2026-07-28 client without tasks, declaring elicitation, to a connector served
 /// over Streamable HTTP on loopback until the token is cancelled.
 async fn stateless_owner(
