@@ -294,13 +294,7 @@ async fn a_round_started_again_with_a_copied_seal_and_other_input_is_not_followe
     let mut asked: InputRequired =
         serde_json::from_value(payload::to_json(&asked).unwrap()).unwrap();
     asked.arguments = json!({"path": "/evil"}).as_object().unwrap().clone();
-    let round = asked.answered(
-        serde_json::to_value(confirmed())
-            .unwrap()
-            .as_object()
-            .unwrap()
-            .clone(),
-    );
+    let round = asked.answered(confirmed().into_iter().collect());
     let mut foreign = StartOperation::new(
         &second.operation_id,
         &copied.endpoint,
