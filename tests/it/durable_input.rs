@@ -350,6 +350,49 @@ async fn a_round_started_again_with_a_copied_seal_and_other_input_is_not_followe
     owner.cancel().await.unwrap();
 }
 
+/// R-CON-40: two routes may name one service on two endpoints. A task asked on one; a
+/// connector whose route for the tool names the same service on another endpoint refuses the
+/// answer and sends it nowhere, and the owner's answer through the first still runs once.
+#[tokio::test]
+async fn an_answer_goes_only_to_the_endpoint_whose_service_asked() {
+    let (env, ledger, _proxy, key) = setup("durable-input-endpoint").await;
+    let (namesake, namesake_ledger, _namesake_proxy, _) =
+        setup("durable-input-endpoint-namesake").await;
+    assert_ne!(env.endpoint, namesake.endpoint);
+    let day = Duration::from_secs(86_400);
+    let owner = task_client_for(connector(&env, &key, "owner", day))
+        .await
+        .unwrap();
+    let (task_id, _) = waiting_task(&owner, json!({"path": "/data"})).await;
+
+    let moved = task_client_for(connector(&namesake, &key, "owner", day))
+        .await
+        .unwrap();
+    let refused = moved
+        .peer()
+        .update_task(UpdateTaskParams::new(&task_id, confirmed()))
+        .await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("not sent anywhere")),
+        "{refused:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        namesake_ledger.count("ask_task", LedgerEvent::Called),
+        0,
+        "{:?}",
+        namesake_ledger.read()
+    );
+
+    answered_and_done(&owner, &task_id).await;
+    assert_eq!(ledger.count("ask_task", LedgerEvent::Called), 2);
+    for c in [owner, moved] {
+        c.cancel().await.unwrap();
+    }
+}
+
 /// R-CON-40, R-CON-8: the seal covers a round's input before any codec, and the describe that
 /// checks it reads that input back decoded: through a codec that encrypts under a random
 /// nonce (each encoding differs), the input reads back as the connector made it, and its seal
