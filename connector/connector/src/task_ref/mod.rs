@@ -304,9 +304,10 @@ pub const ROUND_SEAL_HEADER: &str = "x-durable-mcp-round-seal";
 /// and whatever input it carries. Covering the input costs no RPC (the describe that reads the
 /// seal asks for the input too). A run started again with the very same input is still
 /// followed: it is the owner's own round run again, which whoever may start operations could
-/// cause under any other ID; telling it from the first run would need the ID's run history
-/// (a visibility query per round, and eventually consistent), and the describe a caller makes
-/// shows every value a start sets, so nothing else in it can tell the runs apart.
+/// cause under any other ID. Telling it from the first run would need the ID's run history
+/// (a visibility query per round, and eventually consistent): whoever may describe the round
+/// reads every value a start sets, so no seal over them can tell the runs apart, and only the
+/// server's own (run ID, times) differ.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SealedRound<'a> {
     pub operation_id: &'a str,
