@@ -726,3 +726,21 @@ fn a_round_seal_binds_its_input() {
         assert!(!round_sealed([&k], &seal, round(other)), "{other:?}");
     }
 }
+
+/// R-CON-40: the seal's form is pinned. Rounds sealed in another form are not followed
+/// (docs/deployment.md says so for upgrades), so a change must be deliberate.
+#[test]
+fn round_seals_are_pinned() {
+    let input = durable_mcp_contract::payload::to_payload(&serde_json::json!({"a": 1})).unwrap();
+    let round = SealedRound {
+        operation_id: "conn-p7-abc~r2",
+        endpoint: "ep",
+        service: "svc",
+        operation: "tool_op",
+        input: &input,
+    };
+    assert_eq!(
+        round_seal(&key(1), round),
+        "epkl7-nOj8m7_J4itFnEHkimuVNx_nlj_JmFw_tS170"
+    );
+}
