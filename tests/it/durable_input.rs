@@ -86,6 +86,21 @@ async fn waiting_task_of(
     (task_id, waiting)
 }
 
+/// The owner's task client on a connector of `env` (input waits a day), and its `ask_task`
+/// call of `arguments` waiting for input: the client, the task ID and that `tasks/get` answer.
+async fn owner_waiting(
+    env: &TestEnv,
+    key: &SigningKey,
+    arguments: Value,
+) -> (McpClient<rmcp::model::ClientConfig>, String, Value) {
+    let day = Duration::from_secs(86_400);
+    let owner = task_client_for(connector(env, key, "owner", day))
+        .await
+        .unwrap();
+    let (task_id, waiting) = waiting_task(&owner, arguments).await;
+    (owner, task_id, waiting)
+}
+
 /// `owner` answers the task's request, and the task's state once the answer ran (completed).
 async fn answered_and_done(owner: &McpClient<rmcp::model::ClientConfig>, task_id: &str) -> Value {
     owner
@@ -100,6 +115,20 @@ async fn answered_and_done(owner: &McpClient<rmcp::model::ClientConfig>, task_id
     };
     assert_eq!(done["status"], "completed", "{done}");
     done
+}
+
+/// `client` answers the task's request and is refused with an error that `says` so.
+async fn answer_refused(client: &McpClient<rmcp::model::ClientConfig>, task_id: &str, says: &str) {
+    let refused = client
+        .peer()
+        .update_task(UpdateTaskParams::new(task_id, confirmed()))
+        .await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains(says)),
+        "{refused:?}"
+    );
 }
 
 /// Answers the task when nothing is asked any more (acknowledged), and gives a round it would
@@ -148,11 +177,7 @@ pub(crate) async fn setup_with(
 async fn a_task_asks_for_input_and_its_owners_update_runs_the_next_round_once_on_any_connector() {
     let (env, ledger, _proxy, key) = setup("durable-input-task").await;
     let day = Duration::from_secs(86_400);
-
-    let owner = task_client_for(connector(&env, &key, "owner", day))
-        .await
-        .unwrap();
-    let (task_id, waiting) = waiting_task(&owner, json!({"path": "/data"})).await;
+    let (owner, task_id, waiting) = owner_waiting(&env, &key, json!({"path": "/data"})).await;
     let request = &waiting["inputRequests"][CONFIRM_KEY];
     assert_eq!(request["method"], "elicitation/create", "{waiting}");
     assert_eq!(request["params"]["message"], "Delete 40 GB?");
@@ -267,11 +292,7 @@ async fn a_round_started_again_with_a_copied_seal_and_other_input_is_not_followe
     use durable_mcp::mcp::{operation::OperationOutcome, payload};
     use durable_mcp::nexus::StartOperation;
     let (env, ledger, _proxy, key) = setup("durable-input-copied-seal").await;
-    let day = Duration::from_secs(86_400);
-    let owner = task_client_for(connector(&env, &key, "owner", day))
-        .await
-        .unwrap();
-    let (task_id, _) = waiting_task(&owner, json!({"path": "/data"})).await;
+    let (owner, task_id, _) = owner_waiting(&env, &key, json!({"path": "/data"})).await;
     let done = answered_and_done(&owner, &task_id).await;
     assert_eq!(
         done["result"]["structuredContent"]["arguments"]["path"],
@@ -331,16 +352,7 @@ async fn a_round_started_again_with_a_copied_seal_and_other_input_is_not_followe
         !read.to_string().contains("/evil"),
         "the foreign run was followed: {read}"
     );
-    let refused = owner
-        .peer()
-        .update_task(UpdateTaskParams::new(&task_id, confirmed()))
-        .await;
-    assert!(
-        refused
-            .as_ref()
-            .is_err_and(|e| e.to_string().contains("someone other")),
-        "{refused:?}"
-    );
+    answer_refused(&owner, &task_id, "someone other").await;
     assert_eq!(
         ledger.count("ask_task", LedgerEvent::Called),
         3,
@@ -359,25 +371,12 @@ async fn an_answer_goes_only_to_the_endpoint_whose_service_asked() {
     let (namesake, namesake_ledger, _namesake_proxy, _) =
         setup("durable-input-endpoint-namesake").await;
     assert_ne!(env.endpoint, namesake.endpoint);
+    let (owner, task_id, _) = owner_waiting(&env, &key, json!({"path": "/data"})).await;
     let day = Duration::from_secs(86_400);
-    let owner = task_client_for(connector(&env, &key, "owner", day))
-        .await
-        .unwrap();
-    let (task_id, _) = waiting_task(&owner, json!({"path": "/data"})).await;
-
     let moved = task_client_for(connector(&namesake, &key, "owner", day))
         .await
         .unwrap();
-    let refused = moved
-        .peer()
-        .update_task(UpdateTaskParams::new(&task_id, confirmed()))
-        .await;
-    assert!(
-        refused
-            .as_ref()
-            .is_err_and(|e| e.to_string().contains("not sent anywhere")),
-        "{refused:?}"
-    );
+    answer_refused(&moved, &task_id, "not sent anywhere").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
         namesake_ledger.count("ask_task", LedgerEvent::Called),
