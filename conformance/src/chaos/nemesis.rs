@@ -17,6 +17,14 @@ use super::{
 /// How long a restarted proxy may take to say it is ready before its heal is taken as done.
 const READY_WITHIN: Duration = Duration::from_secs(15);
 
+/// How long a killed process is started again, as a supervisor would, while it stops at
+/// start-up (both binaries stop when Temporal cannot be reached then, R-RUN-2: a connector's
+/// heal may fall inside a server kill).
+const RESTART_WITHIN: Duration = Duration::from_secs(90);
+
+/// The pause between two starts of a process that stopped at start-up.
+const RESTART_PAUSE: Duration = Duration::from_secs(1);
+
 /// What the nemesis did so far (read by the progress lines while it runs).
 #[derive(Default)]
 pub struct Record {
@@ -154,7 +162,7 @@ impl Target {
             }
             (Target::Proc(p), kind) => {
                 let mut p = p.lock().await;
-                p.start().await?;
+                restart(&mut p).await?;
                 if kind == FaultKind::KillProxy {
                     ready(&p.announced).await;
                 }
@@ -165,6 +173,19 @@ impl Target {
                 Ok(())
             }
             (Target::Server(server), _) => Ok(server.lock().await.start_again().await?),
+        }
+    }
+}
+
+/// Starts `p` again until it stays up (for up to [`RESTART_WITHIN`]), as systemd's
+/// `Restart=on-failure` or a Kubernetes pod would; the last failure when it never does.
+async fn restart(p: &mut Proc) -> anyhow::Result<()> {
+    let deadline = Instant::now() + RESTART_WITHIN;
+    loop {
+        match p.start().await {
+            Ok(()) => return Ok(()),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => tokio::time::sleep(RESTART_PAUSE).await,
         }
     }
 }
