@@ -373,6 +373,78 @@ async fn a_quiet_call_costs_few_progress_look_ups_and_a_short_one_none() {
     let _ = server.stop().await;
 }
 
+/// R-CON-26: a call that waited in the server's queue before its start is not looked up in its
+/// Activity before it has run the first interval there. A proxy of one Nexus slot holds it
+/// with an inline call of 1.5 s; a 1 s call sent meanwhile starts only then and ends past
+/// the connector's first look-up at 2 s. That look-up finds the operation just started: its
+/// Activity's describe, which found nothing (the call reports nothing), cost one RPC for every
+/// call queued so on a saturated server.
+#[tokio::test]
+async fn a_call_queued_before_its_start_is_not_looked_up_in_its_activity_before_it_has_run() {
+    use durable_mcp_conformance::fixtures::UpstreamSpec;
+    use durable_mcp_conformance::load::metrics;
+    init_tracing();
+    let (mut server, address) = dedicated_server_with_metrics().await;
+    let env = TestEnv::on(&server, "queued").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let mut spec = UpstreamSpec::standard();
+    let hold = Behavior::Sleep { ms: 0 };
+    spec.tools.push(ToolSpec::read_only("hold", "sleeps", hold));
+    let mut upstream = mock_stdio_upstream_with_spec("mock", &spec, &ledger);
+    upstream.overrides = toml::from_str("hold = { execution = \"inline\" }").unwrap();
+    let _proxy = env.start_proxy(vec![upstream], 1);
+    let client = serve_in_memory(connector_for(&env, "mock"), ProgressRecorder::default())
+        .await
+        .unwrap();
+    // Warm up: the connector knows the tools, the proxy has run a call.
+    let warm = client
+        .peer()
+        .call_tool(tool_call("echo", json!({"key": "warm"})));
+    assert_ne!(warm.await.unwrap().is_error, Some(true));
+    // The server's counters reach its metrics endpoint a moment after the RPC: let them settle.
+    let settle = || tokio::time::sleep(Duration::from_secs(2));
+    settle().await;
+
+    let before = metrics::scrape(&address).await.unwrap();
+    let peer = client.peer().clone();
+    let held = tokio::spawn(async move {
+        peer.call_tool(tool_call("hold", json!({"key": "hold", "sleep_ms": 1500})))
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let sent = std::time::Instant::now();
+    let queued = client
+        .peer()
+        .call_tool(tool_call(
+            "slow",
+            json!({"key": "queued", "sleep_ms": 1000}),
+        ))
+        .await
+        .unwrap();
+    assert_ne!(queued.is_error, Some(true), "{queued:?}");
+    let elapsed = sent.elapsed();
+    assert_ne!(held.await.unwrap().unwrap().is_error, Some(true));
+    settle().await;
+    let spent = metrics::scrape(&address).await.unwrap().since(&before);
+    let count = |name: &str| spent.0.get(name).copied().unwrap_or(0.0);
+    let (operation, activity) = (
+        count("frontend/DescribeNexusOperationExecution"),
+        count("frontend/DescribeActivityExecution"),
+    );
+    println!(
+        "a call queued behind a 1.5 s one, run 1 s, ended after {elapsed:?}: \
+         {operation} operation and {activity} activity describes"
+    );
+    assert!(
+        elapsed > durable_mcp::inbound::progress::FIRST_LOOKUP,
+        "the call ended before the first look-up ({elapsed:?}): nothing was checked"
+    );
+    assert_eq!(activity, 0.0, "its Activity was looked up: {spent:?}");
+    assert!(operation <= 1.0, "{spent:?}");
+    client.cancel().await.unwrap();
+    let _ = server.stop().await;
+}
+
 /// R-PRX-9: progress written just before the result is never lost to the race between rmcp's
 /// per-notification handler tasks and the answer, nor to an early notification: every one of
 /// 30 short calls brings all five of its updates to the caller, in order.

@@ -7,7 +7,10 @@
 //! that ends before its progress could be read this way carries it with its result, and the
 //! caller gets it replayed before the result. Other operations simply have none.
 
-use std::{sync::Mutex, time::Duration};
+use std::{
+    sync::Mutex,
+    time::{Duration, SystemTime},
+};
 
 use rmcp::{
     Peer, RoleServer,
@@ -103,6 +106,24 @@ impl LookupSchedule {
         } else {
             (self.wait * 2).min(QUIET_POLL_MAX)
         };
+    }
+}
+
+/// How long a call whose operation started `ran` ago still waits before its Activity (or
+/// Workflow) is first looked up (R-CON-26): nothing is read before the call has run
+/// [`FIRST_LOOKUP`], so a call that waited in the server's queue past the first look-up of its
+/// operation, and ends within [`FIRST_LOOKUP`] of its start, costs no describe of its Activity
+/// (its progress travels with its result). `ran` is measured from the operation's last change,
+/// its start for a running one with a token: an error means the server's clock is ahead of
+/// ours, read as just started; no time recorded, as long enough. Never more than
+/// [`FIRST_LOOKUP`], however the clocks differ.
+pub fn until_run_long_enough(
+    ran: Option<Result<Duration, std::time::SystemTimeError>>,
+) -> Duration {
+    match ran {
+        None => Duration::ZERO,
+        Some(Ok(ran)) => FIRST_LOOKUP.saturating_sub(ran),
+        Some(Err(_)) => FIRST_LOOKUP,
     }
 }
 
@@ -239,6 +260,13 @@ pub async fn forward_live(
                 // Neither a proxied call nor a Workflow-backed tool, or not this call's.
                 None => return,
             }
+            // A call queued before its start has not run yet: its Activity is not looked up
+            // before it has run FIRST_LOOKUP, so one that then ends quickly costs no describe.
+            let ran = described
+                .times
+                .last_changed
+                .map(|at| SystemTime::now().duration_since(at));
+            tokio::time::sleep(until_run_long_enough(ran)).await;
         }
         let Some(found) = &call else { continue };
         let heartbeat = match lookup(client, found).await {
@@ -399,6 +427,21 @@ mod tests {
         assert!(!follows_live(&None, None, false), "nothing asked for");
         assert!(!follows_live(&token, None, true));
         assert!(!follows_live(&token, Some(0), true));
+    }
+
+    #[test]
+    fn a_call_is_not_looked_up_in_its_activity_before_it_has_run_the_first_interval() {
+        let ran = |secs| Some(Ok(Duration::from_millis(secs)));
+        // Started just now (queued until then): the whole first interval still.
+        assert_eq!(until_run_long_enough(ran(0)), FIRST_LOOKUP);
+        assert_eq!(until_run_long_enough(ran(500)), Duration::from_millis(1500));
+        // Started long enough ago: looked up at once.
+        assert_eq!(until_run_long_enough(ran(2000)), Duration::ZERO);
+        assert_eq!(until_run_long_enough(ran(9000)), Duration::ZERO);
+        assert_eq!(until_run_long_enough(None), Duration::ZERO);
+        // The server's clock ahead of ours: at most the first interval.
+        let ahead = SystemTime::UNIX_EPOCH.duration_since(SystemTime::now());
+        assert_eq!(until_run_long_enough(Some(ahead)), FIRST_LOOKUP);
     }
 
     #[test]
