@@ -3,8 +3,11 @@
 //! (speed belongs to benchmarks), and so are its errors: a call that failed and said so (a
 //! timeout on a loaded machine) is not lost. What is asserted is that no call was lost (never
 //! run, no error reported) or run twice (R-CNF-13), that every path produced its rows (the
-//! peer may be skipped, with its reason, without Python), that the inline path's targets were
-//! judged (R-CNF-17), and that the connector was read with 50 MCP tasks in flight (R-CNF-16).
+//! peer may be skipped, with its reason, without Python), that the inline path's and the
+//! default configuration's targets were judged, that the Activity path costs no more frontend
+//! RPCs per call, by RPC, than the kept release run (`--baseline`: counts, not time, so a
+//! debug run is judged too; R-CNF-17), and that the connector was read with 50 MCP tasks in
+//! flight (R-CNF-16).
 
 const BIN: &str = env!("CARGO_BIN_EXE_durable-mcp-conformance");
 
@@ -14,6 +17,11 @@ fn load_short_runs_every_path_and_loses_no_call() {
     let out = std::process::Command::new(BIN)
         .args(["load", "--short", "--json"])
         .arg(&json)
+        .arg("--baseline")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../benches/baseline/load.json"
+        ))
         .output()
         .expect("the conformance binary runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -52,9 +60,18 @@ fn load_short_runs_every_path_and_loses_no_call() {
         }
         assert_eq!(ran, 2, "{path} has a row per concurrency level:\n{stdout}");
     }
-    // The inline path's targets are judged (R-CNF-17), each met, missed or not measured.
-    let targets = report["inline_targets"].as_array().unwrap();
-    assert_eq!(targets.len(), 4, "{targets:?}\n{stdout}");
+    // The inline path's and the default configuration's targets are judged (R-CNF-17), each
+    // met, missed or not measured; the Activity path's RPCs per call against the kept release
+    // run must not have grown (an RPC added to every call), its time is not judged (a debug
+    // run's is no measure of a release one's).
+    let targets = report["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 8, "{targets:?}\n{stdout}");
+    let by_rpc = &targets[6];
+    assert!(
+        by_rpc["target"].as_str().unwrap().contains("by RPC"),
+        "{by_rpc}"
+    );
+    assert_eq!(by_rpc["met"], true, "{by_rpc}\n{stdout}");
     assert!(
         stdout.contains("INLINE RATIOS") && stdout.contains("TARGETS"),
         "{stdout}"

@@ -77,8 +77,9 @@ pub struct LoadArgs {
     /// Write the table as JSON here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// An earlier run's --json file: the Activity path (full path over HTTP) is judged no
-    /// worse than it was there (R-CNF-17).
+    /// An earlier run's --json file: the Activity path (full path over HTTP) is judged to cost
+    /// no more frontend RPCs per call than there (any build) and no worse in time (against a
+    /// run of the same build kind) (R-CNF-17).
     #[arg(long, value_name = "FILE")]
     pub baseline: Option<PathBuf>,
     /// Optional scaling sections, comma-separated: `sizes` (results of 1 KB to 4 MB through the
@@ -391,8 +392,9 @@ pub async fn run(args: &LoadArgs, server_options: DevServerOptions) -> anyhow::R
         ));
     }
     upstream.stop().await;
-    if report.rows.iter().any(|r| r.path == PathKind::InlineHttp) {
-        report.inline_targets = targets::verdicts(&report, baseline.as_deref());
+    let judged = [PathKind::InlineHttp, PathKind::FullHttp];
+    if report.rows.iter().any(|r| judged.contains(&r.path)) {
+        report.targets = targets::verdicts(&report, baseline.as_ref());
         report.sections.push(targets::render(&report));
     }
     if !report.result_sizes.is_empty() || !report.peer_result_sizes.is_empty() {

@@ -89,8 +89,9 @@ pub struct LoadReport {
     pub tasks_run: Option<TasksRun>,
     /// Why the tasks run did not finish, when it did not.
     pub tasks_failed: Option<String>,
-    /// The inline path's targets, met or missed (R-CNF-17); empty when it did not run.
-    pub inline_targets: Vec<Verdict>,
+    /// The targets of the inline path and of the default configuration, and the Activity path
+    /// against `--baseline`, met or missed (R-CNF-17); empty when neither path ran.
+    pub targets: Vec<Verdict>,
     /// `--scaling sizes`: the full path's cost by result size (R-CNF-18).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub result_sizes: Vec<super::scaling::SizePoint>,
