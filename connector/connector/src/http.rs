@@ -485,19 +485,27 @@ async fn before_listen(
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         return axum::http::StatusCode::BAD_REQUEST.into_response();
     };
-    // The body is the caller's: read it without indexing (a `params` that is no object
-    // panicked here); rmcp refuses it afterwards (R-CON-30).
-    let requested = serde_json::from_slice::<serde_json::Value>(&bytes)
+    connector
+        .typed()
+        .before_listen(&listen_filter(&bytes))
+        .await;
+    let body = axum::body::Body::from(bytes);
+    next.run(axum::extract::Request::from_parts(parts, body))
+        .await
+}
+
+/// The notifications a `subscriptions/listen` body asks for (`params.notifications`); none
+/// when the body is not such a request. The body is the caller's: it is read without indexing
+/// (a `params` that is no object panicked here) and rmcp refuses what does not fit afterwards
+/// (R-CON-30, R-CON-51).
+fn listen_filter(body: &[u8]) -> rmcp::model::SubscriptionFilter {
+    serde_json::from_slice::<serde_json::Value>(body)
         .ok()
         .and_then(|m| {
             let notifications = m.get("params")?.get("notifications")?;
             serde_json::from_value(notifications.clone()).ok()
         })
-        .unwrap_or_default();
-    connector.typed().before_listen(&requested).await;
-    let body = axum::body::Body::from(bytes);
-    next.run(axum::extract::Request::from_parts(parts, body))
-        .await
+        .unwrap_or_default()
 }
 
 /// Whether rmcp's Host and Origin checks (R-CON-14's allowed hosts) may let `headers` pass:
