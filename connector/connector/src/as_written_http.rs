@@ -953,3 +953,37 @@ mod tests {
         assert_eq!(sessions, ["known"]);
     }
 }
+
+/// Property tests: the answers rmcp wrote are rewritten from events of any bytes without a
+/// panic, and `Mcp-Session-Id` of any bytes is read as text or none (R-CON-51).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::props::{body, header_value, json};
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn events_and_messages_of_any_bytes_are_rewritten_or_left_as_they_are(
+            b in body(),
+            written in json(),
+            event_prefix in prop::sample::select(&["data: ", "data:", "event: message\ndata: ", "id: 1\n"][..]),
+        ) {
+            let answers = |_: &Value| Some(written.clone());
+            let _ = rewrite_message(&b, &answers);
+            let mut event = event_prefix.as_bytes().to_vec();
+            event.extend_from_slice(&b);
+            if let Some(out) = rewrite_event(&event, &answers) {
+                prop_assert!(std::str::from_utf8(&out).is_ok());
+            }
+        }
+
+        #[test]
+        fn a_session_header_of_any_bytes_is_its_text_or_none(value in header_value()) {
+            let mut headers = HeaderMap::new();
+            headers.insert("mcp-session-id", value.clone());
+            let expected = value.to_str().ok().filter(|v| !v.is_empty()).map(str::to_owned);
+            prop_assert_eq!(session_of(&headers), expected);
+        }
+    }
+}

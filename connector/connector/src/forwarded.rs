@@ -438,3 +438,113 @@ mod tests {
         }
     }
 }
+
+/// Property tests of the forwarding headers and `--trusted-proxy` values (R-CON-51).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::props::header_value;
+    use proptest::prelude::*;
+
+    fn trusted(header: ForwardedHeader) -> TrustedProxies {
+        let nets = ["10.0.0.0/8", "fd00::/8"].map(|n| parse_trusted_proxy(n).unwrap());
+        TrustedProxies::new(nets.to_vec(), header)
+    }
+
+    fn header() -> impl Strategy<Value = ForwardedHeader> {
+        prop_oneof![
+            Just(ForwardedHeader::XForwardedFor),
+            Just(ForwardedHeader::Forwarded)
+        ]
+    }
+
+    /// An address, often one of the trusted proxies'.
+    fn hop() -> impl Strategy<Value = IpAddr> {
+        prop_oneof![
+            any::<IpAddr>(),
+            any::<[u8; 3]>().prop_map(|[a, b, c]| IpAddr::from([10, a, b, c])),
+            any::<u128>()
+                .prop_map(|n| IpAddr::from(std::net::Ipv6Addr::from((0xfd << 120) | (n >> 8)))),
+        ]
+    }
+
+    /// How a proxy writes `ip` as one hop of `header`, ports and quoting as the RFCs allow.
+    fn written(header: ForwardedHeader, ip: IpAddr, port: Option<u16>) -> String {
+        let node = match (ip, port) {
+            (IpAddr::V4(v4), None) => v4.to_string(),
+            (IpAddr::V4(v4), Some(p)) => format!("{v4}:{p}"),
+            (IpAddr::V6(v6), None) if header == ForwardedHeader::XForwardedFor => v6.to_string(),
+            (IpAddr::V6(v6), None) => format!("[{v6}]"),
+            (IpAddr::V6(v6), Some(p)) => format!("[{v6}]:{p}"),
+        };
+        match header {
+            ForwardedHeader::XForwardedFor => node,
+            ForwardedHeader::Forwarded => format!("for=\"{node}\";proto=https"),
+        }
+    }
+
+    proptest! {
+        /// Any header lines from a trusted peer: an address or an error saying which header,
+        /// never a panic; from an untrusted peer, the peer, whatever it wrote.
+        #[test]
+        fn forwarding_headers_of_any_bytes_give_an_address_or_an_error(
+            h in header(),
+            lines in prop::collection::vec(header_value(), 0..4),
+            peer in hop(),
+        ) {
+            let proxies = trusted(h);
+            let mut map = HeaderMap::new();
+            for line in lines {
+                map.append(h.name(), line);
+            }
+            match proxies.client_address(peer, &map) {
+                Ok(_) => {}
+                Err(e) => prop_assert!(e.to_string().contains(h.name())),
+            }
+            if !proxies.trusts(peer) {
+                prop_assert_eq!(proxies.client_address(peer, &map), Ok(peer.to_canonical()));
+            }
+        }
+
+        /// A chain the proxies wrote reads back as its right-most untrusted hop (the left-most
+        /// when every hop is trusted), one line or one line a hop.
+        #[test]
+        fn a_written_chain_reads_back_as_its_right_most_untrusted_hop(
+            h in header(),
+            hops in prop::collection::vec((hop(), prop::option::of(any::<u16>())), 1..6),
+            one_line in any::<bool>(),
+        ) {
+            let proxies = trusted(h);
+            let texts: Vec<String> = hops.iter().map(|&(ip, port)| written(h, ip, port)).collect();
+            let mut map = HeaderMap::new();
+            let lines = if one_line { vec![texts.join(", ")] } else { texts };
+            for line in lines {
+                map.append(h.name(), line.parse().unwrap());
+            }
+            let canonical: Vec<IpAddr> = hops.iter().map(|(ip, _)| ip.to_canonical()).collect();
+            let expected = canonical
+                .iter()
+                .rev()
+                .find(|ip| !proxies.trusts(**ip))
+                .or(canonical.first())
+                .copied();
+            let peer: IpAddr = "10.1.2.3".parse().unwrap();
+            prop_assert_eq!(proxies.client_address(peer, &map).ok(), expected);
+        }
+
+        #[test]
+        fn trusted_proxy_values_of_any_text_parse_or_say_why(value in "\\PC{0,50}") {
+            if let Err(e) = parse_trusted_proxy(&value) {
+                prop_assert!(!e.is_empty());
+            }
+        }
+
+        /// Every range but one of all addresses reads back as written.
+        #[test]
+        fn a_written_range_reads_back(ip in any::<IpAddr>(), len in 1u8..=128) {
+            let len = len.min(if ip.is_ipv4() { 32 } else { 128 });
+            let net = IpNet::new(ip, len).unwrap().trunc();
+            prop_assert_eq!(parse_trusted_proxy(&net.to_string()), Ok(net));
+        }
+    }
+}

@@ -882,3 +882,99 @@ mod tests {
         }
     }
 }
+
+/// Property tests of what the HTTP layers before rmcp read off the wire (R-CON-51).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::props::{body, envelope, header_value, json};
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    /// A `notifications` object as a caller may write it, with the filter it means.
+    fn filter() -> impl Strategy<Value = (Value, rmcp::model::SubscriptionFilter)> {
+        let flag = || prop::option::of(any::<bool>());
+        (
+            flag(),
+            flag(),
+            flag(),
+            prop::option::of(prop::collection::vec("\\PC{0,12}", 0..4)),
+        )
+            .prop_map(|(tools, prompts, resources, uris)| {
+                let mut m = serde_json::Map::new();
+                for (k, v) in [
+                    ("toolsListChanged", tools.map(Value::from)),
+                    ("promptsListChanged", prompts.map(Value::from)),
+                    ("resourcesListChanged", resources.map(Value::from)),
+                    ("resourceSubscriptions", uris.map(Value::from)),
+                ] {
+                    if let Some(v) = v {
+                        m.insert(k.into(), v);
+                    }
+                }
+                let filter = serde_json::from_value(Value::Object(m.clone())).unwrap();
+                (Value::Object(m), filter)
+            })
+    }
+
+    fn headers(pairs: Vec<(&'static str, http::HeaderValue)>) -> axum::http::HeaderMap {
+        let mut map = axum::http::HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(name, value);
+        }
+        map
+    }
+
+    proptest! {
+        /// Any body, of any shape, gives a filter (the default when it is no listen request).
+        #[test]
+        fn a_listen_body_of_any_shape_reads_as_a_filter_and_panics_nothing(b in body()) {
+            let filter = listen_filter(&b);
+            let asked = serde_json::from_slice::<Value>(&b)
+                .ok()
+                .and_then(|m| m.get("params")?.get("notifications").cloned());
+            if asked.is_none() {
+                prop_assert_eq!(filter, rmcp::model::SubscriptionFilter::default());
+            }
+        }
+
+        /// The filter a listen request writes is the filter read, whatever the envelope holds.
+        #[test]
+        fn a_listen_requests_filter_reads_back_as_written(
+            (notifications, expected) in filter(),
+            mut message in envelope(),
+            meta in json(),
+        ) {
+            let params = json!({"notifications": notifications, "_meta": meta});
+            if let Some(m) = message.as_object_mut() {
+                m.insert("params".into(), params);
+            }
+            let read = listen_filter(message.to_string().as_bytes());
+            if message.is_object() {
+                prop_assert_eq!(read, expected);
+            }
+        }
+
+        /// `Host`, `Origin` and `Mcp-Session-Id` of any bytes: an answer, never a panic, and no
+        /// `Origin` that names no allowed host passes.
+        #[test]
+        fn host_origin_and_session_headers_of_any_bytes_are_read_without_panic(
+            host in header_value(),
+            origin in prop::option::of(header_value()),
+            session in header_value(),
+            allowed in prop::collection::vec(prop::sample::select(&["localhost", "127.0.0.1", "::1", "[::1]:8080", "example.com:443", ""][..]), 0..3),
+        ) {
+            let allowed: Vec<String> = allowed.into_iter().map(str::to_owned).collect();
+            let mut pairs = vec![("host", host), (SESSION_HEADER, session.clone())];
+            if let Some(origin) = origin.clone() {
+                pairs.push(("origin", origin));
+            }
+            let map = headers(pairs);
+            let passes = host_may_pass(&map, &allowed);
+            if allowed.is_empty() {
+                prop_assert!(!passes);
+            }
+            prop_assert_eq!(session_header(&map), session.to_str().ok().map(str::to_owned));
+        }
+    }
+}

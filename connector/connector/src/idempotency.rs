@@ -710,3 +710,33 @@ mod tests {
         }
     }
 }
+
+/// Property tests of a request's `_meta` as the connector reads it (R-CON-51).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::props::json;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any `_meta`: a key, no key, or an error, never a panic; a key is one the meta wrote.
+        #[test]
+        fn a_meta_of_any_shape_gives_a_key_none_or_an_error(meta in json()) {
+            let Value::Object(meta) = meta else { return Ok(()) };
+            if let Ok(Some(key)) = key_from_meta(&meta) {
+                let written = meta.get(META_FIELD).or_else(|| meta.get(META_FIELD_SNAKE));
+                prop_assert_eq!(written.and_then(Value::as_str), Some(key.as_str()));
+            }
+        }
+
+        /// A valid key reads back under either spelling.
+        #[test]
+        fn a_written_key_reads_back(key in "[ -~]{1,64}", snake in any::<bool>()) {
+            let field = if snake { META_FIELD_SNAKE } else { META_FIELD };
+            let meta = Map::from_iter([(field.to_owned(), Value::from(key.clone()))]);
+            if let Ok(expected) = IdempotencyKey::new(key) {
+                prop_assert_eq!(key_from_meta(&meta), Ok(Some(expected)));
+            }
+        }
+    }
+}

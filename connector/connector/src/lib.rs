@@ -30,6 +30,8 @@ pub mod local;
 pub mod metrics;
 pub mod operation_id;
 pub mod progress;
+#[cfg(test)]
+pub(crate) mod props;
 pub mod route;
 pub mod server;
 pub mod session_requests;

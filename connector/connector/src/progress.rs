@@ -498,3 +498,30 @@ mod tests {
         assert_eq!(quiet_lookups(60), 8);
     }
 }
+
+/// Property tests of the operation tokens a tool service writes (R-CON-10, R-CON-51).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn an_operation_token_of_any_text_names_a_source_or_none(token in "\\PC{0,80}") {
+            let _ = ProgressSource::parse(&token);
+        }
+
+        /// The tokens the proxy and native tools write read back as the source they name.
+        #[test]
+        fn written_operation_tokens_read_back(id in "\\PC{0,40}", run in "\\PC{0,40}", workflow in any::<bool>()) {
+            let (token, expected) = if workflow {
+                let t = WorkflowCallToken { workflow_id: id, run_id: run };
+                (t.to_token(), ProgressSource::Workflow(t))
+            } else {
+                let t = CallToken { activity_id: id, run_id: run };
+                (t.to_token(), ProgressSource::Activity(t))
+            };
+            prop_assert_eq!(ProgressSource::parse(&token), Some(expected));
+        }
+    }
+}

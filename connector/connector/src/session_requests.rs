@@ -265,3 +265,22 @@ mod tests {
         assert_eq!(refusal(json!(1), 5).status(), 200);
     }
 }
+
+/// Property tests: a body of any shape names its request's id, or none, and panics nothing
+/// (R-CON-51).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::props::{body, envelope};
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn any_body_names_its_requests_id_or_none(b in body(), message in envelope()) {
+            let _ = request_id(&Bytes::from(b));
+            let id = request_id(&Bytes::from(message.to_string()));
+            let is_request = message.get("method").is_some() && message.get("id").is_some();
+            prop_assert_eq!(id, is_request.then(|| message.get("id").cloned()).flatten());
+        }
+    }
+}

@@ -169,3 +169,49 @@ mod tests {
         assert!(!says_json(None));
     }
 }
+
+/// Property tests: every body rmcp cannot read gets one JSON-RPC error (R-CON-30, R-CON-51).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::props::{body, envelope};
+    use proptest::prelude::*;
+
+    /// `answer` is one JSON-RPC 2.0 error of the three codes, under a valid id, with a message.
+    fn is_refusal(answer: &Value) -> Result<(), TestCaseError> {
+        prop_assert_eq!(answer.get("jsonrpc").and_then(Value::as_str), Some("2.0"));
+        let error = answer.get("error");
+        let code = error.and_then(|e| e.get("code")).and_then(Value::as_i64);
+        prop_assert!(matches!(code, Some(-32700 | -32602 | -32600)), "{answer}");
+        let message = error.and_then(|e| e.get("message")).and_then(Value::as_str);
+        prop_assert!(message.is_some_and(|m| !m.is_empty()));
+        let id = answer.get("id");
+        prop_assert!(
+            id.is_some_and(|id| id.is_null() || id.is_string() || id.is_i64() || id.is_u64())
+        );
+        prop_assert!(
+            serde_json::from_value::<rmcp::model::ServerJsonRpcMessage>(answer.clone()).is_ok()
+        );
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn every_unreadable_body_gets_one_json_rpc_error(b in body()) {
+            is_refusal(&refusal(&b))?;
+        }
+
+        /// A request with a valid id is answered under that id.
+        #[test]
+        fn a_request_is_refused_under_its_own_id(message in envelope()) {
+            let answer = refusal(message.to_string().as_bytes());
+            is_refusal(&answer)?;
+            let id = message.get("id").filter(|id| id.is_string() || id.is_i64() || id.is_u64());
+            let request = message.get("jsonrpc").and_then(Value::as_str) == Some("2.0")
+                && message.get("method").is_some_and(Value::is_string);
+            if let (true, Some(id)) = (request, id) {
+                prop_assert_eq!(answer.get("id"), Some(id));
+            }
+        }
+    }
+}

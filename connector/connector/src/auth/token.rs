@@ -497,3 +497,36 @@ mod tests {
         ));
     }
 }
+
+/// Property tests of the `Authorization` header (R-CON-51).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn an_authorization_header_of_any_text_gives_a_token_or_an_error(value in "\\PC{0,80}") {
+            if let Ok(token) = bearer_token(Some(&value)) {
+                prop_assert!(!token.is_empty());
+                prop_assert!(value.contains(token));
+            }
+        }
+
+        /// The token a header carries reads back, whatever the scheme's case and the spaces.
+        #[test]
+        fn a_bearer_header_reads_back_as_its_token(
+            token in "[A-Za-z0-9._~+/=-]{1,60}",
+            scheme in prop::sample::select(&["Bearer", "bearer", "BEARER", "bEaReR"][..]),
+            pad in " {0,3}",
+        ) {
+            let header = format!("{pad}{scheme} {pad}{token}{pad}");
+            prop_assert_eq!(bearer_token(Some(&header)), Ok(token.as_str()));
+        }
+
+        #[test]
+        fn a_token_of_any_text_names_a_key_id_or_is_malformed(token in "\\PC{0,120}") {
+            let _ = key_id(&token);
+        }
+    }
+}

@@ -131,3 +131,50 @@ mod tests {
         }
     }
 }
+
+/// Property tests of the connector's cursors (R-CON-47, R-CON-51).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::props::{json, mutate, mutation};
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn every_cursor_reads_back_as_its_offset(offset in any::<usize>()) {
+            prop_assert_eq!(offset_of(&cursor_for(offset)), Some(offset));
+        }
+
+        /// A changed cursor names another offset or none: never a panic.
+        #[test]
+        fn a_changed_cursor_names_another_page_or_none(offset in any::<usize>(), m in mutation()) {
+            if let Some(changed) = mutate(&cursor_for(offset), &m) {
+                prop_assert_ne!(offset_of(&changed), Some(offset));
+            }
+        }
+
+        /// Any list result and any cursor: a page or invalid params, never a panic; following
+        /// the pages from the first gives every item once, in order.
+        #[test]
+        fn any_list_and_cursor_give_a_page_or_invalid_params(
+            list in json(),
+            cursor in prop::option::of("\\PC{0,30}"),
+            size in 1usize..5,
+        ) {
+            if let Err(e) = page("tools", list.clone(), cursor.as_deref(), size) {
+                prop_assert_eq!(e.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+            }
+            let all = list.get("tools").and_then(Value::as_array).cloned().unwrap_or_default();
+            let (mut seen, mut next) = (Vec::new(), None::<String>);
+            loop {
+                let got = page("tools", list.clone(), next.as_deref(), size).unwrap();
+                seen.extend(got["tools"].as_array().unwrap().iter().cloned());
+                match got.get("nextCursor").and_then(Value::as_str) {
+                    Some(c) => next = Some(c.to_owned()),
+                    None => break,
+                }
+            }
+            prop_assert_eq!(seen, all);
+        }
+    }
+}

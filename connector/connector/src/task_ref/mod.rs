@@ -546,4 +546,6 @@ pub(crate) fn longest_task_id() -> String {
 }
 
 #[cfg(test)]
+mod props;
+#[cfg(test)]
 mod tests;
