@@ -316,3 +316,92 @@ mod tests {
         assert!(!is_reserved("echo") && for_method("tools/call").is_none());
     }
 }
+
+/// Property tests of what crosses between the connector and the proxy for feature requests,
+/// and of an upstream's list pages (R-CON-51): any JSON is read or refused, never a panic;
+/// what one side writes the other reads back.
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            "\\PC{0,10}".prop_map(Value::from),
+        ];
+        let key = prop_oneof![
+            prop::sample::select(
+                &[
+                    "uris",
+                    "caller",
+                    "released",
+                    "resources",
+                    "subscribe",
+                    "nextCursor",
+                    "items",
+                    "prompts",
+                    "completions"
+                ][..]
+            )
+            .prop_map(str::to_owned),
+            "\\PC{0,5}",
+        ];
+        leaf.prop_recursive(4, 40, 5, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec((key.clone(), inner), 0..5)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn any_json_is_read_or_refused_without_a_panic(v in json(), more in prop::collection::vec(json(), 0..3)) {
+            let _ = VersionsInput::read(v.clone());
+            let _ = (served_capabilities(&v), next_cursor(&v));
+            if let Value::Object(m) = &v {
+                let _ = supports_subscribe(m);
+            }
+            let mut pages = vec![v];
+            pages.extend(more);
+            prop_assert!(fold_pages("items", pages).get("items").is_some_and(Value::is_array));
+        }
+
+        #[test]
+        fn a_written_versions_input_reads_back(
+            uris in prop::collection::vec("\\PC{0,20}", 0..5),
+            caller in prop::option::of("[A-Za-z0-9_-]{0,64}"),
+            released in prop::collection::vec("\\PC{0,20}", 0..5),
+        ) {
+            let input = VersionsInput { uris, caller, released };
+            prop_assert_eq!(VersionsInput::read(json!(input)), Ok(input));
+        }
+
+        #[test]
+        fn a_version_token_reads_back_and_any_text_is_one_or_none(epoch in "\\PC{1,20}", serial in any::<u64>(), text in "\\PC{0,30}") {
+            let token = version_token(&epoch, serial);
+            prop_assert_eq!(parse_version_token(&token), Some((epoch.as_str(), serial)));
+            let _ = parse_version_token(&text);
+        }
+
+        /// A URI made from a template (any text for each expression) matches it; any template
+        /// and URI give an answer, never a panic.
+        #[test]
+        fn a_uri_a_template_expands_to_matches_it(
+            parts in prop::collection::vec(("[^{}]{0,6}", "\\PC{0,6}"), 1..4),
+            last in "[^{}]{0,6}",
+            any_template in "\\PC{0,20}",
+            any_uri in "\\PC{0,20}",
+        ) {
+            let template: String = parts.iter().map(|(lit, _)| format!("{lit}{{x}}")).collect::<String>() + &last;
+            let uri: String = parts.iter().map(|(lit, fill)| format!("{lit}{fill}")).collect::<String>() + &last;
+            prop_assert!(template_matches(&template, &uri), "{} {}", template, uri);
+            let _ = template_matches(&any_template, &any_uri);
+        }
+    }
+}

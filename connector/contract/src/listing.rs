@@ -233,3 +233,95 @@ mod tests {
         );
     }
 }
+
+/// Property tests of a tool service's listing as the connector and the proxy read it
+/// (R-CON-51): any JSON is a listing or an error and any tool a name or none; what a service
+/// advertises reads back.
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::{Map, json};
+
+    fn tool_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            "\\PC{0,10}".prop_map(Value::from),
+            Just(Value::from("required")),
+        ];
+        let keys = prop_oneof![
+            prop::sample::select(
+                &[
+                    "name",
+                    "tools",
+                    "instructions",
+                    "_meta",
+                    "execution",
+                    "taskSupport",
+                    ONE_ATTEMPT_META_KEY,
+                    INLINE_META_KEY,
+                    TIMEOUT_META_KEY,
+                    WITH_INSTRUCTIONS_KEY,
+                ][..]
+            )
+            .prop_map(str::to_owned),
+            "\\PC{0,5}",
+        ];
+        leaf.prop_recursive(4, 48, 5, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec((keys.clone(), inner), 0..5)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect::<Map<_, _>>())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn any_listing_and_any_tool_are_read_without_a_panic(v in tool_json()) {
+            let _ = asks_for_instructions(&v);
+            let _ = (tool_name(&v), requires_task(&v), advertised_one_attempt(&v));
+            let _ = (advertised_inline(&v), advertised_timeout(&v));
+            if let Ok(listing) = ToolListing::read(v.clone()) {
+                prop_assert_eq!(ToolListing::read(listing.clone().answer(true)), Ok(listing));
+            }
+        }
+
+        /// What the proxy advertises on a tool reads back, and the tool keeps what it wrote.
+        #[test]
+        fn advertised_flags_and_timeouts_read_back(
+            tool in tool_json(),
+            one_attempt in any::<bool>(),
+            inline in any::<bool>(),
+            ms in any::<u64>(),
+        ) {
+            let Value::Object(mut fields) = tool else { return Ok(()) };
+            let meta_is_object = fields.get("_meta").is_none_or(Value::is_object);
+            advertise_timeout(&mut fields, Duration::from_millis(ms));
+            advertise_one_attempt(&mut fields, one_attempt);
+            advertise_inline(&mut fields, inline);
+            let tool = Value::Object(fields);
+            if meta_is_object {
+                prop_assert_eq!(advertised_timeout(&tool), Some(Duration::from_millis(ms)));
+                prop_assert!(!one_attempt || advertised_one_attempt(&tool));
+                prop_assert!(!inline || advertised_inline(&tool));
+            }
+        }
+
+        #[test]
+        fn a_listing_reads_back_in_either_form(
+            tools in prop::collection::vec(tool_json(), 0..4),
+            instructions in prop::option::of("\\PC{0,20}"),
+            asked in any::<bool>(),
+        ) {
+            let listing = ToolListing { tools, instructions };
+            let expected = ToolListing { instructions: listing.instructions.clone().filter(|_| asked), ..listing.clone() };
+            prop_assert_eq!(ToolListing::read(listing.answer(asked)), Ok(expected));
+            prop_assert!(ToolListing::read(json!(null)).is_err());
+        }
+    }
+}
