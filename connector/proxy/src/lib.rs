@@ -47,6 +47,8 @@ pub mod metrics;
 pub mod oauth_discovery;
 pub mod options;
 pub mod progress;
+#[cfg(test)]
+pub(crate) mod props;
 pub mod proxy;
 pub mod refusal;
 pub mod resource_versions;

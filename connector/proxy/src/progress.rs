@@ -329,3 +329,37 @@ mod tests {
         assert_eq!(logs.unclaimed.len(), 4);
     }
 }
+
+/// Property tests: an upstream's `notifications/progress` params of any shape are delivered or
+/// dropped, never a panic (R-CON-51).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::props::answer;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn progress_params_of_any_shape_are_delivered_or_dropped(params in prop::collection::vec(answer(), 1..8)) {
+            let mut routes = ProgressRoutes::default();
+            for p in &params {
+                routes.deliver(p);
+            }
+        }
+
+        /// The progress an upstream writes for a followed token reaches its follower as written.
+        #[test]
+        fn written_progress_reaches_the_call_that_follows_its_token(
+            token in prop_oneof![any::<i64>().prop_map(Value::from), "\\PC{0,20}".prop_map(Value::from)],
+            progress in -1e9f64..1e9,
+            total in prop::option::of(0f64..1e9),
+            message in prop::option::of("\\PC{0,30}"),
+        ) {
+            let mut routes = ProgressRoutes::default();
+            let mut rx = routes.follow(token_key(&token));
+            let params = serde_json::json!({"progressToken": token, "progress": progress, "total": total, "message": message});
+            routes.deliver(&params);
+            prop_assert_eq!(rx.try_recv().ok(), Some(ToolProgress { progress, total, message }));
+        }
+    }
+}

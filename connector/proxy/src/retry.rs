@@ -383,3 +383,30 @@ mod tests {
         }
     }
 }
+
+/// Property tests: a listed tool of any shape gives hints only from the booleans it wrote
+/// (R-PRX-38, R-CON-51).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::props::answer;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    proptest! {
+        #[test]
+        fn a_tool_of_any_shape_gives_the_hints_it_wrote(tool in answer(), hints in any::<[Option<bool>; 4]>()) {
+            let _ = infer(&ToolHints::from_tool_json(&tool));
+            let names = ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"];
+            let annotations: serde_json::Map<_, _> = names
+                .iter()
+                .zip(hints)
+                .filter_map(|(n, h)| Some(((*n).to_owned(), json!(h?))))
+                .collect();
+            let written = json!({"name": "t", "annotations": annotations, "_meta": tool});
+            let [read_only, destructive, idempotent, open_world] = hints;
+            let expected = ToolHints { read_only, destructive, idempotent, open_world };
+            prop_assert_eq!(ToolHints::from_tool_json(&written), expected);
+        }
+    }
+}

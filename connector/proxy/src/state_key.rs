@@ -287,3 +287,39 @@ mod tests {
         assert_eq!(format!("{:?}", key(A)), "StateKey(***)");
     }
 }
+
+/// Property tests of the state key's text and signatures (R-PRX-35, R-CON-51).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::props::mutate;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Key text of any kind is a key or an error, and an error never shows the text.
+        #[test]
+        fn key_text_of_any_kind_is_a_key_or_an_error_that_never_shows_it(text in "[A-Za-z0-9+/=_-]{8,60}|\\PC{8,60}") {
+            if let Err(e) = StateKey::from_base64(&text).and_then(|_| parse_previous(&text).map(|_| ())) {
+                prop_assert!(!e.to_string().contains(text.trim()));
+            }
+        }
+
+        /// A signature verifies its body only; any changed byte of either is refused.
+        #[test]
+        fn a_signature_verifies_its_body_and_any_changed_byte_is_refused(
+            key in prop::collection::vec(any::<u8>(), MIN_KEY_BYTES..64),
+            body in "\\PC{0,60}",
+            (op, at, byte) in (any::<u8>(), any::<prop::sample::Index>(), any::<u8>()),
+        ) {
+            let keys = StateKeys::shared(StateKey(key), vec![]);
+            let signature = keys.sign(body.as_bytes());
+            prop_assert!(keys.verify(body.as_bytes(), &signature));
+            if let Some(changed) = mutate(&signature, op, at, byte) {
+                prop_assert!(!keys.verify(body.as_bytes(), &changed));
+            }
+            if let Some(changed) = mutate(&body, op, at, byte) {
+                prop_assert!(!keys.verify(changed.as_bytes(), &signature));
+            }
+        }
+    }
+}

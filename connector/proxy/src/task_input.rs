@@ -556,3 +556,122 @@ mod tests {
         assert!(!other_run.follows(&in_workflow));
     }
 }
+
+/// Property tests of the upstream-task `requestState` the proxy signs (R-PRX-35, R-CON-51):
+/// it reads back as the task it names, any changed byte makes it name no task, and any text a
+/// caller sends is a task, an upstream's own state or a refusal, never a panic.
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::props::{answer, mutate};
+    use crate::state_key::StateKey;
+    use proptest::prelude::*;
+
+    fn keys(byte: u8) -> StateKeys {
+        let key = StateKey::from_base64(&URL_SAFE_NO_PAD.encode([byte; 32])).unwrap();
+        StateKeys::shared(key, vec![])
+    }
+
+    /// Every byte of `text` as a `%XX` escape.
+    fn escaped(text: &str) -> String {
+        text.bytes().map(|b| format!("%{b:02X}")).collect()
+    }
+
+    fn round() -> impl Strategy<Value = Option<Round>> {
+        prop::option::of(prop_oneof![
+            ("\\PC{1,20}", "\\PC{1,40}")
+                .prop_map(|(namespace, id)| Round::Operation { namespace, id }),
+            ("\\PC{1,20}", "\\PC{1,40}", "\\PC{1,20}")
+                .prop_map(|(namespace, id, run)| Round::Workflow { namespace, id, run }),
+        ])
+    }
+
+    fn waiting() -> impl Strategy<Value = (WaitingTask, Map<String, Value>)> {
+        (
+            "\\PC{0,20}",
+            "\\PC{0,20}",
+            answer(),
+            "\\PC{1,30}",
+            "\\PC{1,30}",
+            round(),
+        )
+            .prop_map(|(service, tool, args, task_id, origin, round)| {
+                let args = match args {
+                    Value::Object(m) => m,
+                    other => Map::from_iter([("v".to_owned(), other)]),
+                };
+                let task = WaitingTask {
+                    service,
+                    tool,
+                    arguments: arguments_fingerprint(&args),
+                    task_id,
+                    origin,
+                    round,
+                };
+                (task, args)
+            })
+    }
+
+    /// The round right after `made`, as the next call's start names it.
+    fn next(made: &Option<Round>) -> Option<Round> {
+        made.clone().map(|r| match r {
+            Round::Operation { namespace, id } => Round::Operation {
+                namespace,
+                id: durable_mcp_contract::input::next_round_id(&id).unwrap_or(id),
+            },
+            workflow => workflow,
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn a_signed_state_reads_back_and_any_changed_byte_names_no_task(
+            (task, args) in waiting(),
+            key in any::<u8>(),
+            (op, at, byte) in (any::<u8>(), any::<prop::sample::Index>(), any::<u8>()),
+        ) {
+            let keys = keys(key);
+            let state = task.request_state(&keys);
+            let here = next(&task.round);
+            let call = RoundCall { service: &task.service, tool: &task.tool, arguments: &args, round: here.as_ref() };
+            if here.as_ref().is_none_or(|h| task.round.as_ref().is_some_and(|m| h.follows(m))) {
+                prop_assert_eq!(waiting_task(&state, &call, &keys), Some(Ok(task.clone())));
+            }
+            if let Some(changed) = mutate(&state, op, at, byte) {
+                prop_assert!(!matches!(waiting_task(&changed, &call, &keys), Some(Ok(_))));
+                prop_assert_eq!(task_to_cancel(Some(&changed), &task.service, here.as_ref(), &keys), None);
+            }
+            prop_assert!(!matches!(waiting_task(&state, &call, &self::keys(key.wrapping_add(1))), Some(Ok(_))));
+        }
+
+        #[test]
+        fn any_state_a_caller_sends_is_a_task_an_upstreams_or_refused(
+            state in prop_oneof!["\\PC{0,80}", "\\PC{0,40}".prop_map(|s| format!("{STATE_V2}{s}")), "[A-Za-z0-9_.-]{0,80}".prop_map(|s| format!("{STATE_V2}{s}"))],
+        ) {
+            let args = Map::new();
+            let call = RoundCall { service: "s", tool: "t", arguments: &args, round: None };
+            prop_assert!(!matches!(waiting_task(&state, &call, &keys(1)), Some(Ok(_))));
+        }
+
+        /// Any link URL names a round or none; a link the server writes reads back.
+        #[test]
+        fn a_link_of_any_text_names_a_round_or_none_and_written_links_read_back(
+            url in "\\PC{0,80}",
+            (namespace, id, run) in ("\\PC{1,20}", "\\PC{1,40}", "\\PC{1,20}"),
+            workflow in any::<bool>(),
+        ) {
+            let _ = Round::from_url(&url);
+            let _ = Round::from_url(&format!("temporal:///namespaces/{url}"));
+            // URLs read `.` and `..` segments (escaped too) as dot segments: no round names one.
+            let dots = [&namespace, &id, &run].iter().any(|s| matches!(s.as_str(), "." | ".."));
+            prop_assume!(!dots);
+            let (ns, i, r) = (escaped(&namespace), escaped(&id), escaped(&run));
+            let (written, expected) = if workflow {
+                (format!("temporal:///namespaces/{ns}/workflows/{i}/{r}/history?x=1"), Round::Workflow { namespace, id, run })
+            } else {
+                (format!("temporal:///namespaces/{ns}/nexus-operations/{i}/{r}/details"), Round::Operation { namespace, id })
+            };
+            prop_assert_eq!(Round::from_url(&written), Some(expected));
+        }
+    }
+}

@@ -69,6 +69,8 @@
 mod codec;
 mod expand;
 mod oauth;
+#[cfg(test)]
+mod props;
 mod redact;
 #[cfg(test)]
 mod tests;

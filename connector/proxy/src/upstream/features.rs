@@ -187,3 +187,44 @@ mod tests {
         );
     }
 }
+
+/// Property tests of an upstream's list pages (R-PRX-32, R-CON-51): whatever cursors it gives,
+/// the proxy follows each once and at most [`MAX_LIST_PAGES`] pages; a page of any shape is a
+/// page or refused, never a panic.
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::props::answer;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn any_cursors_are_followed_once_each_and_at_most_the_page_cap(
+            cursors in prop::collection::vec(prop_oneof!["[ab]{0,3}", "\\PC{0,10}"], 0..150),
+        ) {
+            let mut seen = HashSet::new();
+            let mut followed = Vec::new();
+            for (pages, cursor) in cursors.into_iter().enumerate() {
+                match follow(&mut seen, pages + 1, "tools/list", cursor.clone()) {
+                    Ok(next) => {
+                        prop_assert_eq!(&next, &cursor);
+                        prop_assert!(!followed.contains(&next));
+                        followed.push(next);
+                    }
+                    Err(why) => {
+                        prop_assert!(why.contains("tools/list"));
+                        break;
+                    }
+                }
+            }
+            prop_assert!(followed.len() < MAX_LIST_PAGES);
+        }
+
+        #[test]
+        fn a_page_of_any_shape_is_a_page_or_refused(page in answer()) {
+            if let Err(why) = not_an_input_request("resources/list", &page) {
+                prop_assert!(why.contains("resources/list"));
+            }
+        }
+    }
+}

@@ -415,3 +415,78 @@ mod tests {
         assert_eq!(next_poll_delay(None, u32::MAX), ms(2000));
     }
 }
+
+/// Property tests of an upstream's task answers as the proxy reads them (R-PRX-28, R-CON-51):
+/// any JSON is a state or an error, never a panic; what an upstream writes reads back.
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::props::answer;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn any_task_answer_is_a_state_a_task_or_an_error(a in answer()) {
+            let _ = task_state(&a);
+            let _ = created_task(&a);
+            let _ = jsonrpc_error(&a);
+            let _ = super::super::era::without_complete_marker(a.clone());
+            if let Some(fields) = a.as_object() {
+                let _ = poll_interval(fields);
+            }
+        }
+
+        /// A `tasks/get` answer as an upstream writes it reads back as its state.
+        #[test]
+        fn a_written_task_state_reads_back(
+            status in prop::sample::select(&["working", "input_required", "completed", "failed", "cancelled"][..]),
+            message in prop::option::of("\\PC{0,20}"),
+            poll_ms in prop::option::of(any::<u64>()),
+            code in any::<i32>(),
+            text in "\\PC{0,20}",
+            payload in answer(),
+        ) {
+            let mut task = json!({"taskId": "t", "status": status});
+            if let Some(m) = &message {
+                task["statusMessage"] = json!(m);
+            }
+            if let Some(ms) = poll_ms {
+                task["pollIntervalMs"] = json!(ms);
+            }
+            let requests = Map::from_iter([("q".to_owned(), payload.clone())]);
+            let result = json!({"content": [], "structuredContent": payload});
+            let error = JsonRpcError { code, message: text, data: Some(payload) };
+            match status {
+                "input_required" => task["inputRequests"] = json!(requests),
+                "completed" => task["result"] = result.clone(),
+                "failed" => task["error"] = json!(error),
+                _ => {}
+            }
+            let expected = match status {
+                "working" => TaskState::Working { message, poll_interval: poll_ms.map(Duration::from_millis) },
+                "input_required" => TaskState::InputRequired { message, requests: Some(requests) },
+                "completed" => TaskState::Completed(Some(result)),
+                "failed" => TaskState::Failed(Some(error)),
+                _ => TaskState::Cancelled,
+            };
+            prop_assert_eq!(task_state(&task), Ok(expected));
+        }
+
+        /// A created task reads back as its ID, in either era's form.
+        #[test]
+        fn a_created_task_reads_back_as_its_id(id in "\\PC{0,30}", poll_ms in prop::option::of(any::<u64>()), nested in any::<bool>()) {
+            let mut task = json!({"taskId": id, "status": "working"});
+            if let Some(ms) = poll_ms {
+                task["pollIntervalMs"] = json!(ms);
+            }
+            let answer = if nested {
+                json!({"task": task})
+            } else {
+                task["resultType"] = json!("task");
+                task
+            };
+            let expected = CallAnswer::Task { id, poll_interval: poll_ms.map(Duration::from_millis), origin: String::new() };
+            prop_assert_eq!(created_task(&answer), Some(expected));
+        }
+    }
+}
