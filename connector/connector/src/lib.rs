@@ -31,7 +31,7 @@ pub mod metrics;
 pub mod operation_id;
 pub mod progress;
 #[cfg(test)]
-pub(crate) mod props;
+mod props;
 pub mod route;
 pub mod server;
 pub mod session_requests;

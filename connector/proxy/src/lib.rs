@@ -48,7 +48,7 @@ pub mod oauth_discovery;
 pub mod options;
 pub mod progress;
 #[cfg(test)]
-pub(crate) mod props;
+mod props;
 pub mod proxy;
 pub mod refusal;
 pub mod resource_versions;
