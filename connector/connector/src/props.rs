@@ -1,23 +1,14 @@
-//! Strategies the property tests of the wire's parsers share (R-CON-51): JSON trees whose keys
-//! are the ones a parser looks for (so the tests reach past its first `get`), JSON-RPC
-//! envelopes of any shape, header values of any bytes HTTP can carry, and byte mutations.
+//! Strategies the connector's property tests share (R-CON-51), beside the contract's: JSON trees
+//! with the keys the connector reads, JSON-RPC envelopes of any shape, and header values of any
+//! bytes HTTP can carry.
 
+use durable_mcp_contract::props::json_tree;
+pub use durable_mcp_contract::props::{mutate, mutation};
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 
 /// The keys the connector's parsers read, so arbitrary trees take the paths they take.
 pub const WIRE_KEYS: &[&str] = &[
-    "jsonrpc",
-    "id",
-    "method",
-    "params",
-    "result",
-    "error",
-    "code",
-    "message",
-    "data",
-    "_meta",
-    "progressToken",
     "notifications",
     "resourceSubscriptions",
     "toolsListChanged",
@@ -58,36 +49,9 @@ pub const METHODS: &[&str] = &[
     "no/such",
 ];
 
-/// A leaf: every JSON scalar, numbers at their extremes included.
-fn leaf() -> impl Strategy<Value = Value> {
-    prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
-        any::<f64>().prop_map(Value::from),
-        "\\PC{0,12}".prop_map(Value::String),
-        prop::sample::select(METHODS).prop_map(Value::from),
-    ]
-}
-
-/// An object key: one a parser reads, or any text.
-fn key() -> impl Strategy<Value = String> {
-    prop_oneof![
-        3 => prop::sample::select(WIRE_KEYS).prop_map(str::to_owned),
-        1 => "\\PC{0,6}",
-    ]
-}
-
-/// Any JSON tree up to 5 levels deep, its keys mostly those of [`WIRE_KEYS`].
-pub fn json() -> impl Strategy<Value = Value> {
-    leaf().prop_recursive(5, 64, 6, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
-            prop::collection::vec((key(), inner), 0..6)
-                .prop_map(|fields| Value::Object(fields.into_iter().collect::<Map<_, _>>())),
-        ]
-    })
+/// Any JSON tree, its keys mostly those of [`WIRE_KEYS`].
+pub fn json() -> impl Strategy<Value = Value> + Clone {
+    json_tree(WIRE_KEYS, METHODS)
 }
 
 /// A JSON-RPC message of any shape: each member present or not, of the right type or any.
@@ -174,38 +138,4 @@ pub fn header_value() -> impl Strategy<Value = http::HeaderValue> {
     .prop_filter_map("not a header value", |b| {
         http::HeaderValue::from_bytes(&b).ok()
     })
-}
-
-/// A change of one byte of a text: replaced, dropped, or inserted.
-#[derive(Debug, Clone)]
-pub enum Mutation {
-    Replace(prop::sample::Index, u8),
-    Remove(prop::sample::Index),
-    Insert(prop::sample::Index, u8),
-}
-
-pub fn mutation() -> impl Strategy<Value = Mutation> {
-    prop_oneof![
-        (any::<prop::sample::Index>(), any::<u8>()).prop_map(|(i, b)| Mutation::Replace(i, b)),
-        any::<prop::sample::Index>().prop_map(Mutation::Remove),
-        (any::<prop::sample::Index>(), any::<u8>()).prop_map(|(i, b)| Mutation::Insert(i, b)),
-    ]
-}
-
-/// `text` changed by `m`; `None` when the change leaves it as it was or not UTF-8 (which never
-/// reaches a parser of `&str`).
-pub fn mutate(text: &str, m: &Mutation) -> Option<String> {
-    let mut bytes = text.as_bytes().to_vec();
-    match m {
-        Mutation::Replace(i, b) if !bytes.is_empty() => {
-            let at = i.index(bytes.len());
-            bytes[at] = *b;
-        }
-        Mutation::Remove(i) if !bytes.is_empty() => {
-            bytes.remove(i.index(bytes.len()));
-        }
-        Mutation::Insert(i, b) => bytes.insert(i.index(bytes.len() + 1), *b),
-        _ => return None,
-    }
-    String::from_utf8(bytes).ok().filter(|m| m != text)
 }

@@ -327,36 +327,18 @@ mod props {
     use serde_json::json;
 
     fn json() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::from),
-            any::<i64>().prop_map(Value::from),
-            "\\PC{0,10}".prop_map(Value::from),
+        const KEYS: &[&str] = &[
+            "uris",
+            "caller",
+            "released",
+            "resources",
+            "subscribe",
+            "nextCursor",
+            "items",
+            "prompts",
+            "completions",
         ];
-        let key = prop_oneof![
-            prop::sample::select(
-                &[
-                    "uris",
-                    "caller",
-                    "released",
-                    "resources",
-                    "subscribe",
-                    "nextCursor",
-                    "items",
-                    "prompts",
-                    "completions"
-                ][..]
-            )
-            .prop_map(str::to_owned),
-            "\\PC{0,5}",
-        ];
-        leaf.prop_recursive(4, 40, 5, move |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-                prop::collection::vec((key.clone(), inner), 0..5)
-                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
-            ]
-        })
+        crate::props::json_tree(KEYS, &["subscribe", "resources/list"])
     }
 
     proptest! {

@@ -28,4 +28,6 @@ pub mod operation;
 pub mod operation_name;
 pub mod outcome;
 pub mod payload;
+#[cfg(any(test, feature = "props"))]
+pub mod props;
 pub mod trace_context;

@@ -241,43 +241,22 @@ mod tests {
 mod props {
     use super::*;
     use proptest::prelude::*;
-    use serde_json::{Map, json};
+    use serde_json::json;
 
     fn tool_json() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::from),
-            any::<i64>().prop_map(Value::from),
-            any::<u64>().prop_map(Value::from),
-            any::<f64>().prop_map(Value::from),
-            "\\PC{0,10}".prop_map(Value::from),
-            Just(Value::from("required")),
+        const KEYS: &[&str] = &[
+            "name",
+            "tools",
+            "instructions",
+            "_meta",
+            "execution",
+            "taskSupport",
+            ONE_ATTEMPT_META_KEY,
+            INLINE_META_KEY,
+            TIMEOUT_META_KEY,
+            WITH_INSTRUCTIONS_KEY,
         ];
-        let keys = prop_oneof![
-            prop::sample::select(
-                &[
-                    "name",
-                    "tools",
-                    "instructions",
-                    "_meta",
-                    "execution",
-                    "taskSupport",
-                    ONE_ATTEMPT_META_KEY,
-                    INLINE_META_KEY,
-                    TIMEOUT_META_KEY,
-                    WITH_INSTRUCTIONS_KEY,
-                ][..]
-            )
-            .prop_map(str::to_owned),
-            "\\PC{0,5}",
-        ];
-        leaf.prop_recursive(4, 48, 5, move |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-                prop::collection::vec((keys.clone(), inner), 0..5)
-                    .prop_map(|kv| Value::Object(kv.into_iter().collect::<Map<_, _>>())),
-            ]
-        })
+        crate::props::json_tree(KEYS, &["required", "optional"])
     }
 
     proptest! {

@@ -292,7 +292,7 @@ mod tests {
 #[cfg(test)]
 mod props {
     use super::*;
-    use crate::props::mutate;
+    use crate::props::{mutate, mutation};
     use proptest::prelude::*;
 
     proptest! {
@@ -309,15 +309,15 @@ mod props {
         fn a_signature_verifies_its_body_and_any_changed_byte_is_refused(
             key in prop::collection::vec(any::<u8>(), MIN_KEY_BYTES..64),
             body in "\\PC{0,60}",
-            (op, at, byte) in (any::<u8>(), any::<prop::sample::Index>(), any::<u8>()),
+            m in mutation(),
         ) {
             let keys = StateKeys::shared(StateKey(key), vec![]);
             let signature = keys.sign(body.as_bytes());
             prop_assert!(keys.verify(body.as_bytes(), &signature));
-            if let Some(changed) = mutate(&signature, op, at, byte) {
+            if let Some(changed) = mutate(&signature, &m) {
                 prop_assert!(!keys.verify(body.as_bytes(), &changed));
             }
-            if let Some(changed) = mutate(&body, op, at, byte) {
+            if let Some(changed) = mutate(&body, &m) {
                 prop_assert!(!keys.verify(changed.as_bytes(), &signature));
             }
         }

@@ -563,7 +563,7 @@ mod tests {
 #[cfg(test)]
 mod props {
     use super::*;
-    use crate::props::{answer, mutate};
+    use crate::props::{answer, mutate, mutation};
     use crate::state_key::StateKey;
     use proptest::prelude::*;
 
@@ -628,7 +628,7 @@ mod props {
         fn a_signed_state_reads_back_and_any_changed_byte_names_no_task(
             (task, args) in waiting(),
             key in any::<u8>(),
-            (op, at, byte) in (any::<u8>(), any::<prop::sample::Index>(), any::<u8>()),
+            m in mutation(),
         ) {
             let keys = keys(key);
             let state = task.request_state(&keys);
@@ -637,7 +637,7 @@ mod props {
             if here.as_ref().is_none_or(|h| task.round.as_ref().is_some_and(|m| h.follows(m))) {
                 prop_assert_eq!(waiting_task(&state, &call, &keys), Some(Ok(task.clone())));
             }
-            if let Some(changed) = mutate(&state, op, at, byte) {
+            if let Some(changed) = mutate(&state, &m) {
                 prop_assert!(!matches!(waiting_task(&changed, &call, &keys), Some(Ok(_))));
                 prop_assert_eq!(task_to_cancel(Some(&changed), &task.service, here.as_ref(), &keys), None);
             }

@@ -5,9 +5,9 @@ use std::time::Duration;
 use super::{expand::expand, *};
 use crate::options::RetryPolicySpec;
 
-const SECRET: &str = "s3cr3t-t0ken";
+pub(super) const SECRET: &str = "s3cr3t-t0ken";
 
-fn env(name: &str) -> Option<String> {
+pub(super) fn env(name: &str) -> Option<String> {
     match name {
         "WEATHER_TOKEN" => Some(SECRET.into()),
         "EMPTY" => Some(String::new()),
@@ -17,7 +17,7 @@ fn env(name: &str) -> Option<String> {
     }
 }
 
-const EXAMPLE: &str = r#"
+pub(super) const EXAMPLE: &str = r#"
 [worker]
 task_queue = "mcp-proxy"
 max_concurrent_calls = 100
