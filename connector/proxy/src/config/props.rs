@@ -204,7 +204,9 @@ fn check(text: &str) -> Result<(), TestCaseError> {
                     command, args, cwd, ..
                 } = &mut transport
                 {
-                    (command.clear(), args.clear(), *cwd = None);
+                    command.clear();
+                    args.clear();
+                    *cwd = None;
                 }
                 let shown = format!("{transport:?}");
                 prop_assert!(!shown.contains(SECRET), "{}", shown);
