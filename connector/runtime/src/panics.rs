@@ -250,3 +250,25 @@ mod tests {
         }
     }
 }
+
+/// Property tests: an `Mcp-Method` header of any text labels a panic with an MCP method or
+/// [`OTHER_METHOD`], never with the caller's text (R-CON-51's bounded labels).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn a_method_header_of_any_text_is_an_mcp_method_or_other(
+            text in prop_oneof!["\\PC{0,30}", prop::sample::select(MCP_METHODS).prop_map(str::to_owned)],
+        ) {
+            let label = mcp_method(&text);
+            prop_assert!(label == OTHER_METHOD || MCP_METHODS.contains(&label));
+            prop_assert_eq!(
+                label == text && label != OTHER_METHOD,
+                MCP_METHODS.contains(&text.as_str())
+            );
+        }
+    }
+}
