@@ -15,16 +15,18 @@ use tracing_subscriber::{
 const MESSAGE_FIELDS: &[&str] = &["request", "result", "notification", "evt"];
 
 /// Whether an event or span may carry an MCP message's contents: rmcp's with one of
-/// [`MESSAGE_FIELDS`], and all of rmcp's at `trace` (where it logs each message as it passes).
+/// [`MESSAGE_FIELDS`], its `response error` lines (an `error` answered under an `id`: the
+/// answer may repeat what the caller sent, a 2 MB URI or method name included), and all of
+/// rmcp's at `trace` (where it logs each message as it passes).
 pub fn carries_message_contents(metadata: &Metadata<'_>) -> bool {
     let target = metadata.target();
     if target != "rmcp" && !target.starts_with("rmcp::") {
         return false;
     }
+    let has = |name: &str| metadata.fields().field(name).is_some();
     *metadata.level() == Level::TRACE
-        || MESSAGE_FIELDS
-            .iter()
-            .any(|name| metadata.fields().field(name).is_some())
+        || MESSAGE_FIELDS.iter().any(|name| has(name))
+        || (has("id") && has("error"))
 }
 
 /// How log lines are written (`--log-format`, R-RUN-3).
@@ -95,9 +97,11 @@ mod tests {
             tracing::info!(target: "rmcp::service", notification = ?secret, "received notification");
             tracing::trace!(target: "rmcp::service", evt = ?secret, "new event");
             tracing::trace!(target: "rmcp::transport::streamable_http_server::tower", message = ?secret);
+            tracing::warn!(target: "rmcp::service", id = 1, error = ?secret, "response error");
             // Kept: rmcp's lines without a message, and everyone else's.
             tracing::info!(target: "rmcp::service", "Service initialized as server");
             tracing::warn!(target: "rmcp::service", id = 1, "Error sending response");
+            tracing::error!(target: "rmcp::service", error = "channel closed", "failed to send");
             tracing::debug!(target: "durable_mcp::inbound", tool = "echo", arguments_bytes = 42, "tool call started");
             tracing::debug!(target: "rmcpx", request = 1, "another crate");
         });
@@ -107,6 +111,7 @@ mod tests {
             [
                 "rmcp::service INFO message",
                 "rmcp::service WARN id,message",
+                "rmcp::service ERROR error,message",
                 "durable_mcp::inbound DEBUG arguments_bytes,message,tool",
                 "rmcpx DEBUG message,request",
             ],
