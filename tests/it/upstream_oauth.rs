@@ -90,6 +90,7 @@ async fn token_endpoint(tokens: &[&str], expires_in: u64) -> MockServer {
 fn credentials(server: &MockServer) -> ClientCredentials {
     ClientCredentials {
         token_url: Some(format!("{}/token", server.uri()).parse().unwrap()),
+        issuer: None,
         client_id: CLIENT_ID.into(),
         client_auth: ClientAuth::SecretBasic {
             secret: CLIENT_SECRET.into(),
@@ -391,11 +392,13 @@ async fn authorization_server(token_endpoint: Option<&str>) -> MockServer {
     server
 }
 
-/// A provider that finds its token endpoint from `upstream`, learned URLs allowed `allowed`.
-fn discovering(upstream: &MockServer, allowed: &[&str]) -> ClientCredentialsProvider {
+/// A provider that finds its token endpoint from `upstream`, learned URLs allowed `allowed`,
+/// its credentials issued by `issuer`.
+fn discovering(upstream: &MockServer, issuer: &str, allowed: &[&str]) -> ClientCredentialsProvider {
     let upstream_url: url::Url = format!("{}/mcp", upstream.uri()).parse().unwrap();
     ClientCredentialsProvider::new(ClientCredentials {
         token_url: None,
+        issuer: Some(issuer.parse().unwrap()),
         learned_urls: LearnedUrlPolicy {
             allowed: allowed.iter().map(|n| n.parse().unwrap()).collect(),
         },
@@ -420,7 +423,7 @@ async fn discovery_refuses_learned_urls_toward_private_ranges_unless_allowed() {
         (&format!("http://localhost:{port}"), "/"),
     ] {
         let upstream = upstream_naming(named).await;
-        let error = discovering(&upstream, &["192.168.0.0/16"])
+        let error = discovering(&upstream, named, &["192.168.0.0/16"])
             .token()
             .await
             .unwrap_err()
@@ -439,13 +442,13 @@ async fn discovery_refuses_learned_urls_toward_private_ranges_unless_allowed() {
 
     // The operator allows loopback: the token endpoint is found and used.
     let upstream = upstream_naming(&server.uri()).await;
-    let provider = discovering(&upstream, &["127.0.0.0/8"]);
+    let provider = discovering(&upstream, &server.uri(), &["127.0.0.0/8"]);
     assert_eq!(provider.token().await.unwrap(), "found");
 
     // An allowed server that names a token endpoint in a range not allowed is refused too.
     let pointing = authorization_server(Some("http://169.254.169.254/token")).await;
     let upstream = upstream_naming(&pointing.uri()).await;
-    let error = discovering(&upstream, &["127.0.0.0/8"])
+    let error = discovering(&upstream, &pointing.uri(), &["127.0.0.0/8"])
         .token()
         .await
         .unwrap_err()
@@ -471,7 +474,7 @@ async fn discovery_over_http_off_loopback_is_refused_and_names_token_url() {
     };
     // The upstream (on loopback) names an authorization server over http.
     let upstream = upstream_naming("http://auth.example").await;
-    let error = discovering(&upstream, &[])
+    let error = discovering(&upstream, "http://auth.example", &[])
         .token()
         .await
         .unwrap_err()
@@ -480,9 +483,60 @@ async fn discovery_over_http_off_loopback_is_refused_and_names_token_url() {
     // An upstream over http off loopback: its own metadata is not trusted either.
     let provider = ClientCredentialsProvider::new(ClientCredentials {
         token_url: None,
+        issuer: Some("https://auth.example".parse().unwrap()),
         ..credentials(&upstream)
     })
     .discovering_from(&"http://mcp.example/mcp".parse().unwrap());
     let error = provider.token().await.unwrap_err().to_string();
     assert!(refused(&error, "mcp.example"), "{error}");
+}
+
+/// R-PRX-15: the authorization server that receives the client's secret is the operator's
+/// choice, never the upstream's. The operator configured client credentials issued by its own
+/// authorization server and left `token_url` out; a hostile (or compromised) upstream's
+/// protected-resource metadata names an authorization server of the attacker's (here on
+/// loopback, allowed, standing in for any public https host, which the R-PRX-37 policy lets
+/// through without configuration), and it publishes matching metadata. Discovery refuses it,
+/// naming the configured issuer and the key to set, and the secret never leaves (before the fix
+/// it arrived at the attacker in HTTP Basic). With the operator's server named, it is used.
+#[tokio::test]
+async fn a_hostile_upstream_names_the_server_that_receives_the_client_secret() {
+    let operators = authorization_server(None).await;
+    let attacker = authorization_server(None).await;
+    let upstream = upstream_naming(&attacker.uri()).await;
+    let error = discovering(&upstream, &operators.uri(), &["127.0.0.0/8"])
+        .token()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("not the configured issuer 127.0.0.1")
+            && error.contains("[upstream.oauth] issuer")
+            && !error.contains(CLIENT_SECRET),
+        "{error}"
+    );
+    let stolen = attacker
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r.headers
+                .get("authorization")
+                .is_some_and(|v| v.to_str().unwrap_or("") == basic())
+        })
+        .count();
+    assert_eq!(
+        stolen, 0,
+        "the upstream-named authorization server received the client secret {stolen} time(s)"
+    );
+    assert!(
+        attacker.received_requests().await.unwrap().is_empty(),
+        "the upstream-named authorization server was asked at all"
+    );
+
+    // The upstream names the operator's server: discovery finds its token endpoint.
+    let upstream = upstream_naming(&operators.uri()).await;
+    let provider = discovering(&upstream, &operators.uri(), &["127.0.0.0/8"]);
+    assert_eq!(provider.token().await.unwrap(), "found");
 }

@@ -119,14 +119,25 @@ impl ClientCredentialsProvider {
         if let Some(found) = d.found.lock().unwrap().clone() {
             return Ok(found);
         }
+        let Some(issuer) = &self.config.issuer else {
+            return Err(format!(
+                "[upstream.oauth] issuer: {}",
+                super::config::ISSUER_REQUIRED
+            ));
+        };
         let clients = DiscoveryClients {
             own: d.own.as_ref().map_err(Clone::clone)?,
             learned: self.http.as_ref().map_err(Clone::clone)?,
             policy: &self.config.learned_urls,
         };
-        let found = oauth_discovery::token_endpoint(&d.upstream, &clients)
+        let found = oauth_discovery::token_endpoint(&d.upstream, issuer, &clients)
             .await
             .map_err(|e| format!("token endpoint discovery: {e}"))?;
+        tracing::info!(
+            upstream = d.upstream.host_str().unwrap_or("?"),
+            token_endpoint = found.host_str().unwrap_or("?"),
+            "token endpoint discovered from the configured issuer's metadata"
+        );
         *d.found.lock().unwrap() = Some(found.clone());
         Ok(found)
     }
@@ -387,6 +398,7 @@ mod request_tests {
             scopes: vec!["a".into(), "b:c".into()],
             audience: Some("https://aud".into()),
             resource: Some("https://mcp.example/mcp".parse().unwrap()),
+            issuer: None,
             learned_urls: Default::default(),
         }
     }

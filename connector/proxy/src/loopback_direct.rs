@@ -100,6 +100,7 @@ fn child(target: &str) {
             scopes: Vec::new(),
             audience: None,
             resource: None,
+            issuer: None,
             learned_urls: Default::default(),
         });
         let _ = tokio::time::timeout(short, crate::auth::AuthProvider::token(&oauth)).await;

@@ -3,8 +3,9 @@
 //! metadata (RFC 9728) names its authorization server, whose metadata (RFC 8414, or OpenID
 //! discovery) names the token endpoint. The first document is on the upstream's own host, the
 //! operator's word; the authorization server and the token endpoint are the upstream's word, so
-//! they are learned URLs and reach only what R-PRX-37 allows. Every step is over https, or on
-//! loopback.
+//! they are learned URLs and reach only what R-PRX-37 allows. The authorization server must be
+//! the `issuer` the operator configured: a hostile upstream that names its own server would
+//! otherwise receive the client's credentials. Every step is over https, or on loopback.
 
 use serde::Deserialize;
 use url::Url;
@@ -61,6 +62,31 @@ fn well_known(base: &Url, suffixes: &[&str]) -> Vec<Url> {
     urls
 }
 
+/// The authorization server of the upstream's `named` ones that is the operator's `configured`
+/// issuer (compared as URLs, so `https://a.example` is `https://a.example/`), as the upstream
+/// wrote it; an upstream that names only others is refused (R-PRX-15), the error naming hosts.
+pub fn configured_issuer<'a>(named: &'a [String], configured: &Url) -> Result<&'a str, String> {
+    if let Some(found) = named
+        .iter()
+        .find(|n| Url::parse(n).is_ok_and(|u| &u == configured))
+    {
+        return Ok(found);
+    }
+    let host = |text: &str| {
+        let url = Url::parse(text).ok();
+        (url.as_ref().and_then(Url::host_str).unwrap_or("?")).to_owned()
+    };
+    let hosts: Vec<String> = named.iter().map(|n| host(n)).collect();
+    Err(format!(
+        "the upstream's protected-resource metadata names authorization server(s) [{}], not the \
+         configured issuer {}: the client's credentials go only to the server the operator \
+         named; if the upstream moved, set [upstream.oauth] issuer (or token_url) to its new \
+         server",
+        hosts.join(", "),
+        configured.host_str().unwrap_or("?")
+    ))
+}
+
 /// The clients discovery uses: `own` for the upstream's host (as configured), `learned` for
 /// what it names ([`LearnedUrlPolicy::client_builder`]).
 pub struct DiscoveryClients<'a> {
@@ -71,7 +97,11 @@ pub struct DiscoveryClients<'a> {
 
 /// The token endpoint the upstream at `upstream` names. Its errors name hosts, never a path
 /// or query of the configured URL.
-pub async fn token_endpoint(upstream: &Url, clients: &DiscoveryClients<'_>) -> Result<Url, String> {
+pub async fn token_endpoint(
+    upstream: &Url,
+    configured: &Url,
+    clients: &DiscoveryClients<'_>,
+) -> Result<Url, String> {
     #[derive(Deserialize)]
     struct Resource {
         #[serde(default)]
@@ -87,8 +117,7 @@ pub async fn token_endpoint(upstream: &Url, clients: &DiscoveryClients<'_>) -> R
     let resource: Resource = first_document(clients.own, &resource_metadata_urls(upstream))
         .await
         .map_err(|e| format!("the upstream's protected-resource metadata on {own}: {e}"))?;
-    let issuer_text = (resource.authorization_servers.first())
-        .ok_or("the upstream's protected-resource metadata names no authorization server")?;
+    let issuer_text = configured_issuer(&resource.authorization_servers, configured)?;
     let issuer = Url::parse(issuer_text).map_err(|_| {
         "the upstream's protected-resource metadata names an authorization server that is \
          not a URL"
@@ -108,7 +137,7 @@ pub async fn token_endpoint(upstream: &Url, clients: &DiscoveryClients<'_>) -> R
     let server: Server = first_document(clients.learned, &issuer_metadata_urls(&issuer))
         .await
         .map_err(|e| format!("the metadata of authorization server {server_host}: {e}"))?;
-    if server.issuer.as_deref() != Some(issuer_text.as_str()) {
+    if server.issuer.as_deref() != Some(issuer_text) {
         return Err(format!(
             "the metadata of authorization server {server_host} names another issuer \
              (RFC 8414 section 3.3)"
@@ -226,6 +255,40 @@ mod tests {
                 && !error.contains("secret"),
             "{error}"
         );
+    }
+
+    /// R-PRX-15: discovery goes only to the issuer the operator configured, however the
+    /// upstream spells it and wherever it lists it; an upstream naming only other servers
+    /// is refused, the error naming hosts and the key to set.
+    #[test]
+    fn discovery_accepts_only_the_configured_issuer() {
+        let configured = Url::parse("https://auth.example").unwrap();
+        let named = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let list = named(&["https://evil.example", "https://auth.example/"]);
+        assert_eq!(
+            configured_issuer(&list, &configured),
+            Ok("https://auth.example/")
+        );
+        let list = named(&["https://auth.example"]);
+        assert_eq!(
+            configured_issuer(&list, &configured),
+            Ok("https://auth.example")
+        );
+        for others in [
+            named(&["https://evil.example/path?x=secret"]),
+            named(&["https://auth.example/tenant", "not a url"]),
+            named(&["https://auth.example:8443"]),
+            named(&["http://auth.example"]),
+            named(&[]),
+        ] {
+            let error = configured_issuer(&others, &configured).unwrap_err();
+            assert!(
+                error.contains("not the configured issuer auth.example")
+                    && error.contains("[upstream.oauth] issuer")
+                    && !error.contains("secret"),
+                "{others:?}: {error}"
+            );
+        }
     }
 
     #[test]

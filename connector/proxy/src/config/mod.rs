@@ -88,7 +88,7 @@ use url::Url;
 use super::options::ActivityOptions;
 pub use codec::CodecConfig;
 use codec::{RawCodec, codec};
-pub use oauth::{ClientAuth, ClientCredentials, canonical_resource};
+pub use oauth::{ClientAuth, ClientCredentials, ISSUER_REQUIRED, canonical_resource};
 pub use redact::{UrlSecrets, redacted_url};
 pub use traces::{OTLP_ENDPOINT_KEY, TracesSection};
 use traces::{RawTraces, traces};

@@ -16,6 +16,10 @@ pub struct ClientCredentials {
     /// The authorization server's token endpoint (https, or http on loopback); none to find it
     /// from the upstream's metadata by discovery (RFC 9728, RFC 8414).
     pub token_url: Option<Url>,
+    /// The authorization server discovery must find (its RFC 8414 `issuer`), required without
+    /// `token_url`: the client's credentials go only to a server the operator named, never to
+    /// one the upstream chose (R-PRX-15).
+    pub issuer: Option<Url>,
     pub client_id: String,
     /// How the client authenticates to the token endpoint, with its secret or key.
     pub client_auth: ClientAuth,
@@ -74,6 +78,7 @@ impl std::fmt::Debug for ClientCredentials {
                 "token_url",
                 &self.token_url.as_ref().map(super::redacted_url),
             )
+            .field("issuer", &self.issuer.as_ref().map(super::redacted_url))
             .field("client_id", &self.client_id)
             .field("client_auth", &self.client_auth)
             .field("scopes", &self.scopes)
@@ -100,6 +105,7 @@ pub fn canonical_resource(upstream: &Url) -> Url {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawClientCredentials {
     token_url: Option<String>,
+    issuer: Option<String>,
     client_id: String,
     #[serde(default)]
     auth_method: Option<String>,
@@ -132,8 +138,20 @@ pub(super) fn client_credentials(
     let token_url = raw
         .token_url
         .as_deref()
-        .map(|t| token_url(t, at))
+        .map(|t| credentials_url(t, "token_url", at))
         .transpose()?;
+    let issuer = match (&token_url, raw.issuer.as_deref()) {
+        (None, None) => return Err(invalid(at("issuer"), ISSUER_REQUIRED)),
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                at("issuer"),
+                "only without token_url (it names the server discovery must find): leave it out",
+            ));
+        }
+        (_, given) => given
+            .map(|i| credentials_url(i, "issuer", at))
+            .transpose()?,
+    };
     if raw.client_id.trim().is_empty() {
         return Err(invalid(at("client_id"), "must not be empty"));
     }
@@ -157,6 +175,7 @@ pub(super) fn client_credentials(
     };
     Ok(ClientCredentials {
         token_url,
+        issuer,
         client_id: raw.client_id,
         client_auth,
         scopes: raw.scopes,
@@ -166,15 +185,22 @@ pub(super) fn client_credentials(
     })
 }
 
-/// A configured token endpoint: https, or http on loopback (the client's credentials go there).
-fn token_url(text: &str, at: &dyn Fn(&str) -> String) -> Result<Url, ConfigError> {
-    let url =
-        Url::parse(text).map_err(|e| invalid(at("token_url"), format!("not a valid URL: {e}")))?;
+/// Why `issuer` is needed when `token_url` is left out (at start-up, and at a token request of
+/// credentials built in code without either).
+pub const ISSUER_REQUIRED: &str = "required without token_url: set issuer to the authorization \
+     server that issued the client's credentials (the URL its metadata names as issuer), or set \
+     token_url; discovery sends the client's credentials only to the server the operator named, \
+     never to one the upstream names (R-PRX-15)";
+
+/// A configured token endpoint or issuer (`key`): https, or http on loopback (the client's
+/// credentials go there).
+fn credentials_url(text: &str, key: &str, at: &dyn Fn(&str) -> String) -> Result<Url, ConfigError> {
+    let url = Url::parse(text).map_err(|e| invalid(at(key), format!("not a valid URL: {e}")))?;
     match url.scheme() {
         "https" => Ok(url),
         "http" if is_loopback(&url) => Ok(url),
         _ => Err(invalid(
-            at("token_url"),
+            at(key),
             "must be https (http only on a loopback address): the client's credentials go there",
         )),
     }

@@ -685,8 +685,9 @@ fn oauth_config_is_validated_field_by_field() {
 
 #[test]
 fn allow_private_urls_is_read_only_where_discovery_learns_urls() {
-    let discovering =
+    let no_issuer =
         "[upstream.oauth]\nclient_id = \"proxy\"\nclient_secret_env = \"WEATHER_TOKEN\"";
+    let discovering = format!("{no_issuer}\nissuer = \"https://auth.example\"");
     let config = parse(
         &http(&format!(
             "allow_private_urls = [\"10.0.0.0/8\", \"fd00::1\"]\n{discovering}"
@@ -702,6 +703,10 @@ fn allow_private_urls_is_read_only_where_discovery_learns_urls() {
         panic!("oauth expected")
     };
     assert_eq!(credentials.token_url, None, "found by discovery");
+    assert_eq!(
+        credentials.issuer,
+        Some("https://auth.example".parse().unwrap())
+    );
     assert_eq!(
         credentials.learned_urls.allowed,
         [
@@ -720,6 +725,23 @@ fn allow_private_urls_is_read_only_where_discovery_learns_urls() {
             format!("allow_private_urls = [\"10.0.0.0/8\"]\n{named}"),
             "allow_private_urls",
             "only for an oauth table without token_url",
+        ),
+        (
+            no_issuer.to_owned(),
+            "oauth.issuer",
+            "required without token_url: set issuer",
+        ),
+        (
+            format!(
+                "{no_issuer}\ntoken_url = \"https://a.example/t\"\nissuer = \"https://a.example\""
+            ),
+            "oauth.issuer",
+            "only without token_url",
+        ),
+        (
+            format!("{no_issuer}\nissuer = \"http://auth.example\""),
+            "oauth.issuer",
+            "must be https",
         ),
         (
             "allow_private_urls = [\"10.0.0.0/8\"]".to_owned(),
