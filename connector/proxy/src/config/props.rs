@@ -64,6 +64,7 @@ const KEYS: &[&str] = &[
     "client_id",
     "client_auth",
     "token_url",
+    "issuer",
     "scopes",
     "audience",
     "resource",
