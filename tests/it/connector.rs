@@ -1075,7 +1075,10 @@ async fn a_keyed_retry_never_reattaches_to_a_run_someone_else_started() {
                 run_id: String::new(),
             };
         }
-        assert!(tokio::time::Instant::now() < deadline, "keyed op not listed");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "keyed op not listed"
+        );
         tokio::time::sleep(Duration::from_millis(300)).await;
     };
     let copied = env.client.describe_with_input(&op).await.unwrap();
@@ -1093,7 +1096,10 @@ async fn a_keyed_retry_never_reattaches_to_a_run_someone_else_started() {
     foreign.headers = copied.headers.clone();
     foreign.schedule_to_close = Some(Duration::from_secs(60));
     let (run, started) = env.client.start(foreign).await.unwrap();
-    assert!(started && run.run_id != copied.reference.run_id, "a new run");
+    assert!(
+        started && run.run_id != copied.reference.run_id,
+        "a new run"
+    );
     env.client
         .wait(&run, &tokio_util::sync::CancellationToken::new())
         .await
@@ -1101,16 +1107,19 @@ async fn a_keyed_retry_never_reattaches_to_a_run_someone_else_started() {
     assert_eq!(ledger.count_key("echo", LedgerEvent::Called, "forged"), 1);
 
     // The owner's retry, same key and arguments, must not be answered by the foreign run.
+    // It is refused with an error that says what to do, and nothing runs for it.
     let retry = owner
         .peer()
         .call_tool(with_key("echo", json!({"key": "mine"}), &idem))
-        .await
-        .unwrap();
-    let retry = serde_json::to_string(&retry).unwrap();
+        .await;
+    let Err(rmcp::ServiceError::McpError(refused)) = retry else {
+        panic!("the owner's keyed retry was not refused: {retry:?}");
+    };
     assert!(
-        !retry.contains("forged"),
-        "the owner's keyed retry reattached to the foreign run: {retry}"
+        !refused.message.contains("forged") && refused.message.contains("new idempotency key"),
+        "{refused:?}"
     );
+    assert_eq!(ledger.count_key("echo", LedgerEvent::Called, "mine"), 1);
     owner.cancel().await.unwrap();
 }
 
@@ -1167,7 +1176,10 @@ async fn a_keyed_retry_never_reattaches_to_a_run_on_another_endpoint() {
                 run_id: String::new(),
             };
         }
-        assert!(tokio::time::Instant::now() < deadline, "keyed op not listed");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "keyed op not listed"
+        );
         tokio::time::sleep(Duration::from_millis(300)).await;
     };
     let copied = env.client.describe_with_input(&op).await.unwrap();
@@ -1194,24 +1206,33 @@ async fn a_keyed_retry_never_reattaches_to_a_run_on_another_endpoint() {
     foreign.headers = copied.headers.clone();
     foreign.schedule_to_close = Some(Duration::from_secs(60));
     let (run, started) = env.client.start(foreign).await.unwrap();
-    assert!(started && run.run_id != copied.reference.run_id, "a new run");
+    assert!(
+        started && run.run_id != copied.reference.run_id,
+        "a new run"
+    );
     env.client
         .wait(&run, &tokio_util::sync::CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(ledger.count_key("echo", LedgerEvent::Called, "forged"), 0);
-    assert_eq!(attacker_ledger.count_key("echo", LedgerEvent::Called, "forged"), 1);
+    assert_eq!(
+        attacker_ledger.count_key("echo", LedgerEvent::Called, "forged"),
+        1
+    );
 
     // The owner's retry, same key and arguments, must not be answered by the foreign run.
+    // It is refused with an error that says what to do, and nothing runs for it.
     let retry = owner
         .peer()
         .call_tool(with_key("echo", json!({"key": "mine"}), &idem))
-        .await
-        .unwrap();
-    let retry = serde_json::to_string(&retry).unwrap();
+        .await;
+    let Err(rmcp::ServiceError::McpError(refused)) = retry else {
+        panic!("the owner's keyed retry was not refused: {retry:?}");
+    };
     assert!(
-        !retry.contains("forged"),
-        "the owner's keyed retry reattached to the foreign run: {retry}"
+        !refused.message.contains("forged") && refused.message.contains("new idempotency key"),
+        "{refused:?}"
     );
+    assert_eq!(ledger.count_key("echo", LedgerEvent::Called, "mine"), 1);
     owner.cancel().await.unwrap();
 }

@@ -291,8 +291,11 @@ fn legacy_keyed_start(
     start
 }
 
+/// A keyed call started by a build before keyed calls were sealed (R-CON-7) carries no keyed
+/// seal, as a run someone else started under its ID would not: a retry of it is refused with
+/// what to do next, and the call does not run again.
 #[tokio::test]
-async fn keys_taken_with_the_first_fingerprint_form_still_reattach() {
+async fn keys_taken_by_a_build_before_the_keyed_seal_are_refused_not_run_again() {
     let env = TestEnv::shared("connector-idem-legacy").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
@@ -302,10 +305,21 @@ async fn keys_taken_with_the_first_fingerprint_form_still_reattach() {
     let (_, outcome) = start_and_wait(&env, legacy_keyed_start(&env, &key, &idem, &args)).await;
     assert_eq!(outcome.kind(), "succeeded", "{outcome:?}");
 
-    let again = keyed_write(&env, &key, &[], args.clone(), &idem).await;
-    assert_eq!(again.is_error, Some(false), "reattached: {again:?}");
-    let other = keyed_write(&env, &key, &[], json!({"key": "old", "item": 2}), &idem).await;
-    assert_eq!(other.is_error, Some(true), "{other:?}");
+    let client = client_for(Connector::new(env.client.clone(), options(&env, &key, &[])))
+        .await
+        .unwrap();
+    let again = client
+        .peer()
+        .call_tool(with_key("write_once", args, &idem))
+        .await;
+    client.cancel().await.unwrap();
+    let Err(rmcp::ServiceError::McpError(refused)) = again else {
+        panic!("a retry of an unsealed keyed run was not refused: {again:?}");
+    };
+    assert!(
+        refused.message.contains("new idempotency key"),
+        "{refused:?}"
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         ledger.count_key("write_once", LedgerEvent::Called, "old"),

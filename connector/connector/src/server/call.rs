@@ -25,7 +25,10 @@ use crate::{
     },
     progress::{follows_live, forward_live, replay_notifications},
     route::Route,
-    task_ref::{CallerScope, SigningKey, caller_hash},
+    task_ref::{
+        CallerScope, KEYED_SEAL_HEADER, SealedRound, SigningKey, caller_hash, keyed_seal,
+        keyed_sealed,
+    },
 };
 use durable_mcp_contract::{
     call::{CallNotifications, LiveNotifications},
@@ -137,13 +140,14 @@ impl Connector {
             .keyed_under_previous_keys(call.tool, key, scope)
             .await?
         {
+            self.check_keyed_run(&existing, &call.route)?;
             return Ok(call.reattached(existing, &fingerprint_key));
         }
         let signing = &self.inner.options.signing_key;
         let fingerprint_key = FingerprintKey::derive(signing);
         let operation_id = self.keyed_operation_id(signing, call.tool, key, scope);
         let fingerprint = arguments_fingerprint(&fingerprint_key, &call.arguments);
-        let start = call.idempotent_operation(&operation_id, &fingerprint);
+        let start = call.idempotent_operation(&operation_id, &fingerprint, signing);
         let (tool, arguments_bytes) = (call.tool, call.arguments_bytes);
         let starting = self.inner.client.start_until(start, call.start_deadline);
         let op = match self.inner.metrics.timed(START_RPC, starting).await {
@@ -163,10 +167,51 @@ impl Connector {
         let existing = self
             .inner
             .client
-            .describe(&op)
+            .describe_with_input(&op)
             .await
             .map_err(|e| internal("starting the tool call", e))?;
+        self.check_keyed_run(&existing, &call.route)?;
         Ok(call.reattached(existing, &fingerprint_key))
+    }
+
+    /// Refuses the keyed run `existing` (described with its input) unless it carries the
+    /// keyed seal of one of the connector's keys over its ID, endpoint, service, operation and
+    /// input, on the tool's own route (R-CON-7): a keyed operation's ID can be started again
+    /// once it closed, by whoever may start operations, with headers copied from the first
+    /// run, and its result is not the caller's.
+    fn check_keyed_run(
+        &self,
+        existing: &OperationDescription,
+        route: &Route,
+    ) -> Result<(), McpError> {
+        let o = &self.inner.options;
+        let seal = existing
+            .headers
+            .get(KEYED_SEAL_HEADER)
+            .map_or("", String::as_str);
+        let on_route = existing.endpoint == route.endpoint && existing.service == route.service;
+        let sealed = existing.input.as_ref().is_some_and(|input| {
+            let start = SealedRound {
+                operation_id: &existing.reference.operation_id,
+                endpoint: &existing.endpoint,
+                service: &existing.service,
+                operation: &existing.operation,
+                input,
+            };
+            keyed_sealed(
+                std::iter::once(&o.signing_key).chain(&o.previous_signing_keys),
+                seal,
+                start,
+            )
+        });
+        if on_route && sealed {
+            return Ok(());
+        }
+        warn!(operation_id = %existing.reference.operation_id, on_route, sealed, "the operation an idempotency key names was not started by this connector for it; it is not followed");
+        Err(McpError::invalid_params(
+            "the operation this idempotency key names was started again by someone other than this connector (or by a build before keyed calls were sealed), so its result is not yours and is not returned; nothing was started for this request. Call again with a new idempotency key (the key's first call may already have run)",
+            None,
+        ))
     }
 
     /// The operation id of a keyed call under `signing` (the current or a previous key).
@@ -201,7 +246,7 @@ impl Connector {
                 operation_id: self.keyed_operation_id(previous, tool, key, scope),
                 run_id: String::new(),
             };
-            match self.inner.client.describe(&op).await {
+            match self.inner.client.describe_with_input(&op).await {
                 Ok(existing) => return Ok(Some((existing, FingerprintKey::derive(previous)))),
                 Err(OperationClientError::NotFound { .. }) => {}
                 Err(e) => return Err(internal("starting the tool call", e)),
@@ -448,8 +493,23 @@ impl PreparedCall<'_> {
     /// so the server answers with the same run, even after it closed. Temporal attaches
     /// silently on a conflict, so the arguments' fingerprint travels in a header and is
     /// compared on reattaching.
-    fn idempotent_operation(&mut self, operation_id: &str, fingerprint: &str) -> StartOperation {
+    /// The start is sealed with `signing` (R-CON-7), so a retry follows only this run.
+    fn idempotent_operation(
+        &mut self,
+        operation_id: &str,
+        fingerprint: &str,
+        signing: &SigningKey,
+    ) -> StartOperation {
         let mut start = self.operation(operation_id);
+        let sealed = SealedRound {
+            operation_id: &start.operation_id,
+            endpoint: &start.endpoint,
+            service: &start.service,
+            operation: &start.operation,
+            input: &start.input,
+        };
+        let seal = keyed_seal(signing, sealed);
+        start.headers.insert(KEYED_SEAL_HEADER.into(), seal);
         start.request_id = format!("{operation_id}-{fingerprint}");
         start.conflict_policy = ConflictPolicy::UseExisting;
         start.reuse_policy = ReusePolicy::RejectDuplicate;

@@ -325,12 +325,48 @@ pub struct SealedRound<'a> {
 /// so anyone who may start operations on the endpoint could start one first; the connector
 /// follows only rounds sealed with its key ([`SealedRound`], R-CON-40).
 pub fn round_seal(key: &SigningKey, round: SealedRound<'_>) -> String {
+    seal(key, b"round:v2\0", round)
+}
+
+/// Whether `seal` is the [`round_seal`] of `round` under one of `keys` (compared in constant
+/// time).
+pub fn round_sealed<'k>(
+    keys: impl IntoIterator<Item = &'k SigningKey>,
+    seal: &str,
+    round: SealedRound<'_>,
+) -> bool {
+    sealed_by(keys, seal, |key| round_seal(key, round))
+}
+
+/// The Nexus header a keyed call's operation carries (R-CON-7): its [`keyed_seal`].
+pub const KEYED_SEAL_HEADER: &str = "x-durable-mcp-keyed-seal";
+
+/// A keyed call's seal: as [`round_seal`] over the keyed operation (a [`SealedRound`] of its
+/// first round), in a domain of its own (`"keyed:v1\0"`), so neither seal stands for the
+/// other. A keyed operation's ID is listed to whoever may list operations and can be started
+/// again once it closed; a retry follows only a run this seal vouches for (R-CON-7).
+pub fn keyed_seal(key: &SigningKey, start: SealedRound<'_>) -> String {
+    seal(key, b"keyed:v1\0", start)
+}
+
+/// Whether `seal` is the [`keyed_seal`] of `start` under one of `keys` (constant time).
+pub fn keyed_sealed<'k>(
+    keys: impl IntoIterator<Item = &'k SigningKey>,
+    seal: &str,
+    start: SealedRound<'_>,
+) -> bool {
+    sealed_by(keys, seal, |key| keyed_seal(key, start))
+}
+
+/// HMAC-SHA256(key, `domain` and the operation's ID, endpoint, service, operation, its input's
+/// metadata entries (sorted by key) and its input's data, each length-prefixed), base64url.
+fn seal(key: &SigningKey, domain: &[u8], round: SealedRound<'_>) -> String {
     let mut mac = key.mac();
     let mut part = |bytes: &[u8]| {
         mac.update(&(bytes.len() as u64).to_be_bytes());
         mac.update(bytes);
     };
-    part(b"round:v2\0");
+    part(domain);
     for text in [
         round.operation_id,
         round.endpoint,
@@ -350,17 +386,14 @@ pub fn round_seal(key: &SigningKey, round: SealedRound<'_>) -> String {
     URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
 }
 
-/// Whether `seal` is the [`round_seal`] of `round` under one of `keys` (compared in constant
-/// time).
-pub fn round_sealed<'k>(
+/// Whether `seal` is `expected(key)` for one of `keys`, compared in constant time.
+fn sealed_by<'k>(
     keys: impl IntoIterator<Item = &'k SigningKey>,
     seal: &str,
-    round: SealedRound<'_>,
+    expected: impl Fn(&SigningKey) -> String,
 ) -> bool {
-    keys.into_iter().any(|key| {
-        let expected = round_seal(key, round);
-        bool::from(expected.as_bytes().ct_eq(seal.as_bytes()))
-    })
+    keys.into_iter()
+        .any(|key| bool::from(expected(key).as_bytes().ct_eq(seal.as_bytes())))
 }
 
 /// A key's public name: HMAC-SHA256(key, `"kid"`), base64url, [`KEY_ID_LEN`] characters.

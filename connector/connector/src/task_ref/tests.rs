@@ -744,3 +744,42 @@ fn round_seals_are_pinned() {
         "epkl7-nOj8m7_J4itFnEHkimuVNx_nlj_JmFw_tS170"
     );
 }
+
+/// R-CON-7: a keyed call's seal binds what a round's does, in a domain of its own (neither
+/// seal stands for the other), and its form is pinned: keyed runs sealed in another form are
+/// not followed (docs/deployment.md says so for upgrades).
+#[test]
+fn keyed_seals_bind_the_start_and_are_not_round_seals() {
+    let (k, other) = (key(1), key(2));
+    let input = durable_mcp_contract::payload::to_payload(&serde_json::json!({"a": 1})).unwrap();
+    let forged = durable_mcp_contract::payload::to_payload(&serde_json::json!({"a": 2})).unwrap();
+    let start = |endpoint, input| SealedRound {
+        operation_id: "conn-idem-abc",
+        endpoint,
+        service: "svc",
+        operation: "tool_op",
+        input,
+    };
+    let seal = keyed_seal(&k, start("ep", &input));
+    assert!(keyed_sealed([&other, &k], &seal, start("ep", &input)));
+    assert!(!keyed_sealed([&other], &seal, start("ep", &input)));
+    assert!(
+        !keyed_sealed([&k], &seal, start("ep", &forged)),
+        "other input"
+    );
+    assert!(
+        !keyed_sealed([&k], &seal, start("elsewhere", &input)),
+        "other endpoint"
+    );
+    assert!(!keyed_sealed([&k], "", start("ep", &input)), "unsealed");
+    let round = round_seal(&k, start("ep", &input));
+    assert!(
+        !keyed_sealed([&k], &round, start("ep", &input)),
+        "a round's seal"
+    );
+    assert!(
+        !round_sealed([&k], &seal, start("ep", &input)),
+        "a keyed seal"
+    );
+    assert_eq!(seal, "odM6Q0q4s-8kEUmoNH8lfKvyh83Ma7LYJ2NDC84cJ5E");
+}
