@@ -1023,64 +1023,13 @@ async fn a_failing_routes_names_stay_reserved_and_a_shared_name_never_goes_to_th
     client.cancel().await.unwrap();
 }
 
-/// A keyed call's operation ID and its fingerprint header are both
-/// readable by anyone who may list and describe operations, and a closed operation's ID may be
-/// started again (the reuse policy is the new start's). A principal with start and describe
-/// rights copies the closed keyed operation's headers (its fingerprint among them) and starts
-/// its ID again with arguments of its own; the owner's retry with the same key and arguments
-/// must then be refused, never answered by that run (R-CON-7); before the keyed seal it got the
-/// foreign run's result ("forged").
-#[tokio::test]
-async fn a_keyed_retry_never_reattaches_to_a_run_someone_else_started() {
-    use durable_mcp::nexus::{OperationRef, StartOperation};
-    use temporalio_protos::temporal::api::workflowservice::v1::ListNexusOperationExecutionsRequest;
-    let env = TestEnv::shared("idem-copied").await;
-    let ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
-    let key = SigningKey::generate();
-    let idem = format!("order-{}", uuid::Uuid::new_v4());
-    let owner = client_for(scoped_connector(&env, &key, "shop"))
-        .await
-        .unwrap();
-    let first = owner
-        .peer()
-        .call_tool(with_key("echo", json!({"key": "mine"}), &idem))
-        .await
-        .unwrap();
-    assert_eq!(first.structured_content, Some(json!({"key": "mine"})));
-
-    // The foreign principal lists the endpoint's operations and finds the keyed one.
-    let mut service = env.connection.workflow_service();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    let op = loop {
-        let listed = service
-            .list_nexus_operation_executions(tonic::Request::new(
-                ListNexusOperationExecutionsRequest {
-                    namespace: env.namespace.clone(),
-                    page_size: 100,
-                    query: format!("Endpoint = '{}'", env.endpoint),
-                    ..Default::default()
-                },
-            ))
-            .await
-            .unwrap()
-            .into_inner();
-        if let Some(o) = listed
-            .operations
-            .into_iter()
-            .find(|o| o.operation_id.contains("-idem-"))
-        {
-            break OperationRef {
-                operation_id: o.operation_id,
-                run_id: String::new(),
-            };
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "keyed op not listed"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
+/// A principal that may list, describe and start operations (R-CON-7's threat): it finds the
+/// closed keyed call on `env`'s endpoint, copies its headers (its fingerprint and seal among
+/// them) and starts its ID again on `on`'s endpoint with its own arguments ("forged"), and
+/// waits for that run.
+async fn start_a_keyed_call_again(env: &TestEnv, on: &TestEnv) {
+    use durable_mcp::nexus::StartOperation;
+    let op = crate::durable_input::listed_operation_where(env, |id| id.contains("-idem-")).await;
     let copied = env.client.describe_with_input(&op).await.unwrap();
     let mut input = copied.input.clone().expect("the keyed call's input");
     let text = String::from_utf8(input.data.clone()).unwrap();
@@ -1088,7 +1037,7 @@ async fn a_keyed_retry_never_reattaches_to_a_run_someone_else_started() {
     input.data = text.replace("mine", "forged").into_bytes();
     let mut foreign = StartOperation::new(
         &op.operation_id,
-        &copied.endpoint,
+        &on.endpoint,
         &copied.service,
         &copied.operation,
         input,
@@ -1104,14 +1053,30 @@ async fn a_keyed_retry_never_reattaches_to_a_run_someone_else_started() {
         .wait(&run, &tokio_util::sync::CancellationToken::new())
         .await
         .unwrap();
-    assert_eq!(ledger.count_key("echo", LedgerEvent::Called, "forged"), 1);
+}
 
-    // The owner's retry, same key and arguments, must not be answered by the foreign run.
-    // It is refused with an error that says what to do, and nothing runs for it.
-    let retry = owner
-        .peer()
-        .call_tool(with_key("echo", json!({"key": "mine"}), &idem))
-        .await;
+/// A keyed call ("mine") made and finished on `env`'s endpoint, its operation then started
+/// again by someone else on `on`'s ([`start_a_keyed_call_again`]): the owner's retry, same key
+/// and arguments, is refused with what to do next, never answered by that run, and nothing
+/// runs for it. `on`'s ledger is the one the foreign run lands in.
+async fn a_keyed_retry_after_a_foreign_start_is_refused(
+    env: &TestEnv,
+    on: &TestEnv,
+    ledger: &Ledger,
+    theirs: &Ledger,
+) {
+    let key = SigningKey::generate();
+    let idem = format!("order-{}", uuid::Uuid::new_v4());
+    let owner = client_for(scoped_connector(env, &key, "shop"))
+        .await
+        .unwrap();
+    let mine = || with_key("echo", json!({"key": "mine"}), &idem);
+    let first = owner.peer().call_tool(mine()).await.unwrap();
+    assert_eq!(first.structured_content, Some(json!({"key": "mine"})));
+    start_a_keyed_call_again(env, on).await;
+    assert_eq!(theirs.count_key("echo", LedgerEvent::Called, "forged"), 1);
+
+    let retry = owner.peer().call_tool(mine()).await;
     let Err(rmcp::ServiceError::McpError(refused)) = retry else {
         panic!("the owner's keyed retry was not refused: {retry:?}");
     };
@@ -1123,116 +1088,32 @@ async fn a_keyed_retry_never_reattaches_to_a_run_someone_else_started() {
     owner.cancel().await.unwrap();
 }
 
-/// As above, with the foreign run on the attacker's own endpoint: a keyed call's operation ID
-/// and its fingerprint header are both
-/// readable by anyone who may list and describe operations, and a closed operation's ID may be
-/// started again (the reuse policy is the new start's). A principal with start and describe
-/// rights copies the closed keyed operation's headers (its fingerprint among them) and starts
-/// its ID again with arguments of its own; the owner's retry with the same key and arguments
-/// must then be refused, never answered by that run (R-CON-7); before the keyed seal it got the
-/// foreign run's result ("forged").
+/// A keyed call's operation ID and its headers are readable by anyone who may list and describe
+/// operations, and a closed operation's ID may be started again (the reuse policy is the new
+/// start's): a run started again there with copied headers and other arguments never answers
+/// the owner's keyed retry (R-CON-7). Before the keyed seal, the retry got its result.
+#[tokio::test]
+async fn a_keyed_retry_never_reattaches_to_a_run_someone_else_started() {
+    let env = TestEnv::shared("idem-copied").await;
+    let ledger = Ledger::new(temp_path("ledger.jsonl"));
+    let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
+    a_keyed_retry_after_a_foreign_start_is_refused(&env, &env, &ledger, &ledger).await;
+}
+
+/// As above, with the run started again on the other principal's own endpoint and worker.
 #[tokio::test]
 async fn a_keyed_retry_never_reattaches_to_a_run_on_another_endpoint() {
-    use durable_mcp::nexus::{OperationRef, StartOperation};
-    use temporalio_protos::temporal::api::workflowservice::v1::ListNexusOperationExecutionsRequest;
     let env = TestEnv::shared("idem-elsewhere").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let _proxy = start_proxy(&env, vec![mock_stdio_upstream("mock", &ledger).unwrap()]);
-    let key = SigningKey::generate();
-    let idem = format!("order-{}", uuid::Uuid::new_v4());
-    let owner = client_for(scoped_connector(&env, &key, "shop"))
-        .await
-        .unwrap();
-    let first = owner
-        .peer()
-        .call_tool(with_key("echo", json!({"key": "mine"}), &idem))
-        .await
-        .unwrap();
-    assert_eq!(first.structured_content, Some(json!({"key": "mine"})));
-
-    // The foreign principal lists the endpoint's operations and finds the keyed one.
-    let mut service = env.connection.workflow_service();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    let op = loop {
-        let listed = service
-            .list_nexus_operation_executions(tonic::Request::new(
-                ListNexusOperationExecutionsRequest {
-                    namespace: env.namespace.clone(),
-                    page_size: 100,
-                    query: format!("Endpoint = '{}'", env.endpoint),
-                    ..Default::default()
-                },
-            ))
-            .await
-            .unwrap()
-            .into_inner();
-        if let Some(o) = listed
-            .operations
-            .into_iter()
-            .find(|o| o.operation_id.contains("-idem-"))
-        {
-            break OperationRef {
-                operation_id: o.operation_id,
-                run_id: String::new(),
-            };
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "keyed op not listed"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
-    let copied = env.client.describe_with_input(&op).await.unwrap();
-    let mut input = copied.input.clone().expect("the keyed call's input");
-    let text = String::from_utf8(input.data.clone()).unwrap();
-    assert!(text.contains("mine"), "{text}");
-    input.data = text.replace("mine", "forged").into_bytes();
-    // Its own endpoint and worker (here another proxy), not the owner's.
     let elsewhere = TestEnv::shared("idem-attacker").await;
     assert_eq!(elsewhere.namespace, env.namespace);
     assert_ne!(elsewhere.endpoint, env.endpoint);
-    let attacker_ledger = Ledger::new(temp_path("ledger.jsonl"));
-    let _attacker_proxy = start_proxy(
+    let theirs = Ledger::new(temp_path("ledger.jsonl"));
+    let _their_proxy = start_proxy(
         &elsewhere,
-        vec![mock_stdio_upstream("mock", &attacker_ledger).unwrap()],
+        vec![mock_stdio_upstream("mock", &theirs).unwrap()],
     );
-    let mut foreign = StartOperation::new(
-        &op.operation_id,
-        &elsewhere.endpoint,
-        &copied.service,
-        &copied.operation,
-        input,
-    );
-    foreign.headers = copied.headers.clone();
-    foreign.schedule_to_close = Some(Duration::from_secs(60));
-    let (run, started) = env.client.start(foreign).await.unwrap();
-    assert!(
-        started && run.run_id != copied.reference.run_id,
-        "a new run"
-    );
-    env.client
-        .wait(&run, &tokio_util::sync::CancellationToken::new())
-        .await
-        .unwrap();
+    a_keyed_retry_after_a_foreign_start_is_refused(&env, &elsewhere, &ledger, &theirs).await;
     assert_eq!(ledger.count_key("echo", LedgerEvent::Called, "forged"), 0);
-    assert_eq!(
-        attacker_ledger.count_key("echo", LedgerEvent::Called, "forged"),
-        1
-    );
-
-    // The owner's retry, same key and arguments, must not be answered by the foreign run.
-    // It is refused with an error that says what to do, and nothing runs for it.
-    let retry = owner
-        .peer()
-        .call_tool(with_key("echo", json!({"key": "mine"}), &idem))
-        .await;
-    let Err(rmcp::ServiceError::McpError(refused)) = retry else {
-        panic!("the owner's keyed retry was not refused: {retry:?}");
-    };
-    assert!(
-        !refused.message.contains("forged") && refused.message.contains("new idempotency key"),
-        "{refused:?}"
-    );
-    assert_eq!(ledger.count_key("echo", LedgerEvent::Called, "mine"), 1);
-    owner.cancel().await.unwrap();
 }

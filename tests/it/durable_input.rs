@@ -245,9 +245,17 @@ async fn a_task_asks_for_input_and_its_owners_update_runs_the_next_round_once_on
     }
 }
 
-/// The operation whose ID ends with `suffix` on the test's endpoint, once visibility shows it:
-/// what a principal that may list the namespace's operations finds.
+/// The operation whose ID ends with `suffix` on the test's endpoint, once visibility shows it.
 async fn listed_operation(env: &TestEnv, suffix: &str) -> durable_mcp::nexus::OperationRef {
+    listed_operation_where(env, |id| id.ends_with(suffix)).await
+}
+
+/// The operation on the test's endpoint whose ID `matches`, once visibility shows it: what a
+/// principal that may list the namespace's operations finds.
+pub(crate) async fn listed_operation_where(
+    env: &TestEnv,
+    matches: impl Fn(&str) -> bool,
+) -> durable_mcp::nexus::OperationRef {
     use temporalio_protos::temporal::api::workflowservice::v1::ListNexusOperationExecutionsRequest;
     let mut service = env.connection.workflow_service();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -267,7 +275,7 @@ async fn listed_operation(env: &TestEnv, suffix: &str) -> durable_mcp::nexus::Op
         let found = listed
             .operations
             .into_iter()
-            .find(|o| o.operation_id.ends_with(suffix));
+            .find(|o| matches(&o.operation_id));
         if let Some(op) = found {
             return durable_mcp::nexus::OperationRef {
                 operation_id: op.operation_id,
@@ -276,7 +284,7 @@ async fn listed_operation(env: &TestEnv, suffix: &str) -> durable_mcp::nexus::Op
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "no operation ends with {suffix}"
+            "no operation listed on the endpoint matches"
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
