@@ -184,25 +184,9 @@ impl Connector {
         existing: &OperationDescription,
         route: &Route,
     ) -> Result<(), McpError> {
-        let o = &self.inner.options;
-        let seal = existing
-            .headers
-            .get(KEYED_SEAL_HEADER)
-            .map_or("", String::as_str);
         let on_route = existing.endpoint == route.endpoint && existing.service == route.service;
-        let sealed = existing.input.as_ref().is_some_and(|input| {
-            let start = SealedRound {
-                operation_id: &existing.reference.operation_id,
-                endpoint: &existing.endpoint,
-                service: &existing.service,
-                operation: &existing.operation,
-                input,
-            };
-            keyed_sealed(
-                std::iter::once(&o.signing_key).chain(&o.previous_signing_keys),
-                seal,
-                start,
-            )
+        let sealed = self.sealed_as(existing, KEYED_SEAL_HEADER, |keys, seal, start| {
+            keyed_sealed(keys, seal, start)
         });
         if on_route && sealed {
             return Ok(());

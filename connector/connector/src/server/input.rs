@@ -37,7 +37,9 @@ use super::{
 };
 use crate::fair::Share;
 use crate::route::Route;
-use crate::task_ref::{CallerScope, ROUND_SEAL_HEADER, SealedRound, round_seal, round_sealed};
+use crate::task_ref::{
+    CallerScope, ROUND_SEAL_HEADER, SealedRound, SigningKey, round_seal, round_sealed,
+};
 use durable_mcp_contract::{
     input::{
         Answering, INPUT_REQUIRED, INPUT_REQUIRED_ERROR_TYPE, INPUT_ROUND, InputRequired,
@@ -205,23 +207,36 @@ impl Connector {
     /// starts a round's ID again with input of its own (R-CON-40). A description without the
     /// input is never sealed.
     pub(super) fn sealed_round(&self, round: &OperationDescription) -> bool {
+        self.sealed_as(round, ROUND_SEAL_HEADER, |keys, seal, sealed| {
+            round_sealed(keys, seal, sealed)
+        })
+    }
+
+    /// Whether `described` (with its input) carries in `header` a seal that `verify` accepts
+    /// under one of the connector's keys, over its ID, endpoint, service, operation and input
+    /// (R-CON-40 for rounds, R-CON-7 for keyed calls). Never without the input.
+    pub(super) fn sealed_as(
+        &self,
+        described: &OperationDescription,
+        header: &str,
+        verify: impl Fn(Vec<&SigningKey>, &str, SealedRound<'_>) -> bool,
+    ) -> bool {
         let o = &self.inner.options;
-        let seal = round
-            .headers
-            .get(ROUND_SEAL_HEADER)
-            .map_or("", String::as_str);
-        let Some(input) = &round.input else {
+        let seal = described.headers.get(header).map_or("", String::as_str);
+        let Some(input) = &described.input else {
             return false;
         };
         let sealed = SealedRound {
-            operation_id: &round.reference.operation_id,
-            endpoint: &round.endpoint,
-            service: &round.service,
-            operation: &round.operation,
+            operation_id: &described.reference.operation_id,
+            endpoint: &described.endpoint,
+            service: &described.service,
+            operation: &described.operation,
             input,
         };
-        let keys = std::iter::once(&o.signing_key).chain(&o.previous_signing_keys);
-        round_sealed(keys, seal, sealed)
+        let keys = std::iter::once(&o.signing_key)
+            .chain(&o.previous_signing_keys)
+            .collect();
+        verify(keys, seal, sealed)
     }
 
     /// The round `next` an answer found started, its run named so that nothing started under
