@@ -666,6 +666,17 @@ mod tests {
     }
 
     #[test]
+    fn a_fraction_is_kept_to_its_last_digit() {
+        // serde_json without float_roundtrip read this one unit in the last place off.
+        let written = WrittenResults::default();
+        written
+            .observe(br#"{"jsonrpc":"2.0","id":0,"result":[{"jsonrpc":3.4813964455278078e-6}]}"#);
+        let got = written.take(&RequestId::Number(0)).unwrap();
+        let number = got.pointer("/0/jsonrpc").and_then(Value::as_f64);
+        assert_eq!(number, Some(3.4813964455278078e-6_f64));
+    }
+
+    #[test]
     fn a_line_past_the_bound_is_skipped_whole_and_the_next_one_seen() {
         let written = WrittenResults::default();
         let mut tap = TapReader::new(tokio::io::empty(), written.clone());
@@ -941,9 +952,7 @@ mod props {
             };
             let text = json!({"jsonrpc": "2.0", "id": request_id, "result": result}).to_string();
             written.observe(text.as_bytes());
-            // As JSON text reads: serde_json may read a fraction one unit in the last place off.
-            let read: Value = serde_json::from_str(&text).unwrap();
-            prop_assert_eq!(written.take(&request_id), read.get("result").cloned());
+            prop_assert_eq!(written.take(&request_id), Some(result));
         }
     }
 }
