@@ -240,21 +240,14 @@ impl Connector {
     }
 
     /// The round `next` an answer found started, its run named so that nothing started under
-    /// its ID later is followed instead; refused when it lacks the seal. `None` when it could
-    /// not be read (the answer then follows the ID, as before it looked).
-    async fn sealed_next(&self, next: &str) -> Result<Option<OperationRef>, McpError> {
+    /// its ID later is followed instead ([`found_next_round`]).
+    async fn sealed_next(&self, next: &str) -> Result<OperationRef, McpError> {
         let op = OperationRef {
             operation_id: next.to_owned(),
             run_id: String::new(),
         };
-        match self.inner.client.describe_with_input(&op).await {
-            Ok(d) if !self.sealed_round(&d) => Err(McpError::invalid_params(
-                "the next round of this call was started by someone other than this connector, so it is not followed: call the tool again without inputResponses and requestState",
-                None,
-            )),
-            Ok(d) => Ok(Some(d.reference)),
-            Err(_) => Ok(None),
-        }
+        let described = self.inner.client.describe_with_input(&op).await;
+        found_next_round(described, |d| self.sealed_round(d))
     }
 
     /// Whether the call's last round `last` asks for input nobody gave yet, in time.
@@ -498,9 +491,11 @@ impl Connector {
         self.seal_round(&mut start);
         let deadline = tokio::time::Instant::now() + ROUND_START_BUDGET;
         let started = self.inner.client.start_until(start, deadline).await;
-        let found = match started {
-            Ok((_, true)) => None,
-            _ => self.sealed_next(&next).await?,
+        let found = match &started {
+            Ok((_, false)) | Err(OperationClientError::AlreadyExists { .. }) => {
+                Some(self.sealed_next(&next).await?)
+            }
+            Ok((_, true)) | Err(_) => None,
         };
         match started {
             Ok((op, started)) => {
@@ -516,6 +511,24 @@ impl Connector {
             )),
             Err(e) => Err(internal("starting the next round", e)),
         }
+    }
+}
+
+/// The round an answer found already started, as `described` tells it: followed only when
+/// `sealed` (R-CON-40), by its run, so that nothing started under its ID later is followed
+/// instead. A round that cannot be read (Temporal away, or an input the codec refuses, which a
+/// foreign run can choose) is not followed either: the check fails closed.
+fn found_next_round<E: std::fmt::Display>(
+    described: Result<OperationDescription, E>,
+    sealed: impl FnOnce(&OperationDescription) -> bool,
+) -> Result<OperationRef, McpError> {
+    match described {
+        Ok(d) if sealed(&d) => Ok(d.reference),
+        Ok(_) => Err(McpError::invalid_params(
+            "the next round of this call was started by someone other than this connector, so it is not followed: call the tool again without inputResponses and requestState",
+            None,
+        )),
+        Err(e) => Err(internal("reading the next round of this call", e)),
     }
 }
 
@@ -902,6 +915,28 @@ pub(super) mod tests {
             times: OperationTimes::default(),
             cancellation: None,
         }
+    }
+
+    #[test]
+    fn a_next_round_is_followed_only_when_it_reads_back_sealed() {
+        let mut round = described("op~r2", "s", "o");
+        round.reference.run_id = "run-1".into();
+        let followed = found_next_round::<String>(Ok(round.clone()), |_| true);
+        assert_eq!(followed.map(|r| r.run_id).ok(), Some("run-1".to_owned()));
+        let foreign = found_next_round::<String>(Ok(round), |_| false).unwrap_err();
+        assert!(
+            foreign
+                .message
+                .contains("someone other than this connector")
+        );
+        // Unreadable (a codec refusing the input a foreign run chose): not followed by its ID.
+        let unread = found_next_round(Err("the codec refused the payload"), |_| true);
+        let unread = unread.unwrap_err();
+        assert!(
+            unread.message.contains("reading the next round"),
+            "{unread:?}"
+        );
+        assert!(!unread.message.contains("codec"), "details stay in the log");
     }
 
     #[test]
