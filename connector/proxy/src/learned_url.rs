@@ -40,6 +40,7 @@ const REFUSED: &[(&str, &str)] = &[
         "an IPv4-compatible address (deprecated, never a public host)",
     ),
     ("64:ff9b:1::/48", "a local-use NAT64 address"),
+    ("fec0::/10", "a site-local address (deprecated, private)"),
 ];
 
 /// The name of the refused range `ip` is in, if any. An IPv4 address written as IPv6
@@ -236,6 +237,8 @@ mod tests {
             ("::a00:1", Some("an IPv4-compatible address")),
             ("::808:808", Some("an IPv4-compatible address")),
             ("64:ff9b:1::a00:1", Some("a local-use NAT64 address")),
+            ("fec0::1", Some("a site-local address")),
+            ("feff:ffff::1", Some("a site-local address")),
             ("2002:a00:1::1", Some("a private address")),
             ("2002:a9fe:a9fe::", Some("a link-local address")),
             ("2002:7f00:1::", Some("a loopback address")),
