@@ -239,14 +239,17 @@ impl Connector {
         verify(keys, seal, sealed)
     }
 
-    /// The round `next` an answer found started, its run named so that nothing started under
-    /// its ID later is followed instead ([`found_next_round`]).
-    async fn sealed_next(&self, next: &str) -> Result<OperationRef, McpError> {
-        let op = OperationRef {
-            operation_id: next.to_owned(),
-            run_id: String::new(),
-        };
-        let described = self.inner.client.describe_with_input(&op).await;
+    /// The round `op` an answer found started, its run named so that nothing started under its
+    /// ID later is followed instead ([`found_next_round`]); read through an outage until
+    /// `deadline`, since an answer that attached to its own earlier start must not be lost to
+    /// one failed read.
+    async fn sealed_next(
+        &self,
+        op: &OperationRef,
+        deadline: tokio::time::Instant,
+    ) -> Result<OperationRef, McpError> {
+        let client = &self.inner.client;
+        let described = client.describe_with_input_until(op, deadline).await;
         found_next_round(described, |d| self.sealed_round(d))
     }
 
@@ -491,9 +494,14 @@ impl Connector {
         self.seal_round(&mut start);
         let deadline = tokio::time::Instant::now() + ROUND_START_BUDGET;
         let started = self.inner.client.start_until(start, deadline).await;
+        let by_id = OperationRef {
+            operation_id: next.clone(),
+            run_id: String::new(),
+        };
         let found = match &started {
-            Ok((_, false)) | Err(OperationClientError::AlreadyExists { .. }) => {
-                Some(self.sealed_next(&next).await?)
+            Ok((op, false)) => Some(self.sealed_next(op, deadline).await?),
+            Err(OperationClientError::AlreadyExists { .. }) => {
+                Some(self.sealed_next(&by_id, deadline).await?)
             }
             Ok((_, true)) | Err(_) => None,
         };
@@ -502,13 +510,7 @@ impl Connector {
                 info!(operation_id = %op.operation_id, round = round_of(&next), started, tool, "input answered: next round");
                 Ok((found.unwrap_or(op), started))
             }
-            Err(OperationClientError::AlreadyExists { .. }) => Ok((
-                found.unwrap_or(OperationRef {
-                    operation_id: next,
-                    run_id: String::new(),
-                }),
-                false,
-            )),
+            Err(OperationClientError::AlreadyExists { .. }) => Ok((found.unwrap_or(by_id), false)),
             Err(e) => Err(internal("starting the next round", e)),
         }
     }

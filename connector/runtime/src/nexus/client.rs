@@ -502,6 +502,19 @@ impl OperationClient {
         self.describe_as(op, true).await
     }
 
+    /// [`OperationClient::describe_with_input`], retrying through a Temporal outage (R-CON-16)
+    /// until `deadline` (one try at least).
+    pub async fn describe_with_input_until(
+        &self,
+        op: &OperationRef,
+        deadline: tokio::time::Instant,
+    ) -> Result<OperationDescription, OperationClientError> {
+        retrying("describing", &op.operation_id, deadline, None, || {
+            self.describe_with_input(op)
+        })
+        .await
+    }
+
     async fn describe_as(
         &self,
         op: &OperationRef,
