@@ -41,6 +41,10 @@ const REFUSED: &[(&str, &str)] = &[
     ),
     ("64:ff9b:1::/48", "a local-use NAT64 address"),
     ("fec0::/10", "a site-local address (deprecated, private)"),
+    (
+        "2001::/32",
+        "a Teredo address (a tunnel to an IPv4 host it does not name plainly)",
+    ),
 ];
 
 /// The name of the refused range `ip` is in, if any. An IPv4 address written as IPv6
@@ -242,6 +246,11 @@ mod tests {
             ("2002:a00:1::1", Some("a private address")),
             ("2002:a9fe:a9fe::", Some("a link-local address")),
             ("2002:7f00:1::", Some("a loopback address")),
+            (
+                "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+                Some("a Teredo address"),
+            ),
+            ("2001::1", Some("a Teredo address")),
             ("::ffff:198.18.0.1", Some("a benchmarking address")),
             ("192.0.1.1", None),
             ("198.20.0.1", None),
@@ -249,6 +258,8 @@ mod tests {
             ("168.63.129.17", None),
             ("2002:808:808::1", None),
             ("64:ff9b:2::1", None),
+            ("2001:1::1", None),
+            ("2001:4860:4860::8888", None),
         ];
         for (address, expected) in table {
             let got = refused_range(ip(address));
