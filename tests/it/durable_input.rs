@@ -628,6 +628,60 @@ async fn a_task_cancelled_while_it_waits_for_input_reads_cancelled_and_a_later_a
     owner.cancel().await.unwrap();
 }
 
+/// R-CON-46, R-CON-40: a principal that may start operations on the endpoint starts the ID of
+/// a waiting task's next round itself, unsealed; the owner's cancel refuses to take that round
+/// (it would cancel someone else's operation in the owner's name) and says so, and the task
+/// still reads as waiting for input.
+#[tokio::test]
+async fn a_cancel_does_not_take_a_next_round_someone_else_started() {
+    use durable_mcp::mcp::input::{INPUT_ROUND, InputRequired, next_round_id};
+    use durable_mcp::mcp::{operation::OperationOutcome, payload};
+    use durable_mcp::nexus::StartOperation;
+    let (env, _ledger, _proxy, key) = setup("durable-input-foreign-cancel").await;
+    let (owner, task_id, _) = owner_waiting(&env, &key, json!({"path": "/data"})).await;
+    let first = listed_operation_where(&env, |id| !id.contains('~')).await;
+    let asking = env.client.describe(&first).await.unwrap();
+    let Some(OperationOutcome::Succeeded(asked)) = asking.outcome.clone() else {
+        panic!("the first round asked for input")
+    };
+    let asked: InputRequired = serde_json::from_value(payload::to_json(&asked).unwrap()).unwrap();
+    let round = asked.answered(confirmed().into_iter().collect());
+    let mut foreign = StartOperation::new(
+        next_round_id(&first.operation_id).unwrap(),
+        &asking.endpoint,
+        &asking.service,
+        &asking.operation,
+        payload::to_marked_payload(&round, INPUT_ROUND).unwrap(),
+    );
+    foreign.schedule_to_close = Some(Duration::from_secs(60));
+    let (run, started) = env.client.start(foreign).await.unwrap();
+    assert!(started, "the foreign principal started the next round's ID");
+
+    let refused = owner
+        .peer()
+        .cancel_task(rmcp::model::CancelTaskParams::new(&task_id))
+        .await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("someone other than this connector")),
+        "{refused:?}"
+    );
+    let foreign_run = env.client.describe(&run).await.unwrap();
+    assert_eq!(
+        foreign_run.cancellation, None,
+        "the owner's cancel reached the foreign run"
+    );
+    let read = owner
+        .peer()
+        .get_task(GetTaskParams::new(&task_id))
+        .await
+        .unwrap();
+    let read = serde_json::to_value(&read).unwrap();
+    assert_eq!(read["status"], "input_required", "{read}");
+    owner.cancel().await.unwrap();
+}
+
 /// A connector serving the companion tools to callers of `scope`, a call becoming a companion
 /// task after 1 s.
 pub(crate) fn companion(env: &TestEnv, key: &SigningKey, scope: &str) -> Connector {

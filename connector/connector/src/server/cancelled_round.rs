@@ -101,7 +101,9 @@ impl Connector {
     }
 
     /// Takes the round after `last` (whose requests nobody answered yet) for the cancel: the
-    /// round to cancel, the taken one or the answer's when that came first.
+    /// round to cancel, the taken one or the answer's when that came first. A round found
+    /// started is followed only when it reads back sealed (R-CON-40): an operation someone
+    /// else started under its ID is refused, never cancelled in the owner's name.
     pub(super) async fn take_next_round(
         &self,
         last: &OperationDescription,
@@ -114,18 +116,36 @@ impl Connector {
         start.conflict_policy = ConflictPolicy::UseExisting;
         start.reuse_policy = ReusePolicy::RejectDuplicate;
         let deadline = tokio::time::Instant::now() + TAKE_BUDGET;
-        match self.inner.client.start_until(start, deadline).await {
-            Ok((op, _)) => {
+        let found = match self.inner.client.start_until(start, deadline).await {
+            Ok((op, true)) => {
                 info!(operation_id = %op.operation_id, "task cancelled while it waited for input");
-                Ok(op)
+                return Ok(op);
             }
-            Err(OperationClientError::AlreadyExists { .. }) => Ok(OperationRef {
+            Ok((op, false)) => op,
+            Err(OperationClientError::AlreadyExists { .. }) => OperationRef {
                 operation_id: next,
                 run_id: String::new(),
-            }),
-            Err(e) => Err(internal("cancelling the task", e)),
-        }
+            },
+            Err(e) => return Err(internal("cancelling the task", e)),
+        };
+        self.sealed_next(&found, deadline)
+            .await
+            .map_err(not_taken_by_cancel)
     }
+}
+
+/// A cancel's refusal when the round after the waiting one is not this connector's (the
+/// check's own refusal speaks of answers); an error reading it stays as it is.
+fn not_taken_by_cancel(refused: McpError) -> McpError {
+    if refused.code != rmcp::model::ErrorCode::INVALID_PARAMS {
+        return refused;
+    }
+    McpError::invalid_params(
+        "the round after this task's input request was started by someone other than this \
+         connector, so the cancel cannot take it and cancelled nothing; the task reads as \
+         waiting for input until the connector's --input-timeout ends it",
+        None,
+    )
 }
 
 /// The expired rounds whose next round this connector takes or took (R-CON-46): every read of

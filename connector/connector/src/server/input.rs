@@ -243,7 +243,7 @@ impl Connector {
     /// ID later is followed instead ([`found_next_round`]); read through an outage until
     /// `deadline`, since an answer that attached to its own earlier start must not be lost to
     /// one failed read.
-    async fn sealed_next(
+    pub(super) async fn sealed_next(
         &self,
         op: &OperationRef,
         deadline: tokio::time::Instant,
