@@ -316,6 +316,19 @@ impl RawClient {
         self.post(Some(session), body).await.status().as_u16()
     }
 
+    /// A `DELETE` of `session` that names the 2026-07-28 protocol (which has no sessions to
+    /// end): its status.
+    async fn delete_as_2026(&self, session: &str) -> reqwest::StatusCode {
+        self.http
+            .delete(&self.url)
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", "2026-07-28")
+            .send()
+            .await
+            .unwrap()
+            .status()
+    }
+
     /// `ping` on `session`: the response's text.
     async fn ping(&self, session: &str, id: u32) -> String {
         let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "ping"});
@@ -360,6 +373,45 @@ async fn one_address_opening_sessions_closes_only_its_own_longest_idle() {
         202,
         "another address is untouched"
     );
+
+    shutdown.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
+}
+
+/// R-CON-28, R-CON-38: a `DELETE` rmcp refuses (a 2026-07-28 one has no session to end) leaves
+/// the session open in rmcp, so it stays counted: the address's next session still closes its
+/// longest idle one, and the refused DELETE does not restart the session's requests-per-minute
+/// window. (Forgotten on such answers, one address held sessions past its share.)
+#[tokio::test]
+async fn a_refused_delete_leaves_the_session_counted() {
+    let env = TestEnv::shared("connector-http-limits").await;
+    let mut options = loopback_http_options();
+    options.sessions_per_address = 2;
+    options.requests_per_session_minute = 2;
+    let (server, shutdown) = serve_connector_http(connector_for(&env, "none"), options)
+        .await
+        .unwrap();
+    let alice = RawClient::from([127, 0, 0, 1], &server.url);
+    let first = alice.open().await;
+    let second = alice.open().await;
+    assert!(alice.ping(&second, 2).await.contains("result"));
+    assert!(alice.ping(&second, 3).await.contains("result"));
+    for session in [&first, &second] {
+        let refused = alice.delete_as_2026(session).await;
+        assert!(!refused.is_success(), "rmcp refused it: {refused}");
+    }
+    let over = alice.ping(&second, 4).await;
+    assert!(
+        over.contains("--max-requests-per-session-minute 2"),
+        "the window still counts: {over}"
+    );
+    let _third = alice.open().await;
+    assert_eq!(
+        alice.initialized(&first).await,
+        404,
+        "the longest idle went: the refused DELETE left it counted"
+    );
+    assert_eq!(alice.initialized(&second).await, 202);
 
     shutdown.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;

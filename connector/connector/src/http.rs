@@ -415,25 +415,20 @@ impl AddressSessions {
         }
     }
 
-    /// Keeps a session busy while a request or stream of it is open; forgets one the request
-    /// closed or the MCP server no longer knows.
+    /// Keeps a session busy while a request or stream of it is open. A session leaves the
+    /// table only when rmcp closes it ([`CountedSessions`]), never on a request's answer: a
+    /// `DELETE` rmcp refused, or a 404 for an unknown method, leaves the session open in rmcp.
     async fn track(
         &self,
         request: axum::extract::Request,
         next: axum::middleware::Next,
     ) -> axum::response::Response {
         let session = session_header(request.headers());
-        let closing = request.method() == axum::http::Method::DELETE;
         // Busy (never evicted) until the response, a stream too, ends (R-CON-28).
         let in_use = session
             .as_ref()
             .and_then(|id| InUse::begin(&self.owners, id, None));
         let response = next.run(request).await;
-        if let Some(id) = session
-            && (closing || response.status() == StatusCode::NOT_FOUND)
-        {
-            self.owners.lock().unwrap().close(&id);
-        }
         hold_until_body_ends(response, in_use)
     }
 }

@@ -148,19 +148,34 @@ pub async fn limit_session_requests(
     let response = next
         .run(Request::from_parts(parts, Body::from(bytes)))
         .await;
-    if response.status() == axum::http::StatusCode::NOT_FOUND {
+    if session_unknown(&response) {
         limits.forget(&session);
     }
     response
 }
 
-/// Passes a request that is not counted on; a `DELETE` that closed its session forgets it.
+/// Whether rmcp answered that it knows no such session: a 404 that is not a JSON-RPC answer
+/// (an unknown method is a 404 too, on the 2026-07-28 path, and forgetting its session's
+/// window on it would let a session reset its own count).
+fn session_unknown(response: &Response) -> bool {
+    let json = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/json") || t.starts_with("text/event-stream"));
+    response.status() == axum::http::StatusCode::NOT_FOUND && !json
+}
+
+/// Passes a request that is not counted on; a `DELETE` that closed its session forgets it
+/// (one rmcp refused leaves the session open, and its window counting).
 async fn forget_closed(limits: &RequestsPerSession, request: Request, next: Next) -> Response {
     let closing = (request.method() == Method::DELETE)
         .then(|| session_of(request.headers()))
         .flatten();
     let response = next.run(request).await;
-    if let Some(session) = closing {
+    if let Some(session) = closing
+        && (response.status().is_success() || session_unknown(&response))
+    {
         limits.forget(&session);
     }
     response

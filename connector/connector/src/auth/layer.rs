@@ -237,12 +237,12 @@ pub async fn require_bearer(
         },
         None => None,
     };
-    let closing = request.method() == axum::http::Method::DELETE;
     request.headers_mut().remove(header::AUTHORIZATION);
     request.extensions_mut().insert(caller);
     request.extensions_mut().insert(granted);
+    // A session leaves the table when rmcp closes it (the session manager forgets it,
+    // R-CON-28), never on an answer: a DELETE rmcp refused leaves it open there.
     let response = next.run(request).await;
-    auth.track_session(session.as_deref(), closing, &response);
     crate::listener::hold_until_body_ends(response, in_use)
 }
 
@@ -302,17 +302,6 @@ impl Authenticator {
             )
                 .into_response(),
         )
-    }
-
-    /// Forgets a session the request closed (`closing`) or that the MCP server no longer
-    /// knows. New sessions are entered by the MCP server's session manager as it makes them
-    /// (the HTTP server wraps rmcp's), so a client gone before its answer still counts (R-CON-28).
-    fn track_session(&self, session: Option<&str>, closing: bool, response: &Response) {
-        if let Some(id) = session
-            && (closing || response.status() == StatusCode::NOT_FOUND)
-        {
-            self.sessions.lock().unwrap().close(id);
-        }
     }
 }
 
