@@ -128,7 +128,10 @@ impl Connector {
             },
             Err(e) => return Err(internal("cancelling the task", e)),
         };
-        self.sealed_next(&found, deadline)
+        // The read gets a budget of its own: a start that rode out an outage and attached to
+        // its own earlier try must not lose the cancel to one failed read.
+        let read_by = tokio::time::Instant::now() + TAKE_BUDGET;
+        self.sealed_next(&found, read_by)
             .await
             .map_err(not_taken_by_cancel)
     }
@@ -137,15 +140,22 @@ impl Connector {
 /// A cancel's refusal when the round after the waiting one is not this connector's (the
 /// check's own refusal speaks of answers); an error reading it stays as it is.
 fn not_taken_by_cancel(refused: McpError) -> McpError {
-    if refused.code != rmcp::model::ErrorCode::INVALID_PARAMS {
+    if !foreign_round(&refused) {
         return refused;
     }
     McpError::invalid_params(
         "the round after this task's input request was started by someone other than this \
          connector, so the cancel cannot take it and cancelled nothing; the task reads as \
-         waiting for input until the connector's --input-timeout ends it",
+         waiting for input until the connector's --input-timeout ends it, and an answer is \
+         refused alike: call the tool again for a new task",
         None,
     )
+}
+
+/// Whether [`Connector::take_next_round`] refused because the next round is someone else's
+/// (not an error reading it): taking it again would find the same.
+pub(super) fn foreign_round(refused: &McpError) -> bool {
+    refused.code == rmcp::model::ErrorCode::INVALID_PARAMS
 }
 
 /// The expired rounds whose next round this connector takes or took (R-CON-46): every read of

@@ -283,10 +283,21 @@ impl Connector {
         let (this, last) = (self.clone(), last.clone());
         tokio::spawn(async move {
             let taken = this.take_next_round(&last).await;
-            if let Err(e) = &taken {
-                tracing::warn!(operation_id = %last.reference.operation_id, error = %e.message, "could not end the expired input request's round; an upstream task waiting for it lives to its TTL");
-            }
-            this.inner.expiry_takes.end(take, taken.is_ok());
+            let id = &last.reference.operation_id;
+            let settled = match &taken {
+                Ok(_) => true,
+                // Someone else's operation holds the round's ID: taking it again finds the
+                // same, so the round is remembered as taken (nothing of ours waits there).
+                Err(e) if super::cancelled_round::foreign_round(e) => {
+                    tracing::warn!(operation_id = %id, "the round after an expired input request was started by someone other than this connector; it is not taken");
+                    true
+                }
+                Err(e) => {
+                    tracing::warn!(operation_id = %id, error = %e.message, "could not end the expired input request's round; an upstream task waiting for it lives to its TTL");
+                    false
+                }
+            };
+            this.inner.expiry_takes.end(take, settled);
         });
     }
 
