@@ -81,3 +81,48 @@ async fn a_codec_that_never_answers_times_out_and_an_endless_answer_is_cut_off()
         );
     }
 }
+
+/// R-PAY-5, R-CON-40: a codec that answers 400 for payloads it cannot open refuses them
+/// (asking again does not help, so a reader may treat them as unreadable), while refused
+/// credentials stay a codec failure like an outage (every payload would fail alike).
+#[tokio::test]
+async fn a_payload_the_codec_cannot_open_is_refused_and_refused_credentials_are_a_failure() {
+    use durable_mcp::mcp::payload::PayloadError;
+    use durable_mcp_conformance::fixtures::{CodecServer, codec::ENCRYPTED_ENCODING};
+    let server = CodecServer::start(
+        "127.0.0.1:0".parse().unwrap(),
+        None,
+        Some("Bearer right".into()),
+    )
+    .await
+    .unwrap();
+    let garbage = temporalio_protos::temporal::api::common::v1::Payload {
+        metadata: [(
+            "encoding".to_owned(),
+            ENCRYPTED_ENCODING.as_bytes().to_vec(),
+        )]
+        .into(),
+        data: vec![7; 64],
+        ..Default::default()
+    };
+    let right = RemoteCodec::with_options(
+        &server.url,
+        "default",
+        CodecOptions {
+            headers: vec![("authorization".into(), "Bearer right".into())],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let refused = right.decode(vec![garbage.clone()]).await.unwrap_err();
+    assert!(
+        matches!(&refused, PayloadError::CodecRefused(why) if why.contains("400")),
+        "{refused:?}"
+    );
+    let wrong = RemoteCodec::new(&server.url, "default").unwrap();
+    let failed = wrong.decode(vec![garbage]).await.unwrap_err();
+    assert!(
+        matches!(&failed, PayloadError::Codec(why) if why.contains("401")),
+        "{failed:?}"
+    );
+}
