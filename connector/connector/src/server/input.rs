@@ -48,7 +48,7 @@ use durable_mcp_contract::{
     listing::advertised_timeout,
     operation_name::tool_for_operation,
     outcome::{ERROR_TYPE_META, Outcome},
-    payload::{self, PayloadError},
+    payload,
 };
 use durable_mcp_runtime::nexus::{
     ConflictPolicy, OperationClientError, OperationDescription, OperationOutcome, OperationRef,
@@ -173,16 +173,15 @@ impl Connector {
                 run_id: String::new(),
             };
             let timeout = self.inner.options.input_timeout;
-            let read = self.inner.client.describe_with_input(&next).await;
-            let step = later_round(
-                read,
-                |d| self.sealed_round(d),
-                |d| expiry_marker(&described.times, d, timeout),
-            );
-            match step {
-                LaterRound::Follow(d) => described = *d,
-                LaterRound::Stop => break,
-                LaterRound::Fail(e) => return Err(e),
+            match self.inner.client.describe_with_input(&next).await {
+                Ok(d) if !self.sealed_round(&d) => {
+                    tracing::warn!(operation_id = %d.reference.operation_id, "an operation under a later round's ID lacks this connector's seal; it is not followed");
+                    break;
+                }
+                Ok(d) if expiry_marker(&described.times, &d, timeout) => break,
+                Ok(d) => described = d,
+                Err(OperationClientError::NotFound { .. }) => break,
+                Err(e) => return Err(e),
             }
         }
         described.times.scheduled = created.or(described.times.scheduled);
@@ -543,41 +542,6 @@ fn found_next_round<E: std::fmt::Display>(
             None,
         )),
         Err(e) => Err(internal("reading the next round of this call", e)),
-    }
-}
-
-/// What reading the round after the last one followed tells [`Connector::last_round`].
-#[derive(Debug)]
-enum LaterRound {
-    /// One of the connector's rounds: the call goes on there.
-    Follow(Box<OperationDescription>),
-    /// The call's rounds end before it: not started, the marker an expiry took, or an
-    /// operation that is not the connector's (unsealed, or with an input the codec refuses,
-    /// which no round of the connector's has).
-    Stop,
-    /// It could not be read now (Temporal or the codec away): the caller is told.
-    Fail(OperationClientError),
-}
-
-/// [`LaterRound`] of `read`, judged by `sealed` (R-CON-40) and `expiry` (R-CON-46).
-fn later_round(
-    read: Result<OperationDescription, OperationClientError>,
-    sealed: impl FnOnce(&OperationDescription) -> bool,
-    expiry: impl FnOnce(&OperationDescription) -> bool,
-) -> LaterRound {
-    let foreign = |id: &str| {
-        tracing::warn!(operation_id = %id, "an operation under a later round's ID lacks this connector's seal, or an input its codec reads; it is not followed");
-        LaterRound::Stop
-    };
-    match read {
-        Ok(d) if !sealed(&d) => foreign(&d.reference.operation_id),
-        Ok(d) if expiry(&d) => LaterRound::Stop,
-        Ok(d) => LaterRound::Follow(Box::new(d)),
-        Err(OperationClientError::NotFound { .. }) => LaterRound::Stop,
-        Err(OperationClientError::Payload(PayloadError::CodecRefused(_))) => {
-            foreign("(refused by the codec)")
-        }
-        Err(e) => LaterRound::Fail(e),
     }
 }
 
@@ -986,39 +950,6 @@ pub(super) mod tests {
             "{unread:?}"
         );
         assert!(!unread.message.contains("codec"), "details stay in the log");
-    }
-
-    #[test]
-    fn a_later_round_is_followed_only_when_sealed_and_a_codec_refusal_ends_the_rounds() {
-        let round = || Ok(described("op~r2", "s", "o"));
-        let (yes, no) = (
-            |_: &OperationDescription| true,
-            |_: &OperationDescription| false,
-        );
-        assert!(matches!(
-            later_round(round(), yes, no),
-            LaterRound::Follow(_)
-        ));
-        assert!(matches!(later_round(round(), no, no), LaterRound::Stop));
-        assert!(matches!(later_round(round(), yes, yes), LaterRound::Stop));
-        let not_found = OperationClientError::NotFound {
-            operation_id: "op~r2".into(),
-        };
-        assert!(matches!(
-            later_round(Err(not_found), yes, no),
-            LaterRound::Stop
-        ));
-        // A foreign run's input the codec will not open: no round of the connector's, so the
-        // call's rounds end before it (it once failed every read of the task).
-        let refused = PayloadError::CodecRefused("codec /decode answered HTTP 400".into());
-        let refused = later_round(Err(refused.into()), yes, no);
-        assert!(matches!(refused, LaterRound::Stop), "{refused:?}");
-        // The codec or Temporal away: the read fails, nothing is decided.
-        let away = PayloadError::Codec("codec /decode unreachable".into());
-        assert!(matches!(
-            later_round(Err(away.into()), yes, no),
-            LaterRound::Fail(_)
-        ));
     }
 
     #[test]

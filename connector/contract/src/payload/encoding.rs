@@ -31,12 +31,6 @@ pub enum PayloadError {
     Unencodable(#[source] serde_json::Error),
     #[error("payload codec failed: {0}")]
     Codec(String),
-    /// The codec answered that it will not convert these payloads (HTTP 400 or 422: say, data
-    /// that does not open under its keys). Unlike [`Self::Codec`] (unreachable, 5xx, refused
-    /// credentials) asking again does not help, so a reader may treat the payload as unreadable
-    /// rather than wait for the codec.
-    #[error("payload codec refused the payloads: {0}")]
-    CodecRefused(String),
 }
 
 /// Encodes a serializable value as a `json/plain` payload.

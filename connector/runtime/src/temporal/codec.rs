@@ -215,16 +215,13 @@ impl RemoteCodec {
             .map_err(|e| {
                 PayloadError::Codec(format!("codec /{op} unreachable: {}", e.without_url()))
             })?;
-        let status = resp.status();
-        match status.as_u16() {
-            200..=299 => Ok(resp),
-            400 | 422 => Err(PayloadError::CodecRefused(format!(
-                "codec /{op} answered HTTP {status}"
-            ))),
-            _ => Err(PayloadError::Codec(format!(
-                "codec /{op} answered HTTP {status}"
-            ))),
+        if !resp.status().is_success() {
+            return Err(PayloadError::Codec(format!(
+                "codec /{op} answered HTTP {}",
+                resp.status()
+            )));
         }
+        Ok(resp)
     }
 }
 
