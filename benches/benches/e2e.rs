@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, SamplingMode, Throughput};
 use durable_mcp::{
-    mcp::payload,
+    contract::payload,
     nexus::{OperationClient, OperationOutcome, StartOperation},
 };
 use durable_mcp_conformance::proxy_thread::ProxyThread;

@@ -5,16 +5,16 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use durable_mcp::{
-    inbound::{
+    connector::{
         idempotency::arguments_fingerprint,
         task_ref::{CallerScope, Deployment, SigningKey, TaskRef, caller_hash, sign, verify},
     },
-    mcp::{
+    contract::{
         operation,
         outcome::{Outcome, to_call_tool_result},
         payload,
     },
-    outbound::{
+    proxy::{
         options::{ActivityOptions, RetryPolicySpec, resolve},
         retry::{ToolHints, infer},
     },
@@ -191,7 +191,7 @@ fn fifty_key_arguments() -> serde_json::Value {
 
 fn idempotency(c: &mut Criterion) {
     let args = fifty_key_arguments();
-    let key = durable_mcp::inbound::idempotency::FingerprintKey::from_bytes([7; 32]);
+    let key = durable_mcp::connector::idempotency::FingerprintKey::from_bytes([7; 32]);
     c.bench_function("idempotency/arguments_fingerprint_50_keys", |b| {
         b.iter(|| arguments_fingerprint(&key, black_box(&args)))
     });

@@ -1,10 +1,10 @@
 //! The proxy on a thread of its own, for tests, benches and the runner.
 //!
-//! `durable_mcp::outbound::run_proxy`'s future is not `Send` (the SDK activity worker's is not),
+//! `durable_mcp::proxy::run_proxy`'s future is not `Send` (the SDK activity worker's is not),
 //! so it cannot be `tokio::spawn`ed: it runs on a dedicated thread with its own runtime, and is
 //! stopped through a cancellation token. One implementation, used by every caller.
 
-use durable_mcp::outbound::{ProxyOptions, UpstreamConfig, run_proxy};
+use durable_mcp::proxy::{ProxyOptions, UpstreamConfig, run_proxy};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 

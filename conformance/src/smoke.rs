@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use durable_mcp::{
-    mcp::payload,
+    contract::payload,
     nexus::{
         NexusWorker, NexusWorkerOptions, OperationOutcome, Service, StartOperation, StartOutcome,
         start_fn,

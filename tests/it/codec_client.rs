@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use axum::{Router, body::Body, routing::post};
 use durable_mcp::{
-    mcp::payload::{self, PayloadCodec},
+    contract::payload::{self, PayloadCodec},
     temporal::codec::{CodecOptions, MAX_CODEC_RESPONSE_BYTES, RemoteCodec},
 };
 

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use durable_mcp::{
-    inbound::server::{Connector, ConnectorOptions},
-    mcp::errors::ConnectorErrorType,
+    connector::server::{Connector, ConnectorOptions},
+    contract::errors::ConnectorErrorType,
 };
 use durable_mcp_conformance::fixtures::{self, Ledger, LedgerEvent, UpstreamSpec};
 use rmcp::{ServiceExt, model::CallToolRequestParams};
@@ -157,7 +157,7 @@ async fn the_connector_binary_serves_stdio_like_an_mcp_host_would_start_it() {
 
 // ---- tasks ---------------------------------------------------------------------------------
 
-use durable_mcp::inbound::task_ref::{CallerScope, SigningKey};
+use durable_mcp::connector::task_ref::{CallerScope, SigningKey};
 use rmcp::model::{CallToolResponse, CancelTaskParams, GetTaskParams};
 use temporalio_protos::temporal::api::workflowservice::v1::{
     DeleteNexusOperationExecutionRequest, DescribeNamespaceRequest,
@@ -538,10 +538,10 @@ async fn idempotency_keys_reattach_across_restarts_and_conflict_on_other_argumen
 #[tokio::test]
 async fn operation_ids_and_timeouts_follow_the_options_and_the_listing() {
     use durable_mcp::{
-        inbound::task_ref::{
+        connector::task_ref::{
             CallerScope, Deployment, MAX_COMPACT_TASK_ID_LEN, caller_hash, verify,
         },
-        mcp::{
+        contract::{
             listing::{LIST_TOOLS, TIMEOUT_META_KEY},
             payload,
         },
@@ -766,7 +766,7 @@ async fn oversized_arguments_are_refused_before_anything_starts() {
         "{error:?}"
     );
     let size = error.data.as_ref().unwrap()["size"].as_u64().unwrap();
-    let limit = durable_mcp::mcp::payload::MAX_PAYLOAD_BYTES;
+    let limit = durable_mcp::contract::payload::MAX_PAYLOAD_BYTES;
     assert!(size > 3 * 1024 * 1024, "{error:?}");
     assert!(
         error.message.contains(&size.to_string()) && error.message.contains(&limit.to_string()),
@@ -789,7 +789,7 @@ async fn oversized_arguments_are_refused_before_anything_starts() {
 async fn internal_failures_reach_callers_as_stable_messages_without_details() {
     let env = TestEnv::shared("connector-internal").await;
     let hidden = format!("internal-endpoint-{}", uuid::Uuid::new_v4().simple());
-    let routes = vec![durable_mcp::inbound::route::Route::new(
+    let routes = vec![durable_mcp::connector::route::Route::new(
         "mock",
         hidden.clone(),
     )];
@@ -823,7 +823,7 @@ fn mock_with_echoes_named(
     service: &str,
     names: &[&str],
     ledger: &Ledger,
-) -> durable_mcp::outbound::UpstreamConfig {
+) -> durable_mcp::proxy::UpstreamConfig {
     let mut spec = UpstreamSpec::standard();
     let echo = spec
         .tools

@@ -9,8 +9,8 @@ use aws_lc_rs::{
     rand::SystemRandom,
     signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair},
 };
-use durable_mcp::inbound::task_ref::{CallerScope, SigningKey};
-use durable_mcp::mcp::errors::ConnectorErrorType;
+use durable_mcp::connector::task_ref::{CallerScope, SigningKey};
+use durable_mcp::contract::errors::ConnectorErrorType;
 use durable_mcp_conformance::fixtures::{Ledger, LedgerEvent};
 use jsonwebtoken::{Algorithm, EncodingKey, Header, jwk::Jwk};
 use rmcp::{
@@ -401,7 +401,7 @@ async fn unauthenticated_requests_get_challenges_that_lead_to_the_metadata() {
 /// request the middleware did not vouch for is refused rather than served in a shared scope.
 #[tokio::test]
 async fn a_host_can_mount_the_connector_behind_its_own_identity_middleware() {
-    use durable_mcp::inbound::{
+    use durable_mcp::connector::{
         http::{HttpOptions, router},
         route::Route,
         server::{Connector, ConnectorOptions},

@@ -315,7 +315,7 @@ const STATELESS_SLOW_CALL: [(&str, &str); 5] = [
 /// upstream's ledger.
 struct MockOverHttp {
     ledger: Ledger,
-    server: durable_mcp::inbound::http::HttpServerHandle,
+    server: durable_mcp::connector::http::HttpServerHandle,
     shutdown: tokio_util::sync::CancellationToken,
     _proxy: durable_mcp_conformance::proxy_thread::ProxyThread,
 }
@@ -671,7 +671,7 @@ async fn a_session_clients_cancel_notification_cancels_the_operation_upstream() 
 
 #[tokio::test]
 async fn a_stateless_task_outlives_its_response_stream_and_only_tasks_cancel_stops_it() {
-    use durable_mcp::inbound::server::{Connector, ConnectorOptions};
+    use durable_mcp::connector::server::{Connector, ConnectorOptions};
     use rmcp::model::CancelTaskParams;
     let env = TestEnv::shared("connector-http-task-close").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use durable_mcp::inbound::listener::ConnectionLimits;
+use durable_mcp::connector::listener::ConnectionLimits;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
@@ -475,7 +475,7 @@ fn mcp_post(
         let addr = std::net::SocketAddr::from((ip, 40000));
         request
             .extensions_mut()
-            .insert(durable_mcp::inbound::fair::PeerAddr(addr));
+            .insert(durable_mcp::connector::fair::PeerAddr(addr));
     }
     request
 }
@@ -532,7 +532,7 @@ async fn sessions_of_clients_gone_before_their_answer_are_counted() {
     let mut options = loopback_http_options();
     options.sessions_per_address = 1;
     options.max_sessions = 2;
-    let app = durable_mcp::inbound::http::router(
+    let app = durable_mcp::connector::http::router(
         connector_for(&env, "none"),
         &options,
         options.addr,

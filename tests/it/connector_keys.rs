@@ -12,14 +12,14 @@
 
 use std::time::Duration;
 
-use durable_mcp::inbound::{
+use durable_mcp::connector::{
     idempotency::{self, FingerprintKey, IdempotencyKey},
     server::{Connector, ConnectorOptions},
     task_ref::{
         CallerScope, Deployment, MAX_COMPACT_TASK_ID_LEN, SigningKey, caller_hash, legacy, verify,
     },
 };
-use durable_mcp::mcp::{operation_name::operation_for_tool, payload};
+use durable_mcp::contract::{operation_name::operation_for_tool, payload};
 use durable_mcp::nexus::{ConflictPolicy, ReusePolicy, StartOperation};
 use durable_mcp_conformance::fixtures::{Ledger, LedgerEvent};
 use rmcp::model::{CancelTaskParams, GetTaskParams};

@@ -12,8 +12,8 @@ use std::{
 };
 
 use durable_mcp::{
-    inbound::server::{Connector, ConnectorOptions},
-    mcp::{listing::LIST_TOOLS, payload},
+    connector::server::{Connector, ConnectorOptions},
+    contract::{listing::LIST_TOOLS, payload},
     nexus::{Service, StartOutcome, start_fn},
 };
 use rmcp::model::CallToolRequestParams;
@@ -201,7 +201,7 @@ pub(crate) async fn alice_and_bob(
     env: &TestEnv,
     options: ConnectorOptions,
 ) -> (
-    durable_mcp::inbound::http::HttpServerHandle,
+    durable_mcp::connector::http::HttpServerHandle,
     tokio_util::sync::CancellationToken,
     McpClient,
     McpClient,
@@ -220,7 +220,7 @@ pub(crate) async fn part(
     alice: McpClient,
     bob: McpClient,
     shutdown: tokio_util::sync::CancellationToken,
-    server: durable_mcp::inbound::http::HttpServerHandle,
+    server: durable_mcp::connector::http::HttpServerHandle,
 ) {
     alice.cancel().await.unwrap();
     bob.cancel().await.unwrap();

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use durable_mcp::outbound::options::ActivityOptions;
+use durable_mcp::proxy::options::ActivityOptions;
 use durable_mcp_conformance::fixtures::{Ledger, LedgerEvent};
 use durable_mcp_conformance::harness::{DevServer, DevServerOptions};
 use rmcp::model::CallToolResponse;
@@ -26,7 +26,7 @@ async fn restartable_server() -> DevServer {
 
 /// The mock upstream behind the proxy, with a heartbeat timeout that outlasts a restart (the
 /// tool must not be retried because its heartbeats could not reach a stopped server).
-fn upstream(ledger: &Ledger) -> durable_mcp::outbound::UpstreamConfig {
+fn upstream(ledger: &Ledger) -> durable_mcp::proxy::UpstreamConfig {
     let mut config = mock_stdio_upstream("mock", ledger).unwrap();
     config.activity_options = ActivityOptions {
         heartbeat_timeout: Some(Duration::from_secs(15)),

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use durable_mcp::inbound::{
+use durable_mcp::connector::{
     route::{Route, parse_route},
     server::{Connector, ConnectorOptions},
     task_ref::{CallerScope, SigningKey},
@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::{route_notices::StatelessPipe, support::*};
 
 /// The standard mock upstream with copies of `slow` marked `forbidden` and `required`.
-fn mock_with_task_support(ledger: &Ledger) -> durable_mcp::outbound::UpstreamConfig {
+fn mock_with_task_support(ledger: &Ledger) -> durable_mcp::proxy::UpstreamConfig {
     let mut spec = UpstreamSpec::standard();
     let slow = spec.tool("slow").unwrap().clone();
     for support in ["forbidden", "required"] {

@@ -260,7 +260,7 @@ fn any_env(name: &str) -> Option<String> {
 }
 
 fn parse_proxy_config(text: &str) -> Result<(), String> {
-    durable_mcp::outbound::config::parse(text, &any_env)
+    durable_mcp::proxy::config::parse(text, &any_env)
         .map(|_| ())
         .map_err(|e| e.to_string())
 }
@@ -771,7 +771,7 @@ fn code_blocks_parse_and_commands_use_real_flags() {
                 },
                 "yaml" => {
                     if block.text.starts_with("auth:")
-                        && let Err(e) = durable_mcp::inbound::auth::AuthConfig::parse(&block.text)
+                        && let Err(e) = durable_mcp::connector::auth::AuthConfig::parse(&block.text)
                     {
                         problems.push(format!("{place}: not an auth config: {e}"));
                     }
@@ -789,7 +789,8 @@ fn code_blocks_parse_and_commands_use_real_flags() {
                                 .filter_map(|a| a.as_str().map(str::to_owned))
                                 .collect();
                             for pair in args.windows(2).filter(|w| w[0] == "--route") {
-                                if let Err(e) = durable_mcp::inbound::route::parse_route(&pair[1]) {
+                                if let Err(e) = durable_mcp::connector::route::parse_route(&pair[1])
+                                {
                                     problems.push(format!("{place}: {name}: bad route: {e}"));
                                 }
                             }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use durable_mcp::inbound::{
+use durable_mcp::connector::{
     server::{Connector, ConnectorOptions, INPUT_STATE_PREFIX},
     task_ref::{CallerScope, SigningKey},
 };
@@ -296,8 +296,8 @@ pub(crate) async fn listed_operation_where(
 /// its own; the owner follows that run neither when it reads the task nor when it answers.
 #[tokio::test]
 async fn a_round_started_again_with_a_copied_seal_and_other_input_is_not_followed() {
-    use durable_mcp::mcp::input::{INPUT_ROUND, InputRequired};
-    use durable_mcp::mcp::{operation::OperationOutcome, payload};
+    use durable_mcp::contract::input::{INPUT_ROUND, InputRequired};
+    use durable_mcp::contract::{operation::OperationOutcome, payload};
     use durable_mcp::nexus::StartOperation;
     let (env, ledger, _proxy, key) = setup("durable-input-copied-seal").await;
     let (owner, task_id, _) = owner_waiting(&env, &key, json!({"path": "/data"})).await;
@@ -406,8 +406,8 @@ async fn an_answer_goes_only_to_the_endpoint_whose_service_asked() {
 /// verifies; the description names the endpoint the round was started on.
 #[tokio::test]
 async fn a_rounds_input_reads_back_through_a_codec_as_it_was_sealed() {
-    use durable_mcp::inbound::task_ref::{SealedRound, round_seal, round_sealed};
-    use durable_mcp::mcp::payload::{self, PayloadCodec};
+    use durable_mcp::connector::task_ref::{SealedRound, round_seal, round_sealed};
+    use durable_mcp::contract::payload::{self, PayloadCodec};
     use durable_mcp::nexus::StartOperation;
     use durable_mcp::temporal::codec::RemoteCodec;
     let env = TestEnv::shared("durable-input-sealed-codec").await;

@@ -12,8 +12,8 @@ use std::{
 };
 
 use durable_mcp::{
-    inbound::server::{Connector, ConnectorOptions},
-    mcp::{
+    connector::server::{Connector, ConnectorOptions},
+    contract::{
         features::{LIST_RESOURCE_TEMPLATES, LIST_RESOURCES, READ_RESOURCE, UPSTREAM_CAPABILITIES},
         payload,
     },

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use durable_mcp::inbound::server::{Connector, ConnectorOptions};
+use durable_mcp::connector::server::{Connector, ConnectorOptions};
 use durable_mcp_conformance::fixtures::Ledger;
 use serde_json::json;
 

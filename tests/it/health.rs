@@ -58,7 +58,7 @@ async fn connector_readyz_follows_temporal_and_names_an_unknown_endpoint() {
 
     // A route whose endpoint does not exist: 503, naming the endpoint, not the service.
     let options = connector_options("secret-service-name", "no-such-endpoint");
-    let missing = durable_mcp::inbound::server::Connector::new(env.client.clone(), options);
+    let missing = durable_mcp::connector::server::Connector::new(env.client.clone(), options);
     let (bad, stop_bad) = serve_connector_http(missing, loopback_http_options())
         .await
         .unwrap();

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use durable_mcp::{
-    outbound::{TransportConfig, UpstreamConfig, options::ActivityOptions, retry::RetryPolicySpec},
     panics,
+    proxy::{TransportConfig, UpstreamConfig, options::ActivityOptions, retry::RetryPolicySpec},
 };
 use durable_mcp_conformance::{
     fixtures::hostile_upstream::{self, HostileHttp},
@@ -67,7 +67,7 @@ fn clear_error(tool: &str, answer: Result<CallToolResult, rmcp::ServiceError>) -
 
 /// Calls every hostile tool of `service` through a connector, then `echo`.
 async fn every_call_ends_with_a_clear_error(env: &TestEnv, service: &str) {
-    let connector = durable_mcp::inbound::server::Connector::new(
+    let connector = durable_mcp::connector::server::Connector::new(
         env.client.clone(),
         kit::mcp::connector_options(service, &env.endpoint),
     );

@@ -160,7 +160,7 @@ async fn a_current_caller_without_the_capability_an_input_request_needs_gets_320
 async fn a_native_tools_question_is_relayed_to_a_legacy_session_and_its_answer_acts() {
     let env = TestEnv::shared("input-relay-native").await;
     let _tools = example_tools(&env).await.unwrap();
-    let key = durable_mcp::inbound::task_ref::SigningKey::generate();
+    let key = durable_mcp::connector::task_ref::SigningKey::generate();
     let connector = crate::native_input::connector(&env, &key, "owner");
     let confirmer = Confirmer::default();
     let client = serve_in_memory(connector, confirmer.clone()).await.unwrap();

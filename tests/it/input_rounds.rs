@@ -15,7 +15,7 @@ use std::{
     time::Duration,
 };
 
-use durable_mcp::inbound::{
+use durable_mcp::connector::{
     server::{Connector, ConnectorOptions, INPUT_STATE_PREFIX},
     task_ref::{CallerScope, SigningKey},
 };

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use durable_mcp::{
-    inbound::{
+    connector::{
         server::{Connector, ConnectorOptions},
         task_ref::{CallerScope, SigningKey},
     },

@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use durable_mcp::{
-    inbound::{
+    connector::{
         server::{Connector, ConnectorOptions},
         task_ref::{CallerScope, SigningKey},
     },
-    mcp::{
+    contract::{
         call::WorkflowCallToken,
         listing::{TIMEOUT_META_KEY, advertised_timeout},
         payload,
@@ -662,7 +662,7 @@ async fn temporal_tools_neither_show_nor_touch_a_callers_tool_workflow() {
 async fn a_native_tool_service_with_a_codec_reads_and_answers_encoded_payloads() {
     use durable_mcp::{
         nexus::{NexusWorker, NexusWorkerOptions},
-        mcp::payload::PayloadCodec,
+        contract::payload::PayloadCodec,
         temporal::codec::RemoteCodec,
     };
     use temporalio_protos::temporal::api::workflowservice::v1::describe_nexus_operation_execution_response::Outcome;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use durable_mcp::{
-    mcp::payload,
+    contract::payload,
     nexus::{OperationClientError, OperationOutcome, OperationStatus, StartOperation},
 };
 use serde_json::json;

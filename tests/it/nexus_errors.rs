@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use durable_mcp::mcp::payload;
+use durable_mcp::contract::payload;
 use durable_mcp::nexus::{
     HandlerError, HandlerErrorKind, OperationError, OperationOutcome, RetryBehavior, Service,
     StartOperation, StartOutcome, start_fn,

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use durable_mcp::{
-    mcp::payload,
+    contract::payload,
     nexus::{OperationOutcome, Service, StartOperation, StartOutcome, start_fn},
 };
 use serde_json::json;
@@ -282,7 +282,7 @@ async fn concurrency_is_bounded_by_max_concurrent_tasks() {
 /// A codec that makes payloads unreadable on the wire (XOR + its own encoding).
 struct XorCodec;
 
-impl durable_mcp::mcp::payload::PayloadCodec for XorCodec {
+impl durable_mcp::contract::payload::PayloadCodec for XorCodec {
     fn encode(
         &self,
         payloads: Vec<temporalio_protos::temporal::api::common::v1::Payload>,

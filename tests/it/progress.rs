@@ -112,9 +112,9 @@ async fn upstream_progress_reaches_a_waiting_caller_and_a_tasks_status() {
 
     // A task: tasks/get shows the upstream's latest progress message while it runs.
     let mut options =
-        durable_mcp::inbound::server::ConnectorOptions::new(vec![route("mock", &env.endpoint)]);
+        durable_mcp::connector::server::ConnectorOptions::new(vec![route("mock", &env.endpoint)]);
     options.task_after = Duration::from_millis(300);
-    let tasks = task_client_for(durable_mcp::inbound::server::Connector::new(
+    let tasks = task_client_for(durable_mcp::connector::server::Connector::new(
         env.client.clone(),
         options,
     ))
@@ -260,7 +260,7 @@ async fn a_long_calls_log_messages_reach_the_waiting_caller_live() {
 /// caller's next call right after.
 #[tokio::test]
 async fn a_stdio_upstreams_untied_log_messages_reach_the_one_call_in_flight() {
-    use durable_mcp::inbound::task_ref::CallerScope;
+    use durable_mcp::connector::task_ref::CallerScope;
     let env = TestEnv::shared("untied-logs").await;
     let (_ledger, _proxy, recorder, mut arrivals) = logging_upstream(
         &env,
@@ -277,7 +277,7 @@ async fn a_stdio_upstreams_untied_log_messages_reach_the_one_call_in_flight() {
     );
     let mut options = durable_mcp_conformance::kit::mcp::connector_options("mock", &env.endpoint);
     options.caller_scope = CallerScope::Process("sdk-logs".into());
-    let connector = durable_mcp::inbound::server::Connector::new(env.client.clone(), options);
+    let connector = durable_mcp::connector::server::Connector::new(env.client.clone(), options);
     let client = serve_in_memory(connector, recorder.clone()).await.unwrap();
     let expected = [
         "info from sdk_logger",
@@ -341,7 +341,7 @@ async fn a_quiet_call_costs_few_progress_look_ups_and_a_short_one_none() {
         assert_ne!(result.is_error, Some(true), "{result:?}");
         let elapsed = started.elapsed();
         let after = metrics::scrape(&address).await.unwrap();
-        if key == "short" && elapsed < durable_mcp::inbound::progress::FIRST_LOOKUP {
+        if key == "short" && elapsed < durable_mcp::connector::progress::FIRST_LOOKUP {
             assert_eq!(
                 describes(&after.since(&before)),
                 0.0,
@@ -436,7 +436,7 @@ async fn a_call_queued_before_its_start_is_not_looked_up_in_its_activity_before_
          {operation} operation and {activity} activity describes"
     );
     assert!(
-        elapsed > durable_mcp::inbound::progress::FIRST_LOOKUP,
+        elapsed > durable_mcp::connector::progress::FIRST_LOOKUP,
         "the call ended before the first look-up ({elapsed:?}): nothing was checked"
     );
     assert_eq!(activity, 0.0, "its Activity was looked up: {spent:?}");
@@ -500,7 +500,7 @@ async fn progress_written_just_before_the_result_is_never_lost() {
 /// still gets every progress notification, replayed with the result, under its own token.
 #[tokio::test]
 async fn a_call_listed_inline_that_ran_in_an_activity_gets_its_progress_with_its_result() {
-    use durable_mcp::mcp::listing::INLINE_META_KEY;
+    use durable_mcp::contract::listing::INLINE_META_KEY;
     let env = TestEnv::shared("progress-inline-listed").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let mut upstream = mock_stdio_upstream_with_spec("mock", &progress_spec(), &ledger);

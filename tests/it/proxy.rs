@@ -5,10 +5,10 @@
 use std::{collections::BTreeMap, path::Path, time::Duration};
 
 use durable_mcp::{
-    mcp::listing::TIMEOUT_META_KEY,
-    mcp::payload,
+    contract::listing::TIMEOUT_META_KEY,
+    contract::payload,
     nexus::{OperationOutcome, StartOperation},
-    outbound::UpstreamConfig,
+    proxy::UpstreamConfig,
 };
 use durable_mcp_conformance::fixtures::{
     self, Behavior, FailKind, Ledger, LedgerEvent, SpecSource, ToolSpec, UpstreamSpec,
@@ -158,9 +158,9 @@ async fn proxy_fronts_a_stdio_upstream() {
     );
     // Its JSON-RPC error is the call's end (R-PRX-4), as every caller of the contract reads it.
     let once = call(&env, "mock", "destructive_flaky", json!({"key": "once"})).await;
-    let once = durable_mcp::mcp::outcome::Outcome::from_operation(once);
+    let once = durable_mcp::contract::outcome::Outcome::from_operation(once);
     assert!(
-        matches!(&once, durable_mcp::mcp::outcome::Outcome::JsonRpcError(e) if e.code == -32603),
+        matches!(&once, durable_mcp::contract::outcome::Outcome::JsonRpcError(e) if e.code == -32603),
         "{once:?}"
     );
     assert_eq!(
@@ -232,7 +232,7 @@ async fn proxy_fronts_an_http_upstream_with_identical_results() {
 /// driven by hand, it replays a start exactly as the server delivers a retry.
 fn write_once_handler(
     env: &TestEnv,
-    discovery: std::sync::Arc<durable_mcp::outbound::discovery::Discovery>,
+    discovery: std::sync::Arc<durable_mcp::proxy::discovery::Discovery>,
 ) -> std::sync::Arc<dyn durable_mcp::nexus::OperationHandler> {
     tool_handler(env, discovery, "write_once")
 }
@@ -240,10 +240,10 @@ fn write_once_handler(
 /// The proxy's own start handler for `tool` of the `mock` service, driven by hand.
 fn tool_handler(
     env: &TestEnv,
-    discovery: std::sync::Arc<durable_mcp::outbound::discovery::Discovery>,
+    discovery: std::sync::Arc<durable_mcp::proxy::discovery::Discovery>,
     tool: &str,
 ) -> std::sync::Arc<dyn durable_mcp::nexus::OperationHandler> {
-    use durable_mcp::outbound::service::{ServiceContext, proxy_service};
+    use durable_mcp::proxy::service::{ServiceContext, proxy_service};
     let service = proxy_service(ServiceContext {
         service: "mock".into(),
         connection: env.connection.clone(),
@@ -253,7 +253,7 @@ fn tool_handler(
         overrides: BTreeMap::new(),
         discovery,
         codec: None,
-        state_keys: durable_mcp::outbound::state_key::StateKeys::per_process(),
+        state_keys: durable_mcp::proxy::state_key::StateKeys::per_process(),
     });
     service.handler(tool).unwrap().clone()
 }
@@ -387,7 +387,7 @@ async fn timed_out_attempts_are_cancelled_upstream_before_their_retry() {
 async fn a_retried_start_reattaches_before_reading_discovery() {
     use durable_mcp::{
         nexus::StartContext,
-        outbound::{discovery::Discovery, upstream::UpstreamClient},
+        proxy::{discovery::Discovery, upstream::UpstreamClient},
     };
     let env = TestEnv::shared("proxy-reattach").await;
     let spec_file = temp_path("spec.json");
@@ -453,7 +453,7 @@ async fn a_retried_start_reattaches_before_reading_discovery() {
 
 #[tokio::test]
 async fn discovery_failure_keeps_the_last_good_list() {
-    use durable_mcp::outbound::{discovery::Discovery, upstream::UpstreamClient};
+    use durable_mcp::proxy::{discovery::Discovery, upstream::UpstreamClient};
     init_tracing();
     let upstream = serve_mock_upstream_http(
         SpecSource::Inline(spec()),
@@ -579,7 +579,7 @@ async fn http_upstream_dying_mid_response_is_an_unknown_outcome_not_a_hang() {
 /// failures before the request was sent are classified as never delivered.
 #[tokio::test]
 async fn http_faults_end_in_clear_errors_with_the_right_phase() {
-    use durable_mcp::outbound::{transport_failure::Phase, upstream::UpstreamClient};
+    use durable_mcp::proxy::{transport_failure::Phase, upstream::UpstreamClient};
     use durable_mcp_conformance::fixtures::faults;
     init_tracing();
     let client_for =
@@ -680,7 +680,7 @@ async fn a_retried_start_after_the_call_finished_reattaches_to_the_closed_run() 
 /// annotations (and so retry policies) apply without waiting for the next `list_tools`.
 #[tokio::test]
 async fn discovery_follows_the_upstreams_tool_list_changed_notifications() {
-    use durable_mcp::outbound::{discovery::Discovery, upstream::UpstreamClient};
+    use durable_mcp::proxy::{discovery::Discovery, upstream::UpstreamClient};
     let spec_file = temp_path("spec.json");
     write_spec(&spec_file, &spec());
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
@@ -721,14 +721,14 @@ async fn discovery_follows_the_upstreams_tool_list_changed_notifications() {
 /// `tool`, driven by hand.
 struct DrivenHandler {
     _proxy: durable_mcp_conformance::proxy_thread::ProxyThread,
-    client: std::sync::Arc<durable_mcp::outbound::upstream::UpstreamClient>,
+    client: std::sync::Arc<durable_mcp::proxy::upstream::UpstreamClient>,
     handler: std::sync::Arc<dyn durable_mcp::nexus::OperationHandler>,
     ledger: Ledger,
 }
 
 impl DrivenHandler {
     async fn start(env: &TestEnv, tool: &str) -> Self {
-        use durable_mcp::outbound::{discovery::Discovery, upstream::UpstreamClient};
+        use durable_mcp::proxy::{discovery::Discovery, upstream::UpstreamClient};
         let spec_file = temp_path("spec.json");
         write_spec(&spec_file, &spec());
         let ledger = Ledger::new(temp_path("ledger.jsonl"));
@@ -751,7 +751,7 @@ async fn wait_closed(
     env: &TestEnv,
     token: &str,
 ) -> durable_mcp::temporal::activity::ActivityDescription {
-    let token: durable_mcp::mcp::call::CallToken = serde_json::from_str(token).unwrap();
+    let token: durable_mcp::contract::call::CallToken = serde_json::from_str(token).unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let described = durable_mcp::temporal::activity::describe_activity(
@@ -817,7 +817,7 @@ async fn a_silent_upstream_does_not_hold_back_the_proxy_or_the_others() {
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let silent = UpstreamConfig {
         service: "silent".into(),
-        transport: durable_mcp::outbound::TransportConfig::stdio("sleep", vec!["300".into()]),
+        transport: durable_mcp::proxy::TransportConfig::stdio("sleep", vec!["300".into()]),
         activity_options: Default::default(),
         overrides: Default::default(),
     };
@@ -905,7 +905,7 @@ async fn permanent_start_failures_fail_at_once_and_say_why() {
 /// retried within the attempt, and its tool still runs once.
 #[tokio::test]
 async fn a_503_after_forwarding_is_an_unknown_outcome_unless_the_upstream_says_503_means_not_run() {
-    use durable_mcp::outbound::TransportConfig;
+    use durable_mcp::proxy::TransportConfig;
     use durable_mcp_conformance::fixtures::faults::{self, HttpFault};
     let env = TestEnv::shared("proxy-503").await;
     let after = Ledger::new(temp_path("ledger.jsonl"));
@@ -977,8 +977,8 @@ async fn a_503_after_forwarding_is_an_unknown_outcome_unless_the_upstream_says_5
 /// live or in its result. A's own tied lines still reach A.
 #[tokio::test]
 async fn a_late_upstream_log_line_never_reaches_another_call() {
-    use durable_mcp::mcp::call::CallNotification;
-    use durable_mcp::outbound::upstream::UpstreamClient;
+    use durable_mcp::contract::call::CallNotification;
+    use durable_mcp::proxy::upstream::UpstreamClient;
     let mut spec = spec();
     spec.tools.push(ToolSpec::read_only(
         "trailing",

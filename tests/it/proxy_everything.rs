@@ -12,10 +12,10 @@
 use std::{path::PathBuf, time::Duration};
 
 use durable_mcp::{
-    mcp::listing::TIMEOUT_META_KEY,
-    mcp::payload,
+    contract::listing::TIMEOUT_META_KEY,
+    contract::payload,
     nexus::{OperationOutcome, StartOperation},
-    outbound::{TransportConfig, UpstreamConfig},
+    proxy::{TransportConfig, UpstreamConfig},
 };
 use durable_mcp_conformance::fixtures::{
     RawHttpClient, as_written,
@@ -478,22 +478,22 @@ const LONG: &str = "trigger-long-running-operation";
 
 /// A connector to server-everything on `env`, its route with the extra `--route` keys `keys`
 /// (R-CON-39), whose calls become tasks after 500 ms.
-fn everything_connector(env: &TestEnv, keys: Value) -> durable_mcp::inbound::server::Connector {
+fn everything_connector(env: &TestEnv, keys: Value) -> durable_mcp::connector::server::Connector {
     let mut route = json!({"service": UPSTREAM_SERVICE, "endpoint": env.endpoint});
     route
         .as_object_mut()
         .unwrap()
         .extend(keys.as_object().unwrap().clone());
-    let route = durable_mcp::inbound::route::parse_route(&route.to_string()).unwrap();
-    let mut options = durable_mcp::inbound::server::ConnectorOptions::new(vec![route]);
+    let route = durable_mcp::connector::route::parse_route(&route.to_string()).unwrap();
+    let mut options = durable_mcp::connector::server::ConnectorOptions::new(vec![route]);
     options.task_after = Duration::from_millis(500);
-    durable_mcp::inbound::server::Connector::new(env.client.clone(), options)
+    durable_mcp::connector::server::Connector::new(env.client.clone(), options)
 }
 
 /// A call of [`LONG`] with `arguments` through `connector` over Streamable HTTP, by a
 /// stateless 2026-07-28 caller declaring the tasks extension: the answer and the caller.
 async fn long_call_by_a_modern_tasks_caller(
-    connector: durable_mcp::inbound::server::Connector,
+    connector: durable_mcp::connector::server::Connector,
     arguments: &Value,
 ) -> (
     rmcp::model::CallToolResponse,

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use durable_mcp::{
-    mcp::{
+    contract::{
         call::{CALLER_HEADER, CALLER_KEY_HEADER},
         payload,
     },

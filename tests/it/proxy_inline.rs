@@ -7,9 +7,9 @@
 use std::time::Duration;
 
 use durable_mcp::{
-    mcp::{call::call_activity_id, jsonrpc_error::JSONRPC_ERROR, payload},
+    contract::{call::call_activity_id, jsonrpc_error::JSONRPC_ERROR, payload},
     nexus::{OperationDescription, OperationOutcome, StartOperation},
-    outbound::UpstreamConfig,
+    proxy::UpstreamConfig,
 };
 use durable_mcp_conformance::fixtures::{
     Behavior, FailKind, Ledger, LedgerEvent, ToolSpec, UpstreamSpec,
@@ -272,7 +272,7 @@ async fn an_inline_call_that_would_outlive_the_request_deadline_is_cut_before_it
 
 #[tokio::test]
 async fn an_inline_call_that_asks_for_input_ends_its_round_and_the_next_round_runs_inline_too() {
-    use durable_mcp::mcp::input::{INPUT_REQUIRED, INPUT_ROUND, InputRequired, next_round_id};
+    use durable_mcp::contract::input::{INPUT_REQUIRED, INPUT_ROUND, InputRequired, next_round_id};
     let env = TestEnv::shared("proxy-inline-input").await;
     let ledger = Ledger::new(temp_path("ledger.jsonl"));
     let _proxy = start_proxy(&env, vec![upstream("mock", &ledger, AUTO, "")]);
@@ -309,7 +309,7 @@ async fn an_inline_call_that_asks_for_input_ends_its_round_and_the_next_round_ru
 /// none). The server's own counters say so.
 #[tokio::test]
 async fn a_call_of_a_tool_listed_inline_costs_no_progress_look_up() {
-    use durable_mcp::mcp::listing::INLINE_META_KEY;
+    use durable_mcp::contract::listing::INLINE_META_KEY;
     use durable_mcp_conformance::load::metrics;
     use rmcp::model::{CallToolRequest, ClientRequest, ServerResult};
     use rmcp::service::PeerRequestOptions;
@@ -355,7 +355,7 @@ async fn a_call_of_a_tool_listed_inline_costs_no_progress_look_up() {
     assert_ne!(result.is_error, Some(true), "{result:?}");
     let elapsed = started.elapsed();
     assert!(
-        elapsed > durable_mcp::inbound::progress::FIRST_LOOKUP,
+        elapsed > durable_mcp::connector::progress::FIRST_LOOKUP,
         "{elapsed:?}"
     );
     let spent = metrics::scrape(&address).await.unwrap().since(&before);

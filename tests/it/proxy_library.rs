@@ -9,7 +9,7 @@ use std::sync::{
 };
 
 use durable_mcp::{
-    outbound::{TransportConfig, UpstreamConfig, UpstreamTransport},
+    proxy::{TransportConfig, UpstreamConfig, UpstreamTransport},
     temporal::TemporalConnection,
 };
 use durable_mcp_conformance::fixtures::{
@@ -142,13 +142,13 @@ async fn one_worker_serves_native_tools_and_proxied_upstreams_on_one_task_queue(
     )
     .await;
 
-    let mut options = durable_mcp::inbound::server::ConnectorOptions::new(vec![
+    let mut options = durable_mcp::connector::server::ConnectorOptions::new(vec![
         route("examples", &env.endpoint),
         route("mock", &env.endpoint),
         route("inproc", &env.endpoint),
     ]);
     options.task_after = std::time::Duration::from_secs(30);
-    let client = client_for(durable_mcp::inbound::server::Connector::new(
+    let client = client_for(durable_mcp::connector::server::Connector::new(
         env.client.clone(),
         options,
     ))

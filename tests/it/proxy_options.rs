@@ -5,9 +5,9 @@
 use std::{collections::BTreeMap, time::Duration};
 
 use durable_mcp::{
-    mcp::{call::CallToken, payload},
+    contract::{call::CallToken, payload},
     nexus::{OperationOutcome, OperationRef, StartOperation},
-    outbound::options::ActivityOptions,
+    proxy::options::ActivityOptions,
 };
 use durable_mcp_conformance::fixtures::{Ledger, LedgerEvent};
 use serde_json::{Value, json};

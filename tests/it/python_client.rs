@@ -19,7 +19,7 @@ use std::{
     time::Duration,
 };
 
-use durable_mcp::mcp::errors::ConnectorErrorType;
+use durable_mcp::contract::errors::ConnectorErrorType;
 use durable_mcp_conformance::fixtures::{self, Ledger, LedgerEvent, UpstreamSpec};
 use serde_json::{Value, json};
 

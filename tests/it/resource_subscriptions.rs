@@ -10,7 +10,7 @@ use std::{
     time::Duration,
 };
 
-use durable_mcp::inbound::server::{Connector, ConnectorOptions};
+use durable_mcp::connector::server::{Connector, ConnectorOptions};
 use durable_mcp_conformance::fixtures::{Ledger, ToolSpec, UpstreamSpec};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
@@ -227,7 +227,7 @@ async fn a_session_caller_learns_of_a_legacy_upstreams_resource_updates_until_it
     let env = TestEnv::shared("resource-subscribe-everything").await;
     let upstream = durable_mcp_conformance::harness::upstream(
         "everything-subscribe",
-        durable_mcp::outbound::TransportConfig::stdio(
+        durable_mcp::proxy::TransportConfig::stdio(
             "node",
             vec![entry.to_string_lossy().into_owned(), "stdio".into()],
         ),

@@ -21,7 +21,7 @@ use crate::support::*;
 /// The mock's flag that serves its resources, template, prompt and completions.
 const FEATURES: &str = "--resources-and-prompts";
 
-fn featured(service: &str, ledger: &Ledger) -> durable_mcp::outbound::UpstreamConfig {
+fn featured(service: &str, ledger: &Ledger) -> durable_mcp::proxy::UpstreamConfig {
     mock_stdio_upstream_with_args(service, vec![FEATURES.into()], ledger).unwrap()
 }
 
@@ -444,7 +444,7 @@ async fn server_everythings_resources_and_prompts_through_the_connector_equal_a_
     let env = TestEnv::shared("resources-everything").await;
     let upstream = durable_mcp_conformance::harness::upstream(
         "everything-features",
-        durable_mcp::outbound::TransportConfig::stdio(
+        durable_mcp::proxy::TransportConfig::stdio(
             "node",
             vec![entry.to_string_lossy().into_owned(), "stdio".into()],
         ),

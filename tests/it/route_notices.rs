@@ -1,7 +1,7 @@
 //! What an upstream tells its callers beside its tools, through the proxy and the connector:
 //! its `instructions` (R-PRX-31, R-NXC-7, R-CON-41), and that its tools changed (R-CON-42).
 
-use durable_mcp::inbound::server::{Connector, ConnectorOptions};
+use durable_mcp::connector::server::{Connector, ConnectorOptions};
 use durable_mcp_conformance::fixtures::{Ledger, UpstreamSpec};
 
 use crate::support::*;

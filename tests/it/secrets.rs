@@ -9,7 +9,7 @@ use std::{
 };
 
 use durable_mcp::{
-    mcp::payload,
+    contract::payload,
     nexus::{OperationOutcome, StartOperation},
 };
 use durable_mcp_conformance::fixtures::{self, Ledger, SpecSource, UpstreamSpec};
@@ -736,7 +736,7 @@ headers = {{ Authorization = "Bearer ${{CODEC_TOKEN}}" }}
     assert!(!find(&stored_bytes(&op_payloads), &canary) && !op_text.contains(&canary));
 
     // ... and for the call's Activity.
-    let token: durable_mcp::mcp::call::CallToken =
+    let token: durable_mcp::contract::call::CallToken =
         serde_json::from_str(&described.info.unwrap().operation_token).unwrap();
     let activity = service
         .describe_activity_execution(tonic::Request::new(DescribeActivityExecutionRequest {

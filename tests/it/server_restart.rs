@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use durable_mcp::{
-    mcp::payload,
+    contract::payload,
     nexus::{OperationOutcome, StartOperation},
 };
 use durable_mcp_conformance::harness::{DevServer, DevServerOptions};

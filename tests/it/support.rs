@@ -8,7 +8,7 @@ use std::{
 };
 
 use durable_mcp::{
-    mcp::payload,
+    contract::payload,
     nexus::{
         CancelContext, HandlerError, NexusWorker, NexusWorkerOptions, OperationHandler, Service,
         ShutdownHandle, StartContext, StartError, StartOutcome,
@@ -422,7 +422,7 @@ fn activity_service_with(
 /// `durable_mcp_conformance::proxy_thread`); it stops when the returned value is dropped.
 pub fn start_proxy(
     env: &TestEnv,
-    upstreams: Vec<durable_mcp::outbound::UpstreamConfig>,
+    upstreams: Vec<durable_mcp::proxy::UpstreamConfig>,
 ) -> ProxyThread {
     env.start_proxy(upstreams, 50)
 }
@@ -490,7 +490,7 @@ pub fn mock_stdio_upstream_with_spec(
     service: &str,
     spec: &durable_mcp_conformance::fixtures::UpstreamSpec,
     ledger: &durable_mcp_conformance::fixtures::Ledger,
-) -> durable_mcp::outbound::UpstreamConfig {
+) -> durable_mcp::proxy::UpstreamConfig {
     let spec_file = temp_path("spec.json");
     std::fs::write(&spec_file, serde_json::to_vec(spec).unwrap()).unwrap();
     let args = vec!["--spec".into(), spec_file.to_string_lossy().into_owned()];
@@ -702,12 +702,12 @@ pub async fn dedicated_server_with_metrics() -> (DevServer, String) {
 /// The operation ID a task ID of a connector named `durable-mcp` in `namespace` names, read
 /// with its signing key for its owner (the text holds it compactly; R-CON-6).
 pub fn task_op_id(
-    key: &durable_mcp::inbound::task_ref::SigningKey,
+    key: &durable_mcp::connector::task_ref::SigningKey,
     namespace: &str,
-    owner: &durable_mcp::inbound::task_ref::CallerScope,
+    owner: &durable_mcp::connector::task_ref::CallerScope,
     task_id: &str,
 ) -> String {
-    use durable_mcp::inbound::task_ref::{Deployment, caller_hash, verify};
+    use durable_mcp::connector::task_ref::{Deployment, caller_hash, verify};
     let deployment = Deployment {
         namespace,
         connector_name: "durable-mcp",

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use durable_mcp::inbound::server::{
+use durable_mcp::connector::server::{
     Connector, ConnectorOptions,
     companion::{TASK_ID_META, TASK_RESULT},
 };

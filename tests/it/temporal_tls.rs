@@ -5,7 +5,7 @@
 
 use std::{process::Stdio, sync::atomic::Ordering, time::Duration};
 
-use durable_mcp::outbound::TransportConfig;
+use durable_mcp::proxy::TransportConfig;
 use durable_mcp_conformance::{
     fixtures::Ledger, harness::proxy_bin, kit::upstreams::mock_stdio_upstream,
 };
@@ -52,7 +52,7 @@ pub(crate) fn proxy_config(env: &TestEnv, service: &str, ledger: &Ledger) -> std
 pub(crate) fn proxy_config_for(
     env: &TestEnv,
     service: &str,
-    upstream: durable_mcp::outbound::UpstreamConfig,
+    upstream: durable_mcp::proxy::UpstreamConfig,
 ) -> std::path::PathBuf {
     let TransportConfig::Stdio { command, args, .. } = upstream.transport else {
         panic!("the mock is a stdio upstream")

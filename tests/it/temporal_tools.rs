@@ -915,7 +915,7 @@ async fn a_read_only_toolset_neither_lists_nor_runs_the_tools_that_change_state(
 /// answered directly and could not find an earlier call again.
 #[tokio::test]
 async fn a_keyed_call_of_a_temporal_tool_is_refused_and_runs_nothing() {
-    use durable_mcp::inbound::server::{Connector, ConnectorOptions};
+    use durable_mcp::connector::server::{Connector, ConnectorOptions};
     let env = TestEnv::shared("ops-keyed").await;
     let connector = Connector::with_local_tools(
         env.client.clone(),
@@ -1073,8 +1073,8 @@ async fn a_bad_allowed_namespaces_list_stops_the_connector_with_the_reason() {
 #[tokio::test]
 async fn a_routed_tool_named_like_a_temporal_tool_is_left_out_naming_both() {
     use durable_mcp::{
-        inbound::server::{Connector, ConnectorOptions},
-        mcp::{listing::LIST_TOOLS, payload},
+        connector::server::{Connector, ConnectorOptions},
+        contract::{listing::LIST_TOOLS, payload},
         nexus::{Service, StartOutcome, start_fn},
     };
     let env = TestEnv::shared("ops-clash").await;

@@ -3,7 +3,7 @@
 //! unchanged: a task caller's task is `failed` with it inlined, a waiting caller gets it as its
 //! JSON-RPC error. A tool error (`isError`) stays a `completed` task.
 
-use durable_mcp::inbound::task_ref::SigningKey;
+use durable_mcp::connector::task_ref::SigningKey;
 use durable_mcp_conformance::fixtures::{Behavior, Ledger, LedgerEvent, UpstreamSpec};
 use serde_json::{Value, json};
 
@@ -12,7 +12,7 @@ use crate::{connector_task_support::connector, support::*};
 /// The standard mock upstream plus tools that always answer a JSON-RPC error (chosen by the
 /// call's arguments): a read-only one a call through the connector makes a task at once, the
 /// same for waiting callers, and a destructive, non-idempotent one; plus `refuse` as a task.
-fn mock_with_jsonrpc_errors(ledger: &Ledger) -> durable_mcp::outbound::UpstreamConfig {
+fn mock_with_jsonrpc_errors(ledger: &Ledger) -> durable_mcp::proxy::UpstreamConfig {
     let mut spec = UpstreamSpec::standard();
     let base = spec.tool("echo").unwrap().clone();
     let tool = |name: &str, annotations: Value, task: bool, behavior: Behavior| {

@@ -8,9 +8,9 @@ use std::{
 };
 
 use durable_mcp::{
-    mcp::payload,
+    contract::payload,
     nexus::{OperationOutcome, StartOperation},
-    outbound::{
+    proxy::{
         TransportConfig,
         auth::{AuthProvider, ClientCredentialsProvider},
         config::{ClientAuth, ClientCredentials},

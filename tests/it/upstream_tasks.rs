@@ -6,11 +6,11 @@
 use std::time::Duration;
 
 use durable_mcp::{
-    inbound::{
+    connector::{
         server::{Connector, ConnectorOptions},
         task_ref::{CallerScope, SigningKey},
     },
-    mcp::payload,
+    contract::payload,
     nexus::{OperationOutcome, StartOperation},
 };
 use durable_mcp_conformance::fixtures::{
@@ -108,8 +108,8 @@ async fn an_upstream_task_is_followed_to_its_result_for_direct_and_task_callers(
     // A task that fails ends the call with its JSON-RPC error, as a call answered with it would
     // (R-PRX-4): -32602 is never retried, and the error reaches the caller unchanged.
     let (_, failed) = start_and_wait(&env, start_tool(&env, "mock", FAILING, "f")).await;
-    let failed = durable_mcp::mcp::outcome::Outcome::from_operation(failed);
-    let durable_mcp::mcp::outcome::Outcome::JsonRpcError(error) = &failed else {
+    let failed = durable_mcp::contract::outcome::Outcome::from_operation(failed);
+    let durable_mcp::contract::outcome::Outcome::JsonRpcError(error) = &failed else {
         panic!("{failed:?}")
     };
     assert_eq!(
@@ -193,7 +193,7 @@ async fn a_retried_attempt_reattaches_to_the_upstream_task_instead_of_calling_ag
     // same task, not call the tool again.
     config.overrides.insert(
         TOOL.into(),
-        durable_mcp::outbound::options::ActivityOptions {
+        durable_mcp::proxy::options::ActivityOptions {
             start_to_close_timeout: Some(Duration::from_secs(2)),
             ..Default::default()
         },

@@ -9,7 +9,7 @@
 use std::{path::Path, time::Duration};
 
 use durable_mcp::{
-    mcp::{call::WorkflowCallToken, errors::ToolCallErrorType, listing::TIMEOUT_META_KEY},
+    contract::{call::WorkflowCallToken, errors::ToolCallErrorType, listing::TIMEOUT_META_KEY},
     temporal::workflow::{WorkflowExecutionStatus, describe_workflow},
     workflow_client::{
         CallOptions, McpTools, NexusOperationCancellationType, WorkflowCancellationToken,
@@ -537,13 +537,13 @@ async fn list_tools_directly(s: &Setup) -> Vec<Value> {
         &s.env.endpoint,
         UPSTREAM_SERVICE,
         "list_tools",
-        durable_mcp::mcp::payload::to_payload(&json!({})).unwrap(),
+        durable_mcp::contract::payload::to_payload(&json!({})).unwrap(),
     );
     let (_, outcome) = start_and_wait(&s.env, start).await;
     let durable_mcp::nexus::OperationOutcome::Succeeded(p) = outcome else {
         panic!("{outcome:?}")
     };
-    durable_mcp::mcp::payload::to_json(&p)
+    durable_mcp::contract::payload::to_json(&p)
         .unwrap()
         .as_array()
         .unwrap()
@@ -845,9 +845,9 @@ async fn the_example_agent_prints_one_result_per_call_equal_to_direct_calls() {
         .unwrap()
         .expect("install @modelcontextprotocol/server-everything");
     let env = TestEnv::shared("wfc-agent").await;
-    let upstream = durable_mcp::outbound::UpstreamConfig {
+    let upstream = durable_mcp::proxy::UpstreamConfig {
         service: "everything".into(),
-        transport: durable_mcp::outbound::TransportConfig::stdio(
+        transport: durable_mcp::proxy::TransportConfig::stdio(
             "node",
             vec![entry.to_string_lossy().into_owned(), "stdio".into()],
         ),

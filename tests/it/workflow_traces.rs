@@ -6,7 +6,7 @@
 use std::{collections::HashMap, time::Duration};
 
 use durable_mcp::{
-    mcp::{payload, trace_context::TRACER_HEADER},
+    contract::{payload, trace_context::TRACER_HEADER},
     workflow_client::{CallOptions, McpTools, TraceContext},
 };
 use durable_mcp_conformance::kit::otlp::{OtlpReceiver, ReceivedSpan};

@@ -12,7 +12,7 @@ use std::{
 };
 
 use anyhow::Context as _;
-use durable_mcp::outbound::UpstreamConfig;
+use durable_mcp::proxy::UpstreamConfig;
 use serde_json::json;
 
 use crate::{
@@ -347,7 +347,7 @@ fn proxy(dir: &Path, i: usize, config: &Path) -> Proc {
                 // One key for both workers, as one deployment's (R-PRX-35): a round may reach
                 // either.
                 .env(
-                    durable_mcp::outbound::state_key::STATE_KEY_ENV,
+                    durable_mcp::proxy::state_key::STATE_KEY_ENV,
                     crate::harness::test_state_key_base64(),
                 );
             Ok(command)

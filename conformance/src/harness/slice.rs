@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use durable_mcp::{
     nexus::OperationClient,
-    outbound::{ProxyOptions, TransportConfig, UpstreamConfig},
+    proxy::{ProxyOptions, TransportConfig, UpstreamConfig},
 };
 use temporalio_client::Connection;
 
@@ -69,7 +69,7 @@ impl Slice {
             // Proxies of one test process share their state key, as workers given one
             // MCP_PROXY_STATE_KEY do (R-PRX-35).
             state_keys: test_state_keys(),
-            max_watched_resources: durable_mcp::outbound::resource_versions::MAX_WATCHED_URIS,
+            max_watched_resources: durable_mcp::proxy::resource_versions::MAX_WATCHED_URIS,
         }
     }
 
@@ -89,14 +89,14 @@ impl Slice {
 }
 
 /// The state keys every proxy this process runs shares (a random key, made once).
-pub fn test_state_keys() -> durable_mcp::outbound::state_key::StateKeys {
-    static KEY: std::sync::OnceLock<durable_mcp::outbound::state_key::StateKey> =
+pub fn test_state_keys() -> durable_mcp::proxy::state_key::StateKeys {
+    static KEY: std::sync::OnceLock<durable_mcp::proxy::state_key::StateKey> =
         std::sync::OnceLock::new();
     let key = KEY.get_or_init(|| {
         let text = test_state_key_base64();
-        durable_mcp::outbound::state_key::StateKey::from_base64(&text).expect("a 32-byte key")
+        durable_mcp::proxy::state_key::StateKey::from_base64(&text).expect("a 32-byte key")
     });
-    durable_mcp::outbound::state_key::StateKeys::shared(key.clone(), Vec::new())
+    durable_mcp::proxy::state_key::StateKeys::shared(key.clone(), Vec::new())
 }
 
 /// This process's test state key in base64, for a proxy run as a child

@@ -2,7 +2,7 @@
 //! in-memory pipe or Streamable HTTP, and the rmcp clients (and raw clients) that talk to it.
 
 use anyhow::Context as _;
-use durable_mcp::inbound::{
+use durable_mcp::connector::{
     http::{self, HttpOptions, HttpServerHandle},
     route::Route,
     server::{Connector, ConnectorOptions},

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use durable_mcp::outbound::{TransportConfig, UpstreamConfig};
+use durable_mcp::proxy::{TransportConfig, UpstreamConfig};
 
 use crate::{
     fixtures::Ledger,

@@ -10,7 +10,7 @@ use std::{
 
 use anyhow::Context as _;
 use durable_mcp::{
-    mcp::payload,
+    contract::payload,
     nexus::{OperationClient, OperationOutcome, StartOperation},
 };
 use rmcp::{RoleClient, ServiceExt as _, model::CallToolRequestParams, service::RunningService};
@@ -406,8 +406,8 @@ fn start_proxy(
 ) -> anyhow::Result<Child> {
     let mut upstream = http_upstream(UPSTREAM_SERVICE, upstream_url)?;
     if inline {
-        let options = durable_mcp::outbound::options::ActivityOptions {
-            execution: Some(durable_mcp::outbound::options::Execution::Inline),
+        let options = durable_mcp::proxy::options::ActivityOptions {
+            execution: Some(durable_mcp::proxy::options::Execution::Inline),
             ..Default::default()
         };
         upstream.overrides.insert("echo".into(), options);
@@ -418,7 +418,7 @@ fn start_proxy(
 /// `durable-mcp-proxy` as a child fronting `upstream` on `slice`.
 pub(super) fn proxy_child(
     slice: &Slice,
-    upstream: durable_mcp::outbound::UpstreamConfig,
+    upstream: durable_mcp::proxy::UpstreamConfig,
     dir: &Path,
 ) -> anyhow::Result<Child> {
     let launcher = ProxyLauncher::on(

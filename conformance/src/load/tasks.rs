@@ -48,8 +48,8 @@ pub const SHORT_TASKS: usize = 50;
 /// and no per-caller share, start rate or per-session request rate (every call comes from one
 /// caller on one session).
 pub fn connector_flags(n: usize) -> Vec<String> {
-    let max_in_flight = (n + 64).max(durable_mcp::inbound::server::DEFAULT_MAX_IN_FLIGHT);
-    let max_connections = (n + 64).max(durable_mcp::inbound::listener::DEFAULT_MAX_CONNECTIONS);
+    let max_in_flight = (n + 64).max(durable_mcp::connector::server::DEFAULT_MAX_IN_FLIGHT);
+    let max_connections = (n + 64).max(durable_mcp::connector::listener::DEFAULT_MAX_CONNECTIONS);
     vec![
         "--max-in-flight".into(),
         max_in_flight.to_string(),
@@ -464,11 +464,11 @@ mod tests {
         let small = connector_flags(50);
         assert_eq!(
             small[1],
-            durable_mcp::inbound::server::DEFAULT_MAX_IN_FLIGHT.to_string()
+            durable_mcp::connector::server::DEFAULT_MAX_IN_FLIGHT.to_string()
         );
         assert_eq!(
             small[3],
-            durable_mcp::inbound::listener::DEFAULT_MAX_CONNECTIONS.to_string()
+            durable_mcp::connector::listener::DEFAULT_MAX_CONNECTIONS.to_string()
         );
     }
 }

@@ -1,5 +1,5 @@
 //! In-process connector replicas, each driven by a real rmcp client over an in-memory pipe or
-//! over Streamable HTTP (`durable_mcp::inbound::http::serve_connector_http` on a loopback port).
+//! over Streamable HTTP (`durable_mcp::connector::http::serve_connector_http` on a loopback port).
 //!
 //! The replicas of a scenario share one signing key (so any of them can serve any task of the
 //! same caller) unless one asks for its own, and route to the scenario's proxy (or native tool
@@ -16,8 +16,8 @@ use std::{
 };
 
 use durable_mcp::{
-    inbound::local::LocalTools,
-    inbound::{
+    connector::local::LocalTools,
+    connector::{
         server::{Connector, ConnectorOptions},
         task_ref::{CallerScope, SigningKey},
     },
@@ -426,8 +426,8 @@ impl Replicas {
 /// A replica's `--trusted-proxy` ranges (R-CON-50), read as the flag reads them.
 fn trusted_proxies(
     ranges: &[String],
-) -> anyhow::Result<durable_mcp::inbound::forwarded::TrustedProxies> {
-    use durable_mcp::inbound::forwarded::{TrustedProxies, parse_trusted_proxy};
+) -> anyhow::Result<durable_mcp::connector::forwarded::TrustedProxies> {
+    use durable_mcp::connector::forwarded::{TrustedProxies, parse_trusted_proxy};
     let nets = ranges
         .iter()
         .map(|r| parse_trusted_proxy(r).map_err(anyhow::Error::msg))

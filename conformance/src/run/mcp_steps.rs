@@ -24,7 +24,7 @@ use super::{
 use crate::scenario::{Expect, ExpectedOutcome, McpCallStep, TaskStep};
 
 /// `_meta` key of the task ID in a companion-tools answer (R-CON-11).
-const TASK_ID_META: &str = durable_mcp::inbound::server::companion::TASK_ID_META;
+const TASK_ID_META: &str = durable_mcp::connector::server::companion::TASK_ID_META;
 /// `_meta` key of the failure's type in a connector's error results (R-CON-4).
 const ERROR_TYPE_META: &str = "io.durable-mcp/errorType";
 /// How long `tasks_get` with `until_done` polls.

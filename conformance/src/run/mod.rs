@@ -17,7 +17,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use durable_mcp::{nexus::OperationClient, outbound::UpstreamConfig};
+use durable_mcp::{nexus::OperationClient, proxy::UpstreamConfig};
 use serde::Serialize;
 
 /// The binaries the runner starts, found as every workspace binary is ([`crate::harness::bins`]).

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use durable_mcp::{
-    mcp::{jsonrpc_error::JsonRpcError, payload},
+    contract::{jsonrpc_error::JsonRpcError, payload},
     nexus::{OperationOutcome, StartOperation},
 };
 use serde_json::{Value, json};
@@ -243,7 +243,7 @@ fn forged_round(
     ),
     Failure,
 > {
-    use durable_mcp::mcp::input::{CANCELLED_ROUND, CancelledRound, INPUT_ROUND, InputRound};
+    use durable_mcp::contract::input::{CANCELLED_ROUND, CancelledRound, INPUT_ROUND, InputRound};
     let state = forged_state(service, &call.tool, &call.arguments, &forged.task_id);
     if forged.cancel {
         let marker = CancelledRound {
@@ -288,7 +288,7 @@ fn forged_state(
 /// (R-NXC-2), any other name the tool's operation (R-NXC-5; a tool named `list_tools` is
 /// `list~5Ftools`).
 fn step_operation(tool: &str) -> String {
-    use durable_mcp::mcp::{listing::LIST_TOOLS, operation_name::operation_for_tool};
+    use durable_mcp::contract::{listing::LIST_TOOLS, operation_name::operation_for_tool};
     if tool == LIST_TOOLS {
         LIST_TOOLS.to_owned()
     } else {

@@ -6,7 +6,7 @@ use std::{
     process::{Command, Stdio},
 };
 
-use durable_mcp::outbound::{ProxyOptions, TransportConfig, UpstreamConfig};
+use durable_mcp::proxy::{ProxyOptions, TransportConfig, UpstreamConfig};
 
 use crate::{
     harness::{Slice, TetheredChild},
@@ -95,7 +95,7 @@ impl ProxyLauncher {
             .env(PROXY_SECRET_VAR, "for the proxy only")
             // Shared with every proxy of the run, as one deployment's workers (R-PRX-35).
             .env(
-                durable_mcp::outbound::state_key::STATE_KEY_ENV,
+                durable_mcp::proxy::state_key::STATE_KEY_ENV,
                 crate::harness::test_state_key_base64(),
             )
             .stdin(Stdio::null())
@@ -319,7 +319,7 @@ mod tests {
             serde_json::from_str(r#"{"start_to_close_timeout": "2s"}"#).unwrap(),
         );
         let text = proxy_toml("127.0.0.1:7233", "ns", "tq", &[stdio, http]).unwrap();
-        let read = durable_mcp::outbound::config::parse(&text, &|_| None).unwrap();
+        let read = durable_mcp::proxy::config::parse(&text, &|_| None).unwrap();
         assert_eq!(read.worker.task_queue, "tq");
         let services: Vec<&str> = read.upstreams.iter().map(|u| u.service.as_str()).collect();
         assert_eq!(services, ["stdio-svc", "http-svc"]);

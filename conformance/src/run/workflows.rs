@@ -105,7 +105,7 @@ pub(crate) async fn wait_heartbeat(
     use temporalio_protos::temporal::api::workflowservice::v1::ListActivityExecutionsRequest;
     let started = std::time::Instant::now();
     // The proxy's call Activity ids: `mcp/<service>/<operation>/<Nexus request id>`.
-    let operation = durable_mcp::mcp::operation_name::operation_for_tool(&step.tool);
+    let operation = durable_mcp::contract::operation_name::operation_for_tool(&step.tool);
     let prefix = format!("mcp/{}/{operation}/", env.service);
     let connection = env.client.connection().clone();
     loop {

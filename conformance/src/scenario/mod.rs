@@ -355,11 +355,10 @@ pub struct ProxyDef {
     /// The upstream's call options (`proxy.toml`'s `activity_options`): where calls run, how
     /// missing hints are read, timeouts.
     #[serde(default)]
-    pub activity_options: durable_mcp::outbound::options::ActivityOptions,
+    pub activity_options: durable_mcp::proxy::options::ActivityOptions,
     /// Per-tool activity options (`proxy.toml`'s `overrides.<tool>`): timeouts, retry policy.
     #[serde(default)]
-    pub overrides:
-        std::collections::BTreeMap<String, durable_mcp::outbound::options::ActivityOptions>,
+    pub overrides: std::collections::BTreeMap<String, durable_mcp::proxy::options::ActivityOptions>,
     /// `[worker] max_watched_resources`: resource URIs watched per upstream (R-PRX-36).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_watched_resources: Option<usize>,
@@ -452,11 +451,12 @@ impl ConnectorDef {
         &self,
         service: &str,
         endpoint: &str,
-    ) -> Result<durable_mcp::inbound::route::Route, durable_mcp::inbound::route::RouteError> {
+    ) -> Result<durable_mcp::connector::route::Route, durable_mcp::connector::route::RouteError>
+    {
         let mut keys = self.route.clone().unwrap_or_default();
         keys.insert("service".into(), service.into());
         keys.insert("endpoint".into(), endpoint.into());
-        durable_mcp::inbound::route::parse_route(&serde_json::Value::Object(keys).to_string())
+        durable_mcp::connector::route::parse_route(&serde_json::Value::Object(keys).to_string())
     }
 }
 

@@ -4,7 +4,7 @@
 //! of a read-only tool differ, the places where they differ are the tool's own variation, and
 //! the durable result is compared everywhere else.
 
-use durable_mcp::mcp::call::{CallNotification, CallNotifications};
+use durable_mcp::contract::call::{CallNotification, CallNotifications};
 use serde_json::Value;
 
 use super::report::Status;
@@ -257,7 +257,7 @@ mod tests {
 
     #[test]
     fn progress_and_log_messages_are_compared_in_order() {
-        use durable_mcp::mcp::call::{ToolLog, ToolProgress};
+        use durable_mcp::contract::call::{ToolLog, ToolProgress};
         let progress = |p: f64| {
             CallNotification::Progress(ToolProgress {
                 progress: p,

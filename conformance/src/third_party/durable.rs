@@ -9,15 +9,15 @@ use std::{
 };
 
 use durable_mcp::{
-    inbound::server::{Connector, ConnectorOptions},
-    mcp::{
+    connector::server::{Connector, ConnectorOptions},
+    contract::{
         call::{CallNotifications, CallToken},
         payload,
     },
     nexus::{
         OperationClient, OperationOutcome, OperationRef, StartContext, StartOperation, StartOutcome,
     },
-    outbound::{
+    proxy::{
         discovery::Discovery,
         service::{ServiceContext, proxy_service},
         upstream::UpstreamClient,
@@ -100,7 +100,7 @@ impl DurablePath {
             unique_name(&format!("third-party-{tool}")),
             &self.endpoint,
             UPSTREAM_SERVICE,
-            durable_mcp::mcp::operation_name::operation_for_tool(tool),
+            durable_mcp::contract::operation_name::operation_for_tool(tool),
             payload,
         );
         start.schedule_to_close = Some(CALL_TIMEOUT);
@@ -143,7 +143,7 @@ impl DurablePath {
             .await
             .map_err(|e| self.with_proxy_error(format!("waiting for {operation}: {e}")))?;
         if let OperationOutcome::Succeeded(p) = &outcome
-            && let Some(error) = durable_mcp::mcp::jsonrpc_error::JsonRpcError::from_payload(p)
+            && let Some(error) = durable_mcp::contract::jsonrpc_error::JsonRpcError::from_payload(p)
         {
             let error = error?;
             return Ok(serde_json::json!({ "error": error.to_object() }));
@@ -432,7 +432,7 @@ impl DurablePath {
             overrides: BTreeMap::new(),
             discovery,
             codec: None,
-            state_keys: durable_mcp::outbound::state_key::StateKeys::per_process(),
+            state_keys: durable_mcp::proxy::state_key::StateKeys::per_process(),
         });
         let Some(handler) = service.handler(tool).cloned() else {
             return (

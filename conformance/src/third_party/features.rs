@@ -5,7 +5,7 @@
 //! a tool whose direct answer asks for input must ask the same through the durable path (the
 //! round ends with the requests as written, R-PRX-29). One line for the server sums them up.
 
-use durable_mcp::outbound::upstream::{CallAnswer, TaskState, UpstreamClient, next_poll_delay};
+use durable_mcp::proxy::upstream::{CallAnswer, TaskState, UpstreamClient, next_poll_delay};
 use rmcp::model::JsonObject;
 use serde_json::Value;
 

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use durable_mcp::inbound::{http::HttpOptions, server::ConnectorOptions};
+use durable_mcp::connector::{http::HttpOptions, server::ConnectorOptions};
 use rmcp::model::{JsonObject, TASKS_EXTENSION_ID};
 use serde_json::{Value, json};
 use tokio_util::sync::DropGuard;

@@ -3,7 +3,7 @@
 //! `durable-mcp-conformance run --upstream-stdio "CMD ARGS"` or `--upstream-http URL`:
 //! 1. **discovery**: lists the upstream's tools directly (rmcp client);
 //! 2. **retry-policy/<tool>**: the retry policy the proxy infers from each tool's annotations,
-//!    and why ([`durable_mcp::outbound::retry::infer`]); **unannotated-tools**: the tools whose
+//!    and why ([`durable_mcp::proxy::retry::infer`]); **unannotated-tools**: the tools whose
 //!    policy rests on hints they do not give, and what that means (R-PRX-38);
 //! 3. **fidelity/<tool>**: for the tools allowed (read-only by default, plus `--allow-tool`),
 //!    calls each directly and through the durable path (a Nexus operation on a proxy fronting
@@ -45,8 +45,8 @@ use std::{collections::BTreeMap, path::Path, time::Duration};
 
 use anyhow::Context;
 use durable_mcp::{
-    mcp::call::CallNotifications,
-    outbound::{
+    contract::call::CallNotifications,
+    proxy::{
         retry::{ToolHints, infer, unannotated_note},
         upstream::UpstreamClient,
     },

@@ -5,8 +5,8 @@
 //! is equal or different, and one line for the server sums them up.
 
 use durable_mcp::{
-    mcp::features::{self, Feature},
-    outbound::upstream::{UpstreamClient, UpstreamError},
+    contract::features::{self, Feature},
+    proxy::upstream::{UpstreamClient, UpstreamError},
 };
 use serde_json::{Map, Value, json};
 

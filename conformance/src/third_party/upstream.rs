@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Context;
-use durable_mcp::outbound::TransportConfig;
+use durable_mcp::proxy::TransportConfig;
 use rmcp::{
     RoleClient, ServiceExt,
     service::RunningService,

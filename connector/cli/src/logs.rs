@@ -102,7 +102,7 @@ mod tests {
             tracing::info!(target: "rmcp::service", "Service initialized as server");
             tracing::warn!(target: "rmcp::service", id = 1, "Error sending response");
             tracing::error!(target: "rmcp::service", error = "channel closed", "failed to send");
-            tracing::debug!(target: "durable_mcp::inbound", tool = "echo", arguments_bytes = 42, "tool call started");
+            tracing::debug!(target: "durable_mcp_connector::server", tool = "echo", arguments_bytes = 42, "tool call started");
             tracing::debug!(target: "rmcpx", request = 1, "another crate");
         });
         let seen = seen.0.lock().unwrap().clone();
@@ -112,7 +112,7 @@ mod tests {
                 "rmcp::service INFO message",
                 "rmcp::service WARN id,message",
                 "rmcp::service ERROR error,message",
-                "durable_mcp::inbound DEBUG arguments_bytes,message,tool",
+                "durable_mcp_connector::server DEBUG arguments_bytes,message,tool",
                 "rmcpx DEBUG message,request",
             ],
         );

@@ -19,14 +19,14 @@ use std::time::Duration;
 
 use durable_mcp::native::input::finish;
 use durable_mcp::{
-    mcp::call::ToolProgress,
+    contract::call::ToolProgress,
     native::{
         AskInput, BuildError, CompletionRequest, Contents, Prompt, PromptMessages, Resource, Round,
         Structured, Tool, ToolFailure, ToolResult, ToolService, report_progress,
         sleep_unless_cancelled,
     },
     nexus::{NexusWorker, NexusWorkerOptions, Service},
-    outbound::{Proxy, UpstreamConfig},
+    proxy::{Proxy, UpstreamConfig},
     temporal::TemporalConnection,
 };
 use schemars::JsonSchema;
