@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 /// The largest POST body the connector reads (rmcp's default, set on its service as well).
 pub const MAX_REQUEST_BODY_BYTES: usize = 4 * 1024 * 1024;
 
-/// Axum middleware around rmcp's `StreamableHttpService`, mounted by the `inbound::http`
+/// Axum middleware around rmcp's `StreamableHttpService`, mounted by the `http` module's
 /// router (a library host mounting the connector itself adds it the same way).
 pub async fn answer_unreadable_bodies(request: Request, next: Next) -> Response {
     if request.method() != Method::POST || !says_json(request.headers().get(CONTENT_TYPE)) {

@@ -62,7 +62,8 @@ pub fn call_timeout(explicit: Option<Duration>, advertised: Option<Duration>) ->
 }
 
 /// The Nexus operation a call (or a listing) schedules; `operation` is the Nexus operation's
-/// name (a tool's is `mcp::operation_name::operation_for_tool` of it, R-NXC-5).
+/// name (a tool's is `durable_mcp_contract::operation_name::operation_for_tool` of it,
+/// R-NXC-5).
 pub fn nexus_options(
     endpoint: &str,
     service: &str,

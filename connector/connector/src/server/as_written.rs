@@ -41,7 +41,7 @@ impl Written {
 }
 
 /// The answers of one HTTP request as they are to be written, by JSON-RPC id: put in the
-/// request's extensions by the `inbound::as_written_http` middleware before rmcp sees the
+/// request's extensions by the `as_written_http` middleware before rmcp sees the
 /// request, filled by the typed handler (rmcp hands the request's HTTP parts to it), and taken
 /// when the response body is written. It lives as long as that one request, so nothing outlives
 /// the answer (a session's are also kept a while for replays, within bounds, R-CON-38).

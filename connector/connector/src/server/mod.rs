@@ -318,7 +318,7 @@ impl Connector {
 /// the answer as it is to be written can be handed back beside rmcp's typed one. rmcp's
 /// Streamable HTTP service needs a `ServerHandler` and serves this one ([`Connector::typed`]),
 /// one per session; its answers as written go into the HTTP request's
-/// [`as_written::HttpAnswers`] instead (see the `inbound::as_written_http` module).
+/// [`as_written::HttpAnswers`] instead (see the crate's `as_written_http` module).
 #[derive(Clone)]
 pub struct Typed {
     connector: Connector,
