@@ -13,6 +13,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use durable_mcp_contract::json::json_kind;
 use hmac::{Hmac, KeyInit as _, Mac as _};
 use serde_json::{Map, Value};
 use sha2::Sha256;
@@ -110,17 +111,6 @@ fn validate(field: &'static str, key: &str) -> Result<(), IdempotencyError> {
     Ok(())
 }
 
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// The idempotency key of a request's `_meta`, if it has one.
 ///
 /// `idempotencyKey` wins over `idempotency_key`; both present with different values is an
@@ -138,7 +128,7 @@ pub fn key_from_meta(
     let Value::String(key) = value else {
         return Err(IdempotencyError::NotAString {
             field,
-            found: json_type(value),
+            found: json_kind(value),
         });
     };
     validate(field, key)?;

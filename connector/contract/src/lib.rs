@@ -15,6 +15,7 @@
 //! - [`payload`]: MCP values as Temporal payloads (`json/plain`, the `CallToolResult` marker,
 //!   the codec hook).
 //! - [`trace_context`]: the names a call's W3C trace context travels under.
+//! - [`json`]: a JSON value's kind as messages name it.
 //!
 //! Plain data and pure rules only: no network, no runtime. The I/O is in the crates above.
 
@@ -22,6 +23,7 @@ pub mod call;
 pub mod errors;
 pub mod features;
 pub mod input;
+pub mod json;
 pub mod jsonrpc_error;
 pub mod listing;
 pub mod operation;

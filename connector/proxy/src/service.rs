@@ -25,6 +25,7 @@ use durable_mcp_contract::{
     call::CallToken,
     errors::ToolCallErrorType,
     input::{INPUT_REQUIRED, PARTIAL_ROUND, partial_round_outcome},
+    json::json_kind,
     listing::{
         LIST_TOOLS, ToolListing, advertise_inline, advertise_one_attempt, advertise_timeout,
         asks_for_instructions, requires_task, tool_name,
@@ -479,16 +480,5 @@ impl OperationHandler for ToolCall {
             .await
             .map_err(|s| HandlerError::new(HandlerErrorKind::Unavailable, s.message().to_owned()))
         })
-    }
-}
-
-fn json_kind(v: &serde_json::Value) -> &'static str {
-    match v {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::String(_) => "a string",
-        serde_json::Value::Array(_) => "an array",
-        serde_json::Value::Object(_) => "an object",
     }
 }
