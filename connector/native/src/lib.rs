@@ -57,9 +57,9 @@
 //! error type). Results travel as payloads marked `CallToolResult` (R-PAY-2).
 
 pub mod completion;
+pub mod features;
 pub mod input;
 pub mod names;
-pub mod resources;
 pub mod result;
 pub mod service;
 pub mod sync;
@@ -67,9 +67,15 @@ pub mod tool;
 pub mod workflow;
 
 pub use completion::CompletionRequest;
+pub use features::{Contents, Prompt, PromptMessages, Resource, ResourceTemplate};
 pub use input::{Answer, AskInput, InputAnswers, Round};
-pub use resources::{Contents, Prompt, PromptMessages, Resource, ResourceTemplate};
 pub use result::{IntoToolResult, Structured, ToolFailure, ToolResult};
 pub use service::{BuildError, ToolService};
 pub use tool::Tool;
 pub use workflow::{report_progress, sleep_unless_cancelled};
+
+/// The [`features`] module's name before 0.2.0.
+#[deprecated(since = "0.2.0", note = "renamed `features`, as in the other crates")]
+pub mod resources {
+    pub use crate::features::*;
+}

@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::{
+    features::{Prompt, Published, Resource, ResourceTemplate},
     names::name_problem,
-    resources::{Prompt, Published, Resource, ResourceTemplate},
     tool::{BuildContext, Tool},
 };
 use durable_mcp_contract::{
