@@ -12,7 +12,7 @@ use super::{
     history::{Call, CallKind, End, FaultKind, FaultRecord, History},
     schedule::Planned,
 };
-use crate::report::{Event, Outcome, RunKind, Verdict as CaseVerdict};
+use crate::report::{CaseOutcome, Event, RunKind, Verdict as CaseVerdict};
 
 /// How fast the calls it touches came back after one kind of fault healed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -300,7 +300,7 @@ impl ChaosReport {
             let mut output = vec![c.promise.to_owned()];
             output.extend(c.failures.iter().cloned());
             output.extend(c.notes.iter().cloned());
-            events.push(Event::Finished(Outcome {
+            events.push(Event::Finished(CaseOutcome {
                 name: format!("chaos/{}", c.check),
                 suite: "chaos".into(),
                 verdict,

@@ -19,7 +19,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use futures::StreamExt as _;
 
-use crate::report::{Outcome, Verdict};
+use crate::report::{CaseOutcome, Verdict};
 use cases::Family;
 use judge::Finding;
 
@@ -379,8 +379,8 @@ impl FuzzReport {
     }
 
     /// The run as report cases: one per family, the server's memory and its panics.
-    pub fn outcomes(&self, replay: &str) -> Vec<Outcome> {
-        let mut outcomes: Vec<Outcome> = Family::ALL
+    pub fn outcomes(&self, replay: &str) -> Vec<CaseOutcome> {
+        let mut outcomes: Vec<CaseOutcome> = Family::ALL
             .iter()
             .map(|family| self.family_outcome(*family, replay))
             .collect();
@@ -389,7 +389,7 @@ impl FuzzReport {
         outcomes
     }
 
-    fn family_outcome(&self, family: Family, replay: &str) -> Outcome {
+    fn family_outcome(&self, family: Family, replay: &str) -> CaseOutcome {
         let sent = self.sent.get(&family).copied().unwrap_or(0);
         let found: Vec<&CaseFinding> = self
             .findings
@@ -423,7 +423,7 @@ impl FuzzReport {
         outcome(&format!("fuzz/{}", family.name()), verdict, output)
     }
 
-    fn memory_outcome(&self) -> Outcome {
+    fn memory_outcome(&self) -> CaseOutcome {
         let Some((before, after)) = self.rss_kib else {
             return outcome(
                 "fuzz/memory",
@@ -460,7 +460,7 @@ impl FuzzReport {
         outcome("fuzz/memory", verdict, output)
     }
 
-    fn panics_outcome(&self) -> Outcome {
+    fn panics_outcome(&self) -> CaseOutcome {
         match &self.panics {
             None => outcome(
                 "fuzz/panics",
@@ -515,8 +515,8 @@ fn median_and_peak(readings: &[u64]) -> Option<(u64, u64)> {
     Some((*sorted.get(sorted.len() / 2)?, *sorted.last()?))
 }
 
-fn outcome(name: &str, verdict: Verdict, output: String) -> Outcome {
-    Outcome {
+fn outcome(name: &str, verdict: Verdict, output: String) -> CaseOutcome {
+    CaseOutcome {
         name: name.to_owned(),
         suite: "fuzz".to_owned(),
         verdict,
@@ -578,7 +578,7 @@ mod tests {
         let outcomes = report.outcomes("durable-mcp-conformance fuzz --url U");
         let names: Vec<String> = outcomes.iter().map(|o| o.name.clone()).collect();
         assert_eq!(names, planned());
-        let failed: Vec<&Outcome> = outcomes
+        let failed: Vec<&CaseOutcome> = outcomes
             .iter()
             .filter(|o| matches!(o.verdict, Verdict::Fail(_)))
             .collect();

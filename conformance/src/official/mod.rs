@@ -26,7 +26,7 @@ use crate::{
         process::HttpConnectorProcess,
         upstreams::{http_upstream, mock_stdio_upstream_with_args},
     },
-    report::{Outcome, Verdict},
+    report::{CaseOutcome, Verdict},
 };
 
 /// The Nexus service the fixture is fronted as.
@@ -195,7 +195,7 @@ pub fn case_name(release: &Release, transport: Transport, scenario: &str) -> Str
 pub async fn run(
     server: &DevServer,
     options: &OfficialOptions,
-    mut on_case: impl FnMut(Outcome),
+    mut on_case: impl FnMut(CaseOutcome),
 ) -> anyhow::Result<()> {
     let planned = options.planned();
     let mut suites = std::collections::BTreeMap::new();
@@ -225,7 +225,7 @@ pub async fn run(
                 (_, Err(why), _) => (Verdict::Fail(why.clone()), String::new()),
                 (Ok(suite), Ok(path), None) => scenario_verdict(suite, scenario, &path.url()).await,
             };
-            on_case(Outcome {
+            on_case(CaseOutcome {
                 name,
                 suite: format!("official-{}", release.version),
                 verdict,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::outcome::{Counts, Outcome, Verdict};
+use super::case_outcome::{CaseOutcome, Counts, Verdict};
 
 /// What kind of run emits the events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -50,7 +50,7 @@ pub enum Event {
         planned: Vec<String>,
     },
     /// A case finished (passed, failed or was skipped).
-    Finished(Outcome),
+    Finished(CaseOutcome),
     /// The run ended after `duration`.
     Ended { duration: Duration },
 }
@@ -60,7 +60,7 @@ pub enum Event {
 /// printed around them).
 pub fn progress_line(event: &Event) -> Option<String> {
     match event {
-        Event::Finished(outcome) => Some(super::outcome::progress_line(outcome)),
+        Event::Finished(outcome) => Some(super::case_outcome::progress_line(outcome)),
         Event::Started { .. } | Event::Ended { .. } => None,
     }
 }
@@ -71,7 +71,7 @@ pub struct Recorder {
     kind: Option<RunKind>,
     target: String,
     planned: Vec<String>,
-    outcomes: Vec<Outcome>,
+    outcomes: Vec<CaseOutcome>,
     duration: Option<Duration>,
 }
 
@@ -108,7 +108,7 @@ impl Recorder {
     /// The run so far: cases in planned order (then unplanned ones as they came), so reports
     /// do not depend on which parallel case finished first.
     pub fn record(&self) -> RunRecord {
-        let position = |o: &Outcome| {
+        let position = |o: &CaseOutcome| {
             self.planned
                 .iter()
                 .position(|p| *p == o.name)
@@ -133,7 +133,7 @@ pub struct RunRecord {
     pub target: String,
     pub duration: Option<Duration>,
     pub counts: Counts,
-    pub cases: Vec<Outcome>,
+    pub cases: Vec<CaseOutcome>,
 }
 
 impl RunRecord {
@@ -150,7 +150,7 @@ impl RunRecord {
         self.counts.failed == 0
     }
 
-    pub fn case(&self, name: &str) -> Option<&Outcome> {
+    pub fn case(&self, name: &str) -> Option<&CaseOutcome> {
         self.cases.iter().find(|c| c.name == name)
     }
 
@@ -212,7 +212,7 @@ impl RunRecord {
     /// JUnit XML: one suite per family or kind of check, one case each.
     pub fn junit(&self) -> anyhow::Result<String> {
         let (report, prefix) = self.kind.junit_names();
-        super::outcome::junit(report, prefix, &self.cases, self.duration)
+        super::case_outcome::junit(report, prefix, &self.cases, self.duration)
     }
 
     /// The JSON report: the same fields for both kinds of run.
@@ -224,7 +224,7 @@ impl RunRecord {
             "passed": self.counts.passed,
             "failed": self.counts.failed,
             "skipped": self.counts.skipped,
-            "cases": self.cases.iter().map(Outcome::json).collect::<Vec<_>>(),
+            "cases": self.cases.iter().map(CaseOutcome::json).collect::<Vec<_>>(),
         })
     }
 
@@ -257,7 +257,7 @@ mod tests {
     /// A small bundled run whose cases finish out of planned order, one of each verdict.
     fn events() -> Vec<Event> {
         let case = |name: &str, verdict, ms, rules: &[&str], output: &str| {
-            Event::Finished(Outcome {
+            Event::Finished(CaseOutcome {
                 name: name.into(),
                 suite: name.split('/').next().unwrap().into(),
                 verdict,
@@ -335,7 +335,7 @@ mod tests {
     #[test]
     fn a_third_party_stream_keeps_its_order_and_names() {
         let check = |name: &str, verdict| {
-            Event::Finished(Outcome {
+            Event::Finished(CaseOutcome {
                 name: name.into(),
                 suite: name.split('/').next().unwrap().into(),
                 verdict,

@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use crate::run::ScenarioResult;
 
+mod case_outcome;
 mod event;
-mod outcome;
+pub use case_outcome::{CaseOutcome, Counts, Verdict, junit};
 pub use event::{Event, Recorder, RunKind, RunRecord, progress_line};
-pub use outcome::{Counts, Outcome, Verdict, junit};
 
-/// A scenario's result as an [`Outcome`] (the case its `Event::Finished` carries).
-pub fn scenario_outcome(r: &ScenarioResult) -> Outcome {
-    Outcome {
+/// A scenario's result as a [`CaseOutcome`] (the case its `Event::Finished` carries).
+pub fn scenario_outcome(r: &ScenarioResult) -> CaseOutcome {
+    CaseOutcome {
         name: r.id.clone(),
         suite: r.family.clone(),
         verdict: if r.passed {

@@ -1,11 +1,11 @@
-//! The third-party checks as they are made. Each becomes an [`Outcome`] (an `Event::Finished`),
+//! The third-party checks as they are made. Each becomes a [`CaseOutcome`] (an `Event::Finished`),
 //! and the summary, JUnit and JSON come from the one report model in `crate::report`.
 
 use std::fmt;
 
 use serde::Serialize;
 
-use crate::report::{Event, Outcome, RunKind, RunRecord, Verdict};
+use crate::report::{CaseOutcome, Event, RunKind, RunRecord, Verdict};
 
 /// The outcome of one check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -35,9 +35,9 @@ impl Check {
 }
 
 impl Check {
-    /// This check as an [`Outcome`] (progress lines, counts and JUnit for both kinds of run).
-    pub fn outcome(&self) -> Outcome {
-        Outcome {
+    /// This check as a [`CaseOutcome`] (progress lines, counts and JUnit for both kinds of run).
+    pub fn outcome(&self) -> CaseOutcome {
+        CaseOutcome {
             name: self.name.clone(),
             suite: self.kind().to_owned(),
             verdict: match &self.status {

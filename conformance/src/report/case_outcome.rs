@@ -1,5 +1,5 @@
 //! The one test-case model both kinds of run report through: a bundled scenario and a
-//! third-party check each become an [`Outcome`] (carried by `Event::Finished`), and one JUnit
+//! third-party check each become a [`CaseOutcome`] (carried by `Event::Finished`), and one JUnit
 //! writer renders them.
 
 use std::time::Duration;
@@ -18,7 +18,7 @@ pub enum Verdict {
 
 /// One finished test case.
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub struct CaseOutcome {
     /// `retry-inference/read-only-flaky-is-retried`, `fidelity/get-sum`.
     pub name: String,
     /// The JUnit suite it belongs to (scenario family, check kind).
@@ -31,7 +31,7 @@ pub struct Outcome {
     pub output: String,
 }
 
-impl Outcome {
+impl CaseOutcome {
     /// The case in the JSON report.
     pub fn json(&self) -> serde_json::Value {
         let (status, reason) = match &self.verdict {
@@ -52,7 +52,7 @@ impl Outcome {
 }
 
 /// The line printed as a test case finishes: `PASS name (1.2 s)`, then the reason indented.
-pub fn progress_line(o: &Outcome) -> String {
+pub fn progress_line(o: &CaseOutcome) -> String {
     let (tag, why) = match &o.verdict {
         Verdict::Pass => ("PASS", None),
         Verdict::Fail(why) => ("FAIL", Some(why)),
@@ -77,7 +77,7 @@ pub struct Counts {
 }
 
 impl Counts {
-    pub fn of(outcomes: &[Outcome]) -> Self {
+    pub fn of(outcomes: &[CaseOutcome]) -> Self {
         let mut c = Self::default();
         for o in outcomes {
             match o.verdict {
@@ -100,12 +100,12 @@ impl std::fmt::Display for Counts {
     }
 }
 
-/// JUnit XML named `report`: one suite per [`Outcome::suite`] (in first-seen order), one case
+/// JUnit XML named `report`: one suite per [`CaseOutcome::suite`] (in first-seen order), one case
 /// each, classnames `<prefix>.<suite>`.
 pub fn junit(
     report: &str,
     prefix: &str,
-    outcomes: &[Outcome],
+    outcomes: &[CaseOutcome],
     time: Option<Duration>,
 ) -> anyhow::Result<String> {
     let mut out = Report::new(report);
@@ -159,7 +159,7 @@ mod tests {
 
     #[test]
     fn one_suite_per_group_with_reasons_and_skips() {
-        let case = |name: &str, suite: &str, verdict| Outcome {
+        let case = |name: &str, suite: &str, verdict| CaseOutcome {
             name: name.into(),
             suite: suite.into(),
             verdict,
