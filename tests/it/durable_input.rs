@@ -634,8 +634,8 @@ async fn a_task_cancelled_while_it_waits_for_input_reads_cancelled_and_a_later_a
 /// still reads as waiting for input.
 #[tokio::test]
 async fn a_cancel_does_not_take_a_next_round_someone_else_started() {
-    use durable_mcp::mcp::input::{INPUT_ROUND, InputRequired, next_round_id};
-    use durable_mcp::mcp::{operation::OperationOutcome, payload};
+    use durable_mcp::contract::input::{INPUT_ROUND, InputRequired, next_round_id};
+    use durable_mcp::contract::{operation::OperationOutcome, payload};
     use durable_mcp::nexus::StartOperation;
     let (env, _ledger, _proxy, key) = setup("durable-input-foreign-cancel").await;
     let (owner, task_id, _) = owner_waiting(&env, &key, json!({"path": "/data"})).await;
