@@ -672,12 +672,7 @@ async fn a_cancel_does_not_take_a_next_round_someone_else_started() {
         foreign_run.cancellation, None,
         "the owner's cancel reached the foreign run"
     );
-    let read = owner
-        .peer()
-        .get_task(GetTaskParams::new(&task_id))
-        .await
-        .unwrap();
-    let read = serde_json::to_value(&read).unwrap();
+    let read = task_now(&owner, &task_id).await;
     assert_eq!(read["status"], "input_required", "{read}");
     owner.cancel().await.unwrap();
 }
