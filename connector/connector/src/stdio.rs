@@ -30,6 +30,14 @@ use tokio_util::{
 /// The longest line read (rmcp's own bound, which HTTP's 4 MiB body limit stays under).
 pub const MAX_LINE_BYTES: usize = 16 << 20;
 
+/// At most what a transport buffer keeps between lines (R-CON-30): a buffer never shrinks by
+/// itself, so one line up to [`MAX_LINE_BYTES`] read, or one long answer written, held that
+/// much memory for the rest of the process's life, and the next longer one more.
+const KEPT_BUFFER_BYTES: usize = 64 << 10;
+
+/// What a buffer let go of starts with again (tokio-util's own first capacity).
+const FRESH_BUFFER_BYTES: usize = 8 << 10;
+
 /// The connector's stdio transport on the process's stdin and stdout.
 pub fn stdio() -> LineTransport<tokio::io::Stdin, tokio::io::Stdout> {
     LineTransport::new(tokio::io::stdin(), tokio::io::stdout())
@@ -66,11 +74,10 @@ where
     ) -> impl Future<Output = Result<(), std::io::Error>> + Send + 'static {
         let write = self.write.clone();
         async move {
-            write
-                .lock()
-                .await
-                .send(Outgoing::Message(Box::new(item)))
-                .await
+            let mut write = write.lock().await;
+            write.send(Outgoing::Message(Box::new(item))).await?;
+            release_written(&mut write);
+            Ok(())
         }
     }
 
@@ -81,6 +88,7 @@ where
                 write.feed(Outgoing::Raw(refusal.clone())).await.ok()?;
                 self.pending = None;
                 write.flush().await.ok()?;
+                release_written(&mut write);
             }
             let line = match self.read.next().await? {
                 Ok(Line::Text(line)) => line,
@@ -124,6 +132,25 @@ pub fn refusal_of_line(line: &[u8]) -> Option<Value> {
     Some(crate::unreadable_body::refusal(line))
 }
 
+/// Lets go of the memory a long line grew `buf` to (`spent`: the bytes just split off it), keeping
+/// what it holds; the line split off holds its own part until it is dropped.
+fn release_read(buf: &mut BytesMut, spent: usize) {
+    if spent + buf.capacity() > KEPT_BUFFER_BYTES && buf.len() <= KEPT_BUFFER_BYTES {
+        let mut kept = BytesMut::with_capacity(FRESH_BUFFER_BYTES.max(buf.len()));
+        kept.extend_from_slice(buf);
+        *buf = kept;
+    }
+}
+
+/// Lets go of the memory a long message grew the write buffer to, once it is written.
+fn release_written<W>(write: &mut FramedWrite<W, Lines>) {
+    if write.write_buffer().is_empty()
+        && std::mem::take(&mut write.encoder_mut().written) > KEPT_BUFFER_BYTES
+    {
+        *write.write_buffer_mut() = BytesMut::with_capacity(FRESH_BUFFER_BYTES);
+    }
+}
+
 /// A line read, or the mark of one dropped for its length.
 #[derive(Debug, PartialEq)]
 enum Line {
@@ -146,6 +173,8 @@ struct Lines {
     searched: usize,
     /// Dropping the rest of a line that was too long.
     dropping: bool,
+    /// The most the write buffer held since it was last let go of ([`release_written`]).
+    written: usize,
 }
 
 impl Decoder for Lines {
@@ -165,6 +194,7 @@ impl Decoder for Lines {
             return Ok(None);
         };
         let mut line = buf.split_to(at + 1);
+        release_read(buf, at + 1);
         self.searched = 0;
         line.truncate(at);
         if line.last() == Some(&b'\r') {
@@ -191,6 +221,7 @@ impl Encoder<Outgoing> for Lines {
     fn encode(&mut self, item: Outgoing, dst: &mut BytesMut) -> Result<(), std::io::Error> {
         serde_json::to_writer(dst.writer(), &item)?;
         dst.put_u8(b'\n');
+        self.written = self.written.max(dst.len());
         Ok(())
     }
 }
@@ -276,5 +307,50 @@ mod tests {
             (refusal["id"].clone(), refusal["error"]["code"].clone()),
             (json!(5), json!(-32602))
         );
+    }
+
+    #[tokio::test]
+    async fn a_long_line_or_message_leaves_no_large_buffer_behind() {
+        let (client, server) = tokio::io::duplex(1 << 16);
+        let (server_read, server_write) = tokio::io::split(server);
+        let mut transport = LineTransport::new(server_read, server_write);
+        let (client_read, mut client_write) = tokio::io::split(client);
+        let answers = tokio::spawn(async move {
+            let mut answers = BufReader::new(client_read).lines();
+            while let Ok(Some(_)) = answers.next_line().await {}
+        });
+        let long = format!("{{\"pad\":\"{}\"}}\n", "x".repeat(4 << 20));
+        let writing = tokio::spawn(async move {
+            client_write.write_all(long.as_bytes()).await.unwrap();
+            let ping = concat!(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#, "\n");
+            client_write.write_all(ping.as_bytes()).await.unwrap();
+            client_write
+        });
+        let ping = transport.receive().await.unwrap();
+        assert!(serde_json::to_string(&ping).unwrap().contains("ping"));
+        let read = transport.read.read_buffer().capacity();
+        assert!(
+            read <= KEPT_BUFFER_BYTES,
+            "the read buffer kept {read} bytes"
+        );
+        let long = rmcp::ErrorData::internal_error("x".repeat(4 << 20), None);
+        let id = rmcp::model::RequestId::Number(1);
+        transport
+            .send(ServerJsonRpcMessage::error(long, Some(id.clone())))
+            .await
+            .unwrap();
+        let short = rmcp::ErrorData::internal_error("short", None);
+        transport
+            .send(ServerJsonRpcMessage::error(short, Some(id)))
+            .await
+            .unwrap();
+        let written = transport.write.lock().await.write_buffer().capacity();
+        assert!(
+            written <= KEPT_BUFFER_BYTES,
+            "the write buffer kept {written} bytes"
+        );
+        drop(writing.await.unwrap());
+        drop(transport);
+        answers.await.unwrap();
     }
 }
