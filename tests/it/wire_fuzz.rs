@@ -30,17 +30,22 @@ fn options(target: TargetSpec, seed: u64, pid: Option<u32>) -> FuzzOptions {
 }
 
 /// Options of a memory measurement: `DURABLE_MCP_FUZZ_COUNT` requests (default 20,000) on
-/// one process, its memory read after the first half (the warm-up) and at the end.
+/// one process, its memory read after the first half (the warm-up) and at the end; on seed
+/// `DURABLE_MCP_FUZZ_SEED` (random when unset), to compare two builds on the same requests.
 fn memory_options(target: TargetSpec, pid: Option<u32>) -> FuzzOptions {
     let count = std::env::var("DURABLE_MCP_FUZZ_COUNT")
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(20_000);
+    let seed = std::env::var("DURABLE_MCP_FUZZ_SEED")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(fuzz::random_seed);
     FuzzOptions {
         count,
         duration: Duration::from_secs(4 * 3600),
         warmup: count / 2,
-        ..short(target, pid)
+        ..options(target, seed, pid)
     }
 }
 
