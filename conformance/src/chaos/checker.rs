@@ -298,7 +298,13 @@ pub fn memory_allowed_mib(start_mib: f64) -> f64 {
     (start_mib * 1.5).max(start_mib + 64.0)
 }
 
-/// Each process's memory at the end returns near its start.
+/// The role of the Temporal dev server among the processes measured: its memory is
+/// reported, not judged (a Go process that was killed and started again mid-run, whose heap
+/// follows its own caches and history, not anything durable-mcp holds).
+pub const SERVER_ROLE: &str = "server";
+
+/// Each process of durable-mcp's (connectors, proxies, upstreams) ends with its memory near
+/// its start; the dev server's is only reported.
 pub fn memory_returns(h: &History) -> Verdict {
     let mut v = Verdict::new(
         "memory-returns",
@@ -309,7 +315,9 @@ pub fn memory_returns(h: &History) -> Verdict {
             "{}: {:.1} MiB at the start, {:.1} MiB at the end",
             m.role, m.start_mib, m.end_mib
         );
-        if m.end_mib > memory_allowed_mib(m.start_mib) {
+        if m.role == SERVER_ROLE {
+            v.notes.push(format!("{line} (Temporal's, reported only)"));
+        } else if m.end_mib > memory_allowed_mib(m.start_mib) {
             v.failures.push(format!(
                 "{line} (more than the {:.1} MiB allowed)",
                 memory_allowed_mib(m.start_mib)
@@ -565,6 +573,12 @@ mod tests {
         let mut h = clean();
         h.memory[0].end_mib = 105.0;
         assert_eq!(failing(&h), ["memory-returns"]);
+        // The dev server's memory is Temporal's: reported, never judged.
+        let mut h = clean();
+        h.memory[0].role = SERVER_ROLE.into();
+        h.memory[0].end_mib = 1000.0;
+        assert!(memory_returns(&h).passed());
+        assert!(memory_returns(&h).notes[0].contains("reported only"));
         assert_eq!(memory_allowed_mib(40.0), 104.0);
         assert_eq!(memory_allowed_mib(400.0), 600.0);
     }

@@ -252,7 +252,8 @@ impl Topology {
 
     /// The long-lived processes by role, with their pids now.
     pub async fn processes(&self) -> Vec<(String, Option<u32>)> {
-        let mut all = vec![("server".to_owned(), self.server.lock().await.pid())];
+        let server = self.server.lock().await.pid();
+        let mut all = vec![(super::checker::SERVER_ROLE.to_owned(), server)];
         let procs = std::iter::once(&self.upstream)
             .chain(&self.proxies)
             .chain(&self.connectors);
