@@ -250,8 +250,28 @@ impl Connector {
         if let Some(why) = self.inner.ambiguous.read().await.get(tool).cloned() {
             return McpError::invalid_params(why, Some(json!({"tool": tool, "ambiguous": true})));
         }
-        McpError::invalid_params(format!("unknown tool: {tool}"), Some(json!({"tool": tool})))
+        let shown = shown_tool_name(tool);
+        McpError::invalid_params(
+            format!("unknown tool: {shown}"),
+            Some(json!({"tool": shown})),
+        )
     }
+}
+
+/// Longest tool name an error repeats whole: MCP's bound on a tool name (128 characters).
+const SHOWN_TOOL_NAME_CHARS: usize = 128;
+
+/// An unknown tool's name as its error repeats it (R-CON-3): whole up to MCP's bound on a tool
+/// name, else its start and its length, so a hostile name of megabytes is not echoed twice
+/// (message and `data`), escaped, into the answer.
+fn shown_tool_name(tool: &str) -> std::borrow::Cow<'_, str> {
+    let length = tool.chars().count();
+    if length <= SHOWN_TOOL_NAME_CHARS {
+        return tool.into();
+    }
+    let start: String = tool.chars().take(SHOWN_TOOL_NAME_CHARS / 2).collect();
+    format!("{start}... ({length} characters; no tool name is longer than {SHOWN_TOOL_NAME_CHARS})")
+        .into()
 }
 
 /// The origin a routed tool named `name` yields to: the companion tools, when they are served
@@ -347,5 +367,16 @@ mod tests {
         assert!(
             !did_not_succeed(LIST_TOOLS, &failed, Duration::from_secs(10)).contains("task queue")
         );
+    }
+
+    #[test]
+    fn an_unknown_tools_name_is_repeated_whole_only_up_to_mcps_bound() {
+        let name = "a".repeat(SHOWN_TOOL_NAME_CHARS);
+        assert_eq!(shown_tool_name(&name), name.as_str());
+        let long = "é".repeat(1 << 20);
+        let shown = shown_tool_name(&long);
+        assert!(shown.starts_with(&"é".repeat(64)), "{shown}");
+        assert!(shown.contains("1048576 characters"), "{shown}");
+        assert!(shown.chars().count() < 200);
     }
 }
