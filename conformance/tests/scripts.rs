@@ -128,9 +128,8 @@ fn the_test_script_installs_just_and_runs_the_main_job_once() {
         "just was installed for a run that does not use it"
     );
     assert!(
-        calls
-            .iter()
-            .any(|c| c == "cargo test --workspace --all-targets --locked -p durable-mcp --lib"),
+        calls.iter().any(|c| c
+            == "cargo test --workspace --all-targets --locked --no-fail-fast -p durable-mcp --lib"),
         "{calls:?}"
     );
 }
